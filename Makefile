@@ -1,0 +1,32 @@
+# Two commands for a fresh Linux machine with Python 3.11:  make run  and  make test.
+# Both are idempotent: the virtual environment is rebuilt only when a requirements file changes.
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup run test bench browser clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $(STAMP)
+
+# Debian's Chromium for the real-browser tests (installed with apt-get when run as root).
+browser:
+	bash scripts/ensure_chromium.sh
+
+run: setup
+	$(BIN)/python -m streamlit run app.py
+
+test: setup browser
+	$(BIN)/python -m pytest
+
+bench: setup browser
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,44 @@
+"""Entry point: navigation, the shared sidebar, and the error boundary around every page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+import transformers
+
+from ui.errors import friendly_errors
+from ui.session import render_sidebar
+
+ROOT = Path(__file__).parent
+
+# (file, title, icon, url path). The url paths are stable: links sent to a workshop depend on them.
+PAGES = [
+    ("pages/home.py", "Home", ":material/home:", ""),
+    ("pages/attention.py", "Attention", ":material/grid_on:", "attention"),
+    ("pages/maxima.py", "Maxima", ":material/call_made:", "maxima"),
+    ("pages/stats.py", "Head statistics", ":material/leaderboard:", "stats"),
+    ("pages/inside.py", "Inside one head", ":material/calculate:", "inside"),
+    ("pages/compare.py", "Compare two sentences", ":material/compare:", "compare"),
+    ("pages/predictions.py", "Predictions", ":material/lightbulb:", "predictions"),
+    ("pages/drift.py", "Drift", ":material/trending_down:", "drift"),
+    ("pages/senses.py", "Senses", ":material/scatter_plot:", "senses"),
+]
+
+
+def run() -> None:
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    st.set_page_config(page_title="Transformer attention explorer", page_icon=str(ROOT / "assets" / "favicon.png"), layout="wide")
+    pages = [
+        st.Page(str(ROOT / file), title=title, icon=icon, url_path=path or None, default=not path)
+        for file, title, icon, path in PAGES
+        if (ROOT / file).exists()  # a page appears once its issue has landed
+    ]
+    page = st.navigation(pages)
+    render_sidebar()
+    with friendly_errors(f"showing {page.title}"):
+        page.run()
+
+
+run()

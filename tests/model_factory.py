@@ -1,0 +1,102 @@
+"""Tiny random BERT and GPT-2 models built from configs and saved to a folder.
+
+Nothing is downloaded: the BERT vocabulary is written here, the GPT-2 BPE is
+trained here on a few sentences. The saved folders load through the app's own
+``core.models.load_model`` (the real ``from_pretrained`` path).
+"""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import torch
+from tokenizers import ByteLevelBPETokenizer
+from transformers import BertConfig, BertModel, BertTokenizerFast, GPT2Config, GPT2Model, GPT2TokenizerFast
+
+WORDS = (
+    "i will hike along the bank of a river open new account at my and deposit some money . , ! ? "
+    "the cat sat on mat it was happy to be home bass fish plays guitar bat flies ball crane bird "
+    "lifts spring water season plant grows factory mouse click seal swims envelope"
+).split()
+
+CORPUS = [
+    "I will hike along the bank of a river.",
+    "I will open a new account at my bank and deposit some money.",
+    "The cat sat on the mat. It was happy to be home.",
+    "A bass fish swims; the bass player plays guitar.",
+    "<script>alert(1)</script> & \"quotes\" and 'apostrophes'",
+]
+
+
+def bert_vocab() -> list[str]:
+    """Special tokens, whole words, and every printable character alone and as a ``##`` piece."""
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    chars = [c for c in string.ascii_lowercase + string.digits + string.punctuation]
+    pieces = ["##" + c for c in string.ascii_lowercase + string.digits]
+    seen: list[str] = []
+    for token in specials + WORDS + chars + pieces:
+        if token not in seen:
+            seen.append(token)
+    return seen
+
+
+def _bert_tokenizer(model_max_length: int) -> BertTokenizerFast:
+    vocab = {token: i for i, token in enumerate(bert_vocab())}
+    return BertTokenizerFast(vocab=vocab, do_lower_case=True, model_max_length=model_max_length)
+
+
+def build_tiny_bert(folder: Path, *, layers: int = 2, heads: int = 4, hidden: int = 32, seed: int = 0) -> Path:
+    """A random BERT (with pooler) and a WordPiece tokenizer, saved to ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = _bert_tokenizer(model_max_length=64)
+    config = BertConfig(
+        vocab_size=len(bert_vocab()),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=hidden * 2,
+        max_position_embeddings=64,
+    )
+    torch.manual_seed(seed)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def build_tiny_gpt2(folder: Path, *, layers: int = 2, heads: int = 4, hidden: int = 32, seed: int = 0) -> Path:
+    """A random GPT-2 and a byte-level BPE tokenizer trained on ``CORPUS``, saved to ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(CORPUS * 4, vocab_size=400, min_frequency=1, special_tokens=["<|endoftext|>"])
+    tokenizer = GPT2TokenizerFast(
+        tokenizer_object=bpe._tokenizer,
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        unk_token="<|endoftext|>",
+        model_max_length=64,
+    )
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_embd=hidden,
+        n_layer=layers,
+        n_head=heads,
+        n_positions=64,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(seed)
+    GPT2Model(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def build_bert_base_size(folder: Path, *, seed: int = 0) -> Path:
+    """A random 12-layer, 12-head, 768-wide BERT (bert-base's shape) for benchmarks, 512 positions."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = _bert_tokenizer(model_max_length=512)
+    config = BertConfig(vocab_size=len(bert_vocab()), max_position_embeddings=512)
+    torch.manual_seed(seed)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -1,0 +1,78 @@
+"""load_model: the real from_pretrained path on tiny saved models, and every way it can fail."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from core.models import DEFAULT_MODEL, ModelLoadError, load_model
+
+
+def test_tiny_models_load_with_eager_float32_eval(tiny_bert, tiny_gpt2):
+    for model in (tiny_bert, tiny_gpt2):
+        assert model.model.config._attn_implementation == "eager"
+        assert not model.model.training
+        assert all(p.dtype == torch.float32 for p in model.model.parameters())
+        assert (model.num_layers, model.num_heads, model.hidden_size) == (2, 4, 32)
+        assert model.max_tokens == 64
+
+
+def test_decoder_is_probed_from_attention(tiny_bert, tiny_gpt2):
+    assert tiny_bert.is_decoder is False
+    assert tiny_gpt2.is_decoder is True
+    assert tiny_bert.has_pooler and not tiny_gpt2.has_pooler
+
+
+def test_gpt2_gets_a_pad_token_for_batching(tiny_gpt2):
+    assert tiny_gpt2.tokenizer.pad_token is not None
+
+
+def test_missing_local_folder_is_a_user_message(tmp_path):
+    with pytest.raises(ModelLoadError, match="no model folder"):
+        load_model(str(tmp_path / "nothing-here"))
+
+
+def test_folder_without_config_is_a_user_message(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a model")
+    with pytest.raises(ModelLoadError, match="no `config.json`"):
+        load_model(str(tmp_path))
+
+
+def test_folder_with_a_non_transformer_config_is_a_user_message(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "not-a-real-architecture"}))
+    with pytest.raises(ModelLoadError, match="not a transformer model"):
+        load_model(str(tmp_path))
+
+
+def test_hub_id_without_network_says_what_to_do(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelLoadError) as info:
+        load_model("someone/some-model-that-is-not-cached")
+    message = str(info.value)
+    assert "cannot reach" in message and "bundled model" in message
+
+
+def test_trust_remote_code_is_never_enabled(tiny_bert_dir, monkeypatch):
+    import transformers
+
+    seen = []
+    original = transformers.AutoModel.from_pretrained
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("trust_remote_code"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", spy)
+    monkeypatch.setattr("core.models.AutoModel.from_pretrained", spy)
+    load_model(tiny_bert_dir)
+    assert seen == [False]
+
+
+@pytest.mark.integration
+def test_bundled_model_is_minilm(bundled):
+    assert bundled.name == DEFAULT_MODEL
+    assert (bundled.num_layers, bundled.num_heads, bundled.hidden_size) == (6, 12, 384)
+    assert bundled.is_decoder is False
+    assert bundled.max_tokens == 512

@@ -1,0 +1,43 @@
+"""Failures become a sentence on the page, never a traceback."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import streamlit as st
+
+from core.inference import AnalysisError
+from core.models import ModelLoadError
+
+log = logging.getLogger("transformer_lens_app")
+
+# Errors whose message is already written for the user.
+USER_FACING = (ModelLoadError, AnalysisError)
+
+
+def user_message(err: Exception) -> str:
+    """The sentence shown for ``err``."""
+    if isinstance(err, USER_FACING):
+        return str(err)
+    if isinstance(err, MemoryError):
+        return "The computation needed more memory than this machine has. Try a shorter text or a smaller corpus."
+    return (
+        f"Something went wrong ({type(err).__name__}). Your text and settings are kept: "
+        "change the input or the options and try again. If it keeps happening, the server log has the details."
+    )
+
+
+@contextmanager
+def friendly_errors(what: str = "") -> Iterator[None]:
+    """Run a block; any exception is logged and shown as ``st.error`` with a plain sentence.
+
+    Streamlit's own control flow (``st.stop``, reruns) derives from BaseException and passes through.
+    """
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001 - the point is to catch everything a page can raise
+        if not isinstance(err, USER_FACING):
+            log.exception("unexpected error%s", f" while {what}" if what else "")
+        st.error(user_message(err), icon=":material/error:")

@@ -1,0 +1,46 @@
+"""Rendering a figure: toolbar download (PNG/SVG), CSV of its data, presentation styling."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from ui.session import image_format, presentation_mode
+from viz.common import file_stem
+
+PRESENTATION_FONT = 20
+
+
+def plotly_config(name: str) -> dict:
+    """Plotly config: the camera button saves ``name``.png (3× scale) or .svg, as chosen in the sidebar."""
+    return {
+        "displaylogo": False,
+        "toImageButtonOptions": {"format": image_format(), "filename": file_stem(name), "scale": 3},
+        "modeBarButtonsToRemove": ["select2d", "lasso2d"],
+    }
+
+
+def show_figure(fig: go.Figure, *, name: str, data: pd.DataFrame | None = None, key: str | None = None) -> None:
+    """Draw ``fig``; offer ``data`` as CSV under it. ``name`` becomes the download file name."""
+    theme = "streamlit"
+    if presentation_mode():
+        fig = go.Figure(fig)  # never restyle a figure the caller may reuse
+        fig.update_layout(
+            template="plotly_white",
+            font={"size": PRESENTATION_FONT},
+            paper_bgcolor="white",
+            plot_bgcolor="white",
+        )
+        theme = None
+    st.plotly_chart(fig, theme=theme, config=plotly_config(name), key=key)
+    if data is not None:
+        st.download_button(
+            "Download data (CSV)",
+            data.to_csv(index=False).encode("utf-8"),
+            file_name=f"{file_stem(name)}.csv",
+            mime="text/csv",
+            on_click="ignore",
+            key=None if key is None else f"{key}-csv",
+            icon=":material/download:",
+        )

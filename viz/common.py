@@ -1,0 +1,46 @@
+"""Small pieces every figure shares: safe text, token axes, palettes, file names."""
+
+from __future__ import annotations
+
+import html
+import re
+
+# Colour-blind-safe sequential scales (perceptually uniform, readable in greyscale).
+SEQUENTIAL = "Viridis"
+COLORBLIND_SAFE = "Cividis"
+# Okabe–Ito qualitative palette: distinguishable with every common colour-vision deficiency.
+OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+
+
+def plotly_safe(text: object) -> str:
+    """Escape text for Plotly, whose labels and hovers understand a subset of HTML.
+
+    ``<``, ``>`` and ``&`` become entities (Plotly shows them as the characters),
+    so a token such as ``<img src=x onerror=...>`` is shown, never interpreted.
+    """
+    return html.escape(str(text), quote=False)
+
+
+def token_axis(labels: list[str], *, max_labels: int = 256) -> dict:
+    """Axis settings for tokens placed at 0..T-1 with their labels as tick text.
+
+    Figures put tokens at integer positions because a categorical axis would
+    merge repeated tokens ("the" twice) into one. Past ``max_labels`` only every
+    k-th label is written, so long inputs stay legible.
+    """
+    step = max(1, -(-len(labels) // max_labels))
+    positions = list(range(0, len(labels), step))
+    return {
+        "tickmode": "array",
+        "tickvals": positions,
+        "ticktext": [plotly_safe(labels[i]) for i in positions],
+        "range": [-0.5, len(labels) - 0.5],
+        "showgrid": False,
+        "zeroline": False,
+    }
+
+
+def file_stem(*parts: object) -> str:
+    """A file name from parts such as (model, "layer", 3): safe on every OS."""
+    joined = "-".join(str(p) for p in parts if p is not None and str(p) != "")
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", joined).strip("._-")[:120] or "figure"
