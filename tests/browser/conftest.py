@@ -136,20 +136,29 @@ class AppPage:
         self.wait_until_idle(timeout_ms=timeout_ms)
         return self.page
 
-    def wait_until_idle(self, *, timeout_ms: int = 120_000) -> None:
-        """Wait until Streamlit has finished running the script."""
-        page = self.page
-        page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
-        page.wait_for_function(
-            """() => {
+    def wait_until_idle(self, *, timeout_ms: int = 120_000, settle_ms: int = 800) -> None:
+        """Wait until Streamlit has run the script and stayed idle for ``settle_ms``.
+
+        A freshly loaded page reports "not running" before its first run starts, so a
+        single check is not enough: the idle state must hold, with the sidebar drawn.
+        """
+        self.page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
+        self.page.evaluate("window.__idleSince = undefined")
+        self.page.wait_for_function(
+            """(settle) => {
                 const app = document.querySelector('[data-testid="stApp"]');
-                return app && app.getAttribute('data-test-script-state') === 'notRunning'
-                    && !document.querySelector('[data-testid="stStatusWidget"] [data-testid="stStatusWidgetRunningIcon"]')
+                const idle = app && app.getAttribute('data-test-script-state') === 'notRunning'
+                    && document.querySelector('[data-testid="stSidebar"] textarea')
                     && document.querySelector('[data-testid="stMain"]');
+                const now = performance.now();
+                if (!idle) { window.__idleSince = undefined; return false; }
+                if (window.__idleSince === undefined) { window.__idleSince = now; }
+                return now - window.__idleSince >= settle;
             }""",
+            arg=settle_ms,
             timeout=timeout_ms,
+            polling=100,
         )
-        page.wait_for_timeout(300)
 
     def error_texts(self) -> list[str]:
         locator = self.page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]')
