@@ -6,10 +6,20 @@ import streamlit as st
 
 from core.examples import BANK_RIVER, EXAMPLE_SENTENCES, SUGGESTED_MODELS
 from core.inference import Analysis
-from core.models import DEFAULT_MODEL, LoadedModel
+from core.models import DEFAULT_MODEL, LoadedModel, ModelLoadError
+from core.settings import Settings, load_settings
 from ui.cache import cached_analysis, cached_model
 
-MAX_TEXT_CHARS = 20_000
+MAX_TEXT_CHARS = 100_000  # far past any model limit; the tokenizer truncates with a notice
+
+
+def current_settings() -> Settings:
+    """Laptop or workshop-server settings, from the environment or ``.streamlit/secrets.toml``."""
+    try:
+        secrets = {key: st.secrets[key] for key in st.secrets}
+    except Exception:  # noqa: BLE001 - no secrets file is the normal laptop case
+        secrets = {}
+    return load_settings(secrets)
 
 
 def _use_example() -> None:
@@ -21,17 +31,27 @@ def _use_example() -> None:
 
 def render_sidebar() -> None:
     """Model picker, text box, examples and display options; all bound to query params."""
+    settings = current_settings()
     chosen = st.session_state.get("model") or st.query_params.get("model")
-    options = SUGGESTED_MODELS + ([chosen] if chosen and chosen not in SUGGESTED_MODELS else [])
+    if settings.server_mode:
+        options = [DEFAULT_MODEL] + [m for m in settings.allowed_models if m not in (DEFAULT_MODEL, "*")]
+        help_text = "This workshop server offers only these models."
+    else:
+        options = list(SUGGESTED_MODELS)
+        help_text = (
+            "The bundled all-MiniLM-L6-v2 works offline. Type any Hugging Face id "
+            "(needs network) or the path of a local model folder."
+        )
+    if chosen and chosen not in options:
+        options.append(chosen)  # a model named in a link; refused with a message if not allowed
     with st.sidebar:
         st.selectbox(
             "Model",
             options,
             key="model",
             bind="query-params",
-            accept_new_options=True,
-            help="The bundled all-MiniLM-L6-v2 works offline. Type any Hugging Face id "
-            "(needs network) or the path of a local model folder.",
+            accept_new_options=not settings.server_mode,
+            help=help_text,
         )
         st.text_area(
             "Text to analyse",
@@ -70,6 +90,13 @@ def current_text() -> str:
 def current_model() -> LoadedModel:
     """The sidebar's model, loaded once per process. Raises ``ModelLoadError`` with a user message."""
     name = current_model_name()
+    settings = current_settings()
+    if not settings.model_allowed(name):
+        allowed = ", ".join(m for m in settings.allowed_models if m != "*") or DEFAULT_MODEL
+        raise ModelLoadError(
+            f"This workshop server does not load `{name}`: it offers only {allowed}. "
+            "Pick one of those in the sidebar."
+        )
     with st.spinner(f"Loading {name}…"):
         return cached_model(name)
 
@@ -77,12 +104,19 @@ def current_model() -> LoadedModel:
 def current_analysis(max_tokens: int | None = None) -> Analysis:
     """The sidebar's text through the sidebar's model (cached). Raises ``AnalysisError`` for empty text."""
     model = current_model()
+    limit = current_settings().max_tokens
+    limit = limit if max_tokens is None else min(limit, max_tokens)
     with st.spinner("Running the model…"):
-        analysis = cached_analysis(current_model_name(), current_text(), max_tokens)
+        analysis = cached_analysis(current_model_name(), current_text(), min(limit, model.max_tokens))
     if analysis.truncated:
+        reason = (
+            f"{model.name} reads at most {model.max_tokens}"
+            if analysis.num_tokens >= model.max_tokens
+            else f"this app is set to analyse at most {analysis.num_tokens}"
+        )
         st.info(
-            f"The text has {analysis.num_input_tokens} tokens; {model.name} reads at most "
-            f"{analysis.num_tokens}, so only the first {analysis.num_tokens} are shown.",
+            f"The text has {analysis.num_input_tokens} tokens and {reason}, "
+            f"so only the first {analysis.num_tokens} are shown.",
             icon=":material/content_cut:",
         )
     return analysis

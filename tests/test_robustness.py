@@ -1,0 +1,116 @@
+"""The hostile-input battery: every page, every awkward text, every bad model choice.
+
+Each case must end in a page with no exception (no traceback) and, where the input cannot be
+analysed, a sentence saying why; the user's text and settings must still be there.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.pages_registry import landed_pages
+from tests.test_app import open_app
+
+HOSTILE_TEXTS = {
+    "empty": "",
+    "whitespace": "  \n\t  ",
+    "far past the limit": "the bank of a river " * 3000,
+    "emoji": "🏦🌊 I sat by the bank 👩‍👩‍👧‍👦 and smiled 🙂",
+    "cjk": "我在河岸上散步。銀行は閉まっています。은행에 갔다",
+    "right to left": "אני הולך לגדת הנהר. ذهبت إلى البنك لأودع المال",
+    "combining": "Cafe\u0301 n\u0303 Z\u0337\u0322a\u0335l\u0336g\u0334o\u0338",
+    "zero width": "ba\u200bnk\u200d of a\ufeff river\u2060",
+    "control characters": "bank\x07\x1b[31m red\x08\x7f river\r\n\x0b\x0c",
+    "nul bytes": "bank\x00river\x00\x00",
+    "script tag": "<script>alert(1)</script>",
+    "script breakout": "</script><img src=x onerror=alert(1)>",
+    "img onerror": "<img src=x onerror=alert(document.cookie)>",
+    "javascript url": "javascript:alert(1)",
+    "markdown and latex": "[click](javascript:alert(1)) **bold** $$\\href{javascript:alert(1)}{x}$$ $\\unicode{x41}$",
+    "template syntax": "%{customdata} %{x} {{7*7}} ${7*7} <%= 7*7 %>",
+    "only punctuation": "?!.,;:()[]{}",
+    "one character": "a",
+    "special token names": "[CLS] [SEP] [MASK] <|endoftext|> <s> </s> [PAD]",
+}
+EMPTY = {"empty", "whitespace"}
+PAGES = [file for file, _ in landed_pages()]
+
+
+def _errors(at) -> list[str]:
+    return [e.value for e in at.error]
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("case", list(HOSTILE_TEXTS))
+def test_hostile_text_on_every_page(page, case, tiny_bert_dir):
+    text = HOSTILE_TEXTS[case]
+    at = open_app({"model": tiny_bert_dir, "text": text}, page=page)
+    assert not at.exception, [e.value for e in at.exception]
+    if case in EMPTY:
+        assert any("no text" in e.lower() for e in _errors(at)) or not _errors(at)
+    else:
+        assert not _errors(at), _errors(at)
+    # the text survives exactly as typed (Streamlit drops nothing the user typed)
+    assert at.text_area(key="text").value == text
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("case", ["script breakout", "far past the limit", "emoji"])
+def test_hostile_text_on_a_decoder(page, case, tiny_gpt2_dir):
+    at = open_app({"model": tiny_gpt2_dir, "text": HOSTILE_TEXTS[case]}, page=page)
+    assert not at.exception, [e.value for e in at.exception]
+    assert not _errors(at), _errors(at)
+
+
+def _not_a_transformer(tmp_path) -> str:
+    folder = tmp_path / "not-a-transformer"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "sklearn-pipeline"}))
+    return str(folder)
+
+
+BAD_MODELS = {
+    "hub id that does not exist (offline)": lambda tmp: "no-such-org/no-such-model-xyz",
+    "non-transformer folder": _not_a_transformer,
+    "local path that does not exist": lambda tmp: str(tmp / "missing-model"),
+    "path traversal": lambda tmp: "../../../../etc",
+    "url instead of an id": lambda tmp: "https://evil.example/model",
+    "html in the id": lambda tmp: "<img src=x onerror=alert(1)>",
+}
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("case", list(BAD_MODELS))
+def test_bad_model_choice_is_a_sentence_and_keeps_the_text(case, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    model = BAD_MODELS[case](tmp_path)
+    for page in PAGES:
+        at = open_app({"model": model, "text": "keep this text"}, page=page)
+        assert not at.exception, (page, [e.value for e in at.exception])
+        assert _errors(at), f"{page}: no message for {case}"
+        assert "Traceback" not in " ".join(_errors(at))
+        assert at.text_area(key="text").value == "keep this text"
+        assert at.selectbox(key="model").value == model
+
+
+@pytest.mark.app
+def test_server_mode_refuses_other_models(monkeypatch, tiny_bert_dir):
+    monkeypatch.setenv("EXPLORER_MODE", "server")
+    at = open_app({"model": tiny_bert_dir, "text": "the bank"})
+    assert not at.exception
+    assert any("workshop server does not load" in e for e in _errors(at))
+    picker = at.selectbox(key="model")
+    assert tiny_bert_dir not in [o for o in picker.options if o != tiny_bert_dir] and "all-MiniLM-L6-v2" in picker.options
+
+
+@pytest.mark.app
+def test_server_mode_caps_tokens(monkeypatch):
+    monkeypatch.setenv("EXPLORER_MODE", "server")
+    monkeypatch.setenv("EXPLORER_MAX_TOKENS", "16")
+    at = open_app({"text": "the bank of a river " * 20})
+    assert not at.exception and not _errors(at)
+    assert any("set to analyse at most 16" in i.value for i in at.info)
