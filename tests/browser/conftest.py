@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlencode, urlparse
 
@@ -54,13 +56,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def app_server(tmp_path_factory):
-    """``streamlit run app.py`` on a free localhost port, with the hub switched off."""
-    _require_browser()
+@contextmanager
+def serve_app(log_path: Path, extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``streamlit run app.py`` on a free localhost port with the hub switched off; yields (url, process)."""
     port = _free_port()
-    log_path = tmp_path_factory.mktemp("server") / "streamlit.log"
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", **(extra_env or {}))
     log = open(log_path, "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
@@ -68,24 +68,33 @@ def app_server(tmp_path_factory):
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.terminate()
-        pytest.fail("the app did not start: " + log_path.read_text()[-2000:])
-    yield url
-    proc.terminate()
     try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+        deadline = time.time() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    pytest.fail("the app did not start: " + log_path.read_text()[-2000:])
+                time.sleep(0.5)
+        yield url, proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def app_server(tmp_path_factory):
+    """The app served once for the whole browser tier."""
+    _require_browser()
+    with serve_app(tmp_path_factory.mktemp("server") / "streamlit.log") as (url, _proc):
+        yield url
 
 
 @pytest.fixture(scope="session")
