@@ -22,8 +22,10 @@ import torch
 
 from core.models import LoadedModel
 
+
 class AnalysisError(ValueError):
     """The text cannot be analysed. The message is a sentence meant for the user."""
+
 
 @dataclass(frozen=True, eq=False)
 class Analysis:
@@ -91,6 +93,7 @@ class Analysis:
     def hidden_size(self) -> int:
         return self.hidden_states.shape[2]
 
+
 def special_token_ids(tokenizer) -> set[int]:
     """Ids the app treats as special: [CLS], [SEP], <|endoftext|>, padding and the like.
 
@@ -103,11 +106,13 @@ def special_token_ids(tokenizer) -> set[int]:
     keep_as_content = {tokenizer.unk_token_id, tokenizer.mask_token_id} - structural
     return {i for i in tokenizer.all_special_ids if i not in keep_as_content} - {None}
 
+
 def _token_limit(model: LoadedModel, max_tokens: int | None) -> int:
     limit = model.max_tokens if max_tokens is None else min(int(max_tokens), model.max_tokens)
     if limit < 1:
         raise AnalysisError("The token limit must be at least 1.")
     return limit
+
 
 def _encode(model: LoadedModel, texts: Sequence[str], limit: int):
     return model.tokenizer(
@@ -120,6 +125,7 @@ def _encode(model: LoadedModel, texts: Sequence[str], limit: int):
         return_tensors="pt",
     )
 
+
 def _forward(model: LoadedModel, encoding, attentions: bool):
     inputs = {"input_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"]}
     if "token_type_ids" in encoding and "token_type_ids" in model.tokenizer.model_input_names:
@@ -128,9 +134,11 @@ def _forward(model: LoadedModel, encoding, attentions: bool):
     with torch.inference_mode():
         return model.model(**inputs, output_attentions=attentions, output_hidden_states=True, return_dict=True)
 
+
 def _check_text(text: str) -> None:
     if not isinstance(text, str) or not text.strip():
         raise AnalysisError("There is no text to analyse: type a sentence first.")
+
 
 def iter_analyses(
     model: LoadedModel,
@@ -195,6 +203,7 @@ def iter_analyses(
         if progress is not None:
             progress(done, len(texts))
 
+
 def analyze_many(
     model: LoadedModel,
     texts: Sequence[str],
@@ -211,6 +220,7 @@ def analyze_many(
     ):
         results[index] = analysis
     return results  # type: ignore[return-value]
+
 
 def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> Analysis:
     """Run ``model`` on ``text`` and keep its attentions and hidden states.

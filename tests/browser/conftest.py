@@ -7,7 +7,6 @@ there were none. In CI (``CI`` set) a missing Chromium fails the run instead of 
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
