@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import streamlit as st
 import transformers
 
+from ui.cache import start_umap_warmup
 from ui.errors import friendly_errors
 from ui.session import render_sidebar
 
@@ -27,6 +29,7 @@ PAGES = [
 
 
 def run() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     st.set_page_config(page_title="Transformer attention explorer", page_icon=str(ROOT / "assets" / "favicon.png"), layout="wide")
@@ -35,6 +38,7 @@ def run() -> None:
         for file, title, icon, path in PAGES
         if (ROOT / file).exists()  # a page appears once its issue has landed
     ]
+    start_umap_warmup()  # numba compiles UMAP in the background for the senses page
     page = st.navigation(pages)
     render_sidebar()
     with friendly_errors(f"showing {page.title}"):

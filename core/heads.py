@@ -100,6 +100,12 @@ def check_supported(model: LoadedModel) -> None:
     _block(model, 0)
 
 
+def block_kind(model: LoadedModel) -> str:
+    """How the model's blocks are laid out: "bert" (BERT-style encoders, post-LN), "distilbert"
+    (post-LN) or "gpt2" (pre-LN: ``ln_1`` before attention). Raises ``UnsupportedArchitecture``."""
+    return _block(model, 0)[0]
+
+
 def head_weights(model: LoadedModel, layer: int, head: int) -> HeadWeights:
     """The weights of ``head`` in block ``layer``, from the model itself."""
     kind, block = _block(model, layer)

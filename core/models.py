@@ -129,7 +129,7 @@ def _load_parts(source: str, name: str, local_only: bool):
         if not local_only and ("couldn't connect" in text.lower() or "connection" in text.lower()):
             raise _hub_error(name) from err
         raise ModelLoadError(
-            f"`{name}` is not a transformer model this app can load ({_first_line(text)}). "
+            f"`{name}` is not a transformer model this app can load ({first_line(text)}). "
             "Check the spelling of the id, or choose a folder saved with `save_pretrained`."
         ) from err
     if getattr(config, "is_encoder_decoder", False):
@@ -149,7 +149,7 @@ def _load_parts(source: str, name: str, local_only: bool):
         )
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
         raise ModelLoadError(
-            f"`{name}` could not be loaded ({_first_line(str(err))}). "
+            f"`{name}` could not be loaded ({first_line(str(err))}). "
             "The app needs a model with its tokenizer, saved for Hugging Face `transformers`."
         ) from err
     if not getattr(tokenizer, "is_fast", False):
@@ -160,7 +160,7 @@ def _load_parts(source: str, name: str, local_only: bool):
     return config, tokenizer, model
 
 
-def _first_line(text: str) -> str:
+def first_line(text: str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else "unknown error"
     return line[:200]
 
@@ -211,9 +211,9 @@ def load_model(name: str | None = None, *, device: str | None = None) -> LoadedM
     Raises ``ModelLoadError`` with a message for the user when it cannot.
     """
     display, source, local_only = _resolve_source(name)
-    if not local_only and not _cached_on_disk(source) and not _hub_reachable():
+    if not local_only and not cached_on_disk(source) and not _hub_reachable():
         raise _hub_error(display)
-    config, tokenizer, model = _load_parts(source, display, local_only or _cached_on_disk(source))
+    config, tokenizer, model = _load_parts(source, display, local_only or cached_on_disk(source))
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     model = model.to(device=device, dtype=torch.float32).eval()
     if tokenizer.pad_token is None:  # GPT-2 has none; batching needs one, and it is masked out anyway
@@ -238,7 +238,7 @@ def load_model(name: str | None = None, *, device: str | None = None) -> LoadedM
     )
 
 
-def _cached_on_disk(source: str) -> bool:
+def cached_on_disk(source: str) -> bool:
     """True when a hub model's config is already in the local Hugging Face cache."""
     if Path(source).exists():
         return True

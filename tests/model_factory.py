@@ -100,3 +100,57 @@ def build_bert_base_size(folder: Path, *, seed: int = 0) -> Path:
     BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def build_tiny_bert_mlm(folder: Path, *, seed: int = 0) -> Path:
+    """``build_tiny_bert`` saved again as a ``BertForMaskedLM``: its random masked-LM head is in the checkpoint."""
+    from transformers import BertForMaskedLM
+
+    build_tiny_bert(folder, seed=seed)
+    torch.manual_seed(seed + 1)
+    BertForMaskedLM.from_pretrained(folder).save_pretrained(folder)
+    return folder
+
+
+def build_tiny_gpt2_lm(folder: Path, *, seed: int = 0) -> Path:
+    """``build_tiny_gpt2`` saved again as a ``GPT2LMHeadModel`` with its own (untied) random head in the checkpoint."""
+    from transformers import GPT2LMHeadModel
+
+    build_tiny_gpt2(folder, seed=seed)
+    torch.manual_seed(seed + 1)
+    GPT2LMHeadModel.from_pretrained(folder, tie_word_embeddings=False).save_pretrained(folder)
+    return folder
+
+
+def build_tiny_gpt2_untied_without_head(folder: Path, *, seed: int = 0) -> Path:
+    """``build_tiny_gpt2`` whose config says the head is not tied to the embeddings, with no head
+    weights saved: loading it as a causal LM would leave ``lm_head`` randomly initialised."""
+    build_tiny_gpt2(folder, seed=seed)
+    config = GPT2Config.from_pretrained(folder)
+    config.tie_word_embeddings = False
+    config.save_pretrained(folder)
+    return folder
+
+
+def build_tiny_gpt_neo(folder: Path, *, seed: int = 0) -> Path:
+    """A random GPT-Neo (an architecture the step-by-step head view does not take apart) with
+    ``build_tiny_gpt2``'s tokenizer, saved to ``folder``."""
+    from transformers import GPTNeoConfig, GPTNeoModel
+
+    build_tiny_gpt2(folder, seed=seed)
+    tokenizer = GPT2TokenizerFast.from_pretrained(folder)
+    config = GPTNeoConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        attention_types=[[["global", "local"], 1]],
+        max_position_embeddings=64,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(seed)
+    for stale in folder.glob("*.safetensors"):
+        stale.unlink()
+    GPTNeoModel(config).save_pretrained(folder)
+    return folder

@@ -101,13 +101,21 @@ def current_model() -> LoadedModel:
         return cached_model(name)
 
 
+def current_token_limit() -> int:
+    """Tokens analysed per text: the model's limit, capped by the deployment setting.
+
+    Every cache of results derived from the sidebar's text takes this, so that they all
+    describe the same tokens as ``current_analysis()``.
+    """
+    return min(current_settings().max_tokens, current_model().max_tokens)
+
+
 def current_analysis(max_tokens: int | None = None) -> Analysis:
     """The sidebar's text through the sidebar's model (cached). Raises ``AnalysisError`` for empty text."""
     model = current_model()
-    limit = current_settings().max_tokens
-    limit = limit if max_tokens is None else min(limit, max_tokens)
+    limit = current_token_limit() if max_tokens is None else min(current_token_limit(), max_tokens)
     with st.spinner("Running the model…"):
-        analysis = cached_analysis(current_model_name(), current_text(), min(limit, model.max_tokens))
+        analysis = cached_analysis(current_model_name(), current_text(), limit)
     if analysis.truncated:
         reason = (
             f"{model.name} reads at most {model.max_tokens}"

@@ -21,6 +21,15 @@ def plotly_safe(text: object) -> str:
     return html.escape(str(text), quote=False)
 
 
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
+
+
+def markdown_safe(text: object) -> str:
+    """Text to put inside Streamlit markdown (titles, captions) as it is: every character markdown,
+    math or HTML could interpret gets a backslash, so a token like ``![x](http://…)`` stays text."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+
+
 def token_axis(labels: list[str], *, max_labels: int = 256) -> dict:
     """Axis settings for tokens placed at 0..T-1 with their labels as tick text.
 

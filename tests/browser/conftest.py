@@ -7,6 +7,7 @@ there were none. In CI (``CI`` set) a missing Chromium fails the run instead of 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -32,6 +33,10 @@ CHROMIUM_FLAGS = [
     "--disable-quic",
 ]
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
+NOT_FOUND = "Failed to load resource: the server responded with a status of 404 (Not Found)"
+# On a deep link (/attention) Streamlit's frontend first probes /attention/_stcore/health and
+# /attention/_stcore/host-config, which 404, before it finds the real base path (streamlit#7074).
+BASE_PATH_PROBE = re.compile(r"^/[^/]+/_stcore/(health|host-config)$")
 
 
 def _require_browser() -> None:
@@ -121,6 +126,8 @@ class AppPage:
         self.page.on("console", self._console)
         self.page.on("dialog", self._dialog)
         self.page.on("pageerror", lambda err: self.console_errors.append(f"pageerror: {err}"))
+        self.base_path_probes = 0
+        self.page.on("response", self._response)
 
     def _route(self, route):
         host = urlparse(route.request.url).hostname or ""
@@ -129,6 +136,10 @@ class AppPage:
         else:
             self.blocked.append(route.request.url)
             route.abort()
+
+    def _response(self, response):
+        if response.status == 404 and BASE_PATH_PROBE.match(urlparse(response.url).path):
+            self.base_path_probes += 1
 
     def _console(self, msg):
         if msg.type == "error":
@@ -172,10 +183,18 @@ class AppPage:
         locator = self.page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]')
         return [locator.nth(i).inner_text() for i in range(locator.count())]
 
+    def unexplained_console_errors(self) -> list[str]:
+        """Console errors, less one 404 message per known base-path probe (and nothing else)."""
+        errors = list(self.console_errors)
+        for _ in range(self.base_path_probes):
+            if NOT_FOUND in errors:
+                errors.remove(NOT_FOUND)
+        return errors
+
     def assert_clean(self) -> None:
         assert not self.error_texts(), self.error_texts()
         assert not self.blocked, f"requests to other hosts: {self.blocked}"
-        assert not self.console_errors, self.console_errors
+        assert not self.unexplained_console_errors(), self.unexplained_console_errors()
         assert not self.dialogs, f"a dialog opened: {self.dialogs}"
 
     def close(self) -> None:

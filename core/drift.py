@@ -1,0 +1,241 @@
+"""How far each layer moves whole documents away from their static embeddings.
+
+One batched pass over a corpus (``embed_corpus``) keeps, for every document and
+every hidden state ``0..L``, one pooled vector per pooling method. Everything
+else (similarity to the static layer or to the previous layer, the anisotropy
+baseline, [CLS] static vs contextual) is computed from those vectors without
+running the model again.
+
+Layers are numbered as in ``hidden_states``: 0 is the embedding layer's output
+(word + position (+ token-type) embeddings, after LayerNorm for BERT), k = 1..L
+is the output of block k. For GPT-2 the last hidden state has ``ln_f`` applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from core.inference import iter_analyses
+from core.models import LoadedModel
+from core.similarity import cosine
+
+POOLINGS = {
+    "mean": "mean over all tokens (attention-mask weighted, special tokens included, as sentence-transformers does)",
+    "mean_no_special": "mean over the tokens of the text only (special tokens such as [CLS] and [SEP] excluded)",
+    "cls": "hidden state of the first token ([CLS] for BERT-style models; a decoder has no [CLS])",
+    "max": "maximum over tokens, per dimension (special tokens included)",
+}
+REFERENCES = {
+    "static": "static → layer: layer k against the embedding layer (hidden_states[0])",
+    "previous": "layer → layer: layer k against layer k − 1",
+}
+DEFAULT_BATCH_SIZE = 16
+
+
+@dataclass(frozen=True, eq=False)
+class CorpusEmbeddings:
+    """Pooled hidden states of a corpus (``N`` documents, ``L`` layers, hidden size ``D``).
+
+    ``pooled[p]``: float32 ``[N, L + 1, D]`` for each pooling ``p`` in ``POOLINGS``.
+    ``pooler_output``: ``[N, D]`` for models with a pooler (a trained dense + tanh layer
+    on the [CLS] state, not the [CLS] hidden state), else None.
+    ``num_input_tokens``: tokens of each document before truncation; ``num_tokens``: tokens
+    the model read; ``truncated``: bool ``[N]``.
+    """
+
+    model_name: str
+    is_decoder: bool
+    pooled: dict[str, np.ndarray]
+    pooler_output: np.ndarray | None
+    num_input_tokens: np.ndarray
+    num_tokens: np.ndarray
+    truncated: np.ndarray
+
+    def __post_init__(self) -> None:
+        for array in (*self.pooled.values(), self.pooler_output, self.num_input_tokens, self.num_tokens, self.truncated):
+            if array is not None:
+                array.setflags(write=False)
+
+    @property
+    def num_documents(self) -> int:
+        return self.truncated.shape[0]
+
+    @property
+    def num_layers(self) -> int:
+        return next(iter(self.pooled.values())).shape[1] - 1
+
+
+def pool_hidden_states(hidden_states: np.ndarray, special_mask: np.ndarray, pooling: str) -> np.ndarray:
+    """``[L + 1, T, D]`` hidden states of one text (no padding) → ``[L + 1, D]``.
+
+    ``mean_no_special`` falls back to all tokens when every token is special.
+    """
+    if pooling == "mean":
+        return hidden_states.mean(axis=1)
+    if pooling == "mean_no_special":
+        keep = ~special_mask if (~special_mask).any() else np.ones_like(special_mask)
+        return hidden_states[:, keep].mean(axis=1)
+    if pooling == "cls":
+        return hidden_states[:, 0]
+    if pooling == "max":
+        return hidden_states.max(axis=1)
+    raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
+
+
+def embed_corpus(
+    model: LoadedModel,
+    documents: Sequence[str],
+    *,
+    max_tokens: int | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: Callable[[int, int], None] | None = None,
+) -> CorpusEmbeddings:
+    """Run ``model`` over ``documents`` once (length-sorted batches, dynamic padding) and pool every layer.
+
+    Raises ``AnalysisError`` for an empty document.
+    """
+    n = len(documents)
+    if n == 0:
+        raise ValueError("the corpus has no documents")
+    shape = (n, model.num_layers + 1, model.hidden_size)
+    pooled = {p: np.zeros(shape, dtype=np.float32) for p in POOLINGS}
+    pooler = np.zeros((n, model.hidden_size), dtype=np.float32) if model.has_pooler else None
+    num_input_tokens = np.zeros(n, dtype=np.int64)
+    num_tokens = np.zeros(n, dtype=np.int64)
+    truncated = np.zeros(n, dtype=bool)
+    for index, analysis in iter_analyses(
+        model, list(documents), max_tokens=max_tokens, batch_size=batch_size, attentions=False, progress=progress
+    ):
+        for p in POOLINGS:
+            pooled[p][index] = pool_hidden_states(analysis.hidden_states, analysis.special_mask, p)
+        if pooler is not None and analysis.pooler_output is not None:
+            pooler[index] = analysis.pooler_output
+        num_input_tokens[index] = analysis.num_input_tokens
+        num_tokens[index] = analysis.num_tokens
+        truncated[index] = analysis.truncated
+    return CorpusEmbeddings(model.name, model.is_decoder, pooled, pooler, num_input_tokens, num_tokens, truncated)
+
+
+def _check(reference: str, pooling: str) -> None:
+    if reference not in REFERENCES:
+        raise ValueError(f"unknown reference {reference!r}; choose one of {', '.join(REFERENCES)}")
+    if pooling not in POOLINGS:
+        raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
+
+
+def _reference_layers(num_layers: int, reference: str) -> np.ndarray:
+    """For layers k = 1..L, the hidden-state index each is compared with (0, or k − 1)."""
+    layers = np.arange(1, num_layers + 1)
+    return np.zeros_like(layers) if reference == "static" else layers - 1
+
+
+def similarity_table(embeddings: CorpusEmbeddings, *, reference: str = "static", pooling: str = "mean") -> pd.DataFrame:
+    """Long table: ``document`` (index), ``layer`` (1..L), ``cosine_similarity`` of layer k with its reference."""
+    _check(reference, pooling)
+    vectors = embeddings.pooled[pooling]  # [N, L + 1, D]
+    layers = np.arange(1, embeddings.num_layers + 1)
+    similarity = cosine(vectors[:, layers], vectors[:, _reference_layers(embeddings.num_layers, reference)])  # [N, L]
+    n = embeddings.num_documents
+    return pd.DataFrame(
+        {
+            "document": np.repeat(np.arange(n), len(layers)),
+            "layer": np.tile(layers, n),
+            "cosine_similarity": similarity.reshape(-1),
+        }
+    )
+
+
+def _mean_cross_document_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean over ordered pairs i ≠ j of cos(a[i], b[j]); ``a``, ``b``: ``[N, D]``, N ≥ 2."""
+    unit_a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    unit_b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+    matrix = unit_a.astype(np.float64) @ unit_b.astype(np.float64).T
+    n = matrix.shape[0]
+    return float((matrix.sum() - np.trace(matrix)) / (n * (n - 1)))
+
+
+def baseline_table(embeddings: CorpusEmbeddings, *, reference: str = "static", pooling: str = "mean") -> pd.DataFrame:
+    """Per layer k = 1..L, what different documents give (needs at least 2 documents).
+
+    ``anisotropy``: mean cosine between different documents within layer k (Ethayarajh 2019).
+    ``baseline``: mean cosine between document i's reference layer and document j's layer k,
+    i ≠ j: the same comparison as ``similarity_table`` but across documents, so
+    ``cosine_similarity − baseline`` is how much more a document resembles its own
+    reference than another document's. For layers sharing one direction both are high.
+    """
+    _check(reference, pooling)
+    vectors = embeddings.pooled[pooling]
+    if embeddings.num_documents < 2:
+        raise ValueError("the baseline needs at least two documents")
+    layers = np.arange(1, embeddings.num_layers + 1)
+    references = _reference_layers(embeddings.num_layers, reference)
+    return pd.DataFrame(
+        {
+            "layer": layers,
+            "anisotropy": [_mean_cross_document_cosine(vectors[:, k], vectors[:, k]) for k in layers],
+            "baseline": [_mean_cross_document_cosine(vectors[:, r], vectors[:, k]) for r, k in zip(references, layers)],
+        }
+    )
+
+
+def cls_table(embeddings: CorpusEmbeddings) -> pd.DataFrame:
+    """Per document: the first token's static vector (hidden_states[0]) against its last hidden state,
+    and, for models with a pooler, against ``pooler_output``. Columns ``document``, ``comparison``,
+    ``cosine_similarity``."""
+    first = embeddings.pooled["cls"]  # [N, L + 1, D]
+    n = embeddings.num_documents
+    parts = [
+        pd.DataFrame(
+            {
+                "document": np.arange(n),
+                "comparison": f"hidden_states[0] vs hidden_states[{embeddings.num_layers}] (last layer)",
+                "cosine_similarity": cosine(first[:, 0], first[:, -1]),
+            }
+        )
+    ]
+    if embeddings.pooler_output is not None:
+        parts.append(
+            pd.DataFrame(
+                {
+                    "document": np.arange(n),
+                    "comparison": "hidden_states[0] vs pooler_output (dense + tanh on the last [CLS] state)",
+                    "cosine_similarity": cosine(first[:, 0], embeddings.pooler_output),
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True)
+
+
+def layer_similarity(
+    model: LoadedModel,
+    documents: list[str],
+    *,
+    reference: str = "static",
+    pooling: str = "mean",
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    max_tokens: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
+    """Cosine similarity of each document's pooled layer k (1..L) with its reference.
+
+    ``reference``: ``"static"`` (hidden_states[0], the embedding layer's output) or
+    ``"previous"`` (layer k − 1). ``pooling``: one of ``POOLINGS``. Returns a long
+    table with columns ``document`` (index into ``documents``), ``layer``, ``cosine_similarity``.
+    """
+    _check(reference, pooling)
+    embeddings = embed_corpus(model, documents, max_tokens=max_tokens, batch_size=batch_size, progress=progress)
+    return similarity_table(embeddings, reference=reference, pooling=pooling)
+
+
+def drift_table(embeddings: CorpusEmbeddings, *, reference: str = "static", pooling: str = "mean") -> pd.DataFrame:
+    """``similarity_table`` with, per layer, ``baseline`` and ``anisotropy`` (see ``baseline_table``) and
+    ``adjusted_similarity`` = ``cosine_similarity − baseline``; the three are NaN for a single document."""
+    table = similarity_table(embeddings, reference=reference, pooling=pooling)
+    if embeddings.num_documents < 2:
+        return table.assign(baseline=np.nan, anisotropy=np.nan, adjusted_similarity=np.nan)
+    table = table.merge(baseline_table(embeddings, reference=reference, pooling=pooling), on="layer", how="left")
+    return table.assign(adjusted_similarity=table["cosine_similarity"] - table["baseline"])

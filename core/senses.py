@@ -1,0 +1,233 @@
+"""One word across many sentences: its contextual embedding at every layer, and how well its senses separate.
+
+``occurrence_embeddings`` finds every whole-word occurrence of a word (case-insensitive) through
+the tokenizer's character offsets, mean-pools the tokens that cover it (a word split into
+several pieces gives one vector) and keeps that vector for every layer at once. ``separation``
+measures, per layer, how well sense labels are told apart in the original embedding space.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from core.inference import AnalysisError, iter_analyses
+from core.models import LoadedModel
+
+SENSE_SETS_CSV = Path(__file__).parent / "data" / "senses.csv"
+MAX_SENTENCES = 2_000
+# "label: sentence": a label is one to three short words (letters, digits, - or _), at most 40 characters.
+LABEL_PREFIX = re.compile(r"^\s*([\w-]+(?:[ \t]+[\w-]+){0,2})\s*:\s*(\S.*)$")
+MAX_LABEL_CHARS = 40
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
+
+
+@dataclass(frozen=True, eq=False)
+class Occurrences:
+    """Every occurrence of ``word`` in ``sentences`` (N of them), at every layer.
+
+    ``vectors``: float32 ``[layers + 1, N, hidden]``; index 0 is the embedding layer's output,
+    index k the output of block k. ``sentence_ids``: int ``[N]``, the sentence each occurrence
+    is in. ``spans``: each occurrence's ``(start, end)`` characters in its sentence.
+    ``missing``: indices of sentences where the word was not found (or only past the token limit).
+    """
+
+    word: str
+    sentences: list[str]
+    vectors: np.ndarray
+    sentence_ids: np.ndarray
+    spans: list[tuple[int, int]]
+    missing: list[int]
+
+    def __post_init__(self) -> None:
+        n = self.vectors.shape[1]
+        if self.vectors.ndim != 3 or len(self.sentence_ids) != n or len(self.spans) != n:
+            raise ValueError("vectors, sentence_ids and spans must describe the same occurrences")
+        self.vectors.setflags(write=False)
+        self.sentence_ids.setflags(write=False)
+
+    @property
+    def count(self) -> int:
+        return self.vectors.shape[1]
+
+    @property
+    def num_layers(self) -> int:
+        return self.vectors.shape[0] - 1
+
+
+def word_pattern(word: str) -> re.Pattern:
+    """Whole-word, case-insensitive pattern: "bank" matches "Bank", "bank,", "(bank)" and the
+    "bank" of "bank's", never "banks", "riverbank" or "bank_account"."""
+    word = word.strip()
+    if not word:
+        raise AnalysisError("Type the word to look for.")
+    return re.compile(r"(?<!\w)" + re.escape(word) + r"(?!\w)", re.IGNORECASE)
+
+
+def find_word(text: str, word: str) -> list[tuple[int, int]]:
+    """Character spans ``(start, end)`` of every whole-word occurrence of ``word`` in ``text``."""
+    return [m.span() for m in word_pattern(word).finditer(text)]
+
+
+def covering_tokens(offsets: Sequence[tuple[int, int]], special_mask: np.ndarray, span: tuple[int, int]) -> list[int]:
+    """Positions of the non-special tokens whose character span overlaps ``span``."""
+    start, end = span
+    return [
+        i
+        for i, (s, e) in enumerate(offsets)
+        if not special_mask[i] and e > s and s < end and e > start
+    ]
+
+
+def occurrence_embeddings(
+    model: LoadedModel,
+    sentences: list[str],
+    word: str,
+    *,
+    batch_size: int = 16,
+    progress: Callable[[int, int], None] | None = None,
+) -> Occurrences:
+    """Embeddings of every occurrence of ``word`` in ``sentences``, all layers in one pass.
+
+    Each occurrence's vector is the mean of the hidden states of the tokens covering it
+    (for every layer at once). Sentences without the word are not run through the model.
+    """
+    pattern = word_pattern(word)
+    spans_by_sentence = {i: [m.span() for m in pattern.finditer(s)] for i, s in enumerate(sentences)}
+    with_word = [i for i, spans in spans_by_sentence.items() if spans]
+    found: dict[int, list[tuple[tuple[int, int], np.ndarray]]] = {}
+    texts = [sentences[i] for i in with_word]
+    analyses = iter_analyses(model, texts, batch_size=batch_size, attentions=False, progress=progress) if texts else ()
+    for k, analysis in analyses:
+        for span in spans_by_sentence[with_word[k]]:
+            tokens = covering_tokens(analysis.offsets, analysis.special_mask, span)
+            if tokens:  # an occurrence past the token limit has no tokens
+                found.setdefault(with_word[k], []).append((span, analysis.hidden_states[:, tokens].mean(axis=1)))
+    ids = sorted(found)
+    points = [(i, span, vector) for i in ids for span, vector in found[i]]
+    hidden = model.hidden_size
+    vectors = (
+        np.stack([v for _, _, v in points], axis=1).astype(np.float32)
+        if points
+        else np.zeros((model.num_layers + 1, 0, hidden), dtype=np.float32)
+    )
+    return Occurrences(
+        word=word.strip(),
+        sentences=list(sentences),
+        vectors=vectors,
+        sentence_ids=np.array([i for i, _, _ in points], dtype=np.int64),
+        spans=[span for _, span, _ in points],
+        missing=[i for i in range(len(sentences)) if i not in found],
+    )
+
+
+def measured_labels(labels: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(measured, left out)``: labels with at least two occurrences, and the others (empty labels excluded)."""
+    counts = Counter(label for label in labels if label)
+    measured = sorted(label for label, n in counts.items() if n >= 2)
+    return measured, sorted(label for label, n in counts.items() if n < 2)
+
+
+def separation(vectors: np.ndarray, labels: list[str]) -> pd.DataFrame:
+    """How well the labels separate at each layer of ``vectors`` ``[layers + 1, N, hidden]``.
+
+    Columns ``layer``, ``knn_accuracy`` (leave-one-out 1-nearest-neighbour accuracy, cosine
+    similarity: the share of occurrences whose most similar other occurrence has the same label)
+    and ``silhouette`` (cosine, -1 to 1). Only labels with at least two occurrences count (see
+    ``measured_labels``); with fewer than two such labels both measures are NaN.
+    """
+    from sklearn.metrics import silhouette_score
+    from sklearn.metrics.pairwise import cosine_similarity
+
+    vectors = np.asarray(vectors)
+    if vectors.ndim != 3 or vectors.shape[1] != len(labels):
+        raise ValueError(f"vectors must be [layers + 1, {len(labels)}, hidden], got {vectors.shape}")
+    measured, _ = measured_labels(labels)
+    keep = np.array([label in measured for label in labels], dtype=bool)
+    kept_labels = np.array(labels, dtype=object)[keep]
+    rows = []
+    for layer in range(vectors.shape[0]):
+        knn = silhouette = float("nan")
+        if len(measured) >= 2:
+            x = vectors[layer][keep].astype(np.float64)
+            similarity = cosine_similarity(x)
+            np.fill_diagonal(similarity, -np.inf)
+            knn = float(np.mean(kept_labels[similarity.argmax(axis=1)] == kept_labels))
+            silhouette = float(silhouette_score(x, kept_labels, metric="cosine"))
+        rows.append({"layer": layer, "knn_accuracy": knn, "silhouette": silhouette})
+    return pd.DataFrame(rows, columns=["layer", "knn_accuracy", "silhouette"])
+
+
+def builtin_sense_sets() -> pd.DataFrame:
+    """The built-in sense-labelled sentences: columns ``word``, ``sense``, ``sentence``."""
+    return pd.read_csv(SENSE_SETS_CSV, dtype=str)
+
+
+def builtin_words() -> list[str]:
+    return sorted(builtin_sense_sets()["word"].unique())
+
+
+def builtin_set(word: str) -> tuple[list[str], list[str]]:
+    """``(sentences, sense labels)`` of the built-in set for ``word`` (empty lists if there is none)."""
+    table = builtin_sense_sets()
+    rows = table[table["word"] == word.strip().lower()]
+    return list(rows["sentence"]), list(rows["sense"])
+
+
+def parse_labelled_lines(text: str) -> tuple[list[str], list[str]]:
+    """``(sentences, labels)`` from one sentence per line, each optionally prefixed ``label:``.
+
+    A prefix is one to three short words before a colon ("river: We sat on the bank."); a
+    line without one gets the label "" (unlabelled). Blank lines are skipped.
+    """
+    sentences, labels = [], []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        match = LABEL_PREFIX.match(line)
+        if match and len(match.group(1)) <= MAX_LABEL_CHARS:
+            labels.append(match.group(1).strip())
+            sentences.append(match.group(2).strip())
+        else:
+            labels.append("")
+            sentences.append(line.strip())
+    return sentences, labels
+
+
+def read_sentence_csv(data: bytes) -> tuple[list[str], list[str]]:
+    """``(sentences, labels)`` from CSV bytes with a ``sentence`` column and an optional ``label`` column."""
+    try:
+        table = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:
+        raise AnalysisError(f"The file could not be read as CSV ({str(err).splitlines()[0][:120]}).") from err
+    columns = {str(c).strip().lower(): c for c in table.columns}
+    if "sentence" not in columns:
+        raise AnalysisError("The CSV file needs a column named `sentence` (and optionally one named `label`).")
+    sentences = [str(s).strip() for s in table[columns["sentence"]]]
+    labels = [str(s).strip() for s in table[columns["label"]]] if "label" in columns else [""] * len(sentences)
+    kept = [(s, label) for s, label in zip(sentences, labels, strict=True) if s]
+    return [s for s, _ in kept], [label for _, label in kept]
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text``: split after ``.``, ``!`` or ``?`` followed by white space, and at blank lines."""
+    return [s.strip() for s in SENTENCE_END.split(text) if s and s.strip()]
+
+
+def sentences_with_word(documents: Iterable[tuple[str, str]], word: str) -> tuple[list[str], list[str]]:
+    """``(sentences, labels)``: the sentences of each ``(text, label)`` document that contain ``word``."""
+    pattern = word_pattern(word)
+    sentences, labels = [], []
+    for text, label in documents:
+        for sentence in split_sentences(text):
+            if pattern.search(sentence):
+                sentences.append(sentence)
+                labels.append(label)
+    return sentences, labels

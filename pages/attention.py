@@ -1,0 +1,125 @@
+"""Attention: every head of every layer as heatmaps, one head large, and BertViz's views offline."""
+
+from ui.shell import require_app_shell
+
+require_app_shell()
+
+import streamlit as st  # noqa: E402
+
+from core.heads import UnsupportedArchitecture  # noqa: E402
+from core.tokens import token_labels  # noqa: E402
+from ui.cache import cached_attention_view, cached_queries_keys  # noqa: E402
+from ui.figures import show_figure  # noqa: E402
+from ui.session import (  # noqa: E402
+    current_analysis, current_model, current_model_name, current_text, current_token_limit, presentation_mode,
+)
+from viz import attention as va  # noqa: E402
+from viz import bertviz_offline as bv  # noqa: E402
+from viz.common import COLORBLIND_SAFE, SEQUENTIAL, file_stem  # noqa: E402
+
+# Option values are what the URL carries (bound widgets write their shown label), so they stay short.
+SOURCES = {"raw": "raw attention weights", "norm-weighted": "norm-weighted attention", "rollout": "attention rollout"}
+SPECIAL = ["show", "hide", "renormalise"]
+PALETTES = {"cividis": COLORBLIND_SAFE, "viridis": SEQUENTIAL}
+VIEWS = ["one head", "one layer", "BertViz"]
+BERTVIZ = {"head view": "head", "model view": "model", "neuron view": "neuron"}
+
+st.title("Attention")
+present = presentation_mode()
+if not present:
+    st.markdown(
+        "Each heatmap is one attention head: row *i* shows how much token *i* (the query) takes from each "
+        "token (the keys); a row of raw weights sums to 1. Layers and heads are counted from 0; layer *l* is "
+        "the block that reads hidden state *l* (0 = the embedding layer's output) and writes hidden state *l + 1*."
+    )
+model, analysis = current_model(), current_analysis()
+c = st.columns(5)
+source = c[0].selectbox("Attention source", list(SOURCES), key="source", bind="query-params",
+                        help="Norm-weighted: each weight times the length of what the key token's value adds "
+                        "(Kobayashi et al. 2020). Rollout: heads averaged with the residual, multiplied through the "
+                        "layers (Abnar & Zuidema 2020); it has no separate heads.")
+special = c[1].selectbox("Special tokens", SPECIAL, key="special", bind="query-params",
+                         help="[CLS], [SEP], <|endoftext|> … as the tokenizer marks them, never by position. Renormalise: hide "
+                         "them and rescale each row to sum to 1 again.")
+words = c[2].toggle("Word level", key="words", bind="query-params",
+                    help="Merge word pieces into words: sum over a word's key pieces, mean over its query pieces.")
+per_head = c[3].radio("Colour scale", ["fixed", "per head"], key="scale", bind="query-params", horizontal=True) == "per head"
+colorscale = PALETTES[c[4].selectbox("Palette", list(PALETTES), key="palette", bind="query-params",
+                                     help="Both are colour-blind safe; cividis is built for it.")]
+if words and not present:
+    st.caption("Word level: a word's row is the **mean** over its query pieces; its column the **sum** over its key pieces.")
+
+try:
+    with st.spinner("Preparing the attention matrices…"):
+        view = cached_attention_view(current_model_name(), current_text(), current_token_limit(), source, special, words)
+except UnsupportedArchitecture as err:
+    st.warning(f"{err} Showing raw attention instead.")
+    source, view = "raw", cached_attention_view(current_model_name(), current_text(), current_token_limit(), "raw", special, words)
+layers, heads = view.matrices.shape[:2]
+head_names = ["all heads (rollout)"] if source == "rollout" else [f"head {h}" for h in range(heads)]
+style = {"causal": model.is_decoder, "colorscale": colorscale, "per_head_scale": per_head, "large": present}
+if len(view.labels) == 0:
+    st.info("Every token is a special token, so hiding them leaves nothing to show. Choose *Show* for special tokens.")
+    st.stop()
+
+show_figure(
+    va.overview_figure(view.matrices, title=f"{model.name}: {SOURCES[source]}, every layer" + ("" if source == "rollout" else " × head"),
+                       head_names=[n.removeprefix("head ") for n in head_names], **style),
+    name=file_stem(model.name, source, "overview"),
+    data=va.cells_table(view.matrices, view.labels, causal=model.is_decoder, max_cells=va.OVERVIEW_MAX_CELLS,
+                        outer={"layer": list(range(layers)), "head": head_names}),
+    key="attention-overview",
+)
+left, right, mode = st.columns([1, 1, 3])
+layer = left.selectbox("Layer (counted from 0)", range(layers), key="layer", bind="query-params")
+head = right.selectbox("Head (counted from 0)", range(heads), key="head", bind="query-params", disabled=source == "rollout",
+                       help="Rollout averages the heads, so it has none of its own." if source == "rollout" else None)
+shown = mode.segmented_control("View", VIEWS, key="view", bind="query-params", default=VIEWS[0], required=True)
+matrix = view.matrices[layer, head]
+
+if shown == "one head":
+    show_figure(
+        va.head_figure(matrix, view.labels, title=f"{model.name} · layer {layer}, {head_names[head]}", **style),
+        name=file_stem(model.name, source, "layer", layer, "head", head),
+        data=va.matrix_table(matrix, view.labels, causal=model.is_decoder),
+        key="attention-head",
+    )
+elif shown == "one layer":
+    show_figure(
+        va.layer_grid_figure(view.matrices[layer], view.labels, title=f"{model.name} · layer {layer}, every head",
+                             head_names=head_names, **style),
+        name=file_stem(model.name, source, "layer", layer),
+        data=va.cells_table(view.matrices[layer], view.labels, causal=model.is_decoder, max_cells=va.GRID_MAX_CELLS,
+                            outer={"head": head_names}),
+        key="attention-layer",
+    )
+else:
+    kind = BERTVIZ[st.radio("BertViz view", list(BERTVIZ), key="bertviz", bind="query-params", horizontal=True)]
+    n = len(view.labels)
+    html = None
+    if kind == "neuron":
+        labels = token_labels(analysis)
+        weights = analysis.attentions.size
+        st.caption("The neuron view explains raw attention token by token (q·k/√d, then softmax), so it ignores "
+                   "the source, special-token and word-level options. Click a token on the left, then the ⊕ icon.")
+        if weights > bv.MAX_WEIGHTS:
+            st.warning(f"The neuron view needs every layer and head: {weights:,} weights at {analysis.num_tokens} tokens, "
+                       f"more than it draws smoothly ({bv.MAX_WEIGHTS:,}). Use a shorter text for it.")
+        else:
+            try:
+                queries, keys = cached_queries_keys(current_model_name(), current_text(), current_token_limit())
+                html = bv.neuron_view_html(analysis.attentions, queries, keys, labels, bidirectional=not model.is_decoder,
+                                           layer=layer, head=head)
+            except UnsupportedArchitecture as err:
+                st.warning(f"No neuron view for this model: {err}")
+        height = bv.view_height("neuron", len(labels), layers, heads)
+    else:
+        sent, why = bv.layers_to_send(layers, heads, n, layer)
+        if why:
+            (st.info if sent else st.warning)(why)
+        if sent:
+            build = bv.head_view_html if kind == "head" else bv.model_view_html
+            html = build(view.matrices, view.labels, layers=sent, **({"layer": layer} if kind == "head" else {}))
+        height = bv.view_height(kind, n, len(sent), heads)
+    if html is not None:
+        st.iframe(html, height=height)

@@ -1,0 +1,133 @@
+"""Maxima: which token each token attends to most, layer by layer; attention rollout and norm-weighted attention."""
+
+import pandas as pd
+import streamlit as st
+
+from core.attention import attention_maxima, pairs_table, row_normalise, special_share
+from core.heads import UnsupportedArchitecture
+from core.tokens import token_labels
+from ui.cache import cached_norm_weighted, cached_rollout
+from ui.figures import show_figure
+from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
+from ui.shell import require_app_shell
+from viz.common import file_stem
+from viz.maxima import attention_panels, maxima_grid, special_share_chart
+
+RAW, NORM, ROLLOUT = "raw attention", "norm-weighted", "rollout"
+WEIGHT_NAMES = {RAW: "attention", NORM: "α·‖f(x)‖", ROLLOUT: "rollout"}
+MAX_PANEL_TOKENS = 128
+PERCENT = st.column_config.NumberColumn(format="percent")
+
+require_app_shell()
+st.title("Which token does each token attend to most?")
+st.markdown(
+    "For every layer and every token: the token it gives its largest attention weight (by default the maximum "
+    "over heads, then the largest key). Layers and heads are counted from 0, as on the other pages: layer *l* is the attention of the block "
+    "that produces hidden state *l* + 1. Early layers tend to look at their neighbours, later ones at a few sink tokens."
+)
+model, analysis = current_model(), current_analysis()
+name, text = current_model_name(), current_text()
+limit = current_token_limit()
+try:
+    with st.spinner("Weighting attention by vector norms…"):
+        weighted = cached_norm_weighted(name, text, limit)
+except UnsupportedArchitecture as err:
+    weighted = None
+    st.info(f"Norm-weighted attention is not available here. {err}")
+rolled = cached_rollout(name, text, limit)
+
+left, right = st.columns(2)
+source = left.radio(
+    "Attention source", [RAW, NORM, ROLLOUT] if weighted is not None else [RAW, ROLLOUT],
+    key="source", bind="query-params", horizontal=True,
+)
+reduction = left.radio(
+    "Heads", ["max over heads", "mean over heads", "one head"], key="heads", bind="query-params",
+    horizontal=True, disabled=source == ROLLOUT, help="Rollout already averages the heads.",
+)
+head = None  # counted from 0, as on the attention page
+if reduction == "one head" and source != ROLLOUT:
+    head = left.selectbox("Head (counted from 0)", range(analysis.num_heads), key="head", bind="query-params")
+include_special = right.toggle("Include special tokens", key="special", bind="query-params")
+words = right.toggle(
+    "Word level", key="words", bind="query-params", disabled=source == NORM,
+    help="Sum over a word's key pieces, mean over its query pieces. Not offered for norm-weighted attention: "
+    "the sum of the pieces' vector lengths is not the length of the word's summed vector.",
+)
+
+if source == ROLLOUT:
+    matrices, heads, what = rolled[:, None], "mean", "rollout"
+else:
+    matrices = analysis.attentions if source == RAW else weighted
+    heads = head if head is not None else {"max over heads": "max", "mean over heads": "mean"}[reduction]
+    what = f"{source}, head {head}" if head is not None else f"{source}, {reduction}"
+maxima = attention_maxima(
+    analysis, matrices=matrices, heads=heads, skip_special=not include_special, words=words and source != NORM
+)
+if not len(maxima.queries):
+    st.info("Every token of this text is a special token: switch on **Include special tokens** to see them.")
+else:
+    st.markdown(
+        "Each cell is one query token (column) at one layer (row); its text is the token it attends to most. "
+        "The colour is the distance to that token: white = itself, orange = to its left, purple = to its right."
+    )
+    show_figure(
+        maxima_grid(maxima, title=f"Most-attended token ({what})", weight_name=WEIGHT_NAMES[source]),
+        name=file_stem(model.name, "maxima", source, "head", head),
+        data=maxima.long_table(),
+        key="maxima-grid",
+    )
+    st.markdown(
+        "**Per layer**: how many distinct targets, the share of tokens whose target is at most one position "
+        "away, and the most frequent target."
+    )
+    st.dataframe(maxima.layer_summary(), hide_index=True, column_config={"local_share": PERCENT, "its_share": PERCENT})
+    st.markdown("**Every token, every layer**: the most-attended token and its weight.")
+    table = maxima.wide_table()
+    st.dataframe(table, hide_index=True)
+    st.download_button(
+        "Download the table (CSV)", table.to_csv(index=False).encode("utf-8"),
+        file_name=f"{file_stem(model.name, 'maxima-table', source, 'head', head)}.csv", mime="text/csv",
+        on_click="ignore", key="maxima-table-csv", icon=":material/download:",
+    )
+
+st.header("Beyond raw attention")
+st.markdown(
+    "**Attention rollout** (Abnar & Zuidema 2020) follows attention through the residual connections: per layer "
+    "the heads are averaged, mixed half and half with the identity (0.5·A + 0.5·I) and the rows renormalised; "
+    "the layers are then multiplied from layer 0 up, so layer *l* shows how much of each input token reaches "
+    "each token after blocks 0 to *l*.  \n**Norm-weighted attention** (Kobayashi et al. 2020) multiplies each weight "
+    "α by ‖f(x)‖, the length of the vector the attended token actually adds through that head (its value vector "
+    "passed through the head's slice of the output projection), so attention to a token that adds little shrinks."
+)
+layer = st.selectbox("Layer (counted from 0)", range(analysis.num_layers), key="layer", bind="query-params")
+pick = (lambda m: m[layer, head]) if head is not None else (lambda m: m[layer].mean(axis=0))
+panels = {f"raw attention, layer {layer}": pick(analysis.attentions)}
+if weighted is not None:
+    panels[f"norm-weighted, layer {layer} (share of row)"] = row_normalise(pick(weighted))
+panels[f"rollout, layers 0–{layer}"] = rolled[layer]
+st.caption(f"{f'Head {head}' if head is not None else 'Mean over heads'}; every token, special ones included.")
+labels = token_labels(analysis)
+if analysis.num_tokens <= MAX_PANEL_TOKENS:
+    show_figure(
+        attention_panels(list(panels.items()), labels),
+        name=file_stem(model.name, "raw-norm-weighted-rollout", "layer", layer, "head", head),
+        data=pairs_table(labels, panels),
+        key="maxima-panels",
+    )
+else:
+    st.info(f"The maps are drawn for texts of up to {MAX_PANEL_TOKENS} tokens; this one has {analysis.num_tokens}.")
+if weighted is not None and analysis.special_mask.any() and not analysis.special_mask.all():
+    shares = {RAW: special_share(analysis.attentions, analysis.special_mask)}
+    shares[NORM] = special_share(weighted, analysis.special_mask)
+    layers = list(range(analysis.num_layers))
+    st.markdown(
+        "How much of each token's attention lands on special tokens. In trained BERT-style models raw attention "
+        "parks much of its weight there, and weighting by norms shrinks that share (Kobayashi et al. 2020)."
+    )
+    show_figure(
+        special_share_chart(layers, shares),
+        name=file_stem(model.name, "special-token-share"),
+        data=pd.DataFrame({"layer": layers} | {f"{k} share on special tokens": v for k, v in shares.items()}),
+        key="maxima-special-share",
+    )

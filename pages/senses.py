@@ -1,0 +1,139 @@
+"""Senses: one ambiguous word across many sentences, its contextual embeddings projected layer by layer."""
+
+import pandas as pd
+import streamlit as st
+
+from core.inference import AnalysisError
+from core.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR
+from core.senses import (
+    MAX_SENTENCES, builtin_set, builtin_words, measured_labels, parse_labelled_lines, read_sentence_csv, sentences_with_word,
+)
+from ui.cache import cached_occurrences, cached_projection, cached_separation, start_umap_warmup
+from ui.figures import show_figure
+from ui.session import current_model, current_settings
+from ui.shell import require_app_shell
+from viz.common import file_stem, markdown_safe, plotly_safe
+from viz.senses import UNLABELLED, highlighted_sentence, sense_projection_figure, separation_figure
+
+SOURCES = ["Built-in sentences", "Your sentences", "Upload CSV", "Search the corpus"]
+METHODS = {name: method for method, name in METHOD_NAMES.items()}
+EXAMPLE_LINES = (
+    "river: We sat on the bank of the river.\nriver: Ducks nest on the bank of the pond.\n"
+    "river: The bank was muddy after the flood.\nmoney: The bank lent us the money.\n"
+    "money: I paid the cheque into the bank.\nmoney: The bank raised its fees."
+)
+
+
+def corpus_sentences(word: str) -> tuple[list[str], list[str]]:
+    """Sentences of the drift page's corpus that contain ``word``, labelled by their document's genre (or title)."""
+    try:
+        from ui.corpus_state import current_corpus, current_corpus_name
+    except ImportError:
+        st.info("The drift page's corpus is not available in this version of the app.")
+        return [], []
+    st.caption(f"Searching {markdown_safe(current_corpus_name())} (choose it on the Drift page); sentences are labelled by genre.")
+    return sentences_with_word(((d.text, d.genre or d.title) for d in current_corpus()), word)
+
+
+def chosen_sentences(source: str, word: str) -> tuple[list[str], list[str]]:
+    if source == SOURCES[0]:
+        sentences, labels = builtin_set(word)
+        if not sentences:
+            st.info(f"There is no built-in set for “{markdown_safe(word)}”. Built-in words: {', '.join(builtin_words())}.")
+        return sentences, labels
+    if source == SOURCES[1]:
+        text = st.text_area(
+            "One sentence per line, optionally starting with a label such as `river:`",
+            value=EXAMPLE_LINES,
+            key="senses_text", height=160,
+        )
+        return parse_labelled_lines(text)
+    if source == SOURCES[2]:
+        upload = st.file_uploader("A CSV file with a `sentence` column and an optional `label` column", type=["csv"])
+        if upload is None:
+            return [], []
+        if upload.size > current_settings().max_upload_bytes:
+            raise AnalysisError(f"The file has {upload.size / 1e6:.1f} MB; this app accepts at most "
+                                f"{current_settings().max_upload_mb} MB of sentences.")
+        return read_sentence_csv(upload.getvalue())
+    return corpus_sentences(word)
+
+
+require_app_shell()
+st.title("Senses: one word, many sentences")
+st.markdown(
+    "A static embedding gives **bank** one vector whatever the sentence; each layer then mixes in the context, "
+    "so river banks and money banks drift apart. Each point is one occurrence of the word, coloured by its sense."
+)
+model = current_model()
+source = st.segmented_control("Sentences", SOURCES, default=SOURCES[0], key="source", bind="query-params", required=True)
+word = (st.selectbox("Word", builtin_words(), key="word", bind="query-params", accept_new_options=True,
+                     help="Pick a built-in word or type your own.") or "bank").strip()
+sentences, labels = chosen_sentences(source, word)
+if len(sentences) > MAX_SENTENCES:
+    st.warning(f"Only the first {MAX_SENTENCES:,} of {len(sentences):,} sentences are used.")
+    sentences, labels = sentences[:MAX_SENTENCES], labels[:MAX_SENTENCES]
+if not sentences:
+    st.info("Add some sentences that contain the word to see its senses.")
+    st.stop()
+
+bar = st.empty()
+occurrences = cached_occurrences(
+    model.name, word, tuple(sentences), progress=lambda done, total: bar.progress(done / total, f"Running the model: {done}/{total} sentences")
+)
+bar.empty()
+if occurrences.missing:
+    with st.expander(f"{len(occurrences.missing)} sentence(s) without “{markdown_safe(word)}” (whole word, any case), left out"):
+        st.dataframe(pd.DataFrame({"sentence": [sentences[i] for i in occurrences.missing]}), hide_index=True)
+if occurrences.count == 0:
+    st.warning(f"“{markdown_safe(word)}” does not occur as a whole word in any of these sentences.")
+    st.stop()
+
+point_labels = [labels[i] for i in occurrences.sentence_ids]
+if "layer" in st.session_state and st.session_state["layer"] > model.num_layers:
+    st.session_state["layer"] = model.num_layers
+left, right = st.columns([3, 2])
+layer = left.slider(
+    "Layer", 0, model.num_layers, model.num_layers, key="layer", bind="query-params",
+    help="Numbering starts at 0: layer 0 is the embedding layer's output (token + position embeddings, for BERT after "
+    f"LayerNorm, before any attention), layer k the output of transformer block k, up to {model.num_layers}.",
+)
+method_name = right.segmented_control("Projection", list(METHODS), default="UMAP", key="method", bind="query-params", required=True)
+method = METHODS[method_name]
+if method != "pca" and occurrences.count < MIN_POINTS_NONLINEAR:
+    st.info(f"{method_name} needs at least {MIN_POINTS_NONLINEAR} occurrences; with {occurrences.count} the page shows PCA.")
+    method, method_name = "pca", METHOD_NAMES["pca"]
+warmup = start_umap_warmup()
+if method == "umap" and warmup.is_alive():
+    with st.status("Preparing UMAP: numba compiles it once per server start (10 s or more). PCA is ready at once.") as status:
+        warmup.join()
+        status.update(label="UMAP is ready.", state="complete")
+if model.is_decoder:
+    st.caption(f"{markdown_safe(model.name)} is a decoder: each occurrence sees only the words before it, never the words after.")
+
+with st.spinner(f"Projecting {occurrences.count} points with {method_name}…"):
+    coords = cached_projection(model.name, word, tuple(sentences), layer, method)
+hovers = [highlighted_sentence(sentences[i], span) for i, span in zip(occurrences.sentence_ids, occurrences.spans, strict=True)]
+points = pd.DataFrame({
+    "sentence_id": occurrences.sentence_ids, "sentence": [sentences[i] for i in occurrences.sentence_ids],
+    "label": point_labels, "start": [s for s, _ in occurrences.spans], "end": [e for _, e in occurrences.spans],
+    "layer": layer, "method": method_name, "x": coords[:, 0], "y": coords[:, 1],
+})
+plot, chart = st.columns([3, 2])
+with plot:
+    title = f"“{plotly_safe(word)}” at layer {layer}{' (embedding layer)' if layer == 0 else ''}: {method_name} of {occurrences.count} occurrences"
+    show_figure(sense_projection_figure(coords, point_labels, hovers, title=title, axis=method_name),
+                name=file_stem(model.name, "senses", word, method, "layer", layer), data=points, key="senses-projection")
+with chart:
+    table = cached_separation(model.name, word, tuple(sentences), tuple(point_labels))
+    show_figure(separation_figure(table, layer), name=file_stem(model.name, "senses", word, "separation"), data=table, key="senses-separation")
+    measured, left_out = measured_labels(point_labels)
+    if len(measured) < 2:
+        st.info(f"The scores need at least two labels with two or more occurrences each ({UNLABELLED} points do not count).")
+    elif left_out:
+        st.caption(f"Labels with a single occurrence are left out of the scores: {markdown_safe(', '.join(left_out))}.")
+    st.caption(
+        "UMAP and t-SNE distort distances, so how far apart the clusters look means little; this chart, measured in the "
+        f"model's own {model.hidden_size}-dimensional space (cosine), is the honest number. 1-NN accuracy: the share of "
+        "occurrences whose most similar other occurrence has the same sense. Silhouette: −1 to 1, higher is better separated."
+    )

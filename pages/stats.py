@@ -1,0 +1,146 @@
+"""Head statistics: find the interesting heads by the numbers, over one text or a whole corpus."""
+
+from pathlib import Path
+
+import streamlit as st
+
+from core.examples import EXAMPLE_SENTENCES
+from core.head_stats import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, rank_heads, statistic_grid
+from core.heads import UnsupportedArchitecture
+from ui.cache import cached_corpus_head_stats, cached_head_stats
+from ui.corpus_state import current_corpus, current_corpus_name
+from ui.figures import show_figure
+from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
+from ui.shell import require_app_shell
+from viz.common import file_stem
+from viz.head_stats import head_heatmap, head_heatmaps
+
+require_app_shell()
+ATTENTION_PAGE = "pages/attention.py"
+HAS_ATTENTION_PAGE = (Path(__file__).resolve().parent.parent / ATTENTION_PAGE).exists()
+# Display labels are what the URL holds (?over=corpus&stat=previous+token), so they are short.
+SOURCES = {"text": "this text", "examples": "example sentences", "corpus": "corpus"}
+SHORT_NAMES = {
+    "entropy": "entropy", "first": "[CLS] / first token", "end": "[SEP] / end tokens", "punctuation": "punctuation",
+    "self": "self", "previous": "previous token", "next": "next token", "distance": "distance",
+}
+RANKINGS = {
+    "previous": "The heads that most attend to the previous token",
+    "entropy": "The broadest heads (highest entropy)",
+    "end": "The heads that park attention on [SEP] / end tokens",
+    "first": "The heads that park attention on [CLS] / the first token",
+}
+NOT_SHARES = ("entropy", "distance")
+
+
+def _show_statistic(name: str) -> None:
+    st.session_state["stat"] = name
+
+
+st.title("Head statistics")
+st.markdown(
+    "Which heads look at the previous token, which spread their attention broadly, which park it on [SEP]? "
+    "These are the per-head numbers of Clark et al. (2019) and Vig & Belinkov (2019). Each is averaged over the **query "
+    "tokens**: every token except special ones ([CLS], [SEP], …); for a decoder the first token is left out too, since "
+    "it can only attend to itself. Layers and heads are numbered from 0 (layer 0 = the first attention block)."
+)
+model = current_model()
+left, right = st.columns(2)
+source = left.segmented_control(
+    "Average over",
+    list(SOURCES),
+    format_func=SOURCES.get,
+    default="text",
+    required=True,
+    key="over",
+    bind="query-params",
+    help="The corpus is the drift page's: its sample corpus unless you uploaded or pasted one there.",
+)
+statistic = right.selectbox("Statistic", list(STATISTICS), format_func=SHORT_NAMES.get, key="stat", bind="query-params")
+limit = current_token_limit()
+
+if source == "text":
+    analysis = current_analysis()
+    table, roles = cached_head_stats(current_model_name(), current_text(), limit)
+    about = f"this text ({analysis.num_tokens} tokens)"
+else:
+    if source == "corpus":
+        texts, about = tuple(doc.text for doc in current_corpus()), current_corpus_name()
+    else:
+        texts, about = tuple(EXAMPLE_SENTENCES.values()), "the example sentences"
+    about = f"{len(texts)} texts from {about}, each counting once"
+    bar = st.empty()
+    table = cached_corpus_head_stats(
+        current_model_name(),
+        texts,
+        limit,
+        lambda done, total: bar.progress(done / total, text=f"Running the model: {done} of {total} texts"),
+    )
+    bar.empty()
+
+if table[list(STATISTICS)].isna().all(axis=None):
+    st.info("There is no query token to average over: type at least one ordinary word (two for a decoder, whose first token can only attend to itself).")
+    st.stop()
+share = statistic not in NOT_SHARES
+show_figure(
+    head_heatmap(statistic_grid(table, statistic), title=f"{STATISTICS[statistic]}: {about}", colorbar=statistic, share=share),
+    name=file_stem(model.name, "head-stats", statistic, source),
+    data=table,
+    key="stats-heatmap",
+)
+note = DEFINITIONS[statistic]
+if statistic == "entropy":
+    note += (
+        f" Attention spread evenly would score {table[UNIFORM_ENTROPY].mean():.2f} nats: the mean over the query "
+        "tokens of ln n, n = the keys a query sees (every token for an encoder, tokens 0..i for decoder query i)."
+    )
+st.caption(note)
+
+st.subheader("Ranked heads")
+if HAS_ATTENTION_PAGE:
+    st.caption("Each head opens on the attention page with the same model and text.")
+for column, (name, heading) in zip(st.columns(len(RANKINGS)), RANKINGS.items()):
+    with column:
+        st.markdown(f"**{heading}**")
+        st.button("Show as heatmap", key=f"rank-{name}", on_click=_show_statistic, args=(name,), icon=":material/grid_on:")
+        ranked = rank_heads(table, name)
+        if not (ranked[name] > 0).any():
+            st.caption("No head attends to these tokens here.")
+            continue
+        for row in ranked.itertuples():
+            text = f"layer {row.layer}, head {row.head}: {getattr(row, name):.3f}"
+            if HAS_ATTENTION_PAGE:
+                where = {"layer": str(row.layer), "head": str(row.head)}  # the sidebar carries model and text
+                st.page_link(ATTENTION_PAGE, label=text, query_params=where)
+            else:
+                st.markdown(text)
+
+if source == "text":
+    st.subheader("The same statistic over norm-weighted attention")
+    st.markdown(
+        "Norm-weighted attention (Kobayashi et al. 2020) weights each attention weight by the length of what the key "
+        "token actually adds, ‖f(x_j)‖ (its value vector through the head's slice of the output projection); each row "
+        "is then taken as a share of its norm-weighted total. Attention parked on [CLS] or [SEP] whose value vectors "
+        "are short is a no-op: it shrinks on the right."
+    )
+    try:
+        weighted, _ = cached_head_stats(current_model_name(), current_text(), limit, "norm-weighted")
+    except UnsupportedArchitecture as err:
+        st.info(str(err), icon=":material/info:")
+    else:
+        grids = [statistic_grid(table, statistic), statistic_grid(weighted, statistic)]
+        both = table.merge(weighted, on=["layer", "head"], suffixes=("_attention", "_norm_weighted"))
+        show_figure(
+            head_heatmaps(grids, titles=["attention", "norm-weighted attention"], colorbar=statistic, share=share),
+            name=file_stem(model.name, "head-stats-norm-weighted", statistic),
+            data=both,
+            key="stats-norm-weighted",
+        )
+        st.caption(
+            " ".join(
+                f"{STATISTICS[sink]}, mean over all heads: {table[sink].mean():.1%} of attention, "
+                f"{weighted[sink].mean():.1%} of norm-weighted attention."
+                for sink in ("first", "end")
+                if sink == "first" or roles.end.any()
+            )
+        )

@@ -1,0 +1,79 @@
+"""The attention page in a real browser: every view paints, BertViz works offline, typed text never runs."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+TEXT = "The cat sat on the mat."
+ATTACK = "</script><img src=x onerror=alert(1)> the cat"
+IFRAME = 'iframe[data-testid="stIFrame"], [data-testid="stIFrame"] iframe'
+
+
+def _texts(locator) -> list[str]:
+    """textContent of every match (SVG text has no innerText)."""
+    return locator.evaluate_all("els => els.map(e => e.textContent)")
+
+
+def _bertviz_svg_elements(page) -> int:
+    """Number of drawn SVG shapes inside the BertViz iframe once it has painted."""
+    frame = page.frame_locator(IFRAME).first
+    frame.locator("#vis svg").first.wait_for(timeout=60_000)
+    shapes = "#vis svg line, #vis svg rect, #vis svg text"
+    return frame.locator(shapes).count()
+
+
+def test_overview_and_large_head_paint(app_page):
+    page = app_page.open("attention", {"text": TEXT, "layer": "2", "head": "3"})
+    page.wait_for_selector(".js-plotly-plot .imagelayer image", timeout=60_000)  # the overview mosaic
+    page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)  # the large head
+    titles = _texts(page.locator(".js-plotly-plot .gtitle"))
+    assert any("layer 2, head 3" in t for t in titles), titles
+    # tokens are the axis labels of the large view
+    ticks = _texts(page.locator(".js-plotly-plot .xtick text"))
+    assert "cat" in ticks and "mat" in ticks
+    app_page.assert_clean()
+
+
+def test_layer_grid_paints_every_head(app_page):
+    page = app_page.open("attention", {"text": TEXT, "view": "one layer", "layer": "1"})
+    page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
+    titles = _texts(page.locator(".js-plotly-plot .annotation-text"))
+    assert {f"head {h}" for h in range(12)} <= set(titles), titles  # the bundled model has 12 heads
+    app_page.assert_clean()
+
+
+@pytest.mark.parametrize("kind", ["head", "model", "neuron"])
+def test_bertviz_views_draw_offline(app_page, kind):
+    """Every non-localhost request is blocked by the fixture: the view must draw from inlined scripts."""
+    page = app_page.open("attention", {"text": TEXT, "view": "BertViz", "bertviz": f"{kind} view"})
+    assert "view=BertViz" in page.url, page.url
+    assert _bertviz_svg_elements(page) > 20
+    frame = page.frame_locator(IFRAME).first
+    texts = _texts(frame.locator("#vis svg text"))
+    # the model view writes tokens only in the detail of a clicked thumbnail
+    assert any("cat" in t for t in texts) if kind != "model" else {"Layers", "Heads"} <= set(texts), texts
+    app_page.assert_clean()
+
+
+@pytest.mark.parametrize("query", [{}, {"view": "one layer"}, {"view": "BertViz", "bertviz": "head view"},
+                                   {"view": "BertViz", "bertviz": "model view"}, {"view": "BertViz", "bertviz": "neuron view"},
+                                   {"view": "BertViz", "bertviz": "head view", "words": "true"}])
+def test_typed_markup_never_runs(app_page, query):
+    page = app_page.open("attention", {"text": ATTACK, **query})
+    # no option was dropped as invalid (a default value, such as the head view, is left out of the URL)
+    assert all(f"{key}=" in page.url for key, value in query.items() if value != "head view"), page.url
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+    if query.get("view") == "BertViz":
+        assert _bertviz_svg_elements(page) > 0
+        frame = page.frame_locator(IFRAME).first
+        assert frame.locator("img").count() == 0
+        # the markup is drawn as text, character for character
+        if query["bertviz"] != "model view":
+            drawn = "".join(_texts(frame.locator("#vis svg text")))
+            assert "script" in drawn and "<" in drawn
+    page.wait_for_timeout(500)  # give an injected handler the chance to fire
+    assert page.locator("img[src='x']").count() == 0
+    assert app_page.dialogs == []
+    app_page.assert_clean()

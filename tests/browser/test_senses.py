@@ -1,0 +1,77 @@
+"""The senses page in a real browser: the projection and the separation chart paint, the layer
+slider and links change the view, UMAP works, and typed sentences are shown as text."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+PROJECTION = ".js-plotly-plot"  # the first figure on the page is the projection
+# Every figure's traces as Plotly holds them: (trace name, number of points, hover customdata).
+FIGURE_DATA = """(index) => {
+    const plot = document.querySelectorAll('.js-plotly-plot')[index];
+    return plot.data.map((t, i) => [t.name, plot.calcdata[i].length, t.customdata || []]);
+}"""
+
+
+def _title(page) -> str:
+    return page.locator(f"{PROJECTION} .gtitle").first.text_content()
+
+
+def test_built_in_bank_set_paints_both_senses_and_the_separation_by_layer(app_page):
+    page = app_page.open("senses", {"word": "bank", "method": "PCA", "layer": "0"})
+    page.wait_for_selector(f"{PROJECTION} .scatterlayer .point", timeout=120_000)
+    assert page.locator(".js-plotly-plot").count() == 2
+    projection = page.evaluate(FIGURE_DATA, 0)
+    assert [(name, n) for name, n, _ in projection] == [("money", 12), ("river", 12)]
+    assert page.locator(PROJECTION).first.locator(".scatterlayer .point").count() == 24
+    hovers = [row[1] for row in projection[1][2]]
+    assert "I will hike along the <b>bank</b> of a river." in hovers
+    assert "layer 0 (embedding layer)" in _title(page)
+    separation = page.evaluate(FIGURE_DATA, 1)
+    assert [n for _, n, _ in separation] == [7, 7]  # layers 0..6 of all-MiniLM-L6-v2, two measures
+    assert page.get_by_text("Download data (CSV)").count() == 2
+    app_page.assert_clean()
+
+
+def test_the_layer_slider_moves_the_view_and_the_link(app_page):
+    page = app_page.open("senses", {"word": "bass", "method": "PCA"})
+    page.wait_for_selector(f"{PROJECTION} .scatterlayer .point", timeout=120_000)
+    assert "layer 6:" in _title(page)
+    before = page.evaluate(FIGURE_DATA, 0)
+    slider = page.locator('[data-testid="stSlider"] input[type="range"]')
+    slider.focus()
+    slider.press("ArrowLeft")
+    page.wait_for_function("() => location.search.includes('layer=5')")
+    app_page.wait_until_idle()
+    page.wait_for_function("() => document.querySelector('.js-plotly-plot .gtitle').textContent.includes('layer 5:')")
+    after = page.evaluate(FIGURE_DATA, 0)
+    assert [row[2] for row in after] == [row[2] for row in before]  # the same occurrences, projected again
+    app_page.assert_clean()
+
+
+def test_umap_paints(app_page):
+    page = app_page.open("senses", {"word": "seal", "method": "UMAP", "layer": "3"}, timeout_ms=400_000)
+    page.wait_for_selector(f"{PROJECTION} .scatterlayer .point", timeout=400_000)
+    assert "UMAP of 24 occurrences" in _title(page)
+    assert page.locator(PROJECTION).first.locator(".scatterlayer .point").count() == 24
+    app_page.assert_clean()
+
+
+def test_typed_sentences_are_shown_as_text(app_page):
+    page = app_page.open("senses", {"word": "bank", "method": "PCA", "source": "Your sentences"})
+    box = page.locator('[data-testid="stMain"] textarea')
+    box.fill(
+        "money: <img src=x onerror=alert(1)> bank\nmoney: the bank & co\n"
+        "river: a bank <b>of</b> mud\nriver: the bank of a river\nno word here"
+    )
+    box.press("Control+Enter")
+    app_page.wait_until_idle()
+    page.wait_for_selector("text=1 sentence(s) without")
+    page.wait_for_selector(f"{PROJECTION} .scatterlayer .point", timeout=120_000)
+    hovers = [row[1] for trace in page.evaluate(FIGURE_DATA, 0) for row in trace[2]]
+    assert "&lt;img src=x onerror=alert(1)&gt; <b>bank</b>" in hovers
+    assert "a <b>bank</b> &lt;b&gt;of&lt;/b&gt; mud" in hovers
+    assert page.locator(f"{PROJECTION} img").count() == 0
+    app_page.assert_clean()

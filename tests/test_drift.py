@@ -1,0 +1,193 @@
+"""core.drift: layer similarity against a direct computation, batching, baselines, [CLS] and pooler."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from core.drift import CorpusEmbeddings, baseline_table, cls_table, drift_table, embed_corpus, layer_similarity
+
+DOCUMENTS = [
+    "The cat sat on the mat.",
+    "I will hike along the bank of a river, and then the cat was happy to be home.",
+    "A bass fish swims.",
+    "I will open a new account at my bank and deposit some money.",
+    "Spring water.",
+]
+
+
+def _direct_hidden_states(model, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """One text alone through the raw transformers model: ([L + 1, T, D], special mask [T], pooler or None)."""
+    encoding = model.tokenizer(text, return_tensors="pt", return_special_tokens_mask=True)
+    with torch.no_grad():
+        out = model.model(
+            input_ids=encoding["input_ids"], attention_mask=encoding["attention_mask"], output_hidden_states=True
+        )
+    hidden = torch.stack(out.hidden_states)[:, 0].numpy().astype(np.float64)
+    pooler = getattr(out, "pooler_output", None)
+    return hidden, encoding["special_tokens_mask"][0].bool().numpy(), None if pooler is None else pooler[0].numpy()
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def _direct_pool(hidden: np.ndarray, special: np.ndarray, pooling: str) -> np.ndarray:
+    if pooling == "mean":
+        return hidden.sum(axis=1) / hidden.shape[1]
+    if pooling == "mean_no_special":
+        return hidden[:, ~special].sum(axis=1) / (~special).sum()
+    if pooling == "cls":
+        return hidden[:, 0]
+    return hidden.max(axis=1)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "mean_no_special", "cls", "max"])
+@pytest.mark.parametrize("reference", ["static", "previous"])
+def test_layer_similarity_equals_a_direct_computation(tiny_model, reference, pooling):
+    table = layer_similarity(tiny_model, DOCUMENTS, reference=reference, pooling=pooling, batch_size=2)
+    assert list(table.columns) == ["document", "layer", "cosine_similarity"]
+    layers = tiny_model.num_layers
+    assert len(table) == len(DOCUMENTS) * layers
+    for d, text in enumerate(DOCUMENTS):
+        hidden, special, _ = _direct_hidden_states(tiny_model, text)
+        pooled = _direct_pool(hidden, special, pooling)
+        for k in range(1, layers + 1):
+            expected = _cos(pooled[0 if reference == "static" else k - 1], pooled[k])
+            got = table.query("document == @d and layer == @k")["cosine_similarity"].item()
+            assert got == pytest.approx(expected, abs=1e-5)
+
+
+def test_mean_pooling_includes_special_tokens_and_no_special_excludes_them(tiny_bert):
+    with_special = layer_similarity(tiny_bert, DOCUMENTS[:1], pooling="mean")
+    without = layer_similarity(tiny_bert, DOCUMENTS[:1], pooling="mean_no_special")
+    assert not np.allclose(with_special["cosine_similarity"], without["cosine_similarity"])
+
+
+def test_batched_with_padding_equals_one_document_at_a_time(tiny_model):
+    one = layer_similarity(tiny_model, DOCUMENTS, batch_size=1)
+    batched = layer_similarity(tiny_model, DOCUMENTS, batch_size=4)
+    pd.testing.assert_frame_equal(one, batched, atol=1e-5, rtol=0)
+
+
+def test_progress_reports_every_document(tiny_bert):
+    calls = []
+    embed_corpus(tiny_bert, DOCUMENTS, batch_size=2, progress=lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (len(DOCUMENTS), len(DOCUMENTS))
+    assert len(calls) == 3
+
+
+def test_truncation_is_reported_per_document(tiny_bert):
+    long_text = "the cat sat on the mat " * 30  # far more than the tiny model's 64 positions
+    embeddings = embed_corpus(tiny_bert, [DOCUMENTS[0], long_text])
+    assert embeddings.truncated.tolist() == [False, True]
+    assert embeddings.num_tokens[1] == tiny_bert.max_tokens == 64
+    assert embeddings.num_input_tokens[1] > 64
+    assert embeddings.num_input_tokens[0] == embeddings.num_tokens[0] == 9  # [CLS] 6 words . [SEP]
+
+
+def test_unknown_options_are_refused(tiny_bert):
+    with pytest.raises(ValueError, match="pooling"):
+        layer_similarity(tiny_bert, DOCUMENTS, pooling="median")
+    with pytest.raises(ValueError, match="reference"):
+        layer_similarity(tiny_bert, DOCUMENTS, reference="first")
+
+
+def _hand_embeddings(vectors: np.ndarray, pooler: np.ndarray | None = None) -> CorpusEmbeddings:
+    """CorpusEmbeddings whose every pooling is ``vectors`` ``[N, L + 1, D]``."""
+    n = vectors.shape[0]
+    return CorpusEmbeddings(
+        "hand",
+        False,
+        {p: vectors.astype(np.float32) for p in ("mean", "mean_no_special", "cls", "max")},
+        pooler,
+        np.full(n, 3),
+        np.full(n, 3),
+        np.zeros(n, dtype=bool),
+    )
+
+
+def test_baseline_by_hand():
+    # 3 documents, layers 0 and 1, 2-d vectors. Layer 0: e1, e1, e2. Layer 1: e1, e2, e2.
+    e1, e2 = [1.0, 0.0], [0.0, 1.0]
+    vectors = np.array([[e1, e1], [e1, e2], [e2, e2]])
+    table = baseline_table(_hand_embeddings(vectors), reference="static")
+    # anisotropy of layer 1: pairs (0,1)=0, (0,2)=0, (1,2)=1 → 1/3 (ordered pairs give the same mean)
+    assert table["anisotropy"].tolist() == pytest.approx([1 / 3])
+    # baseline: cos(layer 0 of i, layer 1 of j), i ≠ j: (0,1)=0 (0,2)=0 (1,0)=1 (1,2)=0 (2,0)=0 (2,1)=1 → 2/6
+    assert table["baseline"].tolist() == pytest.approx([1 / 3])
+    full = drift_table(_hand_embeddings(vectors), reference="static")
+    # own similarity: doc 0: 1, doc 1: 0, doc 2: 1
+    assert full["cosine_similarity"].tolist() == pytest.approx([1, 0, 1])
+    assert full["adjusted_similarity"].tolist() == pytest.approx([2 / 3, -1 / 3, 2 / 3])
+
+
+def test_single_document_has_no_baseline():
+    table = drift_table(_hand_embeddings(np.ones((1, 3, 2))))
+    assert table["baseline"].isna().all() and len(table) == 2
+
+
+def test_cls_against_last_layer_and_pooler(tiny_bert):
+    embeddings = embed_corpus(tiny_bert, DOCUMENTS)
+    table = cls_table(embeddings)
+    assert sorted(table["comparison"].unique()) == sorted(
+        ["hidden_states[0] vs hidden_states[2] (last layer)", "hidden_states[0] vs pooler_output (dense + tanh on the last [CLS] state)"]
+    )
+    for d, text in enumerate(DOCUMENTS):
+        hidden, _, pooler = _direct_hidden_states(tiny_bert, text)
+        rows = table[table["document"] == d].set_index("comparison")["cosine_similarity"]
+        assert rows.iloc[0] == pytest.approx(_cos(hidden[0, 0], hidden[-1, 0]), abs=1e-5)
+        assert rows.iloc[1] == pytest.approx(_cos(hidden[0, 0], pooler), abs=1e-5)
+        # the pooler is not the [CLS] hidden state
+        assert not np.allclose(pooler, hidden[-1, 0], atol=1e-3)
+
+
+def test_decoder_has_no_pooler_and_its_first_token_ignores_the_rest(tiny_gpt2):
+    embeddings = embed_corpus(tiny_gpt2, ["The cat sat on the mat.", "The bank of a river."])
+    assert embeddings.pooler_output is None
+    assert cls_table(embeddings)["comparison"].nunique() == 1
+    # causal attention: the first token sees only itself, so both documents share its vectors
+    np.testing.assert_allclose(embeddings.pooled["cls"][0], embeddings.pooled["cls"][1], atol=1e-5)
+
+
+def test_cached_arrays_are_read_only(tiny_bert):
+    embeddings = embed_corpus(tiny_bert, DOCUMENTS[:2])
+    with pytest.raises(ValueError):
+        embeddings.pooled["mean"][0, 0, 0] = 1.0
+
+
+@pytest.mark.integration
+def test_bundled_model_moves_documents_and_layers_are_anisotropic(bundled):
+    from core.corpus import sample_corpus
+
+    texts = [doc.text for doc in sample_corpus()[:12]]
+    table = drift_table(embed_corpus(bundled, texts), reference="static", pooling="mean")
+    per_layer = table.groupby("layer")[["cosine_similarity", "anisotropy"]].mean()
+    assert per_layer["cosine_similarity"].iloc[-1] < per_layer["cosine_similarity"].iloc[0]
+    assert (per_layer["anisotropy"] > 0).all()
+
+
+@pytest.mark.app
+def test_page_options_never_rerun_the_model(tiny_bert_dir):
+    from streamlit.testing.v1 import AppTest
+
+    from ui.cache import MAX_CORPUS_EMBEDDING_BYTES, MAX_CORPUS_EMBEDDINGS, bounded_store
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=180)
+    at.query_params["model"] = tiny_bert_dir
+    at.run()
+    at.switch_page("pages/drift.py").run()
+    assert not at.exception and not at.error
+    store = bounded_store("corpus-embeddings", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
+    runs = store.computed
+    assert runs >= 1
+    at.radio(key="reference").set_value("previous").run()
+    at.selectbox(key="pooling").set_value("cls").run()
+    at.toggle(key="adjust").set_value(True).run()
+    assert not at.exception and not at.error
+    assert store.computed == runs
+    assert any("more tokens than" in w.value for w in at.warning)  # the tiny model reads 64 tokens

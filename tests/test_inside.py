@@ -1,0 +1,74 @@
+"""The "Inside one head" page: every step shown, and the recomputed head equals the model's attention."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.heads import block_kind
+from tests.model_factory import build_tiny_gpt_neo
+from tests.test_app import open_app, page_errors
+
+PAGE = "pages/inside.py"
+TEXT = "the bank of a river"
+
+
+def _difference(at) -> float:
+    metric = next(m for m in at.metric if m.label.startswith("Largest difference"))
+    return float(metric.value)
+
+
+def test_block_kinds(tiny_bert, tiny_gpt2, bundled):
+    assert (block_kind(tiny_bert), block_kind(tiny_gpt2), block_kind(bundled)) == ("bert", "gpt2", "bert")
+
+
+@pytest.mark.app
+def test_encoder_page_shows_every_step_and_matches_the_model(tiny_bert_dir):
+    at = open_app({"model": tiny_bert_dir, "text": TEXT, "layer": "1", "head": "3"}, page=PAGE)
+    assert not page_errors(at)
+    assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (1, 3)
+    assert at.selectbox(key="query").value == 1  # the first token that is not [CLS]
+    assert _difference(at) < 1e-5
+    # query, keys, scores → scaled → weights, values, output, full matrix
+    assert len(at.get("plotly_chart")) == 6
+    table = at.dataframe[0].value
+    assert list(table["key token"]) == ["[CLS]", "the", "bank", "of", "a", "river", "[SEP]"]
+    assert table["weight"].sum() == pytest.approx(1.0, abs=1e-9)
+    assert table["visible"].all()
+    text = " ".join(m.value for m in at.markdown)
+    assert "post-LN" in text and "not batch norm" in text
+
+
+@pytest.mark.app
+def test_decoder_page_applies_the_causal_mask(tiny_gpt2_dir):
+    at = open_app({"model": tiny_gpt2_dir, "text": TEXT, "layer": "0", "head": "1"}, page=PAGE)
+    assert not page_errors(at)
+    at.selectbox(key="query").set_value(2).run()
+    assert not page_errors(at)
+    assert _difference(at) < 1e-5
+    table = at.dataframe[0].value
+    assert len(table) > 3
+    assert list(table["visible"]) == [position <= 2 for position in table["position"]]  # itself and earlier tokens
+    assert np.all(table["weight"][~table["visible"]] == 0.0)
+    assert np.all(np.isneginf(table["scaled"][~table["visible"]]))
+    assert table["weight"].sum() == pytest.approx(1.0, abs=1e-9)
+    assert len(at.get("plotly_chart")) == 7  # + the masked score matrix
+    text = " ".join(m.value for m in at.markdown)
+    assert "pre-LN" in text and "added (not concatenated)" in text
+
+
+@pytest.mark.app
+def test_unsupported_architecture_is_explained(tmp_path):
+    folder = build_tiny_gpt_neo(tmp_path / "tiny-gpt-neo")
+    at = open_app({"model": str(folder), "text": TEXT}, page=PAGE)
+    assert not page_errors(at)
+    assert any("gpt_neo" in i.value and "GPT-2" in i.value and "BERT" in i.value for i in at.info)
+
+
+@pytest.mark.app
+@pytest.mark.integration
+def test_bundled_model_page_matches_the_model():
+    at = open_app({"layer": "5", "head": "11"}, page=PAGE)
+    assert not page_errors(at)
+    assert at.selectbox(key="layer").value == 5
+    assert _difference(at) < 1e-5

@@ -1,0 +1,362 @@
+"""Attention heatmaps: one head large, one layer's heads as a grid, every head as one mosaic image.
+
+Inputs are matrices whose last two axes are ``[n queries, n keys]`` (tokens or words, as
+``core.attention.attention_view`` returns them). Rows are queries, columns keys. For a
+decoder, cells above the diagonal (a token looking at a later token) are drawn as
+*masked*, never as zeros. Long inputs stay light: the grid averages blocks of tokens
+down to ``GRID_MAX_CELLS`` per side, the overview to ``OVERVIEW_MAX_CELLS`` and ships
+it as one 8-bit PNG; only the single-head view has every value at full precision.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import warnings
+
+import numpy as np
+import pandas as pd
+import plotly.colors as pcolors
+import plotly.graph_objects as go
+from PIL import Image
+from plotly.subplots import make_subplots
+
+from core.tokens import unique_labels
+from viz.common import plotly_safe
+
+GRID_MAX_CELLS = 128
+OVERVIEW_MAX_CELLS = 64
+OVERVIEW_MIN_PIXELS = 48  # small inputs are upscaled so a thumbnail is never a smudge
+MASK_COLOR = "#e3e3e3"
+MASK_NOTE = "grey = masked: a decoder token cannot attend to later tokens"
+CELL_TEXT_MAX = 20  # write the value into each cell up to this many tokens
+
+
+def masked_upper(matrices: np.ndarray, causal: bool) -> np.ndarray:
+    """float32 copy of ``[..., n, n]`` with the cells above the diagonal set to NaN when ``causal``."""
+    out = np.array(matrices, dtype=np.float32, copy=True)
+    if causal:
+        n = out.shape[-1]
+        out[..., np.triu(np.ones((n, n), dtype=bool), k=1)] = np.nan
+    return out
+
+
+def block_mean(matrices: np.ndarray, max_cells: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """Average ``[..., n, n]`` over square blocks of ``ceil(n / max_cells)`` units.
+
+    Returns ``[..., c, c]`` with ``c <= max_cells`` and each block's ``(first, last)`` unit.
+    NaN (masked) cells are left out of a block's mean; an all-masked block stays NaN.
+    """
+    n = matrices.shape[-1]
+    step = max(1, -(-n // max_cells))
+    bins = [(start, min(start + step, n) - 1) for start in range(0, n, step)]
+    if step == 1:
+        return np.asarray(matrices, dtype=np.float32), bins
+    c = len(bins)
+    padded = np.full(matrices.shape[:-2] + (c * step, c * step), np.nan, dtype=np.float32)
+    padded[..., :n, :n] = matrices
+    blocks = padded.reshape(matrices.shape[:-2] + (c, step, c, step))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN blocks are meant to stay NaN
+        return np.nanmean(blocks, axis=(-3, -1)).astype(np.float32), bins
+
+
+def bin_labels(labels: list[str], bins: list[tuple[int, int]]) -> list[str]:
+    """Unique axis labels: the unit's own label, or ``first…last`` for a block of several units."""
+    names = unique_labels(labels)
+    return [names[a] if a == b else f"{names[a]}…{names[b]}" for a, b in bins]
+
+
+def _scale_max(matrix: np.ndarray, per_head: bool) -> float:
+    """Top of the colour scale: 1 (attention weights), the data's maximum if larger, or the head's own maximum."""
+    top = float(np.nanmax(matrix)) if np.isfinite(matrix).any() else 1.0
+    return max(top, 1e-9) if per_head else max(1.0, top)
+
+
+def _heatmap(z: np.ndarray, names: list[str], *, colorscale: str, zmax: float, digits: int, **kwargs) -> go.Heatmap:
+    safe = [plotly_safe(name) for name in names]
+    return go.Heatmap(
+        z=z,
+        x=safe,
+        y=safe,
+        colorscale=colorscale,
+        zmin=0.0,
+        zmax=zmax,
+        hoverongaps=False,
+        hovertemplate=f"%{{y}} → %{{x}}: %{{z:.{digits}f}}<extra></extra>",
+        **kwargs,
+    )
+
+
+def _mask_trace(z: np.ndarray, names: list[str], **kwargs) -> go.Heatmap:
+    """Grey cells where ``z`` is NaN (masked), transparent elsewhere; drawn under the data."""
+    safe = [plotly_safe(name) for name in names]
+    return go.Heatmap(
+        z=np.isnan(z).astype(np.uint8),
+        x=safe,
+        y=safe,
+        colorscale=[[0, "rgba(0,0,0,0)"], [1, MASK_COLOR]],
+        zmin=0,
+        zmax=1,
+        showscale=False,
+        hoverinfo="skip",
+        name="masked (future tokens)",
+        **kwargs,
+    )
+
+
+def _category_axis(tickangle: int = -45) -> dict:
+    # explicit: labels such as "1", "2" must not turn the axis numeric
+    return {"type": "category", "showgrid": False, "tickangle": tickangle, "automargin": True}
+
+
+def head_figure(
+    matrix: np.ndarray,
+    labels: list[str],
+    *,
+    title: str,
+    causal: bool,
+    colorscale: str,
+    per_head_scale: bool = False,
+    large: bool = False,
+    colorbar: str = "weight",
+) -> go.Figure:
+    """One head ``[n, n]`` as a large heatmap with every value at full precision (rows = queries)."""
+    n = matrix.shape[-1]
+    if matrix.shape != (n, n) or len(labels) != n:
+        raise ValueError(f"expected an [n, n] matrix for {len(labels)} labels, got {matrix.shape}")
+    z = masked_upper(matrix, causal)
+    names = unique_labels(labels)
+    traces = [_mask_trace(z, names)] if causal else []
+    traces.append(
+        _heatmap(
+            z,
+            names,
+            colorscale=colorscale,
+            zmax=_scale_max(z, per_head_scale),
+            digits=6,
+            colorbar={"title": {"text": colorbar}},
+            texttemplate="%{z:.2f}" if n <= CELL_TEXT_MAX else None,
+        )
+    )
+    fig = go.Figure(traces)
+    side = min(1400, max(420, 22 * n + 200)) + (200 if large else 0)
+    fig.update_layout(
+        title=plotly_safe(title) + (f"<br><sub>{MASK_NOTE}</sub>" if causal else ""),
+        xaxis=_category_axis() | {"title": "key (attended to)", "side": "bottom"},
+        yaxis=_category_axis(0) | {"title": "query (attending)", "autorange": "reversed"},
+        height=side,
+        margin={"l": 80, "r": 20, "t": 80, "b": 80},
+    )
+    return fig
+
+
+def layer_grid_figure(
+    matrices: np.ndarray,
+    labels: list[str],
+    *,
+    title: str,
+    causal: bool,
+    colorscale: str,
+    per_head_scale: bool = False,
+    head_names: list[str] | None = None,
+    large: bool = False,
+    max_cells: int = GRID_MAX_CELLS,
+) -> go.Figure:
+    """One layer's heads ``[heads, n, n]`` as a grid of heatmaps; long inputs are block-averaged to ``max_cells``."""
+    heads, n = matrices.shape[0], matrices.shape[-1]
+    if matrices.shape[1:] != (n, n) or len(labels) != n:
+        raise ValueError(f"expected [heads, n, n] for {len(labels)} labels, got {matrices.shape}")
+    z, bins = block_mean(masked_upper(matrices, causal), max_cells)
+    names = bin_labels(labels, bins)
+    head_names = head_names or [f"head {h}" for h in range(heads)]
+    cols = min(heads, 3 if large else 4)
+    rows = -(-heads // cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[plotly_safe(name) for name in head_names], horizontal_spacing=0.03, vertical_spacing=0.06)
+    top = _scale_max(z, False)
+    for h in range(heads):
+        row, col = h // cols + 1, h % cols + 1
+        if causal:
+            fig.add_trace(_mask_trace(z[h], names), row=row, col=col)
+        own = per_head_scale
+        fig.add_trace(
+            _heatmap(
+                z[h],
+                names,
+                colorscale=colorscale,
+                zmax=_scale_max(z[h], True) if own else top,
+                digits=4,
+                showscale=not own and h == 0,
+                colorbar={"title": {"text": "weight"}},
+            ),
+            row=row,
+            col=col,
+        )
+    fig.update_annotations(font_size=22 if large else 14)  # the head titles; make_subplots fixes them at 16
+    fig.update_xaxes(type="category", showticklabels=len(bins) <= 40, tickangle=-90, showgrid=False)
+    fig.update_yaxes(type="category", showticklabels=len(bins) <= 40, autorange="reversed", showgrid=False)
+    subtitle = []
+    if len(bins) < n:
+        subtitle.append(f"each cell averages {bins[0][1] - bins[0][0] + 1} × {bins[0][1] - bins[0][0] + 1} tokens")
+    if per_head_scale:
+        subtitle.append("each head coloured to its own maximum")
+    if causal:
+        subtitle.append(MASK_NOTE)
+    fig.update_layout(
+        title=plotly_safe(title) + (f"<br><sub>{'; '.join(subtitle)}</sub>" if subtitle else ""),
+        height=rows * (420 if large else 300) + 120,
+        margin={"l": 40, "r": 20, "t": 110, "b": 40},
+    )
+    return fig
+
+
+LEVELS = 254  # palette indices 0..253 are colours, 254 is the mask, 255 the transparent gap
+MASK_INDEX, GAP_INDEX = 254, 255
+
+
+def colormap(colorscale: str, levels: int = LEVELS) -> np.ndarray:
+    """uint8 ``[levels, 3]``: the Plotly colour scale sampled at ``levels`` evenly spaced points."""
+    colours = pcolors.sample_colorscale(colorscale, list(np.linspace(0.0, 1.0, levels)), colortype="rgb")
+    return np.array([pcolors.unlabel_rgb(c) for c in colours], dtype=np.float64).round().astype(np.uint8)
+
+
+def quantise(matrices: np.ndarray, per_head_scale: bool, levels: int = LEVELS) -> np.ndarray:
+    """``[layers, heads, c, c]`` floats → uint8 ``0..levels-1`` (NaN → 0): 0..1 fixed, or each head to its maximum.
+
+    A fixed scale stretches to the global maximum when values exceed 1 (e.g. norm-weighted attention).
+    """
+    if per_head_scale:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            top = np.nanmax(matrices, axis=(-2, -1), keepdims=True)
+        top = np.where(np.isfinite(top) & (top > 0), top, 1.0)
+    else:
+        top = _scale_max(matrices, False)
+    scaled = np.nan_to_num(np.clip(matrices / top, 0.0, 1.0), nan=0.0)
+    return np.round(scaled * (levels - 1)).astype(np.uint8)
+
+
+def mosaic_png(matrices: np.ndarray, *, colorscale: str, per_head_scale: bool, gap: int = 2) -> tuple[bytes, int]:
+    """Every head ``[layers, heads, c, c]`` tiled into one palette PNG (layers = rows, heads = columns).
+
+    Masked (NaN) cells are grey, gaps transparent. Returns ``(png bytes, pixels per cell)``.
+    """
+    layers, heads, c = matrices.shape[0], matrices.shape[1], matrices.shape[-1]
+    zoom = max(1, -(-OVERVIEW_MIN_PIXELS // c))
+    tiles = np.where(np.isnan(matrices), MASK_INDEX, quantise(matrices, per_head_scale)).astype(np.uint8)
+    tiles = tiles.repeat(zoom, axis=2).repeat(zoom, axis=3)
+    side = c * zoom
+    image = np.full((layers * (side + gap), heads * (side + gap)), GAP_INDEX, dtype=np.uint8)
+    for layer in range(layers):
+        for head in range(heads):
+            y, x = layer * (side + gap), head * (side + gap)
+            image[y : y + side, x : x + side] = tiles[layer, head]
+    palette = np.vstack([colormap(colorscale), pcolors.hex_to_rgb(MASK_COLOR), (255, 255, 255)]).astype(np.uint8)
+    picture = Image.fromarray(image, "P")
+    picture.putpalette(palette.ravel().tolist())
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG", optimize=True, transparency=GAP_INDEX)
+    return buffer.getvalue(), zoom
+
+
+def overview_figure(
+    matrices: np.ndarray,
+    *,
+    title: str,
+    causal: bool,
+    colorscale: str,
+    per_head_scale: bool = False,
+    head_names: list[str] | None = None,
+    large: bool = False,
+    max_cells: int = OVERVIEW_MAX_CELLS,
+    gap: int = 2,
+) -> go.Figure:
+    """All layers × heads ``[layers, heads, n, n]`` as one image of thumbnails (8-bit, ≤ ``max_cells`` per side).
+
+    One picture instead of layers × heads subplots: a few hundred kB at any length. An
+    invisible coarse grid on top answers hover with "layer L, head H".
+    """
+    layers, heads = matrices.shape[:2]
+    small, bins = block_mean(masked_upper(matrices, causal), max_cells)
+    png, zoom = mosaic_png(small, colorscale=colorscale, per_head_scale=per_head_scale, gap=gap)
+    pitch = len(bins) * zoom + gap
+    head_names = head_names or [str(h) for h in range(heads)]
+    centres_x = [h * pitch + (pitch - gap) / 2 for h in range(heads)]
+    centres_y = [layer * pitch + (pitch - gap) / 2 for layer in range(layers)]
+    where = np.array([[[layer, h] for h in range(heads)] for layer in range(layers)])
+    fig = go.Figure(
+        [
+            go.Image(source="data:image/png;base64," + base64.b64encode(png).decode("ascii"), x0=0, y0=0, dx=1, dy=1, hoverinfo="skip"),
+            go.Heatmap(
+                z=np.zeros((layers, heads), dtype=np.uint8),
+                x=centres_x,
+                y=centres_y,
+                customdata=where,
+                opacity=0,
+                showscale=False,
+                hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra></extra>",
+            ),
+        ]
+    )
+    notes = []
+    if len(bins) < matrices.shape[-1]:
+        notes.append(f"each pixel averages {bins[0][1] - bins[0][0] + 1} × {bins[0][1] - bins[0][0] + 1} tokens")
+    notes.append("each head coloured to its own maximum" if per_head_scale else "colour 0 → 1 fixed")
+    if causal:
+        notes.append(MASK_NOTE)
+    width_px = heads * pitch
+    fig.update_layout(
+        title=f"{plotly_safe(title)}<br><sub>{'; '.join(notes)}</sub>",
+        xaxis={
+            "title": "head",
+            "tickmode": "array",
+            "tickvals": centres_x,
+            "ticktext": [plotly_safe(name) for name in head_names],
+            "showgrid": False,
+            "zeroline": False,
+            "range": [-gap, width_px],
+        },
+        yaxis={
+            "title": "layer (0 = first block)",
+            "tickmode": "array",
+            "tickvals": centres_y,
+            "ticktext": [str(layer) for layer in range(layers)],
+            "showgrid": False,
+            "zeroline": False,
+            "scaleanchor": "x",
+            "autorange": "reversed",
+        },
+        height=min(1600, max(300, int(layers * (110 if large else 80)) + 160)),
+        margin={"l": 70, "r": 20, "t": 90, "b": 50},
+    )
+    return fig
+
+
+def matrix_table(matrix: np.ndarray, labels: list[str], *, causal: bool) -> pd.DataFrame:
+    """``[n, n]`` at full precision as a wide table: a ``query`` column, then one column per key
+    (labels made unique); masked cells of a decoder are empty."""
+    names = unique_labels(labels)
+    table = pd.DataFrame(masked_upper(matrix, causal).astype(np.float64), columns=names)
+    table.insert(0, "query", names)
+    return table
+
+
+def cells_table(
+    matrices: np.ndarray, labels: list[str], *, causal: bool, max_cells: int, outer: dict[str, list]
+) -> pd.DataFrame:
+    """The numbers a grid or overview draws: ``[*outer, n, n]`` block-averaged to ``max_cells``, as one wide table.
+
+    ``outer`` names the leading axes in order, e.g. ``{"layer": [...], "head": [...]}``; each
+    row is one query (or block of queries) of one matrix; masked cells are empty.
+    """
+    small, bins = block_mean(masked_upper(matrices, causal), max_cells)
+    names = bin_labels(labels, bins)
+    c = len(names)
+    flat = small.reshape(-1, c)
+    table = pd.DataFrame(np.round(flat.astype(np.float64), 6), columns=names)
+    table.insert(0, "query", names * (len(flat) // c))
+    index = np.indices(small.shape[:-2]).reshape(len(outer), -1)  # [axes, matrices]
+    for position, (column, values) in enumerate(reversed(list(outer.items()))):
+        axis = len(outer) - 1 - position
+        table.insert(0, column, np.repeat(np.asarray(values, dtype=object)[index[axis]], c))
+    return table

@@ -1,0 +1,91 @@
+"""Violin plots of how far each layer moves the documents of a corpus (pure Plotly, no Streamlit)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from viz.common import OKABE_ITO, plotly_safe
+
+def _violins(x: pd.Series, y: pd.Series, names: pd.Series, *, name: str, x_label: str) -> go.Violin:
+    """One violin per distinct ``x``; every point is a document whose (escaped) title is in its hover."""
+    return go.Violin(
+        x=x,
+        y=y,
+        customdata=[plotly_safe(n) for n in names],
+        hovertemplate=f"%{{customdata}}<br>{x_label}%{{x}}<br>%{{y:.3f}}<extra></extra>",
+        hoveron="points",
+        points="all",
+        pointpos=0,
+        jitter=0.5,
+        marker={"size": 4, "opacity": 0.7, "color": OKABE_ITO[0]},
+        line={"color": OKABE_ITO[0]},
+        fillcolor="rgba(0, 114, 178, 0.25)",
+        box_visible=True,
+        meanline_visible=True,
+        spanmode="hard",
+        name=name,
+    )
+
+
+def layer_violin_figure(
+    table: pd.DataFrame,
+    titles: list[str],
+    *,
+    value: str,
+    value_label: str,
+    title: str,
+    baseline: pd.DataFrame | None = None,
+) -> go.Figure:
+    """Violins of ``table[value]`` per ``table.layer`` (1..L); ``table.document`` indexes ``titles``.
+
+    ``baseline``: optional rows ``layer``, ``baseline``, ``anisotropy`` drawn as lines beside the
+    violins (raw view); when ``value`` is already baseline-adjusted, pass None and a zero line is drawn.
+    """
+    fig = go.Figure(_violins(table["layer"], table[value], table["document"].map(lambda i: titles[i]), name="documents", x_label="layer "))
+    if baseline is not None:
+        for column, label, colour, dash in (
+            ("baseline", "different documents, same comparison", OKABE_ITO[1], "dash"),
+            ("anisotropy", "anisotropy: different documents, same layer (Ethayarajh 2019)", OKABE_ITO[5], "dot"),
+        ):
+            fig.add_trace(
+                go.Scatter(
+                    x=baseline["layer"],
+                    y=baseline[column],
+                    mode="lines+markers",
+                    name=label,
+                    line={"color": colour, "dash": dash},
+                    marker={"symbol": "diamond", "size": 9},
+                    hovertemplate=f"{label}<br>layer %{{x}}<br>%{{y:.3f}}<extra></extra>",
+                )
+            )
+    else:
+        fig.add_hline(y=0, line_dash="dash", line_color=OKABE_ITO[1], annotation_text="baseline")
+    layers = sorted(table["layer"].unique())
+    fig.update_layout(
+        title=title,
+        xaxis={"title": "layer k (output of block k; 0 would be the embedding layer)", "tickmode": "array", "tickvals": layers},
+        yaxis={"title": value_label},
+        legend={"orientation": "h", "y": -0.25},
+        height=480,
+        margin={"t": 60, "b": 40},
+        violinmode="overlay",
+    )
+    return fig
+
+
+def cls_violin_figure(table: pd.DataFrame, titles: list[str], *, title: str) -> go.Figure:
+    """One violin per ``table.comparison`` of ``table.cosine_similarity``; hover names the document."""
+    fig = go.Figure(
+        _violins(
+            table["comparison"],
+            table["cosine_similarity"],
+            table["document"].map(lambda i: titles[i]),
+            name="documents",
+            x_label="",
+        )
+    )
+    fig.update_layout(
+        title=title, yaxis={"title": "cosine similarity"}, xaxis={"title": None}, height=420, showlegend=False
+    )
+    return fig

@@ -1,0 +1,84 @@
+"""Figures of one word across many sentences: the 2-D projection per layer and the separation by layer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from viz.common import OKABE_ITO, plotly_safe
+
+UNLABELLED = "unlabelled"
+UNLABELLED_COLOUR = "#999999"
+HOVER_CONTEXT_CHARS = 70
+
+
+def highlighted_sentence(sentence: str, span: tuple[int, int], context: int = HOVER_CONTEXT_CHARS) -> str:
+    """The sentence escaped for Plotly with the word at ``span`` in bold; at most ``context`` characters each side."""
+    start, end = span
+    before, after = sentence[max(0, start - context) : start], sentence[end : end + context]
+    before = ("…" if start > context else "") + before
+    after = after + ("…" if end + context < len(sentence) else "")
+    return f"{plotly_safe(before)}<b>{plotly_safe(sentence[start:end])}</b>{plotly_safe(after)}"
+
+
+def sense_projection_figure(coords: np.ndarray, labels: list[str], hovers: list[str], *, title: str, axis: str) -> go.Figure:
+    """Scatter of ``coords`` ``[N, 2]``, one colour per label ("" = unlabelled, grey); ``hovers`` are escaped HTML."""
+    if coords.shape != (len(labels), 2) or len(hovers) != len(labels):
+        raise ValueError(f"{coords.shape} coordinates for {len(labels)} labels and {len(hovers)} hovers")
+    fig = go.Figure()
+    names = sorted({label for label in labels if label}) + ([""] if "" in labels else [])
+    for k, name in enumerate(names):
+        rows = [i for i, label in enumerate(labels) if label == name]
+        shown = plotly_safe(name) if name else UNLABELLED
+        fig.add_trace(
+            go.Scatter(
+                x=coords[rows, 0],
+                y=coords[rows, 1],
+                mode="markers",
+                name=shown,
+                marker={"size": 9, "opacity": 0.85, "color": OKABE_ITO[k % len(OKABE_ITO)] if name else UNLABELLED_COLOUR},
+                customdata=[[shown, hovers[i]] for i in rows],
+                hovertemplate="%{customdata[0]}<br>%{customdata[1]}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        title=title,
+        xaxis={"title": f"{axis} 1", "showticklabels": False, "zeroline": False},
+        yaxis={"title": f"{axis} 2", "showticklabels": False, "zeroline": False},
+        legend={"title": {"text": "sense"}},
+        height=520,
+        margin={"l": 40, "r": 20, "t": 60, "b": 40},
+    )
+    return fig
+
+
+def separation_figure(table: pd.DataFrame, current_layer: int | None = None) -> go.Figure:
+    """Lines of ``knn_accuracy`` and ``silhouette`` over ``layer`` (0 = embedding layer); a dotted line marks ``current_layer``."""
+    fig = go.Figure()
+    for column, name, colour in (
+        ("knn_accuracy", "1-NN accuracy (leave one out)", OKABE_ITO[0]),
+        ("silhouette", "silhouette", OKABE_ITO[1]),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=table["layer"],
+                y=table[column],
+                mode="lines+markers",
+                name=name,
+                line={"color": colour},
+                hovertemplate="layer %{x}<br>" + name + ": %{y:.3f}<extra></extra>",
+            )
+        )
+    lowest = np.nanmin(table[["knn_accuracy", "silhouette"]].to_numpy(dtype=float), initial=0.0)
+    if current_layer is not None:
+        fig.add_vline(x=current_layer, line_dash="dot", line_color="grey")
+    fig.update_layout(
+        title="Separation of the senses, measured in the full embedding space",
+        xaxis={"title": "layer (0 = embedding layer)", "dtick": 1},
+        yaxis={"title": "score (cosine)", "range": [min(-0.2, float(lowest) - 0.05), 1.05]},
+        legend={"orientation": "h", "y": -0.25},
+        height=520,
+        margin={"l": 50, "r": 20, "t": 60, "b": 40},
+    )
+    return fig
