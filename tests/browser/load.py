@@ -11,6 +11,7 @@ import asyncio
 import statistics
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import urlencode, urlparse
 
@@ -119,7 +120,11 @@ def run_load(base_url: str, sessions: int, *, executable: str, args: list[str], 
     """Open ``sessions`` browser sessions at once, each with its own text; return their results."""
     if sessions > len(SESSION_WORDS):
         raise ValueError(f"at most {len(SESSION_WORDS)} sessions")
-    return asyncio.run(_run_sessions(base_url, SESSION_WORDS[:sessions], executable, args, timeout_ms))
+    # A thread of its own: the caller may already run an event loop (Playwright's sync API does).
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(
+            asyncio.run, _run_sessions(base_url, SESSION_WORDS[:sessions], executable, args, timeout_ms)
+        ).result()
 
 
 def percentile(values: list[float], q: float) -> float:

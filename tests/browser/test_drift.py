@@ -73,4 +73,4 @@ def test_a_binary_upload_is_refused_and_the_previous_corpus_kept(app_page):
     assert any("binary file" in e and "keeps using the sample corpus" in e for e in app_page.error_texts())
     assert "66 documents from the sample corpus" in _main_text(page)
     page.wait_for_selector(VIOLINS, timeout=60_000)
-    assert not app_page.blocked and not app_page.console_errors and not app_page.dialogs
+    assert not app_page.blocked and not app_page.unexplained_console_errors() and not app_page.dialogs
