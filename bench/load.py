@@ -21,9 +21,11 @@ def main() -> dict:
         log_path = Path(tmp) / "server.log"
         with serve_app(log_path) as (url, proc), PeakRSS(proc.pid) as rss:
             idle_rss = rss.process.memory_info().rss
+            cpu_before = sum(rss.process.cpu_times()[:2])
             started = time.perf_counter()
             results = run_load(url, SESSIONS, executable=CHROMIUM, args=CHROMIUM_FLAGS)
             wall = time.perf_counter() - started
+            server_cpu = sum(rss.process.cpu_times()[:2]) - cpu_before
         loads = re.findall(r"loaded model (\S+) in", log_path.read_text())
     times = sorted(r.seconds for r in results)
     result = {
@@ -35,6 +37,9 @@ def main() -> dict:
         "max_seconds": round(times[-1], 2),
         "wall_seconds": round(wall, 2),
         "model_loads": len(loads),
+        # The 20 browsers share the machine's cores with the server: this is the server's own share.
+        "server_cpu_seconds": round(server_cpu, 1),
+        "server_cpu_seconds_per_session": round(server_cpu / SESSIONS, 2),
         "server_rss_before_mb": round(idle_rss / 2**20),
         "server_peak_rss_mb": round(rss.peak / 2**20),
     }

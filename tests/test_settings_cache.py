@@ -89,3 +89,17 @@ def test_nbytes_of_counts_arrays_in_objects():
             self.name = "x"
 
     assert nbytes_of(Holder()) == 40 + 40
+
+
+def test_server_caps_apply_to_uploaded_corpora(monkeypatch):
+    from core.corpus import CorpusError, Document
+    from ui.corpus_state import within_deployment_limits
+
+    docs = [Document(f"d{i}", "some text") for i in range(5)]
+    monkeypatch.setenv("EXPLORER_MODE", "server")
+    monkeypatch.setenv("EXPLORER_MAX_CORPUS_DOCS", "4")
+    with pytest.raises(CorpusError, match="at most 4"):
+        within_deployment_limits(docs, 100, "The file x.csv")
+    with pytest.raises(CorpusError, match="at most 2 MB"):
+        within_deployment_limits(docs[:2], 3 * 1024 * 1024, "The file x.csv")
+    assert within_deployment_limits(docs[:4], 100, "The file x.csv") == docs[:4]
