@@ -74,7 +74,7 @@ def separation_figure(table: pd.DataFrame, current_layer: int | None = None) -> 
     if current_layer is not None:
         fig.add_vline(x=current_layer, line_dash="dot", line_color="grey")
     fig.update_layout(
-        title="Separation of the senses, measured in the full embedding space",
+        title="Separation of the senses<br><sup>measured in the full embedding space</sup>",
         xaxis={"title": "layer (0 = embedding layer)", "dtick": 1},
         yaxis={"title": "score (cosine)", "range": [min(-0.2, float(lowest) - 0.05), 1.05]},
         legend={"orientation": "h", "y": -0.25},
