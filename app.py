@@ -36,12 +36,11 @@ def run() -> None:
     pages = [
         st.Page(str(ROOT / file), title=title, icon=icon, url_path=path or None, default=not path)
         for file, title, icon, path in PAGES
-        if (ROOT / file).exists()  # a page appears once its issue has landed
     ]
     start_umap_warmup()  # numba compiles UMAP in the background for the senses page
     page = st.navigation(pages)
-    render_sidebar()
     with friendly_errors(f"showing {page.title}"):
+        render_sidebar()  # inside the boundary: a bad deployment setting is a sentence too
         page.run()
 
 

@@ -1,7 +1,5 @@
 """Home: what the app shows, links to every page, and a first look at the sidebar's text."""
 
-from pathlib import Path
-
 import pandas as pd
 import streamlit as st
 
@@ -36,10 +34,8 @@ PAGE_LINKS = [
     ("pages/drift.py", "Drift: how far each layer moves a whole corpus away from the static embeddings."),
     ("pages/senses.py", "Senses: one ambiguous word across many sentences, its senses pulled apart layer by layer."),
 ]
-ROOT = Path(__file__).resolve().parent.parent
 for page_file, description in PAGE_LINKS:
-    if (ROOT / page_file).exists():
-        st.page_link(page_file, label=description)
+    st.page_link(page_file, label=description)
 
 st.subheader("What the model saw")
 model = current_model()

@@ -1,7 +1,5 @@
 """Head statistics: find the interesting heads by the numbers, over one text or a whole corpus."""
 
-from pathlib import Path
-
 import streamlit as st
 
 from core.examples import EXAMPLE_SENTENCES
@@ -17,7 +15,6 @@ from viz.head_stats import head_heatmap, head_heatmaps
 
 require_app_shell()
 ATTENTION_PAGE = "pages/attention.py"
-HAS_ATTENTION_PAGE = (Path(__file__).resolve().parent.parent / ATTENTION_PAGE).exists()
 # Display labels are what the URL holds (?over=corpus&stat=previous+token), so they are short.
 SOURCES = {"text": "this text", "examples": "example sentences", "corpus": "corpus"}
 SHORT_NAMES = {
@@ -97,8 +94,7 @@ if statistic == "entropy":
 st.caption(note)
 
 st.subheader("Ranked heads")
-if HAS_ATTENTION_PAGE:
-    st.caption("Each head opens on the attention page with the same model and text.")
+st.caption("Each head opens on the attention page with the same model and text.")
 for column, (name, heading) in zip(st.columns(len(RANKINGS)), RANKINGS.items()):
     with column:
         st.markdown(f"**{heading}**")
@@ -109,11 +105,8 @@ for column, (name, heading) in zip(st.columns(len(RANKINGS)), RANKINGS.items()):
             continue
         for row in ranked.itertuples():
             text = f"layer {row.layer}, head {row.head}: {getattr(row, name):.3f}"
-            if HAS_ATTENTION_PAGE:
-                where = {"layer": str(row.layer), "head": str(row.head)}  # the sidebar carries model and text
-                st.page_link(ATTENTION_PAGE, label=text, query_params=where)
-            else:
-                st.markdown(text)
+            where = {"layer": str(row.layer), "head": str(row.head)}  # the sidebar carries model and text
+            st.page_link(ATTENTION_PAGE, label=text, query_params=where)
 
 if source == "text":
     st.subheader("The same statistic over norm-weighted attention")

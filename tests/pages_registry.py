@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def landed_pages() -> list[tuple[str, str]]:
-    """``(file, url path)`` for every page in app.py's PAGES whose file exists."""
+    """``(file, url path)`` for every page in app.py's PAGES."""
     tree = ast.parse((ROOT / "app.py").read_text())
     table = next(
         node.value
@@ -17,4 +17,4 @@ def landed_pages() -> list[tuple[str, str]]:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "PAGES"
     )
     entries = [ast.literal_eval(entry) for entry in table.elts]
-    return [(file, path) for file, _title, _icon, path in entries if (ROOT / file).exists()]
+    return [(file, path) for file, _title, _icon, path in entries]

@@ -114,3 +114,22 @@ def test_server_mode_caps_tokens(monkeypatch):
     at = open_app({"text": "the bank of a river " * 20})
     assert not at.exception and not _errors(at)
     assert any("set to analyse at most 16" in i.value for i in at.info)
+
+
+@pytest.mark.app
+def test_a_bad_deployment_setting_is_a_sentence_naming_it(monkeypatch):
+    monkeypatch.setenv("EXPLORER_MODE", "cloud")
+    at = open_app({"text": "the bank"})
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("EXPLORER_MODE" in e for e in _errors(at)), _errors(at)
+
+
+def test_every_core_error_keeps_its_own_sentence():
+    from core.corpus import CorpusError
+    from core.heads import UnsupportedArchitecture
+    from core.settings import SettingsError
+    from ui.errors import user_message
+
+    for err in (CorpusError("a corpus sentence"), UnsupportedArchitecture("an architecture sentence"), SettingsError("a setting sentence")):
+        assert user_message(err) == str(err)
+    assert "Something went wrong" in user_message(RuntimeError("internal detail"))

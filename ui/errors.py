@@ -8,13 +8,16 @@ from contextlib import contextmanager
 
 import streamlit as st
 
+from core.corpus import CorpusError
+from core.heads import UnsupportedArchitecture
 from core.inference import AnalysisError
 from core.models import ModelLoadError
+from core.settings import SettingsError
 
 log = logging.getLogger("transformer_lens_app")
 
 # Errors whose message is already written for the user.
-USER_FACING = (ModelLoadError, AnalysisError)
+USER_FACING = (ModelLoadError, AnalysisError, CorpusError, UnsupportedArchitecture, SettingsError)
 
 
 def user_message(err: Exception) -> str:
