@@ -135,6 +135,14 @@ def _forward(model: LoadedModel, encoding, attentions: bool):
         return model.model(**inputs, output_attentions=attentions, output_hidden_states=True, return_dict=True)
 
 
+def _refuse_encoder_decoder(model: LoadedModel) -> None:
+    if getattr(model, "is_encoder_decoder", False):
+        raise AnalysisError(
+            f"`{model.name}` is an encoder-decoder model: it reads a source text and writes a target, so analyse it "
+            "with `core.inference.analyze_pair(model, source, target)` (encoder, decoder and cross-attention), not `analyze`."
+        )
+
+
 def _check_text(text: str) -> None:
     if not isinstance(text, str) or not text.strip():
         raise AnalysisError("There is no text to analyse: type a sentence first.")
@@ -156,6 +164,7 @@ def iter_analyses(
     each Analysis equals ``analyze`` on that text alone. ``progress(done, total)``
     is called after each batch. Empty texts raise ``AnalysisError``.
     """
+    _refuse_encoder_decoder(model)
     for i, text in enumerate(texts):
         try:
             _check_text(text)
@@ -227,7 +236,20 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> 
 
     Text longer than ``max_tokens`` (default and ceiling: the model's limit) is
     truncated and the result says so (``truncated``, ``num_input_tokens``).
-    Raises ``AnalysisError`` for empty text.
+    Raises ``AnalysisError`` for empty text, and for an encoder-decoder model (use ``analyze_pair``).
     """
+    _refuse_encoder_decoder(model)
     _check_text(text)
     return next(iter_analyses(model, [text], max_tokens=max_tokens, batch_size=1))[1]
+
+
+# Encoder-decoder models live in core/seq2seq.py (which imports this module); re-exported here lazily.
+_SEQ2SEQ_NAMES = ("PairAnalysis", "analyze_pair", "generate_target", "MAX_GENERATED_TOKENS")
+
+
+def __getattr__(name: str):
+    if name in _SEQ2SEQ_NAMES:
+        from core import seq2seq
+
+        return getattr(seq2seq, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
