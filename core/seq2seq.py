@@ -86,7 +86,7 @@ def generate_target(
     progress: Callable[[int, int], None] | None = None,
 ) -> str:
     """The model's own target for ``source``: greedy decoding (one beam, no sampling), at most
-    ``max_new_tokens`` tokens, special tokens removed. ``progress(done, max_new_tokens)`` after
+    ``max_new_tokens`` tokens (and fewer than the token limit), special tokens removed. ``progress(done, maximum)`` after
     each token; an exception it raises stops generation. Raises ``AnalysisError`` when the
     checkpoint has no trained language-model head or the model writes no text.
     """
@@ -98,6 +98,7 @@ def generate_target(
             "itself. Type a target text in the sidebar."
         )
     limit = _token_limit(model, max_tokens)
+    max_new_tokens = max(1, min(max_new_tokens, limit - 1))  # room for the end token: the target then fits the limit
     encoding = model.tokenizer([source], truncation=True, max_length=limit, return_tensors="pt")
     inputs = {k: encoding[k].to(model.device) for k in ("input_ids", "attention_mask")}
     streamer = _ProgressStreamer(progress, max_new_tokens) if progress is not None else None

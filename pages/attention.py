@@ -32,6 +32,11 @@ if not present:
         "token (the keys); a row of raw weights sums to 1. Layers and heads are counted from 0; layer *l* is "
         "the block that reads hidden state *l* (0 = the embedding layer's output) and writes hidden state *l + 1*."
     )
+if current_model().is_encoder_decoder:
+    from ui.seq2seq_views import attention_page
+
+    attention_page()
+    st.stop()
 model, analysis = current_model(), current_analysis()
 c = st.columns(5)
 source = c[0].selectbox("Attention source", list(SOURCES), key="source", bind="query-params",

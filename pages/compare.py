@@ -27,6 +27,11 @@ st.markdown(
     "same vector everywhere; every layer then mixes in its context, so the two vectors drift apart."
 )
 model = current_model()
+if model.is_encoder_decoder:
+    from ui.seq2seq_views import not_applicable
+
+    not_applicable("Comparing two sentences runs one stack over each text; with a source and a target per text "
+                   "this page does not apply.")
 sides = st.columns(2)
 texts = [
     side.text_area(f"Text {name}", value=default, key=f"text_{name.lower()}", bind="query-params",

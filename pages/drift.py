@@ -19,6 +19,11 @@ st.markdown(
     "into one vector per layer; each point below is one document's cosine similarity between layer k and either its "
     "static embedding (the embedding layer's output, `hidden_states[0]`) or the layer before. Lower means moved further."
 )
+if current_model().is_encoder_decoder:
+    from ui.seq2seq_views import not_applicable
+
+    not_applicable("Drift pools one text into one vector per layer of a single stack; a corpus has no targets for "
+                   "the decoder, so this page does not apply.")
 render_corpus_picker()
 corpus = current_corpus()
 model = current_model()

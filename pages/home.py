@@ -39,6 +39,11 @@ for page_file, description in PAGE_LINKS:
 
 st.subheader("What the model saw")
 model = current_model()
+if model.is_encoder_decoder:
+    from ui.seq2seq_views import tokens_page
+
+    tokens_page()
+    st.stop()
 analysis = current_analysis()
 labels = token_labels(analysis)
 kind = "decoder (each token sees only the tokens before it)" if model.is_decoder else "encoder (each token sees all tokens)"

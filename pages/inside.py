@@ -29,6 +29,10 @@ st.markdown(
     "through a softmax, and the head's output is the weighted sum of the value vectors."
 )
 model = current_model()
+if model.is_encoder_decoder:
+    from ui.seq2seq_views import unsupported_inside
+
+    unsupported_inside()
 try:
     kind = block_kind(model)
 except UnsupportedArchitecture as err:

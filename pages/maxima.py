@@ -25,6 +25,11 @@ st.markdown(
     "over heads, then the largest key). Layers and heads are counted from 0, as on the other pages: layer *l* is the attention of the block "
     "that produces hidden state *l* + 1. Early layers tend to look at their neighbours, later ones at a few sink tokens."
 )
+if current_model().is_encoder_decoder:
+    from ui.seq2seq_views import maxima_page
+
+    maxima_page()
+    st.stop()
 model, analysis = current_model(), current_analysis()
 name, text = current_model_name(), current_text()
 limit = current_token_limit()

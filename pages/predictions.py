@@ -27,6 +27,11 @@ st.markdown(
     "language-model head over its whole vocabulary."
 )
 model = current_model()
+if model.is_encoder_decoder:
+    from ui.seq2seq_views import not_applicable
+
+    not_applicable("Its prediction is the target itself: leave the sidebar's Target text empty and the model writes "
+                   "one (greedy decoding), so this page does not apply.")
 with st.spinner(f"Loading the language-model head of {model.name}…"):
     language_model = cached_language_model(current_model_name())
 if isinstance(language_model, NoLanguageModelHead):

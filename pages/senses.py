@@ -66,6 +66,11 @@ st.markdown(
     "so river banks and money banks drift apart. Each point is one occurrence of the word, coloured by its sense."
 )
 model = current_model()
+if model.is_encoder_decoder:
+    from ui.seq2seq_views import not_applicable
+
+    not_applicable("Senses follows one word through the layers of a single stack over many sentences, which have "
+                   "no targets for the decoder, so this page does not apply.")
 source = st.segmented_control("Sentences", SOURCES, default=SOURCES[0], key="source", bind="query-params", required=True)
 word = (st.selectbox("Word", builtin_words(), key="word", bind="query-params", accept_new_options=True,
                      help="Pick a built-in word or type your own.") or "bank").strip()

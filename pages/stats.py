@@ -42,6 +42,11 @@ st.markdown(
     "it can only attend to itself. Layers and heads are numbered from 0 (layer 0 = the first attention block)."
 )
 model = current_model()
+if model.is_encoder_decoder:
+    from ui.seq2seq_views import stats_page
+
+    stats_page()
+    st.stop()
 left, right = st.columns(2)
 source = left.segmented_control(
     "Average over",

@@ -92,3 +92,65 @@ def test_long_text_is_truncated_with_a_notice(tiny_bert_dir):
     at = open_app({"model": tiny_bert_dir, "text": "the bank of a river " * 40})
     assert not page_errors(at)
     assert any("reads at most" in i.value for i in at.info)
+
+
+# --- Encoder-decoder models (T5, BART): a second box for the target, three attentions ---
+
+SEQ2SEQ_FIXTURES = ["tiny_t5_dir", "tiny_bart_dir"]
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("page", [file for file, _ in landed_pages()])
+@pytest.mark.parametrize("model_fixture", SEQ2SEQ_FIXTURES)
+def test_every_page_runs_on_tiny_encoder_decoders(page, model_fixture, request):
+    at = open_app({"model": request.getfixturevalue(model_fixture), "target": "the cat sat on the mat"}, page=page)
+    assert not page_errors(at)
+
+
+@pytest.mark.app
+def test_the_target_box_is_only_there_for_encoder_decoders(tiny_bert_dir, tiny_t5_dir):
+    assert not [t for t in open_app({"model": tiny_bert_dir}).text_area if t.key == "target"]
+    at = open_app({"model": tiny_t5_dir, "target": "the bank"})
+    assert at.text_area(key="target").value == "the bank"
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("model_fixture", SEQ2SEQ_FIXTURES)
+def test_an_empty_target_is_generated_and_fills_the_box(model_fixture, request):
+    from core.models import load_model
+    from core.seq2seq import generate_target
+
+    folder = request.getfixturevalue(model_fixture)
+    at = open_app({"model": folder, "text": "the cat sat"}, page="pages/attention.py")
+    assert not page_errors(at)
+    expected = generate_target(load_model(folder), "the cat sat", max_tokens=64)
+    assert at.text_area(key="target").value == expected
+    assert any("written by the model itself" in c.value for c in at.caption)
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("stack", ["Encoder self-attention", "Decoder self-attention", "Cross-attention"])
+@pytest.mark.parametrize("view", ["one head", "one layer", "BertViz"])
+def test_attention_page_shows_every_stack_and_view(stack, view, tiny_bart_dir):
+    query = {"model": tiny_bart_dir, "text": "the bank of a river", "target": "the cat sat", "stack": stack, "view": view}
+    at = open_app(query, page="pages/attention.py")
+    assert not page_errors(at)
+    assert at.segmented_control(key="stack").value == stack
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("stack", ["Decoder self-attention", "Cross-attention"])
+@pytest.mark.parametrize("page", ["pages/maxima.py", "pages/stats.py"])
+def test_maxima_and_statistics_per_stack(page, stack, tiny_t5_dir):
+    at = open_app({"model": tiny_t5_dir, "text": "the bank of a river", "target": "the cat sat", "stack": stack,
+                   "words": "true"}, page=page)
+    assert not page_errors(at)
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("page", ["pages/drift.py", "pages/senses.py", "pages/compare.py", "pages/predictions.py",
+                                  "pages/inside.py"])
+def test_pages_that_do_not_apply_say_so(page, tiny_t5_dir):
+    at = open_app({"model": tiny_t5_dir, "target": "the cat"}, page=page)
+    assert not page_errors(at)
+    assert any("encoder-decoder model" in i.value for i in at.info)

@@ -62,6 +62,9 @@ def render_sidebar() -> None:
             height=120,
         )
         st.pills("Examples", list(EXAMPLE_SENTENCES), key="example", on_change=_use_example)
+        from ui.seq2seq import render_target_box  # here, not at the top: ui.seq2seq imports this module
+
+        render_target_box()  # encoder-decoder models only
         with st.expander("Display"):
             st.toggle(
                 "Presentation mode",
