@@ -116,9 +116,12 @@ def test_a_missing_target_is_generated_greedily_and_reproducible(tiny_seq2seq):
 def test_generation_reports_progress_and_stops_at_the_limit(tiny_seq2seq):
     calls: list[tuple[int, int]] = []
     generate_target(tiny_seq2seq, SOURCE, progress=lambda done, total: calls.append((done, total)))
-    assert calls and all(total == MAX_GENERATED_TOKENS for _, total in calls)
+    # at most 64 new tokens, and one fewer than the token limit, so that the end token still fits
+    maximum = min(MAX_GENERATED_TOKENS, tiny_seq2seq.max_tokens - 1)
+    assert tiny_seq2seq.max_tokens == 64 and maximum == 63
+    assert calls and all(total == maximum for _, total in calls)
     assert [done for done, _ in calls] == list(range(1, len(calls) + 1))
-    assert len(calls) <= MAX_GENERATED_TOKENS
+    assert len(calls) <= maximum
     short: list[int] = []
     text = generate_target(tiny_seq2seq, SOURCE, max_new_tokens=3, progress=lambda done, total: short.append(done))
     assert short == [1, 2, 3] or (short and short[-1] < 3)
