@@ -154,3 +154,21 @@ def test_pages_that_do_not_apply_say_so(page, tiny_t5_dir):
     at = open_app({"model": tiny_t5_dir, "target": "the cat"}, page=page)
     assert not page_errors(at)
     assert any("encoder-decoder model" in i.value for i in at.info)
+
+
+@pytest.mark.app
+def test_a_written_target_is_rewritten_when_the_source_changes(tiny_t5_dir):
+    from core.models import load_model
+    from core.seq2seq import generate_target
+
+    at = open_app({"model": tiny_t5_dir, "text": "the cat sat"}, page="pages/attention.py")
+    first = at.text_area(key="target").value
+    at.text_area(key="text").set_value("a bass fish swims").run()
+    assert not page_errors(at)
+    second = at.text_area(key="target").value
+    assert second == generate_target(load_model(tiny_t5_dir), "a bass fish swims", max_tokens=64)
+    assert first == generate_target(load_model(tiny_t5_dir), "the cat sat", max_tokens=64)
+    typed = "my own target"
+    at.text_area(key="target").set_value(typed).run()
+    at.text_area(key="text").set_value("the bank of a river").run()
+    assert at.text_area(key="target").value == typed  # a target the user typed is never replaced

@@ -13,7 +13,8 @@ from ui.session import current_model, current_model_name, current_text, current_
 
 TARGET_KEY = "target"
 _PENDING = "_target_generated"  # text to put into the target box on the next run (a widget's value is fixed once drawn)
-_STOPPED = "_generation_stopped"  # (model, source) whose generation the user stopped
+_STOPPED = "_generation_stopped"  # (model, source, limit) whose generation the user stopped
+_WRITTEN = "_target_written_for"  # (model, source, limit, text): the target box holds the model's own text
 
 STACKS = ["Encoder self-attention", "Decoder self-attention", "Cross-attention"]
 ENCODER, DECODER, CROSS = STACKS
@@ -81,7 +82,8 @@ def current_pair() -> PairAnalysis:
     """The sidebar's source and target through the sidebar's encoder-decoder model (cached).
 
     An empty target box: the model writes a target (progress bar, stop button), the box is filled
-    with it and the page runs again. ``generated`` is True while the box holds the model's own text.
+    with it and the page runs again. ``generated`` is True while the box holds the model's own text;
+    when the source changes while it does, the model writes a new one.
     """
     name, source, limit = current_model_name(), current_text(), current_token_limit()
     model = current_model()
@@ -90,6 +92,9 @@ def current_pair() -> PairAnalysis:
 
         raise AnalysisError("There is no text to analyse: type a source sentence in the sidebar first.")
     target = current_target()
+    written = st.session_state.get(_WRITTEN)
+    if written and written[3] == target and written[:3] != (name, source, limit):
+        target = ""  # the box holds what the model wrote for another source: write a new one
     if not target.strip():
         if not model.can_generate:
             st.info(
@@ -98,7 +103,9 @@ def current_pair() -> PairAnalysis:
                 icon=":material/edit:",
             )
             st.stop()
-        st.session_state[_PENDING] = _generate(name, source, limit)
+        text = _generate(name, source, limit)
+        st.session_state[_PENDING] = text
+        st.session_state[_WRITTEN] = (name, source, limit, text)
         st.rerun()
     with st.spinner("Running the model…"):
         pair = cached_pair(name, source, target, limit)
