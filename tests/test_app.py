@@ -172,3 +172,18 @@ def test_a_written_target_is_rewritten_when_the_source_changes(tiny_t5_dir):
     at.text_area(key="target").set_value(typed).run()
     at.text_area(key="text").set_value("the bank of a river").run()
     assert at.text_area(key="target").value == typed  # a target the user typed is never replaced
+
+
+@pytest.mark.app
+def test_a_stopped_generation_is_a_sentence_and_can_be_restarted(tiny_bart_dir):
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params["model"] = tiny_bart_dir
+    at.query_params["text"] = "the cat sat"
+    at.session_state["_generation_stopped"] = (tiny_bart_dir, "the cat sat", 64)  # what the Stop button records
+    at.run()
+    assert not page_errors(at)
+    assert any("stopped the generation" in i.value for i in at.info)
+    assert at.text_area(key="target").value == ""
+    at.button(key="seq2seq-generate").click().run()
+    assert not page_errors(at)
+    assert at.text_area(key="target").value.strip()

@@ -55,15 +55,17 @@ def _stop(key: tuple[str, str, int]) -> None:
     st.session_state[_STOPPED] = key
 
 
+def _restart() -> None:
+    st.session_state[_STOPPED] = None
+
+
 def _generate(name: str, source: str, limit: int) -> str:
     """The model's own target for ``source``, with a progress bar and a stop button; cached per (model, source, limit)."""
     key = (name, source, limit)
     if st.session_state.get(_STOPPED) == key:
         st.info("You stopped the generation. Type a target text in the sidebar, or write one with the model.",
                 icon=":material/stop_circle:")
-        if st.button("Let the model write a target", key="seq2seq-generate", icon=":material/play_arrow:"):
-            st.session_state.pop(_STOPPED, None)
-            st.rerun()
+        st.button("Let the model write a target", key="seq2seq-generate", on_click=_restart, icon=":material/play_arrow:")
         st.stop()
     slot = st.empty()
     with slot.container():
