@@ -30,9 +30,10 @@ st.markdown(
 )
 model = current_model()
 if model.is_encoder_decoder:
-    from ui.seq2seq_views import unsupported_inside
+    from ui.seq2seq_views import inside_page
 
-    unsupported_inside()
+    inside_page()
+    st.stop()
 try:
     kind = block_kind(model)
 except UnsupportedArchitecture as err:

@@ -148,8 +148,7 @@ def test_maxima_and_statistics_per_stack(page, stack, tiny_t5_dir):
 
 
 @pytest.mark.app
-@pytest.mark.parametrize("page", ["pages/drift.py", "pages/senses.py", "pages/compare.py", "pages/predictions.py",
-                                  "pages/inside.py"])
+@pytest.mark.parametrize("page", ["pages/drift.py", "pages/senses.py", "pages/compare.py", "pages/predictions.py"])
 def test_pages_that_do_not_apply_say_so(page, tiny_t5_dir):
     at = open_app({"model": tiny_t5_dir, "target": "the cat"}, page=page)
     assert not page_errors(at)
@@ -187,3 +186,14 @@ def test_a_stopped_generation_is_a_sentence_and_can_be_restarted(tiny_bart_dir):
     at.button(key="seq2seq-generate").click().run()
     assert not page_errors(at)
     assert at.text_area(key="target").value.strip()
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("stack", ["Encoder self-attention", "Decoder self-attention", "Cross-attention"])
+@pytest.mark.parametrize("model_fixture", SEQ2SEQ_FIXTURES)
+def test_inside_one_head_reproduces_every_stack(stack, model_fixture, request):
+    query = {"model": request.getfixturevalue(model_fixture), "text": "the bank of a river", "target": "the cat sat",
+             "stack": stack, "layer": "1", "head": "2"}
+    at = open_app(query, page="pages/inside.py")
+    assert not page_errors(at)
+    assert any("reproduces the model's attention" in s.value for s in at.success)

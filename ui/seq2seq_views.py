@@ -7,6 +7,7 @@ cross-attention (target rows = queries, source columns = keys).
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -15,6 +16,7 @@ from core.cross_attention import (
     CROSS_DEFINITIONS, CROSS_STATISTICS, cross_alignment, cross_attention_view, cross_head_statistics,
 )
 from core.head_stats import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, analysis_statistics, statistic_grid
+from core.heads import UnsupportedArchitecture
 from core.seq2seq import PairAnalysis
 from ui.cache import cached_pair_view
 from ui.figures import show_figure
@@ -22,7 +24,8 @@ from ui.seq2seq import CROSS, DECODER, ENCODER, STACKS, current_pair, current_ta
 from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
 from viz import attention as va
 from viz import bertviz_offline as bv
-from viz.common import COLORBLIND_SAFE, SEQUENTIAL, file_stem
+from core.tokens import token_labels
+from viz.common import COLORBLIND_SAFE, SEQUENTIAL, file_stem, markdown_safe
 from viz.cross_attention import alignment_figure, alignment_grid
 from viz.head_stats import head_heatmap
 from viz.maxima import maxima_grid
@@ -254,10 +257,89 @@ def stats_page() -> None:
     st.dataframe(ranked[["layer", "head", statistic]], hide_index=True)
 
 
-def unsupported_inside() -> None:
-    """Inside one head: not available for encoder-decoder models (said in a sentence)."""
-    not_applicable("Recomputing a head step by step from the weights is written for BERT-style encoders and GPT-2; "
-                   "it does not take apart T5 or BART blocks (with their cross-attention) yet.")
+READS = {
+    ENCODER: "hidden state {layer} of the encoder (the source tokens)",
+    DECODER: "hidden state {layer} of the decoder (the target tokens it read)",
+    CROSS: "queries: the decoder's hidden state {layer} after this block's self-attention (residual added, LayerNorm "
+           "as the model places it); keys and values: the encoder's output, its last hidden state",
+}
+
+
+def inside_page() -> None:
+    """Inside one head for an encoder-decoder: encoder, decoder or cross-attention, recomputed from the weights."""
+    from core.seq2seq_heads import compute_pair_head, family
+    from viz.inside import component_bars, matrix_heatmap, stacked_token_bars
+
+    model = current_model()
+    try:
+        kind = family(model)
+    except UnsupportedArchitecture as err:
+        st.info(str(err), icon=":material/info:")
+        return
+    pair = current_pair()
+    st.caption(pair_caption(pair))
+    stack = stack_selector()
+    queries_of = pair.source if stack == ENCODER else pair.target
+    keys_of = pair.target if stack == DECODER else pair.source
+    labels, key_labels = token_labels(queries_of), token_labels(keys_of)
+    layers = pair.source.num_layers if stack == ENCODER else pair.num_decoder_layers
+    left, middle, right = st.columns(3)
+    layer = left.selectbox("Layer (counted from 0)", range(layers), key="layer", bind="query-params")
+    head = middle.selectbox("Head (counted from 0)", range(queries_of.num_heads), key="head", bind="query-params")
+    first_word = next((i for i in range(queries_of.num_tokens) if not queries_of.special_mask[i]), 0)
+    query = right.selectbox("Query token", range(queries_of.num_tokens), index=first_word, key="query",
+                            bind="query-params", format_func=lambda i: f"{i}: {labels[i]}")
+    step = compute_pair_head(model, pair, STACK_KEYS[stack], layer, head)
+    d = step.queries.shape[1]
+    who = f"“{labels[query]}” (token {query})"
+    who_md = f"“{markdown_safe(labels[query])}” (token {query})"
+    stem = file_stem(model.name, STACK_KEYS[stack], f"layer{layer}", f"head{head}", f"query{query}")
+    ln = ("T5 applies an RMS LayerNorm before each attention (pre-LN), so the head reads the normalised vectors."
+          if kind == "t5" else "")
+    st.markdown(f"**1 · What the head reads.** {READS[stack].format(layer=layer)}. {ln}")
+    st.markdown(f"**2 · Query and keys.** The query of {who_md} is its input times this head's slice of the query "
+                f"projection ({d} numbers); every {'source' if stack != DECODER else 'target'} token gets a key the same way.")
+    show_figure(component_bars(step.queries[query], title=f"Query vector of {who}", y_title="q"),
+                name=f"{stem}-query", data=pd.DataFrame({"component": range(d), "query": step.queries[query]}),
+                key="seq2seq-inside-query")
+    show_figure(matrix_heatmap(step.keys, key_labels, title="Key vectors (one row per token)", colorbar="k",
+                               row_title="key token", symmetric=True),
+                name=f"{stem}-keys", data=pd.DataFrame(step.keys, index=key_labels).reset_index(names="token"),
+                key="seq2seq-inside-keys")
+    scale_text = ("T5 does not divide by √d; instead a learned relative-position bias (one number per distance bucket "
+                  "and head) is added to each self-attention score" if kind == "t5" else
+                  f"scores are multiplied by {step.scale:.4f} (1/√{d})")
+    if kind == "t5" and stack == CROSS:
+        scale_text = "T5 does not divide by √d, and cross-attention has no position bias"
+    mask_text = (" The decoder may look only at itself and earlier target tokens: later ones get −∞ before the softmax "
+                 "and exactly 0 after it." if stack == DECODER else "")
+    st.markdown(f"**3 · Scores and weights.** The score of key j is `q·k_j`; {scale_text}. The softmax turns the "
+                f"result into weights that are positive and sum to 1.{mask_text}")
+    kept = step.keep_mask[query]
+    table = pd.DataFrame({"position": range(len(key_labels)), "key token": key_labels, "q·k": step.scores[query],
+                          "position bias": step.bias[query], "scaled + bias": step.scaled[query],
+                          "weight": step.weights[query], "visible": kept})
+    st.dataframe(table, hide_index=True, height=min(400, 38 + 35 * len(table)))
+    rows = [("q·k", step.scores[query], None), ("scaled + bias", step.scaled[query], kept), ("weight", step.weights[query], kept)]
+    show_figure(stacked_token_bars(rows, key_labels, title=f"From scores to weights for {who}"), name=f"{stem}-scores",
+                data=table, key="seq2seq-inside-scores")
+    st.markdown(f"**4 · The output.** The head's output for {who_md} is `Σ_j weight_j · v_j`, {d} numbers; all heads' "
+                "outputs are concatenated, projected and added to the residual stream.")
+    show_figure(component_bars(step.outputs[query], title=f"Output of this head for {who}", y_title="Σ weight·v"),
+                name=f"{stem}-output", data=pd.DataFrame({"component": range(d), "output": step.outputs[query]}),
+                key="seq2seq-inside-output")
+    reference = {ENCODER: pair.source.attentions, DECODER: pair.target.attentions, CROSS: pair.cross_attentions}[stack]
+    difference = float(np.abs(step.weights - reference[layer, head]).max())
+    st.markdown("**5 · The whole head, checked** against the attention the model itself returned.")
+    st.metric("Largest difference from the model's own attention", f"{difference:.1e}")
+    if difference < 1e-5:
+        st.success("The step-by-step computation reproduces the model's attention.")
+    else:
+        st.warning("The recomputation differs from the model's attention by more than 1e-5.")
+    show_figure(matrix_heatmap(step.weights, labels, column_labels=key_labels, title="Recomputed attention weights",
+                               colorbar="weight", zmin=0.0, zmax=1.0, row_title=AXES[stack][0], column_title=AXES[stack][1]),
+                name=f"{stem}-matrix", data=va.matrix_table(step.weights, labels, causal=False, key_labels=key_labels),
+                key="seq2seq-inside-matrix")
 
 
 
