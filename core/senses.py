@@ -8,6 +8,7 @@ measures, per layer, how well sense labels are told apart in the original embedd
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import sys
@@ -68,8 +69,12 @@ class Occurrences:
         return self.vectors.shape[0] - 1
 
 
-def _combining_marks() -> str:
-    """A regex character class body covering every combining mark (Unicode categories Mn, Mc, Me)."""
+@functools.cache
+def _word_char() -> str:
+    """A word character: what ``\\w`` matches, plus combining marks (the accent of a decomposed "é").
+
+    Built once, on first use (it scans every code point for categories Mn, Mc and Me).
+    """
     ranges: list[list[int]] = []
     for code in range(sys.maxunicode + 1):
         if unicodedata.category(chr(code)).startswith("M"):
@@ -77,11 +82,8 @@ def _combining_marks() -> str:
                 ranges[-1][1] = code
             else:
                 ranges.append([code, code])
-    return "".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in ranges)
-
-
-# A word character: what ``\w`` matches, plus combining marks (the accent of a decomposed "é").
-_WORD_CHAR = r"[\w" + _combining_marks() + "]"
+    marks = "".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in ranges)
+    return r"[\w" + marks + "]"
 
 
 def nfc(text: str) -> str:
@@ -97,7 +99,7 @@ def word_pattern(word: str) -> re.Pattern:
     word = nfc(word.strip())
     if not word:
         raise AnalysisError("Type the word to look for.")
-    return re.compile(f"(?<!{_WORD_CHAR})" + re.escape(word) + f"(?!{_WORD_CHAR})", re.IGNORECASE)
+    return re.compile(f"(?<!{_word_char()})" + re.escape(word) + f"(?!{_word_char()})", re.IGNORECASE)
 
 
 def find_word(text: str, word: str) -> list[tuple[int, int]]:
