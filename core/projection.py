@@ -12,11 +12,14 @@ runs in a separate process, so that whatever its native code does, the server su
 
 from __future__ import annotations
 
+import io
+import logging
+import os
+import subprocess
+import sys
 import warnings
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from multiprocessing import get_context
+from pathlib import Path
 
 import numpy as np
 
@@ -31,6 +34,9 @@ TSNE_PERPLEXITY = 30.0
 # Rows closer than this (relative to the largest coordinate; unit vectors for the cosine methods)
 # count as the same point: float noise, not a difference a projection could show.
 IDENTICAL_TOLERANCE = 1e-5
+ISOLATED_TIMEOUT_S = 600.0
+
+log = logging.getLogger(__name__)
 
 
 class ProjectionError(AnalysisError):
@@ -161,19 +167,48 @@ def _tsne(x: np.ndarray, random_state: int) -> np.ndarray:
 
 
 def _tsne_isolated(x: np.ndarray, random_state: int) -> np.ndarray:
-    return run_isolated(_tsne, x, random_state, what="t-SNE")
+    return run_isolated("core.projection:_tsne", x, random_state, what="t-SNE")
 
 
-def run_isolated(func, *args, what: str):
-    """``func(*args)`` in a fresh process ("spawn": no copy of the server's threads), so a crash in
-    native code (scikit-learn's t-SNE) ends that process, not the server. ``func`` must be importable."""
-    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
-        try:
-            return pool.submit(func, *args).result()
-        except BrokenProcessPool as err:
-            raise ProjectionError(
-                f"{what} stopped with an internal error on these points. Choose PCA or UMAP to draw them."
-            ) from err
+_CHILD = """
+import importlib, io, sys
+import numpy as np
+module, name = sys.argv[1].split(":")
+x = np.load(io.BytesIO(sys.stdin.buffer.read()), allow_pickle=False)
+result = getattr(importlib.import_module(module), name)(x, *map(int, sys.argv[2:]))
+out = io.BytesIO()
+np.save(out, np.asarray(result, dtype=np.float32), allow_pickle=False)
+sys.stdout.buffer.write(out.getvalue())
+"""
+
+
+def run_isolated(target: str, x: np.ndarray, *args: int, what: str, timeout_s: float = ISOLATED_TIMEOUT_S) -> np.ndarray:
+    """``module:function`` called as ``function(x, *args)`` in a separate Python process, so that a crash
+    in native code (scikit-learn's t-SNE) ends that process, not the server.
+
+    A fresh interpreter (not ``multiprocessing``: it would re-run the server's main script) reads
+    ``x`` and writes the float32 result as ``.npy`` bytes through pipes. Raises ``ProjectionError``
+    when the process dies, fails or takes longer than ``timeout_s``.
+    """
+    data = io.BytesIO()
+    np.save(data, np.ascontiguousarray(x), allow_pickle=False)
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    failed = ProjectionError(f"{what} stopped with an internal error on these points. Choose PCA or UMAP to draw them.")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, target, *map(str, args)],
+            input=data.getvalue(), capture_output=True, timeout=timeout_s, cwd=root, env=env, check=False,
+        )
+    except subprocess.TimeoutExpired as err:
+        raise ProjectionError(f"{what} took longer than {timeout_s:.0f} s on these points. Choose PCA or UMAP.") from err
+    if done.returncode != 0:
+        log.warning("%s failed in its helper process (exit %s): %s", what, done.returncode, done.stderr[-2000:].decode(errors="replace"))
+        raise failed
+    try:
+        return np.load(io.BytesIO(done.stdout), allow_pickle=False)
+    except ValueError as err:
+        raise failed from err
 
 
 def warm_up_umap() -> None:

@@ -99,11 +99,23 @@ def test_too_few_distinct_points_for_a_neighbourhood_method_is_a_sentence():
         project(rows, "tsne")
 
 
-def test_a_crash_in_native_code_ends_only_the_helper_process():
+def crash(x):
+    """Stands in for a native library that dies with a segmentation fault."""
     import faulthandler
 
+    faulthandler._sigsegv()
+
+
+def test_a_crash_in_native_code_ends_only_the_helper_process():
     with pytest.raises(ProjectionError, match="internal error"):
-        run_isolated(faulthandler._sigsegv, what="t-SNE")
+        run_isolated("tests.test_projection:crash", np.ones((5, 2), np.float32), what="t-SNE")
+
+
+def test_the_helper_process_returns_the_same_as_in_process():
+    vectors, _ = _two_blobs()
+    from core.projection import _tsne
+
+    np.testing.assert_array_equal(run_isolated("core.projection:_tsne", vectors, 0, what="t-SNE"), _tsne(vectors, 0))
 
 
 def test_non_finite_vectors_are_a_sentence():
