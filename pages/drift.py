@@ -7,6 +7,7 @@ from core.drift import POOLINGS, REFERENCES, cls_table, drift_table
 from ui.cache import cached_corpus_embeddings
 from ui.corpus_state import current_corpus, current_corpus_name, render_corpus_picker
 from ui.figures import show_figure
+from ui.page_state import option
 from ui.session import current_model, current_model_name, current_token_limit
 from ui.shell import require_app_shell
 from viz.common import file_stem
@@ -26,15 +27,15 @@ st.caption(f"{len(corpus)} documents from {current_corpus_name()}, through {mode
 
 left, middle, right = st.columns([2, 2, 1])
 # Options are short words because the URL holds the option as shown; the captions explain them.
-reference = left.radio(
-    "Compare layer k with", list(REFERENCES), captions=list(REFERENCES.values()), key="reference", bind="query-params"
+reference = option(
+    left.radio, "Compare layer k with", list(REFERENCES), captions=list(REFERENCES.values()), key="reference"
 )
-pooling = middle.selectbox("Pooling (tokens → one vector)", list(POOLINGS), key="pooling", bind="query-params")
+pooling = option(middle.selectbox, "Pooling (tokens → one vector)", list(POOLINGS), key="pooling")
 middle.caption(POOLINGS[pooling])
-adjusted = right.toggle(
+adjusted = option(
+    right.toggle,
     "Subtract baseline",
     key="adjust",
-    bind="query-params",
     help="Show similarity minus the baseline: how much more a document resembles its own reference layer than another document's.",
 )
 

@@ -11,6 +11,7 @@ from core.examples import BANK_RIVER  # noqa: E402
 from core.predictions import MAX_TOP_K, NoLanguageModelHead  # noqa: E402
 from ui.cache import cached_language_model, cached_predictions  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
+from ui.page_state import option, set_option  # noqa: E402
 from ui.session import current_model, current_model_name, current_text  # noqa: E402
 from viz.common import file_stem  # noqa: E402
 from viz.common import markdown_safe  # noqa: E402
@@ -36,7 +37,7 @@ text = current_text()
 if not text.strip():
     st.info("There is no text yet: type a sentence in the sidebar.", icon=":material/edit:")
     st.stop()
-top_k = st.slider("Candidates to show", 1, MAX_TOP_K, 5, key="top_k", bind="query-params")
+top_k = option(st.slider, "Candidates to show", 1, MAX_TOP_K, 5, key="top_k")
 with st.spinner("Running the model…"):
     predictions = cached_predictions(current_model_name(), text).top(top_k)
 rows = [
@@ -50,12 +51,9 @@ if predictions.kind == "masked":
     if not len(predictions.positions):
         example = BANK_RIVER.replace("bank", mask)
 
-        def use_example() -> None:
-            st.session_state["text"] = example
-
         st.info(f"Your text has no {markdown_safe(mask)}. Put {markdown_safe(mask)} where a word should be, "
                 f"for example: {markdown_safe(example)}", icon=":material/info:")
-        st.button("Use this example", on_click=use_example, icon=":material/edit:")
+        st.button("Use this example", on_click=set_option, args=("text", example), kwargs={"app": True}, icon=":material/edit:")
         st.stop()
     st.markdown(f"Each {markdown_safe(mask)} is predicted on its own, from the whole text around it (all masks "
                 "are predicted in the same pass, none sees another's answer).")
