@@ -54,9 +54,10 @@ if embeddings.truncated.any():
     cut = documents[embeddings.truncated].assign(
         tokens=embeddings.num_input_tokens[embeddings.truncated], read=embeddings.num_tokens[embeddings.truncated]
     )
+    limit = current_token_limit()  # the deployment's cut, which may be below the model's own limit
+    reader = model.name if limit >= model.max_tokens else f"this app analyses per text ({model.name} itself reads {model.max_tokens})"
     st.warning(
-        f"{len(cut)} of {len(corpus)} documents have more tokens than {model.name} reads ({model.max_tokens}); "
-        f"only their first {model.max_tokens} tokens count.",
+        f"{len(cut)} of {len(corpus)} documents have more tokens than {reader}: only their first {limit} tokens count.",
         icon=":material/content_cut:",
     )
     st.dataframe(cut, hide_index=True)

@@ -40,6 +40,11 @@ if not text.strip():
 top_k = option(st.slider, "Candidates to show", 1, MAX_TOP_K, 5, key="top_k")
 with st.spinner("Running the model…"):
     predictions = cached_predictions(current_model_name(), text).top(top_k)
+all_ids = language_model.tokenizer(text)["input_ids"]  # the whole text, to tell what the cut left out
+limit = language_model.max_tokens
+if len(all_ids) > limit:
+    st.info(f"The text has {len(all_ids):,} tokens and {model.name} reads at most {limit}, so only the first "
+            f"{limit} are used.", icon=":material/content_cut:")
 rows = [
     {"position": int(p), "token": predictions.tokens[p], "rank": r + 1, "candidate": predictions.candidates[i][r],
      "probability": float(predictions.probabilities[i, r])}
@@ -48,6 +53,13 @@ rows = [
 
 if predictions.kind == "masked":
     mask = model.tokenizer.mask_token
+    masks_in_text = sum(1 for i in all_ids if i == model.tokenizer.mask_token_id)
+    if masks_in_text > len(predictions.positions):
+        st.warning(f"{masks_in_text - len(predictions.positions)} of the {masks_in_text} {markdown_safe(mask)} tokens "
+                   f"lie past the first {limit} tokens, which is all the model reads: move them earlier or "
+                   "shorten the text to see their fill-ins.", icon=":material/content_cut:")
+        if not len(predictions.positions):
+            st.stop()
     if not len(predictions.positions):
         example = BANK_RIVER.replace("bank", mask)
 
