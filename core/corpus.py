@@ -138,9 +138,13 @@ def read_csv_text(text: str, source: str) -> pd.DataFrame:
     field) would otherwise shift its fields or turn its first field into the index.
     """
     delimiter = _delimiter(text)
-    rows = [row for row in csv.reader(io.StringIO(text), delimiter=delimiter) if any(field.strip() for field in row)]
+    named = f"{source[:1].upper()}{source[1:]}"
+    try:
+        rows = [row for row in csv.reader(io.StringIO(text), delimiter=delimiter, strict=True) if any(f.strip() for f in row)]
+    except csv.Error as err:  # an unclosed quote, a stray quote inside a field
+        raise CorpusError(f"{named} is not a readable csv table ({err}).") from err
     if not rows:
-        raise CorpusError(f"{source[:1].upper()}{source[1:]} has no rows.")
+        raise CorpusError(f"{named} has no rows.")
     width = len(rows[0])
     for number, row in enumerate(rows[1:], start=2):
         if len(row) != width:
