@@ -19,6 +19,9 @@ def open_app(query: dict[str, str] | None = None, page: str | None = None) -> Ap
         at.query_params[key] = value
     at.run()
     if page is not None:
+        # Like following a link to the page: the home page removed the parameters it does not own.
+        for key, value in (query or {}).items():
+            at.query_params[key] = value
         at.switch_page(page)
         at.run()
     return at
@@ -135,7 +138,7 @@ def test_attention_page_shows_every_stack_and_view(stack, view, tiny_bart_dir):
     query = {"model": tiny_bart_dir, "text": "the bank of a river", "target": "the cat sat", "stack": stack, "view": view}
     at = open_app(query, page="pages/attention.py")
     assert not page_errors(at)
-    assert at.segmented_control(key="stack").value == stack
+    assert at.segmented_control(key="attention.stack").value == stack
 
 
 @pytest.mark.app

@@ -9,10 +9,10 @@ import streamlit as st
 
 from core.seq2seq import MAX_GENERATED_TOKENS, PairAnalysis
 from ui.cache import cached_generated_target, cached_pair, generated_target_if_cached
-from ui.session import current_model, current_model_name, current_text, current_token_limit
+from ui.page_state import option, option_value, set_option
+from ui.session import MAX_TEXT_CHARS, current_model, current_model_name, current_text, current_token_limit
 
-TARGET_KEY = "target"
-_PENDING = "_target_generated"  # text to put into the target box on the next run (a widget's value is fixed once drawn)
+TARGET_KEY = "target"  # an app-wide option, like the sidebar's text: ?target=…
 _STOPPED = "_generation_stopped"  # (model, source, limit) whose generation the user stopped
 _WRITTEN = "_target_written_for"  # (model, source, limit, text): the target box holds the model's own text
 
@@ -33,13 +33,13 @@ def render_target_box() -> None:
     """The sidebar's **Target text** box, drawn only for encoder-decoder models; call inside the sidebar."""
     if not sidebar_model_is_encoder_decoder():
         return
-    if _PENDING in st.session_state:
-        st.session_state[TARGET_KEY] = st.session_state.pop(_PENDING)
-    st.text_area(
+    option(
+        st.text_area,
         "Target text",
         value="",
         key=TARGET_KEY,
-        bind="query-params",
+        app=True,
+        max_chars=MAX_TEXT_CHARS,
         height=90,
         help="What the decoder reads (for a translation model: the translation). The text above is the source, "
         f"read by the encoder. Leave this empty and the model writes a target itself (greedy, at most "
@@ -48,7 +48,7 @@ def render_target_box() -> None:
 
 
 def current_target() -> str:
-    return st.session_state.get(TARGET_KEY) or ""
+    return option_value(TARGET_KEY, app=True) or ""
 
 
 def _stop(key: tuple[str, str, int]) -> None:
@@ -106,7 +106,7 @@ def current_pair() -> PairAnalysis:
             )
             st.stop()
         text = _generate(name, source, limit)
-        st.session_state[_PENDING] = text
+        set_option(TARGET_KEY, text, app=True)  # fills the box on the next run
         st.session_state[_WRITTEN] = (name, source, limit, text)
         st.rerun()
     with st.spinner("Running the model…"):

@@ -20,6 +20,7 @@ from core.heads import UnsupportedArchitecture
 from core.seq2seq import PairAnalysis
 from ui.cache import cached_pair_view
 from ui.figures import show_figure
+from ui.page_state import option
 from ui.seq2seq import CROSS, DECODER, ENCODER, STACKS, current_pair, current_target, pair_caption
 from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
 from viz import attention as va
@@ -48,7 +49,7 @@ STACK_HELP = (
 
 def stack_selector(key: str = "stack") -> str:
     """The **Encoder self-attention / Decoder self-attention / Cross-attention** selector (bound to the URL)."""
-    return st.segmented_control("Attention", STACKS, key=key, bind="query-params", default=CROSS, required=True,
+    return option(st.segmented_control, "Attention", STACKS, key=key, default=CROSS, required=True,
                                 help=STACK_HELP)
 
 
@@ -73,13 +74,13 @@ def attention_page() -> None:
         st.caption(pair_caption(pair))
     stack = stack_selector()
     c = st.columns(4)
-    special = c[0].selectbox("Special tokens", ["show", "hide", "renormalise"], key="special", bind="query-params",
+    special = option(c[0].selectbox, "Special tokens", ["show", "hide", "renormalise"], key="special",
                              help="</s>, <pad>, language codes … as each tokenizer marks them, never by position. "
                              "Renormalise: hide them and rescale each row to sum to 1 again.")
-    words = c[1].toggle("Word level", key="words", bind="query-params",
+    words = option(c[1].toggle, "Word level", key="words",
                         help="Merge word pieces into words: sum over a word's key pieces, mean over its query pieces.")
-    per_head = c[2].radio("Colour scale", ["fixed", "per head"], key="scale", bind="query-params", horizontal=True) == "per head"
-    colorscale = PALETTES[c[3].selectbox("Palette", list(PALETTES), key="palette", bind="query-params")]
+    per_head = option(c[2].radio, "Colour scale", ["fixed", "per head"], key="scale", horizontal=True) == "per head"
+    colorscale = PALETTES[option(c[3].selectbox, "Palette", list(PALETTES), key="palette")]
     if not present:
         st.caption("Raw attention weights. Rollout and norm-weighted attention are computed for encoder-only and "
                    "decoder-only models; for an encoder-decoder the decoder also reads the source through "
@@ -106,9 +107,9 @@ def attention_page() -> None:
     if stack == CROSS and not present:
         st.caption("Cross-attention thumbnails are not square: each has a row per target token and a column per source token.")
     left, right, mode = st.columns([1, 1, 3])
-    layer = left.selectbox("Layer (counted from 0)", range(layers), key="layer", bind="query-params")
-    head = right.selectbox("Head (counted from 0)", range(heads), key="head", bind="query-params")
-    shown = mode.segmented_control("View", VIEWS, key="view", bind="query-params", default=VIEWS[0], required=True)
+    layer = option(left.selectbox, "Layer (counted from 0)", range(layers), key="layer")
+    head = option(right.selectbox, "Head (counted from 0)", range(heads), key="head")
+    shown = option(mode.segmented_control, "View", VIEWS, key="view", default=VIEWS[0], required=True)
     if shown == "one head":
         matrix = view.matrices[layer, head]
         show_figure(
@@ -132,7 +133,7 @@ def attention_page() -> None:
 
 
 def _bertviz(name: str, source: str, target: str, limit: int, stack: str, special: str, words: bool, layer: int) -> None:
-    kind = BERTVIZ[st.radio("BertViz view", list(BERTVIZ), key="bertviz", bind="query-params", horizontal=True)]
+    kind = BERTVIZ[option(st.radio, "BertViz view", list(BERTVIZ), key="bertviz", horizontal=True)]
     st.caption("BertViz's own encoder-decoder view: its *Attention* menu switches between Encoder, Decoder and Cross "
                "(cross-attention: target tokens on the left, source tokens on the right). BertViz's neuron view "
                "does not take encoder-decoder models.")
@@ -169,14 +170,14 @@ def maxima_page() -> None:
     st.caption(pair_caption(pair))
     stack = stack_selector()
     left, right = st.columns(2)
-    reduction = left.radio("Heads", ["max over heads", "mean over heads", "one head"], key="heads",
-                           bind="query-params", horizontal=True)
+    reduction = option(left.radio, "Heads", ["max over heads", "mean over heads", "one head"], key="heads",
+                           horizontal=True)
     head = None
     if reduction == "one head":
-        head = left.selectbox("Head (counted from 0)", range(pair.target.num_heads), key="head", bind="query-params")
+        head = option(left.selectbox, "Head (counted from 0)", range(pair.target.num_heads), key="head")
     heads = head if head is not None else {"max over heads": "max", "mean over heads": "mean"}[reduction]
-    include_special = right.toggle("Include special tokens", key="special", bind="query-params")
-    words = right.toggle("Word level", key="words", bind="query-params",
+    include_special = option(right.toggle, "Include special tokens", key="special")
+    words = option(right.toggle, "Word level", key="words",
                          help="Sum over a word's key pieces, mean over its query pieces.")
     what = f"head {head}" if head is not None else reduction
     if stack != CROSS:
@@ -205,7 +206,7 @@ def maxima_page() -> None:
     show_figure(alignment_grid(alignment, title=f"Most-attended source token per target token ({what})"),
                 name=file_stem(model.name, "alignment", "head", head), data=alignment.long_table(),
                 key="seq2seq-alignment-grid")
-    layer = st.selectbox("Decoder layer (counted from 0)", range(pair.num_decoder_layers), key="layer", bind="query-params")
+    layer = option(st.selectbox, "Decoder layer (counted from 0)", range(pair.num_decoder_layers), key="layer")
     view = cross_attention_view(pair, words=words)
     matrix = reduce_heads(view.matrices[layer : layer + 1], heads)[0]
     show_figure(alignment_figure(matrix, view.labels, view.key_labels, alignment, layer,
@@ -234,7 +235,7 @@ def stats_page() -> None:
     else:
         statistics, definitions = STATISTICS, DEFINITIONS
         table, _ = analysis_statistics(_analysis_of(pair, stack), model.tokenizer)
-    statistic = st.selectbox("Statistic", list(statistics), format_func=statistics.get, key="xstat", bind="query-params")
+    statistic = option(st.selectbox, "Statistic", list(statistics), format_func=statistics.get, key="stat")
     if table[statistic].isna().all():
         st.info("There is no query token to average over: type at least one ordinary word (two for the decoder, "
                 "whose first token can only attend to itself).")
@@ -284,11 +285,11 @@ def inside_page() -> None:
     labels, key_labels = token_labels(queries_of), token_labels(keys_of)
     layers = pair.source.num_layers if stack == ENCODER else pair.num_decoder_layers
     left, middle, right = st.columns(3)
-    layer = left.selectbox("Layer (counted from 0)", range(layers), key="layer", bind="query-params")
-    head = middle.selectbox("Head (counted from 0)", range(queries_of.num_heads), key="head", bind="query-params")
+    layer = option(left.selectbox, "Layer (counted from 0)", range(layers), key="layer")
+    head = option(middle.selectbox, "Head (counted from 0)", range(queries_of.num_heads), key="head")
     first_word = next((i for i in range(queries_of.num_tokens) if not queries_of.special_mask[i]), 0)
-    query = right.selectbox("Query token", range(queries_of.num_tokens), index=first_word, key="query",
-                            bind="query-params", format_func=lambda i: f"{i}: {labels[i]}")
+    query = option(right.selectbox, "Query token", range(queries_of.num_tokens), index=first_word, key="query",
+                            format_func=lambda i: f"{i}: {labels[i]}")
     step = compute_pair_head(model, pair, STACK_KEYS[stack], layer, head)
     d = step.queries.shape[1]
     who = f"“{labels[query]}” (token {query})"
