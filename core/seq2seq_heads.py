@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from core.heads import UnsupportedArchitecture
+from core.heads import _np  # tensor → float64 array, as core.heads computes its heads
 from core.models import LoadedModel
 from core.seq2seq import PairAnalysis
 
@@ -45,10 +46,6 @@ class PairHeadComputation:
     outputs: np.ndarray
     keep_mask: np.ndarray
     scale: float
-
-
-def _np(t: torch.Tensor) -> np.ndarray:
-    return t.detach().float().cpu().numpy().astype(np.float64)
 
 
 def _torch(x: np.ndarray, model: LoadedModel) -> torch.Tensor:
