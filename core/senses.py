@@ -9,7 +9,6 @@ measures, per layer, how well sense labels are told apart in the original embedd
 from __future__ import annotations
 
 import functools
-import io
 import re
 import sys
 import unicodedata
@@ -243,13 +242,21 @@ def parse_labelled_lines(text: str) -> tuple[list[str], list[str]]:
 
 def read_sentence_csv(data: bytes) -> tuple[list[str], list[str]]:
     """``(sentences, labels)`` from CSV bytes with a ``sentence`` column and an optional ``label`` column."""
+    from core.corpus import CorpusError, read_csv_text, require_text_column
+
     try:
-        table = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
-    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:
-        raise AnalysisError(f"The file could not be read as CSV ({str(err).splitlines()[0][:120]}).") from err
-    columns = {str(c).strip().lower(): c for c in table.columns}
-    if "sentence" not in columns:
-        raise AnalysisError("The CSV file needs a column named `sentence` (and optionally one named `label`).")
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise AnalysisError(f"The file is not UTF-8 text (byte {err.start + 1} cannot be read): save it as UTF-8.") from err
+    try:
+        table = read_csv_text(text, "the CSV file")
+        columns = {str(c).strip().lower(): c for c in table.columns}
+        if "sentence" not in columns:
+            raise CorpusError("The CSV file needs a column named `sentence` (and optionally one named `label`).")
+        require_text_column(table, "sentence", "the CSV file")
+    except (CorpusError, ValueError, pd.errors.ParserError) as err:
+        raise AnalysisError(str(err).splitlines()[0] if isinstance(err, CorpusError) else
+                            f"The file could not be read as CSV ({str(err).splitlines()[0][:120]}).") from err
     sentences = [nfc(str(s).strip()) for s in table[columns["sentence"]]]
     labels = [str(s).strip() for s in table[columns["label"]]] if "label" in columns else [""] * len(sentences)
     kept = [(s, label) for s, label in zip(sentences, labels, strict=True) if s]

@@ -11,6 +11,7 @@ import streamlit as st  # noqa: E402
 from core.heads import UnsupportedArchitecture, architecture, compute_head, embeddings_description  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
+from ui.page_state import option  # noqa: E402
 from ui.session import current_analysis, current_model  # noqa: E402
 from viz.common import file_stem  # noqa: E402
 from viz.common import markdown_safe  # noqa: E402
@@ -33,12 +34,13 @@ labels = token_labels(analysis)
 t = analysis.num_tokens
 
 left, middle, right = st.columns(3)
-layer = left.selectbox("Layer (counted from 0)", range(model.num_layers), key="layer", bind="query-params",
+layer = option(left.selectbox, "Layer (counted from 0)", range(model.num_layers), key="layer",
                        help="Layer i reads hidden state i and writes hidden state i + 1.")
-head = middle.selectbox("Head (counted from 0)", range(model.num_heads), key="head", bind="query-params")
+head = option(middle.selectbox, "Head (counted from 0)", range(model.num_heads), key="head")
 first_word = next((i for i in range(t) if not analysis.special_mask[i]), 0)
-query = right.selectbox("Query token", range(t), index=first_word, key="query", bind="query-params",
-                        format_func=lambda i: f"{i}: {labels[i]}")
+# the URL and the session keep the token's index (clamped to a new text), the box shows its label
+query = option(right.selectbox, "Query token", range(t), index=first_word, key="query",
+               format_func=lambda i: f"{i}: {labels[i]}")
 step = compute_head(model, analysis, layer, head)
 d = step.queries.shape[1]
 who = f"“{labels[query]}” (token {query})"  # for figure titles (escaped there); who_md for markdown

@@ -196,9 +196,9 @@ def test_page_options_never_rerun_the_model(tiny_bert_dir):
     store = bounded_store("corpus-embeddings", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
     runs = store.computed
     assert runs >= 1
-    at.radio(key="reference").set_value("previous").run()
-    at.selectbox(key="pooling").set_value("cls").run()
-    at.toggle(key="adjust").set_value(True).run()
+    at.radio(key="drift.reference").set_value("previous").run()
+    at.selectbox(key="drift.pooling").set_value("cls").run()
+    at.toggle(key="drift.adjust").set_value(True).run()
     assert not at.exception and not at.error
     assert store.computed == runs
     assert any("more tokens than" in w.value for w in at.warning)  # the tiny model reads 64 tokens
