@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from core.drift import POOLINGS, REFERENCES, cls_table, drift_table
+from core.models import pooler_sentence
 from ui.cache import cached_corpus_embeddings
 from ui.corpus_state import current_corpus, current_corpus_name, render_corpus_picker
 from ui.figures import show_figure
@@ -98,19 +99,15 @@ else:
     st.caption("The static [CLS] vector is the same for every document (same token, position 0): the spread comes from context.")
 cls = documents.merge(cls_table(embeddings), on="document")
 show_figure(
-    cls_violin_figure(cls, titles, title="First token: static vector against the last layer and the pooler"),
+    cls_violin_figure(cls, titles, title="First token: static vector against the last layer"),
     name=file_stem(model.name, "drift-cls"),
     data=cls,
     key="drift-cls",
 )
 st.caption(
-    "Left: the first token's row of `hidden_states[0]` against its row of the last hidden state. "
-    + (
-        "Right: against `pooler_output`, which is a trained dense + tanh layer applied to the last [CLS] state "
-        "(BERT trains it for next-sentence prediction; sentence-transformers models ignore it), not the [CLS] hidden state itself."
-        if model.has_pooler
-        else f"{model.name} has no pooler, so there is no `pooler_output` to compare."
-    )
+    "The first token's row of `hidden_states[0]` against its row of the last hidden state. "
+    + (pooler_sentence(model) + " Its cosine with a hidden state compares vectors from different spaces and measures "
+       "no drift, so it is not drawn." if not model.is_decoder else "")
 )
 with st.expander("What is `hidden_states[0]`?"):
     st.markdown(

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from core.inference import AnalysisError
-from core.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR
+from core.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, distinct_points, identical_points_note
 from core.senses import (
     MAX_SENTENCES, builtin_set, builtin_words, measured_labels, parse_labelled_lines, read_sentence_csv, sentences_with_word,
 )
@@ -115,9 +115,14 @@ layer = option(
 )
 method_name = option(right.segmented_control, "Projection", list(METHODS), default="UMAP", key="method", required=True)
 method = METHODS[method_name]
-if method != "pca" and occurrences.count < MIN_POINTS_NONLINEAR:
-    st.info(f"{method_name} needs at least {MIN_POINTS_NONLINEAR} occurrences; with {occurrences.count} the page shows PCA.")
+distinct = distinct_points(occurrences.vectors[layer], method)  # identical vectors are drawn as one point
+if method != "pca" and distinct.count < MIN_POINTS_NONLINEAR:
+    st.info(f"{method_name} needs at least {MIN_POINTS_NONLINEAR} different occurrence vectors; with {distinct.count} "
+            "the page shows PCA.")
     method, method_name = "pca", METHOD_NAMES["pca"]
+    distinct = distinct_points(occurrences.vectors[layer], method)
+if (identical := identical_points_note(distinct)) is not None:
+    st.caption(identical)
 warmup = start_umap_warmup()
 if method == "umap" and warmup.is_alive():
     with st.status("Preparing UMAP: numba compiles it once per server start (10 s or more). PCA is ready at once.") as status:
@@ -128,11 +133,12 @@ if model.is_decoder:
 
 with st.spinner(f"Projecting {occurrences.count} points with {method_name}…"):
     coords = cached_projection(model.name, word, tuple(sentences), layer, method)
-hovers = [highlighted_sentence(sentences[i], span) for i, span in zip(occurrences.sentence_ids, occurrences.spans, strict=True)]
+hovers = [highlighted_sentence(sentences[i], span) + (f"<br>(drawn as one point with {n - 1} identical other{'s' if n > 2 else ''})" if n > 1 else "")
+          for i, span, n in zip(occurrences.sentence_ids, occurrences.spans, distinct.copies, strict=True)]
 points = pd.DataFrame({
     "sentence_id": occurrences.sentence_ids, "sentence": [sentences[i] for i in occurrences.sentence_ids],
     "label": point_labels, "start": [s for s, _ in occurrences.spans], "end": [e for _, e in occurrences.spans],
-    "layer": layer, "method": method_name, "x": coords[:, 0], "y": coords[:, 1],
+    "layer": layer, "method": method_name, "x": coords[:, 0], "y": coords[:, 1], "identical_points": distinct.copies,
 })
 plot, chart = st.columns([3, 2])
 with plot:

@@ -77,3 +77,25 @@ def test_bundled_model_page_matches_the_model():
     assert not page_errors(at)
     assert at.selectbox(key="inside.layer").value == 5
     assert _difference(at) < 1e-5
+
+
+@pytest.mark.app
+def test_a_bert_lookalike_is_refused_with_a_sentence(tmp_path):
+    from tests.model_factory import build_tiny_megatron_bert
+
+    at = open_app({"model": str(build_tiny_megatron_bert(tmp_path / "megatron")), "text": TEXT}, page=PAGE)
+    assert not at.exception
+    notes = " ".join(i.value for i in at.info) + " ".join(e.value for e in at.error)
+    assert "megatron-bert" in notes and "pre-LN" in notes
+    assert not any("post-LN" in m.value for m in at.markdown)  # the old page called it post-LN
+
+
+@pytest.mark.app
+def test_electra_says_what_its_embedding_layer_is(tmp_path):
+    from tests.model_factory import build_tiny_electra
+
+    at = open_app({"model": str(build_tiny_electra(tmp_path / "electra")), "text": TEXT, "layer": "0"}, page=PAGE)
+    assert not page_errors(at)
+    text = " ".join(m.value for m in at.markdown)
+    assert "embeddings_project" in text and "electra is post-LN" in text
+    assert _difference(at) < 1e-5
