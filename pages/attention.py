@@ -1,5 +1,6 @@
 """Attention: every head of every layer as heatmaps, one head large, and BertViz's views offline."""
 
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from ui.shell import require_app_shell
 
 require_app_shell()
@@ -29,8 +30,7 @@ present = presentation_mode()
 if not present:
     st.markdown(
         "Each heatmap is one attention head: row *i* shows how much token *i* (the query) takes from each "
-        "token (the keys); a row of raw weights sums to 1. Layers and heads are counted from 0; layer *l* is "
-        "the block that reads hidden state *l* (0 = the embedding layer's output) and writes hidden state *l + 1*."
+        "token (the keys); a row of raw weights sums to 1. " + numbering_caption(current_model().num_layers)
     )
 model, analysis = current_model(), current_analysis()
 c = st.columns(5)
@@ -71,7 +71,7 @@ show_figure(
     key="attention-overview",
 )
 left, right, mode = st.columns([1, 1, 3])
-layer = left.selectbox("Layer (counted from 0)", range(layers), key="layer", bind="query-params")
+layer = left.selectbox(BLOCK_SELECT_LABEL, range(layers), help=BLOCK_SELECT_HELP, key="layer", bind="query-params")
 head = right.selectbox("Head (counted from 0)", range(heads), key="head", bind="query-params", disabled=source == "rollout",
                        help="Rollout averages the heads, so it has none of its own." if source == "rollout" else None)
 shown = mode.segmented_control("View", VIEWS, key="view", bind="query-params", default=VIEWS[0], required=True)

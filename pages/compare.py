@@ -10,6 +10,7 @@ import streamlit as st  # noqa: E402
 from core.compare import (  # noqa: E402
     lookup_similarity, shared_words, word_attention, word_occurrences, word_positions, word_similarity,
 )
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL  # noqa: E402
 from core.examples import BANK_MONEY, BANK_RIVER  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
 from ui.cache import cached_analysis  # noqa: E402
@@ -44,8 +45,8 @@ for name, analysis in zip("AB", analyses):
 labels = [token_labels(analysis) for analysis in analyses]
 
 left, right = st.columns(2)
-layer = left.selectbox("Layer (counted from 0)", range(model.num_layers), key="layer", bind="query-params",
-                       help="Layer i reads hidden state i and writes hidden state i + 1.")
+layer = left.selectbox(BLOCK_SELECT_LABEL, range(model.num_layers), key="layer", bind="query-params",
+                       help=BLOCK_SELECT_HELP)
 head = right.selectbox("Head (counted from 0)", range(model.num_heads), key="head", bind="query-params")
 st.subheader(f"Attention of layer {layer}, head {head}")
 for side, name, analysis, names in zip(st.columns(2), "AB", analyses, labels):

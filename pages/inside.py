@@ -1,5 +1,6 @@
 """Inside one head: query, keys, scores, softmax and output, recomputed from the model's own weights."""
 
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
 from ui.shell import require_app_shell
 
 require_app_shell()
@@ -39,8 +40,8 @@ labels = token_labels(analysis)
 t = analysis.num_tokens
 
 left, middle, right = st.columns(3)
-layer = left.selectbox("Layer (counted from 0)", range(model.num_layers), key="layer", bind="query-params",
-                       help="Layer i reads hidden state i and writes hidden state i + 1.")
+layer = left.selectbox(BLOCK_SELECT_LABEL, range(model.num_layers), key="layer", bind="query-params",
+                       help=BLOCK_SELECT_HELP)
 head = middle.selectbox("Head (counted from 0)", range(model.num_heads), key="head", bind="query-params")
 first_word = next((i for i in range(t) if not analysis.special_mask[i]), 0)
 query = right.selectbox("Query token", range(t), index=first_word, key="query", bind="query-params",

@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from core.attention import attention_maxima, pairs_table, row_normalise, special_share
 from core.heads import UnsupportedArchitecture
 from core.tokens import token_labels
@@ -22,8 +23,8 @@ require_app_shell()
 st.title("Which token does each token attend to most?")
 st.markdown(
     "For every layer and every token: the token it gives its largest attention weight (by default the maximum "
-    "over heads, then the largest key). Layers and heads are counted from 0, as on the other pages: layer *l* is the attention of the block "
-    "that produces hidden state *l* + 1. Early layers tend to look at their neighbours, later ones at a few sink tokens."
+    "over heads, then the largest key). " + numbering_caption(current_model().num_layers) + " "
+    "Early layers tend to look at their neighbours, later ones at a few sink tokens."
 )
 model, analysis = current_model(), current_analysis()
 name, text = current_model_name(), current_text()
@@ -100,7 +101,7 @@ st.markdown(
     "α by ‖f(x)‖, the length of the vector the attended token actually adds through that head (its value vector "
     "passed through the head's slice of the output projection), so attention to a token that adds little shrinks."
 )
-layer = st.selectbox("Layer (counted from 0)", range(analysis.num_layers), key="layer", bind="query-params")
+layer = st.selectbox(BLOCK_SELECT_LABEL, range(analysis.num_layers), key="layer", bind="query-params", help=BLOCK_SELECT_HELP)
 pick = (lambda m: m[layer, head]) if head is not None else (lambda m: m[layer].mean(axis=0))
 panels = {f"raw attention, layer {layer}": pick(analysis.attentions)}
 if weighted is not None:

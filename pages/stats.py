@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from core.layers import numbering_caption
 from core.examples import EXAMPLE_SENTENCES
 from core.head_stats import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, rank_heads, statistic_grid
 from core.heads import UnsupportedArchitecture
@@ -39,7 +40,7 @@ st.markdown(
     "Which heads look at the previous token, which spread their attention broadly, which park it on [SEP]? "
     "These are the per-head numbers of Clark et al. (2019) and Vig & Belinkov (2019). Each is averaged over the **query "
     "tokens**: every token except special ones ([CLS], [SEP], …); for a decoder the first token is left out too, since "
-    "it can only attend to itself. Layers and heads are numbered from 0 (layer 0 = the first attention block)."
+    "it can only attend to itself. " + numbering_caption(current_model().num_layers)
 )
 model = current_model()
 left, right = st.columns(2)

@@ -245,3 +245,28 @@ def start_umap_warmup():
     thread = threading.Thread(target=warm_up_umap, name="umap-warmup", daemon=True)
     thread.start()
     return thread
+
+
+def cached_aligned_projection(model_name: str, word: str, sentences: tuple[str, ...], layer: int, method: str) -> np.ndarray:
+    """``cached_projection`` of ``layer`` rotated, reflected, shifted and scaled (``core.alignment.align_layout``)
+    onto the same method's layout of the last hidden state, so every layer is drawn in one frame and
+    moving the slider moves the same points instead of redrawing them."""
+    from core.alignment import align_layout
+
+    last = cached_occurrences(model_name, word, sentences).num_layers
+    reference = cached_projection(model_name, word, sentences, last, method)
+    if layer == last:
+        return reference
+    store = bounded_store("aligned-projections", MAX_PROJECTIONS, MAX_OCCURRENCE_BYTES)
+    return store.get_or_compute(
+        (model_name, word, sentences, layer, method),
+        lambda: _read_only(align_layout(cached_projection(model_name, word, sentences, layer, method), reference)),
+    )
+
+
+@st.cache_data(max_entries=MAX_PROJECTIONS, show_spinner=False)
+def cached_separation_interval(model_name: str, word: str, sentences: tuple[str, ...], labels: tuple[str, ...]):
+    """``core.senses.separation_interval`` of ``cached_occurrences(...)`` (90% bootstrap), one label per occurrence."""
+    from core.senses import separation_interval
+
+    return separation_interval(cached_occurrences(model_name, word, sentences).vectors, list(labels))

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from core.layers import HIDDEN_STATE_AXIS
 from viz.common import OKABE_ITO, plotly_safe
 from viz.inside import matrix_heatmap
 
@@ -39,7 +40,7 @@ def similarity_by_layer_chart(frame: pd.DataFrame, word: str, lookup: float) -> 
     low = float(min(frame["cosine_similarity"].min(), lookup))
     fig.update_layout(
         title=f"“{safe_word}” in text A vs text B: cosine similarity at every layer",
-        xaxis={"title": "hidden state (0 = embedding layer output; k = output of layer k − 1)", "dtick": 1},
+        xaxis={"title": HIDDEN_STATE_AXIS, "dtick": 1},
         yaxis={"title": "cosine similarity", "range": [min(0.0, low - 0.05), 1.05]},
         height=380,
         showlegend=False,

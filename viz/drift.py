@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from core.layers import HIDDEN_STATE_AXIS
 from viz.common import OKABE_ITO, plotly_safe
 
 def _violins(x: pd.Series, y: pd.Series, names: pd.Series, *, name: str, x_label: str) -> go.Violin:
@@ -64,7 +65,7 @@ def layer_violin_figure(
     layers = sorted(table["layer"].unique())
     fig.update_layout(
         title=title,
-        xaxis={"title": "layer k (output of block k; 0 would be the embedding layer)", "tickmode": "array", "tickvals": layers},
+        xaxis={"title": HIDDEN_STATE_AXIS, "tickmode": "array", "tickvals": layers},
         yaxis={"title": value_label},
         legend={"orientation": "h", "y": -0.25},
         height=480,
