@@ -270,3 +270,11 @@ def cached_separation_interval(model_name: str, word: str, sentences: tuple[str,
     from core.senses import separation_interval
 
     return separation_interval(cached_occurrences(model_name, word, sentences).vectors, list(labels))
+
+
+@st.cache_data(max_entries=MAX_CORPUS_EMBEDDINGS, show_spinner=False)
+def cached_contextuality(model_name: str, texts: tuple[str, ...], max_tokens: int | None = None, _progress=None):
+    """``core.contextuality.contextuality`` keyed by (model, texts, token limit): small tables, one model pass."""
+    from core.contextuality import contextuality
+
+    return contextuality(cached_model(model_name), list(texts), max_tokens=max_tokens, progress=_progress)
