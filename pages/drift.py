@@ -56,7 +56,7 @@ context = cached_contextuality(
     current_model_name(),
     tuple(doc.text for doc in corpus),
     current_token_limit(),
-    _progress=lambda done, total: progress_slot.progress(done / total, text=f"Collecting word vectors: {done} of {total} documents"),
+    progress=lambda done, total: progress_slot.progress(done / total, text=f"Collecting word vectors: {done} of {total} documents"),
 )
 progress_slot.empty()
 

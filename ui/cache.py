@@ -272,9 +272,13 @@ def cached_separation_interval(model_name: str, word: str, sentences: tuple[str,
     return separation_interval(cached_occurrences(model_name, word, sentences).vectors, list(labels))
 
 
-@st.cache_data(max_entries=MAX_CORPUS_EMBEDDINGS, show_spinner=False)
-def cached_contextuality(model_name: str, texts: tuple[str, ...], max_tokens: int | None = None, _progress=None):
-    """``core.contextuality.contextuality`` keyed by (model, texts, token limit): small tables, one model pass."""
+def cached_contextuality(model_name: str, texts: tuple[str, ...], max_tokens: int | None = None, progress=None):
+    """``core.contextuality.contextuality`` keyed by (model, texts, token limit): small tables, one model pass.
+    ``progress(done, total)`` is called only when the model runs."""
     from core.contextuality import contextuality
 
-    return contextuality(cached_model(model_name), list(texts), max_tokens=max_tokens, progress=_progress)
+    store = bounded_store("contextuality", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
+    return store.get_or_compute(
+        (model_name, tuple(texts), max_tokens),
+        lambda: contextuality(cached_model(model_name), list(texts), max_tokens=max_tokens, progress=progress),
+    )
