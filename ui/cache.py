@@ -282,3 +282,14 @@ def cached_contextuality(model_name: str, texts: tuple[str, ...], max_tokens: in
         (model_name, tuple(texts), max_tokens),
         lambda: contextuality(cached_model(model_name), list(texts), max_tokens=max_tokens, progress=progress),
     )
+
+
+def cached_model_facts(model_name: str, text: str, max_tokens: int | None = None):
+    """``core.about.model_facts`` for the sidebar's model and text (a pass over 8 short reference sentences)."""
+    from core.about import model_facts
+
+    store = bounded_store("model-facts", 32, 50_000_000)
+    return store.get_or_compute(
+        (model_name, text, max_tokens),
+        lambda: model_facts(cached_model(model_name), cached_analysis(model_name, text, max_tokens)),
+    )
