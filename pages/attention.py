@@ -9,6 +9,7 @@ import streamlit as st  # noqa: E402
 
 from core.heads import UnsupportedArchitecture  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
+from ui.caveats import attention_caveat  # noqa: E402
 from ui.cache import cached_attention_view, cached_queries_keys  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.session import (  # noqa: E402
@@ -32,6 +33,7 @@ if not present:
         "Each heatmap is one attention head: row *i* shows how much token *i* (the query) takes from each "
         "token (the keys); a row of raw weights sums to 1. " + numbering_caption(current_model().num_layers)
     )
+attention_caveat()
 model, analysis = current_model(), current_analysis()
 c = st.columns(5)
 source = c[0].selectbox("Attention source", list(SOURCES), key="source", bind="query-params",

@@ -13,6 +13,7 @@ from core.compare import (  # noqa: E402
 from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL  # noqa: E402
 from core.examples import BANK_MONEY, BANK_RIVER  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
+from ui.caveats import attention_caveat  # noqa: E402
 from ui.cache import cached_analysis  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.session import MAX_TEXT_CHARS, current_model, current_model_name, current_token_limit  # noqa: E402
@@ -27,6 +28,7 @@ st.markdown(
     "boxes, not the sidebar's text; the model is the sidebar's). The word-embedding lookup gives a word the "
     "same vector everywhere; every layer then mixes in its context, so the two vectors drift apart."
 )
+attention_caveat()
 model = current_model()
 sides = st.columns(2)
 texts = [

@@ -11,6 +11,7 @@ import streamlit as st  # noqa: E402
 
 from core.heads import UnsupportedArchitecture, block_kind, compute_head  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
+from ui.caveats import attention_caveat  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.session import current_analysis, current_model  # noqa: E402
 from viz.common import file_stem  # noqa: E402
@@ -29,6 +30,7 @@ st.markdown(
     "to its layer: each token's query is compared with every token's key, the scores become weights "
     "through a softmax, and the head's output is the weighted sum of the value vectors."
 )
+attention_caveat()
 model = current_model()
 try:
     kind = block_kind(model)

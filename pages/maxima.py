@@ -7,6 +7,7 @@ from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from core.attention import attention_maxima, pairs_table, row_normalise, special_share
 from core.heads import UnsupportedArchitecture
 from core.tokens import token_labels
+from ui.caveats import attention_caveat
 from ui.cache import cached_norm_weighted, cached_rollout
 from ui.figures import show_figure
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
@@ -26,6 +27,7 @@ st.markdown(
     "over heads, then the largest key). " + numbering_caption(current_model().num_layers) + " "
     "Early layers tend to look at their neighbours, later ones at a few sink tokens."
 )
+attention_caveat()
 model, analysis = current_model(), current_analysis()
 name, text = current_model_name(), current_text()
 limit = current_token_limit()

@@ -6,6 +6,7 @@ from core.layers import numbering_caption
 from core.examples import EXAMPLE_SENTENCES
 from core.head_stats import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, rank_heads, statistic_grid
 from core.heads import UnsupportedArchitecture
+from ui.caveats import attention_caveat
 from ui.cache import cached_corpus_head_stats, cached_head_stats
 from ui.corpus_state import current_corpus, current_corpus_name
 from ui.figures import show_figure
@@ -42,6 +43,7 @@ st.markdown(
     "tokens**: every token except special ones ([CLS], [SEP], …); for a decoder the first token is left out too, since "
     "it can only attend to itself. " + numbering_caption(current_model().num_layers)
 )
+attention_caveat()
 model = current_model()
 left, right = st.columns(2)
 source = left.segmented_control(

@@ -92,3 +92,23 @@ def test_long_text_is_truncated_with_a_notice(tiny_bert_dir):
     at = open_app({"model": tiny_bert_dir, "text": "the bank of a river " * 40})
     assert not page_errors(at)
     assert any("reads at most" in i.value for i in at.info)
+
+
+ATTENTION_PAGES = ["pages/attention.py", "pages/maxima.py", "pages/stats.py", "pages/inside.py", "pages/compare.py"]
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("page", ATTENTION_PAGES)
+def test_every_page_showing_attention_carries_the_caveat(page, tiny_bert_dir):
+    from ui.caveats import ATTENTION_CAVEAT
+
+    at = open_app({"model": tiny_bert_dir}, page=page)
+    assert not page_errors(at)
+    assert [c.value for c in at.caption].count(ATTENTION_CAVEAT) == 1
+
+
+def test_the_caveat_names_its_sources():
+    from ui.caveats import ATTENTION_CAVEAT
+
+    for source in ("Jain & Wallace 2019", "Wiegreffe & Pinter 2019", "Serrano & Smith 2019"):
+        assert source in ATTENTION_CAVEAT
