@@ -9,7 +9,7 @@ import streamlit as st  # noqa: E402
 
 from core.heads import UnsupportedArchitecture  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
-from ui.caveats import attention_caveat  # noqa: E402
+from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed  # noqa: E402
 from ui.cache import cached_attention_view, cached_queries_keys  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.session import (  # noqa: E402
@@ -43,8 +43,8 @@ source = c[0].selectbox("Attention source", list(SOURCES), key="source", bind="q
 special = c[1].selectbox("Special tokens", SPECIAL, key="special", bind="query-params",
                          help="[CLS], [SEP], <|endoftext|> … as the tokenizer marks them, never by position. Renormalise: hide "
                          "them and rescale each row to sum to 1 again.")
-words = c[2].toggle("Word level", key="words", bind="query-params",
-                    help="Merge word pieces into words: sum over a word's key pieces, mean over its query pieces.")
+words = c[2].toggle("Word level", key="words", bind="query-params", disabled=not word_level_allowed(source),
+                    help=WORD_LEVEL_HELP) and word_level_allowed(source)
 per_head = c[3].radio("Colour scale", ["fixed", "per head"], key="scale", bind="query-params", horizontal=True) == "per head"
 colorscale = PALETTES[c[4].selectbox("Palette", list(PALETTES), key="palette", bind="query-params",
                                      help="Both are colour-blind safe; cividis is built for it.")]

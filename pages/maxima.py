@@ -7,7 +7,7 @@ from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from core.attention import attention_maxima, pairs_table, row_normalise, special_share
 from core.heads import UnsupportedArchitecture
 from core.tokens import token_labels
-from ui.caveats import attention_caveat
+from ui.caveats import NORM_WEIGHTED, WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.cache import cached_norm_weighted, cached_rollout
 from ui.figures import show_figure
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
@@ -15,7 +15,7 @@ from ui.shell import require_app_shell
 from viz.common import file_stem
 from viz.maxima import attention_panels, maxima_grid, special_share_chart
 
-RAW, NORM, ROLLOUT = "raw attention", "norm-weighted", "rollout"
+RAW, NORM, ROLLOUT = "raw attention", NORM_WEIGHTED, "rollout"
 WEIGHT_NAMES = {RAW: "attention", NORM: "α·‖f(x)‖", ROLLOUT: "rollout"}
 MAX_PANEL_TOKENS = 128
 PERCENT = st.column_config.NumberColumn(format="percent")
@@ -53,10 +53,8 @@ if reduction == "one head" and source != ROLLOUT:
     head = left.selectbox("Head (counted from 0)", range(analysis.num_heads), key="head", bind="query-params")
 include_special = right.toggle("Include special tokens", key="special", bind="query-params")
 words = right.toggle(
-    "Word level", key="words", bind="query-params", disabled=source == NORM,
-    help="Sum over a word's key pieces, mean over its query pieces. Not offered for norm-weighted attention: "
-    "the sum of the pieces' vector lengths is not the length of the word's summed vector.",
-)
+    "Word level", key="words", bind="query-params", disabled=not word_level_allowed(source), help=WORD_LEVEL_HELP,
+) and word_level_allowed(source)
 
 if source == ROLLOUT:
     matrices, heads, what = rolled[:, None], "mean", "rollout"
@@ -65,7 +63,7 @@ else:
     heads = head if head is not None else {"max over heads": "max", "mean over heads": "mean"}[reduction]
     what = f"{source}, head {head}" if head is not None else f"{source}, {reduction}"
 maxima = attention_maxima(
-    analysis, matrices=matrices, heads=heads, skip_special=not include_special, words=words and source != NORM
+    analysis, matrices=matrices, heads=heads, skip_special=not include_special, words=words
 )
 if not len(maxima.queries):
     st.info("Every token of this text is a special token: switch on **Include special tokens** to see them.")

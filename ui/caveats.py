@@ -15,3 +15,15 @@ ATTENTION_CAVEAT = (
 def attention_caveat() -> None:
     """The one caveat shown wherever attention weights are shown."""
     st.caption(ATTENTION_CAVEAT)
+
+
+NORM_WEIGHTED = "norm-weighted"
+WORD_LEVEL_HELP = (
+    "Merge word pieces into words: sum over a word's key pieces, mean over its query pieces. Not offered for "
+    "norm-weighted attention: the sum of the pieces' vector lengths is not the length of the word's summed vector."
+)
+
+
+def word_level_allowed(source: str) -> bool:
+    """The one rule for word level on every page: any attention source but norm-weighted (see ``WORD_LEVEL_HELP``)."""
+    return source != NORM_WEIGHTED
