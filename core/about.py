@@ -150,3 +150,48 @@ def static_similarity_sentence(similarity: np.ndarray, special_mask: np.ndarray)
     if lowest != last:
         text += f", and is lowest at hidden state {lowest} ({mean[lowest]:.2f})"
     return text + "."
+
+
+def neighbour_sink_sentence(analysis: Analysis, *, matrices: np.ndarray | None = None, heads="max") -> str:
+    """Whether "early layers attend to neighbours, later ones to a few sink tokens" holds on this text, from
+    ``core.attention.attention_maxima`` (token level; ``matrices`` default: the raw attention; empty when
+    every token is special)."""
+    from core.attention import attention_maxima
+
+    special = np.asarray(analysis.special_mask, dtype=bool)
+    if special.all():
+        return ""
+    text_only = attention_maxima(analysis, matrices=matrices, heads=heads, skip_special=True)
+    with_special = attention_maxima(analysis, matrices=matrices, heads=heads, skip_special=False)
+    asking = ~special[with_special.queries]
+    on_special = special[with_special.targets[:, asking]].mean(axis=1)  # [layers]
+    local = (np.abs(text_only.distances) <= 1).mean(axis=1)
+    first, last = 0, len(local) - 1
+    text = (
+        f"On this text, with special tokens left out, {local[first]:.0%} of tokens attend most to themselves or a "
+        f"neighbour in layer {first} and {local[last]:.0%} in layer {last}; with special tokens included, "
+        f"{on_special[first]:.0%} attend most to a special token in layer {first} and {on_special[last]:.0%} in layer {last}."
+    )
+    if not special.any():
+        return text + " This text has no special tokens, so there is no sink token to attend to."
+    if local[first] > local[last] and on_special[last] > on_special[first]:
+        return text + (
+            " So here, as Clark et al. (2019) found for BERT, early layers look at their neighbours and later ones "
+            "park attention on special tokens; seeing it needs the special tokens both left out and included."
+        )
+    return text + (
+        " The pattern reported for BERT (early layers look at neighbours, later ones at a few sink tokens) does not "
+        "show clearly on this text."
+    )
+
+
+def special_share_sentence(raw: np.ndarray, weighted: np.ndarray) -> str:
+    """The range over layers of ``core.attention.special_share`` ``[layers]``, raw and norm-weighted, in words."""
+    raw, weighted = np.asarray(raw, dtype=float), np.asarray(weighted, dtype=float)
+    if np.isnan(raw).all() or np.isnan(weighted).all():
+        return ""
+    span = lambda x: f"{np.nanmin(x):.0%}–{np.nanmax(x):.0%}" if round(np.nanmin(x), 2) != round(np.nanmax(x), 2) else f"{np.nanmin(x):.0%}"  # noqa: E731
+    return (
+        f"On this text the share on special tokens is {span(raw)} of raw attention and {span(weighted)} of "
+        f"norm-weighted attention across the {len(raw)} layers."
+    )

@@ -39,7 +39,8 @@ c = st.columns(5)
 source = c[0].selectbox("Attention source", list(SOURCES), key="source", bind="query-params",
                         help="Norm-weighted: each weight times the length of what the key token's value adds "
                         "(Kobayashi et al. 2020). Rollout: heads averaged with the residual, multiplied through the "
-                        "layers (Abnar & Zuidema 2020); it has no separate heads.")
+                        "layers (Abnar & Zuidema 2020); it has no separate heads, and it is a heuristic: it assumes "
+                        "equal residual and attention weight and ignores values, the feed-forward layers and LayerNorm.")
 special = c[1].selectbox("Special tokens", SPECIAL, key="special", bind="query-params",
                          help="[CLS], [SEP], <|endoftext|> … as the tokenizer marks them, never by position. Renormalise: hide "
                          "them and rescale each row to sum to 1 again.")

@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 
+from core.about import neighbour_sink_sentence, special_share_sentence
 from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from core.attention import attention_maxima, pairs_table, row_normalise, special_share
 from core.heads import UnsupportedArchitecture
@@ -12,7 +13,7 @@ from ui.cache import cached_norm_weighted, cached_rollout
 from ui.figures import show_figure
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.shell import require_app_shell
-from viz.common import file_stem
+from viz.common import file_stem, markdown_safe
 from viz.maxima import attention_panels, maxima_grid, special_share_chart
 
 RAW, NORM, ROLLOUT = "raw attention", NORM_WEIGHTED, "rollout"
@@ -24,8 +25,7 @@ require_app_shell()
 st.title("Which token does each token attend to most?")
 st.markdown(
     "For every layer and every token: the token it gives its largest attention weight (by default the maximum "
-    "over heads, then the largest key). " + numbering_caption(current_model().num_layers) + " "
-    "Early layers tend to look at their neighbours, later ones at a few sink tokens."
+    "over heads, then the largest key). " + numbering_caption(current_model().num_layers)
 )
 attention_caveat()
 model, analysis = current_model(), current_analysis()
@@ -78,6 +78,8 @@ else:
         data=maxima.long_table(),
         key="maxima-grid",
     )
+    if source != ROLLOUT and not words:
+        st.caption(markdown_safe(neighbour_sink_sentence(analysis, matrices=matrices, heads=heads)))
     st.markdown(
         "**Per layer**: how many distinct targets, the share of tokens whose target is at most one position "
         "away, and the most frequent target."
@@ -96,8 +98,9 @@ st.header("Beyond raw attention")
 st.markdown(
     "**Attention rollout** (Abnar & Zuidema 2020) follows attention through the residual connections: per layer "
     "the heads are averaged, mixed half and half with the identity (0.5·A + 0.5·I) and the rows renormalised; "
-    "the layers are then multiplied from layer 0 up, so layer *l* shows how much of each input token reaches "
-    "each token after blocks 0 to *l*.  \n**Norm-weighted attention** (Kobayashi et al. 2020) multiplies each weight "
+    "the layers are then multiplied from layer 0 up, so layer *l* is an estimate of how much of each input token "
+    "reaches each token after blocks 0 to *l*. It is a heuristic: it assumes the residual connection carries exactly "
+    "half of each token and ignores the value vectors, the feed-forward layers and LayerNorm.  \n**Norm-weighted attention** (Kobayashi et al. 2020) multiplies each weight "
     "α by ‖f(x)‖, the length of the vector the attended token actually adds through that head (its value vector "
     "passed through the head's slice of the output projection), so attention to a token that adds little shrinks."
 )
@@ -123,8 +126,10 @@ if weighted is not None and analysis.special_mask.any() and not analysis.special
     shares[NORM] = special_share(weighted, analysis.special_mask)
     layers = list(range(analysis.num_layers))
     st.markdown(
-        "How much of each token's attention lands on special tokens. In trained BERT-style models raw attention "
-        "parks much of its weight there, and weighting by norms shrinks that share (Kobayashi et al. 2020)."
+        "How much of each token's attention lands on special tokens, raw and norm-weighted. Kobayashi et al. (2020) "
+        "found that in BERT raw attention parks much of its weight there while the value vectors of those tokens, "
+        "after the output projection W_O, are short: the sink adds little to the output, but not nothing. "
+        + markdown_safe(special_share_sentence(shares[RAW], shares[NORM]))
     )
     show_figure(
         special_share_chart(layers, shares),

@@ -117,7 +117,8 @@ if source == "text":
         "Norm-weighted attention (Kobayashi et al. 2020) weights each attention weight by the length of what the key "
         "token actually adds, ‖f(x_j)‖ (its value vector through the head's slice of the output projection); each row "
         "is then taken as a share of its norm-weighted total. Attention parked on [CLS] or [SEP] whose value vectors "
-        "are short is a no-op: it shrinks on the right."
+        "(after the output projection W_O) are short adds little to the output, though not nothing (Kobayashi et al. "
+        "2020): it shrinks on the right."
     )
     try:
         weighted, _ = cached_head_stats(current_model_name(), current_text(), limit, "norm-weighted")

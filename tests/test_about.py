@@ -65,3 +65,43 @@ def test_bundled_model_facts(bundled):
     assert facts.anisotropy[-1] < 0.2
     lines = facts_lines(facts)
     assert BUNDLED_DESCRIPTION in lines and "nearly isotropic" in lines[-1] and "[SEP] to be BERT-base's main sink" in lines[-2]
+
+
+def _hand_analysis(attentions: np.ndarray, special: list[bool]):
+    from core.inference import Analysis
+
+    t = attentions.shape[-1]
+    return Analysis(
+        text="x" * t, model_name="hand", tokens=[f"t{i}" for i in range(t)], input_ids=list(range(t)),
+        attentions=attentions.astype(np.float32), hidden_states=np.ones((attentions.shape[0] + 1, t, 2), np.float32),
+        special_mask=np.array(special), word_ids=[None if s else i for i, s in enumerate(special)],
+        offsets=[(i, i + 1) for i in range(t)], truncated=False, num_input_tokens=t, is_decoder=False,
+    )
+
+
+def test_neighbour_sink_sentence_is_computed_from_the_maxima():
+    from core.about import neighbour_sink_sentence
+
+    t = 6
+    early = np.zeros((t, t))
+    for i in range(t):
+        early[i, max(0, i - 1)] = 1.0  # every token looks at its left neighbour
+    late = np.zeros((t, t))
+    late[:, 0] = 0.7  # token 0 ([CLS]-like) is the sink ...
+    late[:, 3] = 0.3  # ... and with it left out, everyone looks at token 3 (3 of 5 within one position)
+    analysis = _hand_analysis(np.stack([early, late])[:, None], [True, False, False, False, False, False])
+    text = neighbour_sink_sentence(analysis)
+    assert "100% of tokens attend most to themselves or a neighbour in layer 0 and 60% in layer 1" in text
+    assert "0% attend most to a special token in layer 0 and 100% in layer 1" in text
+    assert "as Clark et al. (2019) found" in text
+    reversed_ = _hand_analysis(np.stack([late, early])[:, None], analysis.special_mask.tolist())
+    assert "does not show clearly" in neighbour_sink_sentence(reversed_)
+    assert neighbour_sink_sentence(_hand_analysis(np.stack([early])[:, None], [True] * t)) == ""
+
+
+def test_special_share_sentence_gives_the_ranges():
+    from core.about import special_share_sentence
+
+    text = special_share_sentence(np.array([0.313, 0.563, 0.59]), np.array([0.123, 0.185, 0.163]))
+    assert "31%–59% of raw attention and 12%–18% of norm-weighted attention across the 3 layers" in text
+    assert special_share_sentence(np.array([np.nan]), np.array([np.nan])) == ""
