@@ -34,8 +34,8 @@ POOLINGS = {
     "max": "maximum over tokens, per dimension (special tokens included)",
 }
 REFERENCES = {
-    "static": "static → layer: layer k against the embedding layer (hidden_states[0])",
-    "previous": "layer → layer: layer k against layer k − 1",
+    "static": "static → layer: hidden state k against the embedding layer's output (hidden_states[0])",
+    "previous": "layer → layer: hidden state k against hidden state k − 1",
 }
 DEFAULT_BATCH_SIZE = 16
 

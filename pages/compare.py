@@ -10,7 +10,7 @@ import streamlit as st  # noqa: E402
 from core.compare import (  # noqa: E402
     SAME_SENSE_CONTROL, control_sentence, lookup_similarity, shared_words, word_attention, word_occurrences, word_positions, word_similarity,
 )
-from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL  # noqa: E402
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, hidden_state_label  # noqa: E402
 from core.examples import BANK_MONEY, BANK_RIVER  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
 from ui.caveats import attention_caveat  # noqa: E402
@@ -120,7 +120,7 @@ top_note = ("context has pulled the two vectors apart" if at_top < 1 - 1e-6 else
             + (": a decoder's token sees itself and the tokens before it, and those are the same" if model.is_decoder else ""))
 st.markdown(
     f"- **Word-embedding lookup: {lookup:.4f}**, the same table row for the same token ids, whatever the sentence.\n"
-    f"- **Hidden state 0 (embedding layer output): {at_zero:.4f}**: {zero_note}.\n"
-    f"- **Last hidden state ({len(similarity) - 1}): {at_top:.4f}**: {top_note}."
+    f"- **{hidden_state_label(0).capitalize()}: {at_zero:.4f}**: {zero_note}.\n"
+    f"- **Last: {hidden_state_label(len(similarity) - 1)}: {at_top:.4f}**: {top_note}."
     + (" (For GPT-2 the last hidden state includes the final LayerNorm `ln_f`.)" if model.model_type == "gpt2" else "")
 )

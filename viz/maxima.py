@@ -15,7 +15,7 @@ MAX_CELL_TEXT = 60  # above this many query columns the target labels are left t
 
 
 def maxima_grid(maxima: Maxima, *, title: str, weight_name: str = "weight") -> go.Figure:
-    """Layers (rows, 0 = first block, at the bottom) × query tokens (columns), coloured by
+    """Layers (blocks, rows, from 0 at the bottom) × query tokens (columns), coloured by
     target position − query position; each cell's text is the most-attended token."""
     distances = maxima.distances.astype(float)  # [layers, q]
     layers, q = distances.shape
@@ -88,7 +88,7 @@ def attention_panels(panels: list[tuple[str, np.ndarray]], labels: list[str]) ->
 
 
 def special_share_chart(layers: list[int], series: dict[str, np.ndarray]) -> go.Figure:
-    """One line per attention kind: the share of attention on special tokens at each layer (0 = first block)."""
+    """One line per attention kind: the share of attention on special tokens at each layer (block, from 0)."""
     fig = go.Figure()
     for colour, (name, values) in zip(OKABE_ITO, series.items()):
         fig.add_trace(
