@@ -11,6 +11,7 @@ from core.tokens import token_labels
 from ui.caveats import NORM_WEIGHTED, WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.cache import cached_norm_weighted, cached_rollout
 from ui.figures import show_figure
+from ui.page_state import option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.shell import require_app_shell
 from viz.common import file_stem, markdown_safe
@@ -40,20 +41,20 @@ except UnsupportedArchitecture as err:
 rolled = cached_rollout(name, text, limit)
 
 left, right = st.columns(2)
-source = left.radio(
-    "Attention source", [RAW, NORM, ROLLOUT] if weighted is not None else [RAW, ROLLOUT],
-    key="source", bind="query-params", horizontal=True,
+source = option(
+    left.radio, "Attention source", [RAW, NORM, ROLLOUT] if weighted is not None else [RAW, ROLLOUT],
+    key="source", horizontal=True,
 )
-reduction = left.radio(
-    "Heads", ["max over heads", "mean over heads", "one head"], key="heads", bind="query-params",
+reduction = option(
+    left.radio, "Heads", ["max over heads", "mean over heads", "one head"], key="heads",
     horizontal=True, disabled=source == ROLLOUT, help="Rollout already averages the heads.",
 )
 head = None  # counted from 0, as on the attention page
 if reduction == "one head" and source != ROLLOUT:
-    head = left.selectbox("Head (counted from 0)", range(analysis.num_heads), key="head", bind="query-params")
-include_special = right.toggle("Include special tokens", key="special", bind="query-params")
-words = right.toggle(
-    "Word level", key="words", bind="query-params", disabled=not word_level_allowed(source), help=WORD_LEVEL_HELP,
+    head = option(left.selectbox, "Head (counted from 0)", range(analysis.num_heads), key="head")
+include_special = option(right.toggle, "Include special tokens", key="special")
+words = option(
+    right.toggle, "Word level", key="words", disabled=not word_level_allowed(source), help=WORD_LEVEL_HELP,
 ) and word_level_allowed(source)
 
 if source == ROLLOUT:
@@ -104,7 +105,7 @@ st.markdown(
     "α by ‖f(x)‖, the length of the vector the attended token actually adds through that head (its value vector "
     "passed through the head's slice of the output projection), so attention to a token that adds little shrinks."
 )
-layer = st.selectbox(BLOCK_SELECT_LABEL, range(analysis.num_layers), key="layer", bind="query-params", help=BLOCK_SELECT_HELP)
+layer = option(st.selectbox, BLOCK_SELECT_LABEL, range(analysis.num_layers), key="layer", help=BLOCK_SELECT_HELP)
 pick = (lambda m: m[layer, head]) if head is not None else (lambda m: m[layer].mean(axis=0))
 panels = {f"raw attention, layer {layer}": pick(analysis.attentions)}
 if weighted is not None:

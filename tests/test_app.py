@@ -19,6 +19,9 @@ def open_app(query: dict[str, str] | None = None, page: str | None = None) -> Ap
         at.query_params[key] = value
     at.run()
     if page is not None:
+        # Like following a link to the page: the home page removed the parameters it does not own.
+        for key, value in (query or {}).items():
+            at.query_params[key] = value
         at.switch_page(page)
         at.run()
     return at
@@ -123,6 +126,6 @@ def test_word_level_follows_one_rule_for_norm_weighted_attention(page, source, t
     assert not word_level_allowed(source) and word_level_allowed("raw") and word_level_allowed("rollout")
     at = open_app({"model": tiny_bert_dir, "text": "the banks of a river", "source": source, "words": "true"}, page=page)
     assert not page_errors(at)
-    toggle = at.toggle(key="words")
+    toggle = at.toggle(key=f"{Path(page).stem}.words")
     assert toggle.disabled and toggle.help == WORD_LEVEL_HELP
     assert not any("Word level:" in c.value for c in at.caption)

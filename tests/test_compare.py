@@ -107,9 +107,9 @@ def test_page_defaults_to_the_bank_sentences(tiny_bert_dir):
 
     at = open_app({"model": tiny_bert_dir}, page="pages/compare.py")
     assert not page_errors(at)
-    assert (at.text_area(key="text_a").value, at.text_area(key="text_b").value) == (BANK_RIVER, BANK_MONEY)
-    assert at.selectbox(key="word").value == "bank"
-    assert at.selectbox(key="word").options == ["i", "will", "bank", "a"]
+    assert (at.text_area(key="compare.text_a").value, at.text_area(key="compare.text_b").value) == (BANK_RIVER, BANK_MONEY)
+    assert at.selectbox(key="compare.word").value == "bank"
+    assert at.selectbox(key="compare.word").options == ["i", "will", "bank", "a"]
     notes = " ".join(m.value for m in at.markdown)
     assert "is token 6 in A but token 9 in B" in notes
     assert len(at.get("plotly_chart")) == 5  # two heatmaps, two attention rows, the similarity curve
@@ -122,8 +122,8 @@ def test_page_reads_texts_and_word_from_the_url(tiny_gpt2_dir):
     at = open_app({"model": tiny_gpt2_dir, "text_a": "the cat sat", "text_b": "a cat was happy", "word": "cat"},
                   page="pages/compare.py")
     assert not page_errors(at)
-    assert at.selectbox(key="word").value == "cat"
-    at.text_area(key="text_b").set_value("home").run()
+    assert at.selectbox(key="compare.word").value == "cat"
+    at.text_area(key="compare.text_b").set_value("home").run()
     assert not page_errors(at)
     assert any("no word in common" in i.value for i in at.info)
 
@@ -159,9 +159,9 @@ def test_page_draws_the_control_curve(tiny_bert_dir):
 
     at = open_app({"model": tiny_bert_dir}, page="pages/compare.py")
     assert not page_errors(at)
-    assert at.text_area(key="text_c").value == SAME_SENSE_CONTROL
+    assert at.text_area(key="compare.text_c").value == SAME_SENSE_CONTROL
     assert any("A vs the control text" in m.value for m in at.markdown)
-    at.text_area(key="text_c").set_value("a cat sat").run()
+    at.text_area(key="compare.text_c").set_value("a cat sat").run()
     assert not page_errors(at)
     assert any("not a word of the control text" in c.value for c in at.caption)
 
