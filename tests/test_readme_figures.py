@@ -84,3 +84,14 @@ def test_senses_figures(bundled):
     peak = int(table["silhouette"].idxmax())
     assert quoted(f"silhouette up to {table['silhouette'].max():.2f} (hidden state {peak})")
     assert np.isfinite(table["knn_accuracy"]).all()
+
+
+def test_senses_layer_zero_figure(bundled):
+    from core.senses import builtin_set, occurrence_embeddings, separation
+
+    sentences, senses = builtin_set("bat")
+    occ = occurrence_embeddings(bundled, sentences, "bat")
+    table = separation(occ.vectors, [senses[i] for i in occ.sentence_ids])
+    assert quoted(f"every built-in word has 1-NN accuracy {table['knn_accuracy'].iloc[0]:.2f} there")
+    late = table["knn_accuracy"].iloc[1:]
+    assert quoted(f'"bat" is the hardest, {late.min():.2f}–{late.max():.2f}')
