@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.drift import anisotropy_level
 from core.inference import Analysis, analyze_many
 from core.models import LoadedModel, is_bundled
 
@@ -20,8 +21,6 @@ BUNDLED_DESCRIPTION = (
     "places similar sentences close together. It is not an MLM-pretrained BERT and has no language-model head: "
     "findings about BERT-base (which heads do what, where attention sinks are) need not hold for it."
 )
-ISOTROPIC_BELOW = 0.2
-ANISOTROPIC_FROM = 0.5
 # Short sentences from different topics: tokens of different sentences are the anisotropy baseline.
 REFERENCE_SENTENCES = (
     "The bank of the river was covered in reeds.",
@@ -94,14 +93,6 @@ def model_facts(model: LoadedModel, analysis: Analysis) -> ModelFacts:
     )
 
 
-def _level(value: float) -> str:
-    if value < ISOTROPIC_BELOW:
-        return "nearly isotropic (tokens of unrelated sentences are close to orthogonal)"
-    if value >= ANISOTROPIC_FROM:
-        return "anisotropic (its vectors share one direction, so every cosine there is high)"
-    return "somewhat anisotropic"
-
-
 def facts_lines(facts: ModelFacts) -> list[str]:
     """The facts as short markdown-free sentences, each computed from ``facts``."""
     kind = (
@@ -132,7 +123,7 @@ def facts_lines(facts: ModelFacts) -> list[str]:
     last, first = float(facts.anisotropy[-1]), float(facts.anisotropy[1]) if len(facts.anisotropy) > 1 else float("nan")
     lines.append(
         f"Anisotropy (mean cosine between tokens of different sentences): {first:.2f} at hidden state 1, {last:.2f} at "
-        f"hidden state {facts.num_layers}, the last, which is {_level(last)}."
+        f"hidden state {facts.num_layers}, the last, which is {anisotropy_level(last)}."
     )
     return lines
 

@@ -240,7 +240,8 @@ ISOTROPIC_BELOW = 0.2
 SHARED_DIRECTION_FROM = 0.5
 
 
-def _level(value: float) -> str:
+def anisotropy_level(value: float) -> str:
+    """How anisotropic a layer whose unrelated vectors have mean cosine ``value`` is, in words."""
     if value < ISOTROPIC_BELOW:
         return "nearly isotropic: unrelated vectors are close to orthogonal, so a cosine there is not inflated by a shared direction"
     if value >= SHARED_DIRECTION_FROM:
@@ -263,7 +264,7 @@ def baseline_sentences(baseline: pd.DataFrame, token_anisotropy: pd.DataFrame | 
     text = (
         f"With {pooling} pooling, different documents have a mean cosine of {first.anisotropy:.3f} at hidden state "
         f"{int(first.layer)}, {peak.anisotropy:.3f} at most (hidden state {int(peak.layer)}) and {last.anisotropy:.3f} "
-        f"at hidden state {int(last.layer)}, the last: the last layer is {_level(float(last.anisotropy))}."
+        f"at hidden state {int(last.layer)}, the last: the last layer is {anisotropy_level(float(last.anisotropy))}."
     )
     if last.anisotropy < first.anisotropy - 0.1:
         text += (

@@ -168,6 +168,17 @@ def measured_labels(labels: Sequence[str]) -> tuple[list[str], list[str]]:
     return measured, sorted(label for label, n in counts.items() if n < 2)
 
 
+def _measured_points(vectors: np.ndarray, labels: Sequence[str]) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
+    """``(vectors, measured labels, keep mask [N], labels of the kept points)``; ValueError unless
+    ``vectors`` is ``[layers + 1, len(labels), hidden]``."""
+    vectors = np.asarray(vectors)
+    if vectors.ndim != 3 or vectors.shape[1] != len(labels):
+        raise ValueError(f"vectors must be [layers + 1, {len(labels)}, hidden], got {vectors.shape}")
+    measured, _ = measured_labels(labels)
+    keep = np.array([label in measured for label in labels], dtype=bool)
+    return vectors, measured, keep, np.array(labels, dtype=object)[keep]
+
+
 def separation(vectors: np.ndarray, labels: list[str]) -> pd.DataFrame:
     """How well the labels separate at each layer of ``vectors`` ``[layers + 1, N, hidden]``.
 
@@ -181,12 +192,7 @@ def separation(vectors: np.ndarray, labels: list[str]) -> pd.DataFrame:
     from sklearn.metrics import silhouette_score
     from sklearn.metrics.pairwise import cosine_similarity
 
-    vectors = np.asarray(vectors)
-    if vectors.ndim != 3 or vectors.shape[1] != len(labels):
-        raise ValueError(f"vectors must be [layers + 1, {len(labels)}, hidden], got {vectors.shape}")
-    measured, _ = measured_labels(labels)
-    keep = np.array([label in measured for label in labels], dtype=bool)
-    kept_labels = np.array(labels, dtype=object)[keep]
+    vectors, measured, keep, kept_labels = _measured_points(vectors, labels)
     rows = []
     for layer in range(vectors.shape[0]):
         knn = silhouette = float("nan")
@@ -317,12 +323,7 @@ def separation_interval(
     the mean over so few points could move. Columns ``layer``, ``knn_low``, ``knn_high``,
     ``silhouette_low``, ``silhouette_high``; NaN where ``separation`` is NaN.
     """
-    vectors = np.asarray(vectors)
-    if vectors.ndim != 3 or vectors.shape[1] != len(labels):
-        raise ValueError(f"vectors must be [layers + 1, {len(labels)}, hidden], got {vectors.shape}")
-    measured, _ = measured_labels(labels)
-    keep = np.array([label in measured for label in labels], dtype=bool)
-    kept = np.array(labels, dtype=object)[keep]
+    vectors, measured, keep, kept = _measured_points(vectors, labels)
     columns = ["layer", "knn_low", "knn_high", "silhouette_low", "silhouette_high"]
     nan = float("nan")
     if len(measured) < 2:
