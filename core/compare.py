@@ -17,6 +17,9 @@ from core.inference import Analysis, analyze_many
 from core.models import LoadedModel
 from core.similarity import cosine
 
+# Same sense of "bank" as core.examples.BANK_RIVER, different words: the compare page's default control.
+SAME_SENSE_CONTROL = "The path follows the north bank of the river for two miles."
+
 
 def words(analysis: Analysis) -> list[tuple[str, list[int]]]:
     """``(lower-cased word as typed, its token positions)`` for every word in text order.
@@ -97,3 +100,17 @@ def lookup_similarity(model: LoadedModel, analysis_a: Analysis, analysis_b: Anal
 def word_attention(analysis: Analysis, word: str, layer: int, head: int) -> np.ndarray:
     """``[T]``: how much ``word`` (as query, mean over its pieces) attends to every token, in one head."""
     return analysis.attentions[layer, head][word_positions(analysis, word)].mean(axis=0)
+
+
+def control_sentence(word: str, cross: float, control: float, layer: int) -> str:
+    """How the A-vs-B cosine at hidden state ``layer`` reads against the A-vs-control cosine (same sense)."""
+    difference = control - cross
+    text = (
+        f"At hidden state {layer}, “{word}” in A vs B: {cross:.3f}; A vs the control text: {control:.3f}. "
+        "Any two contexts lower the cosine, so read A vs B against the control, not against 1"
+    )
+    if difference > 0.02:
+        return text + f": the two texts differ by {difference:.3f} more than the control does."
+    if difference < -0.02:
+        return text + f": here A and B are {-difference:.3f} more alike than A and the control."
+    return text + ": here the two are about equal, so this comparison shows no effect beyond a change of context."

@@ -1,5 +1,6 @@
 """Attention: every head of every layer as heatmaps, one head large, and BertViz's views offline."""
 
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from ui.shell import require_app_shell
 
 require_app_shell()
@@ -8,6 +9,7 @@ import streamlit as st  # noqa: E402
 
 from core.heads import UnsupportedArchitecture  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
+from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed  # noqa: E402
 from ui.cache import cached_attention_view, cached_queries_keys  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.page_state import option  # noqa: E402
@@ -30,9 +32,9 @@ present = presentation_mode()
 if not present:
     st.markdown(
         "Each heatmap is one attention head: row *i* shows how much token *i* (the query) takes from each "
-        "token (the keys); a row of raw weights sums to 1. Layers and heads are counted from 0; layer *l* is "
-        "the block that reads hidden state *l* (0 = the embedding layer's output) and writes hidden state *l + 1*."
+        "token (the keys); a row of raw weights sums to 1. " + numbering_caption(current_model().num_layers)
     )
+attention_caveat()
 if current_model().is_encoder_decoder:
     from ui.seq2seq_views import attention_page
 
@@ -43,12 +45,13 @@ c = st.columns(5)
 source = option(c[0].selectbox, "Attention source", list(SOURCES), key="source",
                         help="Norm-weighted: each weight times the length of what the key token's value adds "
                         "(Kobayashi et al. 2020). Rollout: heads averaged with the residual, multiplied through the "
-                        "layers (Abnar & Zuidema 2020); it has no separate heads.")
+                        "layers (Abnar & Zuidema 2020); it has no separate heads, and it is a heuristic: it assumes "
+                        "equal residual and attention weight and ignores values, the feed-forward layers and LayerNorm.")
 special = option(c[1].selectbox, "Special tokens", SPECIAL, key="special",
                          help="[CLS], [SEP], <|endoftext|> … as the tokenizer marks them, never by position. Renormalise: hide "
                          "them and rescale each row to sum to 1 again.")
-words = option(c[2].toggle, "Word level", key="words",
-                    help="Merge word pieces into words: sum over a word's key pieces, mean over its query pieces.")
+words = option(c[2].toggle, "Word level", key="words", disabled=not word_level_allowed(source),
+               help=WORD_LEVEL_HELP) and word_level_allowed(source)
 per_head = option(c[3].radio, "Colour scale", ["fixed", "per head"], key="scale", horizontal=True) == "per head"
 colorscale = PALETTES[option(c[4].selectbox, "Palette", list(PALETTES), key="palette",
                                      help="Both are colour-blind safe; cividis is built for it.")]
@@ -77,7 +80,7 @@ show_figure(
     key="attention-overview",
 )
 left, right, mode = st.columns([1, 1, 3])
-layer = option(left.selectbox, "Layer (counted from 0)", range(layers), key="layer")
+layer = option(left.selectbox, BLOCK_SELECT_LABEL, range(layers), key="layer", help=BLOCK_SELECT_HELP)
 head = option(right.selectbox, "Head (counted from 0)", range(heads), key="head", disabled=source == "rollout",
                        help="Rollout averages the heads, so it has none of its own." if source == "rollout" else None)
 shown = option(mode.segmented_control, "View", VIEWS, key="view", default=VIEWS[0], required=True)

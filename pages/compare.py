@@ -8,10 +8,12 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from core.compare import (  # noqa: E402
-    lookup_similarity, shared_words, word_attention, word_occurrences, word_positions, word_similarity,
+    SAME_SENSE_CONTROL, control_sentence, lookup_similarity, shared_words, word_attention, word_occurrences, word_positions, word_similarity,
 )
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, hidden_state_label  # noqa: E402
 from core.examples import BANK_MONEY, BANK_RIVER  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
+from ui.caveats import attention_caveat  # noqa: E402
 from ui.cache import cached_analysis  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.page_state import option  # noqa: E402
@@ -23,10 +25,13 @@ from viz.inside import token_bars  # noqa: E402
 
 st.title("Compare two sentences")
 st.markdown(
-    "Does a word get a different embedding in every sentence? Type two texts (this page uses its own two "
+    "Does a word get a different embedding in every sentence? Type two texts (this page uses its own "
     "boxes, not the sidebar's text; the model is the sidebar's). The word-embedding lookup gives a word the "
-    "same vector everywhere; every layer then mixes in its context, so the two vectors drift apart."
+    "same vector everywhere; the layers then mix in its context, so the two vectors drift apart. The third box is a "
+    "control: the word in the same sense as in text A, in other words, so that you can see how far any change of "
+    "context moves it."
 )
+attention_caveat()
 model = current_model()
 if model.is_encoder_decoder:
     from ui.seq2seq_views import not_applicable
@@ -49,8 +54,7 @@ for name, analysis in zip("AB", analyses):
 labels = [token_labels(analysis) for analysis in analyses]
 
 left, right = st.columns(2)
-layer = option(left.selectbox, "Layer (counted from 0)", range(model.num_layers), key="layer",
-                       help="Layer i reads hidden state i and writes hidden state i + 1.")
+layer = option(left.selectbox, BLOCK_SELECT_LABEL, range(model.num_layers), key="layer", help=BLOCK_SELECT_HELP)
 head = option(right.selectbox, "Head (counted from 0)", range(model.num_heads), key="head")
 st.subheader(f"Attention of layer {layer}, head {head}")
 for side, name, analysis, names in zip(st.columns(2), "AB", analyses, labels):
@@ -83,10 +87,29 @@ for side, name, analysis, names in zip(st.columns(2), "AB", analyses, labels):
                     key=f"compare-row-{name}")
 
 st.subheader(f"Is “{word_md}” the same vector in both texts?")
+control_text = option(
+    st.text_area, "Control text: the word in the same sense as in text A", value=SAME_SENSE_CONTROL, key="text_c",
+    max_chars=MAX_TEXT_CHARS, height=68,
+    help="Leave empty for no control. The default is a river bank, like the default text A.",
+)
 similarity = word_similarity(*analyses, word)
 lookup = lookup_similarity(model, *analyses, word)
-show_figure(similarity_by_layer_chart(similarity, word, lookup), name=file_stem(model.name, word, "similarity-by-layer"),
-            data=similarity.assign(word_embedding_lookup=lookup), key="compare-similarity")
+control = None
+if control_text.strip():
+    control_analysis = cached_analysis(current_model_name(), control_text, current_token_limit())
+    if word_occurrences(control_analysis, word):
+        control = word_similarity(analyses[0], control_analysis, word)
+    else:
+        st.caption(f"“{word_md}” is not a word of the control text, so there is no control curve.")
+data = similarity.assign(word_embedding_lookup=lookup)
+if control is not None:
+    data = data.assign(control_cosine_similarity=control["cosine_similarity"].to_numpy())
+show_figure(similarity_by_layer_chart(similarity, word, lookup, control), name=file_stem(model.name, word, "similarity-by-layer"),
+            data=data, key="compare-similarity")
+if control is not None:
+    last = len(similarity) - 1
+    st.markdown(markdown_safe(control_sentence(word, float(similarity["cosine_similarity"].iloc[-1]),
+                                               float(control["cosine_similarity"].iloc[-1]), last)))
 positions = [word_positions(analysis, word)[0] for analysis in analyses]
 ids = [[analysis.input_ids[p] for p in word_positions(analysis, word)] for analysis in analyses]
 at_zero, at_top = similarity["cosine_similarity"].iloc[0], similarity["cosine_similarity"].iloc[-1]
@@ -98,10 +121,10 @@ elif at_zero < 1 - 1e-6:
 else:
     zero_note = "identical: same token ids" + (" at the same position" if positions[0] == positions[1] else "")
 top_note = ("context has pulled the two vectors apart" if at_top < 1 - 1e-6 else "still identical"
-            + (": a decoder's token sees only the tokens before it, and those are the same" if model.is_decoder else ""))
+            + (": a decoder's token sees itself and the tokens before it, and those are the same" if model.is_decoder else ""))
 st.markdown(
     f"- **Word-embedding lookup: {lookup:.4f}**, the same table row for the same token ids, whatever the sentence.\n"
-    f"- **Hidden state 0 (embedding layer output): {at_zero:.4f}**: {zero_note}.\n"
-    f"- **Last hidden state ({len(similarity) - 1}): {at_top:.4f}**: {top_note}."
+    f"- **{hidden_state_label(0).capitalize()}: {at_zero:.4f}**: {zero_note}.\n"
+    f"- **Last: {hidden_state_label(len(similarity) - 1)}: {at_top:.4f}**: {top_note}."
     + (" (For GPT-2 the last hidden state includes the final LayerNorm `ln_f`.)" if model.model_type == "gpt2" else "")
 )

@@ -7,8 +7,10 @@ from core.similarity import token_static_similarity
 from core.tokens import token_labels
 from ui.figures import show_figure
 from ui.shell import require_app_shell
-from ui.session import current_analysis, current_model
-from viz.common import file_stem
+from ui.cache import cached_model_facts
+from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
+from core.about import facts_lines, static_similarity_sentence
+from viz.common import file_stem, markdown_safe
 from viz.tokens import token_layer_heatmap
 
 require_app_shell()
@@ -46,7 +48,7 @@ if model.is_encoder_decoder:
     st.stop()
 analysis = current_analysis()
 labels = token_labels(analysis)
-kind = "decoder (each token sees only the tokens before it)" if model.is_decoder else "encoder (each token sees all tokens)"
+kind = "decoder (each token sees itself and the tokens before it)" if model.is_decoder else "encoder (each token sees all tokens)"
 st.caption(
     f"{model.name}: {model.num_layers} layers × {model.num_heads} heads, hidden size {model.hidden_size}, "
     f"{kind}. Your text became {analysis.num_tokens} tokens."
@@ -64,10 +66,22 @@ table = pd.DataFrame(
 )
 st.dataframe(table, hide_index=True, height=min(400, 38 + 35 * len(table)))
 
+with st.expander("About this model", expanded=True, icon=":material/info:"):
+    facts = cached_model_facts(current_model_name(), current_text(), current_token_limit())
+    st.markdown("\n".join(f"- {markdown_safe(line)}" for line in facts_lines(facts)))
+    st.caption(
+        "Computed from the loaded model: the sink from your text, anisotropy from 8 short reference sentences. "
+        "Findings in the literature were measured on other models; check them here before expecting them."
+    )
+
 similarity = token_static_similarity(analysis)
 st.markdown(
-    "Each column is one token; each row a layer. The colour is the cosine similarity between the token's vector "
-    "at that layer and its vector at layer 0 (the embedding layer). It starts at 1 and falls as context is mixed in."
+    "Each column is one token; each row a hidden state. The colour is the cosine similarity between the token's "
+    "vector at that hidden state and its vector at hidden state 0 (the embedding layer's output), which is 1 by "
+    "definition. " + markdown_safe(static_similarity_sentence(similarity, analysis.special_mask)) + " A lower value "
+    "means the layers have moved the vector: attention mixes in context, but the feed-forward layers and LayerNorm "
+    "move it too, so this is not by itself a measure of context. Whether a word gets a different vector in every "
+    "context is measured on the Drift page (self-similarity)."
 )
 rows = [
     {"layer": layer, "position": i, "token": labels[i], "cosine_to_layer_0": float(similarity[layer, i])}

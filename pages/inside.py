@@ -1,5 +1,6 @@
 """Inside one head: query, keys, scores, softmax and output, recomputed from the model's own weights."""
 
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
 from ui.shell import require_app_shell
 
 require_app_shell()
@@ -10,6 +11,7 @@ import streamlit as st  # noqa: E402
 
 from core.heads import UnsupportedArchitecture, architecture, compute_head, embeddings_description  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
+from ui.caveats import attention_caveat  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.page_state import option  # noqa: E402
 from ui.session import current_analysis, current_model  # noqa: E402
@@ -23,6 +25,7 @@ st.markdown(
     "to its layer: each token's query is compared with every token's key, the scores become weights "
     "through a softmax, and the head's output is the weighted sum of the value vectors."
 )
+attention_caveat()
 model = current_model()
 if model.is_encoder_decoder:
     from ui.seq2seq_views import inside_page
@@ -39,8 +42,7 @@ labels = token_labels(analysis)
 t = analysis.num_tokens
 
 left, middle, right = st.columns(3)
-layer = option(left.selectbox, "Layer (counted from 0)", range(model.num_layers), key="layer",
-                       help="Layer i reads hidden state i and writes hidden state i + 1.")
+layer = option(left.selectbox, BLOCK_SELECT_LABEL, range(model.num_layers), key="layer", help=BLOCK_SELECT_HELP)
 head = option(middle.selectbox, "Head (counted from 0)", range(model.num_heads), key="head")
 first_word = next((i for i in range(t) if not analysis.special_mask[i]), 0)
 # the URL and the session keep the token's index (clamped to a new text), the box shows its label

@@ -3,18 +3,21 @@
 import pandas as pd
 import streamlit as st
 
+from core.about import neighbour_sink_sentence, special_share_sentence
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from core.attention import attention_maxima, pairs_table, row_normalise, special_share
 from core.heads import UnsupportedArchitecture
 from core.tokens import token_labels
+from ui.caveats import NORM_WEIGHTED, WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.cache import cached_norm_weighted, cached_rollout
 from ui.figures import show_figure
 from ui.page_state import option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.shell import require_app_shell
-from viz.common import file_stem
+from viz.common import file_stem, markdown_safe
 from viz.maxima import attention_panels, maxima_grid, special_share_chart
 
-RAW, NORM, ROLLOUT = "raw attention", "norm-weighted", "rollout"
+RAW, NORM, ROLLOUT = "raw attention", NORM_WEIGHTED, "rollout"
 WEIGHT_NAMES = {RAW: "attention", NORM: "α·‖f(x)‖", ROLLOUT: "rollout"}
 MAX_PANEL_TOKENS = 128
 PERCENT = st.column_config.NumberColumn(format="percent")
@@ -23,9 +26,9 @@ require_app_shell()
 st.title("Which token does each token attend to most?")
 st.markdown(
     "For every layer and every token: the token it gives its largest attention weight (by default the maximum "
-    "over heads, then the largest key). Layers and heads are counted from 0, as on the other pages: layer *l* is the attention of the block "
-    "that produces hidden state *l* + 1. Early layers tend to look at their neighbours, later ones at a few sink tokens."
+    "over heads, then the largest key). " + numbering_caption(current_model().num_layers)
 )
+attention_caveat()
 if current_model().is_encoder_decoder:
     from ui.seq2seq_views import maxima_page
 
@@ -56,10 +59,8 @@ if reduction == "one head" and source != ROLLOUT:
     head = option(left.selectbox, "Head (counted from 0)", range(analysis.num_heads), key="head")
 include_special = option(right.toggle, "Include special tokens", key="special")
 words = option(
-    right.toggle, "Word level", key="words", disabled=source == NORM,
-    help="Sum over a word's key pieces, mean over its query pieces. Not offered for norm-weighted attention: "
-    "the sum of the pieces' vector lengths is not the length of the word's summed vector.",
-)
+    right.toggle, "Word level", key="words", disabled=not word_level_allowed(source), help=WORD_LEVEL_HELP,
+) and word_level_allowed(source)
 
 if source == ROLLOUT:
     matrices, heads, what = rolled[:, None], "mean", "rollout"
@@ -68,7 +69,7 @@ else:
     heads = head if head is not None else {"max over heads": "max", "mean over heads": "mean"}[reduction]
     what = f"{source}, head {head}" if head is not None else f"{source}, {reduction}"
 maxima = attention_maxima(
-    analysis, matrices=matrices, heads=heads, skip_special=not include_special, words=words and source != NORM
+    analysis, matrices=matrices, heads=heads, skip_special=not include_special, words=words
 )
 if not len(maxima.queries):
     st.info("Every token of this text is a special token: switch on **Include special tokens** to see them.")
@@ -83,6 +84,8 @@ else:
         data=maxima.long_table(),
         key="maxima-grid",
     )
+    if source != ROLLOUT and not words:
+        st.caption(markdown_safe(neighbour_sink_sentence(analysis, matrices=matrices, heads=heads)))
     st.markdown(
         "**Per layer**: how many distinct targets, the share of tokens whose target is at most one position "
         "away, and the most frequent target."
@@ -101,12 +104,13 @@ st.header("Beyond raw attention")
 st.markdown(
     "**Attention rollout** (Abnar & Zuidema 2020) follows attention through the residual connections: per layer "
     "the heads are averaged, mixed half and half with the identity (0.5·A + 0.5·I) and the rows renormalised; "
-    "the layers are then multiplied from layer 0 up, so layer *l* shows how much of each input token reaches "
-    "each token after blocks 0 to *l*.  \n**Norm-weighted attention** (Kobayashi et al. 2020) multiplies each weight "
+    "the layers are then multiplied from layer 0 up, so layer *l* is an estimate of how much of each input token "
+    "reaches each token after blocks 0 to *l*. It is a heuristic: it assumes the residual connection carries exactly "
+    "half of each token and ignores the value vectors, the feed-forward layers and LayerNorm.  \n**Norm-weighted attention** (Kobayashi et al. 2020) multiplies each weight "
     "α by ‖f(x)‖, the length of the vector the attended token actually adds through that head (its value vector "
     "passed through the head's slice of the output projection), so attention to a token that adds little shrinks."
 )
-layer = option(st.selectbox, "Layer (counted from 0)", range(analysis.num_layers), key="layer")
+layer = option(st.selectbox, BLOCK_SELECT_LABEL, range(analysis.num_layers), key="layer", help=BLOCK_SELECT_HELP)
 pick = (lambda m: m[layer, head]) if head is not None else (lambda m: m[layer].mean(axis=0))
 panels = {f"raw attention, layer {layer}": pick(analysis.attentions)}
 if weighted is not None:
@@ -128,8 +132,10 @@ if weighted is not None and analysis.special_mask.any() and not analysis.special
     shares[NORM] = special_share(weighted, analysis.special_mask)
     layers = list(range(analysis.num_layers))
     st.markdown(
-        "How much of each token's attention lands on special tokens. In trained BERT-style models raw attention "
-        "parks much of its weight there, and weighting by norms shrinks that share (Kobayashi et al. 2020)."
+        "How much of each token's attention lands on special tokens, raw and norm-weighted. Kobayashi et al. (2020) "
+        "found that in BERT raw attention parks much of its weight there while the value vectors of those tokens, "
+        "after the output projection W_O, are short: the sink adds little to the output, but not nothing. "
+        + markdown_safe(special_share_sentence(shares[RAW], shares[NORM]))
     )
     show_figure(
         special_share_chart(layers, shares),

@@ -1,14 +1,19 @@
 """Senses: one ambiguous word across many sentences, its contextual embeddings projected layer by layer."""
 
+from collections import Counter
+
 import pandas as pd
 import streamlit as st
 
 from core.inference import AnalysisError
 from core.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, distinct_points, identical_points_note
+from core.layers import hidden_state_label, numbering_caption
 from core.senses import (
-    MAX_SENTENCES, builtin_set, builtin_words, measured_labels, parse_labelled_lines, read_sentence_csv, sentences_with_word,
+    MAX_SENTENCES, knn_chance_level, token_positions, builtin_set, builtin_words, measured_labels, parse_labelled_lines, read_sentence_csv, sentences_with_word,
 )
-from ui.cache import cached_occurrences, cached_projection, cached_separation, start_umap_warmup
+from ui.cache import (
+    cached_aligned_projection, cached_occurrences, cached_separation, cached_separation_interval, start_umap_warmup,
+)
 from ui.figures import show_figure
 from ui.page_state import option
 from ui.session import current_model, current_settings
@@ -76,6 +81,25 @@ def chosen_sentences(source: str, word: str) -> tuple[list[str], list[str]]:
     return corpus_sentences(word)
 
 
+def position_balance_sentence(model, word: str, sentences: list[str], labels: list[str]) -> str:
+    """Whether, with this model's tokenizer, the word's token positions have the same counts in every sense."""
+    by_sense = {
+        label: sorted(Counter(token_positions(model, [s for s, l in zip(sentences, labels) if l == label], word)).items())
+        for label in sorted(set(labels))
+    }
+    if len({tuple(counts) for counts in by_sense.values()}) == 1:
+        return (
+            f"With {model.name}'s tokenizer the word sits at the same token positions in every sense of this set (the "
+            "same count at each position), so at hidden state 0, where its vector depends only on its token and "
+            "position, the senses cannot be told apart and 1-NN accuracy is at chance. What rises above chance later "
+            "comes from context."
+        )
+    return (
+        f"With {model.name}'s tokenizer the word's token positions differ between the senses of this set, so part of "
+        "the separation, even at hidden state 0, can come from position alone."
+    )
+
+
 require_app_shell()
 st.title("Senses: one word, many sentences")
 st.markdown(
@@ -115,8 +139,8 @@ point_labels = [labels[i] for i in occurrences.sentence_ids]
 left, right = st.columns([3, 2])
 layer = option(
     left.slider, "Layer", 0, model.num_layers, model.num_layers, key="layer",
-    help="Numbering starts at 0: layer 0 is the embedding layer's output (token + position embeddings, for BERT after "
-    f"LayerNorm, before any attention), layer k the output of transformer block k, up to {model.num_layers}.",
+    help="The slider counts hidden states. Hidden state 0 is the embedding layer's output (token + position "
+    "embeddings, for BERT after LayerNorm, before any attention). " + numbering_caption(model.num_layers),
 )
 method_name = option(right.segmented_control, "Projection", list(METHODS), default="UMAP", key="method", required=True)
 method = METHODS[method_name]
@@ -137,7 +161,7 @@ if model.is_decoder:
     st.caption(f"{markdown_safe(model.name)} is a decoder: each occurrence sees only the words before it, never the words after.")
 
 with st.spinner(f"Projecting {occurrences.count} points with {method_name}…"):
-    coords = cached_projection(model.name, word, tuple(sentences), layer, method)
+    coords = cached_aligned_projection(model.name, word, tuple(sentences), layer, method)
 hovers = [highlighted_sentence(sentences[i], span) + (f"<br>(drawn as one point with {n - 1} identical other{'s' if n > 2 else ''})" if n > 1 else "")
           for i, span, n in zip(occurrences.sentence_ids, occurrences.spans, distinct.copies, strict=True)]
 points = pd.DataFrame({
@@ -147,12 +171,14 @@ points = pd.DataFrame({
 })
 plot, chart = st.columns([3, 2])
 with plot:
-    title = f"“{plotly_safe(word)}” at layer {layer}{' (embedding layer)' if layer == 0 else ''}: {method_name} of {occurrences.count} occurrences"
+    title = f"“{plotly_safe(word)}” at {hidden_state_label(layer)}: {method_name} of {occurrences.count} occurrences"
     show_figure(sense_projection_figure(coords, point_labels, hovers, title=title, axis=method_name),
                 name=file_stem(model.name, "senses", word, method, "layer", layer), data=points, key="senses-projection")
 with chart:
     table = cached_separation(model.name, word, tuple(sentences), tuple(point_labels))
-    show_figure(separation_figure(table, layer), name=file_stem(model.name, "senses", word, "separation"), data=table, key="senses-separation")
+    interval = cached_separation_interval(model.name, word, tuple(sentences), tuple(point_labels))
+    chance = knn_chance_level(point_labels)
+    show_figure(separation_figure(table, layer, chance=chance, interval=interval), name=file_stem(model.name, "senses", word, "separation"), data=table.merge(interval, on="layer").assign(knn_chance=chance), key="senses-separation")
     measured, left_out = measured_labels(point_labels)
     if len(measured) < 2:
         st.info(f"The scores need at least two labels with two or more occurrences each ({UNLABELLED} points do not count).")
@@ -161,5 +187,10 @@ with chart:
     st.caption(
         "UMAP and t-SNE distort distances, so how far apart the clusters look means little; this chart, measured in the "
         f"model's own {model.hidden_size}-dimensional space (cosine), is the honest number. 1-NN accuracy: the share of "
-        "occurrences whose most similar other occurrence has the same sense. Silhouette: −1 to 1, higher is better separated."
+        "occurrences whose most similar other occurrence has the same sense; the dashed line is what it would be if the "
+        f"senses were assigned at random ({chance:.2f} here). Silhouette: −1 to 1, 0 means no cluster structure, higher "
+        f"is better separated. The shaded bands are 90% bootstrap intervals over the {occurrences.count} occurrences: "
+        "with this few points a difference inside a band may be noise."
     )
+    if source == SOURCES[0]:
+        st.caption(position_balance_sentence(model, word, sentences, labels))

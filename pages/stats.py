@@ -2,9 +2,11 @@
 
 import streamlit as st
 
+from core.layers import numbering_caption
 from core.examples import EXAMPLE_SENTENCES
 from core.head_stats import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, rank_heads, statistic_grid
 from core.heads import UnsupportedArchitecture
+from ui.caveats import attention_caveat
 from ui.cache import cached_corpus_head_stats, cached_head_stats
 from ui.corpus_state import current_corpus, current_corpus_name
 from ui.figures import show_figure
@@ -36,8 +38,9 @@ st.markdown(
     "Which heads look at the previous token, which spread their attention broadly, which park it on [SEP]? "
     "These are the per-head numbers of Clark et al. (2019) and Vig & Belinkov (2019). Each is averaged over the **query "
     "tokens**: every token except special ones ([CLS], [SEP], …); for a decoder the first token is left out too, since "
-    "it can only attend to itself. Layers and heads are numbered from 0 (layer 0 = the first attention block)."
+    "it can only attend to itself. " + numbering_caption(current_model().num_layers)
 )
+attention_caveat()
 model = current_model()
 if model.is_encoder_decoder:
     from ui.seq2seq_views import stats_page
@@ -116,7 +119,8 @@ if source == "text":
         "Norm-weighted attention (Kobayashi et al. 2020) weights each attention weight by the length of what the key "
         "token actually adds, ‖f(x_j)‖ (its value vector through the head's slice of the output projection); each row "
         "is then taken as a share of its norm-weighted total. Attention parked on [CLS] or [SEP] whose value vectors "
-        "are short is a no-op: it shrinks on the right."
+        "(after the output projection W_O) are short adds little to the output, though not nothing (Kobayashi et al. "
+        "2020): it shrinks on the right."
     )
     try:
         weighted, _ = cached_head_stats(current_model_name(), current_text(), limit, "norm-weighted")

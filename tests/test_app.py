@@ -200,3 +200,35 @@ def test_inside_one_head_reproduces_every_stack(stack, model_fixture, request):
     at = open_app(query, page="pages/inside.py")
     assert not page_errors(at)
     assert any("reproduces the model's attention" in s.value for s in at.success)
+ATTENTION_PAGES = ["pages/attention.py", "pages/maxima.py", "pages/stats.py", "pages/inside.py", "pages/compare.py"]
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("page", ATTENTION_PAGES)
+def test_every_page_showing_attention_carries_the_caveat(page, tiny_bert_dir):
+    from ui.caveats import ATTENTION_CAVEAT
+
+    at = open_app({"model": tiny_bert_dir}, page=page)
+    assert not page_errors(at)
+    assert [c.value for c in at.caption].count(ATTENTION_CAVEAT) == 1
+
+
+def test_the_caveat_names_its_sources():
+    from ui.caveats import ATTENTION_CAVEAT
+
+    for source in ("Jain & Wallace 2019", "Wiegreffe & Pinter 2019", "Serrano & Smith 2019"):
+        assert source in ATTENTION_CAVEAT
+
+
+@pytest.mark.app
+@pytest.mark.parametrize(("page", "source"), [("pages/attention.py", "norm-weighted"), ("pages/maxima.py", "norm-weighted")])
+def test_word_level_follows_one_rule_for_norm_weighted_attention(page, source, tiny_bert_dir):
+    """Word level is refused for norm-weighted attention on both pages, even when a link asks for it."""
+    from ui.caveats import WORD_LEVEL_HELP, word_level_allowed
+
+    assert not word_level_allowed(source) and word_level_allowed("raw") and word_level_allowed("rollout")
+    at = open_app({"model": tiny_bert_dir, "text": "the banks of a river", "source": source, "words": "true"}, page=page)
+    assert not page_errors(at)
+    toggle = at.toggle(key=f"{Path(page).stem}.words")
+    assert toggle.disabled and toggle.help == WORD_LEVEL_HELP
+    assert not any("Word level:" in c.value for c in at.caption)

@@ -331,3 +331,51 @@ def cached_pair_view(model_name: str, source: str, target: str, max_tokens: int 
         (model_name, source, target, max_tokens, stack, special, words),
         lambda: pair_attention_view(cached_pair(model_name, source, target, max_tokens), stack, special=special, words=words),
     )
+
+
+def cached_aligned_projection(model_name: str, word: str, sentences: tuple[str, ...], layer: int, method: str) -> np.ndarray:
+    """``cached_projection`` of ``layer`` rotated, reflected, shifted and scaled (``core.alignment.align_layout``)
+    onto the same method's layout of the last hidden state, so every layer is drawn in one frame and
+    moving the slider moves the same points instead of redrawing them."""
+    from core.alignment import align_layout
+
+    last = cached_occurrences(model_name, word, sentences).num_layers
+    reference = cached_projection(model_name, word, sentences, last, method)
+    if layer == last:
+        return reference
+    store = bounded_store("aligned-projections", MAX_PROJECTIONS, MAX_OCCURRENCE_BYTES)
+    return store.get_or_compute(
+        (model_name, word, sentences, layer, method),
+        lambda: _read_only(align_layout(cached_projection(model_name, word, sentences, layer, method), reference)),
+    )
+
+
+@st.cache_data(max_entries=MAX_PROJECTIONS, show_spinner=False)
+def cached_separation_interval(model_name: str, word: str, sentences: tuple[str, ...], labels: tuple[str, ...]):
+    """``core.senses.separation_interval`` of ``cached_occurrences(...)`` (90% bootstrap), one label per occurrence."""
+    from core.senses import separation_interval
+
+    return separation_interval(cached_occurrences(model_name, word, sentences).vectors, list(labels))
+
+
+def cached_contextuality(model_name: str, texts: tuple[str, ...], max_tokens: int | None = None, progress=None):
+    """``core.contextuality.contextuality`` keyed by (model, texts, token limit): small tables, one model pass.
+    ``progress(done, total)`` is called only when the model runs."""
+    from core.contextuality import contextuality
+
+    store = bounded_store("contextuality", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
+    return store.get_or_compute(
+        (model_name, tuple(texts), max_tokens),
+        lambda: contextuality(cached_model(model_name), list(texts), max_tokens=max_tokens, progress=progress),
+    )
+
+
+def cached_model_facts(model_name: str, text: str, max_tokens: int | None = None):
+    """``core.about.model_facts`` for the sidebar's model and text (a pass over 8 short reference sentences)."""
+    from core.about import model_facts
+
+    store = bounded_store("model-facts", 32, 50_000_000)
+    return store.get_or_compute(
+        (model_name, text, max_tokens),
+        lambda: model_facts(cached_model(model_name), cached_analysis(model_name, text, max_tokens)),
+    )

@@ -24,6 +24,7 @@ from PIL import Image
 from plotly.subplots import make_subplots
 
 from core.tokens import unique_labels
+from core.layers import BLOCK_AXIS
 from viz.common import plotly_safe
 
 GRID_MAX_CELLS = 128
@@ -342,7 +343,7 @@ def overview_figure(
             "range": [-gap, width_px],
         },
         yaxis={
-            "title": "layer (0 = first block)",
+            "title": BLOCK_AXIS,
             "tickmode": "array",
             "tickvals": centres_y,
             "ticktext": [str(layer) for layer in range(layers)],
