@@ -200,6 +200,8 @@ def test_inside_one_head_reproduces_every_stack(stack, model_fixture, request):
     at = open_app(query, page="pages/inside.py")
     assert not page_errors(at)
     assert any("reproduces the model's attention" in s.value for s in at.success)
+
+
 ATTENTION_PAGES = ["pages/attention.py", "pages/maxima.py", "pages/stats.py", "pages/inside.py", "pages/compare.py"]
 
 
