@@ -10,10 +10,13 @@ from core.senses import (
 )
 from ui.cache import cached_occurrences, cached_projection, cached_separation, start_umap_warmup
 from ui.figures import show_figure
-from ui.session import current_model, current_settings
+from ui.placement import place_text, show_placement
+from ui.session import current_model, current_settings, current_text
 from ui.shell import require_app_shell
 from viz.common import file_stem, markdown_safe, plotly_safe
-from viz.senses import UNLABELLED, highlighted_sentence, sense_projection_figure, separation_figure
+from viz.senses import (
+    OWN_SENTENCE, UNLABELLED, add_own_sentence, highlighted_sentence, sense_projection_figure, separation_figure,
+)
 
 SOURCES = ["Built-in sentences", "Your sentences", "Upload CSV", "Search the corpus"]
 METHODS = {name: method for method, name in METHOD_NAMES.items()}
@@ -112,7 +115,10 @@ if model.is_decoder:
     st.caption(f"{markdown_safe(model.name)} is a decoder: each occurrence sees only the words before it, never the words after.")
 
 with st.spinner(f"Projecting {occurrences.count} points with {method_name}…"):
-    coords = cached_projection(model.name, word, tuple(sentences), layer, method)
+    # The sidebar's text, if it has the word, is placed into the same fitted map (never a refit).
+    placed = place_text(model.name, word, tuple(sentences), point_labels, current_text(), layer, method)
+    coords = placed.coords if placed is not None and placed.coords is not None else cached_projection(
+        model.name, word, tuple(sentences), layer, method)
 hovers = [highlighted_sentence(sentences[i], span) for i, span in zip(occurrences.sentence_ids, occurrences.spans, strict=True)]
 points = pd.DataFrame({
     "sentence_id": occurrences.sentence_ids, "sentence": [sentences[i] for i in occurrences.sentence_ids],
@@ -122,8 +128,14 @@ points = pd.DataFrame({
 plot, chart = st.columns([3, 2])
 with plot:
     title = f"“{plotly_safe(word)}” at layer {layer}{' (embedding layer)' if layer == 0 else ''}: {method_name} of {occurrences.count} occurrences"
-    show_figure(sense_projection_figure(coords, point_labels, hovers, title=title, axis=method_name),
-                name=file_stem(model.name, "senses", word, method, "layer", layer), data=points, key="senses-projection")
+    figure = sense_projection_figure(coords, point_labels, hovers, title=title, axis=method_name)
+    if placed is not None and placed.xy is not None:
+        figure = add_own_sentence(figure, placed.xy, highlighted_sentence(placed.text, placed.span))
+        points = pd.concat([points, pd.DataFrame([{
+            "sentence_id": -1, "sentence": placed.text, "label": OWN_SENTENCE, "start": placed.span[0], "end": placed.span[1],
+            "layer": layer, "method": method_name, "x": placed.xy[0], "y": placed.xy[1]}])], ignore_index=True)
+    show_figure(figure, name=file_stem(model.name, "senses", word, method, "layer", layer), data=points, key="senses-projection")
+    show_placement(placed, word, layer)
 with chart:
     table = cached_separation(model.name, word, tuple(sentences), tuple(point_labels))
     show_figure(separation_figure(table, layer), name=file_stem(model.name, "senses", word, "separation"), data=table, key="senses-separation")
