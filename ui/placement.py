@@ -19,12 +19,14 @@ class PlacedSentence:
     ``coords``: ``[N, 2]`` of the fitted map the point was placed into (None when the method cannot
     place points, see ``why_not_drawn``); ``xy``: ``[2]`` its place on that map; ``neighbours`` and
     ``votes``: ``core.placement.nearest_occurrences`` / ``sense_votes`` for every layer (full space).
-    ``count``: occurrences of the word in the text (the first one is placed).
+    ``count``: occurrences of the word in the text (the first one is placed). ``in_set``: the text is itself one of
+    the labelled sentences; its own occurrences are then left out of its neighbours.
     """
 
     text: str
     span: tuple[int, int]
     count: int
+    in_set: bool
     coords: np.ndarray | None
     xy: np.ndarray | None
     why_not_drawn: str | None
@@ -41,7 +43,9 @@ def place_text(model_name: str, word: str, sentences: tuple[str, ...], point_lab
         return None
     occurrences = cached_occurrences(model_name, word, sentences)
     query = own.vectors[:, 0]  # [layers + 1, hidden]
-    neighbours = nearest_occurrences(occurrences.vectors, point_labels, query, k)
+    in_set = [sentences[i].strip() == text.strip() for i in occurrences.sentence_ids]
+    voters = ["" if own_sentence else label for label, own_sentence in zip(point_labels, in_set, strict=True)]
+    neighbours = nearest_occurrences(occurrences.vectors, voters, query, k)
     neighbours.insert(4, "sentence", [sentences[occurrences.sentence_ids[i]] for i in neighbours["occurrence"]])
     coords = xy = None
     why = None
@@ -50,7 +54,7 @@ def place_text(model_name: str, word: str, sentences: tuple[str, ...], point_lab
         coords, xy = fitted.coords, fitted.transform(query[layer][None])[0]
     else:
         why = f"{METHOD_NAMES[method]} cannot place a new point into the map it drew; choose UMAP or PCA to see your sentence on it."
-    return PlacedSentence(text, own.spans[0], own.count, coords, xy, why, neighbours, sense_votes(neighbours))
+    return PlacedSentence(text, own.spans[0], own.count, any(in_set), coords, xy, why, neighbours, sense_votes(neighbours))
 
 
 def verdict(placed: PlacedSentence, layer: int) -> str:
@@ -66,11 +70,12 @@ def verdict(placed: PlacedSentence, layer: int) -> str:
     settled = first_settled_layer(placed.votes, last["sense"])
     since = (
         f"From layer {settled} to the last layer ({int(last['layer'])}) the vote is **{markdown_safe(last['sense'])}**."
-        if settled is not None else ""
+        if settled is not None and settled < int(last["layer"]) else ""
     )
+    held_out = " Your sentence is one of the labelled sentences; it is left out of its own neighbours." if placed.in_set else ""
     return (
         f"At layer {layer} the {int(row['k'])} most similar labelled occurrences (cosine, in the model's full space) "
-        f"are {markdown_safe(row['tally'])}: the vote is **{markdown_safe(row['sense'])}**. {since}"
+        f"are {markdown_safe(row['tally'])}: the vote is **{markdown_safe(row['sense'])}**. {since}{held_out}"
     )
 
 
