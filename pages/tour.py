@@ -88,14 +88,15 @@ def not_here(text: str) -> None:
 
 
 def own_text(label: str, key: str, default: str) -> str:
-    return st.text_input(label, value=default, key=key, bind="query-params", max_chars=MAX_TEXT_CHARS)
+    return st.text_input(label, value=default, key=key, bind="query-params", max_chars=MAX_TEXT_CHARS, persist_state="page")
 
 
 def two_sentences() -> tuple[list, str | None]:
     """The step's own sentences A and B (editable) and the word they share ("bank" if it is shared)."""
     left, right = st.columns(2)
     texts = [
-        side.text_input(f"Sentence {n}", value=default, key=f"tour_{n.lower()}", bind="query-params", max_chars=MAX_TEXT_CHARS)
+        side.text_input(f"Sentence {n}", value=default, key=f"tour_{n.lower()}", bind="query-params", max_chars=MAX_TEXT_CHARS,
+                        persist_state="page")
         for side, n, default in zip((left, right), "AB", (BANK_RIVER, BANK_MONEY))
     ]
     if not all(t.strip() for t in texts):
