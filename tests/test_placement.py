@@ -158,3 +158,69 @@ def test_held_out_river_sentence_votes_river_at_the_later_layers_and_lands_in_th
     xy = fitted.transform(own.vectors[last, :1])[0]
     centres = {sense: fitted.coords[np.array(labels) == sense].mean(axis=0) for sense in ("river", "money")}
     assert np.linalg.norm(xy - centres["river"]) < np.linalg.norm(xy - centres["money"])
+
+
+# --- the senses page (AppTest) ----------------------------------------------------------------
+
+
+def _senses(query: dict[str, str]):
+    from tests.test_app import open_app
+
+    return open_app(query, page="pages/senses.py")
+
+
+def _projection(at) -> dict:
+    import json
+
+    return json.loads(at.get("plotly_chart")[0].proto.spec)
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("method", ["PCA", "UMAP"])
+def test_senses_page_draws_the_sidebar_sentence_in_the_same_map(tiny_bert_dir, method):
+    at = _senses({"model": tiny_bert_dir, "text": "I sat on the bank and fished.", "word": "bank", "method": method, "layer": "1"})
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    traces = _projection(at)["data"]
+    assert [t["name"] for t in traces][-1] == OWN_SENTENCE
+    assert sum(len(t["customdata"]) for t in traces[:-1]) == 24  # the built-in set, unchanged
+    assert any("Your sentence" in m.value and "the vote is" in m.value for m in at.markdown)
+    votes = at.dataframe[-2].value
+    assert list(votes["layer"]) == [0, 1, 2] and set(votes["sense"]) <= {"river", "money"}
+
+
+@pytest.mark.app
+def test_tsne_lists_the_neighbours_but_says_it_cannot_place_the_point(tiny_bert_dir):
+    at = _senses({"model": tiny_bert_dir, "text": "I sat on the bank and fished.", "word": "bank", "method": "t-SNE"})
+    assert not at.exception and not at.error
+    assert OWN_SENTENCE not in [t["name"] for t in _projection(at)["data"]]
+    assert any("cannot place a new point" in i.value for i in at.info)
+    assert any("the vote is" in m.value for m in at.markdown)
+
+
+@pytest.mark.app
+def test_own_labelled_lines_vote_with_their_own_labels(tiny_bert_dir):
+    at = _senses({"model": tiny_bert_dir, "text": "The bank of the river flooded.", "word": "bank", "method": "PCA",
+                  "source": "Your sentences"})
+    assert not at.exception and not at.error
+    assert [t["name"] for t in _projection(at)["data"]][-1] == OWN_SENTENCE
+    votes = at.dataframe[-2].value
+    assert set(votes["sense"]) <= {"river", "money"}
+
+
+@pytest.mark.app
+def test_a_text_without_the_word_gets_a_hint_and_no_marker(tiny_bert_dir):
+    at = _senses({"model": tiny_bert_dir, "text": "The cat sat on the mat.", "word": "bank", "method": "PCA"})
+    assert not at.exception and not at.error
+    assert OWN_SENTENCE not in [t["name"] for t in _projection(at)["data"]]
+    assert any("to see where it lands" in c.value for c in at.caption)
+
+
+@pytest.mark.app
+def test_the_sentence_itself_in_the_set_is_left_out_of_its_neighbours(tiny_bert_dir):
+    from core.examples import BANK_RIVER
+
+    at = _senses({"model": tiny_bert_dir, "text": BANK_RIVER, "word": "bank", "method": "PCA"})
+    assert not at.exception and not at.error
+    assert any("left out of its own neighbours" in m.value for m in at.markdown)
+    neighbours = at.dataframe[-1].value
+    assert BANK_RIVER not in set(neighbours["sentence"])
