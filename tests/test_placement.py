@@ -175,6 +175,11 @@ def _projection(at) -> dict:
     return json.loads(at.get("plotly_chart")[0].proto.spec)
 
 
+def _trace_names(at) -> list[str]:
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    return [t["name"] for t in _projection(at)["data"]]
+
+
 @pytest.mark.app
 @pytest.mark.parametrize("method", ["PCA", "UMAP"])
 def test_senses_page_draws_the_sidebar_sentence_in_the_same_map(tiny_bert_dir, method):
@@ -191,8 +196,7 @@ def test_senses_page_draws_the_sidebar_sentence_in_the_same_map(tiny_bert_dir, m
 @pytest.mark.app
 def test_tsne_lists_the_neighbours_but_says_it_cannot_place_the_point(tiny_bert_dir):
     at = _senses({"model": tiny_bert_dir, "text": "I sat on the bank and fished.", "word": "bank", "method": "t-SNE"})
-    assert not at.exception and not at.error
-    assert OWN_SENTENCE not in [t["name"] for t in _projection(at)["data"]]
+    assert OWN_SENTENCE not in _trace_names(at)
     assert any("cannot place a new point" in i.value for i in at.info)
     assert any("the vote is" in m.value for m in at.markdown)
 
@@ -201,8 +205,7 @@ def test_tsne_lists_the_neighbours_but_says_it_cannot_place_the_point(tiny_bert_
 def test_own_labelled_lines_vote_with_their_own_labels(tiny_bert_dir):
     at = _senses({"model": tiny_bert_dir, "text": "The bank of the river flooded.", "word": "bank", "method": "PCA",
                   "source": "Your sentences"})
-    assert not at.exception and not at.error
-    assert [t["name"] for t in _projection(at)["data"]][-1] == OWN_SENTENCE
+    assert _trace_names(at)[-1] == OWN_SENTENCE
     votes = at.dataframe[-2].value
     assert set(votes["sense"]) <= {"river", "money"}
 
@@ -210,8 +213,7 @@ def test_own_labelled_lines_vote_with_their_own_labels(tiny_bert_dir):
 @pytest.mark.app
 def test_a_text_without_the_word_gets_a_hint_and_no_marker(tiny_bert_dir):
     at = _senses({"model": tiny_bert_dir, "text": "The cat sat on the mat.", "word": "bank", "method": "PCA"})
-    assert not at.exception and not at.error
-    assert OWN_SENTENCE not in [t["name"] for t in _projection(at)["data"]]
+    assert OWN_SENTENCE not in _trace_names(at)
     assert any("to see where it lands" in c.value for c in at.caption)
 
 

@@ -61,6 +61,13 @@ def test_arrow_keys_move_between_steps(app_page):
     page.keyboard.press("ArrowLeft")
     _wait_for_step(page, 3)
     app_page.wait_until_idle(timeout_ms=300_000)
+    box = page.locator('[data-testid="stSidebar"] textarea')
+    box.click()  # arrows inside a text box move the cursor, not the tour
+    box.press("ArrowLeft")
+    box.press("ArrowRight")
+    page.wait_for_timeout(1500)
+    app_page.wait_until_idle(timeout_ms=300_000)
+    assert page.locator(HEADER).first.inner_text().startswith("3 ·")
     app_page.assert_clean()
 
 
