@@ -24,6 +24,7 @@ from ui.cache import (  # noqa: E402
 )
 from ui.corpus_state import current_corpus, current_corpus_name  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
+from ui.page_state import link_url, option, option_value, set_option  # noqa: E402
 from ui.placement import place_text, verdict  # noqa: E402
 from ui.session import (  # noqa: E402
     MAX_TEXT_CHARS, current_analysis, current_model, current_model_name, current_text, current_token_limit,
@@ -76,10 +77,10 @@ def try_this(text: str) -> None:
 
 
 def full_page(page: str, label: str, params: dict[str, object] | None = None) -> None:
-    """A link to the full page at the same state (the sidebar carries the model and text)."""
+    """A link (new tab) to the full page at ``page`` (its url path) showing the same state: the sidebar's model and
+    text plus ``params``, the target page's options as its URL holds them."""
     if not present:
-        st.page_link(page, label=label, icon=":material/open_in_new:",
-                     query_params={k: str(v) for k, v in (params or {}).items()})
+        st.markdown(f":material/open_in_new: [{label}]({link_url(page, **(params or {}))})")
 
 
 def not_here(text: str) -> None:
@@ -88,15 +89,14 @@ def not_here(text: str) -> None:
 
 
 def own_text(label: str, key: str, default: str) -> str:
-    return st.text_input(label, value=default, key=key, bind="query-params", max_chars=MAX_TEXT_CHARS, persist_state="page")
+    return option(st.text_input, label, value=default, key=key, max_chars=MAX_TEXT_CHARS)
 
 
 def two_sentences() -> tuple[list, str | None]:
     """The step's own sentences A and B (editable) and the word they share ("bank" if it is shared)."""
     left, right = st.columns(2)
     texts = [
-        side.text_input(f"Sentence {n}", value=default, key=f"tour_{n.lower()}", bind="query-params", max_chars=MAX_TEXT_CHARS,
-                        persist_state="page")
+        option(side.text_input, f"Sentence {n}", value=default, key=n.lower(), max_chars=MAX_TEXT_CHARS)
         for side, n, default in zip((left, right), "AB", (BANK_RIVER, BANK_MONEY))
     ]
     if not all(t.strip() for t in texts):
@@ -140,7 +140,7 @@ def step_tokens() -> None:
            "tokens", pd.DataFrame({"position": range(analysis.num_tokens), "token": labels, "id": analysis.input_ids,
                                    "special": analysis.special_mask}))
     try_this("type a rare or made-up word in the sidebar, such as *unbelievability*, and watch it split into pieces.")
-    full_page("pages/home.py", "Open the token table on the Home page")
+    full_page("./", "Open the token table on the Home page")
 
 
 def step_static() -> None:
@@ -168,7 +168,7 @@ def step_static() -> None:
                           colorbar="value", symmetric=True),
            "static-embedding", pd.DataFrame(np.stack(lookups), index=["A", "B"]).T.rename_axis("component").reset_index())
     try_this("change *river* in sentence A to *money*: the two rows stay identical, because a lookup never sees the other words.")
-    full_page("pages/compare.py", "Compare the two sentences on the full page",
+    full_page("compare", "Open the two sentences on the Compare page",
               {"text_a": analyses[0].text, "text_b": analyses[1].text, "word": word})
 
 
@@ -195,7 +195,7 @@ def step_position() -> None:
                        title=f"“{word}” in A vs B, before any attention"),
            "position", pd.DataFrame({"vector": ["word-embedding lookup", "hidden_states[0]"], "cosine_similarity": [lookup, at_zero]}))
     try_this(f"put the same number of tokens before “{w}” in both sentences: its `hidden_states[0]` vectors become identical.")
-    full_page("pages/compare.py", "See every layer on the Compare page",
+    full_page("compare", "Open every layer on the Compare page",
               {"text_a": analyses[0].text, "text_b": analyses[1].text, "word": word})
 
 
@@ -220,7 +220,7 @@ def step_one_head() -> None:
                           causal=model.is_decoder, colorscale=COLORBLIND_SAFE, large=present),
            f"layer{layer}-head{head}", va.matrix_table(analysis.attentions[layer, head], labels, causal=model.is_decoder))
     try_this("type a longer sentence in the sidebar: a previous-token head keeps its diagonal on any text.")
-    full_page("pages/attention.py", "Open this head on the Attention page", {"layer": layer, "head": head, "view": "one head"})
+    full_page("attention", "Open this head on the Attention page", {"source": "raw", "layer": layer, "head": head, "view": "one head"})
 
 
 def step_every_head() -> None:
@@ -240,7 +240,7 @@ def step_every_head() -> None:
     figure(va.overview_figure(analysis.attentions, title=f"{model.name}: every layer × head", causal=model.is_decoder,
                               colorscale=COLORBLIND_SAFE, large=present), "every-head", table)
     try_this("make your text twice as long and see which thumbnails keep their pattern.")
-    full_page("pages/attention.py", "Open the overview on the Attention page")
+    full_page("attention", "Open the overview on the Attention page", {"source": "raw"})
 
 
 def step_inside() -> None:
@@ -277,12 +277,12 @@ def step_inside() -> None:
            "inside", pd.DataFrame({"key token": labels, "q·k": step.scores[query], "scaled": step.scaled[query],
                                    "weight": step.weights[query]}))
     try_this("pick another query token on the full page and see which key wins.")
-    full_page("pages/inside.py", "Follow every step on the Inside one head page", {"layer": layer, "head": head, "query": query})
+    full_page("inside", "Open every step on the Inside one head page", {"layer": layer, "head": head, "query": query})
 
 
 def step_same_vector() -> None:
     analyses, word = two_sentences()
-    control_text = own_text("Sentence C: the same sense as A (the control)", "tour_c", SAME_SENSE_CONTROL)
+    control_text = own_text("Sentence C: the same sense as A (the control)", "c", SAME_SENSE_CONTROL)
     if word is None or not control_text.strip():
         not_here("The sentences need some text each and a word in common.")
         return
@@ -320,7 +320,7 @@ def step_same_vector() -> None:
                       title=f"“{plotly_safe(word)}”: A vs B, and the control A vs C", height=420)
     figure(fig, "same-vector", pair.rename(columns={"cosine_similarity": "a_vs_b"}).assign(a_vs_c=same["cosine_similarity"]))
     try_this("change *river* in sentence A to *money* and watch the last layers: now A and B are the same-sense pair.")
-    full_page("pages/compare.py", "Open the Compare page", {"text_a": analyses[0].text, "text_b": analyses[1].text, "word": word})
+    full_page("compare", "Open the Compare page", {"text_a": analyses[0].text, "text_b": analyses[1].text, "word": word})
 
 
 def step_senses() -> None:
@@ -328,7 +328,7 @@ def step_senses() -> None:
     if sidebar_word:
         text, word, whose = current_text(), sidebar_word, "the sidebar's text"
     else:
-        text = own_text("A sentence with bank, bass, bat, crane, mouse, plant, seal or spring", "tour_sentence", HELD_OUT)
+        text = own_text("A sentence with bank, bass, bat, crane, mouse, plant, seal or spring", "sentence", HELD_OUT)
         word, whose = first_builtin_word(text), "the sentence above"
     if not word:
         not_here("Type a sentence with one of the words that have a built-in sense set.")
@@ -336,8 +336,8 @@ def step_senses() -> None:
     sentences, senses = builtin_set(word)
     occurrences = cached_occurrences(name, word, tuple(sentences))
     labels = [senses[i] for i in occurrences.sentence_ids]
-    layer = st.slider("Layer", 0, model.num_layers, model.num_layers, key="tour_layer", bind="query-params",
-                      help="0 = the embedding layer's output; k = the output of block k.")
+    layer = option(st.slider, "Layer", 0, model.num_layers, model.num_layers, key="layer",
+                   help="0 = the embedding layer's output; k = the output of block k.")
     placed = place_text(name, word, tuple(sentences), labels, text, layer, "pca") if occurrences.count >= 2 else None
     if placed is None:
         not_here(f"The model did not read “{markdown_safe(word)}” in this text (it may lie past the token limit).")
@@ -352,7 +352,7 @@ def step_senses() -> None:
            placed.votes)
     try_this("drag the layer down to 0 and find the layer from which your sentence's neighbours agree.")
     link = {"word": word, "layer": layer, "method": "PCA", "source": "Built-in sentences"} | ({} if sidebar_word else {"text": text})
-    full_page("pages/senses.py", "Open the Senses page with your sentence", link)
+    full_page("senses", "Open the Senses page with your sentence", link)
 
 
 def step_explain() -> None:
@@ -386,7 +386,7 @@ def step_explain() -> None:
     fig.update_layout(title=f"Share of attention on {plotly_safe(sink_names(roles))}")
     figure(fig, "attention-is-not-explanation", pd.DataFrame({"layer": range(model.num_layers)} | series))
     try_this("compare raw and norm-weighted attention token by token on the Maxima page.")
-    full_page("pages/maxima.py", "Open the Maxima page")
+    full_page("maxima", "Open the Maxima page")
 
 
 def step_corpus() -> None:
@@ -416,7 +416,7 @@ def step_corpus() -> None:
                                baseline=table.drop_duplicates("layer") if len(corpus) > 1 else None),
            "drift", table)
     try_this("paste your own documents on the Drift page and come back: this step uses the same corpus.")
-    full_page("pages/drift.py", "Open the Drift page")
+    full_page("drift", "Open the Drift page")
 
 
 STEPS: list[tuple[str, Callable[[], None]]] = [
@@ -434,7 +434,7 @@ STEPS: list[tuple[str, Callable[[], None]]] = [
 
 
 def _move(delta: int) -> None:
-    st.session_state["step"] = min(len(STEPS), max(1, int(st.session_state.get("step") or 1) + delta))
+    set_option("step", min(len(STEPS), max(1, int(option_value("step", 1)) + delta)))
 
 
 if present:
@@ -446,7 +446,7 @@ else:
 back, where, forward = st.columns([1, 6, 1], vertical_alignment="center")
 back.button("Back", key="tour_back", icon=":material/arrow_back:", shortcut="Left", on_click=_move, args=(-1,))
 forward.button("Next", key="tour_next", icon=":material/arrow_forward:", shortcut="Right", on_click=_move, args=(1,))
-number = where.slider("Step", 1, len(STEPS), 1, key="step", bind="query-params", label_visibility="collapsed")
+number = option(where.slider, "Step", 1, len(STEPS), 1, key="step", label_visibility="collapsed")
 title, render = STEPS[number - 1]
 st.progress(number / len(STEPS), text=f"Step {number} of {len(STEPS)}")
 st.header(f"{number} · {title}")

@@ -54,7 +54,8 @@ def test_next_and_back_move_one_step_and_stop_at_the_ends(tiny_bert_dir):
         at.button(key="tour_next").click().run()
         assert not page_errors(at), (step, page_errors(at))
         assert _header(at).startswith(f"{step} ·")
-        assert at.slider(key="step").value == step
+        assert at.slider(key="tour.step").value == step
+        assert at.query_params["step"] == [str(step)]
     at.button(key="tour_next").click().run()
     assert _header(at).startswith(f"{STEPS} ·")
     at.button(key="tour_back").click().run()
@@ -66,7 +67,7 @@ def test_presentation_mode_drops_the_prompts_and_links_and_sizes_figures_16_by_9
     at = _tour({"model": tiny_bert_dir, "step": "4", "present": "true"})
     assert not page_errors(at)
     assert not [i for i in at.info if "Try this" in i.value]
-    assert not at.get("page_link")
+    assert not [m for m in at.markdown if "open_in_new" in m.value]
     import json
 
     figure = json.loads(at.get("plotly_chart")[0].proto.spec)
@@ -77,8 +78,12 @@ def test_presentation_mode_drops_the_prompts_and_links_and_sizes_figures_16_by_9
 def test_try_this_and_the_full_page_link_carry_the_state(tiny_bert_dir):
     at = _tour({"model": tiny_bert_dir, "step": "4"})
     assert [i for i in at.info if "Try this" in i.value]
-    links = at.get("page_link")
-    assert len(links) == 1 and "attention" in links[0].proto.page
+    links = [m.value for m in at.markdown if "open_in_new" in m.value]
+    assert len(links) == 1 and "](attention?" in links[0]
+    header = _header(at)  # "4 · One attention head": the head the step shows is the one the link opens
+    shown = next(m.value for m in at.markdown if "attends most to the previous" in m.value)
+    layer, head = shown.split("**layer ")[1].split("**")[0].split(", head ")
+    assert f"layer={layer}" in links[0] and f"head={head}" in links[0] and "source=raw" in links[0], (header, links)
 
 
 @pytest.mark.app

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from core.placement import DEFAULT_K, nearest_occurrences, sense_votes
-from core.projection import PLACEABLE, METHOD_NAMES
+from core.projection import METHOD_NAMES, PLACEABLE, ProjectionError
 from ui.cache import cached_fitted_projection, cached_occurrences
 
 
@@ -50,8 +50,12 @@ def place_text(model_name: str, word: str, sentences: tuple[str, ...], point_lab
     coords = xy = None
     why = None
     if method in PLACEABLE:
-        fitted = cached_fitted_projection(model_name, word, sentences, layer, method)
-        coords, xy = fitted.coords, fitted.transform(query[layer][None])[0]
+        try:
+            fitted = cached_fitted_projection(model_name, word, sentences, layer, method)
+        except ProjectionError as err:  # e.g. too few distinct vectors: the page draws its map without the star
+            why = f"Your sentence is not drawn on this map: {err}"
+        else:
+            coords, xy = fitted.coords, fitted.transform(query[layer][None])[0]
     else:
         why = f"{METHOD_NAMES[method]} cannot place a new point into the map it drew; choose UMAP or PCA to see your sentence on it."
     return PlacedSentence(text, own.spans[0], own.count, any(in_set), coords, xy, why, neighbours, sense_votes(neighbours))

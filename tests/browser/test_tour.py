@@ -47,7 +47,7 @@ def test_next_walks_through_every_step_and_each_paints_its_figure(app_page):
             page.wait_for_function("(n) => new URLSearchParams(location.search).get('step') === String(n)", arg=step)
         page.wait_for_function(PAINTED, timeout=180_000)
         assert page.locator('[data-testid="stMain"] .js-plotly-plot').count() == 1, f"step {step} draws one figure"
-        assert page.locator('[data-testid="stMain"] [data-testid="stPageLink"]').count() == 1  # the full page
+        assert page.locator('[data-testid="stMain"] a', has_text="Open ").count() == 1  # the full page at the same state
     app_page.assert_clean()
 
 
