@@ -65,8 +65,19 @@ def test_tsne_cannot_place_points_and_says_so():
 def test_too_few_points_is_a_sentence():
     with pytest.raises(ProjectionError, match="at least 5"):
         fit_projection(np.ones((3, 4)), "umap")
-    with pytest.raises(ProjectionError, match="at least 2"):
+    with pytest.raises(ProjectionError, match="At least two"):
         fit_projection(np.ones((1, 4)), "pca")
+    with pytest.raises(ProjectionError, match="at least 2 different"):  # three copies of one vector
+        fit_projection(np.ones((3, 4)), "pca")
+
+
+@pytest.mark.parametrize("method", ["pca", "umap"])
+def test_identical_vectors_are_fitted_once_and_share_a_place_as_project_draws_them(method):
+    x, _ = _blobs()
+    doubled = np.concatenate([x, x[:3]])
+    fitted = fit_projection(doubled, method)
+    np.testing.assert_array_equal(fitted.coords, project(doubled, method))
+    np.testing.assert_array_equal(fitted.coords[-3:], fitted.coords[:3])
 
 
 # --- nearest labelled occurrences and their vote ----------------------------------------------
