@@ -67,9 +67,9 @@ def per_token(matrix: np.ndarray, prefix: str) -> pd.DataFrame:
 reads = f"the embedding layer's output ({embeddings_description(model)})" if layer == 0 else f"the output of layer {layer - 1}"
 explain("1 · What the head reads", f"Layer {layer} reads hidden state {layer}, {reads}: one vector of "
         f"{model.hidden_size} numbers per token. " + (
-            f"{model.model_type} is pre-LN: the block applies its LayerNorm `ln_1` to the hidden state before attention, "
+            f"This model ({model.model_type}) is pre-LN: the block applies its LayerNorm `ln_1` to the hidden state before attention, "
             "so the head reads `ln_1(hidden state)`." if arch.pre_ln else
-            f"{model.model_type} is post-LN: LayerNorm (not batch norm: each token is normalised on its own) comes after "
+            f"This model ({model.model_type}) is post-LN: LayerNorm (not batch norm: each token is normalised on its own) comes after "
             "attention and after the feed-forward part, so the head reads the hidden state as it is."))
 
 _, figures = explain("2 · The query vector", f"The query of {who_md} is `q = x·W_Q + b_Q`: its input vector times "
