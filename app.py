@@ -18,6 +18,7 @@ ROOT = Path(__file__).parent
 # (file, title, icon, url path). The url paths are stable: links sent to a workshop depend on them.
 PAGES = [
     ("pages/home.py", "Home", ":material/home:", ""),
+    ("pages/tour.py", "Guided tour", ":material/tour:", "tour"),
     ("pages/attention.py", "Attention", ":material/grid_on:", "attention"),
     ("pages/maxima.py", "Maxima", ":material/call_made:", "maxima"),
     ("pages/stats.py", "Head statistics", ":material/leaderboard:", "stats"),

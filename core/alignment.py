@@ -11,10 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 
-def align_layout(layout: np.ndarray, reference: np.ndarray) -> np.ndarray:
+def align_layout(layout: np.ndarray, reference: np.ndarray, *, also: np.ndarray | None = None):
     """``layout`` ``[N, 2]`` rotated/reflected, shifted and uniformly scaled to best match ``reference`` ``[N, 2]``
     (least squares over the same N points). Returns a new array; degenerate inputs (fewer than 2 points,
-    all points identical) come back centred on the reference's mean without rotation."""
+    all points identical) come back centred on the reference's mean without rotation.
+
+    ``also`` ``[M, 2]``: further points drawn in ``layout``'s frame (e.g. a sentence placed into the same
+    fitted map); when given, returns ``(aligned layout, aligned also)`` moved by the same transform."""
     layout = np.asarray(layout, dtype=np.float64)
     reference = np.asarray(reference, dtype=np.float64)
     if layout.shape != reference.shape or layout.ndim != 2:
@@ -23,8 +26,13 @@ def align_layout(layout: np.ndarray, reference: np.ndarray) -> np.ndarray:
     a, b = layout - layout_mean, reference - reference_mean
     norm_a, norm_b = np.linalg.norm(a), np.linalg.norm(b)
     if len(layout) < 2 or norm_a < 1e-12 or norm_b < 1e-12:
-        return a + reference_mean
-    u, singular, vt = np.linalg.svd(a.T @ b)
-    rotation = u @ vt
-    scale = singular.sum() / norm_a**2
-    return (a @ rotation) * scale + reference_mean
+        rotation, scale = np.eye(layout.shape[1]), 1.0
+    else:
+        u, singular, vt = np.linalg.svd(a.T @ b)
+        rotation = u @ vt
+        scale = singular.sum() / norm_a**2
+    aligned = (a @ rotation) * scale + reference_mean
+    if also is None:
+        return aligned
+    extra = (np.asarray(also, dtype=np.float64) - layout_mean) @ rotation * scale + reference_mean
+    return aligned, extra

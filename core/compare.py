@@ -83,18 +83,18 @@ def word_similarity_by_layer(model: LoadedModel, text_a: str, text_b: str, word:
     return word_similarity(analysis_a, analysis_b, word)
 
 
+def word_lookup(model: LoadedModel, analysis: Analysis, word: str) -> np.ndarray:
+    """``[hidden]``: the word's raw word-embedding lookup (``get_input_embeddings()`` rows of its token ids,
+    mean over pieces): no position, no context."""
+    ids = torch.tensor([analysis.input_ids[p] for p in word_positions(analysis, word)], device=model.device)
+    with torch.inference_mode():
+        return model.model.get_input_embeddings()(ids).float().cpu().numpy().mean(axis=0)
+
+
 def lookup_similarity(model: LoadedModel, analysis_a: Analysis, analysis_b: Analysis, word: str) -> float:
-    """Cosine of the word's raw word-embedding lookups (``get_input_embeddings()`` of its token ids,
-    mean over pieces) in the two texts: no position, no context. 1.0 whenever the word became the
+    """Cosine of the word's ``word_lookup`` in the two texts. 1.0 whenever the word became the
     same token ids in both texts."""
-    table = model.model.get_input_embeddings()
-
-    def lookup(analysis: Analysis) -> np.ndarray:
-        ids = torch.tensor([analysis.input_ids[p] for p in word_positions(analysis, word)], device=model.device)
-        with torch.inference_mode():
-            return table(ids).float().cpu().numpy().mean(axis=0)
-
-    return float(cosine(lookup(analysis_a), lookup(analysis_b)))
+    return float(cosine(word_lookup(model, analysis_a, word), word_lookup(model, analysis_b, word)))
 
 
 def word_attention(analysis: Analysis, word: str, layer: int, head: int) -> np.ndarray:

@@ -27,6 +27,7 @@ reads the same text and model.
 )
 
 PAGE_LINKS = [
+    ("pages/tour.py", "Guided tour: ten steps from tokens to a whole corpus, each with a live figure."),
     ("pages/attention.py", "Attention: every head of every layer as heatmaps, and BertViz's views."),
     ("pages/maxima.py", "Maxima: which token each token attends to most, layer by layer; rollout and norm-weighted attention."),
     ("pages/stats.py", "Head statistics: find the heads that look at the previous token, at [SEP], or everywhere."),

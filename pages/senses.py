@@ -2,9 +2,11 @@
 
 from collections import Counter
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
+from core.alignment import align_layout
 from core.inference import AnalysisError
 from core.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, distinct_points, identical_points_note
 from core.layers import hidden_state_label, numbering_caption
@@ -16,10 +18,13 @@ from ui.cache import (
 )
 from ui.figures import show_figure
 from ui.page_state import option
-from ui.session import current_model, current_settings
+from ui.placement import place_text, show_placement
+from ui.session import current_model, current_settings, current_text
 from ui.shell import require_app_shell
 from viz.common import file_stem, markdown_safe, plotly_safe
-from viz.senses import UNLABELLED, highlighted_sentence, sense_projection_figure, separation_figure
+from viz.senses import (
+    OWN_SENTENCE, UNLABELLED, add_own_sentence, highlighted_sentence, sense_projection_figure, separation_figure,
+)
 
 UPLOAD_KEY = "senses.upload"  # (file id, name, sentences, labels) of the last CSV read
 SOURCES = ["Built-in sentences", "Your sentences", "Upload CSV", "Search the corpus"]
@@ -162,6 +167,12 @@ if model.is_decoder:
 
 with st.spinner(f"Projecting {occurrences.count} points with {method_name}…"):
     coords = cached_aligned_projection(model.name, word, tuple(sentences), layer, method)
+    # The sidebar's text, if it has the word, is placed into the same fitted map (never a refit),
+    # then moved by the same alignment as the map's points.
+    placed = place_text(model.name, word, tuple(sentences), point_labels, current_text(), layer, method)
+    placed_xy = None
+    if placed is not None and placed.xy is not None and placed.coords is not None:
+        placed_xy = align_layout(placed.coords, coords, also=np.asarray(placed.xy)[None])[1][0]
 hovers = [highlighted_sentence(sentences[i], span) + (f"<br>(drawn as one point with {n - 1} identical other{'s' if n > 2 else ''})" if n > 1 else "")
           for i, span, n in zip(occurrences.sentence_ids, occurrences.spans, distinct.copies, strict=True)]
 points = pd.DataFrame({
@@ -172,8 +183,15 @@ points = pd.DataFrame({
 plot, chart = st.columns([3, 2])
 with plot:
     title = f"“{plotly_safe(word)}” at {hidden_state_label(layer)}: {method_name} of {occurrences.count} occurrences"
-    show_figure(sense_projection_figure(coords, point_labels, hovers, title=title, axis=method_name),
-                name=file_stem(model.name, "senses", word, method, "layer", layer), data=points, key="senses-projection")
+    figure = sense_projection_figure(coords, point_labels, hovers, title=title, axis=method_name)
+    if placed_xy is not None:
+        figure = add_own_sentence(figure, placed_xy, highlighted_sentence(placed.text, placed.span))
+        points = pd.concat([points, pd.DataFrame([{
+            "sentence_id": -1, "sentence": placed.text, "label": OWN_SENTENCE, "start": placed.span[0], "end": placed.span[1],
+            "layer": layer, "method": method_name, "x": placed_xy[0], "y": placed_xy[1], "identical_points": 1}])],
+            ignore_index=True)
+    show_figure(figure, name=file_stem(model.name, "senses", word, method, "layer", layer), data=points, key="senses-projection")
+    show_placement(placed, word, layer)
 with chart:
     table = cached_separation(model.name, word, tuple(sentences), tuple(point_labels))
     interval = cached_separation_interval(model.name, word, tuple(sentences), tuple(point_labels))

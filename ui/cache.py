@@ -258,6 +258,23 @@ def cached_projection(model_name: str, word: str, sentences: tuple[str, ...], la
     )
 
 
+MAX_FITTED_PROJECTIONS = 16
+
+
+def cached_fitted_projection(model_name: str, word: str, sentences: tuple[str, ...], layer: int, method: str):
+    """``core.projection.fit_projection`` of layer ``layer`` of ``cached_occurrences(...)`` (random state 0): a
+    ``FittedProjection`` whose ``transform`` places a new occurrence into the same map. Keeps the fitted
+    estimator, so fewer entries than ``cached_projection``."""
+    from core.projection import fit_projection
+
+    occurrences = cached_occurrences(model_name, word, sentences)
+    store = bounded_store("fitted-projections", MAX_FITTED_PROJECTIONS, MAX_OCCURRENCE_BYTES)
+    return store.get_or_compute(
+        (model_name, word, sentences, layer, method),
+        lambda: fit_projection(occurrences.vectors[layer], method, random_state=0),
+    )
+
+
 @st.cache_data(max_entries=MAX_PROJECTIONS, show_spinner=False)
 def cached_separation(model_name: str, word: str, sentences: tuple[str, ...], labels: tuple[str, ...]):
     """``core.senses.separation`` of ``cached_occurrences(...)``, one label per occurrence: a small table per layer."""

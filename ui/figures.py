@@ -21,8 +21,11 @@ def plotly_config(name: str) -> dict:
     }
 
 
-def show_figure(fig: go.Figure, *, name: str, data: pd.DataFrame | None = None, key: str | None = None) -> None:
-    """Draw ``fig``; offer ``data`` as CSV under it. ``name`` becomes the download file name."""
+def show_figure(
+    fig: go.Figure, *, name: str, data: pd.DataFrame | None = None, key: str | None = None, width: str | int = "stretch"
+) -> None:
+    """Draw ``fig``; offer ``data`` as CSV under it. ``name`` becomes the download file name.
+    ``width``: ``"stretch"`` (the column's width) or ``"content"`` (the figure's own layout width)."""
     theme = "streamlit"
     if presentation_mode():
         fig = go.Figure(fig)  # never restyle a figure the caller may reuse
@@ -33,7 +36,7 @@ def show_figure(fig: go.Figure, *, name: str, data: pd.DataFrame | None = None, 
             plot_bgcolor="white",
         )
         theme = None
-    st.plotly_chart(fig, theme=theme, config=plotly_config(name), key=key)
+    st.plotly_chart(fig, theme=theme, config=plotly_config(name), key=key, width=width)
     if data is not None:
         st.download_button(
             "Download data (CSV)",

@@ -119,3 +119,27 @@ def separation_figure(
         margin={"l": 50, "r": 20, "t": 60, "b": 40},
     )
     return fig
+
+
+OWN_SENTENCE = "your sentence"
+
+
+def add_own_sentence(fig: go.Figure, xy: np.ndarray, hover: str) -> go.Figure:
+    """Add the user's occurrence at ``xy`` ``[2]`` (already placed in the figure's map) as a black star
+    labelled "your sentence"; ``hover`` is escaped HTML. Returns a new figure."""
+    fig = go.Figure(fig)
+    fig.add_trace(
+        go.Scatter(
+            x=[float(xy[0])],
+            y=[float(xy[1])],
+            mode="markers+text",
+            name=OWN_SENTENCE,
+            text=[OWN_SENTENCE],
+            textposition="top center",
+            textfont={"size": 14, "color": "black"},
+            marker={"size": 20, "symbol": "star", "color": "black", "line": {"width": 1.5, "color": "white"}},
+            customdata=[[OWN_SENTENCE, hover]],
+            hovertemplate="%{customdata[0]}<br>%{customdata[1]}<extra></extra>",
+        )
+    )
+    return fig
