@@ -43,8 +43,7 @@ def test_first_layers_differ_from_the_last(case):
     lens = logit_lens(lm, analyze(model, text), k=3)
     # Random tiny heads give near-uniform probabilities, so compare rankings rather than sizes.
     assert (lens.token_ids[0] != lens.token_ids[-1]).any()
-    assert (lens.final_ranks[0] > 0).any()  # the final top token is not yet on top at hidden state 0
-    assert np.abs(lens.probs[0] - lens.probs[-1]).max() > 1e-6
+    assert (np.abs(lens.probs[0] - lens.probs[-1]) / lens.probs[-1]).max() > 1e-3
     assert (np.diff(lens.probs, axis=-1) <= 1e-7).all()  # best first
 
 
