@@ -383,3 +383,56 @@ def sentence_cosine(original: Analysis, ablated: Analysis) -> float:
     a = original.hidden_states[-1].astype(np.float64).mean(axis=0)
     b = ablated.hidden_states[-1].astype(np.float64).mean(axis=0)
     return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
+
+
+@dataclass(frozen=True, eq=False)
+class TargetChange:
+    """A language model's prediction at the target position before and after an ablation.
+
+    ``before_ids``, ``after_ids``: int ``[k]``; ``before_probs``, ``after_probs``: ``[k]``, best first;
+    ``before_candidates``, ``after_candidates``: those ids decoded; ``target_logp_before`` and
+    ``target_logp_after``: log p(target) in the two runs (natural log).
+    """
+
+    target: Target
+    before_ids: np.ndarray
+    before_probs: np.ndarray
+    before_candidates: list[str]
+    after_ids: np.ndarray
+    after_probs: np.ndarray
+    after_candidates: list[str]
+    target_logp_before: float
+    target_logp_after: float
+
+    @property
+    def logp_change(self) -> float:
+        """log p(target) after − before (negative: the ablation made the target less likely)."""
+        return self.target_logp_after - self.target_logp_before
+
+
+def target_change(
+    model: LanguageModel,
+    text: str,
+    heads: Iterable[tuple[int, int]],
+    *,
+    method: Method = "zero",
+    target: str | int | None = None,
+    k: int = 5,
+    max_tokens: int | None = None,
+) -> TargetChange:
+    """Top-``k`` predictions and log p(``target``) at the target position (see ``Target``), with and without ``heads`` ablated."""
+    net = network(model)
+    _check_measure(net, "target")
+    inputs = encode(net, text, max_tokens)
+    resolved = resolve_target(net, inputs, target)
+    runs = []
+    with torch.inference_mode():
+        for chosen in ([], list(heads)):
+            with ablation(model, chosen, method=method):
+                logp = net.full(**inputs, return_dict=True).logits[0, resolved.position].double().log_softmax(-1)
+            best = logp.topk(max(1, min(int(k), logp.shape[-1])))
+            ids = best.indices.cpu().numpy()
+            candidates = [net.tokenizer.decode([int(i)], clean_up_tokenization_spaces=False) for i in ids]
+            runs.append((ids, best.values.exp().cpu().numpy(), candidates, float(logp[resolved.token_id])))
+    (b_ids, b_probs, b_cands, b_logp), (a_ids, a_probs, a_cands, a_logp) = runs
+    return TargetChange(resolved, b_ids, b_probs, b_cands, a_ids, a_probs, a_cands, b_logp, a_logp)

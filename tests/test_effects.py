@@ -211,3 +211,14 @@ def test_bundled_model_importance_is_positive_and_batched(bundled):
     expected = 1.0 - sentence_cosine(analyze(bundled, "I will hike along the bank of a river."),
                                      ablate_heads(bundled, "I will hike along the bank of a river.", [(3, 5)]))
     assert grid[3, 5] == pytest.approx(expected, abs=1e-5)
+
+
+def test_target_change_reports_the_same_drop_as_the_importance_map(tiny_language_models):
+    lm, text = tiny_language_models["gpt2"]
+    grid = head_importance(lm, text, measure="target", method="mean")
+    change = effects.target_change(lm, text, [(1, 2)], method="mean", k=4)
+    assert change.logp_change == pytest.approx(-float(grid[1, 2]), abs=1e-5)
+    assert change.before_ids[0] == change.target.token_id  # no target given: the model's own top prediction
+    assert len(change.after_candidates) == 4 and (np.diff(change.after_probs) <= 0).all()
+    unchanged = effects.target_change(lm, text, [], k=4)
+    np.testing.assert_array_equal(unchanged.before_ids, unchanged.after_ids)
