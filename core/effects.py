@@ -21,6 +21,7 @@ Measures (one number per ablated run):
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -53,7 +54,8 @@ class Network:
 
     ``full``: the module to call (with its language-model head when there is one);
     ``base``: the transformer inside it; ``kind``: "masked", "next" or None (no head);
-    ``out_projections``: per layer, the module whose input holds the heads' outputs side by side.
+    ``out_projections``: per layer, the module whose input holds the heads' outputs side by side;
+    ``blocks``: the transformer blocks (``blocks[l]`` reads ``hidden_states[l]`` as its first argument).
     """
 
     name: str
@@ -67,23 +69,25 @@ class Network:
     num_heads: int
     hidden_size: int
     out_projections: tuple[torch.nn.Module, ...]
+    blocks: tuple[torch.nn.Module, ...]
 
 
-def _out_projections(base: torch.nn.Module, model_type: str) -> tuple[torch.nn.Module, ...]:
+def _out_projections(base: torch.nn.Module, model_type: str) -> tuple[tuple[torch.nn.Module, ...], tuple[torch.nn.Module, ...]]:
+    """(blocks, output projections), one of each per layer."""
     encoder = getattr(base, "encoder", None)
     if encoder is not None and hasattr(encoder, "layer"):
-        blocks = list(encoder.layer)
+        blocks = tuple(encoder.layer)
         if blocks and all(hasattr(b, "attention") and hasattr(b.attention, "output") for b in blocks):
-            return tuple(b.attention.output.dense for b in blocks)
+            return blocks, tuple(b.attention.output.dense for b in blocks)
     transformer = getattr(base, "transformer", None)
     if transformer is not None and hasattr(transformer, "layer"):
-        blocks = list(transformer.layer)
+        blocks = tuple(transformer.layer)
         if blocks and all(hasattr(getattr(b, "attention", None), "out_lin") for b in blocks):
-            return tuple(b.attention.out_lin for b in blocks)
+            return blocks, tuple(b.attention.out_lin for b in blocks)
     if hasattr(base, "h"):
-        blocks = list(base.h)
+        blocks = tuple(base.h)
         if blocks and all(hasattr(getattr(b, "attn", None), "c_proj") for b in blocks):
-            return tuple(b.attn.c_proj for b in blocks)
+            return blocks, tuple(b.attn.c_proj for b in blocks)
     raise UnsupportedArchitecture(
         f"Knocking out heads is not available for {model_type} models: the app finds each head's output "
         f"only in {SUPPORTED}."
@@ -95,7 +99,7 @@ def network(model: LoadedModel | LanguageModel) -> Network:
     full = model.model
     base = full.base_model if isinstance(model, LanguageModel) else full
     config = full.config
-    projections = _out_projections(base, config.model_type)
+    blocks, projections = _out_projections(base, config.model_type)
     heads = int(config.num_attention_heads)
     hidden = int(getattr(config, "hidden_size", 0) or getattr(config, "dim", 0))
     if heads < 1 or hidden % heads:
@@ -112,6 +116,7 @@ def network(model: LoadedModel | LanguageModel) -> Network:
         num_heads=heads,
         hidden_size=hidden,
         out_projections=projections,
+        blocks=blocks,
     )
 
 
@@ -171,6 +176,27 @@ def _ablation_hooks(net: Network, rows: Sequence[Sequence[tuple[int, int]]], met
     finally:
         for handle in handles:
             handle.remove()
+
+
+@contextmanager
+def _copies_from(block: torch.nn.Module, copies: int) -> Iterator[None]:
+    """Inside this block, a batch of one entering ``block`` (in this thread) leaves it as ``copies`` rows.
+
+    The blocks before it run once for all copies: an ablation at this layer cannot change them.
+    Masks and positions keep their batch of one and broadcast.
+    """
+    owner = threading.get_ident()
+
+    def hook(_module, args):
+        if threading.get_ident() != owner or args[0].shape[0] != 1:
+            return None
+        return (args[0].expand(copies, *args[0].shape[1:]).contiguous(), *args[1:])
+
+    handle = block.register_forward_pre_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 @contextmanager
@@ -271,14 +297,19 @@ def mean_pooled(last_hidden: torch.Tensor, attention_mask: torch.Tensor) -> torc
     return (last_hidden * mask).sum(-2) / mask.sum(-2).clamp(min=1.0)
 
 
+def _no_cache(module: torch.nn.Module) -> dict:
+    """``use_cache=False`` for models that take it (a decoder's key/value cache is not needed here)."""
+    return {"use_cache": False} if "use_cache" in inspect.signature(module.forward).parameters else {}
+
+
 def _measure_outputs(net: Network, inputs: dict[str, torch.Tensor], measure: Measure, target: Target | None) -> torch.Tensor:
     """Per batch row: the pooled last hidden state ``[B, hidden]`` ("embedding") or the
     target's log-probability ``[B]`` ("target")."""
     if measure == "embedding":
-        out = net.base(**inputs, return_dict=True)
+        out = net.base(**inputs, **_no_cache(net.base), return_dict=True)
         return mean_pooled(out.last_hidden_state, inputs["attention_mask"])
     assert target is not None
-    logits = net.full(**inputs, return_dict=True).logits[:, target.position]
+    logits = net.full(**inputs, **_no_cache(net.full), return_dict=True).logits[:, target.position]
     return logits.double().log_softmax(-1)[:, target.token_id]
 
 
@@ -287,10 +318,6 @@ def _check_measure(net: Network, measure: str) -> None:
         raise EffectsError(f"The measure must be one of {', '.join(MEASURES)}, not {measure!r}.")
     if measure == "target" and net.kind is None:
         raise EffectsError(f"`{net.name}` has no language-model head: measure the sentence embedding instead.")
-
-
-def all_heads(num_layers: int, num_heads: int) -> list[tuple[int, int]]:
-    return [(layer, head) for layer in range(num_layers) for head in range(num_heads)]
 
 
 def head_importance(
@@ -308,32 +335,38 @@ def head_importance(
     ``measure="embedding"``: 1 − cosine(original, ablated) of the mean-pooled last hidden state;
     ``measure="target"`` (``model`` a ``LanguageModel``): log p(target) original − ablated, where
     ``target`` is a token string or id (None: the model's own top prediction) at the first mask
-    token or after the last token. Several ablated copies of the text run per forward pass;
-    ``progress(done, total)`` is called after each pass.
+    token or after the last token. Several ablated copies of the text run per forward pass, all
+    knocking out heads of one layer, so the layers below it run once for all of them (a head
+    cannot change what comes before it); ``progress(done, total)`` is called after each pass.
     """
     net = network(model)
     _check_measure(net, measure)
     inputs = encode(net, text, max_tokens)
     resolved = resolve_target(net, inputs, target) if measure == "target" else None
-    heads = all_heads(net.num_layers, net.num_heads)
     tokens = inputs["input_ids"].shape[1]
-    batch = max(1, min(len(heads), TOKENS_PER_BATCH // tokens))
-    result = np.zeros(len(heads), dtype=np.float32)
+    batch = max(1, min(net.num_heads, TOKENS_PER_BATCH // tokens))
+    total = net.num_layers * net.num_heads
+    result = np.zeros((net.num_layers, net.num_heads), dtype=np.float32)
+    done = 0
     with torch.inference_mode():
         reference = _measure_outputs(net, inputs, measure, resolved)
-        for start in range(0, len(heads), batch):
-            chunk = heads[start : start + batch]
-            copies = {k: v.expand(len(chunk), -1) for k, v in inputs.items()}
-            with _ablation_hooks(net, [[h] for h in chunk], method):
-                ablated = _measure_outputs(net, copies, measure, resolved)
-            if measure == "embedding":
-                cosine = torch.nn.functional.cosine_similarity(ablated.double(), reference.double(), dim=-1)
-                result[start : start + len(chunk)] = (1.0 - cosine).cpu().numpy()
-            else:
-                result[start : start + len(chunk)] = (reference - ablated).cpu().numpy()
-            if progress is not None:
-                progress(start + len(chunk), len(heads))
-    return result.reshape(net.num_layers, net.num_heads)
+        for layer in range(net.num_layers):
+            for start in range(0, net.num_heads, batch):
+                chunk = [(layer, head) for head in range(start, min(start + batch, net.num_heads))]
+                with _copies_from(net.blocks[layer], len(chunk)), _ablation_hooks(net, [[h] for h in chunk], method):
+                    ablated = _measure_outputs(net, inputs, measure, resolved)
+                if ablated.shape[0] != len(chunk):
+                    raise RuntimeError(f"expected {len(chunk)} ablated copies, the model returned {ablated.shape[0]}")
+                if measure == "embedding":
+                    cosine = torch.nn.functional.cosine_similarity(ablated.double(), reference.double(), dim=-1)
+                    effect = 1.0 - cosine
+                else:
+                    effect = reference - ablated
+                result[layer, start : start + len(chunk)] = effect.cpu().numpy()
+                done += len(chunk)
+                if progress is not None:
+                    progress(done, total)
+    return result
 
 
 # --- what the page shows beside the map ---------------------------------------------------------

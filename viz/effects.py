@@ -41,30 +41,6 @@ def attribution_html(labels: list[str], scores: np.ndarray) -> str:
     return '<div style="line-height: 2; font-size: 1.05em">' + "".join(spans) + "</div>" + legend
 
 
-def importance_scatter(importance: np.ndarray, attention: np.ndarray, *, x_title: str, y_title: str, title: str) -> go.Figure:
-    """One point per head: ``attention`` ``[layers, heads]`` (x) against ``importance`` (y)."""
-    layers, heads = importance.shape
-    names = [f"layer {layer}, head {head}" for layer in range(layers) for head in range(heads)]
-    fig = go.Figure(
-        go.Scatter(
-            x=attention.ravel(),
-            y=importance.ravel(),
-            mode="markers",
-            text=names,
-            marker={"color": [OKABE_ITO[layer % len(OKABE_ITO)] for layer in range(layers) for _ in range(heads)], "size": 8},
-            hovertemplate="%{text}<br>attention %{x:.4f}<br>effect %{y:.4g}<extra></extra>",
-        )
-    )
-    fig.update_layout(
-        title=plotly_safe(title),
-        xaxis={"title": plotly_safe(x_title)},
-        yaxis={"title": plotly_safe(y_title)},
-        height=360,
-        margin={"l": 60, "r": 20, "t": 50, "b": 60},
-    )
-    return fig
-
-
 def lens_grid(labels: list[str], candidates: list[list[str]], probabilities: np.ndarray, *, title: str) -> go.Figure:
     """Rows: hidden states 0..L (0 at the bottom); columns: positions. Each cell shows the top token
     ``candidates[l][t]``; its colour is that token's probability ``probabilities[l, t]``."""
