@@ -10,19 +10,9 @@ from core.attention import rollout
 from core.attribution import rollout_to_tokens, token_attribution
 from core.effects import EffectsError
 from core.inference import analyze
-from core.models import load_model
-from core.predictions import load_language_model
-from tests.model_factory import build_tiny_bert_mlm, build_tiny_gpt2_lm
+from tests.test_effects import tiny_language_models  # noqa: F401 - a fixture
 
 TEXT = "the cat sat on the mat and it was happy"
-
-
-@pytest.fixture(scope="module")
-def tiny_language_models(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("lm")
-    bert = load_language_model(load_model(str(build_tiny_bert_mlm(folder / "bert"))))
-    gpt2 = load_language_model(load_model(str(build_tiny_gpt2_lm(folder / "gpt2"))))
-    return {"bert": (bert, "the [MASK] of a river"), "gpt2": (gpt2, "the cat sat on the")}
 
 
 def _inputs(model, text):
