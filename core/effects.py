@@ -267,6 +267,22 @@ def target_position(net: Network, input_ids: torch.Tensor) -> int:
     return int(masks[0])
 
 
+def target_token_id(tokenizer, target: str | int, vocab_size: int) -> int:
+    """The id of ``target`` (a token id, or a text that must be exactly one token). Raises ``EffectsError``."""
+    if isinstance(target, (int, np.integer)):
+        if not 0 <= int(target) < vocab_size:
+            raise EffectsError(f"Token id {target} is not in the vocabulary (0–{vocab_size - 1}).")
+        return int(target)
+    ids = tokenizer(str(target), add_special_tokens=False)["input_ids"]
+    if len(ids) != 1:
+        pieces = tokenizer.convert_ids_to_tokens(ids)
+        raise EffectsError(
+            f"The target “{target}” is {len(ids)} tokens ({', '.join(pieces) or 'none'}); give a single token "
+            "(for GPT-2, a word usually starts with a space)."
+        )
+    return int(ids[0])
+
+
 def resolve_target(net: Network, inputs: dict[str, torch.Tensor], target: str | int | None) -> Target:
     """``target`` as one token id at ``target_position``; ``None`` means the model's own top prediction."""
     position = target_position(net, inputs["input_ids"])
@@ -275,19 +291,8 @@ def resolve_target(net: Network, inputs: dict[str, torch.Tensor], target: str | 
         with torch.inference_mode():
             logits = net.full(**inputs).logits[0, position]
         token_id = int(logits.argmax())
-    elif isinstance(target, (int, np.integer)):
-        token_id = int(target)
-        if not 0 <= token_id < net.full.config.vocab_size:
-            raise EffectsError(f"Token id {token_id} is not in the vocabulary (0–{net.full.config.vocab_size - 1}).")
     else:
-        ids = tok(str(target), add_special_tokens=False)["input_ids"]
-        if len(ids) != 1:
-            pieces = tok.convert_ids_to_tokens(ids)
-            raise EffectsError(
-                f"The target “{target}” is {len(ids)} tokens ({', '.join(pieces) or 'none'}); give a single token "
-                "(for GPT-2, a word usually starts with a space)."
-            )
-        token_id = int(ids[0])
+        token_id = target_token_id(tok, target, net.full.config.vocab_size)
     return Target(position, token_id, tok.decode([token_id], clean_up_tokenization_spaces=False))
 
 

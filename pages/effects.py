@@ -10,7 +10,9 @@ import streamlit as st  # noqa: E402
 
 from core.attribution import rollout_to_tokens  # noqa: E402
 from core.compare import shared_words, word_similarity  # noqa: E402
-from core.effects import attention_to_token, check_supported, rank_correlation, sentence_cosine  # noqa: E402
+from core.effects import (  # noqa: E402
+    EffectsError, attention_to_token, check_supported, rank_correlation, sentence_cosine, target_token_id,
+)
 from core.examples import BANK_MONEY, BANK_RIVER  # noqa: E402
 from core.heads import UnsupportedArchitecture  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
@@ -88,6 +90,13 @@ if has_head:
         typed = st.text_input("Target token (empty: the model's own top prediction)", key="target", bind="query-params",
                               max_chars=100, help="One token of the vocabulary; for GPT-2 a word usually starts with a space.")
         target = typed if typed.strip() else None
+        try:
+            if target is not None:
+                target_token_id(model.tokenizer, target, language_model.model.config.vocab_size)
+        except EffectsError as err:
+            st.warning(f"{markdown_safe(err)} Meanwhile the target is the model's own top prediction.",
+                       icon=":material/warning:")
+            target = None
 else:
     st.info(f"{markdown_safe(model.name)} has no language-model head, so it predicts no words: parts 1–3 measure its "
             "sentence embedding (the mean of the last hidden state over the tokens, the model's own pooling), and part 4, "
