@@ -78,8 +78,9 @@ measure, target = "embedding", None
 if has_head:
     kind = language_model.kind
     predicted = "the masked word" if kind == "masked" else "the next token after the text"
-    measure = st.radio("What to measure", ["target", "embedding"], key="measure", bind="query-params", horizontal=True,
-                       format_func=lambda m: f"the prediction of {predicted}" if m == "target" else "the sentence embedding")
+    choice = st.radio("What to measure", ["prediction", "sentence embedding"], key="measure", bind="query-params",
+                      horizontal=True, help=f"The prediction: the log-probability of a target token as {predicted}.")
+    measure = "target" if choice == "prediction" else "embedding"
     mask = model.tokenizer.mask_token
     if measure == "target" and kind == "masked" and model.tokenizer.mask_token_id not in analysis.input_ids:
         st.info(f"The text has no {markdown_safe(mask)}, so there is no masked word to predict: this page measures the "
@@ -123,8 +124,8 @@ def parse_head(option: str) -> tuple[int, int]:
 
 
 left, right = st.columns([3, 1])
-picked = left.multiselect("Heads to knock out", options, key="heads", bind="query-params",
-                          format_func=lambda o: head_label(*parse_head(o)), placeholder="Choose one or more heads")
+picked = left.multiselect("Heads to knock out (L = layer, H = head, both counted from 0)", options, key="heads",
+                          bind="query-params", placeholder="Choose one or more heads, e.g. L0H2")
 method = right.radio("Ablation", ["zero", "mean"], key="ablation", bind="query-params")
 heads = tuple(parse_head(o) for o in picked)
 remember_knockout(name, heads, method)

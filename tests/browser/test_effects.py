@@ -45,7 +45,7 @@ def test_masked_lm_shows_before_after_and_the_lens(app_page, tmp_path):
 
 def test_causal_lm_with_hostile_text(app_page, tmp_path):
     folder = build_tiny_gpt2_lm(tmp_path / "tiny-gpt2-lm")
-    query = {"model": str(folder), "text": ATTACK, "heads": "L0H1", "measure": "embedding"}
+    query = {"model": str(folder), "text": ATTACK, "heads": "L0H1", "measure": "sentence embedding"}
     page = app_page.open("effects", query, timeout_ms=LOADED_MACHINE_MS)
     page.wait_for_selector("text=is the top token from hidden state", timeout=LOADED_MACHINE_MS)
     assert page.locator("text=Cosine, original vs ablated sentence embedding").count() == 1
