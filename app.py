@@ -10,6 +10,7 @@ import transformers
 
 from ui.cache import start_umap_warmup
 from ui.errors import friendly_errors
+from ui.page_state import page_run
 from ui.session import render_sidebar
 
 ROOT = Path(__file__).parent
@@ -40,7 +41,7 @@ def run() -> None:
     ]
     start_umap_warmup()  # numba compiles UMAP in the background for the senses page
     page = st.navigation(pages)
-    with friendly_errors(f"showing {page.title}"):
+    with friendly_errors(f"showing {page.title}"), page_run(page.url_path):
         render_sidebar()  # inside the boundary: a bad deployment setting is a sentence too
         page.run()
 
