@@ -4,6 +4,8 @@ from ui.shell import require_app_shell
 
 require_app_shell()
 
+import re  # noqa: E402
+
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
@@ -23,6 +25,7 @@ from ui.cache import (  # noqa: E402
 )
 from ui.errors import friendly_errors  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
+from ui.page_state import option, option_value  # noqa: E402
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit  # noqa: E402
 from viz.common import file_stem, markdown_safe  # noqa: E402
 from viz.compare import attention_heatmap  # noqa: E402
@@ -36,6 +39,7 @@ AUTO_IMPORTANCE_WORK = 72 * 64  # heads × tokens computed without asking (the b
 MAX_HEADS_DRAWN = 4
 MAX_LENS_POSITIONS = 48
 STEP_CHOICES = [32, 48, 64, 96, 128]
+HEAD_SEPARATORS = re.compile(r"[\s,;]+")
 
 
 def describe_correlation(rc, what: str) -> str:
@@ -78,8 +82,8 @@ measure, target = "embedding", None
 if has_head:
     kind = language_model.kind
     predicted = "the masked word" if kind == "masked" else "the next token after the text"
-    choice = st.radio("What to measure", ["prediction", "sentence embedding"], key="measure", bind="query-params",
-                      horizontal=True, help=f"The prediction: the log-probability of a target token as {predicted}.")
+    choice = option(st.radio, "What to measure", ["prediction", "sentence embedding"], key="measure",
+                    horizontal=True, help=f"The prediction: the log-probability of a target token as {predicted}.")
     measure = "target" if choice == "prediction" else "embedding"
     mask = model.tokenizer.mask_token
     if measure == "target" and kind == "masked" and model.tokenizer.mask_token_id not in analysis.input_ids:
@@ -88,8 +92,8 @@ if has_head:
                 f"{markdown_safe(BANK_RIVER.replace('bank', mask))}", icon=":material/info:")
         measure = "embedding"
     if measure == "target":
-        typed = st.text_input("Target token (empty: the model's own top prediction)", key="target", bind="query-params",
-                              max_chars=100, help="One token of the vocabulary; for GPT-2 a word usually starts with a space.")
+        typed = option(st.text_input, "Target token (empty: the model's own top prediction)", key="target",
+                       max_chars=100, help="One token of the vocabulary; for GPT-2 a word usually starts with a space.")
         target = typed if typed.strip() else None
         try:
             if target is not None:
@@ -124,10 +128,16 @@ def parse_head(option: str) -> tuple[int, int]:
 
 
 left, right = st.columns([3, 1])
-picked = left.multiselect("Heads to knock out (L = layer, H = head, both counted from 0)", options, key="heads",
-                          bind="query-params", placeholder="Choose one or more heads, e.g. L0H2")
-method = right.radio("Ablation", ["zero", "mean"], key="ablation", bind="query-params")
-heads = tuple(parse_head(o) for o in picked)
+typed_heads = option(left.text_input, "Heads to knock out (L = layer, H = head, both counted from 0)", key="heads",
+                     max_chars=2_000, placeholder="for example: L0H2 L3H5",
+                     help=f"Any of L0H0 … L{model.num_layers - 1}H{model.num_heads - 1}, separated by spaces or commas.")
+method = option(right.radio, "Ablation", ["zero", "mean"], key="ablation")
+picked = [part.upper() for part in HEAD_SEPARATORS.split(typed_heads.strip()) if part]
+unknown = [part for part in picked if part not in options]
+if unknown:
+    st.warning(f"Not a head of this model: {markdown_safe(', '.join(unknown[:5]))}. Heads are written L0H2 (layer 0, "
+               f"head 2), from L0H0 to L{model.num_layers - 1}H{model.num_heads - 1}.", icon=":material/warning:")
+heads = tuple(dict.fromkeys(parse_head(o) for o in picked if o in options))
 remember_knockout(name, heads, method)
 if not heads:
     st.info("Choose one or more heads above to see what knocking them out changes. The importance map below shows "
@@ -160,8 +170,8 @@ else:
         else:
             ablated = cached_ablated_analysis(name, text, limit, heads, method)
             cosine = sentence_cosine(analysis, ablated)
-            text_a = st.session_state.get("text_a") or BANK_RIVER
-            text_b = st.session_state.get("text_b") or BANK_MONEY
+            text_a = option_value("text_a", page="compare") or BANK_RIVER
+            text_b = option_value("text_b", page="compare") or BANK_MONEY
             pair = [cached_analysis(name, t, limit) for t in (text_a, text_b)]
             scale = sentence_cosine(*pair)
             c1, c2 = st.columns(2)
@@ -171,7 +181,7 @@ else:
                       help="Two different sentences (the compare page's text A and text B) through the unablated model.")
             shared = shared_words(*pair)
             if shared:
-                chosen_word = st.session_state.get("word")
+                chosen_word = option_value("word", page="compare")
                 longest = max(len(w) for w in shared)
                 word = chosen_word if chosen_word in shared else [w for w in shared if len(w) == longest][-1]
                 ablated_pair = [cached_ablated_analysis(name, t, limit, heads, method) for t in (text_a, text_b)]
@@ -204,8 +214,8 @@ else:
         bar.empty()
         non_special = [i for i in range(analysis.num_tokens) if not analysis.special_mask[i]] or list(range(analysis.num_tokens))
         default = max(non_special, key=lambda i: (len(labels[i]), i))
-        token = st.selectbox("Token the heads attend to", range(analysis.num_tokens), index=default, key="token",
-                             bind="query-params", format_func=lambda i: f"{labels[i]} (position {i})")
+        token = option(st.selectbox, "Token the heads attend to", range(analysis.num_tokens), index=default, key="token",
+                       format_func=lambda i: f"{labels[i]} (position {i})")
         attention = attention_to_token(analysis, token)
         left, right = st.columns(2)
         cells = [{"layer": layer, "head": head, "effect": float(importance[layer, head]),
@@ -230,8 +240,8 @@ st.markdown("**Integrated gradients** (Sundararajan et al. 2017) accumulate the 
             "baseline (the padding token's embedding at every non-special position) to the real input, so the scores "
             "add up to the change in the measure. **Gradient × input** is the one-step shortcut. **Attention rollout** "
             "(Abnar & Zuidema 2020) is how much each token reaches the output through attention alone.")
-steps = st.select_slider("Integration steps", STEP_CHOICES, value=32, key="steps", bind="query-params",
-                         help="Points of the path where the gradient is taken (Gauss–Legendre quadrature).")
+steps = option(st.select_slider, "Integration steps", STEP_CHOICES, value=32, key="steps",
+               help="Points of the path where the gradient is taken (Gauss–Legendre quadrature).")
 with friendly_errors("attributing the output to tokens"), st.spinner("Computing gradients…"):
     integrated = cached_attribution(name, text, limit, "integrated_gradients", measure, steps, target)
     simple = cached_attribution(name, text, limit, "gradient_x_input", measure, steps, target)
@@ -290,8 +300,8 @@ with friendly_errors("computing the logit lens"), st.spinner("Applying the head 
         position_default = analysis.input_ids.index(model.tokenizer.mask_token_id)
     else:
         position_default = analysis.num_tokens - 1
-    position = st.selectbox("Position", range(analysis.num_tokens), index=position_default, key="position",
-                            bind="query-params", format_func=lambda i: f"{labels[i]} (position {i})")
+    position = option(st.selectbox, "Position", range(analysis.num_tokens), index=position_default, key="position",
+                      format_func=lambda i: f"{labels[i]} (position {i})")
     final = lens.candidates[-1][position][0]
     ranks = lens.final_ranks[:, position]
     settled = int(np.argmax(ranks == 0)) if (ranks == 0).any() else len(ranks) - 1
