@@ -25,6 +25,7 @@ PAGES = [
     ("pages/inside.py", "Inside one head", ":material/calculate:", "inside"),
     ("pages/compare.py", "Compare two sentences", ":material/compare:", "compare"),
     ("pages/predictions.py", "Predictions", ":material/lightbulb:", "predictions"),
+    ("pages/effects.py", "Does it matter?", ":material/science:", "effects"),
     ("pages/drift.py", "Drift", ":material/trending_down:", "drift"),
     ("pages/senses.py", "Senses", ":material/scatter_plot:", "senses"),
 ]

@@ -14,6 +14,7 @@ from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, hidden_state_labe
 from core.examples import BANK_MONEY, BANK_RIVER  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
 from ui.caveats import attention_caveat  # noqa: E402
+from ui.ablation import with_ablation  # noqa: E402
 from ui.cache import cached_analysis  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.page_state import option  # noqa: E402
@@ -48,6 +49,7 @@ if not all(text.strip() for text in texts):
     st.stop()
 with st.spinner("Running the model…"):
     analyses = [cached_analysis(current_model_name(), text, current_token_limit()) for text in texts]
+analyses = with_ablation(*analyses)  # heads knocked out on the "Does it matter?" page, if the user turns it on
 for name, analysis in zip("AB", analyses):
     if analysis.truncated:
         st.info(f"Text {name} has {analysis.num_input_tokens} tokens; only the first {analysis.num_tokens} are used.")
