@@ -75,7 +75,7 @@ def _select(page, label: str, option: str, title: str) -> float:
 
 
 def _segment(page, option: str, title: str) -> float:
-    button = page.get_by_test_id("stButtonGroup").get_by_role("button", name=option, exact=True)
+    button = page.locator('[data-testid="stMain"] [data-testid="stButtonGroup"]').get_by_role("radio", name=option, exact=True)
     started = time.perf_counter()
     button.click()
     _wait_visible(page, title)

@@ -4,6 +4,8 @@ from ui.shell import require_app_shell
 
 require_app_shell()
 
+from functools import partial  # noqa: E402
+
 import streamlit as st  # noqa: E402
 
 from core.heads import UnsupportedArchitecture  # noqa: E402
@@ -66,8 +68,8 @@ show_figure(
     va.overview_figure(view.matrices, title=f"{model.name}: {SOURCES[source]}, every layer" + ("" if source == "rollout" else " × head"),
                        head_names=[n.removeprefix("head ") for n in head_names], **style),
     name=file_stem(model.name, source, "overview"),
-    data=va.cells_table(view.matrices, view.labels, causal=model.is_decoder, max_cells=va.OVERVIEW_MAX_CELLS,
-                        outer={"layer": list(range(layers)), "head": head_names}),
+    data=partial(va.cells_table, view.matrices, view.labels, causal=model.is_decoder, max_cells=va.OVERVIEW_MAX_CELLS,
+                 outer={"layer": list(range(layers)), "head": head_names}),
     key="attention-overview",
 )
 left, right, mode = st.columns([1, 1, 3])
@@ -81,7 +83,7 @@ if shown == "one head":
     show_figure(
         va.head_figure(matrix, view.labels, title=f"{model.name} · layer {layer}, {head_names[head]}", **style),
         name=file_stem(model.name, source, "layer", layer, "head", head),
-        data=va.matrix_table(matrix, view.labels, causal=model.is_decoder),
+        data=partial(va.matrix_table, matrix, view.labels, causal=model.is_decoder),
         key="attention-head",
     )
 elif shown == "one layer":
@@ -89,8 +91,8 @@ elif shown == "one layer":
         va.layer_grid_figure(view.matrices[layer], view.labels, title=f"{model.name} · layer {layer}, every head",
                              head_names=head_names, **style),
         name=file_stem(model.name, source, "layer", layer),
-        data=va.cells_table(view.matrices[layer], view.labels, causal=model.is_decoder, max_cells=va.GRID_MAX_CELLS,
-                            outer={"head": head_names}),
+        data=partial(va.cells_table, view.matrices[layer], view.labels, causal=model.is_decoder, max_cells=va.GRID_MAX_CELLS,
+                     outer={"head": head_names}),
         key="attention-layer",
     )
 else:

@@ -1,5 +1,7 @@
 """Maxima: which token each token attends to most, layer by layer; attention rollout and norm-weighted attention."""
 
+from functools import partial
+
 import pandas as pd
 import streamlit as st
 
@@ -7,7 +9,7 @@ from core.attention import attention_maxima, pairs_table, row_normalise, special
 from core.heads import UnsupportedArchitecture
 from core.tokens import token_labels
 from ui.cache import cached_norm_weighted, cached_rollout
-from ui.figures import show_figure
+from ui.figures import csv_download, show_figure
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.shell import require_app_shell
 from viz.common import file_stem
@@ -74,7 +76,7 @@ else:
     show_figure(
         maxima_grid(maxima, title=f"Most-attended token ({what})", weight_name=WEIGHT_NAMES[source]),
         name=file_stem(model.name, "maxima", source, "head", head),
-        data=maxima.long_table(),
+        data=maxima.long_table,
         key="maxima-grid",
     )
     st.markdown(
@@ -85,11 +87,8 @@ else:
     st.markdown("**Every token, every layer**: the most-attended token and its weight.")
     table = maxima.wide_table()
     st.dataframe(table, hide_index=True)
-    st.download_button(
-        "Download the table (CSV)", table.to_csv(index=False).encode("utf-8"),
-        file_name=f"{file_stem(model.name, 'maxima-table', source, 'head', head)}.csv", mime="text/csv",
-        on_click="ignore", key="maxima-table-csv", icon=":material/download:",
-    )
+    csv_download("Download the table (CSV)", table, file_name=f"{file_stem(model.name, 'maxima-table', source, 'head', head)}.csv",
+                 key="maxima-table-csv")
 
 st.header("Beyond raw attention")
 st.markdown(
@@ -112,7 +111,7 @@ if analysis.num_tokens <= MAX_PANEL_TOKENS:
     show_figure(
         attention_panels(list(panels.items()), labels),
         name=file_stem(model.name, "raw-norm-weighted-rollout", "layer", layer, "head", head),
-        data=pairs_table(labels, panels),
+        data=partial(pairs_table, labels, panels),
         key="maxima-panels",
     )
 else:
