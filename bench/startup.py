@@ -1,4 +1,7 @@
-"""First page painted after the server starts: from ``streamlit run app.py`` to the home page's first figure.
+"""First page painted after the server starts: from ``make run``'s command to the home page's first figure.
+
+The command is ``streamlit run serve.py`` when the project has ``serve.py`` (it loads the bundled
+model as the server starts), else ``streamlit run app.py`` (the code before that existed).
 
 The browser is launched before the clock starts (a learner's browser is already open). The
 clock starts when the server process is spawned; the tab asks for the page as soon as the
@@ -30,12 +33,13 @@ def _one_run(browser, log_path: Path) -> dict:
     from tests.browser.conftest import ROOT, AppPage, _free_port
 
     port = _free_port()
+    entry = ROOT / "serve.py" if (ROOT / "serve.py").exists() else ROOT / "app.py"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     url = f"http://127.0.0.1:{port}"
     with open(log_path, "w") as log:
         started = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+            [sys.executable, "-m", "streamlit", "run", str(entry), "--server.port", str(port),
              "--server.address", "127.0.0.1", "--server.headless", "true"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )

@@ -290,11 +290,16 @@ def cached_separation(model_name: str, word: str, sentences: tuple[str, ...], la
 
 @st.cache_resource(show_spinner=False)
 def start_umap_warmup():
-    """Start compiling UMAP (numba, about 10 s) in a daemon thread, once per process; returns the ``threading.Thread``."""
-    import threading
+    """Start compiling UMAP (numba, about 10 s) in a daemon thread at the lowest CPU priority, once per
+    process; returns the ``threading.Thread``. ``ui.warmup`` calls it after the bundled model is loaded."""
+    from ui.warmup import lowest_priority
 
-    from core.projection import warm_up_umap
+    def compile_umap() -> None:
+        lowest_priority()
+        from core.projection import warm_up_umap
 
-    thread = threading.Thread(target=warm_up_umap, name="umap-warmup", daemon=True)
+        warm_up_umap()
+
+    thread = threading.Thread(target=compile_umap, name="umap-warmup", daemon=True)
     thread.start()
     return thread
