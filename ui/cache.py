@@ -288,6 +288,20 @@ def cached_separation(model_name: str, word: str, sentences: tuple[str, ...], la
     return separation(cached_occurrences(model_name, word, sentences).vectors, list(labels))
 
 
+# Figures and the tables under them, per small key: a control that changes only one figure
+# (in an ``st.fragment``) or a rerun with the same inputs does not rebuild the others.
+MAX_FIGURES = 64
+MAX_FIGURE_BYTES = 400_000_000
+
+
+def cached_figure(key: tuple, build):
+    """``build()`` once per ``key`` (page, figure, model, text, token limit and every option it depends on).
+
+    The figure is shared by every session: never modify it (``ui.figures.show_figure`` copies before restyling).
+    """
+    return bounded_store("figures", MAX_FIGURES, MAX_FIGURE_BYTES).get_or_compute(key, build)
+
+
 @st.cache_resource(show_spinner=False)
 def start_umap_warmup():
     """Start compiling UMAP (numba, about 10 s) in a daemon thread at the lowest CPU priority, once per
