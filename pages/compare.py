@@ -4,6 +4,8 @@ from ui.shell import require_app_shell
 
 require_app_shell()
 
+from functools import partial  # noqa: E402
+
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
@@ -12,7 +14,7 @@ from core.compare import (  # noqa: E402
 )
 from core.examples import BANK_MONEY, BANK_RIVER  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
-from ui.cache import cached_analysis  # noqa: E402
+from ui.cache import cached_analysis, cached_figure  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.session import MAX_TEXT_CHARS, current_model, current_model_name, current_token_limit  # noqa: E402
 from viz.common import file_stem  # noqa: E402
@@ -43,60 +45,73 @@ for name, analysis in zip("AB", analyses):
         st.info(f"Text {name} has {analysis.num_input_tokens} tokens; only the first {analysis.num_tokens} are used.")
 labels = [token_labels(analysis) for analysis in analyses]
 
-left, right = st.columns(2)
-layer = left.selectbox("Layer (counted from 0)", range(model.num_layers), key="layer", bind="query-params",
-                       help="Layer i reads hidden state i and writes hidden state i + 1.")
-head = right.selectbox("Head (counted from 0)", range(model.num_heads), key="head", bind="query-params")
-st.subheader(f"Attention of layer {layer}, head {head}")
-for side, name, analysis, names in zip(st.columns(2), "AB", analyses, labels):
-    rows = [{"query": q, "key": k, "attention": float(analysis.attentions[layer, head, i, j])}
-            for i, q in enumerate(names) for j, k in enumerate(names)]
-    with side:
-        show_figure(attention_heatmap(analysis.attentions[layer, head], names, title=f"Text {name}"),
-                    name=file_stem(model.name, f"text{name}", "attention", layer, head), data=pd.DataFrame(rows),
-                    key=f"compare-attention-{name}")
+def attention_rows(matrix, names: list[str]) -> pd.DataFrame:
+    """One row per (query, key) pair of one head's ``[n, n]`` attention, for the CSV."""
+    return pd.DataFrame([{"query": q, "key": k, "attention": float(matrix[i, j])}
+                         for i, q in enumerate(names) for j, k in enumerate(names)])
 
-shared = shared_words(*analyses)
-if not shared:
-    st.info("The two texts have no word in common, so there is no word to compare.", icon=":material/info:")
-    st.stop()
-longest = max(len(w) for w in shared)
-default = max(i for i, w in enumerate(shared) if len(w) == longest)  # the longest shared word, the last on a tie
-word = st.selectbox("Word in both texts", shared, index=default, key="word", bind="query-params",
-                    help="Case-insensitive whole words. A word split into several tokens is the mean of its "
-                    "tokens' vectors. If it occurs more than once, the first occurrence is used.")
-word_md = markdown_safe(word)
-st.subheader(f"Where “{word_md}” looks (layer {layer}, head {head})")
-for side, name, analysis, names in zip(st.columns(2), "AB", analyses, labels):
-    row = word_attention(analysis, word, layer, head)
-    with side:
-        if word_occurrences(analysis, word) > 1:
-            st.caption(f"“{word_md}” occurs more than once in text {name}; this is its first occurrence.")
-        show_figure(token_bars(row, names, title=f"Text {name}: attention from “{word}”", y_title="attention"),
-                    name=file_stem(model.name, f"text{name}", word, "attention", layer, head),
-                    data=pd.DataFrame({"position": range(len(names)), "key token": names, "attention": row}),
-                    key=f"compare-row-{name}")
 
-st.subheader(f"Is “{word_md}” the same vector in both texts?")
-similarity = word_similarity(*analyses, word)
-lookup = lookup_similarity(model, *analyses, word)
-show_figure(similarity_by_layer_chart(similarity, word, lookup), name=file_stem(model.name, word, "similarity-by-layer"),
-            data=similarity.assign(word_embedding_lookup=lookup), key="compare-similarity")
-positions = [word_positions(analysis, word)[0] for analysis in analyses]
-ids = [[analysis.input_ids[p] for p in word_positions(analysis, word)] for analysis in analyses]
-at_zero, at_top = similarity["cosine_similarity"].iloc[0], similarity["cosine_similarity"].iloc[-1]
-if ids[0] != ids[1]:
-    zero_note = f"“{word_md}” became different tokens in the two texts ({ids[0]} vs {ids[1]}), so even its lookups differ"
-elif at_zero < 1 - 1e-6:
-    zero_note = (f"already below 1, because the embedding layer adds a position embedding and “{word_md}” is token "
-                 f"{positions[0]} in A but token {positions[1]} in B")
-else:
-    zero_note = "identical: same token ids" + (" at the same position" if positions[0] == positions[1] else "")
-top_note = ("context has pulled the two vectors apart" if at_top < 1 - 1e-6 else "still identical"
-            + (": a decoder's token sees only the tokens before it, and those are the same" if model.is_decoder else ""))
-st.markdown(
-    f"- **Word-embedding lookup: {lookup:.4f}**, the same table row for the same token ids, whatever the sentence.\n"
-    f"- **Hidden state 0 (embedding layer output): {at_zero:.4f}**: {zero_note}.\n"
-    f"- **Last hidden state ({len(similarity) - 1}): {at_top:.4f}**: {top_note}."
-    + (" (For GPT-2 the last hidden state includes the final LayerNorm `ln_f`.)" if model.model_type == "gpt2" else "")
-)
+@st.fragment
+def layer_head_and_word(texts: list[str], analyses: list, labels: list[list[str]]) -> None:
+    """Layer, head and shared-word pickers and what they change: a pick reruns only this part, not the model."""
+    left, right = st.columns(2)
+    layer = left.selectbox("Layer (counted from 0)", range(model.num_layers), key="layer", bind="query-params",
+                           help="Layer i reads hidden state i and writes hidden state i + 1.")
+    head = right.selectbox("Head (counted from 0)", range(model.num_heads), key="head", bind="query-params")
+    st.subheader(f"Attention of layer {layer}, head {head}")
+    for side, name, analysis, names in zip(st.columns(2), "AB", analyses, labels):
+        with side:
+            show_figure(cached_figure(("compare-attention", current_model_name(), analysis.text, current_token_limit(), name, layer, head),
+                                      partial(attention_heatmap, analysis.attentions[layer, head], names, title=f"Text {name}")),
+                        name=file_stem(model.name, f"text{name}", "attention", layer, head),
+                        data=partial(attention_rows, analysis.attentions[layer, head], names), key=f"compare-attention-{name}")
+
+    shared = shared_words(*analyses)
+    if not shared:
+        st.info("The two texts have no word in common, so there is no word to compare.", icon=":material/info:")
+        return
+    longest = max(len(w) for w in shared)
+    default = max(i for i, w in enumerate(shared) if len(w) == longest)  # the longest shared word, the last on a tie
+    word = st.selectbox("Word in both texts", shared, index=default, key="word", bind="query-params",
+                        help="Case-insensitive whole words. A word split into several tokens is the mean of its "
+                        "tokens' vectors. If it occurs more than once, the first occurrence is used.")
+    word_md = markdown_safe(word)
+    st.subheader(f"Where “{word_md}” looks (layer {layer}, head {head})")
+    for side, name, analysis, names in zip(st.columns(2), "AB", analyses, labels):
+        row = word_attention(analysis, word, layer, head)
+        with side:
+            if word_occurrences(analysis, word) > 1:
+                st.caption(f"“{word_md}” occurs more than once in text {name}; this is its first occurrence.")
+            show_figure(token_bars(row, names, title=f"Text {name}: attention from “{word}”", y_title="attention"),
+                        name=file_stem(model.name, f"text{name}", word, "attention", layer, head),
+                        data=partial(pd.DataFrame, {"position": range(len(names)), "key token": names, "attention": row}),
+                        key=f"compare-row-{name}")
+
+    st.subheader(f"Is “{word_md}” the same vector in both texts?")
+    similarity = word_similarity(*analyses, word)
+    lookup = lookup_similarity(model, *analyses, word)
+    show_figure(cached_figure(("compare-similarity", current_model_name(), *texts, current_token_limit(), word),
+                              partial(similarity_by_layer_chart, similarity, word, lookup)),
+                name=file_stem(model.name, word, "similarity-by-layer"),
+                data=similarity.assign(word_embedding_lookup=lookup), key="compare-similarity")
+    positions = [word_positions(analysis, word)[0] for analysis in analyses]
+    ids = [[analysis.input_ids[p] for p in word_positions(analysis, word)] for analysis in analyses]
+    at_zero, at_top = similarity["cosine_similarity"].iloc[0], similarity["cosine_similarity"].iloc[-1]
+    if ids[0] != ids[1]:
+        zero_note = f"“{word_md}” became different tokens in the two texts ({ids[0]} vs {ids[1]}), so even its lookups differ"
+    elif at_zero < 1 - 1e-6:
+        zero_note = (f"already below 1, because the embedding layer adds a position embedding and “{word_md}” is token "
+                     f"{positions[0]} in A but token {positions[1]} in B")
+    else:
+        zero_note = "identical: same token ids" + (" at the same position" if positions[0] == positions[1] else "")
+    top_note = ("context has pulled the two vectors apart" if at_top < 1 - 1e-6 else "still identical"
+                + (": a decoder's token sees only the tokens before it, and those are the same" if model.is_decoder else ""))
+    st.markdown(
+        f"- **Word-embedding lookup: {lookup:.4f}**, the same table row for the same token ids, whatever the sentence.\n"
+        f"- **Hidden state 0 (embedding layer output): {at_zero:.4f}**: {zero_note}.\n"
+        f"- **Last hidden state ({len(similarity) - 1}): {at_top:.4f}**: {top_note}."
+        + (" (For GPT-2 the last hidden state includes the final LayerNorm `ln_f`.)" if model.model_type == "gpt2" else "")
+    )
+
+
+layer_head_and_word(texts, analyses, labels)

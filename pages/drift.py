@@ -24,67 +24,79 @@ corpus = current_corpus()
 model = current_model()
 st.caption(f"{len(corpus)} documents from {current_corpus_name()}, through {model.name} ({model.num_layers} layers).")
 
-left, middle, right = st.columns([2, 2, 1])
-# Options are short words because the URL holds the option as shown; the captions explain them.
-reference = left.radio(
-    "Compare layer k with", list(REFERENCES), captions=list(REFERENCES.values()), key="reference", bind="query-params"
-)
-pooling = middle.selectbox("Pooling (tokens → one vector)", list(POOLINGS), key="pooling", bind="query-params")
-middle.caption(POOLINGS[pooling])
-adjusted = right.toggle(
-    "Subtract baseline",
-    key="adjust",
-    bind="query-params",
-    help="Show similarity minus the baseline: how much more a document resembles its own reference layer than another document's.",
-)
-
-progress_slot = st.empty()
-embeddings = cached_corpus_embeddings(
-    current_model_name(),
-    tuple(doc.text for doc in corpus),
-    current_token_limit(),
-    progress=lambda done, total: progress_slot.progress(done / total, text=f"Running the model: {done} of {total} documents"),
-)
-progress_slot.empty()
-
 titles = [doc.title for doc in corpus]
 documents = pd.DataFrame({"document": range(len(corpus)), "title": titles, "genre": [doc.genre for doc in corpus]})
-if embeddings.truncated.any():
-    cut = documents[embeddings.truncated].assign(
-        tokens=embeddings.num_input_tokens[embeddings.truncated], read=embeddings.num_tokens[embeddings.truncated]
-    )
-    st.warning(
-        f"{len(cut)} of {len(corpus)} documents have more tokens than {model.name} reads ({model.max_tokens}); "
-        f"only their first {model.max_tokens} tokens count.",
-        icon=":material/content_cut:",
-    )
-    st.dataframe(cut, hide_index=True)
 
-table = documents.merge(drift_table(embeddings, reference=reference, pooling=pooling), on="document")
-if adjusted and len(corpus) < 2:
-    st.info("The baseline compares different documents, so it needs at least two; showing raw similarity.")
-    adjusted = False
-kind = "static → layer" if reference == "static" else "layer → layer"
-show_figure(
-    layer_violin_figure(
-        table,
-        titles,
-        value="adjusted_similarity" if adjusted else "cosine_similarity",
-        value_label="cosine similarity − baseline" if adjusted else "cosine similarity",
-        title=f"{kind}: cosine similarity per document ({pooling} pooling)",
-        baseline=None if adjusted or len(corpus) < 2 else table.drop_duplicates("layer"),
-    ),
-    name=file_stem(model.name, "drift", reference, pooling, "adjusted" if adjusted else None),
-    data=table,
-    key="drift-violins",
-)
-st.markdown(
-    "**Baselines.** Vectors of a layer tend to share one direction (*anisotropy*, Ethayarajh 2019), so even unrelated "
-    "documents have a high cosine in deep layers. The dotted line is that anisotropy: the mean cosine between different "
-    "documents within layer k. The dashed line makes the same comparison as the violins but between different documents "
-    "(document i's reference layer vs document j's layer k); *Subtract baseline* subtracts it, so 0 means "
-    "\"no closer to its own reference than to another document's\"."
-)
+
+def corpus_embeddings(progress=None):
+    """Every pooling of every hidden state of the corpus, from one cached pass of the model."""
+    return cached_corpus_embeddings(current_model_name(), tuple(doc.text for doc in corpus), current_token_limit(), progress=progress)
+
+
+@st.fragment
+def drift_violins() -> None:
+    """Reference, pooling and baseline options and the violins they change: a change reruns only this part and
+    reuses the corpus embeddings."""
+    left, middle, right = st.columns([2, 2, 1])
+    # Options are short words because the URL holds the option as shown; the captions explain them.
+    reference = left.radio(
+        "Compare layer k with", list(REFERENCES), captions=list(REFERENCES.values()), key="reference", bind="query-params"
+    )
+    pooling = middle.selectbox("Pooling (tokens → one vector)", list(POOLINGS), key="pooling", bind="query-params")
+    middle.caption(POOLINGS[pooling])
+    adjusted = right.toggle(
+        "Subtract baseline",
+        key="adjust",
+        bind="query-params",
+        help="Show similarity minus the baseline: how much more a document resembles its own reference layer than another document's.",
+    )
+
+    progress_slot = st.empty()
+    embeddings = corpus_embeddings(
+        progress=lambda done, total: progress_slot.progress(done / total, text=f"Running the model: {done} of {total} documents"),
+    )
+    progress_slot.empty()
+
+    if embeddings.truncated.any():
+        cut = documents[embeddings.truncated].assign(
+            tokens=embeddings.num_input_tokens[embeddings.truncated], read=embeddings.num_tokens[embeddings.truncated]
+        )
+        st.warning(
+            f"{len(cut)} of {len(corpus)} documents have more tokens than {model.name} reads ({model.max_tokens}); "
+            f"only their first {model.max_tokens} tokens count.",
+            icon=":material/content_cut:",
+        )
+        st.dataframe(cut, hide_index=True)
+
+    table = documents.merge(drift_table(embeddings, reference=reference, pooling=pooling), on="document")
+    if adjusted and len(corpus) < 2:
+        st.info("The baseline compares different documents, so it needs at least two; showing raw similarity.")
+        adjusted = False
+    kind = "static → layer" if reference == "static" else "layer → layer"
+    show_figure(
+        layer_violin_figure(
+            table,
+            titles,
+            value="adjusted_similarity" if adjusted else "cosine_similarity",
+            value_label="cosine similarity − baseline" if adjusted else "cosine similarity",
+            title=f"{kind}: cosine similarity per document ({pooling} pooling)",
+            baseline=None if adjusted or len(corpus) < 2 else table.drop_duplicates("layer"),
+        ),
+        name=file_stem(model.name, "drift", reference, pooling, "adjusted" if adjusted else None),
+        data=table,
+        key="drift-violins",
+    )
+    st.markdown(
+        "**Baselines.** Vectors of a layer tend to share one direction (*anisotropy*, Ethayarajh 2019), so even unrelated "
+        "documents have a high cosine in deep layers. The dotted line is that anisotropy: the mean cosine between different "
+        "documents within layer k. The dashed line makes the same comparison as the violins but between different documents "
+        "(document i's reference layer vs document j's layer k); *Subtract baseline* subtracts it, so 0 means "
+        "\"no closer to its own reference than to another document's\"."
+    )
+
+
+drift_violins()
+embeddings = corpus_embeddings()
 
 st.subheader("[CLS] static vs contextual")
 if model.is_decoder:

@@ -8,7 +8,7 @@ import streamlit as st
 from core.attention import attention_maxima, pairs_table, row_normalise, special_share
 from core.heads import UnsupportedArchitecture
 from core.tokens import token_labels
-from ui.cache import cached_norm_weighted, cached_rollout
+from ui.cache import cached_figure, cached_norm_weighted, cached_rollout
 from ui.figures import csv_download, show_figure
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.shell import require_app_shell
@@ -99,23 +99,33 @@ st.markdown(
     "α by ‖f(x)‖, the length of the vector the attended token actually adds through that head (its value vector "
     "passed through the head's slice of the output projection), so attention to a token that adds little shrinks."
 )
-layer = st.selectbox("Layer (counted from 0)", range(analysis.num_layers), key="layer", bind="query-params")
-pick = (lambda m: m[layer, head]) if head is not None else (lambda m: m[layer].mean(axis=0))
-panels = {f"raw attention, layer {layer}": pick(analysis.attentions)}
-if weighted is not None:
-    panels[f"norm-weighted, layer {layer} (share of row)"] = row_normalise(pick(weighted))
-panels[f"rollout, layers 0–{layer}"] = rolled[layer]
-st.caption(f"{f'Head {head}' if head is not None else 'Mean over heads'}; every token, special ones included.")
-labels = token_labels(analysis)
-if analysis.num_tokens <= MAX_PANEL_TOKENS:
-    show_figure(
-        attention_panels(list(panels.items()), labels),
-        name=file_stem(model.name, "raw-norm-weighted-rollout", "layer", layer, "head", head),
-        data=partial(pairs_table, labels, panels),
-        key="maxima-panels",
-    )
-else:
-    st.info(f"The maps are drawn for texts of up to {MAX_PANEL_TOKENS} tokens; this one has {analysis.num_tokens}.")
+
+
+@st.fragment
+def raw_norm_rollout(head: int | None) -> None:
+    """Raw, norm-weighted and rollout maps of one layer: moving the layer reruns only this part."""
+    layer = st.selectbox("Layer (counted from 0)", range(analysis.num_layers), key="layer", bind="query-params")
+    pick = (lambda m: m[layer, head]) if head is not None else (lambda m: m[layer].mean(axis=0))
+    panels = {f"raw attention, layer {layer}": pick(analysis.attentions)}
+    if weighted is not None:
+        panels[f"norm-weighted, layer {layer} (share of row)"] = row_normalise(pick(weighted))
+    panels[f"rollout, layers 0–{layer}"] = rolled[layer]
+    st.caption(f"{f'Head {head}' if head is not None else 'Mean over heads'}; every token, special ones included.")
+    labels = token_labels(analysis)
+    if analysis.num_tokens <= MAX_PANEL_TOKENS:
+        show_figure(
+            cached_figure(("maxima-panels", name, text, limit, layer, head, weighted is not None),
+                          lambda: attention_panels(list(panels.items()), labels)),
+            name=file_stem(model.name, "raw-norm-weighted-rollout", "layer", layer, "head", head),
+            data=partial(pairs_table, labels, panels),
+            key="maxima-panels",
+        )
+    else:
+        st.info(f"The maps are drawn for texts of up to {MAX_PANEL_TOKENS} tokens; this one has {analysis.num_tokens}.")
+
+
+raw_norm_rollout(head)
+
 if weighted is not None and analysis.special_mask.any() and not analysis.special_mask.all():
     shares = {RAW: special_share(analysis.attentions, analysis.special_mask)}
     shares[NORM] = special_share(weighted, analysis.special_mask)

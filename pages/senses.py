@@ -89,51 +89,57 @@ if occurrences.count == 0:
     st.warning(f"“{markdown_safe(word)}” does not occur as a whole word in any of these sentences.")
     st.stop()
 
-point_labels = [labels[i] for i in occurrences.sentence_ids]
-if "layer" in st.session_state and st.session_state["layer"] > model.num_layers:
-    st.session_state["layer"] = model.num_layers
-left, right = st.columns([3, 2])
-layer = left.slider(
-    "Layer", 0, model.num_layers, model.num_layers, key="layer", bind="query-params",
-    help="Numbering starts at 0: layer 0 is the embedding layer's output (token + position embeddings, for BERT after "
-    f"LayerNorm, before any attention), layer k the output of transformer block k, up to {model.num_layers}.",
-)
-method_name = right.segmented_control("Projection", list(METHODS), default="UMAP", key="method", bind="query-params", required=True)
-method = METHODS[method_name]
-if method != "pca" and occurrences.count < MIN_POINTS_NONLINEAR:
-    st.info(f"{method_name} needs at least {MIN_POINTS_NONLINEAR} occurrences; with {occurrences.count} the page shows PCA.")
-    method, method_name = "pca", METHOD_NAMES["pca"]
-warmup = start_umap_warmup()
-if method == "umap" and warmup.is_alive():
-    with st.status("Preparing UMAP: numba compiles it once per server start (10 s or more). PCA is ready at once.") as status:
-        warmup.join()
-        status.update(label="UMAP is ready.", state="complete")
-if model.is_decoder:
-    st.caption(f"{markdown_safe(model.name)} is a decoder: each occurrence sees only the words before it, never the words after.")
-
-with st.spinner(f"Projecting {occurrences.count} points with {method_name}…"):
-    coords = cached_projection(model.name, word, tuple(sentences), layer, method)
-hovers = [highlighted_sentence(sentences[i], span) for i, span in zip(occurrences.sentence_ids, occurrences.spans, strict=True)]
-points = pd.DataFrame({
-    "sentence_id": occurrences.sentence_ids, "sentence": [sentences[i] for i in occurrences.sentence_ids],
-    "label": point_labels, "start": [s for s, _ in occurrences.spans], "end": [e for _, e in occurrences.spans],
-    "layer": layer, "method": method_name, "x": coords[:, 0], "y": coords[:, 1],
-})
-plot, chart = st.columns([3, 2])
-with plot:
-    title = f"“{plotly_safe(word)}” at layer {layer}{' (embedding layer)' if layer == 0 else ''}: {method_name} of {occurrences.count} occurrences"
-    show_figure(sense_projection_figure(coords, point_labels, hovers, title=title, axis=method_name),
-                name=file_stem(model.name, "senses", word, method, "layer", layer), data=points, key="senses-projection")
-with chart:
-    table = cached_separation(model.name, word, tuple(sentences), tuple(point_labels))
-    show_figure(separation_figure(table, layer), name=file_stem(model.name, "senses", word, "separation"), data=table, key="senses-separation")
-    measured, left_out = measured_labels(point_labels)
-    if len(measured) < 2:
-        st.info(f"The scores need at least two labels with two or more occurrences each ({UNLABELLED} points do not count).")
-    elif left_out:
-        st.caption(f"Labels with a single occurrence are left out of the scores: {markdown_safe(', '.join(left_out))}.")
-    st.caption(
-        "UMAP and t-SNE distort distances, so how far apart the clusters look means little; this chart, measured in the "
-        f"model's own {model.hidden_size}-dimensional space (cosine), is the honest number. 1-NN accuracy: the share of "
-        "occurrences whose most similar other occurrence has the same sense. Silhouette: −1 to 1, higher is better separated."
+@st.fragment
+def layer_and_projection(word: str, sentences: list[str], labels: list[str], occurrences) -> None:
+    """Layer slider, projection and the two charts they change: moving them reruns only this part, not the model."""
+    point_labels = [labels[i] for i in occurrences.sentence_ids]
+    if "layer" in st.session_state and st.session_state["layer"] > model.num_layers:
+        st.session_state["layer"] = model.num_layers
+    left, right = st.columns([3, 2])
+    layer = left.slider(
+        "Layer", 0, model.num_layers, model.num_layers, key="layer", bind="query-params",
+        help="Numbering starts at 0: layer 0 is the embedding layer's output (token + position embeddings, for BERT after "
+        f"LayerNorm, before any attention), layer k the output of transformer block k, up to {model.num_layers}.",
     )
+    method_name = right.segmented_control("Projection", list(METHODS), default="UMAP", key="method", bind="query-params", required=True)
+    method = METHODS[method_name]
+    if method != "pca" and occurrences.count < MIN_POINTS_NONLINEAR:
+        st.info(f"{method_name} needs at least {MIN_POINTS_NONLINEAR} occurrences; with {occurrences.count} the page shows PCA.")
+        method, method_name = "pca", METHOD_NAMES["pca"]
+    warmup = start_umap_warmup()
+    if method == "umap" and warmup.is_alive():
+        with st.status("Preparing UMAP: numba compiles it once per server start (10 s or more). PCA is ready at once.") as status:
+            warmup.join()
+            status.update(label="UMAP is ready.", state="complete")
+    if model.is_decoder:
+        st.caption(f"{markdown_safe(model.name)} is a decoder: each occurrence sees only the words before it, never the words after.")
+
+    with st.spinner(f"Projecting {occurrences.count} points with {method_name}…"):
+        coords = cached_projection(model.name, word, tuple(sentences), layer, method)
+    hovers = [highlighted_sentence(sentences[i], span) for i, span in zip(occurrences.sentence_ids, occurrences.spans, strict=True)]
+    points = pd.DataFrame({
+        "sentence_id": occurrences.sentence_ids, "sentence": [sentences[i] for i in occurrences.sentence_ids],
+        "label": point_labels, "start": [s for s, _ in occurrences.spans], "end": [e for _, e in occurrences.spans],
+        "layer": layer, "method": method_name, "x": coords[:, 0], "y": coords[:, 1],
+    })
+    plot, chart = st.columns([3, 2])
+    with plot:
+        title = f"“{plotly_safe(word)}” at layer {layer}{' (embedding layer)' if layer == 0 else ''}: {method_name} of {occurrences.count} occurrences"
+        show_figure(sense_projection_figure(coords, point_labels, hovers, title=title, axis=method_name),
+                    name=file_stem(model.name, "senses", word, method, "layer", layer), data=points, key="senses-projection")
+    with chart:
+        table = cached_separation(model.name, word, tuple(sentences), tuple(point_labels))
+        show_figure(separation_figure(table, layer), name=file_stem(model.name, "senses", word, "separation"), data=table, key="senses-separation")
+        measured, left_out = measured_labels(point_labels)
+        if len(measured) < 2:
+            st.info(f"The scores need at least two labels with two or more occurrences each ({UNLABELLED} points do not count).")
+        elif left_out:
+            st.caption(f"Labels with a single occurrence are left out of the scores: {markdown_safe(', '.join(left_out))}.")
+        st.caption(
+            "UMAP and t-SNE distort distances, so how far apart the clusters look means little; this chart, measured in the "
+            f"model's own {model.hidden_size}-dimensional space (cosine), is the honest number. 1-NN accuracy: the share of "
+            "occurrences whose most similar other occurrence has the same sense. Silhouette: −1 to 1, higher is better separated."
+        )
+
+
+layer_and_projection(word, sentences, labels, occurrences)
