@@ -15,6 +15,7 @@ wait_for_imports()
 import transformers  # noqa: E402
 
 from ui.errors import friendly_errors  # noqa: E402
+from ui.page_state import page_run  # noqa: E402
 from ui.session import render_sidebar  # noqa: E402
 
 ROOT = Path(__file__).parent
@@ -43,7 +44,7 @@ def run() -> None:
         for file, title, icon, path in PAGES
     ]
     page = st.navigation(pages)
-    with friendly_errors(f"showing {page.title}"):
+    with friendly_errors(f"showing {page.title}"), page_run(page.url_path):
         render_sidebar()  # inside the boundary: a bad deployment setting is a sentence too
         page.run()
 

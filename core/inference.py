@@ -39,8 +39,9 @@ class Analysis:
     ``word_ids``: for each token, the index of the word it belongs to (None for special tokens).
     ``offsets``: for each token, its ``(start, end)`` character span in ``text`` ((0, 0) for added special tokens).
     ``truncated``: True when the text had more than ``max_tokens`` tokens and was cut.
-    ``pooler_output``: ``[hidden]`` for models with a pooler (a trained dense + tanh layer
-    on the [CLS] state; it is not the [CLS] hidden state), else None.
+    ``pooler_output``: ``[hidden]`` for models whose checkpoint has pooler weights
+    (``LoadedModel.has_pooler``: a dense + tanh layer on the last [CLS] state, trained or not,
+    see ``LoadedModel.pooler_trained``; it is not the [CLS] hidden state), else None.
     Arrays are read-only: an Analysis is shared between sessions through the cache.
     """
 
@@ -108,9 +109,20 @@ def special_token_ids(tokenizer) -> set[int]:
 
 
 def _token_limit(model: LoadedModel, max_tokens: int | None) -> int:
+    """The number of tokens to keep: ``max_tokens`` capped at the model's own limit.
+
+    A tokenizer cannot cut a text below the special tokens it adds ([CLS] and [SEP] for BERT),
+    so a limit that leaves no room for one token of text is refused with a sentence.
+    """
     limit = model.max_tokens if max_tokens is None else min(int(max_tokens), model.max_tokens)
-    if limit < 1:
-        raise AnalysisError("The token limit must be at least 1.")
+    floor = model.tokenizer.num_special_tokens_to_add(pair=False) + 1
+    if limit < floor:
+        added = floor - 1
+        raise AnalysisError(
+            f"The token limit is {limit}, but {model.name} adds {added} special token{'s' if added != 1 else ''} "
+            f"to every text, so it needs a limit of at least {floor} to read one token of it. "
+            f"Raise the token limit (EXPLORER_MAX_TOKENS) to {floor} or more."
+        )
     return limit
 
 
@@ -195,11 +207,11 @@ def iter_analyses(
         out = _forward(model, encoding, attentions)
         hidden = torch.stack(out.hidden_states, dim=1).float().cpu().numpy()  # [B, L+1, Tmax, D]
         att = torch.stack(out.attentions, dim=1).float().cpu().numpy() if attentions else None  # [B, L, H, Tmax, Tmax]
-        pooler = getattr(out, "pooler_output", None)
+        pooler = getattr(out, "pooler_output", None) if model.has_pooler else None  # a random pooler means nothing
         pooler = pooler.float().cpu().numpy() if pooler is not None else None
         special_array = np.fromiter(special_ids, dtype=np.int64, count=len(special_ids))
         for row, index in enumerate(batch):
-            real = _real_positions(encoding["attention_mask"][row].numpy())
+            real = _real_positions(encoding["attention_mask"][row].numpy())  # load_model pads on the right
             ids_array = encoding["input_ids"][row].numpy()[real]
             ids = ids_array.tolist()
             word_ids = encoding.word_ids(row)
@@ -214,7 +226,7 @@ def iter_analyses(
                 special_mask=added | np.isin(ids_array, special_array),
                 word_ids=word_ids[real] if isinstance(real, slice) else [word_ids[k] for k in real],
                 offsets=list(map(tuple, encoding["offset_mapping"][row].numpy()[real].tolist())),
-                truncated=lengths[index] > limit,
+                truncated=len(ids) < lengths[index],
                 num_input_tokens=lengths[index],
                 is_decoder=model.is_decoder,
                 pooler_output=pooler[row] if pooler is not None else None,

@@ -12,6 +12,7 @@ from core.heads import UnsupportedArchitecture  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
 from ui.cache import cached_attention_view, cached_figure, cached_queries_keys  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
+from ui.page_state import option  # noqa: E402
 from ui.session import (  # noqa: E402
     current_analysis, current_model, current_model_name, current_text, current_token_limit, presentation_mode,
 )
@@ -36,17 +37,17 @@ if not present:
     )
 model, analysis = current_model(), current_analysis()
 c = st.columns(5)
-source = c[0].selectbox("Attention source", list(SOURCES), key="source", bind="query-params",
+source = option(c[0].selectbox, "Attention source", list(SOURCES), key="source",
                         help="Norm-weighted: each weight times the length of what the key token's value adds "
                         "(Kobayashi et al. 2020). Rollout: heads averaged with the residual, multiplied through the "
                         "layers (Abnar & Zuidema 2020); it has no separate heads.")
-special = c[1].selectbox("Special tokens", SPECIAL, key="special", bind="query-params",
+special = option(c[1].selectbox, "Special tokens", SPECIAL, key="special",
                          help="[CLS], [SEP], <|endoftext|> … as the tokenizer marks them, never by position. Renormalise: hide "
                          "them and rescale each row to sum to 1 again.")
-words = c[2].toggle("Word level", key="words", bind="query-params",
+words = option(c[2].toggle, "Word level", key="words",
                     help="Merge word pieces into words: sum over a word's key pieces, mean over its query pieces.")
-per_head = c[3].radio("Colour scale", ["fixed", "per head"], key="scale", bind="query-params", horizontal=True) == "per head"
-colorscale = PALETTES[c[4].selectbox("Palette", list(PALETTES), key="palette", bind="query-params",
+per_head = option(c[3].radio, "Colour scale", ["fixed", "per head"], key="scale", horizontal=True) == "per head"
+colorscale = PALETTES[option(c[4].selectbox, "Palette", list(PALETTES), key="palette",
                                      help="Both are colour-blind safe; cividis is built for it.")]
 if words and not present:
     st.caption("Word level: a word's row is the **mean** over its query pieces; its column the **sum** over its key pieces.")
@@ -64,11 +65,11 @@ if len(view.labels) == 0:
     st.info("Every token is a special token, so hiding them leaves nothing to show. Choose *Show* for special tokens.")
     st.stop()
 
-inputs = (current_model_name(), current_text(), current_token_limit(), source, special, words)
+inputs = (current_text(), current_token_limit(), source, special, words)
 overview_title = f"{model.name}: {SOURCES[source]}, every layer" + ("" if source == "rollout" else " × head")
 show_figure(
     cached_figure(
-        ("attention-overview", *inputs, colorscale, per_head, present),
+        current_model_name(), ("attention-overview", *inputs, colorscale, per_head, present),
         lambda: va.overview_figure(view.matrices, title=overview_title, head_names=[n.removeprefix("head ") for n in head_names],
                                    **style),
     ),
@@ -82,19 +83,19 @@ show_figure(
 @st.fragment
 def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict) -> None:
     """Layer, head and view pickers and the figure they choose: a click here reruns only this part."""
-    source = inputs[3]
+    source = inputs[2]
     layers, heads = view.matrices.shape[:2]
     left, right, mode = st.columns([1, 1, 3])
-    layer = left.selectbox("Layer (counted from 0)", range(layers), key="layer", bind="query-params")
-    head = right.selectbox("Head (counted from 0)", range(heads), key="head", bind="query-params", disabled=source == "rollout",
-                           help="Rollout averages the heads, so it has none of its own." if source == "rollout" else None)
-    shown = mode.segmented_control("View", VIEWS, key="view", bind="query-params", default=VIEWS[0], required=True)
+    layer = option(left.selectbox, "Layer (counted from 0)", range(layers), key="layer")
+    head = option(right.selectbox, "Head (counted from 0)", range(heads), key="head", disabled=source == "rollout",
+                  help="Rollout averages the heads, so it has none of its own." if source == "rollout" else None)
+    shown = option(mode.segmented_control, "View", VIEWS, key="view", default=VIEWS[0], required=True)
     matrix = view.matrices[layer, head]
     options = (*inputs, style["colorscale"], style["per_head_scale"], style["large"])
 
     if shown == "one head":
         show_figure(
-            cached_figure(("attention-head", *options, layer, head), lambda: va.head_figure(
+            cached_figure(current_model_name(), ("attention-head", *options, layer, head), lambda: va.head_figure(
                 matrix, view.labels, title=f"{model.name} · layer {layer}, {head_names[head]}", **style)),
             name=file_stem(model.name, source, "layer", layer, "head", head),
             data=partial(va.matrix_table, matrix, view.labels, causal=model.is_decoder),
@@ -102,7 +103,7 @@ def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict) -
         )
     elif shown == "one layer":
         show_figure(
-            cached_figure(("attention-layer", *options, layer), lambda: va.layer_grid_figure(
+            cached_figure(current_model_name(), ("attention-layer", *options, layer), lambda: va.layer_grid_figure(
                 view.matrices[layer], view.labels, title=f"{model.name} · layer {layer}, every head", head_names=head_names, **style)),
             name=file_stem(model.name, source, "layer", layer),
             data=partial(va.cells_table, view.matrices[layer], view.labels, causal=model.is_decoder, max_cells=va.GRID_MAX_CELLS,
@@ -116,7 +117,7 @@ def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict) -
 def bertviz(view, layer: int, head: int) -> None:
     """BertViz's head, model or neuron view, offline, for the chosen layer and head."""
     layers, heads = view.matrices.shape[:2]
-    kind = BERTVIZ[st.radio("BertViz view", list(BERTVIZ), key="bertviz", bind="query-params", horizontal=True)]
+    kind = BERTVIZ[option(st.radio, "BertViz view", list(BERTVIZ), key="bertviz", horizontal=True)]
     n = len(view.labels)
     html = None
     if kind == "neuron":

@@ -16,6 +16,7 @@ from core.examples import BANK_MONEY, BANK_RIVER  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
 from ui.cache import cached_analysis, cached_figure  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
+from ui.page_state import option  # noqa: E402
 from ui.session import MAX_TEXT_CHARS, current_model, current_model_name, current_token_limit  # noqa: E402
 from viz.common import file_stem  # noqa: E402
 from viz.compare import attention_heatmap, similarity_by_layer_chart  # noqa: E402
@@ -31,8 +32,7 @@ st.markdown(
 model = current_model()
 sides = st.columns(2)
 texts = [
-    side.text_area(f"Text {name}", value=default, key=f"text_{name.lower()}", bind="query-params",
-                   max_chars=MAX_TEXT_CHARS, height=90)
+    option(side.text_area, f"Text {name}", value=default, key=f"text_{name.lower()}", max_chars=MAX_TEXT_CHARS, height=90)
     for side, name, default in zip(sides, "AB", (BANK_RIVER, BANK_MONEY))
 ]
 if not all(text.strip() for text in texts):
@@ -55,13 +55,13 @@ def attention_rows(matrix, names: list[str]) -> pd.DataFrame:
 def layer_head_and_word(texts: list[str], analyses: list, labels: list[list[str]]) -> None:
     """Layer, head and shared-word pickers and what they change: a pick reruns only this part, not the model."""
     left, right = st.columns(2)
-    layer = left.selectbox("Layer (counted from 0)", range(model.num_layers), key="layer", bind="query-params",
+    layer = option(left.selectbox, "Layer (counted from 0)", range(model.num_layers), key="layer",
                            help="Layer i reads hidden state i and writes hidden state i + 1.")
-    head = right.selectbox("Head (counted from 0)", range(model.num_heads), key="head", bind="query-params")
+    head = option(right.selectbox, "Head (counted from 0)", range(model.num_heads), key="head")
     st.subheader(f"Attention of layer {layer}, head {head}")
     for side, name, analysis, names in zip(st.columns(2), "AB", analyses, labels):
         with side:
-            show_figure(cached_figure(("compare-attention", current_model_name(), analysis.text, current_token_limit(), name, layer, head),
+            show_figure(cached_figure(current_model_name(), ("compare-attention", analysis.text, current_token_limit(), name, layer, head),
                                       partial(attention_heatmap, analysis.attentions[layer, head], names, title=f"Text {name}")),
                         name=file_stem(model.name, f"text{name}", "attention", layer, head),
                         data=partial(attention_rows, analysis.attentions[layer, head], names), key=f"compare-attention-{name}")
@@ -72,7 +72,7 @@ def layer_head_and_word(texts: list[str], analyses: list, labels: list[list[str]
         return
     longest = max(len(w) for w in shared)
     default = max(i for i, w in enumerate(shared) if len(w) == longest)  # the longest shared word, the last on a tie
-    word = st.selectbox("Word in both texts", shared, index=default, key="word", bind="query-params",
+    word = option(st.selectbox, "Word in both texts", shared, index=default, key="word",
                         help="Case-insensitive whole words. A word split into several tokens is the mean of its "
                         "tokens' vectors. If it occurs more than once, the first occurrence is used.")
     word_md = markdown_safe(word)
@@ -90,7 +90,7 @@ def layer_head_and_word(texts: list[str], analyses: list, labels: list[list[str]
     st.subheader(f"Is “{word_md}” the same vector in both texts?")
     similarity = word_similarity(*analyses, word)
     lookup = lookup_similarity(model, *analyses, word)
-    show_figure(cached_figure(("compare-similarity", current_model_name(), *texts, current_token_limit(), word),
+    show_figure(cached_figure(current_model_name(), ("compare-similarity", *texts, current_token_limit(), word),
                               partial(similarity_by_layer_chart, similarity, word, lookup)),
                 name=file_stem(model.name, word, "similarity-by-layer"),
                 data=similarity.assign(word_embedding_lookup=lookup), key="compare-similarity")

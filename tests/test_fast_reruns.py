@@ -48,11 +48,11 @@ def test_head_change_does_not_rebuild_the_overview(tiny_bert_dir, monkeypatch):
     calls = _count_calls(monkeypatch, va, ["overview_figure", "head_figure", "cells_table", "matrix_table"])
     at = _attention_page(tiny_bert_dir, "a head change rebuilds one figure only")
     assert calls["overview_figure"] == 1 and calls["head_figure"] == 1
-    at.selectbox(key="head").select(1).run()
+    at.selectbox(key="attention.head").select(1).run()
     assert not at.exception, [e.value for e in at.exception]
     assert calls["overview_figure"] == 1, "the overview was rebuilt for a head change"
     assert calls["head_figure"] == 2
-    at.selectbox(key="head").select(0).run()  # back to a head already drawn: nothing is rebuilt
+    at.selectbox(key="attention.head").select(0).run()  # back to a head already drawn: nothing is rebuilt
     assert calls["head_figure"] == 2
     # no CSV table was built on any of these runs: downloads are built when clicked
     assert calls["cells_table"] == 0 and calls["matrix_table"] == 0
@@ -64,7 +64,7 @@ def test_palette_change_rebuilds_the_overview(tiny_bert_dir, monkeypatch):
 
     calls = _count_calls(monkeypatch, va, ["overview_figure"])
     at = _attention_page(tiny_bert_dir, "a palette change rebuilds the overview")
-    at.selectbox(key="palette").select("viridis").run()
+    at.selectbox(key="attention.palette").select("viridis").run()
     assert not at.exception, [e.value for e in at.exception]
     assert calls["overview_figure"] == 2
 

@@ -8,6 +8,7 @@ Plain Python (no Streamlit): one instance per name and process is created in ``u
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
@@ -29,6 +30,9 @@ def nbytes_of(value: object) -> int:
     if fields:
         return sum(nbytes_of(v) for v in fields.values() if isinstance(v, (np.ndarray, tuple, list, dict)))
     return 0
+
+
+_INSTANCES: weakref.WeakSet = weakref.WeakSet()
 
 
 class _EntryBoundedLRU(cachetools.LRUCache):
@@ -61,6 +65,18 @@ class BoundedCache(Generic[V]):
             self._items, key=lambda key, compute: key, lock=self._lock, condition=threading.Condition(self._lock)
         )(self._compute)
         self.computed = 0  # how many values were computed (for tests and the load benchmark)
+        _INSTANCES.add(self)
+
+    @staticmethod
+    def instances() -> list[BoundedCache]:
+        """Every cache of this process (to drop the results of a model whose folder changed)."""
+        return list(_INSTANCES)
+
+    def discard(self, predicate: Callable[[Hashable], bool]) -> None:
+        """Drop every entry whose key satisfies ``predicate``."""
+        with self._lock:
+            for key in [key for key in self._items if predicate(key)]:
+                self._items.pop(key, None)
 
     def _compute(self, key: Hashable, compute: Callable[[], V]) -> V:
         value = compute()
