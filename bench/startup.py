@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 RUNS = 3
@@ -30,44 +27,20 @@ FIGURE = """() => {
 
 
 def _one_run(browser, log_path: Path) -> dict:
-    from tests.browser.conftest import ROOT, AppPage, _free_port
+    from tests.browser.conftest import ROOT, AppPage, serve_app
 
-    port = _free_port()
-    entry = ROOT / "serve.py" if (ROOT / "serve.py").exists() else ROOT / "app.py"
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    url = f"http://127.0.0.1:{port}"
-    with open(log_path, "w") as log:
-        started = time.perf_counter()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(entry), "--server.port", str(port),
-             "--server.address", "127.0.0.1", "--server.headless", "true"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )
-        tab = None
+    entry = "serve.py" if (ROOT / "serve.py").exists() else "app.py"
+    started = time.perf_counter()  # serve_app spawns the server first thing, then waits for its health check
+    with serve_app(log_path, script=entry) as (url, _proc):
+        healthy = time.perf_counter() - started
+        tab = AppPage(browser, url)
         try:
-            while True:
-                try:
-                    with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    if time.perf_counter() - started > TIMEOUT or proc.poll() is not None:
-                        raise RuntimeError("the app did not start: " + log_path.read_text()[-2000:]) from None
-                    time.sleep(0.05)
-            healthy = time.perf_counter() - started
-            tab = AppPage(browser, url)
             tab.page.goto(url, wait_until="commit")
             tab.page.wait_for_function(FIGURE, timeout=TIMEOUT * 1000, polling="raf")
             painted = time.perf_counter() - started
             errors = tab.error_texts()
         finally:
-            if tab is not None:
-                tab.close()
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            tab.close()
     return {"server_answers_seconds": round(healthy, 2), "first_figure_seconds": round(painted, 2), "errors": errors}
 
 
