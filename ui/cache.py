@@ -335,16 +335,11 @@ def cached_figure(model_name: str, key: tuple, build):
 
 @st.cache_resource(show_spinner=False)
 def start_umap_warmup():
-    """Start compiling UMAP (numba, about 10 s) in a daemon thread at the lowest CPU priority, once per
-    process; returns the ``threading.Thread``. ``ui.warmup`` calls it after the bundled model is loaded."""
-    from ui.warmup import lowest_priority
+    """Start compiling UMAP (numba, about 10 s) in a daemon thread, once per process; returns the
+    ``threading.Thread``. ``ui.warmup`` calls it after the bundled model is loaded. (Not at a lower OS
+    priority: the senses page waits for this thread, and a starved thread would make it wait longest.)"""
+    from core.projection import warm_up_umap
 
-    def compile_umap() -> None:
-        lowest_priority()
-        from core.projection import warm_up_umap
-
-        warm_up_umap()
-
-    thread = threading.Thread(target=compile_umap, name="umap-warmup", daemon=True)
+    thread = threading.Thread(target=warm_up_umap, name="umap-warmup", daemon=True)
     thread.start()
     return thread

@@ -1,31 +1,20 @@
 """Start-up work done before the first visitor asks: import the heavy libraries and load the bundled model,
-then (only after that, at the lowest CPU priority) let numba compile UMAP for the senses page."""
+then (only after that) let numba compile UMAP for the senses page."""
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 
 log = logging.getLogger("explorer")
 
-# Seconds the UMAP compilation waits after the model is loaded, so a first page gets the CPU.
-UMAP_DELAY_SECONDS = 5.0
 
 _started = threading.Event()
 _lock = threading.Lock()
 # Held while the warm-up imports torch and transformers: transformers resolves its names lazily, and two
 # threads importing it at once can see a half-initialised module. A page run waits here instead.
 _importing = threading.Lock()
-
-
-def lowest_priority() -> None:
-    """Give this thread the lowest CPU priority (Linux schedules threads one by one)."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-    except (AttributeError, OSError):  # not Linux, or not allowed: a slower page is the only cost
-        pass
 
 
 def _warm_up() -> None:
@@ -40,8 +29,7 @@ def _warm_up() -> None:
         log.info("ready: bundled model loaded %.1f s after start-up began", time.perf_counter() - started)
     except Exception:  # noqa: BLE001 - the first page will load it and explain any failure
         log.exception("could not load the bundled model at start-up")
-    time.sleep(UMAP_DELAY_SECONDS)
-    start_umap_warmup()
+    start_umap_warmup()  # after the model, not before: it overlaps the first page's own work, never its model load
 
 
 def start_warmup() -> threading.Thread | None:
