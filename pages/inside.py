@@ -51,7 +51,6 @@ def one_head_step_by_step() -> None:
     who = f"“{labels[query]}” (token {query})"  # for figure titles (escaped there); who_md for markdown
     who_md = f"“{markdown_safe(labels[query])}” (token {query})"
 
-
     def explain(title: str, text: str):
         """A step: its title and explanation on the left; returns the right-hand column for its figures."""
         text_side, figure_side = st.columns([2, 3], gap="large")
@@ -59,11 +58,9 @@ def one_head_step_by_step() -> None:
         text_side.markdown(text)
         return text_side, figure_side
 
-
     def show(fig, what: str, data) -> None:
         show_figure(fig, name=file_stem(model.name, f"layer{layer}", f"head{head}", f"query{query}", what), data=data,
                     key=f"inside-{what}")
-
 
     def per_token(matrix: np.ndarray, prefix: str) -> pd.DataFrame:
         return pd.DataFrame({"position": range(t), "token": labels} | {f"{prefix}{c}": matrix[:, c] for c in range(d)})
@@ -72,9 +69,9 @@ def one_head_step_by_step() -> None:
     reads = f"the embedding layer's output ({embeddings_description(model)})" if layer == 0 else f"the output of layer {layer - 1}"
     explain("1 · What the head reads", f"Layer {layer} reads hidden state {layer}, {reads}: one vector of "
             f"{model.hidden_size} numbers per token. " + (
-                f"{model.model_type} is pre-LN: the block applies its LayerNorm `ln_1` to the hidden state before attention, "
+                f"This model ({model.model_type}) is pre-LN: the block applies its LayerNorm `ln_1` to the hidden state before attention, "
                 "so the head reads `ln_1(hidden state)`." if arch.pre_ln else
-                f"{model.model_type} is post-LN: LayerNorm (not batch norm: each token is normalised on its own) comes after "
+                f"This model ({model.model_type}) is post-LN: LayerNorm (not batch norm: each token is normalised on its own) comes after "
                 "attention and after the feed-forward part, so the head reads the hidden state as it is."))
 
     _, figures = explain("2 · The query vector", f"The query of {who_md} is `q = x·W_Q + b_Q`: its input vector times "

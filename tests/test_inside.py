@@ -97,5 +97,5 @@ def test_electra_says_what_its_embedding_layer_is(tmp_path):
     at = open_app({"model": str(build_tiny_electra(tmp_path / "electra")), "text": TEXT, "layer": "0"}, page=PAGE)
     assert not page_errors(at)
     text = " ".join(m.value for m in at.markdown)
-    assert "embeddings_project" in text and "electra is post-LN" in text
+    assert "embeddings_project" in text and "This model (electra) is post-LN" in text
     assert _difference(at) < 1e-5

@@ -143,10 +143,8 @@ SHARED_PREFIX = "\n".join(f"{'river' if i % 2 else 'money'}: the bank {w}" for i
 
 
 def _senses_with(model_dir: str, lines: str, method: str, layer: int):
-    at = open_app({"model": model_dir, "source": "Your sentences", "word": "bank", "method": method, "layer": str(layer)},
-                  page=SENSES)
-    at.text_area(key="senses_text").input(lines).run()
-    return at
+    return open_app({"model": model_dir, "source": "Your sentences", "word": "bank", "method": method, "layer": str(layer),
+                     "lines": lines}, page=SENSES)
 
 
 @pytest.mark.app
@@ -160,7 +158,7 @@ def test_identical_occurrence_vectors_are_drawn_as_one_point(case, method, tiny_
     assert not _errors(at), _errors(at)
     notes = " ".join(c.value for c in at.caption) + " ".join(i.value for i in at.info)
     assert "drawn as one point" in notes and f"Only 1 of these {len(lines.splitlines())} vectors are distinct" in notes
-    assert at.text_area(key="senses_text").value == lines
+    assert [box.value for box in at.text_area if box.label.startswith("One sentence per line")] == [lines]
 
 
 @pytest.mark.app

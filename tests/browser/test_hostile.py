@@ -51,3 +51,48 @@ def test_a_hostile_model_id_is_only_a_message(app_page):
     page = app_page.open("", {"model": MODEL_ATTACK})
     assert app_page.error_texts(), "a bad model id must get a message"
     assert not _injected(page) and not app_page.dialogs and not app_page.blocked
+
+
+# --- Inputs that once crashed the server (issue 18): the server must survive them and say why ---
+
+REPEATED = "\n".join(["river: We sat on the bank of the river."] * 4 + ["money: We sat on the bank of the river."] * 4)
+
+
+def _server_alive(base_url: str) -> bool:
+    import urllib.request
+
+    with urllib.request.urlopen(base_url + "/_stcore/health", timeout=5) as response:
+        return response.status == 200
+
+
+def test_identical_sense_vectors_through_t_sne_leave_the_server_running(app_page):
+    # Before: t-SNE on identical occurrence vectors ended the server process with a segmentation fault
+    page = app_page.open("senses", {"source": "Your sentences", "word": "bank", "method": "t-SNE", "layer": "2"},
+                         timeout_ms=400_000)
+    box = page.get_by_label("One sentence per line", exact=False)
+    box.fill(REPEATED)
+    box.press("Control+Enter")
+    app_page.wait_until_idle(timeout_ms=400_000)
+    assert page.get_by_text("drawn as one point", exact=False).count() >= 1
+    app_page.assert_clean()
+    # the embedding layer repeats token + position vectors across the built-in sentences: t-SNE runs on them
+    page = app_page.open("senses", {"word": "bank", "method": "t-SNE", "layer": "0"}, timeout_ms=400_000)
+    page.wait_for_selector(".js-plotly-plot .scatterlayer .point", timeout=400_000)
+    app_page.assert_clean()
+    assert _server_alive(app_page.base_url)
+
+
+def test_a_token_limit_below_the_special_tokens_is_a_sentence(browser, tmp_path):
+    # Before: EXPLORER_MAX_TOKENS=1 raised a tensor size mismatch on the bundled (BERT-style) model
+    from tests.browser.conftest import AppPage, serve_app
+
+    with serve_app(tmp_path / "streamlit.log", {"EXPLORER_MAX_TOKENS": "1"}) as (url, _proc):
+        tab = AppPage(browser, url)
+        try:
+            tab.open("attention", {"text": "the bank of a river"}, timeout_ms=400_000)
+            errors = tab.error_texts()
+            assert any("at least 3" in e for e in errors), errors
+            assert not any("Traceback" in e or "Something went wrong" in e for e in errors), errors
+            assert _server_alive(url)
+        finally:
+            tab.close()
