@@ -6,12 +6,17 @@ import logging
 from pathlib import Path
 
 import streamlit as st
-import transformers
 
-from ui.cache import start_umap_warmup
-from ui.errors import friendly_errors
-from ui.page_state import page_run
-from ui.session import render_sidebar
+from ui.warmup import start_warmup, wait_for_imports
+
+start_warmup()  # `make run` did this as the server started; with `streamlit run app.py`, the first visit does
+wait_for_imports()
+
+import transformers  # noqa: E402
+
+from ui.errors import friendly_errors  # noqa: E402
+from ui.page_state import page_run  # noqa: E402
+from ui.session import render_sidebar  # noqa: E402
 
 ROOT = Path(__file__).parent
 
@@ -40,7 +45,6 @@ def run() -> None:
         st.Page(str(ROOT / file), title=title, icon=icon, url_path=path or None, default=not path)
         for file, title, icon, path in PAGES
     ]
-    start_umap_warmup()  # numba compiles UMAP in the background for the senses page
     page = st.navigation(pages)
     with friendly_errors(f"showing {page.title}"), page_run(page.url_path):
         render_sidebar()  # inside the boundary: a bad deployment setting is a sentence too

@@ -5,12 +5,14 @@ from ui.shell import require_app_shell
 
 require_app_shell()
 
+from functools import partial  # noqa: E402
+
 import streamlit as st  # noqa: E402
 
 from core.heads import UnsupportedArchitecture  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
 from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed  # noqa: E402
-from ui.cache import cached_attention_view, cached_queries_keys  # noqa: E402
+from ui.cache import cached_attention_view, cached_figure, cached_queries_keys  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.page_state import option  # noqa: E402
 from ui.session import (  # noqa: E402
@@ -71,38 +73,58 @@ if len(view.labels) == 0:
     st.info("Every token is a special token, so hiding them leaves nothing to show. Choose *Show* for special tokens.")
     st.stop()
 
+inputs = (current_text(), current_token_limit(), source, special, words)
+overview_title = f"{model.name}: {SOURCES[source]}, every layer" + ("" if source == "rollout" else " × head")
 show_figure(
-    va.overview_figure(view.matrices, title=f"{model.name}: {SOURCES[source]}, every layer" + ("" if source == "rollout" else " × head"),
-                       head_names=[n.removeprefix("head ") for n in head_names], **style),
+    cached_figure(
+        current_model_name(), ("attention-overview", *inputs, colorscale, per_head, present),
+        lambda: va.overview_figure(view.matrices, title=overview_title, head_names=[n.removeprefix("head ") for n in head_names],
+                                   **style),
+    ),
     name=file_stem(model.name, source, "overview"),
-    data=va.cells_table(view.matrices, view.labels, causal=model.is_decoder, max_cells=va.OVERVIEW_MAX_CELLS,
-                        outer={"layer": list(range(layers)), "head": head_names}),
+    data=partial(va.cells_table, view.matrices, view.labels, causal=model.is_decoder, max_cells=va.OVERVIEW_MAX_CELLS,
+                 outer={"layer": list(range(layers)), "head": head_names}),
     key="attention-overview",
 )
-left, right, mode = st.columns([1, 1, 3])
-layer = option(left.selectbox, BLOCK_SELECT_LABEL, range(layers), key="layer", help=BLOCK_SELECT_HELP)
-head = option(right.selectbox, "Head (counted from 0)", range(heads), key="head", disabled=source == "rollout",
-                       help="Rollout averages the heads, so it has none of its own." if source == "rollout" else None)
-shown = option(mode.segmented_control, "View", VIEWS, key="view", default=VIEWS[0], required=True)
-matrix = view.matrices[layer, head]
 
-if shown == "one head":
-    show_figure(
-        va.head_figure(matrix, view.labels, title=f"{model.name} · layer {layer}, {head_names[head]}", **style),
-        name=file_stem(model.name, source, "layer", layer, "head", head),
-        data=va.matrix_table(matrix, view.labels, causal=model.is_decoder),
-        key="attention-head",
-    )
-elif shown == "one layer":
-    show_figure(
-        va.layer_grid_figure(view.matrices[layer], view.labels, title=f"{model.name} · layer {layer}, every head",
-                             head_names=head_names, **style),
-        name=file_stem(model.name, source, "layer", layer),
-        data=va.cells_table(view.matrices[layer], view.labels, causal=model.is_decoder, max_cells=va.GRID_MAX_CELLS,
-                            outer={"head": head_names}),
-        key="attention-layer",
-    )
-else:
+
+@st.fragment
+def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict) -> None:
+    """Layer, head and view pickers and the figure they choose: a click here reruns only this part."""
+    source = inputs[2]
+    layers, heads = view.matrices.shape[:2]
+    left, right, mode = st.columns([1, 1, 3])
+    layer = option(left.selectbox, BLOCK_SELECT_LABEL, range(layers), key="layer", help=BLOCK_SELECT_HELP)
+    head = option(right.selectbox, "Head (counted from 0)", range(heads), key="head", disabled=source == "rollout",
+                  help="Rollout averages the heads, so it has none of its own." if source == "rollout" else None)
+    shown = option(mode.segmented_control, "View", VIEWS, key="view", default=VIEWS[0], required=True)
+    matrix = view.matrices[layer, head]
+    options = (*inputs, style["colorscale"], style["per_head_scale"], style["large"])
+
+    if shown == "one head":
+        show_figure(
+            cached_figure(current_model_name(), ("attention-head", *options, layer, head), lambda: va.head_figure(
+                matrix, view.labels, title=f"{model.name} · layer {layer}, {head_names[head]}", **style)),
+            name=file_stem(model.name, source, "layer", layer, "head", head),
+            data=partial(va.matrix_table, matrix, view.labels, causal=model.is_decoder),
+            key="attention-head",
+        )
+    elif shown == "one layer":
+        show_figure(
+            cached_figure(current_model_name(), ("attention-layer", *options, layer), lambda: va.layer_grid_figure(
+                view.matrices[layer], view.labels, title=f"{model.name} · layer {layer}, every head", head_names=head_names, **style)),
+            name=file_stem(model.name, source, "layer", layer),
+            data=partial(va.cells_table, view.matrices[layer], view.labels, causal=model.is_decoder, max_cells=va.GRID_MAX_CELLS,
+                         outer={"head": head_names}),
+            key="attention-layer",
+        )
+    else:
+        bertviz(view, layer, head)
+
+
+def bertviz(view, layer: int, head: int) -> None:
+    """BertViz's head, model or neuron view, offline, for the chosen layer and head."""
+    layers, heads = view.matrices.shape[:2]
     kind = BERTVIZ[option(st.radio, "BertViz view", list(BERTVIZ), key="bertviz", horizontal=True)]
     n = len(view.labels)
     html = None
@@ -132,3 +154,6 @@ else:
         height = bv.view_height(kind, n, len(sent), heads)
     if html is not None:
         st.iframe(html, height=height)
+
+
+one_head_or_layer(inputs, view, head_names, style)

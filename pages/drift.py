@@ -37,113 +37,129 @@ corpus = current_corpus()
 model = current_model()
 st.caption(f"{len(corpus)} documents from {current_corpus_name()}, through {model.name} ({model.num_layers} layers).")
 
-left, middle, right = st.columns([2, 2, 1])
-# Options are short words because the URL holds the option as shown; the captions explain them.
-reference = option(
-    left.radio, "Compare hidden state k with", list(REFERENCES), captions=list(REFERENCES.values()), key="reference"
-)
-pooling = option(middle.selectbox, "Pooling (tokens → one vector)", list(POOLINGS), key="pooling")
-middle.caption(POOLINGS[pooling])
-adjusted = option(
-    right.toggle,
-    "Subtract baseline",
-    key="adjust",
-    help="Show similarity minus the baseline: how much more a document resembles its own reference layer than another document's.",
-)
-
-progress_slot = st.empty()
-embeddings = cached_corpus_embeddings(
-    current_model_name(),
-    tuple(doc.text for doc in corpus),
-    current_token_limit(),
-    progress=lambda done, total: progress_slot.progress(done / total, text=f"Running the model: {done} of {total} documents"),
-)
-progress_slot.empty()
-context = cached_contextuality(
-    current_model_name(),
-    tuple(doc.text for doc in corpus),
-    current_token_limit(),
-    progress=lambda done, total: progress_slot.progress(done / total, text=f"Collecting word vectors: {done} of {total} documents"),
-)
-progress_slot.empty()
-
 titles = [doc.title for doc in corpus]
 documents = pd.DataFrame({"document": range(len(corpus)), "title": titles, "genre": [doc.genre for doc in corpus]})
-if embeddings.truncated.any():
-    cut = documents[embeddings.truncated].assign(
-        tokens=embeddings.num_input_tokens[embeddings.truncated], read=embeddings.num_tokens[embeddings.truncated]
-    )
-    limit = current_token_limit()  # the deployment's cut, which may be below the model's own limit
-    reader = model.name if limit >= model.max_tokens else f"this app analyses per text ({model.name} itself reads {model.max_tokens})"
-    st.warning(
-        f"{len(cut)} of {len(corpus)} documents have more tokens than {reader}: only their first {limit} tokens count.",
-        icon=":material/content_cut:",
-    )
-    st.dataframe(cut, hide_index=True)
 
-table = documents.merge(drift_table(embeddings, reference=reference, pooling=pooling), on="document")
-if adjusted and len(corpus) < 2:
-    st.info("The baseline compares different documents, so it needs at least two; showing raw similarity.")
-    adjusted = False
-kind = "static → layer" if reference == "static" else "layer → layer"
-show_figure(
-    layer_violin_figure(
-        table,
-        titles,
-        value="adjusted_similarity" if adjusted else "cosine_similarity",
-        value_label="cosine similarity − baseline" if adjusted else "cosine similarity",
-        title=f"{kind}: cosine similarity per document ({pooling} pooling)",
-        baseline=None if adjusted or len(corpus) < 2 else table.drop_duplicates("layer"),
-        token_baseline=None if adjusted or len(corpus) < 2 else context.table,
-    ),
-    name=file_stem(model.name, "drift", reference, pooling, "adjusted" if adjusted else None),
-    data=table,
-    key="drift-violins",
-)
-st.markdown(
-    "**Baselines.** The vectors of one hidden state can share a common direction (*anisotropy*, Ethayarajh 2019), "
-    "which raises every cosine in it. The dotted line is the mean cosine between different documents within hidden "
-    "state k; the dash-dotted line the same for single words (random words from different documents, Ethayarajh's "
-    "own baseline). The dashed line makes the same comparison as the violins but between different documents "
-    "(document i's reference vs document j's hidden state k); *Subtract baseline* subtracts it, so 0 means "
-    "\"no closer to its own reference than to another document's\".  \n"
-    + (
-        markdown_safe(baseline_sentences(baseline_table(embeddings, pooling=pooling), context.table, pooling=pooling))
-        if len(corpus) >= 2
-        else "With a single document there is no baseline."
-    )
-)
 
-st.subheader("Does a word get a different vector in every context?")
-st.markdown(
-    "**Self-similarity** (Ethayarajh 2019): for each word that occurs at least "
-    f"{MIN_OCCURRENCES} times in the corpus, the mean cosine between its vectors in different documents, averaged "
-    "over those words. 1 would mean one vector whatever the context, as a static embedding; lower means the context "
-    "changes it. **Intra-sentence similarity**: the mean cosine between each word and its sentence's mean word vector. "
-    "Both are read against the baseline of random words from different documents, which *Subtract baseline* removes."
-)
-if context.num_words == 0:
-    st.info(
-        f"No word occurs {MIN_OCCURRENCES} times or more in at least two documents of this corpus, so there is no "
-        "self-similarity to show. Add documents, or choose the sample corpus.",
-        icon=":material/info:",
+def self_similarity(context, adjusted: bool) -> None:
+    """Self-similarity and intra-sentence similarity (Ethayarajh 2019) beside their random-word baseline."""
+    st.subheader("Does a word get a different vector in every context?")
+    st.markdown(
+        "**Self-similarity** (Ethayarajh 2019): for each word that occurs at least "
+        f"{MIN_OCCURRENCES} times in the corpus, the mean cosine between its vectors in different documents, averaged "
+        "over those words. 1 would mean one vector whatever the context, as a static embedding; lower means the context "
+        "changes it. **Intra-sentence similarity**: the mean cosine between each word and its sentence's mean word vector. "
+        "Both are read against the baseline of random words from different documents, which *Subtract baseline* removes."
     )
-show_figure(
-    contextuality_figure(
-        context.table,
-        adjusted=adjusted,
-        title=f"Self-similarity of {context.num_words} words and intra-sentence similarity of {context.num_sentences} sentences",
-    ),
-    name=file_stem(model.name, "self-similarity", "adjusted" if adjusted else None),
-    data=context.table,
-    key="drift-contextuality",
-)
-if context.num_words:
-    st.caption(markdown_safe(contextuality_sentence(context.table)))
-    with st.expander("Per word"):
-        last = context.words[context.words["layer"] == model.num_layers].sort_values("self_similarity")
-        st.dataframe(last.rename(columns={"self_similarity": f"self-similarity at hidden state {model.num_layers}"}),
-                     hide_index=True)
+    if context.num_words == 0:
+        st.info(
+            f"No word occurs {MIN_OCCURRENCES} times or more in at least two documents of this corpus, so there is no "
+            "self-similarity to show. Add documents, or choose the sample corpus.",
+            icon=":material/info:",
+        )
+    show_figure(
+        contextuality_figure(
+            context.table,
+            adjusted=adjusted,
+            title=f"Self-similarity of {context.num_words} words and intra-sentence similarity of {context.num_sentences} sentences",
+        ),
+        name=file_stem(model.name, "self-similarity", "adjusted" if adjusted else None),
+        data=context.table,
+        key="drift-contextuality",
+    )
+    if context.num_words:
+        st.caption(markdown_safe(contextuality_sentence(context.table)))
+        with st.expander("Per word"):
+            last = context.words[context.words["layer"] == model.num_layers].sort_values("self_similarity")
+            st.dataframe(last.rename(columns={"self_similarity": f"self-similarity at hidden state {model.num_layers}"}),
+                         hide_index=True)
+
+
+def corpus_embeddings(progress=None):
+    """Every pooling of every hidden state of the corpus, from one cached pass of the model."""
+    return cached_corpus_embeddings(current_model_name(), tuple(doc.text for doc in corpus), current_token_limit(), progress=progress)
+
+
+@st.fragment
+def drift_violins() -> None:
+    """Reference, pooling and baseline options and the violins they change: a change reruns only this part and
+    reuses the corpus embeddings."""
+    left, middle, right = st.columns([2, 2, 1])
+    # Options are short words because the URL holds the option as shown; the captions explain them.
+    reference = option(
+        left.radio, "Compare hidden state k with", list(REFERENCES), captions=list(REFERENCES.values()), key="reference"
+    )
+    pooling = option(middle.selectbox, "Pooling (tokens → one vector)", list(POOLINGS), key="pooling")
+    middle.caption(POOLINGS[pooling])
+    adjusted = option(
+        right.toggle,
+        "Subtract baseline",
+        key="adjust",
+        help="Show similarity minus the baseline: how much more a document resembles its own reference layer than another document's.",
+    )
+
+    progress_slot = st.empty()
+    embeddings = corpus_embeddings(
+        progress=lambda done, total: progress_slot.progress(done / total, text=f"Running the model: {done} of {total} documents"),
+    )
+    progress_slot.empty()
+    context = cached_contextuality(
+        current_model_name(),
+        tuple(doc.text for doc in corpus),
+        current_token_limit(),
+        progress=lambda done, total: progress_slot.progress(done / total, text=f"Collecting word vectors: {done} of {total} documents"),
+    )
+    progress_slot.empty()
+
+    if embeddings.truncated.any():
+        cut = documents[embeddings.truncated].assign(
+            tokens=embeddings.num_input_tokens[embeddings.truncated], read=embeddings.num_tokens[embeddings.truncated]
+        )
+        limit = current_token_limit()  # the deployment's cut, which may be below the model's own limit
+        reader = model.name if limit >= model.max_tokens else f"this app analyses per text ({model.name} itself reads {model.max_tokens})"
+        st.warning(
+            f"{len(cut)} of {len(corpus)} documents have more tokens than {reader}: only their first {limit} tokens count.",
+            icon=":material/content_cut:",
+        )
+        st.dataframe(cut, hide_index=True)
+
+    table = documents.merge(drift_table(embeddings, reference=reference, pooling=pooling), on="document")
+    if adjusted and len(corpus) < 2:
+        st.info("The baseline compares different documents, so it needs at least two; showing raw similarity.")
+        adjusted = False
+    kind = "static → layer" if reference == "static" else "layer → layer"
+    show_figure(
+        layer_violin_figure(
+            table,
+            titles,
+            value="adjusted_similarity" if adjusted else "cosine_similarity",
+            value_label="cosine similarity − baseline" if adjusted else "cosine similarity",
+            title=f"{kind}: cosine similarity per document ({pooling} pooling)",
+            baseline=None if adjusted or len(corpus) < 2 else table.drop_duplicates("layer"),
+            token_baseline=None if adjusted or len(corpus) < 2 else context.table,
+        ),
+        name=file_stem(model.name, "drift", reference, pooling, "adjusted" if adjusted else None),
+        data=table,
+        key="drift-violins",
+    )
+    st.markdown(
+        "**Baselines.** The vectors of one hidden state can share a common direction (*anisotropy*, Ethayarajh 2019), "
+        "which raises every cosine in it. The dotted line is the mean cosine between different documents within hidden "
+        "state k; the dash-dotted line the same for single words (random words from different documents, Ethayarajh's "
+        "own baseline). The dashed line makes the same comparison as the violins but between different documents "
+        "(document i's reference vs document j's hidden state k); *Subtract baseline* subtracts it, so 0 means "
+        "\"no closer to its own reference than to another document's\".  \n"
+        + (
+            markdown_safe(baseline_sentences(baseline_table(embeddings, pooling=pooling), context.table, pooling=pooling))
+            if len(corpus) >= 2
+            else "With a single document there is no baseline."
+        )
+    )
+    self_similarity(context, adjusted)
+
+
+drift_violins()
+embeddings = corpus_embeddings()
 
 st.subheader("[CLS] static vs contextual")
 if model.is_decoder:

@@ -1,5 +1,7 @@
 """Maxima: which token each token attends to most, layer by layer; attention rollout and norm-weighted attention."""
 
+from functools import partial
+
 import pandas as pd
 import streamlit as st
 
@@ -9,8 +11,8 @@ from core.attention import attention_maxima, pairs_table, row_normalise, special
 from core.heads import UnsupportedArchitecture
 from core.tokens import token_labels
 from ui.caveats import NORM_WEIGHTED, WORD_LEVEL_HELP, attention_caveat, word_level_allowed
-from ui.cache import cached_norm_weighted, cached_rollout
-from ui.figures import show_figure
+from ui.cache import cached_figure, cached_norm_weighted, cached_rollout
+from ui.figures import csv_download, show_figure
 from ui.page_state import option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.shell import require_app_shell
@@ -81,7 +83,7 @@ else:
     show_figure(
         maxima_grid(maxima, title=f"Most-attended token ({what})", weight_name=WEIGHT_NAMES[source]),
         name=file_stem(model.name, "maxima", source, "head", head),
-        data=maxima.long_table(),
+        data=maxima.long_table,
         key="maxima-grid",
     )
     if source != ROLLOUT and not words:
@@ -94,11 +96,8 @@ else:
     st.markdown("**Every token, every layer**: the most-attended token and its weight.")
     table = maxima.wide_table()
     st.dataframe(table, hide_index=True)
-    st.download_button(
-        "Download the table (CSV)", table.to_csv(index=False).encode("utf-8"),
-        file_name=f"{file_stem(model.name, 'maxima-table', source, 'head', head)}.csv", mime="text/csv",
-        on_click="ignore", key="maxima-table-csv", icon=":material/download:",
-    )
+    csv_download("Download the table (CSV)", table, file_name=f"{file_stem(model.name, 'maxima-table', source, 'head', head)}.csv",
+                 key="maxima-table-csv")
 
 st.header("Beyond raw attention")
 st.markdown(
@@ -110,23 +109,31 @@ st.markdown(
     "α by ‖f(x)‖, the length of the vector the attended token actually adds through that head (its value vector "
     "passed through the head's slice of the output projection), so attention to a token that adds little shrinks."
 )
-layer = option(st.selectbox, BLOCK_SELECT_LABEL, range(analysis.num_layers), key="layer", help=BLOCK_SELECT_HELP)
-pick = (lambda m: m[layer, head]) if head is not None else (lambda m: m[layer].mean(axis=0))
-panels = {f"raw attention, layer {layer}": pick(analysis.attentions)}
-if weighted is not None:
-    panels[f"norm-weighted, layer {layer} (share of row)"] = row_normalise(pick(weighted))
-panels[f"rollout, layers 0–{layer}"] = rolled[layer]
-st.caption(f"{f'Head {head}' if head is not None else 'Mean over heads'}; every token, special ones included.")
-labels = token_labels(analysis)
-if analysis.num_tokens <= MAX_PANEL_TOKENS:
-    show_figure(
-        attention_panels(list(panels.items()), labels),
-        name=file_stem(model.name, "raw-norm-weighted-rollout", "layer", layer, "head", head),
-        data=pairs_table(labels, panels),
-        key="maxima-panels",
-    )
-else:
-    st.info(f"The maps are drawn for texts of up to {MAX_PANEL_TOKENS} tokens; this one has {analysis.num_tokens}.")
+@st.fragment
+def raw_norm_rollout(head: int | None) -> None:
+    """Raw, norm-weighted and rollout maps of one layer: moving the layer reruns only this part."""
+    layer = option(st.selectbox, BLOCK_SELECT_LABEL, range(analysis.num_layers), key="layer", help=BLOCK_SELECT_HELP)
+    pick = (lambda m: m[layer, head]) if head is not None else (lambda m: m[layer].mean(axis=0))
+    panels = {f"raw attention, layer {layer}": pick(analysis.attentions)}
+    if weighted is not None:
+        panels[f"norm-weighted, layer {layer} (share of row)"] = row_normalise(pick(weighted))
+    panels[f"rollout, layers 0–{layer}"] = rolled[layer]
+    st.caption(f"{f'Head {head}' if head is not None else 'Mean over heads'}; every token, special ones included.")
+    labels = token_labels(analysis)
+    if analysis.num_tokens <= MAX_PANEL_TOKENS:
+        show_figure(
+            cached_figure(name, ("maxima-panels", text, limit, layer, head, weighted is not None),
+                          lambda: attention_panels(list(panels.items()), labels)),
+            name=file_stem(model.name, "raw-norm-weighted-rollout", "layer", layer, "head", head),
+            data=partial(pairs_table, labels, panels),
+            key="maxima-panels",
+        )
+    else:
+        st.info(f"The maps are drawn for texts of up to {MAX_PANEL_TOKENS} tokens; this one has {analysis.num_tokens}.")
+
+
+raw_norm_rollout(head)
+
 if weighted is not None and analysis.special_mask.any() and not analysis.special_mask.all():
     shares = {RAW: special_share(analysis.attentions, analysis.special_mask)}
     shares[NORM] = special_share(weighted, analysis.special_mask)

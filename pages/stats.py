@@ -47,7 +47,7 @@ if model.is_encoder_decoder:
 
     stats_page()
     st.stop()
-left, right = st.columns(2)
+left, _ = st.columns(2)
 source = option(
     left.segmented_control,
     "Average over",
@@ -58,7 +58,6 @@ source = option(
     key="over",
     help="The corpus is the drift page's: its sample corpus unless you uploaded or pasted one there.",
 )
-statistic = option(right.selectbox, "Statistic", list(STATISTICS), format_func=SHORT_NAMES.get, key="stat")
 limit = current_token_limit()
 
 if source == "text":
@@ -71,6 +70,7 @@ else:
     else:
         texts, about = tuple(EXAMPLE_SENTENCES.values()), "the example sentences"
     about = f"{len(texts)} texts from {about}, each counting once"
+    roles = None  # token roles are per text: only the single-text view uses them
     bar = st.empty()
     table = cached_corpus_head_stats(
         current_model_name(),
@@ -83,63 +83,72 @@ else:
 if table[list(STATISTICS)].isna().all(axis=None):
     st.info("There is no query token to average over: type at least one ordinary word (two for a decoder, whose first token can only attend to itself).")
     st.stop()
-share = statistic not in NOT_SHARES
-show_figure(
-    head_heatmap(statistic_grid(table, statistic), title=f"{STATISTICS[statistic]}: {about}", colorbar=statistic, share=share),
-    name=file_stem(model.name, "head-stats", statistic, source),
-    data=table,
-    key="stats-heatmap",
-)
-note = DEFINITIONS[statistic]
-if statistic == "entropy":
-    note += (
-        f" Attention spread evenly would score {table[UNIFORM_ENTROPY].mean():.2f} nats: the mean over the query "
-        "tokens of ln n, n = the keys a query sees (every token for an encoder, tokens 0..i for decoder query i)."
-    )
-st.caption(note)
 
-st.subheader("Ranked heads")
-st.caption("Each head opens on the attention page in a new tab, with the same model and text.")
-for column, (name, heading) in zip(st.columns(len(RANKINGS)), RANKINGS.items()):
-    with column:
-        st.markdown(f"**{heading}**")
-        st.button("Show as heatmap", key=f"rank-{name}", on_click=set_option, args=("stat", name), icon=":material/grid_on:")
-        ranked = rank_heads(table, name)
-        if not (ranked[name] > 0).any():
-            st.caption("No head attends to these tokens here.")
-            continue
-        for row in ranked.itertuples():
-            text = f"layer {row.layer}, head {row.head}: {getattr(row, name):.3f}"
-            # a new tab with the sidebar's model and text, raw attention, this head
-            st.markdown(f"[{text}]({link_url(ATTENTION_PAGE, source='raw', layer=row.layer, head=row.head)})")
 
-if source == "text":
-    st.subheader("The same statistic over norm-weighted attention")
-    st.markdown(
-        "Norm-weighted attention (Kobayashi et al. 2020) weights each attention weight by the length of what the key "
-        "token actually adds, ‖f(x_j)‖ (its value vector through the head's slice of the output projection); each row "
-        "is then taken as a share of its norm-weighted total. Attention parked on [CLS] or [SEP] whose value vectors "
-        "(after the output projection W_O) are short adds little to the output, though not nothing (Kobayashi et al. "
-        "2020): it shrinks on the right."
+@st.fragment
+def statistic_views(source: str, table, roles, about: str) -> None:
+    """The statistic picker and everything it changes: picking another statistic reruns only this part."""
+    statistic = option(st.columns(2)[0].selectbox, "Statistic", list(STATISTICS), format_func=SHORT_NAMES.get, key="stat")
+    share = statistic not in NOT_SHARES
+    show_figure(
+        head_heatmap(statistic_grid(table, statistic), title=f"{STATISTICS[statistic]}: {about}", colorbar=statistic, share=share),
+        name=file_stem(model.name, "head-stats", statistic, source),
+        data=table,
+        key="stats-heatmap",
     )
-    try:
-        weighted, _ = cached_head_stats(current_model_name(), current_text(), limit, "norm-weighted")
-    except UnsupportedArchitecture as err:
-        st.info(str(err), icon=":material/info:")
-    else:
-        grids = [statistic_grid(table, statistic), statistic_grid(weighted, statistic)]
-        both = table.merge(weighted, on=["layer", "head"], suffixes=("_attention", "_norm_weighted"))
-        show_figure(
-            head_heatmaps(grids, titles=["attention", "norm-weighted attention"], colorbar=statistic, share=share),
-            name=file_stem(model.name, "head-stats-norm-weighted", statistic),
-            data=both,
-            key="stats-norm-weighted",
+    note = DEFINITIONS[statistic]
+    if statistic == "entropy":
+        note += (
+            f" Attention spread evenly would score {table[UNIFORM_ENTROPY].mean():.2f} nats: the mean over the query "
+            "tokens of ln n, n = the keys a query sees (every token for an encoder, tokens 0..i for decoder query i)."
         )
-        st.caption(
-            " ".join(
-                f"{STATISTICS[sink]}, mean over all heads: {table[sink].mean():.1%} of attention, "
-                f"{weighted[sink].mean():.1%} of norm-weighted attention."
-                for sink in ("first", "end")
-                if sink == "first" or roles.end.any()
+    st.caption(note)
+
+    st.subheader("Ranked heads")
+    st.caption("Each head opens on the attention page in a new tab, with the same model and text.")
+    for column, (name, heading) in zip(st.columns(len(RANKINGS)), RANKINGS.items()):
+        with column:
+            st.markdown(f"**{heading}**")
+            st.button("Show as heatmap", key=f"rank-{name}", on_click=set_option, args=("stat", name), icon=":material/grid_on:")
+            ranked = rank_heads(table, name)
+            if not (ranked[name] > 0).any():
+                st.caption("No head attends to these tokens here.")
+                continue
+            for row in ranked.itertuples():
+                text = f"layer {row.layer}, head {row.head}: {getattr(row, name):.3f}"
+                # a new tab with the sidebar's model and text, raw attention, this head
+                st.markdown(f"[{text}]({link_url(ATTENTION_PAGE, source='raw', layer=row.layer, head=row.head)})")
+
+    if source == "text":
+        st.subheader("The same statistic over norm-weighted attention")
+        st.markdown(
+            "Norm-weighted attention (Kobayashi et al. 2020) weights each attention weight by the length of what the key "
+            "token actually adds, ‖f(x_j)‖ (its value vector through the head's slice of the output projection); each row "
+            "is then taken as a share of its norm-weighted total. Attention parked on [CLS] or [SEP] whose value vectors "
+            "(after the output projection W_O) are short adds little to the output, though not nothing (Kobayashi et al. "
+            "2020): it shrinks on the right."
+        )
+        try:
+            weighted, _ = cached_head_stats(current_model_name(), current_text(), limit, "norm-weighted")
+        except UnsupportedArchitecture as err:
+            st.info(str(err), icon=":material/info:")
+        else:
+            grids = [statistic_grid(table, statistic), statistic_grid(weighted, statistic)]
+            both = table.merge(weighted, on=["layer", "head"], suffixes=("_attention", "_norm_weighted"))
+            show_figure(
+                head_heatmaps(grids, titles=["attention", "norm-weighted attention"], colorbar=statistic, share=share),
+                name=file_stem(model.name, "head-stats-norm-weighted", statistic),
+                data=both,
+                key="stats-norm-weighted",
             )
-        )
+            st.caption(
+                " ".join(
+                    f"{STATISTICS[sink]}, mean over all heads: {table[sink].mean():.1%} of attention, "
+                    f"{weighted[sink].mean():.1%} of norm-weighted attention."
+                    for sink in ("first", "end")
+                    if sink == "first" or roles.end.any()
+                )
+            )
+
+
+statistic_views(source, table, roles, about)

@@ -8,7 +8,10 @@ read-only (``Analysis`` freezes its arrays).
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections import deque
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +28,49 @@ MAX_MODELS = 3
 MAX_ANALYSES = 64
 # One 512-token analysis of a 12-layer, 12-head model holds about 150 MB of attention.
 MAX_ANALYSIS_BYTES = 1_500_000_000
+
+
+class _FirstComeFirstServed:
+    """A re-entrant lock granted in arrival order (``threading.Lock`` wakes waiters in no set order).
+
+    Around every model run: one forward pass at a time uses all of torch's threads instead of
+    many sessions' passes splitting (and oversubscribing) the cores, and a page that asked first
+    is answered first instead of every session finishing together at the end.
+    """
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._queue: deque[int] = deque()
+        self._owner: int | None = None
+        self._depth = 0
+
+    @contextmanager
+    def turn(self):
+        me = threading.get_ident()
+        with self._condition:
+            if self._owner == me:  # a model run inside a model run (e.g. analysis inside a derived result)
+                self._depth += 1
+            else:
+                self._queue.append(me)
+                self._condition.wait_for(lambda: self._owner is None and self._queue[0] == me)
+                self._queue.popleft()
+                self._owner, self._depth = me, 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._owner = None
+                    self._condition.notify_all()
+
+
+_model_runs = _FirstComeFirstServed()
+
+
+def model_turn():
+    """Context manager: wait for this process's turn to run a model (first come, first served)."""
+    return _model_runs.turn()
 
 
 def model_signature(name: str) -> tuple:
@@ -76,7 +122,7 @@ def cached_analysis(model_name: str, text: str, max_tokens: int | None = None) -
     """One ``Analysis`` per (model, text, token limit), so changing a view never re-runs the model."""
     model = cached_model(model_name)
     store = bounded_store("analyses", MAX_ANALYSES, MAX_ANALYSIS_BYTES)
-    return store.get_or_compute((model_name, text, max_tokens), lambda: analyze(model, text, max_tokens=max_tokens))
+    return store.get_or_compute((model_name, text, max_tokens), lambda: _in_turn(analyze, model, text, max_tokens=max_tokens))
 
 
 # Derived attention (maxima page; reused by the attention and head-statistics pages).
@@ -103,7 +149,13 @@ def cached_norm_weighted(model_name: str, text: str, max_tokens: int | None = No
     model = cached_model(model_name)
     analysis = cached_analysis(model_name, text, max_tokens)
     store = bounded_store("norm-weighted", MAX_DERIVED_ENTRIES, MAX_DERIVED_BYTES)
-    return store.get_or_compute((model_name, text, max_tokens), lambda: _read_only(norm_weighted(model, analysis)))
+    return store.get_or_compute((model_name, text, max_tokens), lambda: _read_only(_in_turn(norm_weighted, model, analysis)))
+
+
+def _in_turn(run, *args, **kwargs):
+    """``run(*args, **kwargs)`` once it is this session's turn to use the model (see ``model_turn``)."""
+    with model_turn():
+        return run(*args, **kwargs)
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -138,7 +190,8 @@ def cached_corpus_head_stats(model_name: str, texts: tuple[str, ...], max_tokens
     model = cached_model(model_name)
     store = bounded_store("corpus-head-stats", MAX_HEAD_STATS, 50_000_000)
     return store.get_or_compute(
-        (model_name, tuple(texts), max_tokens), lambda: corpus_statistics(model, texts, max_tokens=max_tokens, progress=progress)
+        (model_name, tuple(texts), max_tokens),
+        lambda: _in_turn(corpus_statistics, model, texts, max_tokens=max_tokens, progress=progress),
     )
 
 
@@ -158,7 +211,7 @@ def cached_corpus_embeddings(model_name: str, texts: tuple[str, ...], max_tokens
     model = cached_model(model_name)
     store = bounded_store("corpus-embeddings", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
     return store.get_or_compute(
-        (model_name, tuple(texts), max_tokens), lambda: embed_corpus(model, texts, max_tokens=max_tokens, progress=progress)
+        (model_name, tuple(texts), max_tokens), lambda: _in_turn(embed_corpus, model, texts, max_tokens=max_tokens, progress=progress)
     )
 
 
@@ -190,7 +243,7 @@ def cached_predictions(model_name: str, text: str):
     language_model = cached_language_model(model_name)
     if isinstance(language_model, Exception):
         raise language_model
-    return predict(language_model, text, MAX_TOP_K)
+    return _in_turn(predict, language_model, text, MAX_TOP_K)
 
 
 # Attention page: the matrices a view shows, per (source, special tokens, word level), so
@@ -223,7 +276,7 @@ def cached_queries_keys(model_name: str, text: str, max_tokens: int | None = Non
     store = bounded_store("queries-keys", MAX_ATTENTION_VIEWS, MAX_ATTENTION_VIEW_BYTES)
     return store.get_or_compute(
         (model_name, text, max_tokens),
-        lambda: queries_and_keys(cached_model(model_name), cached_analysis(model_name, text, max_tokens)),
+        lambda: _in_turn(queries_and_keys, cached_model(model_name), cached_analysis(model_name, text, max_tokens)),
     )
 
 
@@ -241,7 +294,7 @@ def cached_occurrences(model_name: str, word: str, sentences: tuple[str, ...], p
     store = bounded_store("occurrences", MAX_OCCURRENCE_SETS, MAX_OCCURRENCE_BYTES)
     return store.get_or_compute(
         (model_name, word, sentences),
-        lambda: occurrence_embeddings(cached_model(model_name), list(sentences), word, progress=progress),
+        lambda: _in_turn(occurrence_embeddings, cached_model(model_name), list(sentences), word, progress=progress),
     )
 
 
@@ -283,11 +336,25 @@ def cached_separation(model_name: str, word: str, sentences: tuple[str, ...], la
     return separation(cached_occurrences(model_name, word, sentences).vectors, list(labels))
 
 
+# Figures and the tables under them, per small key: a control that changes only one figure
+# (in an ``st.fragment``) or a rerun with the same inputs does not rebuild the others.
+MAX_FIGURES = 64
+MAX_FIGURE_BYTES = 400_000_000
+
+
+def cached_figure(model_name: str, key: tuple, build):
+    """``build()`` once per model and ``key`` (figure name, text, token limit and every option it depends on).
+
+    The figure is shared by every session: never modify it (``ui.figures.show_figure`` copies before restyling).
+    """
+    return bounded_store("figures", MAX_FIGURES, MAX_FIGURE_BYTES).get_or_compute((model_name, *key), build)
+
+
 @st.cache_resource(show_spinner=False)
 def start_umap_warmup():
-    """Start compiling UMAP (numba, about 10 s) in a daemon thread, once per process; returns the ``threading.Thread``."""
-    import threading
-
+    """Start compiling UMAP (numba, about 10 s) in a daemon thread, once per process; returns the
+    ``threading.Thread``. ``ui.warmup`` calls it after the bundled model is loaded. (Not at a lower OS
+    priority: the senses page waits for this thread, and a starved thread would make it wait longest.)"""
     from core.projection import warm_up_umap
 
     thread = threading.Thread(target=warm_up_umap, name="umap-warmup", daemon=True)

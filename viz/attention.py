@@ -13,6 +13,7 @@ it as one 8-bit PNG; only the single-head view has every value at full precision
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import warnings
 
@@ -235,14 +236,18 @@ def layer_grid_figure(
     return fig
 
 
+PNG_COMPRESS_LEVEL = 6
 LEVELS = 254  # palette indices 0..253 are colours, 254 is the mask, 255 the transparent gap
 MASK_INDEX, GAP_INDEX = 254, 255
 
 
+@functools.lru_cache(maxsize=16)
 def colormap(colorscale: str, levels: int = LEVELS) -> np.ndarray:
-    """uint8 ``[levels, 3]``: the Plotly colour scale sampled at ``levels`` evenly spaced points."""
+    """uint8 ``[levels, 3]``: the Plotly colour scale sampled at ``levels`` evenly spaced points (read-only, cached)."""
     colours = pcolors.sample_colorscale(colorscale, list(np.linspace(0.0, 1.0, levels)), colortype="rgb")
-    return np.array([pcolors.unlabel_rgb(c) for c in colours], dtype=np.float64).round().astype(np.uint8)
+    table = np.array([pcolors.unlabel_rgb(c) for c in colours], dtype=np.float64).round().astype(np.uint8)
+    table.setflags(write=False)
+    return table
 
 
 def quantise(matrices: np.ndarray, per_head_scale: bool, levels: int = LEVELS) -> np.ndarray:
@@ -280,7 +285,8 @@ def mosaic_png(matrices: np.ndarray, *, colorscale: str, per_head_scale: bool, g
     picture = Image.fromarray(image, "P")
     picture.putpalette(palette.ravel().tolist())
     buffer = io.BytesIO()
-    picture.save(buffer, format="PNG", optimize=True, transparency=GAP_INDEX)
+    # zlib level 6: "optimize" (level 9) costs up to 0.6 s per overview at 128 tokens for 6 % fewer bytes.
+    picture.save(buffer, format="PNG", compress_level=PNG_COMPRESS_LEVEL, transparency=GAP_INDEX)
     return buffer.getvalue(), zoom
 
 
