@@ -10,6 +10,7 @@ import transformers
 
 from ui.cache import start_umap_warmup
 from ui.errors import friendly_errors
+from ui.explain import presentation_page_style
 from ui.session import render_sidebar
 
 ROOT = Path(__file__).parent
@@ -32,7 +33,10 @@ def run() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    st.set_page_config(page_title="Transformer attention explorer", page_icon=str(ROOT / "assets" / "favicon.png"), layout="wide")
+    # Presentation mode (?present=true) opens with the sidebar folded, so a figure fills the slide.
+    present = st.session_state.get("present", st.query_params.get("present", "").lower() == "true")
+    st.set_page_config(page_title="Transformer attention explorer", page_icon=str(ROOT / "assets" / "favicon.png"),
+                       layout="wide", initial_sidebar_state="collapsed" if present else "auto")
     pages = [
         st.Page(str(ROOT / file), title=title, icon=icon, url_path=path or None, default=not path)
         for file, title, icon, path in PAGES
@@ -41,6 +45,7 @@ def run() -> None:
     page = st.navigation(pages)
     with friendly_errors(f"showing {page.title}"):
         render_sidebar()  # inside the boundary: a bad deployment setting is a sentence too
+        presentation_page_style()
         page.run()
 
 

@@ -9,6 +9,7 @@ import streamlit as st  # noqa: E402
 from core.heads import UnsupportedArchitecture  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
 from ui.cache import cached_attention_view, cached_queries_keys  # noqa: E402
+from ui.explain import controls, explain  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.session import (  # noqa: E402
     current_analysis, current_model, current_model_name, current_text, current_token_limit, presentation_mode,
@@ -26,14 +27,13 @@ BERTVIZ = {"head view": "head", "model view": "model", "neuron view": "neuron"}
 
 st.title("Attention")
 present = presentation_mode()
-if not present:
-    st.markdown(
-        "Each heatmap is one attention head: row *i* shows how much token *i* (the query) takes from each "
-        "token (the keys); a row of raw weights sums to 1. Layers and heads are counted from 0; layer *l* is "
-        "the block that reads hidden state *l* (0 = the embedding layer's output) and writes hidden state *l + 1*."
-    )
+explain(
+    "Each heatmap is one attention head: row *i* shows how much token *i* (the query) takes from each "
+    "token (the keys); a row of raw weights sums to 1. Layers and heads are counted from 0; layer *l* is "
+    "the block that reads hidden state *l* (0 = the embedding layer's output) and writes hidden state *l + 1*."
+)
 model, analysis = current_model(), current_analysis()
-c = st.columns(5)
+c = controls().columns(5)
 source = c[0].selectbox("Attention source", list(SOURCES), key="source", bind="query-params",
                         help="Norm-weighted: each weight times the length of what the key token's value adds "
                         "(Kobayashi et al. 2020). Rollout: heads averaged with the residual, multiplied through the "

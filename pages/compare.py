@@ -13,6 +13,7 @@ from core.compare import (  # noqa: E402
 from core.examples import BANK_MONEY, BANK_RIVER  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
 from ui.cache import cached_analysis  # noqa: E402
+from ui.explain import controls, explain  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.session import MAX_TEXT_CHARS, current_model, current_model_name, current_token_limit  # noqa: E402
 from viz.common import file_stem  # noqa: E402
@@ -21,13 +22,13 @@ from viz.common import markdown_safe  # noqa: E402
 from viz.inside import token_bars  # noqa: E402
 
 st.title("Compare two sentences")
-st.markdown(
+explain(
     "Does a word get a different embedding in every sentence? Type two texts (this page uses its own two "
     "boxes, not the sidebar's text; the model is the sidebar's). The word-embedding lookup gives a word the "
     "same vector everywhere; every layer then mixes in its context, so the two vectors drift apart."
 )
 model = current_model()
-sides = st.columns(2)
+sides = controls("Texts").columns(2)
 texts = [
     side.text_area(f"Text {name}", value=default, key=f"text_{name.lower()}", bind="query-params",
                    max_chars=MAX_TEXT_CHARS, height=90)
@@ -54,7 +55,7 @@ for side, name, analysis, names in zip(st.columns(2), "AB", analyses, labels):
     with side:
         show_figure(attention_heatmap(analysis.attentions[layer, head], names, title=f"Text {name}"),
                     name=file_stem(model.name, f"text{name}", "attention", layer, head), data=pd.DataFrame(rows),
-                    key=f"compare-attention-{name}")
+                    key=f"compare-attention-{name}", share=0.5)
 
 shared = shared_words(*analyses)
 if not shared:
@@ -75,7 +76,7 @@ for side, name, analysis, names in zip(st.columns(2), "AB", analyses, labels):
         show_figure(token_bars(row, names, title=f"Text {name}: attention from “{word}”", y_title="attention"),
                     name=file_stem(model.name, f"text{name}", word, "attention", layer, head),
                     data=pd.DataFrame({"position": range(len(names)), "key token": names, "attention": row}),
-                    key=f"compare-row-{name}")
+                    key=f"compare-row-{name}", share=0.5)
 
 st.subheader(f"Is “{word_md}” the same vector in both texts?")
 similarity = word_similarity(*analyses, word)

@@ -6,6 +6,7 @@ import streamlit as st
 from core.drift import POOLINGS, REFERENCES, cls_table, drift_table
 from ui.cache import cached_corpus_embeddings
 from ui.corpus_state import current_corpus, current_corpus_name, render_corpus_picker
+from ui.explain import controls, explain
 from ui.figures import show_figure
 from ui.session import current_model, current_model_name, current_token_limit
 from ui.shell import require_app_shell
@@ -14,17 +15,18 @@ from viz.drift import cls_violin_figure, layer_violin_figure
 
 require_app_shell()
 st.title("Drift: how far each layer moves a document")
-st.markdown(
+explain(
     "Does a word get a different embedding in every sentence, and where does that happen? Each document is pooled "
     "into one vector per layer; each point below is one document's cosine similarity between layer k and either its "
     "static embedding (the embedding layer's output, `hidden_states[0]`) or the layer before. Lower means moved further."
 )
-render_corpus_picker()
+with controls("Corpus"):
+    render_corpus_picker()
 corpus = current_corpus()
 model = current_model()
 st.caption(f"{len(corpus)} documents from {current_corpus_name()}, through {model.name} ({model.num_layers} layers).")
 
-left, middle, right = st.columns([2, 2, 1])
+left, middle, right = controls().columns([2, 2, 1])
 # Options are short words because the URL holds the option as shown; the captions explain them.
 reference = left.radio(
     "Compare layer k with", list(REFERENCES), captions=list(REFERENCES.values()), key="reference", bind="query-params"
@@ -78,7 +80,7 @@ show_figure(
     data=table,
     key="drift-violins",
 )
-st.markdown(
+explain(
     "**Baselines.** Vectors of a layer tend to share one direction (*anisotropy*, Ethayarajh 2019), so even unrelated "
     "documents have a high cosine in deep layers. The dotted line is that anisotropy: the mean cosine between different "
     "documents within layer k. The dashed line makes the same comparison as the violins but between different documents "
@@ -93,7 +95,7 @@ if model.is_decoder:
         "so the first token's vectors do not depend on the rest of the document."
     )
 else:
-    st.caption("The static [CLS] vector is the same for every document (same token, position 0): the spread comes from context.")
+    explain("The static [CLS] vector is the same for every document (same token, position 0): the spread comes from context.", caption=True)
 cls = documents.merge(cls_table(embeddings), on="document")
 show_figure(
     cls_violin_figure(cls, titles, title="First token: static vector against the last layer and the pooler"),
@@ -101,14 +103,15 @@ show_figure(
     data=cls,
     key="drift-cls",
 )
-st.caption(
+explain(
     "Left: the first token's row of `hidden_states[0]` against its row of the last hidden state. "
     + (
         "Right: against `pooler_output`, which is a trained dense + tanh layer applied to the last [CLS] state "
         "(BERT trains it for next-sentence prediction; sentence-transformers models ignore it), not the [CLS] hidden state itself."
         if model.has_pooler
         else f"{model.name} has no pooler, so there is no `pooler_output` to compare."
-    )
+    ),
+    caption=True,
 )
 with st.expander("What is `hidden_states[0]`?"):
     st.markdown(

@@ -5,6 +5,7 @@ import streamlit as st
 
 from core.similarity import token_static_similarity
 from core.tokens import token_labels
+from ui.explain import explain
 from ui.figures import show_figure
 from ui.shell import require_app_shell
 from ui.session import current_analysis, current_model
@@ -13,7 +14,7 @@ from viz.tokens import token_layer_heatmap
 
 require_app_shell()
 st.title("See what a transformer does with a sentence")
-st.markdown(
+explain(
     """
 A transformer first turns each token into a **static embedding**: the same vector for
 "bank" in every sentence (plus a vector for its position). Each layer then lets every token
@@ -60,7 +61,7 @@ table = pd.DataFrame(
 st.dataframe(table, hide_index=True, height=min(400, 38 + 35 * len(table)))
 
 similarity = token_static_similarity(analysis)
-st.markdown(
+explain(
     "Each column is one token; each row a layer. The colour is the cosine similarity between the token's vector "
     "at that layer and its vector at layer 0 (the embedding layer). It starts at 1 and falls as context is mixed in."
 )

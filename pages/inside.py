@@ -10,6 +10,7 @@ import streamlit as st  # noqa: E402
 
 from core.heads import UnsupportedArchitecture, block_kind, compute_head  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
+from ui.explain import beside, explain as explain_text  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.session import current_analysis, current_model  # noqa: E402
 from viz.common import file_stem  # noqa: E402
@@ -23,7 +24,7 @@ EMBEDDINGS = {
 }
 
 st.title("Inside one head")
-st.markdown(
+explain_text(
     "One attention head, step by step, computed here from the model's own weights and the actual input "
     "to its layer: each token's query is compared with every token's key, the scores become weights "
     "through a softmax, and the head's output is the weighted sum of the value vectors."
@@ -53,9 +54,10 @@ who_md = f"“{markdown_safe(labels[query])}” (token {query})"
 
 def explain(title: str, text: str):
     """A step: its title and explanation on the left; returns the right-hand column for its figures."""
-    text_side, figure_side = st.columns([2, 3], gap="large")
+    text_side, figure_side = beside([2, 3])
     text_side.subheader(title)
-    text_side.markdown(text)
+    with text_side:
+        explain_text(text)
     return text_side, figure_side
 
 

@@ -7,6 +7,7 @@ from core.attention import attention_maxima, pairs_table, row_normalise, special
 from core.heads import UnsupportedArchitecture
 from core.tokens import token_labels
 from ui.cache import cached_norm_weighted, cached_rollout
+from ui.explain import controls, explain
 from ui.figures import show_figure
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.shell import require_app_shell
@@ -20,7 +21,7 @@ PERCENT = st.column_config.NumberColumn(format="percent")
 
 require_app_shell()
 st.title("Which token does each token attend to most?")
-st.markdown(
+explain(
     "For every layer and every token: the token it gives its largest attention weight (by default the maximum "
     "over heads, then the largest key). Layers and heads are counted from 0, as on the other pages: layer *l* is the attention of the block "
     "that produces hidden state *l* + 1. Early layers tend to look at their neighbours, later ones at a few sink tokens."
@@ -36,7 +37,7 @@ except UnsupportedArchitecture as err:
     st.info(f"Norm-weighted attention is not available here. {err}")
 rolled = cached_rollout(name, text, limit)
 
-left, right = st.columns(2)
+left, right = controls().columns(2)
 source = left.radio(
     "Attention source", [RAW, NORM, ROLLOUT] if weighted is not None else [RAW, ROLLOUT],
     key="source", bind="query-params", horizontal=True,
@@ -67,7 +68,7 @@ maxima = attention_maxima(
 if not len(maxima.queries):
     st.info("Every token of this text is a special token: switch on **Include special tokens** to see them.")
 else:
-    st.markdown(
+    explain(
         "Each cell is one query token (column) at one layer (row); its text is the token it attends to most. "
         "The colour is the distance to that token: white = itself, orange = to its left, purple = to its right."
     )
@@ -92,7 +93,7 @@ else:
     )
 
 st.header("Beyond raw attention")
-st.markdown(
+explain(
     "**Attention rollout** (Abnar & Zuidema 2020) follows attention through the residual connections: per layer "
     "the heads are averaged, mixed half and half with the identity (0.5·A + 0.5·I) and the rows renormalised; "
     "the layers are then multiplied from layer 0 up, so layer *l* shows how much of each input token reaches "
@@ -121,7 +122,7 @@ if weighted is not None and analysis.special_mask.any() and not analysis.special
     shares = {RAW: special_share(analysis.attentions, analysis.special_mask)}
     shares[NORM] = special_share(weighted, analysis.special_mask)
     layers = list(range(analysis.num_layers))
-    st.markdown(
+    explain(
         "How much of each token's attention lands on special tokens. In trained BERT-style models raw attention "
         "parks much of its weight there, and weighting by norms shrinks that share (Kobayashi et al. 2020)."
     )

@@ -9,6 +9,7 @@ from core.senses import (
     MAX_SENTENCES, builtin_set, builtin_words, measured_labels, parse_labelled_lines, read_sentence_csv, sentences_with_word,
 )
 from ui.cache import cached_occurrences, cached_projection, cached_separation, start_umap_warmup
+from ui.explain import controls, explain
 from ui.figures import show_figure
 from ui.session import current_model, current_settings
 from ui.shell import require_app_shell
@@ -61,13 +62,14 @@ def chosen_sentences(source: str, word: str) -> tuple[list[str], list[str]]:
 
 require_app_shell()
 st.title("Senses: one word, many sentences")
-st.markdown(
+explain(
     "A static embedding gives **bank** one vector whatever the sentence; each layer then mixes in the context, "
     "so river banks and money banks drift apart. Each point is one occurrence of the word, coloured by its sense."
 )
 model = current_model()
-source = st.segmented_control("Sentences", SOURCES, default=SOURCES[0], key="source", bind="query-params", required=True)
-word = (st.selectbox("Word", builtin_words(), key="word", bind="query-params", accept_new_options=True,
+options = controls()
+source = options.segmented_control("Sentences", SOURCES, default=SOURCES[0], key="source", bind="query-params", required=True)
+word = (options.selectbox("Word", builtin_words(), key="word", bind="query-params", accept_new_options=True,
                      help="Pick a built-in word or type your own.") or "bank").strip()
 sentences, labels = chosen_sentences(source, word)
 if len(sentences) > MAX_SENTENCES:
@@ -123,17 +125,18 @@ plot, chart = st.columns([3, 2])
 with plot:
     title = f"“{plotly_safe(word)}” at layer {layer}{' (embedding layer)' if layer == 0 else ''}: {method_name} of {occurrences.count} occurrences"
     show_figure(sense_projection_figure(coords, point_labels, hovers, title=title, axis=method_name),
-                name=file_stem(model.name, "senses", word, method, "layer", layer), data=points, key="senses-projection")
+                name=file_stem(model.name, "senses", word, method, "layer", layer), data=points, key="senses-projection", share=0.6)
 with chart:
     table = cached_separation(model.name, word, tuple(sentences), tuple(point_labels))
-    show_figure(separation_figure(table, layer), name=file_stem(model.name, "senses", word, "separation"), data=table, key="senses-separation")
+    show_figure(separation_figure(table, layer), name=file_stem(model.name, "senses", word, "separation"), data=table, key="senses-separation", share=0.4)
     measured, left_out = measured_labels(point_labels)
     if len(measured) < 2:
         st.info(f"The scores need at least two labels with two or more occurrences each ({UNLABELLED} points do not count).")
     elif left_out:
         st.caption(f"Labels with a single occurrence are left out of the scores: {markdown_safe(', '.join(left_out))}.")
-    st.caption(
+    explain(
         "UMAP and t-SNE distort distances, so how far apart the clusters look means little; this chart, measured in the "
         f"model's own {model.hidden_size}-dimensional space (cosine), is the honest number. 1-NN accuracy: the share of "
-        "occurrences whose most similar other occurrence has the same sense. Silhouette: −1 to 1, higher is better separated."
+        "occurrences whose most similar other occurrence has the same sense. Silhouette: −1 to 1, higher is better separated.",
+        caption=True,
     )
