@@ -13,8 +13,8 @@ from ui.session import presentation_mode
 # Presentation mode keeps the page's edge small: a slide has no room to spare.
 PRESENTATION_CSS = """
 <style>
-[data-testid="stMainBlockContainer"] { padding: 1.5rem 1.5rem 3rem 1.5rem; }
-[data-testid="stMainBlockContainer"] h1 { font-size: 2rem; padding-top: 0.5rem; }
+[data-testid="stMainBlockContainer"] { padding: 3.5rem 1.5rem 3rem 1.5rem; }
+[data-testid="stMainBlockContainer"] h1 { font-size: 2rem; padding-top: 0; }
 </style>
 """
 PAGE_PADDING_PX = 24  # the side padding set above

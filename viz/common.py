@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from numbers import Real
 
 import numpy as np
 import plotly.graph_objects as go
@@ -140,13 +141,19 @@ def _domain(axis) -> float:
     return max(0.05, float(domain[1]) - float(domain[0]))
 
 
+def _coordinates(trace, letter: str) -> list:
+    """A trace's x (or y) values as a list (empty when it has none)."""
+    data = getattr(trace, letter, None)
+    return [] if data is None else list(np.asarray(data, dtype=object).ravel())
+
+
 def _category_labels(fig: go.Figure, name: str) -> list[str] | None:
     """The category names drawn on a category axis (from its traces), in order; None if not one."""
     axis = fig.layout[name]
     values = []
     for trace in _traces_on(fig, name):
-        data = getattr(trace, name[0], None)
-        if data is not None and len(data) and isinstance(data[0], str):
+        data = _coordinates(trace, name[0])
+        if data and isinstance(data[0], str):
             values.extend(v for v in data if v not in values)
     if axis.type == "category" or (values and axis.type in (None, "-")):
         return values or None
@@ -161,21 +168,27 @@ def _tick_labels(fig: go.Figure, name: str) -> tuple[list, list[str], float] | N
     if axis.tickmode == "array" and axis.tickvals is not None and len(axis.tickvals):
         values = list(axis.tickvals)
         texts = [str(t) for t in (axis.ticktext if axis.ticktext is not None else values)]
-        if all(isinstance(v, (int, float)) for v in values):
+        if all(isinstance(v, Real) for v in values):
             low, high = (min(axis.range), max(axis.range)) if axis.range else (min(values) - 0.5, max(values) + 0.5)
             return values, texts, max(1.0, float(high - low))
         return values, texts, float(len(values))
     categories = _category_labels(fig, name)
     if categories:
         return categories, categories, float(len(categories))
-    if axis.dtick is not None and isinstance(axis.dtick, (int, float)):
-        data = [v for t in _traces_on(fig, name) for v in (getattr(t, name[0], None) or []) if isinstance(v, (int, float))]
+    if axis.dtick is not None and isinstance(axis.dtick, Real):
+        data = [float(v) for t in _traces_on(fig, name) for v in _coordinates(t, name[0]) if isinstance(v, Real)]
         if not data:
             return None
         low, high = min(data), max(data)
         values = list(np.arange(low, high + axis.dtick / 2, axis.dtick))
         return values, [f"{v:g}" for v in values], max(1.0, float(high - low) + 1)
     return None
+
+
+def _legend_traces(fig: go.Figure) -> list:
+    """Traces that may have a legend entry (an image or a heatmap never does)."""
+    return [t for t in fig.data if getattr(t, "showlegend", None) is not False and getattr(t, "name", None) is not None
+            and t.type not in ("image", "heatmap")]
 
 
 def _right_extra(fig: go.Figure, font_px: float) -> float:
@@ -185,8 +198,8 @@ def _right_extra(fig: go.Figure, font_px: float) -> float:
     if has_bar or fig.layout.coloraxis.colorbar.title.text is not None:
         extra += 40 + 3 * font_px
     legend = fig.layout.legend
-    if fig.layout.showlegend is not False and legend.orientation != "h" and sum(t.showlegend is not False and t.name is not None for t in fig.data) > 1:
-        extra += max((text_width(str(t.name), font_px) for t in fig.data if t.name), default=0) + 50
+    if fig.layout.showlegend is not False and legend.orientation != "h" and len(_legend_traces(fig)) > 1:
+        extra += max((text_width(str(t.name), font_px) for t in _legend_traces(fig)), default=0) + 50
     return extra
 
 
@@ -230,7 +243,7 @@ def thin_ticks(fig: go.Figure, width_px: float, font_px: float, height_px: float
             continue
         values, texts, units = found
         length = (area_w if name[0] == "x" else max(40.0, area_h)) * _domain(axis)
-        numeric = len(values) > 1 and all(isinstance(v, (int, float)) for v in values[:2])
+        numeric = len(values) > 1 and all(isinstance(v, Real) for v in values[:2])
         pitch = max(1e-6, length / units * (values[1] - values[0] if numeric else 1))
         widest = max((text_width(t, font_px) for t in texts), default=0.0)
         across = TICK_PITCH * font_px
@@ -283,8 +296,9 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
     title = fig.layout.title.text
     if title:
         wrapped = wrap_text(title, width_px - 30, title_px)
-        fig.layout.title.update(text=wrapped, x=0.01, xanchor="left", xref="container", yref="container",
-                                y=1, yanchor="top", pad={"t": 10}, font={"size": title_px})
+        # automargin: Plotly grows the top margin until every line of the title is inside the figure
+        fig.layout.title.update(text=wrapped, x=0.01, xanchor="left", xref="container", yref="paper",
+                                automargin=True, pad={"b": 12}, font={"size": title_px})
         small = sum(1 for line in LINE_BREAK.split(wrapped) if SMALL_LINE.match(line))
         needed = 18 + LINE_HEIGHT * title_px * (line_count(wrapped) - small * 0.25) + LINE_HEIGHT * font_px
         fig.layout.margin.t = max(fig.layout.margin.t or 0, int(needed))
@@ -315,7 +329,7 @@ def fit_legend(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
 
     Below the x axis (pushing the bottom margin) it never covers data. Mutates and returns ``fig``.
     """
-    shown = [t for t in fig.data if t.showlegend is not False and t.name is not None]
+    shown = _legend_traces(fig)
     if fig.layout.showlegend is False or (len(shown) < 2 and fig.layout.showlegend is not True):
         return fig
     for trace in shown:
