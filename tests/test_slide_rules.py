@@ -147,3 +147,11 @@ def test_every_figure_of_the_app_can_be_fitted(tiny_bert, width):
         fitted = fit_for_slide(fig, width, export_options(width)["height"])
         assert fitted.layout.font.size == slide_font_size(width)
         fitted.to_json()  # still a valid figure
+
+
+def test_control_characters_in_labels_are_drawn_as_symbols():
+    """A byte-level token may decode to a control character; XML (so SVG and PNG export) forbids it."""
+    from viz.common import plotly_safe
+
+    assert plotly_safe("a\x14b\x00<") == "a\u2414b\u2400&lt;"
+    assert all(ord(c) >= 0x20 for c in plotly_safe("".join(map(chr, range(0x20)))))

@@ -20,9 +20,14 @@ def plotly_safe(text: object) -> str:
     """Escape text for Plotly, whose labels and hovers understand a subset of HTML.
 
     ``<``, ``>`` and ``&`` become entities (Plotly shows them as the characters),
-    so a token such as ``<img src=x onerror=...>`` is shown, never interpreted.
+    so a token such as ``<img src=x onerror=...>`` is shown, never interpreted. Control
+    characters (a byte-level token can decode to one) become their visible symbols (U+2400…):
+    XML forbids them, and one in a label would break the figure's SVG and PNG export.
     """
-    return html.escape(str(text), quote=False)
+    return html.escape(str(text), quote=False).translate(CONTROL_PICTURES)
+
+
+CONTROL_PICTURES = {c: 0x2400 + c for c in range(0x20)} | {0x7F: 0x2421}
 
 
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
