@@ -11,6 +11,7 @@ import transformers
 from ui.cache import start_umap_warmup
 from ui.errors import friendly_errors
 from ui.explain import presentation_page_style
+from ui.page_state import page_run
 from ui.session import render_sidebar
 
 ROOT = Path(__file__).parent
@@ -43,7 +44,7 @@ def run() -> None:
     ]
     start_umap_warmup()  # numba compiles UMAP in the background for the senses page
     page = st.navigation(pages)
-    with friendly_errors(f"showing {page.title}"):
+    with friendly_errors(f"showing {page.title}"), page_run(page.url_path):
         render_sidebar()  # inside the boundary: a bad deployment setting is a sentence too
         presentation_page_style()
         page.run()

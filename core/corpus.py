@@ -117,13 +117,64 @@ def documents_from_txt(data: bytes, filename: str = "the file") -> list[Document
     return documents_from_text(_decode(data, filename), source=f"The file {filename}")
 
 
+CSV_DELIMITERS = ",;\t"
+_DELIMITER_NAMES = {",": "commas", ";": "semicolons", "\t": "tabs"}
+
+
+def _delimiter(text: str) -> str:
+    """The delimiter of a CSV text: the one of , ; tab that splits the header and the first rows into the
+    same number of fields (``csv.Sniffer``); a comma when none does (a table of one column)."""
+    sample = "\n".join(text.splitlines()[:50])
+    try:
+        return csv.Sniffer().sniff(sample, delimiters=CSV_DELIMITERS).delimiter
+    except csv.Error:
+        return ","
+
+
+def read_csv_text(text: str, source: str) -> pd.DataFrame:
+    """A CSV text as a table of strings, delimiter detected; raises ``CorpusError`` naming the problem.
+
+    Every row must have as many fields as the header: a row with more (a comma inside an unquoted
+    field) would otherwise shift its fields or turn its first field into the index.
+    """
+    delimiter = _delimiter(text)
+    named = f"{source[:1].upper()}{source[1:]}"
+    try:
+        rows = [row for row in csv.reader(io.StringIO(text), delimiter=delimiter, strict=True) if any(f.strip() for f in row)]
+    except csv.Error as err:  # an unclosed quote, a stray quote inside a field
+        raise CorpusError(f"{named} is not a readable csv table ({err}).") from err
+    if not rows:
+        raise CorpusError(f"{named} has no rows.")
+    width = len(rows[0])
+    for number, row in enumerate(rows[1:], start=2):
+        if len(row) != width:
+            raise CorpusError(
+                f"Row {number} of {source} has {len(row)} fields but its header has {width} (separated by "
+                f"{_DELIMITER_NAMES[delimiter]}). A field that contains the separator must be in double quotes, "
+                f'for example "The bank, of the river.",river.'
+            )
+    table = pd.read_csv(io.StringIO(text), sep=delimiter, dtype=str, keep_default_na=False, index_col=False)
+    table.columns = [str(c).strip() for c in table.columns]
+    return table
+
+
+def require_text_column(table: pd.DataFrame, name: str, source: str) -> None:
+    """Raise ``CorpusError`` if the column ``name`` (any case) exists but holds no words (numbers, empty)."""
+    for column in table.columns:
+        if str(column).strip().lower() == name and str(column) not in text_columns(table):
+            raise CorpusError(
+                f"The column `{column}` of {source} holds no words (only numbers or empty cells). "
+                f"Put the text in the `{column}` column, or rename the columns."
+            )
+
+
 def read_table(data: bytes, filename: str) -> pd.DataFrame:
     """A .csv or .parquet upload as a table of strings (the caller picks the text column)."""
     _check_size(data, filename)
     kind = file_kind(filename)
     try:
         if kind == "csv":
-            table = pd.read_csv(io.StringIO(_decode(data, filename)), dtype=str, keep_default_na=False)
+            table = read_csv_text(_decode(data, filename), f"the file {filename}")
         elif kind == "parquet":
             table = pd.read_parquet(io.BytesIO(data))
         else:
@@ -136,6 +187,7 @@ def read_table(data: bytes, filename: str) -> pd.DataFrame:
         raise CorpusError(f"The file {filename} has no rows.")
     if not text_columns(table):
         raise CorpusError(f"The file {filename} has no column of text.")
+    require_text_column(table, "text", f"the file {filename}")
     return table
 
 

@@ -3,7 +3,7 @@
 One batched pass over a corpus (``embed_corpus``) keeps, for every document and
 every hidden state ``0..L``, one pooled vector per pooling method. Everything
 else (similarity to the static layer or to the previous layer, the anisotropy
-baseline, [CLS] static vs contextual) is computed from those vectors without
+baseline, the first token's static vs contextual vector) is computed from those vectors without
 running the model again.
 
 Layers are numbered as in ``hidden_states``: 0 is the embedding layer's output
@@ -41,8 +41,9 @@ class CorpusEmbeddings:
     """Pooled hidden states of a corpus (``N`` documents, ``L`` layers, hidden size ``D``).
 
     ``pooled[p]``: float32 ``[N, L + 1, D]`` for each pooling ``p`` in ``POOLINGS``.
-    ``pooler_output``: ``[N, D]`` for models with a pooler (a trained dense + tanh layer
-    on the [CLS] state, not the [CLS] hidden state), else None.
+    ``pooler_output``: ``[N, D]`` for models whose checkpoint has pooler weights (a dense + tanh
+    layer on the last [CLS] state, trained or not: see ``LoadedModel.pooler_trained``; it is not
+    the [CLS] hidden state), else None.
     ``num_input_tokens``: tokens of each document before truncation; ``num_tokens``: tokens
     the model read; ``truncated``: bool ``[N]``.
     """
@@ -183,31 +184,21 @@ def baseline_table(embeddings: CorpusEmbeddings, *, reference: str = "static", p
 
 
 def cls_table(embeddings: CorpusEmbeddings) -> pd.DataFrame:
-    """Per document: the first token's static vector (hidden_states[0]) against its last hidden state,
-    and, for models with a pooler, against ``pooler_output``. Columns ``document``, ``comparison``,
-    ``cosine_similarity``."""
+    """Per document: the first token's static vector (hidden_states[0]) against its last hidden state.
+    Columns ``document``, ``comparison``, ``cosine_similarity``.
+
+    ``pooler_output`` is deliberately not compared: it lives in a different space (a dense + tanh
+    layer's output), so its cosine with a hidden state measures no drift.
+    """
     first = embeddings.pooled["cls"]  # [N, L + 1, D]
     n = embeddings.num_documents
-    parts = [
-        pd.DataFrame(
-            {
-                "document": np.arange(n),
-                "comparison": f"hidden_states[0] vs hidden_states[{embeddings.num_layers}] (last layer)",
-                "cosine_similarity": cosine(first[:, 0], first[:, -1]),
-            }
-        )
-    ]
-    if embeddings.pooler_output is not None:
-        parts.append(
-            pd.DataFrame(
-                {
-                    "document": np.arange(n),
-                    "comparison": "hidden_states[0] vs pooler_output (dense + tanh on the last [CLS] state)",
-                    "cosine_similarity": cosine(first[:, 0], embeddings.pooler_output),
-                }
-            )
-        )
-    return pd.concat(parts, ignore_index=True)
+    return pd.DataFrame(
+        {
+            "document": np.arange(n),
+            "comparison": f"hidden_states[0] vs hidden_states[{embeddings.num_layers}] (last layer)",
+            "cosine_similarity": cosine(first[:, 0], first[:, -1]),
+        }
+    )
 
 
 def layer_similarity(

@@ -1,11 +1,13 @@
 """One attention head recomputed from the model's own weights and the actual input to its layer.
 
-Supported: the BERT family (BERT, RoBERTa, ELECTRA, MiniLM and other ``encoder.layer[i].attention.self``
-models), DistilBERT, and GPT-2. Shapes: ``T`` tokens, ``d`` = hidden size / heads.
+Supported, decided by ``config.model_type`` (never by module names, which pre-LN MegatronBERT and
+rotary RoFormer share with BERT): BERT (and the bundled MiniLM), RoBERTa, XLM-RoBERTa, CamemBERT,
+ELECTRA, DistilBERT and GPT-2 (``ARCHITECTURES``). Shapes: ``T`` tokens, ``d`` = hidden size / heads.
 
 The input to block ``i`` is ``hidden_states[i]``. BERT-style blocks apply attention to it
 directly and LayerNorm afterwards (post-LN); GPT-2 applies its ``ln_1`` LayerNorm first
-(pre-LN), so the head reads ``ln_1(hidden_states[i])``.
+(pre-LN), so the head reads ``ln_1(hidden_states[i])``. Every recomputation is checked against
+the attention the model itself returned (``verify_layer``) before anything built on it is shown.
 """
 
 from __future__ import annotations
@@ -18,11 +20,47 @@ import torch
 from core.inference import Analysis
 from core.models import LoadedModel
 
-SUPPORTED = "BERT, RoBERTa, ELECTRA, DistilBERT, the bundled MiniLM (all BERT-style encoders) and GPT-2"
+SUPPORTED = "BERT, RoBERTa, XLM-RoBERTa, CamemBERT, ELECTRA, DistilBERT, the bundled MiniLM (all post-LN encoders) and GPT-2"
+# Largest difference allowed between a recomputed attention weight and the model's own.
+VERIFY_TOLERANCE = 1e-4
 
 
 class UnsupportedArchitecture(ValueError):
     """The model's attention is laid out in a way this module does not know. Message meant for the user."""
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """What this module knows about one ``config.model_type``.
+
+    ``kind``: module layout, "bert", "distilbert" or "gpt2"; ``pre_ln``: LayerNorm before
+    attention (the head reads the normalised hidden state); ``embeddings``: what the embedding
+    layer's output (``hidden_states[0]``) is made of.
+    """
+
+    kind: str
+    pre_ln: bool
+    embeddings: str
+
+
+_BERT_EMBEDDINGS = "word + position + token-type embeddings, added (not concatenated), then LayerNorm"
+ARCHITECTURES = {
+    "bert": Architecture("bert", False, _BERT_EMBEDDINGS),
+    "roberta": Architecture("bert", False, _BERT_EMBEDDINGS),
+    "xlm-roberta": Architecture("bert", False, _BERT_EMBEDDINGS),
+    "camembert": Architecture("bert", False, _BERT_EMBEDDINGS),
+    "electra": Architecture("bert", False, _BERT_EMBEDDINGS),
+    "distilbert": Architecture("distilbert", False, "word + position embeddings, added (not concatenated), then LayerNorm"),
+    "gpt2": Architecture("gpt2", True, "word + position embeddings, added (not concatenated)"),
+}
+# Model types that look like BERT from their module names but compute attention differently.
+_LOOKALIKES = {
+    "megatron-bert": "MegatronBERT applies LayerNorm before attention (pre-LN), so its heads do not read the hidden "
+                     "state as BERT's do",
+    "roformer": "RoFormer rotates queries and keys by their positions (rotary embeddings), which BERT's recomputation "
+                "leaves out",
+    "xlm-roberta-xl": "XLM-RoBERTa-XL applies LayerNorm before attention (pre-LN)",
+}
 
 
 @dataclass(frozen=True)
@@ -75,24 +113,55 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().float().cpu().numpy().astype(np.float64)
 
 
+def architecture(model: LoadedModel) -> Architecture:
+    """What is known about ``model``'s architecture, from ``config.model_type``.
+
+    Raises ``UnsupportedArchitecture`` (a sentence for the user) for any other model type,
+    including those whose modules are named like BERT's (MegatronBERT, RoFormer).
+    """
+    known = ARCHITECTURES.get(model.model_type)
+    if known is None:
+        why = _LOOKALIKES.get(model.model_type)
+        raise UnsupportedArchitecture(
+            f"Taking heads apart is not available for {model.model_type} models"
+            + (f": {why}." if why else ".")
+            + f" It supports {SUPPORTED}; attention weights themselves are shown for every model."
+        )
+    return known
+
+
+def embeddings_description(model: LoadedModel) -> str:
+    """What ``hidden_states[0]`` is for this model, in words (ELECTRA: with its ``embeddings_project``)."""
+    text = architecture(model).embeddings
+    project = getattr(model.model, "embeddings_project", None)
+    if project is not None:
+        text += (
+            f", then `embeddings_project`, a linear map from the embedding size ({project.in_features}) "
+            f"to the hidden size ({project.out_features})"
+        )
+    return text
+
+
 def _block(model: LoadedModel, layer: int):
+    kind = architecture(model).kind
     base = model.model
     if not 0 <= layer < model.num_layers:
         raise ValueError(f"layer must be in 0..{model.num_layers - 1}, got {layer}")
-    if hasattr(base, "encoder") and hasattr(base.encoder, "layer"):
-        block = base.encoder.layer[layer]
-        if hasattr(block, "attention") and hasattr(block.attention, "self") and hasattr(block.attention.self, "query"):
-            return "bert", block
-    if hasattr(base, "transformer") and hasattr(base.transformer, "layer"):
-        block = base.transformer.layer[layer]
-        if hasattr(block, "attention") and hasattr(block.attention, "q_lin"):
-            return "distilbert", block
-    if hasattr(base, "h") and hasattr(base.h[layer], "attn") and hasattr(base.h[layer].attn, "c_attn"):
-        return "gpt2", base.h[layer]
-    raise UnsupportedArchitecture(
-        f"Recomputing a head step by step is not available for {model.model_type} models. "
-        f"It supports {SUPPORTED}."
-    )
+    try:
+        if kind == "bert":
+            block = base.encoder.layer[layer]
+            block.attention.self.query  # noqa: B018 - the layout check
+        elif kind == "distilbert":
+            block = base.transformer.layer[layer]
+            block.attention.q_lin  # noqa: B018
+        else:
+            block = base.h[layer]
+            block.attn.c_attn  # noqa: B018
+    except (AttributeError, IndexError, TypeError) as err:
+        raise UnsupportedArchitecture(
+            f"This {model.model_type} model's attention is not laid out as usual, so its heads cannot be taken apart."
+        ) from err
+    return kind, block
 
 
 def check_supported(model: LoadedModel) -> None:
@@ -149,18 +218,56 @@ def layer_input(model: LoadedModel, analysis: Analysis, layer: int) -> np.ndarra
     return np.asarray(x, dtype=np.float64)
 
 
+def _softmax_weights(q: np.ndarray, k: np.ndarray, scale: float, causal: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(scores, scaled, weights, keep)`` of one head from its queries and keys ``[T, d]``."""
+    scores = q @ k.T
+    t = len(q)
+    keep = np.tril(np.ones((t, t), dtype=bool)) if causal else np.ones((t, t), dtype=bool)
+    scaled = np.where(keep, scores * scale, -np.inf)
+    exp = np.exp(scaled - scaled.max(axis=1, keepdims=True))
+    return scores, scaled, exp / exp.sum(axis=1, keepdims=True), keep
+
+
+def _check_against_model(model: LoadedModel, analysis: Analysis, layer: int, heads: list[int], weights: list[np.ndarray]) -> None:
+    """Raise ``UnsupportedArchitecture`` when recomputed weights differ from the model's own attention."""
+    if analysis.attentions is None:
+        return
+    worst = max(float(np.abs(w - analysis.attentions[layer, h]).max()) for h, w in zip(heads, weights, strict=True))
+    if not worst <= VERIFY_TOLERANCE:  # also catches NaN
+        raise UnsupportedArchitecture(
+            f"Recomputing layer {layer}'s attention from {model.name}'s weights gives weights up to {worst:.2g} away "
+            "from the attention the model itself returned, so this model computes attention in a way the app does not "
+            "reproduce. Views built on the recomputation are not shown for it; its attention weights are."
+        )
+
+
+def verify_layer(model: LoadedModel, analysis: Analysis, layer: int) -> None:
+    """Recompute every head of block ``layer`` and compare with ``analysis.attentions[layer]``.
+
+    Raises ``UnsupportedArchitecture`` when any weight differs by more than ``VERIFY_TOLERANCE``;
+    does nothing for an Analysis computed without attentions.
+    """
+    if analysis.attentions is None:
+        return
+    x = layer_input(model, analysis, layer)
+    heads = list(range(model.num_heads))
+    weights = []
+    for head in heads:
+        w = head_weights(model, layer, head)
+        weights.append(_softmax_weights(x @ w.w_q + w.b_q, x @ w.w_k + w.b_k, w.scale, analysis.is_decoder)[2])
+    _check_against_model(model, analysis, layer, heads, weights)
+
+
 def compute_head(model: LoadedModel, analysis: Analysis, layer: int, head: int) -> HeadComputation:
-    """Recompute one head's attention step by step (see ``HeadComputation``)."""
+    """Recompute one head's attention step by step (see ``HeadComputation``).
+
+    Raises ``UnsupportedArchitecture`` when the result differs from the model's own attention.
+    """
     w = head_weights(model, layer, head)
     x = layer_input(model, analysis, layer)
     q, k, v = x @ w.w_q + w.b_q, x @ w.w_k + w.b_k, x @ w.w_v + w.b_v
-    scores = q @ k.T
-    t = len(x)
-    keep = np.tril(np.ones((t, t), dtype=bool)) if analysis.is_decoder else np.ones((t, t), dtype=bool)
-    scaled = np.where(keep, scores * w.scale, -np.inf)
-    shifted = scaled - scaled.max(axis=1, keepdims=True)
-    exp = np.exp(shifted)
-    weights = exp / exp.sum(axis=1, keepdims=True)
+    scores, scaled, weights, keep = _softmax_weights(q, k, w.scale, analysis.is_decoder)
+    _check_against_model(model, analysis, layer, [head], [weights])
     return HeadComputation(layer, head, x, q, k, v, scores, scaled, weights, weights @ v, keep, w.scale)
 
 
@@ -168,8 +275,10 @@ def value_vectors_through_output(model: LoadedModel, analysis: Analysis, layer: 
     """``[heads, T, hidden]``: f_h(x_j) = (x_j W_V^h + b_V^h) W_O^h for every head h and token j.
 
     What token j would add to the output if head h gave it all its attention
-    (Kobayashi et al. 2020); the shared output bias is left out.
+    (Kobayashi et al. 2020); the shared output bias is left out. The layer's recomputed
+    attention is first checked against the model's own (``verify_layer``).
     """
+    verify_layer(model, analysis, layer)
     x = layer_input(model, analysis, layer)
     out = []
     for head in range(model.num_heads):

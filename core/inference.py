@@ -39,8 +39,9 @@ class Analysis:
     ``word_ids``: for each token, the index of the word it belongs to (None for special tokens).
     ``offsets``: for each token, its ``(start, end)`` character span in ``text`` ((0, 0) for added special tokens).
     ``truncated``: True when the text had more than ``max_tokens`` tokens and was cut.
-    ``pooler_output``: ``[hidden]`` for models with a pooler (a trained dense + tanh layer
-    on the [CLS] state; it is not the [CLS] hidden state), else None.
+    ``pooler_output``: ``[hidden]`` for models whose checkpoint has pooler weights
+    (``LoadedModel.has_pooler``: a dense + tanh layer on the last [CLS] state, trained or not,
+    see ``LoadedModel.pooler_trained``; it is not the [CLS] hidden state), else None.
     Arrays are read-only: an Analysis is shared between sessions through the cache.
     """
 
@@ -108,9 +109,20 @@ def special_token_ids(tokenizer) -> set[int]:
 
 
 def _token_limit(model: LoadedModel, max_tokens: int | None) -> int:
+    """The number of tokens to keep: ``max_tokens`` capped at the model's own limit.
+
+    A tokenizer cannot cut a text below the special tokens it adds ([CLS] and [SEP] for BERT),
+    so a limit that leaves no room for one token of text is refused with a sentence.
+    """
     limit = model.max_tokens if max_tokens is None else min(int(max_tokens), model.max_tokens)
-    if limit < 1:
-        raise AnalysisError("The token limit must be at least 1.")
+    floor = model.tokenizer.num_special_tokens_to_add(pair=False) + 1
+    if limit < floor:
+        added = floor - 1
+        raise AnalysisError(
+            f"The token limit is {limit}, but {model.name} adds {added} special token{'s' if added != 1 else ''} "
+            f"to every text, so it needs a limit of at least {floor} to read one token of it. "
+            f"Raise the token limit (EXPLORER_MAX_TOKENS) to {floor} or more."
+        )
     return limit
 
 
@@ -175,11 +187,11 @@ def iter_analyses(
         out = _forward(model, encoding, attentions)
         hidden = torch.stack(out.hidden_states, dim=1).float().cpu().numpy()  # [B, L+1, Tmax, D]
         att = torch.stack(out.attentions, dim=1).float().cpu().numpy() if attentions else None  # [B, L, H, Tmax, Tmax]
-        pooler = getattr(out, "pooler_output", None)
+        pooler = getattr(out, "pooler_output", None) if model.has_pooler else None  # a random pooler means nothing
         pooler = pooler.float().cpu().numpy() if pooler is not None else None
         for row, index in enumerate(batch):
             mask = encoding["attention_mask"][row].bool().numpy()
-            keep = np.flatnonzero(mask)  # padding side does not matter: keep the real positions
+            keep = np.flatnonzero(mask)  # load_model pads on the right, so positions match a single run
             ids = encoding["input_ids"][row][keep].tolist()
             word_ids = encoding.word_ids(row)
             offsets = encoding["offset_mapping"][row].tolist()
@@ -194,7 +206,7 @@ def iter_analyses(
                 special_mask=np.array([bool(added[k]) or ids[j] in special_ids for j, k in enumerate(keep)], dtype=bool),
                 word_ids=[word_ids[k] for k in keep],
                 offsets=[tuple(offsets[k]) for k in keep],
-                truncated=lengths[index] > limit,
+                truncated=len(keep) < lengths[index],
                 num_input_tokens=lengths[index],
                 is_decoder=model.is_decoder,
                 pooler_output=pooler[row] if pooler is not None else None,

@@ -34,7 +34,12 @@ class LoadedModel:
     """A tokenizer and a base transformer model, ready for ``core.inference.analyze``.
 
     ``source`` is what was passed to ``from_pretrained`` (a folder or a hub id);
-    ``is_decoder`` means causal attention (each token sees only itself and the past).
+    ``is_decoder`` means causal attention (each token sees itself and the tokens before it).
+    ``has_pooler``: the model has a pooler (BERT's dense + tanh on the last [CLS] state) whose
+    weights were in the checkpoint; a pooler ``transformers`` had to initialise at random is
+    ignored (its output would change on every load). ``pooler_trained``: ``has_pooler`` and the
+    weights do not look untouched (an all-zero bias, as in the bundled all-MiniLM-L6-v2, is
+    the initial value: that pooler was never trained).
     """
 
     name: str
@@ -48,10 +53,8 @@ class LoadedModel:
     max_tokens: int
     model_type: str
     device: str
-
-    @property
-    def has_pooler(self) -> bool:
-        return getattr(self.model, "pooler", None) is not None
+    has_pooler: bool = False
+    pooler_trained: bool = False
 
 
 def bundled_model_path() -> Path:
@@ -139,13 +142,14 @@ def _load_parts(source: str, name: str, local_only: bool):
         )
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only, trust_remote_code=False)
-        model = AutoModel.from_pretrained(
+        model, loading = AutoModel.from_pretrained(
             source,
             config=config,
             local_files_only=local_only,
             trust_remote_code=False,
             attn_implementation="eager",
             dtype=torch.float32,
+            output_loading_info=True,
         )
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
         raise ModelLoadError(
@@ -157,7 +161,37 @@ def _load_parts(source: str, name: str, local_only: bool):
             f"`{name}` has only a slow tokenizer; the app needs a fast one (it reports character "
             "offsets). Choose a model that ships `tokenizer.json`."
         )
-    return config, tokenizer, model
+    return config, tokenizer, model, loading
+
+
+def _pooler_state(model: torch.nn.Module, loading: dict) -> tuple[bool, bool]:
+    """``(has_pooler, pooler_trained)`` from the module and the loader's report of missing weights."""
+    pooler = getattr(model, "pooler", None)
+    if pooler is None or not any(True for _ in pooler.parameters()):
+        return False, False
+    missing = {key if isinstance(key, str) else key[0]
+               for key in [*(loading.get("missing_keys") or ()), *(loading.get("mismatched_keys") or ())]}
+    if any(key == "pooler" or key.startswith("pooler.") or ".pooler." in key for key in missing):
+        return False, False
+    biases = [p for name, p in pooler.named_parameters() if name.endswith("bias")]
+    untouched = bool(biases) and all(bool((b == 0).all()) for b in biases)
+    return True, not untouched
+
+
+def pooler_sentence(model: LoadedModel) -> str:
+    """In words, what this checkpoint's pooler is (for the pages)."""
+    if model.pooler_trained:
+        return (
+            f"{model.name} has a trained pooler: a dense + tanh layer on the last [CLS] state whose weights came "
+            "with the checkpoint (BERT trained it for next-sentence prediction). Its output is not the [CLS] hidden state."
+        )
+    if model.has_pooler:
+        return (
+            f"{model.name} ships pooler weights (a dense + tanh layer on the last [CLS] state), but they look untrained: "
+            "every bias is exactly 0, the value they start from. `pooler_output` is not the [CLS] hidden state, and "
+            "for this model it carries no learned meaning."
+        )
+    return f"{model.name} has no trained pooler (no pooler weights in its checkpoint), so it has no `pooler_output`."
 
 
 def first_line(text: str) -> str:
@@ -213,11 +247,17 @@ def load_model(name: str | None = None, *, device: str | None = None) -> LoadedM
     display, source, local_only = _resolve_source(name)
     if not local_only and not cached_on_disk(source) and not _hub_reachable():
         raise _hub_error(display)
-    config, tokenizer, model = _load_parts(source, display, local_only or cached_on_disk(source))
+    config, tokenizer, model, loading = _load_parts(source, display, local_only or cached_on_disk(source))
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     model = model.to(device=device, dtype=torch.float32).eval()
     if tokenizer.pad_token is None:  # GPT-2 has none; batching needs one, and it is masked out anyway
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    # Position ids count from the first slot, so padding must come after the text: with left
+    # padding (common in decoder tokenizer configs) a batched text would get shifted positions.
+    # Truncation keeps the start of a text, as every page says.
+    tokenizer.padding_side = "right"
+    tokenizer.truncation_side = "right"
+    has_pooler, pooler_trained = _pooler_state(model, loading)
     num_layers = _config_int(config, "num_hidden_layers", "n_layer", "num_layers")
     num_heads = _config_int(config, "num_attention_heads", "n_head", "num_heads")
     hidden = _config_int(config, "hidden_size", "n_embd", "d_model", "dim")
@@ -235,6 +275,8 @@ def load_model(name: str | None = None, *, device: str | None = None) -> LoadedM
         max_tokens=_max_tokens(config, tokenizer),
         model_type=config.model_type,
         device=device,
+        has_pooler=has_pooler,
+        pooler_trained=pooler_trained,
     )
 
 

@@ -3,11 +3,23 @@
 The pictures are for looking, not measuring: distances between UMAP or t-SNE clusters mean
 little. Measure separation in the original space instead (``core.senses.separation``).
 UMAP and t-SNE use the cosine distance; PCA works on the vectors as they are (centred).
+
+Identical points are projected once and share one position (``distinct_points``): the
+libraries otherwise draw copies of one vector far apart, and scikit-learn's t-SNE can even
+crash the interpreter on them (a 0/0 in its PCA start, then a segmentation fault). t-SNE also
+runs in a separate process, so that whatever its native code does, the server survives.
 """
 
 from __future__ import annotations
 
+import io
+import logging
+import os
+import subprocess
+import sys
 import warnings
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -15,21 +27,85 @@ from core.inference import AnalysisError
 
 METHODS = ("umap", "pca", "tsne")
 METHOD_NAMES = {"umap": "UMAP", "pca": "PCA", "tsne": "t-SNE"}
-# UMAP and t-SNE need a neighbourhood; below this many points they say nothing useful.
+# UMAP and t-SNE need a neighbourhood; below this many distinct points they say nothing useful.
 MIN_POINTS_NONLINEAR = 5
 UMAP_NEIGHBOURS = 15
 TSNE_PERPLEXITY = 30.0
+# Rows closer than this (relative to the largest coordinate; unit vectors for the cosine methods)
+# count as the same point: float noise, not a difference a projection could show.
+IDENTICAL_TOLERANCE = 1e-5
+ISOLATED_TIMEOUT_S = 600.0
+
+log = logging.getLogger(__name__)
 
 
 class ProjectionError(AnalysisError):
     """The points cannot be projected with the chosen method. The message is meant for the user."""
 
 
+@dataclass(frozen=True)
+class DistinctPoints:
+    """Groups of identical rows of an ``[N, hidden]`` array, as the chosen method sees them.
+
+    ``first``: int ``[M]``, the first row of each group; ``group``: int ``[N]``, the group of
+    each row; ``sizes``: int ``[M]``, how many rows each group has. For UMAP and t-SNE (cosine
+    distance) rows pointing the same way are identical; for PCA rows must be equal.
+    """
+
+    first: np.ndarray
+    group: np.ndarray
+    sizes: np.ndarray
+
+    @property
+    def count(self) -> int:
+        """M, the number of distinct points."""
+        return len(self.first)
+
+    @property
+    def copies(self) -> np.ndarray:
+        """int ``[N]``: for each row, how many rows (itself included) share its position."""
+        return self.sizes[self.group]
+
+
+def distinct_points(vectors: np.ndarray, method: str = "pca") -> DistinctPoints:
+    """Group the identical rows of ``vectors`` ``[N, hidden]`` (see ``DistinctPoints``)."""
+    x = np.asarray(vectors, dtype=np.float64)
+    if method != "pca":  # cosine distance: only the direction counts
+        norms = np.linalg.norm(x, axis=1, keepdims=True)
+        x = np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
+    scale = float(np.abs(x).max()) if x.size else 0.0
+    if not np.isfinite(scale):
+        raise ProjectionError("Some of these vectors contain infinite or undefined numbers, so they cannot be drawn.")
+    keys = np.round(x / (IDENTICAL_TOLERANCE * max(scale, 1e-30))).astype(np.int64) if scale > 0 else np.zeros_like(x, np.int64)
+    _, first, group, sizes = np.unique(keys, axis=0, return_index=True, return_inverse=True, return_counts=True)
+    order = np.argsort(first)  # groups in the order their first row appears
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return DistinctPoints(first=first[order], group=rank[np.ravel(group)], sizes=sizes[order])
+
+
+def identical_points_note(points: DistinctPoints) -> str | None:
+    """A sentence for the user when some points are identical, else None."""
+    n = len(points.group)
+    if points.count == n:
+        return None
+    shared = int((points.copies > 1).sum())
+    where = "all" if points.count == 1 else f"{shared} of the {n}"
+    return (
+        f"Only {points.count} of these {n} vectors are distinct: {where} occurrences have exactly the same vector as "
+        "another one, so they are drawn as one point (hover shows how many). This happens when the model sees the same "
+        "thing at each occurrence: the same sentence twice, the embedding layer (same token, same position), or a "
+        "decoder whose sentences share every word up to this one."
+    )
+
+
 def project(vectors: np.ndarray, method: str = "umap", random_state: int = 0) -> np.ndarray:
     """Project ``vectors`` ``[N, hidden]`` to float32 ``[N, 2]`` with ``method`` in ``METHODS``.
 
-    The same input and ``random_state`` always give the same output. PCA with a single
-    available component (two points) fills the second coordinate with 0.
+    The same input and ``random_state`` always give the same output. Identical rows (see
+    ``distinct_points``) are projected once and get the same position; when every row is the
+    same, all sit at (0, 0). PCA with a single available component fills the second coordinate
+    with 0. UMAP and t-SNE need ``MIN_POINTS_NONLINEAR`` distinct points.
     """
     if method not in METHODS:
         raise ValueError(f"unknown projection method {method!r}; choose one of {METHODS}")
@@ -39,14 +115,20 @@ def project(vectors: np.ndarray, method: str = "umap", random_state: int = 0) ->
     n = x.shape[0]
     if n < 2:
         raise ProjectionError("At least two occurrences of the word are needed to draw a projection.")
+    points = distinct_points(x, method)
+    if points.count == 1:
+        return np.zeros((n, 2), dtype=np.float32)
+    distinct = x[points.first]
     if method == "pca":
-        return _pca(x)
-    if n < MIN_POINTS_NONLINEAR:
+        return _pca(distinct)[points.group]
+    if points.count < MIN_POINTS_NONLINEAR:
+        found = f"there are {n}" if points.count == n else f"there are {n}, but only {points.count} distinct"
         raise ProjectionError(
-            f"{METHOD_NAMES[method]} needs at least {MIN_POINTS_NONLINEAR} occurrences of the word "
-            f"(there are {n}); choose PCA or add sentences."
+            f"{METHOD_NAMES[method]} needs at least {MIN_POINTS_NONLINEAR} different occurrence vectors of the word "
+            f"({found}); choose PCA or add sentences."
         )
-    return _umap(x, random_state) if method == "umap" else _tsne(x, random_state)
+    coords = _umap(distinct, random_state) if method == "umap" else _tsne_isolated(distinct, random_state)
+    return coords[points.group]
 
 
 def _pca(x: np.ndarray) -> np.ndarray:
@@ -82,6 +164,51 @@ def _tsne(x: np.ndarray, random_state: int) -> np.ndarray:
     perplexity = min(TSNE_PERPLEXITY, (x.shape[0] - 1) / 3)
     tsne = TSNE(n_components=2, metric="cosine", perplexity=perplexity, init="pca", random_state=random_state)
     return np.asarray(tsne.fit_transform(x), dtype=np.float32)
+
+
+def _tsne_isolated(x: np.ndarray, random_state: int) -> np.ndarray:
+    return run_isolated("core.projection:_tsne", x, random_state, what="t-SNE")
+
+
+_CHILD = """
+import importlib, io, sys
+import numpy as np
+module, name = sys.argv[1].split(":")
+x = np.load(io.BytesIO(sys.stdin.buffer.read()), allow_pickle=False)
+result = getattr(importlib.import_module(module), name)(x, *map(int, sys.argv[2:]))
+out = io.BytesIO()
+np.save(out, np.asarray(result, dtype=np.float32), allow_pickle=False)
+sys.stdout.buffer.write(out.getvalue())
+"""
+
+
+def run_isolated(target: str, x: np.ndarray, *args: int, what: str, timeout_s: float = ISOLATED_TIMEOUT_S) -> np.ndarray:
+    """``module:function`` called as ``function(x, *args)`` in a separate Python process, so that a crash
+    in native code (scikit-learn's t-SNE) ends that process, not the server.
+
+    A fresh interpreter (not ``multiprocessing``: it would re-run the server's main script) reads
+    ``x`` and writes the float32 result as ``.npy`` bytes through pipes. Raises ``ProjectionError``
+    when the process dies, fails or takes longer than ``timeout_s``.
+    """
+    data = io.BytesIO()
+    np.save(data, np.ascontiguousarray(x), allow_pickle=False)
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    failed = ProjectionError(f"{what} stopped with an internal error on these points. Choose PCA or UMAP to draw them.")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, target, *map(str, args)],
+            input=data.getvalue(), capture_output=True, timeout=timeout_s, cwd=root, env=env, check=False,
+        )
+    except subprocess.TimeoutExpired as err:
+        raise ProjectionError(f"{what} took longer than {timeout_s:.0f} s on these points. Choose PCA or UMAP.") from err
+    if done.returncode != 0:
+        log.warning("%s failed in its helper process (exit %s): %s", what, done.returncode, done.stderr[-2000:].decode(errors="replace"))
+        raise failed
+    try:
+        return np.load(io.BytesIO(done.stdout), allow_pickle=False)
+    except ValueError as err:
+        raise failed from err
 
 
 def warm_up_umap() -> None:

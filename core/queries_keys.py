@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.heads import UnsupportedArchitecture, head_weights, layer_input
+from core.heads import UnsupportedArchitecture, head_weights, layer_input, verify_layer
 from core.inference import Analysis
 from core.models import LoadedModel
 
@@ -14,12 +14,14 @@ def queries_and_keys(model: LoadedModel, analysis: Analysis) -> tuple[np.ndarray
 
     ``x`` is what block ``i`` reads (``core.heads.layer_input``). Raises
     ``UnsupportedArchitecture`` (a sentence for the user) when the model's heads cannot be
-    taken apart, or when a head scales q·k by anything other than 1/√d, the scale
-    BertViz's neuron view assumes when it recomputes the weights.
+    taken apart, when their recomputed attention differs from the model's own
+    (``core.heads.verify_layer``), or when a head scales q·k by anything other than 1/√d,
+    the scale BertViz's neuron view assumes when it recomputes the weights.
     """
     d = model.hidden_size // model.num_heads
     queries, keys = [], []
     for layer in range(model.num_layers):
+        verify_layer(model, analysis, layer)
         x = layer_input(model, analysis, layer)
         q_layer, k_layer = [], []
         for head in range(model.num_heads):

@@ -8,8 +8,10 @@ measures, per layer, how well sense labels are told apart in the original embedd
 
 from __future__ import annotations
 
-import io
+import functools
 import re
+import sys
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,9 +25,13 @@ from core.models import LoadedModel
 
 SENSE_SETS_CSV = Path(__file__).parent / "data" / "senses.csv"
 MAX_SENTENCES = 2_000
-# "label: sentence": a label is one to three short words (letters, digits, - or _), at most 40 characters.
-LABEL_PREFIX = re.compile(r"^\s*([\w-]+(?:[ \t]+[\w-]+){0,2})\s*:\s*(\S.*)$")
+# "label: sentence": a label is one to three short words (letters, digits, - or _), at most 40 characters,
+# then a colon and white space, so that "At 10:30 we ..." and "https://..." are sentences, not labels.
+LABEL_PREFIX = re.compile(r"^\s*([\w-]+(?:[ \t]+[\w-]+){0,2})[ \t]*:\s+(\S.*)$")
 MAX_LABEL_CHARS = 40
+NOT_A_LABEL = re.compile(r"[\d\s_-]+|(?:https?|ftps?|mailto|file|www)", re.IGNORECASE)  # digits only, URL schemes
+# Cosine similarities closer than this count as a tie (identical vectors give equal similarities up to rounding).
+TIE_TOLERANCE = 1e-9
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 
 
@@ -62,18 +68,43 @@ class Occurrences:
         return self.vectors.shape[0] - 1
 
 
+@functools.cache
+def _word_char() -> str:
+    """A word character: what ``\\w`` matches, plus combining marks (the accent of a decomposed "é").
+
+    Built once, on first use (it scans every code point for categories Mn, Mc and Me).
+    """
+    ranges: list[list[int]] = []
+    for code in range(sys.maxunicode + 1):
+        if unicodedata.category(chr(code)).startswith("M"):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1][1] = code
+            else:
+                ranges.append([code, code])
+    marks = "".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in ranges)
+    return r"[\w" + marks + "]"
+
+
+def nfc(text: str) -> str:
+    """``text`` in Unicode normal form C: "e" + combining acute becomes one "é", as most text is typed."""
+    return unicodedata.normalize("NFC", text)
+
+
 def word_pattern(word: str) -> re.Pattern:
     """Whole-word, case-insensitive pattern: "bank" matches "Bank", "bank,", "(bank)" and the
-    "bank" of "bank's", never "banks", "riverbank" or "bank_account"."""
-    word = word.strip()
+    "bank" of "bank's", never "banks", "riverbank" or "bank_account". The word is taken in NFC,
+    and a combining mark counts as part of a word ("cafe" never matches inside "café"); match it
+    against NFC text (``nfc``), as ``find_word`` and ``occurrence_embeddings`` do."""
+    word = nfc(word.strip())
     if not word:
         raise AnalysisError("Type the word to look for.")
-    return re.compile(r"(?<!\w)" + re.escape(word) + r"(?!\w)", re.IGNORECASE)
+    return re.compile(f"(?<!{_word_char()})" + re.escape(word) + f"(?!{_word_char()})", re.IGNORECASE)
 
 
 def find_word(text: str, word: str) -> list[tuple[int, int]]:
-    """Character spans ``(start, end)`` of every whole-word occurrence of ``word`` in ``text``."""
-    return [m.span() for m in word_pattern(word).finditer(text)]
+    """Character spans ``(start, end)`` of every whole-word occurrence of ``word`` in ``nfc(text)``
+    (the same as in ``text`` when it is already NFC, as the sentence readers return it)."""
+    return [m.span() for m in word_pattern(word).finditer(nfc(text))]
 
 
 def covering_tokens(offsets: Sequence[tuple[int, int]], special_mask: np.ndarray, span: tuple[int, int]) -> list[int]:
@@ -98,7 +129,9 @@ def occurrence_embeddings(
 
     Each occurrence's vector is the mean of the hidden states of the tokens covering it
     (for every layer at once). Sentences without the word are not run through the model.
+    Sentences are taken in NFC (``nfc``); ``Occurrences.sentences`` and the spans refer to that form.
     """
+    sentences = [nfc(s) for s in sentences]
     pattern = word_pattern(word)
     spans_by_sentence = {i: [m.span() for m in pattern.finditer(s)] for i, s in enumerate(sentences)}
     with_word = [i for i, spans in spans_by_sentence.items() if spans]
@@ -139,8 +172,10 @@ def separation(vectors: np.ndarray, labels: list[str]) -> pd.DataFrame:
     """How well the labels separate at each layer of ``vectors`` ``[layers + 1, N, hidden]``.
 
     Columns ``layer``, ``knn_accuracy`` (leave-one-out 1-nearest-neighbour accuracy, cosine
-    similarity: the share of occurrences whose most similar other occurrence has the same label)
-    and ``silhouette`` (cosine, -1 to 1). Only labels with at least two occurrences count (see
+    similarity: the share of occurrences whose most similar other occurrence has the same label;
+    when several others are equally similar, the occurrence scores the share of them with its
+    label, so the result never depends on the order of the sentences) and ``silhouette``
+    (cosine, -1 to 1). Only labels with at least two occurrences count (see
     ``measured_labels``); with fewer than two such labels both measures are NaN.
     """
     from sklearn.metrics import silhouette_score
@@ -159,7 +194,9 @@ def separation(vectors: np.ndarray, labels: list[str]) -> pd.DataFrame:
             x = vectors[layer][keep].astype(np.float64)
             similarity = cosine_similarity(x)
             np.fill_diagonal(similarity, -np.inf)
-            knn = float(np.mean(kept_labels[similarity.argmax(axis=1)] == kept_labels))
+            nearest = similarity >= similarity.max(axis=1, keepdims=True) - TIE_TOLERANCE  # [n, n], ties included
+            same = kept_labels[:, None] == kept_labels[None, :]
+            knn = float(np.mean((nearest & same).sum(axis=1) / nearest.sum(axis=1)))
             silhouette = float(silhouette_score(x, kept_labels, metric="cosine"))
         rows.append({"layer": layer, "knn_accuracy": knn, "silhouette": silhouette})
     return pd.DataFrame(rows, columns=["layer", "knn_accuracy", "silhouette"])
@@ -184,15 +221,17 @@ def builtin_set(word: str) -> tuple[list[str], list[str]]:
 def parse_labelled_lines(text: str) -> tuple[list[str], list[str]]:
     """``(sentences, labels)`` from one sentence per line, each optionally prefixed ``label:``.
 
-    A prefix is one to three short words before a colon ("river: We sat on the bank."); a
-    line without one gets the label "" (unlabelled). Blank lines are skipped.
+    A prefix is one to three short words before a colon and white space ("river: We sat on
+    the bank."); digits only ("10: ...") and URL schemes ("https: ...") are not labels, and
+    "At 10:30 we left." or "https://example.org" are sentences. A line without a prefix gets
+    the label "" (unlabelled). Blank lines are skipped; text is taken in NFC (``nfc``).
     """
     sentences, labels = [], []
-    for line in text.splitlines():
+    for line in nfc(text).splitlines():
         if not line.strip():
             continue
         match = LABEL_PREFIX.match(line)
-        if match and len(match.group(1)) <= MAX_LABEL_CHARS:
+        if match and len(match.group(1)) <= MAX_LABEL_CHARS and not NOT_A_LABEL.fullmatch(match.group(1).strip()):
             labels.append(match.group(1).strip())
             sentences.append(match.group(2).strip())
         else:
@@ -203,14 +242,22 @@ def parse_labelled_lines(text: str) -> tuple[list[str], list[str]]:
 
 def read_sentence_csv(data: bytes) -> tuple[list[str], list[str]]:
     """``(sentences, labels)`` from CSV bytes with a ``sentence`` column and an optional ``label`` column."""
+    from core.corpus import CorpusError, read_csv_text, require_text_column
+
     try:
-        table = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
-    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:
-        raise AnalysisError(f"The file could not be read as CSV ({str(err).splitlines()[0][:120]}).") from err
-    columns = {str(c).strip().lower(): c for c in table.columns}
-    if "sentence" not in columns:
-        raise AnalysisError("The CSV file needs a column named `sentence` (and optionally one named `label`).")
-    sentences = [str(s).strip() for s in table[columns["sentence"]]]
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise AnalysisError(f"The file is not UTF-8 text (byte {err.start + 1} cannot be read): save it as UTF-8.") from err
+    try:
+        table = read_csv_text(text, "the CSV file")
+        columns = {str(c).strip().lower(): c for c in table.columns}
+        if "sentence" not in columns:
+            raise CorpusError("The CSV file needs a column named `sentence` (and optionally one named `label`).")
+        require_text_column(table, "sentence", "the CSV file")
+    except (CorpusError, ValueError, pd.errors.ParserError) as err:
+        raise AnalysisError(str(err).splitlines()[0] if isinstance(err, CorpusError) else
+                            f"The file could not be read as CSV ({str(err).splitlines()[0][:120]}).") from err
+    sentences = [nfc(str(s).strip()) for s in table[columns["sentence"]]]
     labels = [str(s).strip() for s in table[columns["label"]]] if "label" in columns else [""] * len(sentences)
     kept = [(s, label) for s, label in zip(sentences, labels, strict=True) if s]
     return [s for s, _ in kept], [label for _, label in kept]
@@ -226,7 +273,7 @@ def sentences_with_word(documents: Iterable[tuple[str, str]], word: str) -> tupl
     pattern = word_pattern(word)
     sentences, labels = [], []
     for text, label in documents:
-        for sentence in split_sentences(text):
+        for sentence in split_sentences(nfc(text)):
             if pattern.search(sentence):
                 sentences.append(sentence)
                 labels.append(label)

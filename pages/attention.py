@@ -11,6 +11,7 @@ from core.tokens import token_labels  # noqa: E402
 from ui.cache import cached_attention_view, cached_queries_keys  # noqa: E402
 from ui.explain import controls, explain  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
+from ui.page_state import option  # noqa: E402
 from ui.session import (  # noqa: E402
     current_analysis, current_model, current_model_name, current_text, current_token_limit, presentation_mode,
 )
@@ -34,17 +35,17 @@ explain(
 )
 model, analysis = current_model(), current_analysis()
 c = controls().columns(5)
-source = c[0].selectbox("Attention source", list(SOURCES), key="source", bind="query-params",
+source = option(c[0].selectbox, "Attention source", list(SOURCES), key="source",
                         help="Norm-weighted: each weight times the length of what the key token's value adds "
                         "(Kobayashi et al. 2020). Rollout: heads averaged with the residual, multiplied through the "
                         "layers (Abnar & Zuidema 2020); it has no separate heads.")
-special = c[1].selectbox("Special tokens", SPECIAL, key="special", bind="query-params",
+special = option(c[1].selectbox, "Special tokens", SPECIAL, key="special",
                          help="[CLS], [SEP], <|endoftext|> … as the tokenizer marks them, never by position. Renormalise: hide "
                          "them and rescale each row to sum to 1 again.")
-words = c[2].toggle("Word level", key="words", bind="query-params",
+words = option(c[2].toggle, "Word level", key="words",
                     help="Merge word pieces into words: sum over a word's key pieces, mean over its query pieces.")
-per_head = c[3].radio("Colour scale", ["fixed", "per head"], key="scale", bind="query-params", horizontal=True) == "per head"
-colorscale = PALETTES[c[4].selectbox("Palette", list(PALETTES), key="palette", bind="query-params",
+per_head = option(c[3].radio, "Colour scale", ["fixed", "per head"], key="scale", horizontal=True) == "per head"
+colorscale = PALETTES[option(c[4].selectbox, "Palette", list(PALETTES), key="palette",
                                      help="Both are colour-blind safe; cividis is built for it.")]
 if words and not present:
     st.caption("Word level: a word's row is the **mean** over its query pieces; its column the **sum** over its key pieces.")
@@ -71,10 +72,10 @@ show_figure(
     key="attention-overview",
 )
 left, right, mode = st.columns([1, 1, 3])
-layer = left.selectbox("Layer (counted from 0)", range(layers), key="layer", bind="query-params")
-head = right.selectbox("Head (counted from 0)", range(heads), key="head", bind="query-params", disabled=source == "rollout",
+layer = option(left.selectbox, "Layer (counted from 0)", range(layers), key="layer")
+head = option(right.selectbox, "Head (counted from 0)", range(heads), key="head", disabled=source == "rollout",
                        help="Rollout averages the heads, so it has none of its own." if source == "rollout" else None)
-shown = mode.segmented_control("View", VIEWS, key="view", bind="query-params", default=VIEWS[0], required=True)
+shown = option(mode.segmented_control, "View", VIEWS, key="view", default=VIEWS[0], required=True)
 matrix = view.matrices[layer, head]
 
 if shown == "one head":
@@ -94,7 +95,7 @@ elif shown == "one layer":
         key="attention-layer",
     )
 else:
-    kind = BERTVIZ[st.radio("BertViz view", list(BERTVIZ), key="bertviz", bind="query-params", horizontal=True)]
+    kind = BERTVIZ[option(st.radio, "BertViz view", list(BERTVIZ), key="bertviz", horizontal=True)]
     n = len(view.labels)
     html = None
     if kind == "neuron":

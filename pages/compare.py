@@ -15,6 +15,7 @@ from core.tokens import token_labels  # noqa: E402
 from ui.cache import cached_analysis  # noqa: E402
 from ui.explain import controls, explain  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
+from ui.page_state import option  # noqa: E402
 from ui.session import MAX_TEXT_CHARS, current_model, current_model_name, current_token_limit  # noqa: E402
 from viz.common import file_stem  # noqa: E402
 from viz.compare import attention_heatmap, similarity_by_layer_chart  # noqa: E402
@@ -30,8 +31,7 @@ explain(
 model = current_model()
 sides = controls("Texts").columns(2)
 texts = [
-    side.text_area(f"Text {name}", value=default, key=f"text_{name.lower()}", bind="query-params",
-                   max_chars=MAX_TEXT_CHARS, height=90)
+    option(side.text_area, f"Text {name}", value=default, key=f"text_{name.lower()}", max_chars=MAX_TEXT_CHARS, height=90)
     for side, name, default in zip(sides, "AB", (BANK_RIVER, BANK_MONEY))
 ]
 if not all(text.strip() for text in texts):
@@ -45,9 +45,9 @@ for name, analysis in zip("AB", analyses):
 labels = [token_labels(analysis) for analysis in analyses]
 
 left, right = st.columns(2)
-layer = left.selectbox("Layer (counted from 0)", range(model.num_layers), key="layer", bind="query-params",
+layer = option(left.selectbox, "Layer (counted from 0)", range(model.num_layers), key="layer",
                        help="Layer i reads hidden state i and writes hidden state i + 1.")
-head = right.selectbox("Head (counted from 0)", range(model.num_heads), key="head", bind="query-params")
+head = option(right.selectbox, "Head (counted from 0)", range(model.num_heads), key="head")
 st.subheader(f"Attention of layer {layer}, head {head}")
 for side, name, analysis, names in zip(st.columns(2), "AB", analyses, labels):
     rows = [{"query": q, "key": k, "attention": float(analysis.attentions[layer, head, i, j])}
@@ -63,7 +63,7 @@ if not shared:
     st.stop()
 longest = max(len(w) for w in shared)
 default = max(i for i, w in enumerate(shared) if len(w) == longest)  # the longest shared word, the last on a tie
-word = st.selectbox("Word in both texts", shared, index=default, key="word", bind="query-params",
+word = option(st.selectbox, "Word in both texts", shared, index=default, key="word",
                     help="Case-insensitive whole words. A word split into several tokens is the mean of its "
                     "tokens' vectors. If it occurs more than once, the first occurrence is used.")
 word_md = markdown_safe(word)

@@ -4,10 +4,12 @@ import pandas as pd
 import streamlit as st
 
 from core.drift import POOLINGS, REFERENCES, cls_table, drift_table
+from core.models import pooler_sentence
 from ui.cache import cached_corpus_embeddings
 from ui.corpus_state import current_corpus, current_corpus_name, render_corpus_picker
 from ui.explain import controls, explain
 from ui.figures import show_figure
+from ui.page_state import option
 from ui.session import current_model, current_model_name, current_token_limit
 from ui.shell import require_app_shell
 from viz.common import file_stem
@@ -28,15 +30,15 @@ st.caption(f"{len(corpus)} documents from {current_corpus_name()}, through {mode
 
 left, middle, right = controls().columns([2, 2, 1])
 # Options are short words because the URL holds the option as shown; the captions explain them.
-reference = left.radio(
-    "Compare layer k with", list(REFERENCES), captions=list(REFERENCES.values()), key="reference", bind="query-params"
+reference = option(
+    left.radio, "Compare layer k with", list(REFERENCES), captions=list(REFERENCES.values()), key="reference"
 )
-pooling = middle.selectbox("Pooling (tokens → one vector)", list(POOLINGS), key="pooling", bind="query-params")
+pooling = option(middle.selectbox, "Pooling (tokens → one vector)", list(POOLINGS), key="pooling")
 middle.caption(POOLINGS[pooling])
-adjusted = right.toggle(
+adjusted = option(
+    right.toggle,
     "Subtract baseline",
     key="adjust",
-    bind="query-params",
     help="Show similarity minus the baseline: how much more a document resembles its own reference layer than another document's.",
 )
 
@@ -55,9 +57,10 @@ if embeddings.truncated.any():
     cut = documents[embeddings.truncated].assign(
         tokens=embeddings.num_input_tokens[embeddings.truncated], read=embeddings.num_tokens[embeddings.truncated]
     )
+    limit = current_token_limit()  # the deployment's cut, which may be below the model's own limit
+    reader = model.name if limit >= model.max_tokens else f"this app analyses per text ({model.name} itself reads {model.max_tokens})"
     st.warning(
-        f"{len(cut)} of {len(corpus)} documents have more tokens than {model.name} reads ({model.max_tokens}); "
-        f"only their first {model.max_tokens} tokens count.",
+        f"{len(cut)} of {len(corpus)} documents have more tokens than {reader}: only their first {limit} tokens count.",
         icon=":material/content_cut:",
     )
     st.dataframe(cut, hide_index=True)
@@ -98,19 +101,15 @@ else:
     explain("The static [CLS] vector is the same for every document (same token, position 0): the spread comes from context.", caption=True)
 cls = documents.merge(cls_table(embeddings), on="document")
 show_figure(
-    cls_violin_figure(cls, titles, title="First token: static vector against the last layer and the pooler"),
+    cls_violin_figure(cls, titles, title="First token: static vector against the last layer"),
     name=file_stem(model.name, "drift-cls"),
     data=cls,
     key="drift-cls",
 )
 explain(
-    "Left: the first token's row of `hidden_states[0]` against its row of the last hidden state. "
-    + (
-        "Right: against `pooler_output`, which is a trained dense + tanh layer applied to the last [CLS] state "
-        "(BERT trains it for next-sentence prediction; sentence-transformers models ignore it), not the [CLS] hidden state itself."
-        if model.has_pooler
-        else f"{model.name} has no pooler, so there is no `pooler_output` to compare."
-    ),
+    "The first token's row of `hidden_states[0]` against its row of the last hidden state. "
+    + (pooler_sentence(model) + " Its cosine with a hidden state compares vectors from different spaces and measures "
+       "no drift, so it is not drawn." if not model.is_decoder else ""),
     caption=True,
 )
 with st.expander("What is `hidden_states[0]`?"):

@@ -8,20 +8,15 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core.heads import UnsupportedArchitecture, block_kind, compute_head  # noqa: E402
+from core.heads import UnsupportedArchitecture, architecture, compute_head, embeddings_description  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
 from ui.explain import beside, explain as explain_text  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
+from ui.page_state import option  # noqa: E402
 from ui.session import current_analysis, current_model  # noqa: E402
 from viz.common import file_stem  # noqa: E402
 from viz.common import markdown_safe  # noqa: E402
 from viz.inside import component_bars, matrix_heatmap, stacked_token_bars  # noqa: E402
-
-EMBEDDINGS = {
-    "bert": "word + position + token-type embeddings, added (not concatenated), then LayerNorm",
-    "distilbert": "word + position embeddings, added (not concatenated), then LayerNorm",
-    "gpt2": "word + position embeddings, added (not concatenated)",
-}
 
 st.title("Inside one head")
 explain_text(
@@ -31,7 +26,7 @@ explain_text(
 )
 model = current_model()
 try:
-    kind = block_kind(model)
+    arch = architecture(model)  # decided by config.model_type: refuses look-alikes such as MegatronBERT, RoFormer
 except UnsupportedArchitecture as err:
     st.info(str(err), icon=":material/info:")
     st.stop()
@@ -40,12 +35,13 @@ labels = token_labels(analysis)
 t = analysis.num_tokens
 
 left, middle, right = st.columns(3)
-layer = left.selectbox("Layer (counted from 0)", range(model.num_layers), key="layer", bind="query-params",
+layer = option(left.selectbox, "Layer (counted from 0)", range(model.num_layers), key="layer",
                        help="Layer i reads hidden state i and writes hidden state i + 1.")
-head = middle.selectbox("Head (counted from 0)", range(model.num_heads), key="head", bind="query-params")
+head = option(middle.selectbox, "Head (counted from 0)", range(model.num_heads), key="head")
 first_word = next((i for i in range(t) if not analysis.special_mask[i]), 0)
-query = right.selectbox("Query token", range(t), index=first_word, key="query", bind="query-params",
-                        format_func=lambda i: f"{i}: {labels[i]}")
+# the URL and the session keep the token's index (clamped to a new text), the box shows its label
+query = option(right.selectbox, "Query token", range(t), index=first_word, key="query",
+               format_func=lambda i: f"{i}: {labels[i]}")
 step = compute_head(model, analysis, layer, head)
 d = step.queries.shape[1]
 who = f"“{labels[query]}” (token {query})"  # for figure titles (escaped there); who_md for markdown
@@ -70,12 +66,12 @@ def per_token(matrix: np.ndarray, prefix: str) -> pd.DataFrame:
     return pd.DataFrame({"position": range(t), "token": labels} | {f"{prefix}{c}": matrix[:, c] for c in range(d)})
 
 
-reads = "the embedding layer's output (" + EMBEDDINGS[kind] + ")" if layer == 0 else f"the output of layer {layer - 1}"
+reads = f"the embedding layer's output ({embeddings_description(model)})" if layer == 0 else f"the output of layer {layer - 1}"
 explain("1 · What the head reads", f"Layer {layer} reads hidden state {layer}, {reads}: one vector of "
         f"{model.hidden_size} numbers per token. " + (
-            "GPT-2 is pre-LN: the block applies its LayerNorm `ln_1` to the hidden state before attention, so the "
-            "head reads `ln_1(hidden state)`." if kind == "gpt2" else
-            "This model is post-LN: LayerNorm (not batch norm: each token is normalised on its own) comes after "
+            f"{model.model_type} is pre-LN: the block applies its LayerNorm `ln_1` to the hidden state before attention, "
+            "so the head reads `ln_1(hidden state)`." if arch.pre_ln else
+            f"{model.model_type} is post-LN: LayerNorm (not batch norm: each token is normalised on its own) comes after "
             "attention and after the feed-forward part, so the head reads the hidden state as it is."))
 
 _, figures = explain("2 · The query vector", f"The query of {who_md} is `q = x·W_Q + b_Q`: its input vector times "
@@ -113,7 +109,7 @@ _, figures = explain(
     f"Each token j has a value `v_j = x_j·W_V + b_V`. The head's output for {who_md} is `Σ_j weight_j · v_j`, "
     f"{d} numbers. The outputs of all {model.num_heads} heads are concatenated, multiplied by the output projection "
     f"`W_O` (plus its bias) and added to hidden state {layer} (the residual connection)."
-    + (" LayerNorm then follows (post-LN)." if kind != "gpt2" else ""),
+    + (" LayerNorm then follows (post-LN)." if not arch.pre_ln else ""),
 )
 with figures:
     show(matrix_heatmap(step.values, labels, title="Value vectors (one row per token)", colorbar="v",

@@ -9,6 +9,7 @@ from core.tokens import token_labels
 from ui.cache import cached_norm_weighted, cached_rollout
 from ui.explain import controls, explain
 from ui.figures import show_figure
+from ui.page_state import option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.shell import require_app_shell
 from viz.common import file_stem
@@ -38,20 +39,20 @@ except UnsupportedArchitecture as err:
 rolled = cached_rollout(name, text, limit)
 
 left, right = controls().columns(2)
-source = left.radio(
-    "Attention source", [RAW, NORM, ROLLOUT] if weighted is not None else [RAW, ROLLOUT],
-    key="source", bind="query-params", horizontal=True,
+source = option(
+    left.radio, "Attention source", [RAW, NORM, ROLLOUT] if weighted is not None else [RAW, ROLLOUT],
+    key="source", horizontal=True,
 )
-reduction = left.radio(
-    "Heads", ["max over heads", "mean over heads", "one head"], key="heads", bind="query-params",
+reduction = option(
+    left.radio, "Heads", ["max over heads", "mean over heads", "one head"], key="heads",
     horizontal=True, disabled=source == ROLLOUT, help="Rollout already averages the heads.",
 )
 head = None  # counted from 0, as on the attention page
 if reduction == "one head" and source != ROLLOUT:
-    head = left.selectbox("Head (counted from 0)", range(analysis.num_heads), key="head", bind="query-params")
-include_special = right.toggle("Include special tokens", key="special", bind="query-params")
-words = right.toggle(
-    "Word level", key="words", bind="query-params", disabled=source == NORM,
+    head = option(left.selectbox, "Head (counted from 0)", range(analysis.num_heads), key="head")
+include_special = option(right.toggle, "Include special tokens", key="special")
+words = option(
+    right.toggle, "Word level", key="words", disabled=source == NORM,
     help="Sum over a word's key pieces, mean over its query pieces. Not offered for norm-weighted attention: "
     "the sum of the pieces' vector lengths is not the length of the word's summed vector.",
 )
@@ -101,7 +102,7 @@ explain(
     "α by ‖f(x)‖, the length of the vector the attended token actually adds through that head (its value vector "
     "passed through the head's slice of the output projection), so attention to a token that adds little shrinks."
 )
-layer = st.selectbox("Layer (counted from 0)", range(analysis.num_layers), key="layer", bind="query-params")
+layer = option(st.selectbox, "Layer (counted from 0)", range(analysis.num_layers), key="layer")
 pick = (lambda m: m[layer, head]) if head is not None else (lambda m: m[layer].mean(axis=0))
 panels = {f"raw attention, layer {layer}": pick(analysis.attentions)}
 if weighted is not None:

@@ -12,6 +12,7 @@ from core.predictions import MAX_TOP_K, NoLanguageModelHead  # noqa: E402
 from ui.cache import cached_language_model, cached_predictions  # noqa: E402
 from ui.explain import explain  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
+from ui.page_state import option, set_option  # noqa: E402
 from ui.session import current_model, current_model_name, current_text  # noqa: E402
 from viz.common import file_stem  # noqa: E402
 from viz.common import markdown_safe  # noqa: E402
@@ -37,9 +38,14 @@ text = current_text()
 if not text.strip():
     st.info("There is no text yet: type a sentence in the sidebar.", icon=":material/edit:")
     st.stop()
-top_k = st.slider("Candidates to show", 1, MAX_TOP_K, 5, key="top_k", bind="query-params")
+top_k = option(st.slider, "Candidates to show", 1, MAX_TOP_K, 5, key="top_k")
 with st.spinner("Running the model…"):
     predictions = cached_predictions(current_model_name(), text).top(top_k)
+all_ids = language_model.tokenizer(text)["input_ids"]  # the whole text, to tell what the cut left out
+limit = language_model.max_tokens
+if len(all_ids) > limit:
+    st.info(f"The text has {len(all_ids):,} tokens and {model.name} reads at most {limit}, so only the first "
+            f"{limit} are used.", icon=":material/content_cut:")
 rows = [
     {"position": int(p), "token": predictions.tokens[p], "rank": r + 1, "candidate": predictions.candidates[i][r],
      "probability": float(predictions.probabilities[i, r])}
@@ -48,15 +54,19 @@ rows = [
 
 if predictions.kind == "masked":
     mask = model.tokenizer.mask_token
+    masks_in_text = sum(1 for i in all_ids if i == model.tokenizer.mask_token_id)
+    if masks_in_text > len(predictions.positions):
+        st.warning(f"{masks_in_text - len(predictions.positions)} of the {masks_in_text} {markdown_safe(mask)} tokens "
+                   f"lie past the first {limit} tokens, which is all the model reads: move them earlier or "
+                   "shorten the text to see their fill-ins.", icon=":material/content_cut:")
+        if not len(predictions.positions):
+            st.stop()
     if not len(predictions.positions):
         example = BANK_RIVER.replace("bank", mask)
 
-        def use_example() -> None:
-            st.session_state["text"] = example
-
         st.info(f"Your text has no {markdown_safe(mask)}. Put {markdown_safe(mask)} where a word should be, "
                 f"for example: {markdown_safe(example)}", icon=":material/info:")
-        st.button("Use this example", on_click=use_example, icon=":material/edit:")
+        st.button("Use this example", on_click=set_option, args=("text", example), kwargs={"app": True}, icon=":material/edit:")
         st.stop()
     explain(f"Each {markdown_safe(mask)} is predicted on its own, from the whole text around it (all masks "
                 "are predicted in the same pass, none sees another's answer).")

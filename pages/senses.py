@@ -4,18 +4,20 @@ import pandas as pd
 import streamlit as st
 
 from core.inference import AnalysisError
-from core.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR
+from core.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, distinct_points, identical_points_note
 from core.senses import (
     MAX_SENTENCES, builtin_set, builtin_words, measured_labels, parse_labelled_lines, read_sentence_csv, sentences_with_word,
 )
 from ui.cache import cached_occurrences, cached_projection, cached_separation, start_umap_warmup
 from ui.explain import controls, explain
 from ui.figures import show_figure
+from ui.page_state import option
 from ui.session import current_model, current_settings
 from ui.shell import require_app_shell
 from viz.common import file_stem, markdown_safe, plotly_safe
 from viz.senses import UNLABELLED, highlighted_sentence, sense_projection_figure, separation_figure
 
+UPLOAD_KEY = "senses.upload"  # (file id, name, sentences, labels) of the last CSV read
 SOURCES = ["Built-in sentences", "Your sentences", "Upload CSV", "Search the corpus"]
 METHODS = {name: method for method, name in METHOD_NAMES.items()}
 EXAMPLE_LINES = (
@@ -36,6 +38,30 @@ def corpus_sentences(word: str) -> tuple[list[str], list[str]]:
     return sentences_with_word(((d.text, d.genre or d.title) for d in current_corpus()), word)
 
 
+def uploaded_sentences() -> tuple[list[str], list[str]]:
+    """The sentences of the CSV uploaded on this page, kept for the session (an upload cannot live in a link)."""
+    upload = st.file_uploader("A CSV file with a `sentence` column and an optional `label` column", type=["csv"],
+                              key="senses.csv_file")
+    kept = st.session_state.get(UPLOAD_KEY)
+    if upload is not None and (kept is None or kept[0] != upload.file_id):
+        try:
+            if upload.size > current_settings().max_upload_bytes:
+                raise AnalysisError(f"The file has {upload.size / 1e6:.1f} MB; this app accepts at most "
+                                    f"{current_settings().max_upload_mb} MB of sentences.")
+            kept = (upload.file_id, upload.name, *read_sentence_csv(upload.getvalue()))
+        except AnalysisError as err:
+            keeps = f" The page keeps using {kept[1]}." if kept else ""
+            st.error(f"{err}{keeps}", icon=":material/error:")
+        else:
+            st.session_state[UPLOAD_KEY] = kept
+    if kept is None:
+        return [], []
+    if upload is None:
+        st.caption(f"Using {markdown_safe(kept[1])}, uploaded earlier in this session ({len(kept[2]):,} sentences); "
+                   "upload another file to replace it.")
+    return kept[2], kept[3]
+
+
 def chosen_sentences(source: str, word: str) -> tuple[list[str], list[str]]:
     if source == SOURCES[0]:
         sentences, labels = builtin_set(word)
@@ -43,20 +69,11 @@ def chosen_sentences(source: str, word: str) -> tuple[list[str], list[str]]:
             st.info(f"There is no built-in set for “{markdown_safe(word)}”. Built-in words: {', '.join(builtin_words())}.")
         return sentences, labels
     if source == SOURCES[1]:
-        text = st.text_area(
-            "One sentence per line, optionally starting with a label such as `river:`",
-            value=EXAMPLE_LINES,
-            key="senses_text", height=160,
-        )
+        text = option(st.text_area, "One sentence per line, optionally starting with a label such as `river:`",
+                      value=EXAMPLE_LINES, key="lines", height=160)
         return parse_labelled_lines(text)
     if source == SOURCES[2]:
-        upload = st.file_uploader("A CSV file with a `sentence` column and an optional `label` column", type=["csv"])
-        if upload is None:
-            return [], []
-        if upload.size > current_settings().max_upload_bytes:
-            raise AnalysisError(f"The file has {upload.size / 1e6:.1f} MB; this app accepts at most "
-                                f"{current_settings().max_upload_mb} MB of sentences.")
-        return read_sentence_csv(upload.getvalue())
+        return uploaded_sentences()
     return corpus_sentences(word)
 
 
@@ -68,8 +85,8 @@ explain(
 )
 model = current_model()
 options = controls()
-source = options.segmented_control("Sentences", SOURCES, default=SOURCES[0], key="source", bind="query-params", required=True)
-word = (options.selectbox("Word", builtin_words(), key="word", bind="query-params", accept_new_options=True,
+source = option(options.segmented_control, "Sentences", SOURCES, default=SOURCES[0], key="source", required=True)
+word = (option(options.selectbox, "Word", builtin_words(), key="word", accept_new_options=True,
                      help="Pick a built-in word or type your own.") or "bank").strip()
 sentences, labels = chosen_sentences(source, word)
 if len(sentences) > MAX_SENTENCES:
@@ -92,19 +109,22 @@ if occurrences.count == 0:
     st.stop()
 
 point_labels = [labels[i] for i in occurrences.sentence_ids]
-if "layer" in st.session_state and st.session_state["layer"] > model.num_layers:
-    st.session_state["layer"] = model.num_layers
 left, right = st.columns([3, 2])
-layer = left.slider(
-    "Layer", 0, model.num_layers, model.num_layers, key="layer", bind="query-params",
+layer = option(
+    left.slider, "Layer", 0, model.num_layers, model.num_layers, key="layer",
     help="Numbering starts at 0: layer 0 is the embedding layer's output (token + position embeddings, for BERT after "
     f"LayerNorm, before any attention), layer k the output of transformer block k, up to {model.num_layers}.",
 )
-method_name = right.segmented_control("Projection", list(METHODS), default="UMAP", key="method", bind="query-params", required=True)
+method_name = option(right.segmented_control, "Projection", list(METHODS), default="UMAP", key="method", required=True)
 method = METHODS[method_name]
-if method != "pca" and occurrences.count < MIN_POINTS_NONLINEAR:
-    st.info(f"{method_name} needs at least {MIN_POINTS_NONLINEAR} occurrences; with {occurrences.count} the page shows PCA.")
+distinct = distinct_points(occurrences.vectors[layer], method)  # identical vectors are drawn as one point
+if method != "pca" and distinct.count < MIN_POINTS_NONLINEAR:
+    st.info(f"{method_name} needs at least {MIN_POINTS_NONLINEAR} different occurrence vectors; with {distinct.count} "
+            "the page shows PCA.")
     method, method_name = "pca", METHOD_NAMES["pca"]
+    distinct = distinct_points(occurrences.vectors[layer], method)
+if (identical := identical_points_note(distinct)) is not None:
+    st.caption(identical)
 warmup = start_umap_warmup()
 if method == "umap" and warmup.is_alive():
     with st.status("Preparing UMAP: numba compiles it once per server start (10 s or more). PCA is ready at once.") as status:
@@ -115,11 +135,12 @@ if model.is_decoder:
 
 with st.spinner(f"Projecting {occurrences.count} points with {method_name}…"):
     coords = cached_projection(model.name, word, tuple(sentences), layer, method)
-hovers = [highlighted_sentence(sentences[i], span) for i, span in zip(occurrences.sentence_ids, occurrences.spans, strict=True)]
+hovers = [highlighted_sentence(sentences[i], span) + (f"<br>(drawn as one point with {n - 1} identical other{'s' if n > 2 else ''})" if n > 1 else "")
+          for i, span, n in zip(occurrences.sentence_ids, occurrences.spans, distinct.copies, strict=True)]
 points = pd.DataFrame({
     "sentence_id": occurrences.sentence_ids, "sentence": [sentences[i] for i in occurrences.sentence_ids],
     "label": point_labels, "start": [s for s, _ in occurrences.spans], "end": [e for _, e in occurrences.spans],
-    "layer": layer, "method": method_name, "x": coords[:, 0], "y": coords[:, 1],
+    "layer": layer, "method": method_name, "x": coords[:, 0], "y": coords[:, 1], "identical_points": distinct.copies,
 })
 plot, chart = st.columns([3, 2])
 with plot:

@@ -9,13 +9,14 @@ from ui.cache import cached_corpus_head_stats, cached_head_stats
 from ui.corpus_state import current_corpus, current_corpus_name
 from ui.explain import explain
 from ui.figures import show_figure
+from ui.page_state import link_url, option, set_option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.shell import require_app_shell
 from viz.common import file_stem
 from viz.head_stats import head_heatmap, head_heatmaps
 
 require_app_shell()
-ATTENTION_PAGE = "pages/attention.py"
+ATTENTION_PAGE = "attention"  # url path: ranked heads link there
 # Display labels are what the URL holds (?over=corpus&stat=previous+token), so they are short.
 SOURCES = {"text": "this text", "examples": "example sentences", "corpus": "corpus"}
 SHORT_NAMES = {
@@ -31,10 +32,6 @@ RANKINGS = {
 NOT_SHARES = ("entropy", "distance")
 
 
-def _show_statistic(name: str) -> None:
-    st.session_state["stat"] = name
-
-
 st.title("Head statistics")
 explain(
     "Which heads look at the previous token, which spread their attention broadly, which park it on [SEP]? "
@@ -44,17 +41,17 @@ explain(
 )
 model = current_model()
 left, right = st.columns(2)
-source = left.segmented_control(
+source = option(
+    left.segmented_control,
     "Average over",
     list(SOURCES),
     format_func=SOURCES.get,
     default="text",
     required=True,
     key="over",
-    bind="query-params",
     help="The corpus is the drift page's: its sample corpus unless you uploaded or pasted one there.",
 )
-statistic = right.selectbox("Statistic", list(STATISTICS), format_func=SHORT_NAMES.get, key="stat", bind="query-params")
+statistic = option(right.selectbox, "Statistic", list(STATISTICS), format_func=SHORT_NAMES.get, key="stat")
 limit = current_token_limit()
 
 if source == "text":
@@ -95,19 +92,19 @@ if statistic == "entropy":
 explain(note, caption=True)
 
 st.subheader("Ranked heads")
-explain("Each head opens on the attention page with the same model and text.", caption=True)
+explain("Each head opens on the attention page in a new tab, with the same model and text.", caption=True)
 for column, (name, heading) in zip(st.columns(len(RANKINGS)), RANKINGS.items()):
     with column:
         st.markdown(f"**{heading}**")
-        st.button("Show as heatmap", key=f"rank-{name}", on_click=_show_statistic, args=(name,), icon=":material/grid_on:")
+        st.button("Show as heatmap", key=f"rank-{name}", on_click=set_option, args=("stat", name), icon=":material/grid_on:")
         ranked = rank_heads(table, name)
         if not (ranked[name] > 0).any():
             st.caption("No head attends to these tokens here.")
             continue
         for row in ranked.itertuples():
             text = f"layer {row.layer}, head {row.head}: {getattr(row, name):.3f}"
-            where = {"layer": str(row.layer), "head": str(row.head)}  # the sidebar carries model and text
-            st.page_link(ATTENTION_PAGE, label=text, query_params=where)
+            # a new tab with the sidebar's model and text, raw attention, this head
+            st.markdown(f"[{text}]({link_url(ATTENTION_PAGE, source='raw', layer=row.layer, head=row.head)})")
 
 if source == "text":
     st.subheader("The same statistic over norm-weighted attention")

@@ -154,3 +154,64 @@ def build_tiny_gpt_neo(folder: Path, *, seed: int = 0) -> Path:
         stale.unlink()
     GPTNeoModel(config).save_pretrained(folder)
     return folder
+
+
+def set_padding_side(folder: Path, side: str) -> Path:
+    """Write ``padding_side`` (and ``truncation_side``) into the saved tokenizer's config, as decoder LLMs often ship."""
+    import json
+
+    config_file = folder / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    config["padding_side"] = side
+    config["truncation_side"] = side
+    config_file.write_text(json.dumps(config))
+    return folder
+
+
+def build_tiny_bert_trained_pooler(folder: Path, *, seed: int = 0) -> Path:
+    """``build_tiny_bert`` whose pooler weight and bias are random and non-zero, as after training."""
+    from transformers import BertModel as _Bert
+
+    build_tiny_bert(folder, seed=seed)
+    model = _Bert.from_pretrained(folder)
+    generator = torch.Generator().manual_seed(seed + 7)
+    with torch.no_grad():
+        model.pooler.dense.bias.copy_(torch.randn(model.pooler.dense.bias.shape, generator=generator) * 0.1)
+        model.pooler.dense.weight.copy_(torch.randn(model.pooler.dense.weight.shape, generator=generator) * 0.1)
+    model.save_pretrained(folder)
+    return folder
+
+
+def _bert_like(folder: Path, config, model_class, *, seed: int = 0) -> Path:
+    """Save a random ``model_class(config)`` with ``build_tiny_bert``'s WordPiece tokenizer."""
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    model_class(config).save_pretrained(folder)
+    _bert_tokenizer(model_max_length=64).save_pretrained(folder)
+    return folder
+
+
+def _bert_like_sizes() -> dict:
+    return dict(vocab_size=len(bert_vocab()), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                intermediate_size=64, max_position_embeddings=64)
+
+
+def build_tiny_megatron_bert(folder: Path, *, seed: int = 0) -> Path:
+    """A random MegatronBERT (pre-LN, module names like BERT's) with a BERT tokenizer."""
+    from transformers import MegatronBertConfig, MegatronBertModel
+
+    return _bert_like(folder, MegatronBertConfig(**_bert_like_sizes()), MegatronBertModel, seed=seed)
+
+
+def build_tiny_roformer(folder: Path, *, seed: int = 0) -> Path:
+    """A random RoFormer (rotary positions, module names like BERT's) with a BERT tokenizer."""
+    from transformers import RoFormerConfig, RoFormerModel
+
+    return _bert_like(folder, RoFormerConfig(**_bert_like_sizes(), embedding_size=32), RoFormerModel, seed=seed)
+
+
+def build_tiny_electra(folder: Path, *, seed: int = 0) -> Path:
+    """A random ELECTRA whose embedding size (16) differs from its hidden size (32): it has ``embeddings_project``."""
+    from transformers import ElectraConfig, ElectraModel
+
+    return _bert_like(folder, ElectraConfig(**_bert_like_sizes(), embedding_size=16), ElectraModel, seed=seed)

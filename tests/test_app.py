@@ -19,6 +19,9 @@ def open_app(query: dict[str, str] | None = None, page: str | None = None) -> Ap
         at.query_params[key] = value
     at.run()
     if page is not None:
+        # Like following a link to the page: the home page removed the parameters it does not own.
+        for key, value in (query or {}).items():
+            at.query_params[key] = value
         at.switch_page(page)
         at.run()
     return at

@@ -106,9 +106,9 @@ def test_page_defaults_to_the_bank_sentences(tiny_bert_dir):
 
     at = open_app({"model": tiny_bert_dir}, page="pages/compare.py")
     assert not page_errors(at)
-    assert (at.text_area(key="text_a").value, at.text_area(key="text_b").value) == (BANK_RIVER, BANK_MONEY)
-    assert at.selectbox(key="word").value == "bank"
-    assert at.selectbox(key="word").options == ["i", "will", "bank", "a"]
+    assert (at.text_area(key="compare.text_a").value, at.text_area(key="compare.text_b").value) == (BANK_RIVER, BANK_MONEY)
+    assert at.selectbox(key="compare.word").value == "bank"
+    assert at.selectbox(key="compare.word").options == ["i", "will", "bank", "a"]
     notes = " ".join(m.value for m in at.markdown)
     assert "is token 6 in A but token 9 in B" in notes
     assert len(at.get("plotly_chart")) == 5  # two heatmaps, two attention rows, the similarity curve
@@ -121,7 +121,7 @@ def test_page_reads_texts_and_word_from_the_url(tiny_gpt2_dir):
     at = open_app({"model": tiny_gpt2_dir, "text_a": "the cat sat", "text_b": "a cat was happy", "word": "cat"},
                   page="pages/compare.py")
     assert not page_errors(at)
-    assert at.selectbox(key="word").value == "cat"
-    at.text_area(key="text_b").set_value("home").run()
+    assert at.selectbox(key="compare.word").value == "cat"
+    at.text_area(key="compare.text_b").set_value("home").run()
     assert not page_errors(at)
     assert any("no word in common" in i.value for i in at.info)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from core.drift import CorpusEmbeddings, baseline_table, cls_table, drift_table, embed_corpus, layer_similarity
+from core.inference import analyze_many
 
 DOCUMENTS = [
     "The cat sat on the mat.",
@@ -131,19 +132,29 @@ def test_single_document_has_no_baseline():
     assert table["baseline"].isna().all() and len(table) == 2
 
 
-def test_cls_against_last_layer_and_pooler(tiny_bert):
+def test_cls_against_last_layer_and_never_against_the_pooler(tiny_bert):
     embeddings = embed_corpus(tiny_bert, DOCUMENTS)
     table = cls_table(embeddings)
-    assert sorted(table["comparison"].unique()) == sorted(
-        ["hidden_states[0] vs hidden_states[2] (last layer)", "hidden_states[0] vs pooler_output (dense + tanh on the last [CLS] state)"]
-    )
+    # pooler_output lives in another space: its cosine with a hidden state is not a drift measure
+    assert table["comparison"].unique().tolist() == ["hidden_states[0] vs hidden_states[2] (last layer)"]
+    assert embeddings.pooler_output is not None  # the tiny BERT's checkpoint has pooler weights
     for d, text in enumerate(DOCUMENTS):
         hidden, _, pooler = _direct_hidden_states(tiny_bert, text)
-        rows = table[table["document"] == d].set_index("comparison")["cosine_similarity"]
+        rows = table[table["document"] == d]["cosine_similarity"]
         assert rows.iloc[0] == pytest.approx(_cos(hidden[0, 0], hidden[-1, 0]), abs=1e-5)
-        assert rows.iloc[1] == pytest.approx(_cos(hidden[0, 0], pooler), abs=1e-5)
+        np.testing.assert_allclose(embeddings.pooler_output[d], pooler, atol=1e-5)
         # the pooler is not the [CLS] hidden state
         assert not np.allclose(pooler, hidden[-1, 0], atol=1e-3)
+
+
+def test_a_pooler_missing_from_the_checkpoint_gives_no_pooler_output(tmp_path):
+    from core.models import load_model
+    from tests.model_factory import build_tiny_bert_mlm
+
+    model = load_model(str(build_tiny_bert_mlm(tmp_path / "mlm")))  # a masked-LM checkpoint has no pooler weights
+    embeddings = embed_corpus(model, DOCUMENTS[:2])
+    assert embeddings.pooler_output is None
+    assert all(a.pooler_output is None for a in analyze_many(model, DOCUMENTS[:2]))
 
 
 def test_decoder_has_no_pooler_and_its_first_token_ignores_the_rest(tiny_gpt2):
@@ -185,9 +196,9 @@ def test_page_options_never_rerun_the_model(tiny_bert_dir):
     store = bounded_store("corpus-embeddings", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
     runs = store.computed
     assert runs >= 1
-    at.radio(key="reference").set_value("previous").run()
-    at.selectbox(key="pooling").set_value("cls").run()
-    at.toggle(key="adjust").set_value(True).run()
+    at.radio(key="drift.reference").set_value("previous").run()
+    at.selectbox(key="drift.pooling").set_value("cls").run()
+    at.toggle(key="drift.adjust").set_value(True).run()
     assert not at.exception and not at.error
     assert store.computed == runs
     assert any("more tokens than" in w.value for w in at.warning)  # the tiny model reads 64 tokens

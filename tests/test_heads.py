@@ -60,3 +60,98 @@ def test_bad_layer_or_head_is_rejected(tiny_bert):
 @pytest.mark.integration
 def test_bundled_model_heads_recompute(bundled):
     assert _max_difference(bundled, analyze(bundled, TEXT)) < 1e-5
+
+
+# --- Architecture decided by config.model_type, and every recomputation checked (issue 18 item 5, issue 12 item 7) ---
+
+@pytest.fixture(scope="module")
+def lookalikes(tmp_path_factory):
+    """Tiny MegatronBERT (pre-LN) and RoFormer (rotary): module names like BERT's, attention unlike it."""
+    from core.models import load_model
+    from tests.model_factory import build_tiny_megatron_bert, build_tiny_roformer
+
+    root = tmp_path_factory.mktemp("lookalikes")
+    return {
+        "megatron-bert": load_model(str(build_tiny_megatron_bert(root / "megatron"))),
+        "roformer": load_model(str(build_tiny_roformer(root / "roformer"))),
+    }
+
+
+@pytest.fixture(scope="module")
+def tiny_electra(tmp_path_factory):
+    from core.models import load_model
+    from tests.model_factory import build_tiny_electra
+
+    return load_model(str(build_tiny_electra(tmp_path_factory.mktemp("electra") / "electra")))
+
+
+@pytest.mark.parametrize("model_type, reason", [("megatron-bert", "pre-LN"), ("roformer", "rotary")])
+def test_bert_lookalikes_are_refused_with_a_sentence(lookalikes, model_type, reason):
+    from core.attention import norm_weighted
+    from core.heads import UnsupportedArchitecture, architecture, block_kind
+    from core.queries_keys import queries_and_keys
+
+    model = lookalikes[model_type]
+    assert model.model_type == model_type
+    a = analyze(model, TEXT)
+    # Before: block_kind said "bert", and norm_weighted gave value norms about 20x too small on MegatronBERT
+    for call in (lambda: architecture(model), lambda: block_kind(model), lambda: norm_weighted(model, a),
+                 lambda: queries_and_keys(model, a), lambda: compute_head(model, a, 0, 0)):
+        with pytest.raises(UnsupportedArchitecture, match=reason):
+            call()
+
+
+def test_megatron_would_not_be_reproduced_by_bert_arithmetic(lookalikes):
+    """The reason for refusing: BERT's recomputation on MegatronBERT's weights misses its attention."""
+    from core.heads import ARCHITECTURES, UnsupportedArchitecture, verify_layer
+
+    model = lookalikes["megatron-bert"]
+    a = analyze(model, TEXT)
+    ARCHITECTURES["megatron-bert"] = ARCHITECTURES["bert"]  # pretend it were BERT
+    try:
+        with pytest.raises(UnsupportedArchitecture, match="does not reproduce"):
+            verify_layer(model, a, 0)
+    finally:
+        del ARCHITECTURES["megatron-bert"]
+
+
+def test_a_recomputation_that_misses_the_models_attention_is_not_shown(tiny_model):
+    from dataclasses import replace
+
+    from core.attention import norm_weighted
+    from core.heads import UnsupportedArchitecture
+    from core.queries_keys import queries_and_keys
+
+    a = analyze(tiny_model, TEXT)
+    wrong = np.array(a.attentions)
+    wrong[1, 2] = np.roll(wrong[1, 2], 1, axis=0)  # what a model with another attention formula would return
+    odd = replace(a, attentions=wrong)
+    compute_head(tiny_model, odd, 1, 1)  # other heads still check out
+    for call in (lambda: compute_head(tiny_model, odd, 1, 2), lambda: norm_weighted(tiny_model, odd),
+                 lambda: queries_and_keys(tiny_model, odd)):
+        with pytest.raises(UnsupportedArchitecture, match="does not reproduce"):
+            call()
+
+
+def test_electra_is_recomputed_and_its_embeddings_project_is_named(tiny_electra):
+    import torch
+
+    from core.heads import architecture, embeddings_description
+
+    assert architecture(tiny_electra).kind == "bert" and not architecture(tiny_electra).pre_ln
+    a = analyze(tiny_electra, TEXT)
+    assert _max_difference(tiny_electra, a) < 1e-5
+    text = embeddings_description(tiny_electra)
+    assert "embeddings_project" in text and "(16)" in text and "(32)" in text
+    # hidden_states[0] really is the projected embedding output
+    ids = torch.tensor([a.input_ids])
+    with torch.no_grad():
+        expected = tiny_electra.model.embeddings_project(tiny_electra.model.embeddings(input_ids=ids))[0].numpy()
+    np.testing.assert_allclose(a.hidden_states[0], expected, atol=1e-5)
+
+
+def test_supported_architectures_name_their_layer_norm_place(tiny_bert, tiny_gpt2):
+    from core.heads import architecture, embeddings_description
+
+    assert not architecture(tiny_bert).pre_ln and architecture(tiny_gpt2).pre_ln
+    assert "embeddings_project" not in embeddings_description(tiny_bert)

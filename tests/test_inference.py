@@ -136,3 +136,45 @@ def test_bundled_model_analysis(bundled):
     assert a.pooler_output is not None and a.pooler_output.shape == (384,)
     # pooler_output is a dense + tanh on the [CLS] state, not the [CLS] state itself
     assert not np.allclose(a.pooler_output, a.hidden_states[-1, 0], atol=1e-3)
+
+
+# --- Token limits below the special tokens; batches with a left-padding tokenizer (issue 18, items 2-3) ---
+
+def test_a_limit_below_the_special_tokens_is_a_sentence(tiny_bert):
+    # Before: a tensor size mismatch (the tokenizer cannot cut below [CLS] + [SEP])
+    for limit in (1, 2):
+        with pytest.raises(AnalysisError, match="at least 3"):
+            analyze(tiny_bert, TEXT * 5, max_tokens=limit)
+    a = analyze(tiny_bert, TEXT, max_tokens=3)
+    assert a.num_tokens == 3 and a.truncated and a.special_mask.tolist() == [True, False, True]
+
+
+def test_gpt2_adds_no_special_tokens_so_one_token_is_allowed(tiny_gpt2):
+    a = analyze(tiny_gpt2, TEXT, max_tokens=1)
+    assert a.num_tokens == 1 and a.truncated
+
+
+def test_truncated_only_when_something_was_cut(tiny_model):
+    full = analyze(tiny_model, "the cat")
+    assert not analyze(tiny_model, "the cat", max_tokens=full.num_tokens).truncated
+    assert analyze(tiny_model, "the cat", max_tokens=full.num_tokens - 1).truncated
+
+
+@pytest.mark.parametrize("which", ["bert", "gpt2"])
+def test_batched_equals_single_with_a_left_padding_tokenizer(which, tmp_path):
+    from core.models import load_model
+    from tests.model_factory import build_tiny_bert, build_tiny_gpt2, set_padding_side
+
+    build = build_tiny_bert if which == "bert" else build_tiny_gpt2
+    model = load_model(str(set_padding_side(build(tmp_path / which), "left")))
+    texts = ["the cat", "I will hike along the bank of a river.", "bank", TEXT + " " + TEXT]
+    batched = analyze_many(model, texts, batch_size=4)
+    for text, b in zip(texts, batched, strict=True):
+        single = analyze(model, text)
+        assert b.tokens == single.tokens
+        # Before the fix: hidden states differed by up to 2.3 and attention by 0.013 (shifted position ids)
+        np.testing.assert_allclose(b.hidden_states, single.hidden_states, atol=1e-5)
+        np.testing.assert_allclose(b.attentions, single.attentions, atol=1e-6)
+    # and the truncation keeps the start of the text, not its end
+    cut = analyze(model, TEXT, max_tokens=4)
+    assert cut.offsets[0 if which == "gpt2" else 1][0] == 0

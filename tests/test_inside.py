@@ -13,6 +13,11 @@ PAGE = "pages/inside.py"
 TEXT = "the bank of a river"
 
 
+def query_box(at):
+    """The query-token box: its key carries a digest of the token labels (``ui.page_state``)."""
+    return next(box for box in at.selectbox if box.key.startswith("inside.query"))
+
+
 def _difference(at) -> float:
     metric = next(m for m in at.metric if m.label.startswith("Largest difference"))
     return float(metric.value)
@@ -26,8 +31,8 @@ def test_block_kinds(tiny_bert, tiny_gpt2, bundled):
 def test_encoder_page_shows_every_step_and_matches_the_model(tiny_bert_dir):
     at = open_app({"model": tiny_bert_dir, "text": TEXT, "layer": "1", "head": "3"}, page=PAGE)
     assert not page_errors(at)
-    assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (1, 3)
-    assert at.selectbox(key="query").value == 1  # the first token that is not [CLS]
+    assert (at.selectbox(key="inside.layer").value, at.selectbox(key="inside.head").value) == (1, 3)
+    assert query_box(at).value == 1  # the first token that is not [CLS]
     assert _difference(at) < 1e-5
     # query, keys, scores → scaled → weights, values, output, full matrix
     assert len(at.get("plotly_chart")) == 6
@@ -43,7 +48,7 @@ def test_encoder_page_shows_every_step_and_matches_the_model(tiny_bert_dir):
 def test_decoder_page_applies_the_causal_mask(tiny_gpt2_dir):
     at = open_app({"model": tiny_gpt2_dir, "text": TEXT, "layer": "0", "head": "1"}, page=PAGE)
     assert not page_errors(at)
-    at.selectbox(key="query").set_value(2).run()
+    query_box(at).set_value(2).run()
     assert not page_errors(at)
     assert _difference(at) < 1e-5
     table = at.dataframe[0].value
@@ -70,5 +75,27 @@ def test_unsupported_architecture_is_explained(tmp_path):
 def test_bundled_model_page_matches_the_model():
     at = open_app({"layer": "5", "head": "11"}, page=PAGE)
     assert not page_errors(at)
-    assert at.selectbox(key="layer").value == 5
+    assert at.selectbox(key="inside.layer").value == 5
+    assert _difference(at) < 1e-5
+
+
+@pytest.mark.app
+def test_a_bert_lookalike_is_refused_with_a_sentence(tmp_path):
+    from tests.model_factory import build_tiny_megatron_bert
+
+    at = open_app({"model": str(build_tiny_megatron_bert(tmp_path / "megatron")), "text": TEXT}, page=PAGE)
+    assert not at.exception
+    notes = " ".join(i.value for i in at.info) + " ".join(e.value for e in at.error)
+    assert "megatron-bert" in notes and "pre-LN" in notes
+    assert not any("post-LN" in m.value for m in at.markdown)  # the old page called it post-LN
+
+
+@pytest.mark.app
+def test_electra_says_what_its_embedding_layer_is(tmp_path):
+    from tests.model_factory import build_tiny_electra
+
+    at = open_app({"model": str(build_tiny_electra(tmp_path / "electra")), "text": TEXT, "layer": "0"}, page=PAGE)
+    assert not page_errors(at)
+    text = " ".join(m.value for m in at.markdown)
+    assert "embeddings_project" in text and "electra is post-LN" in text
     assert _difference(at) < 1e-5

@@ -133,7 +133,7 @@ def test_page_table_has_one_row_per_token_and_a_column_per_layer(tiny_bert_dir):
     table = at.dataframe[1].value
     assert list(table["token"]) == ["the", "bank", "of", "a", "river"]
     assert list(table.columns[2:]) == ["layer 0", "layer 1"]
-    at.toggle(key="special").set_value(True).run()
+    at.toggle(key="maxima.special").set_value(True).run()
     assert list(at.dataframe[1].value["token"]) == ["[CLS]", "the", "bank", "of", "a", "river", "[SEP]"]
 
 
@@ -150,5 +150,5 @@ def test_unsupported_architecture_is_an_info_and_the_page_keeps_working(tiny_ber
     at = open_app({"model": tiny_bert_dir, "text": "the bank of a river again"}, page="pages/maxima.py")
     assert not page_errors(at)
     assert any("Norm-weighted attention is not available" in i.value for i in at.info)
-    assert at.radio(key="source").options == ["raw attention", "rollout"]
+    assert at.radio(key="maxima.source").options == ["raw attention", "rollout"]
     assert len(at.dataframe) == 2

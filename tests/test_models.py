@@ -76,3 +76,50 @@ def test_bundled_model_is_minilm(bundled):
     assert (bundled.num_layers, bundled.num_heads, bundled.hidden_size) == (6, 12, 384)
     assert bundled.is_decoder is False
     assert bundled.max_tokens == 512
+
+
+# --- The pooler: present only when its weights were in the checkpoint, trained only when they look it ---
+
+def test_a_checkpoint_with_trained_pooler_weights(tmp_path):
+    from tests.model_factory import build_tiny_bert_trained_pooler
+
+    model = load_model(str(build_tiny_bert_trained_pooler(tmp_path / "trained")))
+    assert model.has_pooler and model.pooler_trained
+    from core.models import pooler_sentence
+
+    assert "has a trained pooler" in pooler_sentence(model)
+
+
+def test_a_checkpoint_without_pooler_weights_has_no_pooler(tmp_path):
+    from tests.model_factory import build_tiny_bert_mlm
+
+    folder = str(build_tiny_bert_mlm(tmp_path / "mlm"))  # a masked-LM save: no pooler.dense.* in the file
+    first, second = load_model(folder), load_model(folder)
+    # transformers made up a random pooler, different on each load; the app must not call it a pooler
+    assert not torch.equal(first.model.pooler.dense.weight, second.model.pooler.dense.weight)
+    assert not first.has_pooler and not first.pooler_trained
+    from core.models import pooler_sentence
+
+    assert "no trained pooler" in pooler_sentence(first)
+
+
+def test_pooler_weights_at_their_initial_zero_bias_are_not_trained(tiny_bert, tiny_gpt2):
+    # BertModel initialises the pooler bias to 0; the tiny BERT was saved untrained
+    assert tiny_bert.has_pooler and not tiny_bert.pooler_trained
+    assert not tiny_gpt2.has_pooler and not tiny_gpt2.pooler_trained
+    from core.models import pooler_sentence
+
+    assert "look untrained" in pooler_sentence(tiny_bert)
+
+
+@pytest.mark.integration
+def test_the_bundled_models_pooler_was_never_trained(bundled):
+    assert bool((bundled.model.pooler.dense.bias == 0).all())  # all 384 entries
+    assert bundled.has_pooler and not bundled.pooler_trained
+
+
+def test_padding_is_forced_to_the_right(tmp_path):
+    from tests.model_factory import build_tiny_gpt2, set_padding_side
+
+    model = load_model(str(set_padding_side(build_tiny_gpt2(tmp_path / "left"), "left")))
+    assert model.tokenizer.padding_side == "right" and model.tokenizer.truncation_side == "right"

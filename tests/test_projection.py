@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from core.inference import AnalysisError
-from core.projection import ProjectionError, project
+from core.projection import ProjectionError, distinct_points, identical_points_note, project, run_isolated
 
 
 def _two_blobs(n: int = 20, dim: int = 16) -> tuple[np.ndarray, np.ndarray]:
@@ -50,7 +50,7 @@ def test_projection_is_deterministic_and_keeps_clear_clusters(method):
 @pytest.mark.parametrize("method", ["umap", "tsne"])
 def test_too_few_points_for_a_neighbourhood_method_is_a_sentence(method):
     with pytest.raises(ProjectionError, match="PCA"):
-        project(np.ones((3, 4)), method)
+        project(np.eye(3, 4), method)
     assert issubclass(ProjectionError, AnalysisError)  # shown by the page's error boundary as a sentence
 
 
@@ -59,3 +59,67 @@ def test_one_point_cannot_be_projected_and_unknown_methods_are_refused():
         project(np.ones((1, 4)), "pca")
     with pytest.raises(ValueError, match="unknown"):
         project(np.ones((5, 4)), "mds")
+
+
+# --- Degenerate inputs: identical points (issue 18, item 1) ---
+
+@pytest.mark.parametrize("method", ["pca", "umap", "tsne"])
+def test_identical_points_do_not_crash_and_sit_at_one_place(method):
+    # Before the fix, t-SNE on these five identical rows ended the process with a segmentation fault.
+    coords = project(np.ones((5, 8), np.float32), method)
+    np.testing.assert_array_equal(coords, np.zeros((5, 2), np.float32))
+
+
+@pytest.mark.parametrize("method", ["umap", "tsne"])
+def test_copies_of_a_vector_share_one_position(method):
+    vectors, labels = _two_blobs()
+    # Each vector appears twice; for the cosine methods, a copy scaled by 3 points the same way.
+    doubled = np.vstack([vectors, 3 * vectors])
+    coords = project(doubled, method)
+    np.testing.assert_array_equal(coords[: len(vectors)], coords[len(vectors):])
+    assert len(np.unique(coords, axis=0)) == len(vectors)
+
+
+def test_pca_copies_share_one_position_and_distinct_points_are_counted():
+    rows = np.array([[0.0, 1.0, 0.0], [2.0, 0.0, 1.0], [0.0, 1.0, 0.0], [5.0, 5.0, 5.0]], np.float32)
+    coords = project(rows, "pca")
+    np.testing.assert_array_equal(coords[0], coords[2])
+    points = distinct_points(rows, "pca")
+    assert points.count == 3 and points.copies.tolist() == [2, 1, 2, 1]
+    assert "Only 3 of these 4 vectors are distinct" in identical_points_note(points)
+    assert identical_points_note(distinct_points(np.eye(3), "pca")) is None
+    # a scaled copy is a different point for PCA, the same one for the cosine methods
+    assert distinct_points(np.vstack([rows[:1], 2 * rows[:1]]), "pca").count == 2
+    assert distinct_points(np.vstack([rows[:1], 2 * rows[:1]]), "tsne").count == 1
+
+
+def test_too_few_distinct_points_for_a_neighbourhood_method_is_a_sentence():
+    rows = np.vstack([np.eye(4)] * 3).astype(np.float32)  # 12 occurrences, 4 distinct
+    with pytest.raises(ProjectionError, match="only 4 distinct"):
+        project(rows, "tsne")
+
+
+def crash(x):
+    """Stands in for a native library that dies with a segmentation fault."""
+    import faulthandler
+
+    faulthandler._sigsegv()
+
+
+def test_a_crash_in_native_code_ends_only_the_helper_process():
+    with pytest.raises(ProjectionError, match="internal error"):
+        run_isolated("tests.test_projection:crash", np.ones((5, 2), np.float32), what="t-SNE")
+
+
+def test_the_helper_process_returns_the_same_as_in_process():
+    vectors, _ = _two_blobs()
+    from core.projection import _tsne
+
+    np.testing.assert_array_equal(run_isolated("core.projection:_tsne", vectors, 0, what="t-SNE"), _tsne(vectors, 0))
+
+
+def test_non_finite_vectors_are_a_sentence():
+    rows = np.ones((5, 3), np.float32)
+    rows[2, 1] = np.nan
+    with pytest.raises(ProjectionError, match="undefined"):
+        project(rows, "pca")

@@ -133,3 +133,73 @@ def test_every_core_error_keeps_its_own_sentence():
     for err in (CorpusError("a corpus sentence"), UnsupportedArchitecture("an architecture sentence"), SettingsError("a setting sentence")):
         assert user_message(err) == str(err)
     assert "Something went wrong" in user_message(RuntimeError("internal detail"))
+
+
+# --- Inputs that once crashed the server or gave silent wrong numbers (issue 18) ---
+
+SENSES = "pages/senses.py"
+REPEATED = "\n".join(["river: We sat on the bank of the river."] * 4 + ["money: We sat on the bank of the river."] * 4)
+SHARED_PREFIX = "\n".join(f"{'river' if i % 2 else 'money'}: the bank {w}" for i, w in enumerate("of a river my money cat mat".split()))
+
+
+def _senses_with(model_dir: str, lines: str, method: str, layer: int):
+    at = open_app({"model": model_dir, "source": "Your sentences", "word": "bank", "method": method, "layer": str(layer)},
+                  page=SENSES)
+    at.text_area(key="senses_text").input(lines).run()
+    return at
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("method", ["t-SNE", "UMAP", "PCA"])
+@pytest.mark.parametrize("case", ["one sentence repeated (encoder)", "shared prefix (decoder)"])
+def test_identical_occurrence_vectors_are_drawn_as_one_point(case, method, tiny_bert_dir, tiny_gpt2_dir):
+    # Before: t-SNE ended the whole server process with a segmentation fault on these inputs
+    model, lines = (tiny_bert_dir, REPEATED) if "encoder" in case else (tiny_gpt2_dir, SHARED_PREFIX)
+    at = _senses_with(model, lines, method, layer=2)
+    assert not at.exception, [e.value for e in at.exception]
+    assert not _errors(at), _errors(at)
+    notes = " ".join(c.value for c in at.caption) + " ".join(i.value for i in at.info)
+    assert "drawn as one point" in notes and f"Only 1 of these {len(lines.splitlines())} vectors are distinct" in notes
+    assert at.text_area(key="senses_text").value == lines
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("method", ["t-SNE", "UMAP"])
+def test_embedding_layer_duplicates_go_through_the_neighbourhood_methods(method, tiny_bert_dir):
+    # layer 0: the same token at the same position has the same vector in several built-in sentences
+    at = open_app({"model": tiny_bert_dir, "word": "bank", "method": method, "layer": "0"}, page=SENSES)
+    assert not at.exception, [e.value for e in at.exception]
+    assert not _errors(at), _errors(at)
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("page", PAGES)
+def test_a_token_limit_below_the_special_tokens_is_a_sentence(page, tiny_bert_dir, monkeypatch):
+    # Before: EXPLORER_MAX_TOKENS=1 raised a tensor size mismatch on BERT-style models
+    monkeypatch.setenv("EXPLORER_MAX_TOKENS", "1")
+    at = open_app({"model": tiny_bert_dir, "text": "the bank of a river " * 10}, page=page)
+    assert not at.exception, [e.value for e in at.exception]
+    assert all("Something went wrong" not in e for e in _errors(at)), _errors(at)
+    if page not in ("pages/home.py",):
+        assert any("at least 3" in e for e in _errors(at)) or not _errors(at), _errors(at)
+
+
+@pytest.fixture(scope="module")
+def lookalike_dirs(tmp_path_factory) -> dict[str, str]:
+    from tests.model_factory import build_tiny_megatron_bert, build_tiny_roformer
+
+    root = tmp_path_factory.mktemp("lookalikes")
+    return {"megatron-bert": str(build_tiny_megatron_bert(root / "megatron")), "roformer": str(build_tiny_roformer(root / "roformer"))}
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("model_type", ["megatron-bert", "roformer"])
+def test_bert_lookalikes_on_every_page_are_sentences_never_wrong_numbers(model_type, lookalike_dirs):
+    # Before: norm-weighted attention and the head recomputation treated them as BERT, without a word
+    for page in PAGES:
+        query = {"model": lookalike_dirs[model_type], "text": "the bank of a river"}
+        if page == "pages/attention.py":
+            query["source"] = "norm-weighted"
+        at = open_app(query, page=page)
+        assert not at.exception, (page, [e.value for e in at.exception])
+        assert all("Something went wrong" not in e for e in _errors(at)), (page, _errors(at))

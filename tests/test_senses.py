@@ -231,3 +231,63 @@ def test_bank_separates_better_in_the_last_layer_than_in_the_embedding_layer(bun
     first, last = table.iloc[0], table.iloc[-1]
     assert last["knn_accuracy"] > first["knn_accuracy"]
     assert last["silhouette"] > first["silhouette"]
+
+
+# --- Ties, labels and Unicode (issue 18, items 6-8) ---------------------------------------------
+
+
+def test_tied_nearest_neighbours_share_the_credit_whatever_the_order():
+    vectors = np.ones((1, 4, 3))  # four identical occurrences: each has three equally near neighbours
+    first = separation(vectors, ["a", "a", "b", "b"])["knn_accuracy"].iloc[0]
+    second = separation(vectors, ["a", "b", "a", "b"])["knn_accuracy"].iloc[0]
+    # Before: 0.5 and 0.25 (argmax took the first tied neighbour); each point has 1 of 3 neighbours with its label
+    assert first == pytest.approx(1 / 3) and second == pytest.approx(1 / 3)
+
+
+def test_ties_count_only_the_equally_near_neighbours():
+    # points 0 and 1 identical, 2 and 3 identical, the two pairs orthogonal: no tie across pairs
+    x = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])[None]
+    assert separation(x, ["a", "a", "b", "b"])["knn_accuracy"].iloc[0] == pytest.approx(1.0)
+    assert separation(x, ["a", "b", "a", "b"])["knn_accuracy"].iloc[0] == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["At 10:30 we walked to the bank.", "https://example.org/bank is a page about a bank.", "10: the bank opened.",
+     "https: the bank", "12 30: the bank"],
+)
+def test_times_urls_and_numbers_are_not_labels(line):
+    # Before: "At 10" and "https" became labels, and the sentence lost its start
+    assert parse_labelled_lines(line) == ([line], [""])
+
+
+def test_a_label_needs_white_space_after_its_colon():
+    assert parse_labelled_lines("river: the bank\nriver:the bank\nsense 2: the bank") == (
+        ["the bank", "river:the bank", "the bank"], ["river", "", "sense 2"]
+    )
+
+
+def test_decomposed_text_matches_the_composed_word():
+    nfd = "Le cafe\u0301 est pre\u0300s de la banque. Un cafe\u0301, un cafe."
+    composed = "Le café est près de la banque. Un café, un cafe."  # the same text typed in NFC
+    first = composed.find("café")
+    # Before: "café" found nothing in NFD text, and "cafe" matched inside "café"
+    assert find_word(nfd, "café") == [(first, first + 4), (composed.find("café", first + 1), composed.find("café", first + 1) + 4)]
+    assert find_word(nfd, "cafe") == [(composed.rfind("cafe"), composed.rfind("cafe") + 4)]
+    assert find_word(nfd, "cafe\u0301") == find_word(nfd, "café")
+
+
+def test_a_combining_mark_that_does_not_compose_is_part_of_the_word():
+    text = "q\u0301bank bank\u0334 bank"  # neither q + acute nor k + tilde overlay has a composed form
+    assert find_word(text, "bank") == [(len(text) - 4, len(text))]
+
+
+def test_readers_return_nfc_so_spans_point_into_the_sentences(tiny_bert):
+    nfd = "river: the cafe\u0301 by the bank\n"
+    sentences, labels = parse_labelled_lines(nfd)
+    assert sentences == ["the café by the bank"] and labels == ["river"]
+    assert read_sentence_csv("sentence\nthe cafe\u0301\n".encode())[0] == ["the café"]
+    occurrences = occurrence_embeddings(tiny_bert, ["the cafe\u0301 by the bank", "a cafe"], "café")
+    assert occurrences.count == 1 and occurrences.sentences[0] == "the café by the bank"
+    start, end = occurrences.spans[0]
+    assert occurrences.sentences[0][start:end] == "café"

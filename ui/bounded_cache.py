@@ -8,6 +8,7 @@ Plain Python (no Streamlit): one instance per process is created in ``ui/cache.p
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
@@ -31,6 +32,9 @@ def nbytes_of(value: object) -> int:
     return 0
 
 
+_INSTANCES: weakref.WeakSet = weakref.WeakSet()
+
+
 class BoundedCache(Generic[V]):
     """LRU cache: at most ``max_entries`` values and ``max_bytes`` bytes (by ``size_of``).
 
@@ -47,6 +51,18 @@ class BoundedCache(Generic[V]):
         self._lock = threading.Lock()
         self._key_locks: dict[Hashable, threading.Lock] = {}
         self.computed = 0  # how many values were computed (for tests and the load benchmark)
+        _INSTANCES.add(self)
+
+    @staticmethod
+    def instances() -> list[BoundedCache]:
+        """Every cache of this process (to drop the results of a model whose folder changed)."""
+        return list(_INSTANCES)
+
+    def discard(self, predicate: Callable[[Hashable], bool]) -> None:
+        """Drop every entry whose key satisfies ``predicate``."""
+        with self._lock:
+            for key in [key for key in self._items if predicate(key)]:
+                self._bytes -= self._items.pop(key)[1]
 
     def __len__(self) -> int:
         return len(self._items)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
 import numpy as np
 import streamlit as st
@@ -26,13 +27,43 @@ MAX_ANALYSES = 64
 MAX_ANALYSIS_BYTES = 1_500_000_000
 
 
-@st.cache_resource(max_entries=MAX_MODELS, show_spinner=False)
+def model_signature(name: str) -> tuple:
+    """What identifies the content of model ``name``: for a local folder, every file's name, size and
+    modification time (config, weights, tokenizer); ``()`` for a hub id or the bundled model."""
+    folder = Path(name).expanduser()
+    if not folder.is_dir():
+        return ()
+    return tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.iterdir()) if p.is_file())
+
+
+_SIGNATURES: dict[str, tuple] = {}  # the content each model name was last loaded from, in this process
+
+
 def cached_model(name: str) -> LoadedModel:
-    """One ``LoadedModel`` per name and process."""
+    """One ``LoadedModel`` per name and content: a folder saved again (new config or weights) loads
+    again, and every cached result of the old content is dropped."""
+    signature = model_signature(name)
+    if _SIGNATURES.get(name, signature) != signature:
+        _forget_results_of(name)
+    _SIGNATURES[name] = signature
+    return _load_model(name, signature)
+
+
+@st.cache_resource(max_entries=MAX_MODELS, show_spinner=False)
+def _load_model(name: str, signature: tuple) -> LoadedModel:
     started = time.perf_counter()
     model = load_model(name)
     log.info("loaded model %s in %.1f s", name, time.perf_counter() - started)
     return model
+
+
+def _forget_results_of(name: str) -> None:
+    """Drop every cached result computed by the old content of model ``name`` (results are keyed by name)."""
+    log.info("model folder %s changed on disk: loading it again", name)
+    for store in BoundedCache.instances():
+        store.discard(lambda key: isinstance(key, tuple) and bool(key) and key[0] == name)
+    for cached in (cached_head_stats, cached_separation, cached_language_model, cached_predictions):
+        cached.clear()  # Streamlit's caches cannot drop entries by argument; a re-saved folder is rare
 
 
 @st.cache_resource(show_spinner=False)

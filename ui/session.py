@@ -9,6 +9,7 @@ from core.inference import Analysis
 from core.models import DEFAULT_MODEL, LoadedModel, ModelLoadError
 from core.settings import Settings, load_settings
 from ui.cache import cached_analysis, cached_model
+from ui.page_state import option, option_value, set_option
 
 MAX_TEXT_CHARS = 100_000  # far past any model limit; the tokenizer truncates with a notice
 
@@ -25,14 +26,14 @@ def current_settings() -> Settings:
 def _use_example() -> None:
     choice = st.session_state.get("example")
     if choice in EXAMPLE_SENTENCES:
-        st.session_state["text"] = EXAMPLE_SENTENCES[choice]
+        set_option("text", EXAMPLE_SENTENCES[choice], app=True)
     st.session_state["example"] = None
 
 
 def render_sidebar() -> None:
-    """Model picker, text box, examples and display options; all bound to query params."""
+    """Model picker, text box, examples and display options; app-wide options in the URL (``ui.page_state``)."""
     settings = current_settings()
-    chosen = st.session_state.get("model") or st.query_params.get("model")
+    chosen = option_value("model", app=True) or st.query_params.get("model")
     if settings.server_mode:
         options = [DEFAULT_MODEL] + [m for m in settings.allowed_models if m not in (DEFAULT_MODEL, "*")]
         help_text = "This workshop server offers only these models."
@@ -45,46 +46,24 @@ def render_sidebar() -> None:
     if chosen and chosen not in options:
         options.append(chosen)  # a model named in a link; refused with a message if not allowed
     with st.sidebar:
-        st.selectbox(
-            "Model",
-            options,
-            key="model",
-            bind="query-params",
-            accept_new_options=not settings.server_mode,
-            help=help_text,
-        )
-        st.text_area(
-            "Text to analyse",
-            value=BANK_RIVER,
-            key="text",
-            bind="query-params",
-            max_chars=MAX_TEXT_CHARS,
-            height=120,
-        )
+        option(st.selectbox, "Model", options, key="model", app=True,
+               accept_new_options=not settings.server_mode, help=help_text)
+        option(st.text_area, "Text to analyse", value=BANK_RIVER, key="text", app=True,
+               max_chars=MAX_TEXT_CHARS, height=120)
         st.pills("Examples", list(EXAMPLE_SENTENCES), key="example", on_change=_use_example)
         with st.expander("Display"):
-            st.toggle(
-                "Presentation mode",
-                key="present",
-                bind="query-params",
-                help="Large fonts on a white background, for screenshots and slides.",
-            )
-            st.radio(
-                "Figure download format",
-                ["PNG", "SVG"],
-                key="img",
-                bind="query-params",
-                horizontal=True,
-                help="What the camera button in each figure's toolbar saves (PNG at 3× resolution).",
-            )
+            option(st.toggle, "Presentation mode", key="present", app=True,
+                   help="Large fonts on a white background, for screenshots and slides.")
+            option(st.radio, "Figure download format", ["PNG", "SVG"], key="img", app=True, horizontal=True,
+                   help="What the camera button in each figure's toolbar saves (PNG at 3× resolution).")
 
 
 def current_model_name() -> str:
-    return (st.session_state.get("model") or DEFAULT_MODEL).strip() or DEFAULT_MODEL
+    return (option_value("model", app=True) or DEFAULT_MODEL).strip() or DEFAULT_MODEL
 
 
 def current_text() -> str:
-    return st.session_state.get("text") or ""
+    return option_value("text", app=True) or ""
 
 
 def current_model() -> LoadedModel:
@@ -131,8 +110,8 @@ def current_analysis(max_tokens: int | None = None) -> Analysis:
 
 
 def presentation_mode() -> bool:
-    return bool(st.session_state.get("present"))
+    return bool(option_value("present", app=True))
 
 
 def image_format() -> str:
-    return "svg" if st.session_state.get("img") == "SVG" else "png"
+    return "svg" if option_value("img", app=True) == "SVG" else "png"

@@ -1,0 +1,164 @@
+"""Issue 19 without a browser: URL-safe texts, option values, CSV mistakes, truncation sentences, model reloads.
+
+The navigation, reload and new-tab behaviour is tested in a real browser (tests/browser/test_navigation.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+from urllib.parse import quote
+
+import pytest
+
+from core.corpus import CorpusError, guess_text_column, read_table
+from core.inference import AnalysisError
+from core.senses import read_sentence_csv
+from tests.model_factory import build_tiny_bert, build_tiny_bert_mlm
+from ui import page_state as ps
+
+CJK = "銀行の川岸で座った。"  # 10 characters, 3 bytes each in UTF-8, 9 bytes each percent-encoded
+
+
+# --- texts in the URL ---------------------------------------------------------------------------------
+
+
+def test_encoded_size_counts_percent_encoded_utf8_bytes():
+    assert ps.encoded_bytes("abc") == 3
+    assert ps.encoded_bytes(CJK) == len(quote(CJK, safe="")) == 9 * len(CJK)  # 3 UTF-8 bytes, each %XX
+    assert ps.encoded_bytes("a b&c") == len("a%20b%26c")
+
+
+def test_limit_is_on_encoded_bytes_not_characters():
+    at_limit = "川" * (ps.URL_TEXT_MAX_BYTES // 9)  # 222 CJK characters = 1,998 encoded bytes
+    assert ps.fits_in_url(at_limit)
+    assert not ps.fits_in_url(at_limit + "川")
+    assert ps.fits_in_url("a" * ps.URL_TEXT_MAX_BYTES) and not ps.fits_in_url("a" * (ps.URL_TEXT_MAX_BYTES + 1))
+
+
+def test_content_id_is_short_stable_and_distinct():
+    assert ps.text_id("the bank") == ps.text_id("the bank")
+    assert ps.text_id("the bank") != ps.text_id("the bank.")
+    assert len(ps.text_id("x" * 100_000)) == 12
+
+
+# --- option values ----------------------------------------------------------------------------------
+
+
+def _spec(widget: str, **arguments):
+    return ps._spec(widget, arguments)
+
+
+def test_selection_values_round_trip_as_the_option_not_the_label():
+    spec = _spec("selectbox", options=range(8), format_func=lambda i: f"{i}: token", index=1)
+    assert spec.default == 1
+    assert ps._to_url(spec, 6) == "6"
+    assert ps._from_url(spec, "6") == 6
+    assert ps._from_url(spec, "6: token") == 6  # older links held the label
+    assert ps._from_url(spec, "mat") is ps._MISSING
+
+
+def test_invalid_values_are_clamped_or_fall_back_to_the_default():
+    layers = _spec("selectbox", options=range(2))
+    assert ps._valid(layers, 4) == 1  # a layer past a smaller model: the last one
+    assert ps._valid(layers, "4") == 0  # a string on an integer option (the old shared-key crash): the default
+    special = _spec("toggle")
+    assert ps._valid(special, "hide") is False
+    sources = _spec("selectbox", options=["show", "hide", "renormalise"])
+    assert ps._valid(sources, True) == "show"
+    slider = _spec("slider", min_value=0, max_value=2, value=2)
+    assert ps._valid(slider, 6) == 2 and ps._from_url(slider, "1") == 1 and ps._from_url(slider, "x") is ps._MISSING
+    text = _spec("text_area", value="default", max_chars=5)
+    assert ps._valid(text, "abcdefgh") == "abcde" and ps._valid(text, 3) == "default"
+
+
+def test_booleans_in_the_url():
+    spec = _spec("toggle")
+    assert ps._to_url(spec, True) == "true"
+    assert [ps._from_url(spec, raw) for raw in ("true", "True", "1", "false")] == [True, True, True, False]
+    assert ps._from_url(spec, "hide") is ps._MISSING
+
+
+def test_multi_select_is_refused_with_a_clear_error():
+    with pytest.raises(TypeError):
+        _spec("pills", options=["a", "b"], selection_mode="multi")
+
+
+# --- item 9: CSV mistakes --------------------------------------------------------------------------
+
+
+def test_semicolon_and_tab_separated_files_are_read_as_tables():
+    for sep in (";", "\t"):
+        data = f"title{sep}text\nA{sep}The bank of the river.\nB{sep}Money, in the bank.\n".encode()
+        table = read_table(data, "corpus.csv")
+        assert list(table.columns) == ["title", "text"]
+        assert list(table["text"]) == ["The bank of the river.", "Money, in the bank."]
+    sentences, labels = read_sentence_csv(b"sentence;label\nThe bank of the river.;river\nThe bank lent money.;money\n")
+    assert sentences == ["The bank of the river.", "The bank lent money."] and labels == ["river", "money"]
+
+
+def test_numeric_text_column_is_an_error_not_the_title():
+    with pytest.raises(CorpusError, match="`text`.*holds no words"):
+        read_table(b"title,text\nRiver bank,123\nMoney bank,456\n", "corpus.csv")
+    with pytest.raises(AnalysisError, match="`sentence`.*holds no words"):
+        read_sentence_csv(b"sentence,label\n1,river\n2,money\n")
+
+
+def test_unquoted_comma_is_refused_naming_the_row():
+    with pytest.raises(AnalysisError, match="Row 2 .* 3 fields .* header has 2"):
+        read_sentence_csv(b"sentence,label\nThe bank, of the river.,river\nThe bank lent money.,money\n")
+    with pytest.raises(CorpusError, match="Row 3 of the file c.csv has 3 fields"):
+        read_table(b"title,text\nA,fine text\nB,a text, with a comma\n", "c.csv")
+
+
+def test_quoted_commas_and_single_columns_still_work():
+    sentences, labels = read_sentence_csv(b'sentence,label\n"The bank, of the river.",river\n')
+    assert sentences == ["The bank, of the river."] and labels == ["river"]
+    table = read_table(b"text\nOne document here\nAnother one\n", "one.csv")
+    assert guess_text_column(table) == "text" and len(table) == 2
+
+
+# --- item 10: a re-saved model folder loads again ---------------------------------------------------------
+
+
+def test_model_folder_saved_again_is_loaded_again(tmp_path):
+    from ui.cache import cached_analysis, cached_model
+
+    folder = tmp_path / "model"
+    build_tiny_bert(folder, layers=2)
+    assert cached_model(str(folder)).num_layers == 2
+    assert cached_analysis(str(folder), "the bank of a river").attentions.shape[0] == 2
+    shutil.rmtree(folder)
+    build_tiny_bert(folder, layers=4)
+    assert cached_model(str(folder)).num_layers == 4
+    assert cached_analysis(str(folder), "the bank of a river").attentions.shape[0] == 4
+    assert cached_model(str(folder)) is cached_model(str(folder))  # unchanged content: loaded once
+
+
+# --- items 6 and 7: truncation sentences name the real limit ------------------------------------------------
+
+
+@pytest.mark.app
+def test_mask_past_the_token_limit_is_a_truncation_notice(tmp_path):
+    from tests.test_app import open_app, page_errors
+
+    folder = str(build_tiny_bert_mlm(tmp_path / "mlm"))  # reads 64 tokens
+    text = "the bank of a river " * 20 + "[MASK]"
+    at = open_app({"model": folder, "text": text}, page="pages/predictions.py")
+    assert not page_errors(at)
+    assert any("only the first 64 are used" in i.value for i in at.info)
+    assert any("past the first 64 tokens" in w.value for w in at.warning)
+    assert not any("has no" in i.value for i in at.info)
+    assert not at.button  # nothing offers to overwrite the user's text
+    assert at.text_area(key="text").value == text
+
+
+@pytest.mark.app
+def test_drift_truncation_names_the_deployment_limit(tiny_bert_dir, monkeypatch):
+    from tests.test_app import open_app, page_errors
+
+    monkeypatch.setenv("EXPLORER_MAX_TOKENS", "16")  # below the tiny model's own 64
+    at = open_app({"model": tiny_bert_dir}, page="pages/drift.py")
+    assert not page_errors(at)
+    warning = next(w.value for w in at.warning if "more tokens than" in w.value)
+    assert "only their first 16 tokens count" in warning
+    assert "reads 64" in warning  # the model's own limit is named as such, not as the cut

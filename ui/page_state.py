@@ -1,0 +1,417 @@
+"""Page state and links: every page owns its options, and the URL shows exactly the view on screen.
+
+A page declares each of its options with one call, a Streamlit widget wrapped by ``option``::
+
+    layer = option(left.selectbox, "Layer (counted from 0)", range(layers), key="layer")
+    words = option(st.toggle, "Word level", key="words")
+
+The rules, for every page (and the sidebar's app-wide options, declared with ``app=True``):
+
+- **Session keys are page-prefixed.** The attention page's layer lives under ``attention.layer``, the
+  senses page's under ``senses.layer``: pages never read (or crash on) each other's values, whatever
+  their types. The sidebar's ``model``, ``text``, ``present`` and ``img`` are shared by every page.
+- **URL parameters are short**: the option's ``key`` (``?layer=4``). A value equal to its default is
+  left out. Selection widgets write the option itself, not its label (``?query=6``, the token index).
+- **The URL holds only the page on screen.** Each run writes the sidebar's parameters and the page's
+  own; when the page has finished, every other parameter is removed, so no page's parameters leak
+  into another page's URL. (Streamlit's ``bind="query-params"`` is not used: it names the parameter
+  after the session key, so short parameters would mean shared keys, and it would put a 100,000-character
+  text into the URL.)
+- **Coming back keeps the user's choices.** Moving between pages with the navigation, a page shows the
+  options last chosen on it in this session (the browser drops the old page's parameters on the way).
+- **A link or reload reproduces the view.** A new tab or a reload starts a session from the URL: options
+  it names take its values, the others their defaults. A link followed inside the app (or back/forward)
+  that names any of a page's options is the whole view of that page: options it does not name take
+  their defaults, not what the session had. A link naming the sidebar's parameters sets them too.
+- **Texts stay loadable.** A text goes into the URL as it is up to ``URL_TEXT_MAX_BYTES`` bytes once
+  percent-encoded (about 2,000 ASCII or 220 CJK characters); a longer one is kept on the server in a
+  bounded process-wide store under a short content id (``?text_id=3f9c…``). Such a link works while
+  this server runs; the page says so.
+- An invalid value (a layer past a smaller model, an option that no longer exists, a garbled link) is
+  clamped when it is a number in range form and otherwise falls back to the default.
+
+``app.py`` wraps every run in ``page_run`` (which decides where values come from and removes foreign
+parameters); pages call ``option`` per widget, ``set_option`` from callbacks and buttons, and
+``link_url`` for links that open a view in a new tab.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import streamlit as st
+from streamlit.errors import StreamlitAPIException
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
+
+from ui.bounded_cache import BoundedCache
+
+URL_TEXT_MAX_BYTES = 2_000  # percent-encoded bytes of one text parameter; far below every server's limit
+LINKED_TEXTS = 2_000  # long texts kept per process for links
+LINKED_TEXT_BYTES = 100_000_000
+ID_SUFFIX = "_id"
+HOME = "home"
+
+SELECTIONS = {"selectbox", "radio", "segmented_control", "pills", "select_slider"}
+BOOLEANS = {"toggle", "checkbox"}
+NUMBERS = {"slider", "number_input"}
+TEXTS = {"text_area", "text_input"}
+# The arguments that set a widget's starting value; ``option`` sets the value through session state instead.
+DEFAULT_ARGUMENTS = ("index", "value", "default")
+
+_MISSING = object()
+# Parameters each page has declared in this process: decides whether a link names a page's options.
+_PAGE_PARAMS: dict[str, set[str]] = {}
+_APP_PARAMS: set[str] = set()
+
+
+@dataclass
+class _SessionPageState:
+    """One per session, in ``st.session_state["page_state"]``."""
+
+    page: str | None = None  # the page of the last finished run
+    current: str | None = None  # the page of this run
+    values: dict[str, Any] = field(default_factory=dict)  # last value of every option, by session key
+    pending: dict[str, Any] = field(default_factory=dict)  # values set by ``set_option`` for the next run
+    written: set[str] = field(default_factory=set)  # parameters written in this run
+    app_params: dict[str, str] = field(default_factory=dict)  # the sidebar's parameters, for links
+    notices: list[str] = field(default_factory=list)
+
+
+def _state() -> _SessionPageState:
+    if "page_state" not in st.session_state:
+        st.session_state["page_state"] = _SessionPageState()
+    return st.session_state["page_state"]
+
+
+@st.cache_resource(show_spinner=False)
+def linked_texts() -> BoundedCache:
+    """Long texts named by links (content id → text), shared by every session of this process."""
+    return BoundedCache(max_entries=LINKED_TEXTS, max_bytes=LINKED_TEXT_BYTES, size_of=lambda text: len(text.encode()))
+
+
+def text_id(text: str) -> str:
+    """The short content id of a text (12 hex digits of its SHA-256)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def encoded_bytes(text: str) -> int:
+    """Bytes of ``text`` as a URL parameter value (UTF-8, percent-encoded as the browser sends it)."""
+    return len(quote(text, safe=""))
+
+
+def fits_in_url(text: str) -> bool:
+    return encoded_bytes(text) <= URL_TEXT_MAX_BYTES
+
+
+def _page_name() -> str:
+    state = _state()
+    if state.current is not None:
+        return state.current
+    ctx = get_script_run_ctx()
+    if ctx is not None:
+        page = ctx.pages_manager.get_pages().get(ctx.page_script_hash)
+        if page and page.get("url_pathname"):
+            return page["url_pathname"]
+    return HOME
+
+
+def session_key(key: str, *, app: bool = False, page: str | None = None) -> str:
+    """The session-state key of option ``key``: ``"attention.layer"``, or ``key`` itself for app-wide options."""
+    return key if app else f"{page or _page_name()}.{key}"
+
+
+# --- one run -------------------------------------------------------------------------------------------
+
+
+def _query_keys() -> set[str]:
+    return set(st.query_params.keys())
+
+
+def _forget(prefix_keys: list[str]) -> None:
+    state = _state()
+    for full in prefix_keys:
+        state.values.pop(full, None)
+    for wkey in list(st.session_state.keys()):
+        base = str(wkey).split("~", 1)[0]
+        if base in prefix_keys:
+            del st.session_state[wkey]
+
+
+@contextmanager
+def page_run(page: str) -> Iterator[None]:
+    """Wrap one full run of ``page`` (its url path, "" for home); ``app.py`` does this for every page.
+
+    On entering a page from a link or back/forward, the URL decides the options it names (see the
+    module docstring). When the page has finished (or stopped), every query parameter the run did
+    not write is removed. After an error the URL is left as it was.
+    """
+    state = _state()
+    page = page or HOME
+    ctx = get_script_run_ctx()
+    history = bool(ctx is not None and getattr(ctx, "is_history_navigation", False))
+    entered = state.page != page or history
+    state.current = page
+    state.written = set()
+    state.notices = []
+    if entered:
+        in_url = _query_keys()
+        names = {name.removesuffix(ID_SUFFIX) for name in in_url} | in_url
+        if history or names & _APP_PARAMS:
+            _forget([key for key in list(state.values) if "." not in key])
+        if history or names & _PAGE_PARAMS.get(page, set()):
+            _forget([key for key in list(state.values) if key.startswith(f"{page}.")])
+    finished = False
+    try:
+        yield
+        finished = True
+    except StopException:
+        finished = True
+        raise
+    except RerunException:
+        raise  # the next run is still an entry: the URL has not been read by the whole page yet
+    finally:
+        if finished:
+            state.page = page
+            _remove_unwritten()
+
+
+def _remove_unwritten() -> None:
+    state = _state()
+    for name in _query_keys() - state.written:
+        try:
+            del st.query_params[name]
+        except (KeyError, StreamlitAPIException):  # bound to a widget by other code: leave it
+            pass
+
+
+def _write_param(name: str, value: str | None, *, app: bool) -> None:
+    state = _state()
+    if value is None:
+        if name in st.query_params:
+            try:
+                del st.query_params[name]
+            except (KeyError, StreamlitAPIException):
+                pass
+        if app:
+            state.app_params.pop(name, None)
+        return
+    state.written.add(name)
+    if app:
+        state.app_params[name] = value
+    if st.query_params.get(name) != value:
+        st.query_params[name] = value
+
+
+# --- one option ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Spec:
+    kind: str
+    default: Any
+    options: list | None = None
+    labels: list[str] | None = None
+    low: float | None = None
+    high: float | None = None
+    max_chars: int | None = None
+    open_options: bool = False  # selectbox(accept_new_options=True)
+
+
+def _spec(name: str, arguments: dict) -> _Spec:
+    if name in SELECTIONS:
+        options = list(arguments.get("options") or [])
+        format_func = arguments.get("format_func")
+        labels = [str(format_func(o)) for o in options] if format_func else [str(o) for o in options]
+        if name in ("selectbox", "radio"):
+            index = arguments.get("index", 0)
+            default = options[index] if index is not None and options else None
+        elif name == "select_slider":
+            default = arguments.get("value", options[0] if options else None)
+        else:
+            if arguments.get("selection_mode", "single") != "single":
+                raise TypeError("option() supports single-choice widgets only")
+            default = arguments.get("default")
+        return _Spec("choice", default, options, labels, open_options=bool(arguments.get("accept_new_options")))
+    if name in BOOLEANS:
+        return _Spec("bool", bool(arguments.get("value", False)))
+    if name in NUMBERS:
+        low, high = arguments.get("min_value"), arguments.get("max_value")
+        default = arguments.get("value", low if low is not None else 0)
+        return _Spec("number", default, low=low, high=high)
+    if name in TEXTS:
+        return _Spec("text", arguments.get("value") or "", max_chars=arguments.get("max_chars"))
+    raise TypeError(f"option() does not know how to keep the state of st.{name}")
+
+
+def _valid(spec: _Spec, value: Any) -> Any:
+    """``value`` if the widget can show it, clamped into range when it is a number, else the default."""
+    if value is _MISSING or value is None:
+        return spec.default
+    if spec.kind == "choice":
+        if value in spec.options or (spec.open_options and isinstance(value, str) and value.strip()):
+            return value
+        numbers = [o for o in spec.options if isinstance(o, int) and not isinstance(o, bool)]
+        if numbers and len(numbers) == len(spec.options) and isinstance(value, int) and not isinstance(value, bool):
+            return min(max(value, min(numbers)), max(numbers))
+        return spec.default
+    if spec.kind == "bool":
+        return value if isinstance(value, bool) else spec.default
+    if spec.kind == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and math.isnan(value)):
+            return spec.default
+        if spec.low is not None:
+            value = max(value, spec.low)
+        if spec.high is not None:
+            value = min(value, spec.high)
+        return type(spec.default)(value) if isinstance(spec.default, (int, float)) else value
+    if not isinstance(value, str):
+        return spec.default
+    return value[: spec.max_chars] if spec.max_chars else value
+
+
+def _from_url(spec: _Spec, raw: str) -> Any:
+    if spec.kind == "choice":
+        for option_value, label in zip(spec.options, spec.labels):
+            if str(option_value) == raw:
+                return option_value
+        for option_value, label in zip(spec.options, spec.labels):
+            if label == raw:  # links written when the URL held the label
+                return option_value
+        return raw if spec.open_options else _MISSING
+    if spec.kind == "bool":
+        return {"true": True, "1": True, "false": False, "0": False}.get(raw.strip().lower(), _MISSING)
+    if spec.kind == "number":
+        try:
+            number = float(raw)
+        except ValueError:
+            return _MISSING
+        if isinstance(spec.default, int) and number.is_integer():
+            return int(number)
+        return number if not isinstance(spec.default, int) else _MISSING
+    return raw
+
+
+def _to_url(spec: _Spec, value: Any) -> str:
+    if spec.kind == "bool":
+        return "true" if value else "false"
+    if spec.kind == "number" and isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _url_value(spec: _Spec, param: str) -> Any:
+    state = _state()
+    raw = st.query_params.get(param)
+    if raw is not None:
+        return _from_url(spec, raw)
+    if spec.kind == "text":
+        content_id = st.query_params.get(param + ID_SUFFIX)
+        if content_id:
+            text = linked_texts().get(content_id)
+            if text is None:
+                state.notices.append(
+                    "This link named a long text kept on the server that made the link; this server does not "
+                    "have it (links to long texts work only while that server runs), so the default text is shown."
+                )
+                return _MISSING
+            return text
+    return _MISSING
+
+
+def option(widget: Callable, *args, key: str, app: bool = False, **kwargs) -> Any:
+    """Call ``widget(*args, **kwargs)`` as an option of the current page, its state kept by this module.
+
+    ``widget`` is a Streamlit widget function or method (``st.toggle``, ``left.selectbox``, …): single
+    choice (selectbox, radio, segmented_control, pills, select_slider), toggle or checkbox, slider or
+    number_input, text_area or text_input. ``key`` is the URL parameter; the session key is
+    ``"<page>.<key>"`` (``key`` itself with ``app=True``, for the sidebar). The widget's ``index``,
+    ``value`` or ``default`` argument is its default value. Returns the widget's value.
+    """
+    name = getattr(widget, "__name__", "")
+    arguments = inspect.signature(widget).bind_partial(*args, **kwargs).arguments
+    spec = _spec(name, arguments)
+    for argument in DEFAULT_ARGUMENTS:
+        arguments.pop(argument, None)
+    state = _state()
+    page = _page_name()
+    full = session_key(key, app=app, page=page)
+    (_APP_PARAMS if app else _PAGE_PARAMS.setdefault(page, set())).add(key)
+    widget_key = full
+    if spec.kind == "choice" and "format_func" in arguments:
+        # Labels that change with the data (token labels of a new text) need a new widget, or the
+        # browser would keep showing the old label; the value itself is kept below.
+        widget_key += "~" + hashlib.md5("\x1f".join(spec.labels).encode()).hexdigest()[:8]
+
+    live = st.session_state.get(widget_key, _MISSING)
+    if full in state.pending:
+        value = state.pending.pop(full)
+    elif live is not _MISSING:
+        value = live
+    elif full in state.values:
+        value = state.values[full]
+    else:
+        value = _url_value(spec, key)
+    value = _valid(spec, value)
+    if live is _MISSING or live != value:
+        st.session_state[widget_key] = value
+    result = widget(**arguments, key=widget_key)
+    state.values[full] = result
+    _write(spec, key, result, app=app, container=getattr(widget, "__self__", None))
+    return result
+
+
+def _write(spec: _Spec, param: str, value: Any, *, app: bool, container) -> None:
+    if spec.kind == "text":
+        for notice in _state().notices:
+            (container or st).warning(notice, icon=":material/link_off:")
+        _state().notices.clear()
+        if value == spec.default:
+            _write_param(param, None, app=app)
+            _write_param(param + ID_SUFFIX, None, app=app)
+        elif fits_in_url(value):
+            _write_param(param, value, app=app)
+            _write_param(param + ID_SUFFIX, None, app=app)
+        else:
+            content_id = text_id(value)
+            linked_texts().put(content_id, value)
+            _write_param(param, None, app=app)
+            _write_param(param + ID_SUFFIX, content_id, app=app)
+            (container or st).caption(
+                f"This text is too long for a link ({encoded_bytes(value):,} bytes in a URL), so the link holds a "
+                "short id instead: it works while this server runs."
+            )
+        return
+    _write_param(param, None if value == spec.default else _to_url(spec, value), app=app)
+
+
+def set_option(key: str, value: Any, *, app: bool = False, page: str | None = None) -> None:
+    """Give option ``key`` of the current page (or of ``page``) the value ``value`` on the next run.
+
+    For callbacks and buttons (``on_click=set_option, args=("stat", "previous")``); the page's next
+    run shows it and writes it to the URL.
+    """
+    state = _state()
+    state.pending[session_key(key, app=app, page=page or state.current or _page_name())] = value
+
+
+def option_value(key: str, default: Any = None, *, app: bool = False, page: str | None = None) -> Any:
+    """The last value of option ``key`` in this session (of the current page unless ``page``)."""
+    return _state().values.get(session_key(key, app=app, page=page), default)
+
+
+def link_url(page: str, **params: Any) -> str:
+    """A relative link to ``page`` (its url path) showing the sidebar's model and text with ``params``.
+
+    The link reproduces the view in a new tab: pass every option of the target page that matters
+    (values as the URL holds them: the option, not its label).
+    """
+    query = dict(_state().app_params) | {name: str(value) for name, value in params.items() if value is not None}
+    return f"{page}?{urlencode(query)}" if query else page
