@@ -4,8 +4,8 @@
 
 Starts the app on a free localhost port, opens each page with ``?present=true`` in Debian's
 Chromium (every request to another host is blocked), waits until its figures have drawn and
-saves one PNG per page, scrolled to its first figure and named after the page's URL path
-(``home.png`` for the home page).
+saves one PNG per page (the top of the page, as a presenter opens it), named after the page's
+URL path (``home.png`` for the home page).
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ sys.path.insert(0, str(ROOT))
 from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, AppPage, serve_app  # noqa: E402
 from tests.pages_registry import landed_pages  # noqa: E402
 
-CHARTS_DRAWN = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')]
-    .every(c => c.querySelector('.js-plotly-plot .main-svg'))"""
+# Every chart has drawn; a page without charts (predictions on a model without a head) shows a message instead.
+CHARTS_DRAWN = """() => { const charts = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')];
+    return charts.length ? charts.every(c => c.querySelector('.js-plotly-plot .main-svg'))
+                         : !!document.querySelector('[data-testid="stMain"] [data-testid="stAlert"]'); }"""
 
 
 def take(out: Path, width: int, height: int) -> list[Path]:
@@ -38,11 +40,7 @@ def take(out: Path, width: int, height: int) -> list[Path]:
             for _file, path in landed_pages():
                 page = tab.open(path, {"present": "true"}, timeout_ms=300_000)
                 page.wait_for_function(CHARTS_DRAWN, timeout=120_000)
-                page.wait_for_timeout(1000)  # Plotly's last redraw after the layout settles
-                # what a presenter puts on the slide: the page scrolled to its first figure, under the header
-                page.evaluate("""() => { const chart = document.querySelector('[data-testid="stMain"] [data-testid="stPlotlyChart"]');
-                    if (chart) { chart.style.scrollMarginTop = '64px'; chart.scrollIntoView({block: 'start'}); } }""")
-                page.wait_for_timeout(300)
+                page.wait_for_timeout(1500)  # Plotly's last redraw after the layout settles
                 target = out / f"{path or 'home'}.png"
                 page.screenshot(path=str(target))
                 saved.append(target)
