@@ -14,6 +14,7 @@ from viz.common import export_options, file_stem, fit_for_slide
 # presentation mode collapses the sidebar; otherwise the open sidebar and Streamlit's padding take their share.
 PRESENTATION_WIDTH = 1280 - 2 * PAGE_PADDING_PX
 NORMAL_WIDTH = 820
+COLUMN_GAP_PX = 8  # a figure in a column loses its share of the gap between columns
 
 
 def plotly_config(name: str, width_px: float = NORMAL_WIDTH) -> dict:
@@ -38,7 +39,7 @@ def show_figure(
     columns); presentation mode fits fonts, titles and tick labels to that width.
     """
     theme = "streamlit"
-    width = (PRESENTATION_WIDTH if presentation_mode() else NORMAL_WIDTH) * share
+    width = (PRESENTATION_WIDTH if presentation_mode() else NORMAL_WIDTH) * share - (COLUMN_GAP_PX if share < 1 else 0)
     if presentation_mode():
         export_height = export_options(width)["height"]
         fig = fit_for_slide(fig, width, export_height)  # a copy: never restyle a figure the caller may reuse

@@ -313,19 +313,22 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
             size = annotation.font.size or font_px
             room = _subplot_width(fig, annotation, area_w) if annotation.showarrow is False else area_w * 0.8
             annotation.text = wrap_text(annotation.text, room - 8, size)
+            if annotation.x is not None and annotation.x >= 1 and str(annotation.xref or "").endswith("domain"):
+                annotation.xanchor = "right"  # a note at the right edge grows leftwards, into the figure
     for name in _axes(fig, "x") + _axes(fig, "y"):
         axis = fig.layout[name]
         if axis.title.text:
             room = (area_w if name[0] == "x" else area_h) * _domain(axis)
             axis.title.text = wrap_text(axis.title.text, room - 8, font_px)
             axis.automargin = True
+    # a colour bar's title runs along the bar, where Plotly reserves room for it
     colorbar = fig.layout.coloraxis.colorbar
     if colorbar.title.text:
-        colorbar.title.text = wrap_text(colorbar.title.text, 4 * font_px, font_px)
+        colorbar.title.update(text=wrap_text(colorbar.title.text, 12 * font_px, font_px), side="right")
     for trace in fig.data:
         bar = getattr(trace, "colorbar", None)
         if bar is not None and bar.title.text:
-            bar.title.text = wrap_text(bar.title.text, 4 * font_px, font_px)
+            bar.title.update(text=wrap_text(bar.title.text, 12 * font_px, font_px), side="right")
     return fig
 
 
@@ -352,7 +355,7 @@ def fit_for_slide(fig: go.Figure, width_px: float, export_height_px: float | Non
     """
     fig = go.Figure(fig)
     font_px = slide_font_size(width_px)
-    fig.update_layout(font={"size": font_px})
+    fig.update_layout(font={"size": font_px}, margin={"r": max(fig.layout.margin.r or 0, 2 * font_px)})
     fit_legend(fig, width_px, font_px)
     fit_titles(fig, width_px, font_px)
     thin_ticks(fig, width_px, font_px, export_height_px)
