@@ -15,6 +15,7 @@ wait_for_imports()
 import transformers  # noqa: E402
 
 from ui.errors import friendly_errors  # noqa: E402
+from ui.explain import presentation_page_style  # noqa: E402
 from ui.page_state import page_run  # noqa: E402
 from ui.session import render_sidebar  # noqa: E402
 
@@ -40,7 +41,10 @@ def run() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    st.set_page_config(page_title="Transformer attention explorer", page_icon=str(ROOT / "assets" / "favicon.png"), layout="wide")
+    # Presentation mode (?present=true) opens with the sidebar folded, so a figure fills the slide.
+    present = st.session_state.get("present", st.query_params.get("present", "").lower() == "true")
+    st.set_page_config(page_title="Transformer attention explorer", page_icon=str(ROOT / "assets" / "favicon.png"),
+                       layout="wide", initial_sidebar_state="collapsed" if present else "auto")
     pages = [
         st.Page(str(ROOT / file), title=title, icon=icon, url_path=path or None, default=not path)
         for file, title, icon, path in PAGES
@@ -48,6 +52,7 @@ def run() -> None:
     page = st.navigation(pages)
     with friendly_errors(f"showing {page.title}"), page_run(page.url_path):
         render_sidebar()  # inside the boundary: a bad deployment setting is a sentence too
+        presentation_page_style()
         page.run()
 
 

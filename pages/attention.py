@@ -13,6 +13,7 @@ from core.heads import UnsupportedArchitecture  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
 from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed  # noqa: E402
 from ui.cache import cached_attention_view, cached_figure, cached_queries_keys  # noqa: E402
+from ui.explain import controls, explain  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.page_state import option  # noqa: E402
 from ui.session import (  # noqa: E402
@@ -31,11 +32,10 @@ BERTVIZ = {"head view": "head", "model view": "model", "neuron view": "neuron"}
 
 st.title("Attention")
 present = presentation_mode()
-if not present:
-    st.markdown(
-        "Each heatmap is one attention head: row *i* shows how much token *i* (the query) takes from each "
-        "token (the keys); a row of raw weights sums to 1. " + numbering_caption(current_model().num_layers)
-    )
+explain(
+    "Each heatmap is one attention head: row *i* shows how much token *i* (the query) takes from each "
+    "token (the keys); a row of raw weights sums to 1. " + numbering_caption(current_model().num_layers)
+)
 attention_caveat()
 if current_model().is_encoder_decoder:
     from ui.seq2seq_views import attention_page
@@ -43,7 +43,7 @@ if current_model().is_encoder_decoder:
     attention_page()
     st.stop()
 model, analysis = current_model(), current_analysis()
-c = st.columns(5)
+c = controls().columns(5)
 source = option(c[0].selectbox, "Attention source", list(SOURCES), key="source",
                         help="Norm-weighted: each weight times the length of what the key token's value adds "
                         "(Kobayashi et al. 2020). Rollout: heads averaged with the residual, multiplied through the "

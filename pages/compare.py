@@ -18,6 +18,7 @@ from core.tokens import token_labels  # noqa: E402
 from ui.caveats import attention_caveat  # noqa: E402
 from ui.ablation import knockout, with_ablation  # noqa: E402
 from ui.cache import cached_analysis, cached_figure  # noqa: E402
+from ui.explain import controls, explain  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.page_state import option  # noqa: E402
 from ui.session import MAX_TEXT_CHARS, current_model, current_model_name, current_token_limit  # noqa: E402
@@ -27,7 +28,7 @@ from viz.common import markdown_safe  # noqa: E402
 from viz.inside import token_bars  # noqa: E402
 
 st.title("Compare two sentences")
-st.markdown(
+explain(
     "Does a word get a different embedding in every sentence? Type two texts (this page uses its own "
     "boxes, not the sidebar's text; the model is the sidebar's). The word-embedding lookup gives a word the "
     "same vector everywhere; the layers then mix in its context, so the two vectors drift apart. The third box is a "
@@ -41,7 +42,7 @@ if model.is_encoder_decoder:
 
     not_applicable("Comparing two sentences runs one stack over each text; with a source and a target per text "
                    "this page does not apply.")
-sides = st.columns(2)
+sides = controls("Texts").columns(2)
 texts = [
     option(side.text_area, f"Text {name}", value=default, key=f"text_{name.lower()}", max_chars=MAX_TEXT_CHARS, height=90)
     for side, name, default in zip(sides, "AB", (BANK_RIVER, BANK_MONEY))
@@ -80,7 +81,7 @@ def layer_head_and_word(texts: list[str], analyses: list, labels: list[list[str]
                                                              name, layer, head),
                                       partial(attention_heatmap, analysis.attentions[layer, head], names, title=f"Text {name}")),
                         name=file_stem(model.name, f"text{name}", "attention", layer, head),
-                        data=partial(attention_rows, analysis.attentions[layer, head], names), key=f"compare-attention-{name}")
+                        data=partial(attention_rows, analysis.attentions[layer, head], names), key=f"compare-attention-{name}", share=0.5)
 
     shared = shared_words(*analyses)
     if not shared:
@@ -101,7 +102,7 @@ def layer_head_and_word(texts: list[str], analyses: list, labels: list[list[str]
             show_figure(token_bars(row, names, title=f"Text {name}: attention from “{word}”", y_title="attention"),
                         name=file_stem(model.name, f"text{name}", word, "attention", layer, head),
                         data=partial(pd.DataFrame, {"position": range(len(names)), "key token": names, "attention": row}),
-                        key=f"compare-row-{name}")
+                        key=f"compare-row-{name}", share=0.5)
 
     st.subheader(f"Is “{word_md}” the same vector in both texts?")
     control_text = option(

@@ -11,6 +11,7 @@ from core.models import pooler_sentence
 from ui.cache import cached_contextuality, cached_corpus_embeddings
 from ui.corpus_state import current_corpus, current_corpus_name, render_corpus_picker
 from ui.figures import show_figure
+from ui.explain import controls, explain
 from ui.page_state import option
 from ui.session import current_model, current_model_name, current_token_limit
 from ui.shell import require_app_shell
@@ -19,7 +20,7 @@ from viz.drift import cls_violin_figure, contextuality_figure, layer_violin_figu
 
 require_app_shell()
 st.title("Drift: how far each layer moves a document")
-st.markdown(
+explain(
     "How far does each layer move a text away from where it started? Each document is pooled into one vector per "
     "hidden state; each point below is one document's cosine similarity between hidden state k and either its static "
     "embedding (the embedding layer's output, `hidden_states[0]`) or the hidden state before. Lower means moved further. "
@@ -32,7 +33,8 @@ if current_model().is_encoder_decoder:
 
     not_applicable("Drift pools one text into one vector per layer of a single stack; a corpus has no targets for "
                    "the decoder, so this page does not apply.")
-render_corpus_picker()
+with controls("Corpus"):
+    render_corpus_picker()
 corpus = current_corpus()
 model = current_model()
 st.caption(f"{len(corpus)} documents from {current_corpus_name()}, through {model.name} ({model.num_layers} layers).")
@@ -84,7 +86,7 @@ def corpus_embeddings(progress=None):
 def drift_violins() -> None:
     """Reference, pooling and baseline options and the violins they change: a change reruns only this part and
     reuses the corpus embeddings."""
-    left, middle, right = st.columns([2, 2, 1])
+    left, middle, right = controls().columns([2, 2, 1])
     # Options are short words because the URL holds the option as shown; the captions explain them.
     reference = option(
         left.radio, "Compare hidden state k with", list(REFERENCES), captions=list(REFERENCES.values()), key="reference"
@@ -142,7 +144,7 @@ def drift_violins() -> None:
         data=table,
         key="drift-violins",
     )
-    st.markdown(
+    explain(
         "**Baselines.** The vectors of one hidden state can share a common direction (*anisotropy*, Ethayarajh 2019), "
         "which raises every cosine in it. The dotted line is the mean cosine between different documents within hidden "
         "state k; the dash-dotted line the same for single words (random words from different documents, Ethayarajh's "
@@ -168,7 +170,7 @@ if model.is_decoder:
         "so the first token's vectors do not depend on the rest of the document."
     )
 else:
-    st.caption("The static [CLS] vector is the same for every document (same token, position 0): the spread comes from context.")
+    explain("The static [CLS] vector is the same for every document (same token, position 0): the spread comes from context.", caption=True)
 cls = documents.merge(cls_table(embeddings), on="document")
 show_figure(
     cls_violin_figure(cls, titles, title="First token: static vector against the last layer"),
@@ -176,10 +178,11 @@ show_figure(
     data=cls,
     key="drift-cls",
 )
-st.caption(
+explain(
     "The first token's row of `hidden_states[0]` against its row of the last hidden state. "
     + (pooler_sentence(model) + " Its cosine with a hidden state compares vectors from different spaces and measures "
-       "no drift, so it is not drawn." if not model.is_decoder else "")
+       "no drift, so it is not drawn." if not model.is_decoder else ""),
+    caption=True,
 )
 with st.expander("What is `hidden_states[0]`?"):
     st.markdown(

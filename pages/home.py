@@ -6,6 +6,7 @@ import streamlit as st
 from core.similarity import token_static_similarity
 from core.tokens import token_labels
 from ui.figures import show_figure
+from ui.explain import explain
 from ui.shell import require_app_shell
 from ui.cache import cached_model_facts
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
@@ -15,7 +16,7 @@ from viz.tokens import token_layer_heatmap
 
 require_app_shell()
 st.title("See what a transformer does with a sentence")
-st.markdown(
+explain(
     """
 A transformer first turns each token into a **static embedding**: the same vector for
 "bank" in every sentence (plus a vector for its position). Each layer then lets every token
@@ -76,7 +77,7 @@ with st.expander("About this model", expanded=True, icon=":material/info:"):
     )
 
 similarity = token_static_similarity(analysis)
-st.markdown(
+explain(
     "Each column is one token; each row a hidden state. The colour is the cosine similarity between the token's "
     "vector at that hidden state and its vector at hidden state 0 (the embedding layer's output), which is 1 by "
     "definition. " + markdown_safe(static_similarity_sentence(similarity, analysis.special_mask)) + " A lower value "

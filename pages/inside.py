@@ -15,6 +15,7 @@ from core.heads import UnsupportedArchitecture, architecture, compute_head, embe
 from core.tokens import token_labels  # noqa: E402
 from ui.caveats import attention_caveat  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
+from ui.explain import beside, explain as explain_text  # noqa: E402
 from ui.page_state import option  # noqa: E402
 from ui.session import current_analysis, current_model  # noqa: E402
 from viz.common import file_stem  # noqa: E402
@@ -22,7 +23,7 @@ from viz.common import markdown_safe  # noqa: E402
 from viz.inside import component_bars, matrix_heatmap, stacked_token_bars  # noqa: E402
 
 st.title("Inside one head")
-st.markdown(
+explain_text(
     "One attention head, step by step, computed here from the model's own weights and the actual input "
     "to its layer: each token's query is compared with every token's key, the scores become weights "
     "through a softmax, and the head's output is the weighted sum of the value vectors."
@@ -60,9 +61,10 @@ def one_head_step_by_step() -> None:
 
     def explain(title: str, text: str):
         """A step: its title and explanation on the left; returns the right-hand column for its figures."""
-        text_side, figure_side = st.columns([2, 3], gap="large")
+        text_side, figure_side = beside([2, 3])
         text_side.subheader(title)
-        text_side.markdown(text)
+        with text_side:
+            explain_text(text)
         return text_side, figure_side
 
     def show(fig, what: str, data) -> None:

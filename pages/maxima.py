@@ -13,6 +13,7 @@ from core.tokens import token_labels
 from ui.caveats import NORM_WEIGHTED, WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.cache import cached_figure, cached_norm_weighted, cached_rollout
 from ui.figures import csv_download, show_figure
+from ui.explain import controls, explain
 from ui.page_state import option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.shell import require_app_shell
@@ -26,7 +27,7 @@ PERCENT = st.column_config.NumberColumn(format="percent")
 
 require_app_shell()
 st.title("Which token does each token attend to most?")
-st.markdown(
+explain(
     "For every layer and every token: the token it gives its largest attention weight (by default the maximum "
     "over heads, then the largest key). " + numbering_caption(current_model().num_layers)
 )
@@ -47,7 +48,7 @@ except UnsupportedArchitecture as err:
     st.info(f"Norm-weighted attention is not available here. {err}")
 rolled = cached_rollout(name, text, limit)
 
-left, right = st.columns(2)
+left, right = controls().columns(2)
 source = option(
     left.radio, "Attention source", [RAW, NORM, ROLLOUT] if weighted is not None else [RAW, ROLLOUT],
     key="source", horizontal=True,
@@ -76,7 +77,7 @@ maxima = attention_maxima(
 if not len(maxima.queries):
     st.info("Every token of this text is a special token: switch on **Include special tokens** to see them.")
 else:
-    st.markdown(
+    explain(
         "Each cell is one query token (column) at one layer (row); its text is the token it attends to most. "
         "The colour is the distance to that token: white = itself, orange = to its left, purple = to its right."
     )
@@ -100,7 +101,7 @@ else:
                  key="maxima-table-csv")
 
 st.header("Beyond raw attention")
-st.markdown(
+explain(
     "**Attention rollout** (Abnar & Zuidema 2020) follows attention through the residual connections: per layer "
     "the heads are averaged, mixed half and half with the identity (0.5·A + 0.5·I) and the rows renormalised; "
     "the layers are then multiplied from layer 0 up, so layer *l* is an estimate of how much of each input token "
@@ -138,7 +139,7 @@ if weighted is not None and analysis.special_mask.any() and not analysis.special
     shares = {RAW: special_share(analysis.attentions, analysis.special_mask)}
     shares[NORM] = special_share(weighted, analysis.special_mask)
     layers = list(range(analysis.num_layers))
-    st.markdown(
+    explain(
         "How much of each token's attention lands on special tokens, raw and norm-weighted. Kobayashi et al. (2020) "
         "found that in BERT raw attention parks much of its weight there while the value vectors of those tokens, "
         "after the output projection W_O, are short: the sink adds little to the output, but not nothing. "

@@ -11,6 +11,7 @@ from core.examples import BANK_RIVER  # noqa: E402
 from core.predictions import MAX_TOP_K, NoLanguageModelHead  # noqa: E402
 from ui.cache import cached_language_model, cached_predictions  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
+from ui.explain import explain  # noqa: E402
 from ui.page_state import option, set_option  # noqa: E402
 from ui.session import current_model, current_model_name, current_text  # noqa: E402
 from viz.common import file_stem  # noqa: E402
@@ -21,7 +22,7 @@ MAX_MASKS_SHOWN = 8
 MAX_ROWS_SHOWN = 64
 
 st.title("Predictions")
-st.markdown(
+explain(
     "What the model itself would write. An encoder such as BERT was trained to fill in hidden words: put its "
     "mask token in the text and see its top candidates. A decoder such as GPT-2 was trained to continue a text: "
     "see its top guesses for the next token after every position. Probabilities are the softmax of the model's "
@@ -77,7 +78,7 @@ def candidates(text: str) -> None:
                          icon=":material/edit:"):
                 st.rerun(scope="app")  # the sidebar's text changed: the whole page, not only this part
             return
-        st.markdown(f"Each {markdown_safe(mask)} is predicted on its own, from the whole text around it (all masks "
+        explain(f"Each {markdown_safe(mask)} is predicted on its own, from the whole text around it (all masks "
                     "are predicted in the same pass, none sees another's answer).")
         filled = text
         for candidates in predictions.candidates:
@@ -93,11 +94,12 @@ def candidates(text: str) -> None:
                     name=file_stem(model.name, "fill-in", position),
                     data=pd.DataFrame([row for row in rows if row["position"] == position]),
                     key=f"predictions-mask-{i}",
+                    share=0.5,
                 )
         if len(predictions.positions) > MAX_MASKS_SHOWN:
             st.caption(f"The first {MAX_MASKS_SHOWN} masks are drawn; the table below has them all.")
     else:
-        st.markdown("Row i shows what the model expects after reading the text up to token i, which it sees together "
+        explain("Row i shows what the model expects after reading the text up to token i, which it sees together "
                     "with everything before it (and nothing after: it is a decoder). The table also shows the token "
                     "that really came next and the probability the model gave it.")
         shown = slice(0, MAX_ROWS_SHOWN)

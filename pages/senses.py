@@ -17,6 +17,7 @@ from ui.cache import (
     cached_aligned_projection, cached_occurrences, cached_separation, cached_separation_interval, start_umap_warmup,
 )
 from ui.figures import show_figure
+from ui.explain import controls, explain
 from ui.page_state import option
 from ui.placement import place_text, show_placement
 from ui.session import current_model, current_settings, current_text
@@ -107,7 +108,7 @@ def position_balance_sentence(model, word: str, sentences: list[str], labels: li
 
 require_app_shell()
 st.title("Senses: one word, many sentences")
-st.markdown(
+explain(
     "A static embedding gives **bank** one vector whatever the sentence; each layer then mixes in the context, "
     "so river banks and money banks drift apart. Each point is one occurrence of the word, coloured by its sense."
 )
@@ -117,8 +118,9 @@ if model.is_encoder_decoder:
 
     not_applicable("Senses follows one word through the layers of a single stack over many sentences, which have "
                    "no targets for the decoder, so this page does not apply.")
-source = option(st.segmented_control, "Sentences", SOURCES, default=SOURCES[0], key="source", required=True)
-word = (option(st.selectbox, "Word", builtin_words(), key="word", accept_new_options=True,
+options = controls()
+source = option(options.segmented_control, "Sentences", SOURCES, default=SOURCES[0], key="source", required=True)
+word = (option(options.selectbox, "Word", builtin_words(), key="word", accept_new_options=True,
                      help="Pick a built-in word or type your own.") or "bank").strip()
 sentences, labels = chosen_sentences(source, word)
 if len(sentences) > MAX_SENTENCES:
@@ -193,25 +195,26 @@ def layer_and_projection(word: str, sentences: list[str], labels: list[str], occ
                 "sentence_id": -1, "sentence": placed.text, "label": OWN_SENTENCE, "start": placed.span[0], "end": placed.span[1],
                 "layer": layer, "method": method_name, "x": placed_xy[0], "y": placed_xy[1], "identical_points": 1}])],
                 ignore_index=True)
-        show_figure(figure, name=file_stem(model.name, "senses", word, method, "layer", layer), data=points, key="senses-projection")
+        show_figure(figure, name=file_stem(model.name, "senses", word, method, "layer", layer), data=points, key="senses-projection", share=0.6)
         show_placement(placed, word, layer)
     with chart:
         table = cached_separation(model.name, word, tuple(sentences), tuple(point_labels))
         interval = cached_separation_interval(model.name, word, tuple(sentences), tuple(point_labels))
         chance = knn_chance_level(point_labels)
-        show_figure(separation_figure(table, layer, chance=chance, interval=interval), name=file_stem(model.name, "senses", word, "separation"), data=table.merge(interval, on="layer").assign(knn_chance=chance), key="senses-separation")
+        show_figure(separation_figure(table, layer, chance=chance, interval=interval), name=file_stem(model.name, "senses", word, "separation"), data=table.merge(interval, on="layer").assign(knn_chance=chance), key="senses-separation", share=0.4)
         measured, left_out = measured_labels(point_labels)
         if len(measured) < 2:
             st.info(f"The scores need at least two labels with two or more occurrences each ({UNLABELLED} points do not count).")
         elif left_out:
             st.caption(f"Labels with a single occurrence are left out of the scores: {markdown_safe(', '.join(left_out))}.")
-        st.caption(
+        explain(
             "UMAP and t-SNE distort distances, so how far apart the clusters look means little; this chart, measured in the "
             f"model's own {model.hidden_size}-dimensional space (cosine), is the honest number. 1-NN accuracy: the share of "
             "occurrences whose most similar other occurrence has the same sense; the dashed line is what it would be if the "
             f"senses were assigned at random ({chance:.2f} here). Silhouette: −1 to 1, 0 means no cluster structure, higher "
             f"is better separated. The shaded bands are 90% bootstrap intervals over the {occurrences.count} occurrences: "
-            "with this few points a difference inside a band may be noise."
+            "with this few points a difference inside a band may be noise.",
+            caption=True,
         )
         if source == SOURCES[0]:
             st.caption(position_balance_sentence(model, word, sentences, labels))

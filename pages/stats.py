@@ -10,6 +10,7 @@ from ui.caveats import attention_caveat
 from ui.cache import cached_corpus_head_stats, cached_head_stats
 from ui.corpus_state import current_corpus, current_corpus_name
 from ui.figures import show_figure
+from ui.explain import explain
 from ui.page_state import link_url, option, set_option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.shell import require_app_shell
@@ -34,7 +35,7 @@ NOT_SHARES = ("entropy", "distance")
 
 
 st.title("Head statistics")
-st.markdown(
+explain(
     "Which heads look at the previous token, which spread their attention broadly, which park it on [SEP]? "
     "These are the per-head numbers of Clark et al. (2019) and Vig & Belinkov (2019). Each is averaged over the **query "
     "tokens**: every token except special ones ([CLS], [SEP], …); for a decoder the first token is left out too, since "
@@ -102,10 +103,10 @@ def statistic_views(source: str, table, roles, about: str) -> None:
             f" Attention spread evenly would score {table[UNIFORM_ENTROPY].mean():.2f} nats: the mean over the query "
             "tokens of ln n, n = the keys a query sees (every token for an encoder, tokens 0..i for decoder query i)."
         )
-    st.caption(note)
+    explain(note, caption=True)
 
     st.subheader("Ranked heads")
-    st.caption("Each head opens on the attention page in a new tab, with the same model and text.")
+    explain("Each head opens on the attention page in a new tab, with the same model and text.", caption=True)
     for column, (name, heading) in zip(st.columns(len(RANKINGS)), RANKINGS.items()):
         with column:
             st.markdown(f"**{heading}**")
@@ -121,7 +122,7 @@ def statistic_views(source: str, table, roles, about: str) -> None:
 
     if source == "text":
         st.subheader("The same statistic over norm-weighted attention")
-        st.markdown(
+        explain(
             "Norm-weighted attention (Kobayashi et al. 2020) weights each attention weight by the length of what the key "
             "token actually adds, ‖f(x_j)‖ (its value vector through the head's slice of the output projection); each row "
             "is then taken as a share of its norm-weighted total. Attention parked on [CLS] or [SEP] whose value vectors "
