@@ -62,6 +62,11 @@ st.markdown(
     "tokens, and (for models with a language-model head) read the prediction at every layer."
 )
 model = current_model()
+if model.is_encoder_decoder:
+    from ui.seq2seq_views import not_applicable
+
+    not_applicable("Knock-outs, attributions and the logit lens are built here for one stack (an encoder or a decoder), "
+                   "so this page does not apply.")
 try:
     check_supported(model)
 except UnsupportedArchitecture as err:

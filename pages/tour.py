@@ -51,6 +51,11 @@ PRESENTATION_CSS = """<style>
 
 present = presentation_mode()
 model = current_model()
+if model.is_encoder_decoder:
+    from ui.seq2seq_views import not_applicable
+
+    not_applicable("The tour follows one text through one stack (the static embedding, its layers, its senses), so it "
+                   "does not apply; pick an encoder such as the bundled model for the tour.")
 name = current_model_name()
 limit = current_token_limit()
 
