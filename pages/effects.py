@@ -153,7 +153,8 @@ else:
     for column, (layer, head) in zip(st.columns(min(len(heads), MAX_HEADS_DRAWN)), heads[:MAX_HEADS_DRAWN]):
         with column:
             show_figure(attention_heatmap(analysis.attentions[layer, head], labels, title=head_label(layer, head)),
-                        name=file_stem(name, "attention", layer, head), key=f"effects-attention-{layer}-{head}")
+                        name=file_stem(name, "attention", layer, head), key=f"effects-attention-{layer}-{head}",
+                        share=1 / min(len(heads), MAX_HEADS_DRAWN))
     if len(heads) > MAX_HEADS_DRAWN:
         st.caption(f"The first {MAX_HEADS_DRAWN} chosen heads are drawn.")
     with friendly_errors("knocking out heads"), st.spinner("Running the text with those heads knocked out…"):
@@ -171,7 +172,7 @@ else:
                 with column:
                     show_figure(fill_in_bars(candidates, probs, title=title), name=file_stem(name, "predictions", tag),
                                 data=pd.DataFrame({"rank": range(1, len(probs) + 1), "candidate": candidates, "probability": probs}),
-                                key=f"effects-predictions-{tag}")
+                                key=f"effects-predictions-{tag}", share=0.5)
         else:
             ablated = cached_ablated_analysis(name, text, limit, heads, method)
             cosine = sentence_cosine(analysis, ablated)
@@ -229,10 +230,10 @@ else:
         with left:
             show_figure(head_heatmap(importance, title=f"Effect of knocking out each head ({effect_name})",
                                      colorbar=effect_name), name=file_stem(name, "head-importance", method),
-                        data=pd.DataFrame(cells), key="effects-importance")
+                        data=pd.DataFrame(cells), key="effects-importance", share=0.5)
         with right:
             show_figure(head_heatmap(attention, title=f"Attention to “{labels[token]}”", colorbar="attention", share=True),
-                        name=file_stem(name, "attention-to-token", token), key="effects-attention-to-token")
+                        name=file_stem(name, "attention-to-token", token), key="effects-attention-to-token", share=0.5)
         st.markdown(describe_correlation(rank_correlation(importance, attention),
                                          f"a head's effect and its attention to “{markdown_safe(labels[token])}”"))
         order = np.argsort(importance.ravel())[::-1][:5]

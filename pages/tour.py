@@ -23,7 +23,7 @@ from ui.cache import (  # noqa: E402
     cached_analysis, cached_corpus_embeddings, cached_head_stats, cached_norm_weighted, cached_occurrences,
 )
 from ui.corpus_state import current_corpus, current_corpus_name  # noqa: E402
-from ui.figures import show_figure  # noqa: E402
+from ui.figures import PRESENTATION_WIDTH, show_figure  # noqa: E402
 from ui.page_state import link_url, option, option_value, set_option  # noqa: E402
 from ui.placement import place_text, verdict  # noqa: E402
 from ui.session import (  # noqa: E402
@@ -37,7 +37,7 @@ from viz.drift import layer_violin_figure  # noqa: E402
 from viz.inside import matrix_heatmap, stacked_token_bars  # noqa: E402
 from viz.maxima import special_share_chart  # noqa: E402
 from viz.senses import add_own_sentence, highlighted_sentence, sense_projection_figure  # noqa: E402
-from viz.tour import as_slide, cosine_bars, token_table_figure  # noqa: E402
+from viz.tour import SLIDE_WIDTH, as_slide, cosine_bars, token_table_figure  # noqa: E402
 
 SAME_SENSE_CONTROL = "We had a picnic on the grassy bank of the stream."
 HELD_OUT = "I sat on the bank and fished."
@@ -71,7 +71,9 @@ def say(text: str) -> None:
 def figure(fig, what: str, data: pd.DataFrame | None = None) -> None:
     """The step's one live figure: 16:9 in presentation mode, CSV of its numbers otherwise."""
     if present:
-        show_figure(as_slide(fig), name=file_stem(model.name, "tour", what), key=f"tour-{what}", width="content")
+        # as_slide draws it SLIDE_WIDTH px wide: fit titles, ticks and legend to that width, not the page's
+        show_figure(as_slide(fig), name=file_stem(model.name, "tour", what), key=f"tour-{what}", width="content",
+                    share=SLIDE_WIDTH / PRESENTATION_WIDTH)
     else:
         show_figure(fig, name=file_stem(model.name, "tour", what), data=data, key=f"tour-{what}")
 

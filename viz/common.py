@@ -319,7 +319,8 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
         axis = fig.layout[name]
         if axis.title.text:
             room = (area_w if name[0] == "x" else area_h) * _domain(axis)
-            axis.title.text = wrap_text(axis.title.text, room - 8, font_px)
+            # Plotly draws axis titles at 1.2 × the layout font unless the axis says otherwise
+            axis.title.text = wrap_text(axis.title.text, room - 8, axis.title.font.size or round(1.2 * font_px))
             axis.automargin = True
     # a colour bar's title runs along the bar, where Plotly reserves room for it
     colorbar = fig.layout.coloraxis.colorbar
