@@ -145,3 +145,17 @@ def test_a_512_token_text_fits_every_screen(tab, path):
     problems = _problems_at_every_size(tab)
     assert not problems, "\n".join(problems)
     tab.assert_clean()
+
+
+@pytest.mark.parametrize("heads", ["L0H2 L3H5", "L0H1"], ids=["two-heads-bundled", "one-head-causal-lm"])
+def test_effects_with_knocked_out_heads_fits_every_screen(tab, tiny_gpt2_lm, heads):
+    """Figures side by side: the knocked-out heads' attention (one column each) and, on a model with a
+    head, the predictions before and after (two columns); each is fitted to its column's share."""
+    query = {"heads": heads} | ({"model": tiny_gpt2_lm} if heads == "L0H1" else {})
+    page = _open(tab, "effects", query)
+    page.wait_for_selector("text=After the knock-out" if "model" in query else "text=Cosine, original vs ablated",
+                           timeout=300_000)
+    page.wait_for_function(EVERY_CHART_DRAWN, timeout=120_000)
+    problems = _problems_at_every_size(tab)
+    assert not problems, "\n".join(problems)
+    tab.assert_clean()
