@@ -14,6 +14,7 @@ from core.tokens import token_labels  # noqa: E402
 from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed  # noqa: E402
 from ui.cache import cached_attention_view, cached_figure, cached_queries_keys  # noqa: E402
 from ui.explain import controls, explain  # noqa: E402
+from ui.errors import friendly_fragment  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.page_state import option  # noqa: E402
 from ui.session import (  # noqa: E402
@@ -88,7 +89,7 @@ show_figure(
 )
 
 
-@st.fragment
+@friendly_fragment
 def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict) -> None:
     """Layer, head and view pickers and the figure they choose: a click here reruns only this part."""
     source = inputs[2]
