@@ -393,7 +393,7 @@ def step_explain() -> None:
     said = [caveat]
     if sink is not None:
         said.append(f"On your text **layer {sink[0]}, head {sink[1]}** gives the largest share of its attention to "
-                    f"{sink_names(roles)}, **{sink[2]:.0%}** (the mean over all {total} heads is {mean_sink:.0%}); "
+                    f"{sink_names(roles)}, **{sink[2]:.0%}** (the mean over all {total} heads is {mean_sink:.1%}); "
                     f"zero-ablated, it leaves the sentence embedding at cosine **{1 - effect[sink[:2]]:.4f}** to the "
                     "original run.")
     if previous is not None and (sink is None or previous[:2] != sink[:2]):
@@ -401,7 +401,7 @@ def step_explain() -> None:
                     f"({previous[2]:.0%} to the token before; an even spread gives {chance:.0%}), leaves it at cosine "
                     f"**{1 - effect[previous[:2]]:.4f}**.")
     if len(chosen) == 2:
-        more, less = ("less", "more") if effect[sink[:2]] < effect[previous[:2]] else ("more", "less")
+        more = "less" if effect[sink[:2]] < effect[previous[:2]] else "more"
         said.append(f"So the head that looks hardest at {sink_names(roles)} changes your sentence {more} than the "
                     f"previous-token head ({effect[sink[:2]]:.2g} vs {effect[previous[:2]]:.2g} in 1 − cosine): one "
                     "knock-out on one text, and where attention and importance disagree the importance map shows it.")
