@@ -115,7 +115,8 @@ def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict, a
     if shown == "one head":
         show_figure(
             cached_figure(current_model_name(), ("attention-head", *options, layer, head), lambda: va.head_figure(
-                matrix, view.labels, title=f"{model.name}{run} · layer {layer}, {head_names[head]}", **style), ablation=ablation),
+                matrix, view.labels, title=f"{model.name}{run} · layer {layer}, {head_names[head]}", **style),
+                ablation=ablation),
             name=file_stem(model.name, source, "layer", layer, "head", head),
             data=partial(va.matrix_table, matrix, view.labels, causal=model.is_decoder),
             key="attention-head",

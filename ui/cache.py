@@ -132,7 +132,8 @@ MAX_DERIVED_BYTES = 600_000_000
 
 
 def analysis_for(model_name: str, text: str, max_tokens: int | None = None, ablation: tuple | None = None) -> Analysis:
-    """``cached_analysis``, or with ``ablation`` (``(heads, method)`` from ``ui.ablation.knockout()``) ``cached_ablated_analysis``."""
+    """``cached_analysis``, or with ``ablation`` (``(heads, method)`` from ``ui.ablation.knockout()``)
+    ``cached_ablated_analysis``: the run every view of a page with an "Ablated run" toggle is computed from."""
     if ablation is None:
         return cached_analysis(model_name, text, max_tokens)
     heads, method = ablation
