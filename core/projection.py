@@ -99,6 +99,16 @@ def identical_points_note(points: DistinctPoints) -> str | None:
     )
 
 
+def _checked_points(vectors: np.ndarray, method: str):
+    """``(x, distinct_points(x, method))`` for ``vectors`` ``[N, hidden]``, N >= 2, as float32."""
+    x = np.asarray(vectors, dtype=np.float32)
+    if x.ndim != 2:
+        raise ValueError(f"vectors must be [N, hidden], got shape {x.shape}")
+    if x.shape[0] < 2:
+        raise ProjectionError("At least two occurrences of the word are needed to draw a projection.")
+    return x, distinct_points(x, method)
+
+
 def project(vectors: np.ndarray, method: str = "umap", random_state: int = 0) -> np.ndarray:
     """Project ``vectors`` ``[N, hidden]`` to float32 ``[N, 2]`` with ``method`` in ``METHODS``.
 
@@ -109,13 +119,8 @@ def project(vectors: np.ndarray, method: str = "umap", random_state: int = 0) ->
     """
     if method not in METHODS:
         raise ValueError(f"unknown projection method {method!r}; choose one of {METHODS}")
-    x = np.asarray(vectors, dtype=np.float32)
-    if x.ndim != 2:
-        raise ValueError(f"vectors must be [N, hidden], got shape {x.shape}")
+    x, points = _checked_points(vectors, method)
     n = x.shape[0]
-    if n < 2:
-        raise ProjectionError("At least two occurrences of the word are needed to draw a projection.")
-    points = distinct_points(x, method)
     if points.count == 1:
         return np.zeros((n, 2), dtype=np.float32)
     distinct = x[points.first]
@@ -260,13 +265,8 @@ def fit_projection(vectors: np.ndarray, method: str = "umap", random_state: int 
         raise ProjectionError(
             f"{METHOD_NAMES[method]} cannot place a new point into a map it has drawn; choose UMAP or PCA to see it."
         )
-    x = np.asarray(vectors, dtype=np.float32)
-    if x.ndim != 2:
-        raise ValueError(f"vectors must be [N, hidden], got shape {x.shape}")
+    x, points = _checked_points(vectors, method)  # fitted once per distinct vector, as ``project`` does
     n = x.shape[0]
-    if n < 2:
-        raise ProjectionError("At least two occurrences of the word are needed to draw a projection.")
-    points = distinct_points(x, method)  # fitted once per distinct vector, as ``project`` does
     needed = 2 if method == "pca" else MIN_POINTS_NONLINEAR
     if points.count < needed:
         raise ProjectionError(

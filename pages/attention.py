@@ -15,6 +15,7 @@ from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed  # 
 from ui.ablation import knockout, with_ablation  # noqa: E402
 from ui.cache import cached_attention_view, cached_figure, cached_queries_keys  # noqa: E402
 from ui.explain import controls, explain  # noqa: E402
+from ui.errors import friendly_fragment  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.page_state import option  # noqa: E402
 from ui.session import (  # noqa: E402
@@ -96,7 +97,7 @@ show_figure(
 )
 
 
-@st.fragment
+@friendly_fragment
 def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict, ablation) -> None:
     """Layer, head and view pickers and the figure they choose: a click here reruns only this part.
 

@@ -19,6 +19,7 @@ from ui.caveats import attention_caveat  # noqa: E402
 from ui.ablation import knockout, with_ablation  # noqa: E402
 from ui.cache import cached_analysis, cached_figure  # noqa: E402
 from ui.explain import controls, explain  # noqa: E402
+from ui.errors import friendly_fragment  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.page_state import option  # noqa: E402
 from ui.session import MAX_TEXT_CHARS, current_model, current_model_name, current_token_limit  # noqa: E402
@@ -66,7 +67,7 @@ def attention_rows(matrix, names: list[str]) -> pd.DataFrame:
                          for i, q in enumerate(names) for j, k in enumerate(names)])
 
 
-@st.fragment
+@friendly_fragment
 def layer_head_and_word(texts: list[str], analyses: list, labels: list[list[str]], ablation) -> None:
     """Layer, head, shared-word and control pickers and what they change: a pick reruns only this part.
 

@@ -10,6 +10,7 @@ from core.layers import numbering_caption
 from core.models import pooler_sentence
 from ui.cache import cached_contextuality, cached_corpus_embeddings
 from ui.corpus_state import current_corpus, current_corpus_name, render_corpus_picker
+from ui.errors import friendly_fragment
 from ui.figures import show_figure
 from ui.explain import controls, explain
 from ui.page_state import option
@@ -82,7 +83,7 @@ def corpus_embeddings(progress=None):
     return cached_corpus_embeddings(current_model_name(), tuple(doc.text for doc in corpus), current_token_limit(), progress=progress)
 
 
-@st.fragment
+@friendly_fragment
 def drift_violins() -> None:
     """Reference, pooling and baseline options and the violins they change: a change reruns only this part and
     reuses the corpus embeddings."""

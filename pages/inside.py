@@ -14,6 +14,7 @@ import streamlit as st  # noqa: E402
 from core.heads import UnsupportedArchitecture, architecture, compute_head, embeddings_description  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
 from ui.caveats import attention_caveat  # noqa: E402
+from ui.errors import friendly_fragment  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.explain import beside, explain as explain_text  # noqa: E402
 from ui.page_state import option  # noqa: E402
@@ -44,7 +45,7 @@ analysis = current_analysis()
 labels = token_labels(analysis)
 t = analysis.num_tokens
 
-@st.fragment
+@friendly_fragment
 def one_head_step_by_step() -> None:
     """Layer, head and query token pickers and every step they change: a pick reruns only this part."""
     left, middle, right = st.columns(3)

@@ -13,6 +13,7 @@ from core.tokens import token_labels
 from ui.caveats import NORM_WEIGHTED, WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.ablation import knockout, with_ablation
 from ui.cache import cached_figure, cached_norm_weighted, cached_rollout
+from ui.errors import friendly_fragment
 from ui.figures import csv_download, show_figure
 from ui.explain import controls, explain
 from ui.page_state import option
@@ -115,7 +116,7 @@ explain(
     "α by ‖f(x)‖, the length of the vector the attended token actually adds through that head (its value vector "
     "passed through the head's slice of the output projection), so attention to a token that adds little shrinks."
 )
-@st.fragment
+@friendly_fragment
 def raw_norm_rollout(head: int | None) -> None:
     """Raw, norm-weighted and rollout maps of one layer: moving the layer reruns only this part."""
     layer = option(st.selectbox, BLOCK_SELECT_LABEL, range(analysis.num_layers), key="layer", help=BLOCK_SELECT_HELP)

@@ -10,6 +10,7 @@ import streamlit as st  # noqa: E402
 from core.examples import BANK_RIVER  # noqa: E402
 from core.predictions import MAX_TOP_K, NoLanguageModelHead  # noqa: E402
 from ui.cache import cached_language_model, cached_predictions  # noqa: E402
+from ui.errors import friendly_fragment  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.explain import explain  # noqa: E402
 from ui.page_state import option, set_option  # noqa: E402
@@ -43,7 +44,7 @@ text = current_text()
 if not text.strip():
     st.info("There is no text yet: type a sentence in the sidebar.", icon=":material/edit:")
     st.stop()
-@st.fragment
+@friendly_fragment
 def candidates(text: str) -> None:
     """The number of candidates and everything it changes: moving the slider reruns only this part."""
     top_k = option(st.slider, "Candidates to show", 1, MAX_TOP_K, 5, key="top_k")

@@ -16,6 +16,7 @@ from core.senses import (
 from ui.cache import (
     cached_aligned_projection, cached_occurrences, cached_separation, cached_separation_interval, start_umap_warmup,
 )
+from ui.errors import friendly_fragment
 from ui.figures import show_figure
 from ui.explain import controls, explain
 from ui.page_state import option
@@ -142,7 +143,7 @@ if occurrences.count == 0:
     st.warning(f"“{markdown_safe(word)}” does not occur as a whole word in any of these sentences.")
     st.stop()
 
-@st.fragment
+@friendly_fragment
 def layer_and_projection(word: str, sentences: list[str], labels: list[str], occurrences) -> None:
     """Layer slider, projection and the two charts they change: moving them reruns only this part, not the model."""
     point_labels = [labels[i] for i in occurrences.sentence_ids]

@@ -9,6 +9,7 @@ from core.heads import UnsupportedArchitecture
 from ui.caveats import attention_caveat
 from ui.cache import cached_corpus_head_stats, cached_head_stats
 from ui.corpus_state import current_corpus, current_corpus_name
+from ui.errors import friendly_fragment
 from ui.figures import show_figure
 from ui.explain import explain
 from ui.page_state import link_url, option, set_option
@@ -86,7 +87,7 @@ if table[list(STATISTICS)].isna().all(axis=None):
     st.stop()
 
 
-@st.fragment
+@friendly_fragment
 def statistic_views(source: str, table, roles, about: str) -> None:
     """The statistic picker and everything it changes: picking another statistic reruns only this part."""
     statistic = option(st.columns(2)[0].selectbox, "Statistic", list(STATISTICS), format_func=SHORT_NAMES.get, key="stat")

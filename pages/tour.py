@@ -1,5 +1,6 @@
 """Guided tour: from tokens to a whole corpus in ten steps, each with one live figure for the model on screen."""
 
+from core.layers import numbering_caption
 from ui.shell import require_app_shell
 
 require_app_shell()
@@ -342,7 +343,7 @@ def step_senses() -> None:
     occurrences = cached_occurrences(name, word, tuple(sentences))
     labels = [senses[i] for i in occurrences.sentence_ids]
     layer = option(st.slider, "Layer", 0, model.num_layers, model.num_layers, key="layer",
-                   help="0 = the embedding layer's output; k = the output of block k.")
+                   help="The slider counts hidden states. " + numbering_caption(model.num_layers))
     placed = place_text(name, word, tuple(sentences), labels, text, layer, "pca") if occurrences.count >= 2 else None
     if placed is None:
         not_here(f"The model did not read “{markdown_safe(word)}” in this text (it may lie past the token limit).")

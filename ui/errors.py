@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import streamlit as st
@@ -44,3 +45,18 @@ def friendly_errors(what: str = "") -> Iterator[None]:
         if not isinstance(err, USER_FACING):
             log.exception("unexpected error%s", f" while {what}" if what else "")
         st.error(user_message(err), icon=":material/error:")
+
+
+def friendly_fragment(func: Callable) -> Callable:
+    """``st.fragment`` whose failures are a sentence too.
+
+    A fragment that reruns on its own runs outside the page's ``friendly_errors`` block, and
+    Streamlit would draw its exception as a traceback; this puts the boundary inside it.
+    """
+
+    @functools.wraps(func)
+    def body(*args, **kwargs):
+        with friendly_errors(f"running {func.__name__}"):
+            return func(*args, **kwargs)
+
+    return st.fragment(body)

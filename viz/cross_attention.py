@@ -6,6 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from core.cross_attention import Alignment
+from core.layers import BLOCK_AXIS
 from core.tokens import unique_labels
 from viz.common import COLORBLIND_SAFE, plotly_safe, token_axis
 
@@ -13,7 +14,7 @@ MAX_CELL_TEXT = 60  # above this many target columns the source labels are left 
 
 
 def alignment_grid(alignment: Alignment, *, title: str) -> go.Figure:
-    """Decoder layers (rows, 0 = first block, at the bottom) × target units (columns); each cell's text is
+    """Decoder layers (rows, counted from 0, at the bottom) × target units (columns); each cell's text is
     the source unit that target unit attends to most, its colour that weight (0 → 1)."""
     layers, q = alignment.targets.shape
     query_labels = [alignment.labels[i] for i in alignment.queries]
@@ -40,7 +41,7 @@ def alignment_grid(alignment: Alignment, *, title: str) -> go.Figure:
     fig.update_layout(
         title=plotly_safe(title),
         xaxis=token_axis(query_labels) | {"title": "target token (query)", "tickangle": -45},
-        yaxis={"title": "decoder layer (0 = first block)", "dtick": 1},
+        yaxis={"title": "decoder " + BLOCK_AXIS, "dtick": 1},
         height=220 + 34 * layers,
         margin={"l": 60, "r": 20, "t": 50, "b": 90},
     )
