@@ -46,3 +46,9 @@ def first_builtin_word(text: str) -> str | None:
 def layers_where(values: np.ndarray, than: np.ndarray) -> list[int]:
     """Indices where ``values`` is strictly greater than ``than``."""
     return [int(i) for i in np.flatnonzero(np.asarray(values) > np.asarray(than))]
+
+
+def clearest_sink_head(table: pd.DataFrame) -> tuple[int, int, float] | None:
+    """``(layer, head, share)`` of the head that gives the largest share of its attention to start and end tokens
+    together (columns ``first`` + ``end`` of a ``core.head_stats`` table); None when no head has a share."""
+    return clearest_head(table.assign(sink=table["first"] + table["end"]), "sink")

@@ -12,6 +12,7 @@ import streamlit as st  # noqa: E402
 from core.heads import UnsupportedArchitecture  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
 from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed  # noqa: E402
+from ui.ablation import knockout, with_ablation  # noqa: E402
 from ui.cache import cached_attention_view, cached_figure, cached_queries_keys  # noqa: E402
 from ui.explain import controls, explain  # noqa: E402
 from ui.errors import friendly_fragment  # noqa: E402
@@ -58,15 +59,20 @@ words = option(c[2].toggle, "Word level", key="words", disabled=not word_level_a
 per_head = option(c[3].radio, "Colour scale", ["fixed", "per head"], key="scale", horizontal=True) == "per head"
 colorscale = PALETTES[option(c[4].selectbox, "Palette", list(PALETTES), key="palette",
                                      help="Both are colour-blind safe; cividis is built for it.")]
+plain = analysis
+[analysis] = with_ablation(analysis)  # heads knocked out on the "Does it matter?" page, if the user turns it on
+ablation = None if analysis is plain else knockout()  # in every view's and figure's cache key
 if words and not present:
     st.caption("Word level: a word's row is the **mean** over its query pieces; its column the **sum** over its key pieces.")
 
 try:
     with st.spinner("Preparing the attention matrices…"):
-        view = cached_attention_view(current_model_name(), current_text(), current_token_limit(), source, special, words)
+        view = cached_attention_view(current_model_name(), current_text(), current_token_limit(), source, special, words,
+                                     ablation)
 except UnsupportedArchitecture as err:
     st.warning(f"{err} Showing raw attention instead.")
-    source, view = "raw", cached_attention_view(current_model_name(), current_text(), current_token_limit(), "raw", special, words)
+    source, view = "raw", cached_attention_view(current_model_name(), current_text(), current_token_limit(), "raw", special,
+                                                 words, ablation)
 layers, heads = view.matrices.shape[:2]
 head_names = ["all heads (rollout)"] if source == "rollout" else [f"head {h}" for h in range(heads)]
 style = {"causal": model.is_decoder, "colorscale": colorscale, "per_head_scale": per_head, "large": present}
@@ -75,12 +81,14 @@ if len(view.labels) == 0:
     st.stop()
 
 inputs = (current_text(), current_token_limit(), source, special, words)
-overview_title = f"{model.name}: {SOURCES[source]}, every layer" + ("" if source == "rollout" else " × head")
+overview_title = (f"{model.name}{' (ablated run)' if ablation else ''}: {SOURCES[source]}, every layer"
+                  + ("" if source == "rollout" else " × head"))
 show_figure(
     cached_figure(
         current_model_name(), ("attention-overview", *inputs, colorscale, per_head, present),
         lambda: va.overview_figure(view.matrices, title=overview_title, head_names=[n.removeprefix("head ") for n in head_names],
                                    **style),
+        ablation=ablation,
     ),
     name=file_stem(model.name, source, "overview"),
     data=partial(va.cells_table, view.matrices, view.labels, causal=model.is_decoder, max_cells=va.OVERVIEW_MAX_CELLS,
@@ -90,8 +98,10 @@ show_figure(
 
 
 @friendly_fragment
-def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict) -> None:
-    """Layer, head and view pickers and the figure they choose: a click here reruns only this part."""
+def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict, ablation) -> None:
+    """Layer, head and view pickers and the figure they choose: a click here reruns only this part.
+
+    ``ablation``: the knock-out shown instead of the plain run (part of every figure's cache key), or None."""
     source = inputs[2]
     layers, heads = view.matrices.shape[:2]
     left, right, mode = st.columns([1, 1, 3])
@@ -101,11 +111,13 @@ def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict) -
     shown = option(mode.segmented_control, "View", VIEWS, key="view", default=VIEWS[0], required=True)
     matrix = view.matrices[layer, head]
     options = (*inputs, style["colorscale"], style["per_head_scale"], style["large"])
+    run = " (ablated run)" if ablation else ""
 
     if shown == "one head":
         show_figure(
             cached_figure(current_model_name(), ("attention-head", *options, layer, head), lambda: va.head_figure(
-                matrix, view.labels, title=f"{model.name} · layer {layer}, {head_names[head]}", **style)),
+                matrix, view.labels, title=f"{model.name}{run} · layer {layer}, {head_names[head]}", **style),
+                ablation=ablation),
             name=file_stem(model.name, source, "layer", layer, "head", head),
             data=partial(va.matrix_table, matrix, view.labels, causal=model.is_decoder),
             key="attention-head",
@@ -113,17 +125,18 @@ def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict) -
     elif shown == "one layer":
         show_figure(
             cached_figure(current_model_name(), ("attention-layer", *options, layer), lambda: va.layer_grid_figure(
-                view.matrices[layer], view.labels, title=f"{model.name} · layer {layer}, every head", head_names=head_names, **style)),
+                view.matrices[layer], view.labels, title=f"{model.name}{run} · layer {layer}, every head", head_names=head_names,
+                **style), ablation=ablation),
             name=file_stem(model.name, source, "layer", layer),
             data=partial(va.cells_table, view.matrices[layer], view.labels, causal=model.is_decoder, max_cells=va.GRID_MAX_CELLS,
                          outer={"head": head_names}),
             key="attention-layer",
         )
     else:
-        bertviz(view, layer, head)
+        bertviz(view, layer, head, ablation)
 
 
-def bertviz(view, layer: int, head: int) -> None:
+def bertviz(view, layer: int, head: int, ablation) -> None:
     """BertViz's head, model or neuron view, offline, for the chosen layer and head."""
     layers, heads = view.matrices.shape[:2]
     kind = BERTVIZ[option(st.radio, "BertViz view", list(BERTVIZ), key="bertviz", horizontal=True)]
@@ -139,7 +152,7 @@ def bertviz(view, layer: int, head: int) -> None:
                        f"more than it draws smoothly ({bv.MAX_WEIGHTS:,}). Use a shorter text for it.")
         else:
             try:
-                queries, keys = cached_queries_keys(current_model_name(), current_text(), current_token_limit())
+                queries, keys = cached_queries_keys(current_model_name(), current_text(), current_token_limit(), ablation)
                 html = bv.neuron_view_html(analysis.attentions, queries, keys, labels, bidirectional=not model.is_decoder,
                                            layer=layer, head=head)
             except UnsupportedArchitecture as err:
@@ -157,4 +170,4 @@ def bertviz(view, layer: int, head: int) -> None:
         st.iframe(html, height=height)
 
 
-one_head_or_layer(inputs, view, head_names, style)
+one_head_or_layer(inputs, view, head_names, style, ablation)

@@ -11,6 +11,7 @@ from core.attention import attention_maxima, pairs_table, row_normalise, special
 from core.heads import UnsupportedArchitecture
 from core.tokens import token_labels
 from ui.caveats import NORM_WEIGHTED, WORD_LEVEL_HELP, attention_caveat, word_level_allowed
+from ui.ablation import knockout, with_ablation
 from ui.cache import cached_figure, cached_norm_weighted, cached_rollout
 from ui.errors import friendly_fragment
 from ui.figures import csv_download, show_figure
@@ -41,13 +42,16 @@ if current_model().is_encoder_decoder:
 model, analysis = current_model(), current_analysis()
 name, text = current_model_name(), current_text()
 limit = current_token_limit()
+plain = analysis
+[analysis] = with_ablation(analysis)  # heads knocked out on the "Does it matter?" page, if the user turns it on
+ablation = None if analysis is plain else knockout()  # every panel below shows the same run
 try:
     with st.spinner("Weighting attention by vector norms…"):
-        weighted = cached_norm_weighted(name, text, limit)
+        weighted = cached_norm_weighted(name, text, limit, ablation)
 except UnsupportedArchitecture as err:
     weighted = None
     st.info(f"Norm-weighted attention is not available here. {err}")
-rolled = cached_rollout(name, text, limit)
+rolled = cached_rollout(name, text, limit, ablation)
 
 left, right = controls().columns(2)
 source = option(
@@ -83,7 +87,8 @@ else:
         "The colour is the distance to that token: white = itself, orange = to its left, purple = to its right."
     )
     show_figure(
-        maxima_grid(maxima, title=f"Most-attended token ({what})", weight_name=WEIGHT_NAMES[source]),
+        maxima_grid(maxima, title=f"Most-attended token ({what}){', ablated run' if ablation else ''}",
+                    weight_name=WEIGHT_NAMES[source]),
         name=file_stem(model.name, "maxima", source, "head", head),
         data=maxima.long_table,
         key="maxima-grid",
@@ -125,7 +130,7 @@ def raw_norm_rollout(head: int | None) -> None:
     if analysis.num_tokens <= MAX_PANEL_TOKENS:
         show_figure(
             cached_figure(name, ("maxima-panels", text, limit, layer, head, weighted is not None),
-                          lambda: attention_panels(list(panels.items()), labels)),
+                          lambda: attention_panels(list(panels.items()), labels), ablation=ablation),
             name=file_stem(model.name, "raw-norm-weighted-rollout", "layer", layer, "head", head),
             data=partial(pairs_table, labels, panels),
             key="maxima-panels",

@@ -364,37 +364,63 @@ def step_senses() -> None:
 
 
 def step_explain() -> None:
+    from core.effects import EffectsError, sentence_cosine
+    from core.tour import clearest_sink_head
+    from ui.cache import cached_ablated_analysis
+    from viz.effects import knockout_figure
+
     analysis = current_analysis()
-    _, _, _, roles = previous_token_head(analysis)
-    sinks = roles.start | roles.end
-    series = {"attention weights": special_share(analysis.attentions, sinks)}
-    try:
-        series["norm-weighted attention"] = special_share(cached_norm_weighted(name, current_text(), limit), sinks)
-    except UnsupportedArchitecture:
-        pass
-    raw = float(np.nanmean(series["attention weights"])) if np.isfinite(series["attention weights"]).any() else np.nan
-    if not np.isfinite(raw):
-        not_here("Your text has no ordinary token (or no start or end token) to measure where attention is parked.")
+    previous, chance, table, roles = previous_token_head(analysis)
+    sink = clearest_sink_head(table)
+    caveat = ("A heatmap shows where a head looks, not what it changes (Jain & Wallace 2019): whether a head matters is "
+              "a question for an experiment, switching it off and measuring what changes.")
+    chosen = list(dict.fromkeys(h[:2] for h in (sink, previous) if h is not None))  # the same head once
+    if not chosen:
+        say(caveat)
+        not_here("Your text has no ordinary token to measure where a head looks, so there is no head to single out.")
         return
-    weighted = series.get("norm-weighted attention")
-    said = (
-        f"A heatmap shows where a head looks, not what it changes. Averaged over heads and layers, **{raw:.0%}** of the "
-        f"attention in your text goes to {sink_names(roles)}. "
-    )
-    if weighted is not None:
-        nw = float(np.nanmean(weighted))
-        said += (f"Weighted by how much each token's value vector actually adds (norm-weighted, Kobayashi et al. 2020), "
-                 f"that share is **{nw:.0%}**"
-                 + (": much of that attention adds little. " if nw < raw else ". "))
+    try:
+        with st.spinner("Running your text with one head switched off…"):
+            ablated = [cached_ablated_analysis(name, current_text(), limit, (head,), "zero") for head in chosen]
+    except (UnsupportedArchitecture, EffectsError) as err:
+        say(caveat)
+        not_here(f"Switching a head off is not possible here: {markdown_safe(str(err))}")
+        return
+    changes = [1.0 - sentence_cosine(analysis, run) for run in ablated]
+    effect = dict(zip(chosen, changes))
+    row = table.set_index(["layer", "head"])
+    sinks_of = [float(row.loc[h, "first"] + row.loc[h, "end"]) for h in chosen]
+    previous_of = [float(row.loc[h, "previous"]) for h in chosen]
+    total = model.num_layers * model.num_heads
+    mean_sink = float(np.nanmean(table["first"] + table["end"]))
+    said = [caveat]
+    if sink is not None:
+        said.append(f"On your text **layer {sink[0]}, head {sink[1]}** gives the largest share of its attention to "
+                    f"{sink_names(roles)}, **{sink[2]:.0%}** (the mean over all {total} heads is {mean_sink:.1%}); "
+                    f"zero-ablated, it leaves the sentence embedding at cosine **{1 - effect[sink[:2]]:.4f}** to the "
+                    "original run.")
+    if previous is not None and (sink is None or previous[:2] != sink[:2]):
+        said.append(f"The previous-token head of step 4, **layer {previous[0]}, head {previous[1]}** "
+                    f"({previous[2]:.0%} to the token before; an even spread gives {chance:.0%}), leaves it at cosine "
+                    f"**{1 - effect[previous[:2]]:.4f}**.")
+    if len(chosen) == 2:
+        more = "less" if effect[sink[:2]] < effect[previous[:2]] else "more"
+        said.append(f"So the head that looks hardest at {sink_names(roles)} changes your sentence {more} than the "
+                    f"previous-token head ({effect[sink[:2]]:.2g} vs {effect[previous[:2]]:.2g} in 1 − cosine): one "
+                    "knock-out on one text, and where attention and importance disagree the importance map shows it.")
     else:
-        said += "(Norm-weighted attention is not available for this architecture.) "
-    say(said + "Whether a head matters is a question for an experiment (switch it off and measure what changes), "
-        "not for its attention map.")
-    fig = special_share_chart(list(range(model.num_layers)), series)
-    fig.update_layout(title=f"Share of attention on {plotly_safe(sink_names(roles))}")
-    figure(fig, "attention-is-not-explanation", pd.DataFrame({"layer": range(model.num_layers)} | series))
-    try_this("compare raw and norm-weighted attention token by token on the Maxima page.")
-    full_page("maxima", "Open the Maxima page")
+        said.append(f"1 − cosine is {changes[0]:.2g}; the importance map compares it with every other head.")
+    say(" ".join(said))
+    names = [f"L{layer}H{head}" for layer, head in chosen]
+    fig = knockout_figure(names, {f"on {sink_names(roles)}": sinks_of, "on the previous token": previous_of}, changes,
+                          chance=chance, title=f"{model.name}: switching one head off (zero ablation)")
+    figure(fig, "knock-out", pd.DataFrame({"head": names, "attention share on start/end tokens": sinks_of,
+                                           "attention share on the previous token": previous_of,
+                                           "cosine, plain vs ablated sentence embedding": [1 - c for c in changes]}))
+    try_this("knock out a head of your own on the Does it matter? page, or several at once, and compare the importance map "
+             "with the attention those heads give a token.")
+    full_page("effects", "Open this knock-out on the Does it matter? page",
+              {"heads": " ".join(names), "ablation": "zero", "measure": "sentence embedding"})
 
 
 def step_corpus() -> None:

@@ -94,6 +94,47 @@ def test_the_senses_step_places_the_sidebar_sentence(tiny_bert_dir):
     assert any("“crane”" in m.value for m in at.markdown)
 
 
+@pytest.mark.app
+@pytest.mark.parametrize("model_fixture", ["tiny_bert_dir", "tiny_gpt2_dir"])
+def test_the_explain_step_knocks_out_the_heads_it_names_and_links_to_the_effects_page(model_fixture, request):
+    from urllib.parse import parse_qs, urlsplit
+
+    from core.effects import ablate_heads, sentence_cosine
+    from core.head_stats import analysis_statistics
+    from core.inference import analyze
+    from core.models import load_model
+    from core.tour import clearest_head, clearest_sink_head
+
+    model_dir = request.getfixturevalue(model_fixture)
+    text = "The river bank was muddy after the rain, so we walked along the bank slowly."
+    at = _tour({"model": model_dir, "step": "9", "text": text})
+    assert not page_errors(at), page_errors(at)
+    assert _charts(at) == 1
+    model = load_model(model_dir)
+    plain = analyze(model, text)
+    table, _ = analysis_statistics(plain, model.tokenizer)
+    heads = list(dict.fromkeys(h[:2] for h in (clearest_sink_head(table), clearest_head(table, "previous")) if h))
+    cosines = [sentence_cosine(plain, ablate_heads(model, text, [h], method="zero")) for h in heads]
+    import json
+
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    effect = next(trace for trace in figure["data"] if trace.get("xaxis") == "x2")
+    assert effect["x"] == [f"L{layer}H{head}" for layer, head in heads]
+    said = " ".join(m.value for m in at.markdown)
+    assert "not what it changes" in said  # the attention-is-not-explanation caveat stays
+    for (layer, head), cosine in zip(heads, cosines):
+        assert f"**layer {layer}, head {head}**" in said
+        assert f"**{cosine:.4f}**" in said
+    link = next(m.value for m in at.markdown if "open_in_new" in m.value).split("](")[1].rstrip(")")
+    assert urlsplit(link).path == "effects"
+    query = parse_qs(urlsplit(link).query)
+    assert query["heads"] == [" ".join(f"L{layer}H{head}" for layer, head in heads)] and query["ablation"] == ["zero"]
+    # the link opens the effects page with those heads knocked out
+    effects = open_app({key: values[0] for key, values in query.items()}, page="pages/effects.py")
+    assert not page_errors(effects), page_errors(effects)
+    assert effects.text_input(key="effects.heads").value == query["heads"][0]
+
+
 HOSTILE = ["empty", "only punctuation", "special token names", "script breakout", "far past the limit",
            "markdown and latex", "one character", "emoji", "nul bytes"]
 

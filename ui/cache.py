@@ -131,25 +131,37 @@ MAX_DERIVED_ENTRIES = 16
 MAX_DERIVED_BYTES = 600_000_000
 
 
-def cached_rollout(model_name: str, text: str, max_tokens: int | None = None) -> np.ndarray:
-    """``core.attention.rollout`` of ``cached_analysis(model_name, text, max_tokens)``: read-only ``[layers, T, T]``.
+def analysis_for(model_name: str, text: str, max_tokens: int | None = None, ablation: tuple | None = None) -> Analysis:
+    """``cached_analysis``, or with ``ablation`` (``(heads, method)`` from ``ui.ablation.knockout()``)
+    ``cached_ablated_analysis``: the run every view of a page with an "Ablated run" toggle is computed from."""
+    if ablation is None:
+        return cached_analysis(model_name, text, max_tokens)
+    heads, method = ablation
+    return cached_ablated_analysis(model_name, text, max_tokens, tuple(heads), method)
 
-    Pass the same ``max_tokens`` as the analysis the page shows, so both have the same tokens.
+
+def cached_rollout(model_name: str, text: str, max_tokens: int | None = None, ablation: tuple | None = None) -> np.ndarray:
+    """``core.attention.rollout`` of ``analysis_for(model_name, text, max_tokens, ablation)``: read-only ``[layers, T, T]``.
+
+    Pass the same ``max_tokens`` (and ``ablation``) as the analysis the page shows, so both have the same tokens.
     """
-    analysis = cached_analysis(model_name, text, max_tokens)
+    analysis = analysis_for(model_name, text, max_tokens, ablation)
     store = bounded_store("rollouts", MAX_DERIVED_ENTRIES, MAX_DERIVED_BYTES)
-    return store.get_or_compute((model_name, text, max_tokens), lambda: _read_only(rollout(analysis)))
+    return store.get_or_compute((model_name, text, max_tokens, ablation), lambda: _read_only(rollout(analysis)))
 
 
-def cached_norm_weighted(model_name: str, text: str, max_tokens: int | None = None) -> np.ndarray:
-    """``core.attention.norm_weighted`` of ``cached_analysis(model_name, text, max_tokens)``: read-only ``[layers, heads, T, T]``.
+def cached_norm_weighted(model_name: str, text: str, max_tokens: int | None = None, ablation: tuple | None = None) -> np.ndarray:
+    """``core.attention.norm_weighted`` of ``analysis_for(model_name, text, max_tokens, ablation)``: read-only
+    ``[layers, heads, T, T]``. Of an ablated run it is computed from that run's hidden states; a knocked-out head
+    keeps its weights and value norms there (ablation removes its output, not its attention).
 
     Raises ``core.heads.UnsupportedArchitecture`` (not cached) for models it cannot take apart.
     """
     model = cached_model(model_name)
-    analysis = cached_analysis(model_name, text, max_tokens)
+    analysis = analysis_for(model_name, text, max_tokens, ablation)
     store = bounded_store("norm-weighted", MAX_DERIVED_ENTRIES, MAX_DERIVED_BYTES)
-    return store.get_or_compute((model_name, text, max_tokens), lambda: _read_only(_in_turn(norm_weighted, model, analysis)))
+    return store.get_or_compute((model_name, text, max_tokens, ablation),
+                                lambda: _read_only(_in_turn(norm_weighted, model, analysis)))
 
 
 def _in_turn(run, *args, **kwargs):
@@ -252,31 +264,34 @@ MAX_ATTENTION_VIEWS = 8
 MAX_ATTENTION_VIEW_BYTES = 600_000_000
 
 
-def cached_attention_view(model_name: str, text: str, max_tokens: int | None, source: str, special: str, words: bool):
+def cached_attention_view(model_name: str, text: str, max_tokens: int | None, source: str, special: str, words: bool,
+                          ablation: tuple | None = None):
     """``core.attention.attention_view`` of ``source``: ``"raw"`` and ``"norm-weighted"`` give
-    ``[layers, heads, n, n]``; ``"rollout"`` (no heads) gives ``[layers, 1, n, n]``."""
+    ``[layers, heads, n, n]``; ``"rollout"`` (no heads) gives ``[layers, 1, n, n]``. With ``ablation``
+    (``(heads, method)`` from ``ui.ablation.knockout()``) the view is of the ablated run."""
     from core.attention import attention_view
 
     def compute():
         matrices = {
             "raw": lambda: None,
-            "norm-weighted": lambda: cached_norm_weighted(model_name, text, max_tokens),
-            "rollout": lambda: cached_rollout(model_name, text, max_tokens)[:, None],
+            "norm-weighted": lambda: cached_norm_weighted(model_name, text, max_tokens, ablation),
+            "rollout": lambda: cached_rollout(model_name, text, max_tokens, ablation)[:, None],
         }[source]()
-        return attention_view(cached_analysis(model_name, text, max_tokens), matrices=matrices, special=special, words=words)
+        return attention_view(analysis_for(model_name, text, max_tokens, ablation), matrices=matrices, special=special, words=words)
 
     store = bounded_store("attention-views", MAX_ATTENTION_VIEWS, MAX_ATTENTION_VIEW_BYTES)
-    return store.get_or_compute((model_name, text, max_tokens, source, special, words), compute)
+    return store.get_or_compute((model_name, text, max_tokens, source, special, words, ablation), compute)
 
 
-def cached_queries_keys(model_name: str, text: str, max_tokens: int | None = None):
-    """``core.queries_keys.queries_and_keys``: ``(queries, keys)`` ``[layers, heads, T, d]`` for BertViz's neuron view."""
+def cached_queries_keys(model_name: str, text: str, max_tokens: int | None = None, ablation: tuple | None = None):
+    """``core.queries_keys.queries_and_keys``: ``(queries, keys)`` ``[layers, heads, T, d]`` for BertViz's neuron view
+    (of the ablated run with ``ablation``)."""
     from core.queries_keys import queries_and_keys
 
     store = bounded_store("queries-keys", MAX_ATTENTION_VIEWS, MAX_ATTENTION_VIEW_BYTES)
     return store.get_or_compute(
-        (model_name, text, max_tokens),
-        lambda: _in_turn(queries_and_keys, cached_model(model_name), cached_analysis(model_name, text, max_tokens)),
+        (model_name, text, max_tokens, ablation),
+        lambda: _in_turn(queries_and_keys, cached_model(model_name), analysis_for(model_name, text, max_tokens, ablation)),
     )
 
 
@@ -342,12 +357,13 @@ MAX_FIGURES = 64
 MAX_FIGURE_BYTES = 400_000_000
 
 
-def cached_figure(model_name: str, key: tuple, build):
-    """``build()`` once per model and ``key`` (figure name, text, token limit and every option it depends on).
+def cached_figure(model_name: str, key: tuple, build, ablation: tuple | None = None):
+    """``build()`` once per model, ``ablation`` (``(heads, method)`` of the run drawn, or None) and ``key``
+    (figure name, text, token limit and every option it depends on).
 
     The figure is shared by every session: never modify it (``ui.figures.show_figure`` copies before restyling).
     """
-    return bounded_store("figures", MAX_FIGURES, MAX_FIGURE_BYTES).get_or_compute((model_name, *key), build)
+    return bounded_store("figures", MAX_FIGURES, MAX_FIGURE_BYTES).get_or_compute((model_name, ablation, *key), build)
 
 
 @st.cache_resource(show_spinner=False)

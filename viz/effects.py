@@ -93,3 +93,32 @@ def rank_by_layer(ranks: np.ndarray, *, title: str) -> go.Figure:
         margin={"l": 60, "r": 20, "t": 50, "b": 60},
     )
     return fig
+
+
+def knockout_figure(heads: list[str], shares: dict[str, list[float]], changes: list[float], *, chance: float | None,
+                    title: str) -> go.Figure:
+    """Where each knocked-out head looks beside what knocking it out changes, one row of two panels.
+
+    ``heads``: one name per head; ``shares``: per kind of attention (e.g. "on start/end tokens"), each head's share;
+    ``changes``: each head's 1 − cosine between the plain and the ablated sentence embedding; ``chance``: the
+    previous-token share of an even spread, drawn as a dashed line (None: not drawn)."""
+    from plotly.subplots import make_subplots
+
+    names = [plotly_safe(h) for h in heads]
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
+                        subplot_titles=("Where the head looks (attention share)", "What it changes (1 − cosine)"))
+    for colour, (kind, values) in zip(OKABE_ITO, shares.items()):
+        fig.add_trace(go.Bar(x=names, y=values, name=plotly_safe(kind), marker_color=colour, text=[f"{v:.0%}" for v in values],
+                             textposition="outside", hovertemplate="%{x}: %{y:.1%}<extra>" + plotly_safe(kind) + "</extra>"),
+                      row=1, col=1)
+    if chance is not None and np.isfinite(chance):
+        fig.add_hline(y=chance, line_dash="dash", line_color="grey", row=1, col=1,
+                      annotation_text="previous token, even spread", annotation_position="top left")
+    fig.add_trace(go.Bar(x=names, y=changes, name="1 − cosine, sentence embedding", marker_color=OKABE_ITO[2 % len(OKABE_ITO)],
+                         text=[f"{v:.2g}" for v in changes], textposition="outside", showlegend=False,
+                         hovertemplate="%{x}: 1 − cosine %{y:.3g}<extra></extra>"), row=1, col=2)
+    fig.update_yaxes(range=[0, 1.15], tickformat=".0%", row=1, col=1)
+    fig.update_yaxes(range=[0, max([*changes, 1e-12]) * 1.25], title_text="1 − cosine", row=1, col=2)
+    fig.update_layout(title=plotly_safe(title), barmode="group", height=420, legend={"orientation": "h", "y": -0.15},
+                      margin={"l": 60, "r": 20, "t": 90, "b": 80})
+    return fig

@@ -82,3 +82,25 @@ def test_every_step_from_a_deep_link_with_hostile_text(app_page, step, model_fix
     page.wait_for_timeout(500)
     assert not _injected(page), _injected(page)
     app_page.assert_clean()
+
+
+def test_the_explain_step_paints_its_knock_out_and_links_to_the_effects_page(app_page):
+    page = app_page.open("tour", {"step": "9"}, timeout_ms=300_000)
+    _wait_for_step(page, 9)
+    page.wait_for_function(PAINTED, timeout=180_000)
+    # one figure, two panels: where the heads look, and what knocking each out changes
+    heads = page.evaluate("""() => {
+        const plot = document.querySelector('[data-testid="stMain"] .js-plotly-plot');
+        return plot._fullLayout.xaxis2 ? plot.data.filter(t => t.xaxis === 'x2').flatMap(t => t.x) : null;
+    }""")
+    assert heads and all(h.startswith("L") and "H" in h for h in heads), heads
+    assert page.locator('[data-testid="stMain"]', has_text="not what it changes").count() == 1
+    link = page.locator('[data-testid="stMain"] a', has_text="Open this knock-out")
+    assert link.count() == 1
+    href = link.get_attribute("href")
+    assert "effects?" in href and "ablation=zero" in href, href
+    app_page.assert_clean()
+    page = app_page.open(href.lstrip("/"), timeout_ms=300_000)  # the link, as a new tab would open it
+    box = page.get_by_role("textbox", name="Heads to knock out")
+    assert box.input_value() == " ".join(heads)
+    app_page.assert_clean()
