@@ -14,7 +14,9 @@ def test_bank_sentences_paint(app_page):
     assert page.locator(".js-plotly-plot .heatmaplayer").count() == 2  # text A and text B side by side
     assert page.locator(".js-plotly-plot .barlayer").count() == 2  # where "bank" looks, in each text
     curve = page.locator(".js-plotly-plot").nth(4)
-    assert curve.locator(".scatterlayer .point").count() == 7  # hidden states 0..6 of MiniLM
+    # hidden states 0..6 of MiniLM, for A vs B and for A vs the same-sense control text
+    assert curve.locator(".scatterlayer .trace").count() == 2
+    assert curve.locator(".scatterlayer .point").count() == 2 * 7
     assert page.locator("text=is token 6 in A but token 9 in B").count() == 1
     assert curve.locator(".annotation-text", has_text="word-embedding lookup: 1.0000").count() == 1
     app_page.assert_clean()
@@ -27,5 +29,5 @@ def test_a_link_sets_texts_and_word_and_typed_markup_stays_text(app_page):
     assert page.locator('[data-testid="stMain"] img[src="x"]').count() == 0
     assert page.locator('[data-testid="stMain"] b', has_text="ran").count() == 0
     assert page.locator("text=Where “cat” looks (layer 1").count() == 1
-    assert page.get_by_label("Text A").input_value() == attack
+    assert page.get_by_label("Text A", exact=True).input_value() == attack
     app_page.assert_clean()  # no dialog, no request to example.com
