@@ -40,9 +40,10 @@ def test_sample_corpus_paints_violins_that_name_the_documents(app_page):
     points = page.locator(".js-plotly-plot").first.locator(".violinlayer .point")
     assert points.count() == 66 * 6  # every document drawn at each of the 6 layers
     assert "Lighthouse" in names and "Banana bread" in names
-    assert [t[0] for t in traces[1:]] == ["scatter", "scatter"]  # the two baselines
-    assert page.locator(".js-plotly-plot").count() == 2  # the layer violins and the [CLS] violins
-    assert page.get_by_text("Download data (CSV)").count() == 2
+    # the baselines: different documents (dotted), random words (dash-dotted), the violins' own comparison (dashed)
+    assert [t[0] for t in traces[1:]] == ["scatter", "scatter", "scatter"]
+    assert page.locator(".js-plotly-plot").count() == 3  # the layer violins, self-similarity, the [CLS] violins
+    assert page.get_by_text("Download data (CSV)").count() == 3
     app_page.assert_clean()
 
 
