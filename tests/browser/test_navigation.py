@@ -98,8 +98,9 @@ def flip(app, label: str) -> None:
 
 
 def press_segment(app, label: str, choice: str) -> None:
-    group = main(app.page).locator('[data-testid="stButtonGroup"]').filter(has_text=label)
-    settle(app, group.get_by_role("button", name=choice, exact=True).click)
+    """Choose ``choice`` in the segmented control labelled ``label`` (a radio group of buttons in Streamlit 1.67)."""
+    group = main(app.page).locator('[data-testid="stButtonGroup"]').get_by_role("radiogroup", name=label, exact=True)
+    settle(app, group.get_by_role("radio", name=choice, exact=True).click)
 
 
 def slide_left(app, label: str) -> None:
@@ -125,7 +126,7 @@ def widget_values(page) -> list[str]:
             main.querySelectorAll('input[role="combobox"]').forEach(e => out.push(`select ${e.getAttribute('aria-label')}=${e.value}`));
             main.querySelectorAll('input[role="switch"]').forEach(e => out.push(`switch ${e.getAttribute('aria-label')}=${e.checked}`));
             main.querySelectorAll('input[type="radio"]:checked').forEach(e => out.push(`radio ${e.closest('label').innerText}`));
-            main.querySelectorAll('[data-testid="stButtonGroup"] button').forEach(e => out.push(`segment ${e.innerText}=${e.getAttribute('kind')}`));
+            main.querySelectorAll('[data-testid="stButtonGroup"] button').forEach(e => out.push(`segment ${e.innerText}=${e.getAttribute('aria-checked')}`));
             main.querySelectorAll('[role="slider"]').forEach(e => out.push(`slider ${e.getAttribute('aria-valuenow')}`));
             main.querySelectorAll('textarea').forEach(e => out.push(`text ${e.value}`));
             return out;

@@ -117,10 +117,10 @@ CHANGES = {
         (choose, "Palette", "viridis", "palette"), (choose, "Layer (counted from 0)", "1", "layer"),
         (choose, "Head (counted from 0)", "3", "head"), (press_segment, "View", "one layer", "view"),
     ],
-    "maxima": [
-        (pick_radio, "Attention source", "norm-weighted", "source"), (pick_radio, "Heads", "one head", "heads"),
-        (choose, "Head (counted from 0)", "2", "head"), (flip, "Include special tokens", None, "special"),
-        (flip, "Word level", None, "words"), (choose, "Layer (counted from 0)", "1", "layer"),
+    "maxima": [  # the source last: norm-weighted disables the word-level toggle, which keeps its value
+        (pick_radio, "Heads", "one head", "heads"), (choose, "Head (counted from 0)", "2", "head"),
+        (flip, "Include special tokens", None, "special"), (flip, "Word level", None, "words"),
+        (choose, "Layer (counted from 0)", "1", "layer"), (pick_radio, "Attention source", "norm-weighted", "source"),
     ],
     "stats": [(press_segment, "Average over", "example sentences", "over"), (choose, "Statistic", "previous token", "stat")],
     "inside": [
