@@ -20,7 +20,7 @@ browser:
 	bash scripts/ensure_chromium.sh
 
 run: setup
-	$(BIN)/python -m streamlit run app.py
+	$(BIN)/python -m streamlit run serve.py
 
 test: setup browser
 	$(BIN)/python -m pytest

@@ -6,24 +6,32 @@ import logging
 from pathlib import Path
 
 import streamlit as st
-import transformers
 
-from ui.cache import start_umap_warmup
-from ui.errors import friendly_errors
-from ui.page_state import page_run
-from ui.session import render_sidebar
+from ui.warmup import start_warmup, wait_for_imports
+
+start_warmup()  # `make run` did this as the server started; with `streamlit run app.py`, the first visit does
+wait_for_imports()
+
+import transformers  # noqa: E402
+
+from ui.errors import friendly_errors  # noqa: E402
+from ui.explain import presentation_page_style  # noqa: E402
+from ui.page_state import page_run  # noqa: E402
+from ui.session import render_sidebar  # noqa: E402
 
 ROOT = Path(__file__).parent
 
 # (file, title, icon, url path). The url paths are stable: links sent to a workshop depend on them.
 PAGES = [
     ("pages/home.py", "Home", ":material/home:", ""),
+    ("pages/tour.py", "Guided tour", ":material/tour:", "tour"),
     ("pages/attention.py", "Attention", ":material/grid_on:", "attention"),
     ("pages/maxima.py", "Maxima", ":material/call_made:", "maxima"),
     ("pages/stats.py", "Head statistics", ":material/leaderboard:", "stats"),
     ("pages/inside.py", "Inside one head", ":material/calculate:", "inside"),
     ("pages/compare.py", "Compare two sentences", ":material/compare:", "compare"),
     ("pages/predictions.py", "Predictions", ":material/lightbulb:", "predictions"),
+    ("pages/effects.py", "Does it matter?", ":material/science:", "effects"),
     ("pages/drift.py", "Drift", ":material/trending_down:", "drift"),
     ("pages/senses.py", "Senses", ":material/scatter_plot:", "senses"),
 ]
@@ -33,15 +41,18 @@ def run() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    st.set_page_config(page_title="Transformer attention explorer", page_icon=str(ROOT / "assets" / "favicon.png"), layout="wide")
+    # Presentation mode (?present=true) opens with the sidebar folded, so a figure fills the slide.
+    present = st.session_state.get("present", st.query_params.get("present", "").lower() == "true")
+    st.set_page_config(page_title="Transformer attention explorer", page_icon=str(ROOT / "assets" / "favicon.png"),
+                       layout="wide", initial_sidebar_state="collapsed" if present else "auto")
     pages = [
         st.Page(str(ROOT / file), title=title, icon=icon, url_path=path or None, default=not path)
         for file, title, icon, path in PAGES
     ]
-    start_umap_warmup()  # numba compiles UMAP in the background for the senses page
     page = st.navigation(pages)
     with friendly_errors(f"showing {page.title}"), page_run(page.url_path):
         render_sidebar()  # inside the boundary: a bad deployment setting is a sentence too
+        presentation_page_style()
         page.run()
 
 

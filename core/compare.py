@@ -17,6 +17,9 @@ from core.inference import Analysis, analyze_many
 from core.models import LoadedModel
 from core.similarity import cosine
 
+# Same sense of "bank" as core.examples.BANK_RIVER, different words: the compare page's default control.
+SAME_SENSE_CONTROL = "The path follows the north bank of the river for two miles."
+
 
 def words(analysis: Analysis) -> list[tuple[str, list[int]]]:
     """``(lower-cased word as typed, its token positions)`` for every word in text order.
@@ -80,20 +83,34 @@ def word_similarity_by_layer(model: LoadedModel, text_a: str, text_b: str, word:
     return word_similarity(analysis_a, analysis_b, word)
 
 
+def word_lookup(model: LoadedModel, analysis: Analysis, word: str) -> np.ndarray:
+    """``[hidden]``: the word's raw word-embedding lookup (``get_input_embeddings()`` rows of its token ids,
+    mean over pieces): no position, no context."""
+    ids = torch.tensor([analysis.input_ids[p] for p in word_positions(analysis, word)], device=model.device)
+    with torch.inference_mode():
+        return model.model.get_input_embeddings()(ids).float().cpu().numpy().mean(axis=0)
+
+
 def lookup_similarity(model: LoadedModel, analysis_a: Analysis, analysis_b: Analysis, word: str) -> float:
-    """Cosine of the word's raw word-embedding lookups (``get_input_embeddings()`` of its token ids,
-    mean over pieces) in the two texts: no position, no context. 1.0 whenever the word became the
+    """Cosine of the word's ``word_lookup`` in the two texts. 1.0 whenever the word became the
     same token ids in both texts."""
-    table = model.model.get_input_embeddings()
-
-    def lookup(analysis: Analysis) -> np.ndarray:
-        ids = torch.tensor([analysis.input_ids[p] for p in word_positions(analysis, word)], device=model.device)
-        with torch.inference_mode():
-            return table(ids).float().cpu().numpy().mean(axis=0)
-
-    return float(cosine(lookup(analysis_a), lookup(analysis_b)))
+    return float(cosine(word_lookup(model, analysis_a, word), word_lookup(model, analysis_b, word)))
 
 
 def word_attention(analysis: Analysis, word: str, layer: int, head: int) -> np.ndarray:
     """``[T]``: how much ``word`` (as query, mean over its pieces) attends to every token, in one head."""
     return analysis.attentions[layer, head][word_positions(analysis, word)].mean(axis=0)
+
+
+def control_sentence(word: str, cross: float, control: float, layer: int) -> str:
+    """How the A-vs-B cosine at hidden state ``layer`` reads against the A-vs-control cosine (same sense)."""
+    difference = control - cross
+    text = (
+        f"At hidden state {layer}, “{word}” in A vs B: {cross:.3f}; A vs the control text: {control:.3f}. "
+        "Any two contexts lower the cosine, so read A vs B against the control, not against 1"
+    )
+    if difference > 0.02:
+        return text + f": the two texts differ by {difference:.3f} more than the control does."
+    if difference < -0.02:
+        return text + f": here A and B are {-difference:.3f} more alike than A and the control."
+    return text + ": here the two are about equal, so this comparison shows no effect beyond a change of context."

@@ -6,9 +6,13 @@ else (similarity to the static layer or to the previous layer, the anisotropy
 baseline, the first token's static vs contextual vector) is computed from those vectors without
 running the model again.
 
-Layers are numbered as in ``hidden_states``: 0 is the embedding layer's output
-(word + position (+ token-type) embeddings, after LayerNorm for BERT), k = 1..L
-is the output of block k. For GPT-2 the last hidden state has ``ln_f`` applied.
+Hidden states are numbered as in ``hidden_states`` (see ``core.layers``): 0 is the embedding
+layer's output (word + position (+ token-type) embeddings, after LayerNorm for BERT), k = 1..L
+is the output of layer (block) k − 1. For GPT-2 the last hidden state has ``ln_f`` applied.
+
+A document's cosine to its own hidden state 0 measures the whole transformation (attention, the
+feed-forward layers, LayerNorm), not how much its words depend on their context; for that see
+``core.contextuality``.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ POOLINGS = {
     "max": "maximum over tokens, per dimension (special tokens included)",
 }
 REFERENCES = {
-    "static": "static → layer: layer k against the embedding layer (hidden_states[0])",
-    "previous": "layer → layer: layer k against layer k − 1",
+    "static": "static → layer: hidden state k against the embedding layer's output (hidden_states[0])",
+    "previous": "layer → layer: hidden state k against hidden state k − 1",
 }
 DEFAULT_BATCH_SIZE = 16
 
@@ -230,3 +234,53 @@ def drift_table(embeddings: CorpusEmbeddings, *, reference: str = "static", pool
         return table.assign(baseline=np.nan, anisotropy=np.nan, adjusted_similarity=np.nan)
     table = table.merge(baseline_table(embeddings, reference=reference, pooling=pooling), on="layer", how="left")
     return table.assign(adjusted_similarity=table["cosine_similarity"] - table["baseline"])
+
+
+ISOTROPIC_BELOW = 0.2
+SHARED_DIRECTION_FROM = 0.5
+
+
+def anisotropy_level(value: float) -> str:
+    """How anisotropic a layer whose unrelated vectors have mean cosine ``value`` is, in words."""
+    if value < ISOTROPIC_BELOW:
+        return "nearly isotropic: unrelated vectors are close to orthogonal, so a cosine there is not inflated by a shared direction"
+    if value >= SHARED_DIRECTION_FROM:
+        return "anisotropic: its vectors share one direction, so even unrelated texts have a high cosine there"
+    return "somewhat anisotropic: unrelated vectors still share part of one direction"
+
+
+def baseline_sentences(baseline: pd.DataFrame, token_anisotropy: pd.DataFrame | None = None, *, pooling: str = "mean") -> str:
+    """The anisotropy baseline in words, written from the measured numbers.
+
+    ``baseline``: ``baseline_table`` rows (``layer`` 1..L, ``anisotropy``) for ``pooling``;
+    ``token_anisotropy``: optional rows ``layer``, ``anisotropy`` of single words (random words
+    from different documents, ``core.contextuality``).
+    """
+    rows = baseline.dropna(subset=["anisotropy"]).sort_values("layer")
+    if rows.empty:
+        return "The baseline compares different documents, so it needs at least two."
+    first, last = rows.iloc[0], rows.iloc[-1]
+    peak = rows.loc[rows["anisotropy"].idxmax()]
+    text = (
+        f"With {pooling} pooling, different documents have a mean cosine of {first.anisotropy:.3f} at hidden state "
+        f"{int(first.layer)}, {peak.anisotropy:.3f} at most (hidden state {int(peak.layer)}) and {last.anisotropy:.3f} "
+        f"at hidden state {int(last.layer)}, the last: the last layer is {anisotropy_level(float(last.anisotropy))}."
+    )
+    if last.anisotropy < first.anisotropy - 0.1:
+        text += (
+            " Here anisotropy falls towards the top, unlike the pretrained BERT, ELMo and GPT-2 that Ethayarajh (2019) "
+            "measured, where it grows in the upper layers: do not carry his numbers over to this model."
+        )
+    elif last.anisotropy > first.anisotropy + 0.1:
+        text += " Here anisotropy grows towards the top, as Ethayarajh (2019) found for pretrained BERT, ELMo and GPT-2."
+    if token_anisotropy is not None:
+        words = token_anisotropy.dropna(subset=["anisotropy"]).sort_values("layer")
+        words = words[words["layer"] >= 1]
+        if not words.empty:
+            text += (
+                f" Ethayarajh's own baseline is single words, not pooled documents: random words from different "
+                f"documents have a mean cosine of {words.iloc[0].anisotropy:.3f} at hidden state "
+                f"{int(words.iloc[0].layer)} and {words.iloc[-1].anisotropy:.3f} at hidden state "
+                f"{int(words.iloc[-1].layer)} (dash-dotted line)."
+            )
+    return text

@@ -147,9 +147,37 @@ def _forward(model: LoadedModel, encoding, attentions: bool):
         return model.model(**inputs, output_attentions=attentions, output_hidden_states=True, return_dict=True)
 
 
+def _refuse_encoder_decoder(model: LoadedModel) -> None:
+    if getattr(model, "is_encoder_decoder", False):
+        raise AnalysisError(
+            f"`{model.name}` is an encoder-decoder model: it reads a source text and writes a target, so analyse it "
+            "with `core.inference.analyze_pair(model, source, target)` (encoder, decoder and cross-attention), not `analyze`."
+        )
+
+
 def _check_text(text: str) -> None:
     if not isinstance(text, str) or not text.strip():
         raise AnalysisError("There is no text to analyse: type a sentence first.")
+
+
+def _real_positions(attention_mask: np.ndarray) -> slice | np.ndarray:
+    """The positions of real tokens in one padded row: a slice (no copies) when there is no padding,
+    else their indices (padding side does not matter)."""
+    if attention_mask.all():
+        return slice(None)
+    return np.flatnonzero(attention_mask)
+
+
+def _own(array: np.ndarray, alone: bool) -> np.ndarray:
+    """``array`` itself when it is the batch's only row, else a copy: a view would keep the whole batch alive."""
+    return array if alone and array.flags.c_contiguous else np.array(array, copy=True)
+
+
+def _keep_square(attentions: np.ndarray, real: slice | np.ndarray, alone: bool) -> np.ndarray:
+    """``[layers, heads, T, T]`` of the real positions: no copy for a lone unpadded text, one copy otherwise."""
+    if isinstance(real, slice):
+        return _own(attentions, alone)
+    return attentions[:, :, real[:, None], real]
 
 
 def iter_analyses(
@@ -168,6 +196,7 @@ def iter_analyses(
     each Analysis equals ``analyze`` on that text alone. ``progress(done, total)``
     is called after each batch. Empty texts raise ``AnalysisError``.
     """
+    _refuse_encoder_decoder(model)
     for i, text in enumerate(texts):
         try:
             _check_text(text)
@@ -189,24 +218,24 @@ def iter_analyses(
         att = torch.stack(out.attentions, dim=1).float().cpu().numpy() if attentions else None  # [B, L, H, Tmax, Tmax]
         pooler = getattr(out, "pooler_output", None) if model.has_pooler else None  # a random pooler means nothing
         pooler = pooler.float().cpu().numpy() if pooler is not None else None
+        special_array = np.fromiter(special_ids, dtype=np.int64, count=len(special_ids))
         for row, index in enumerate(batch):
-            mask = encoding["attention_mask"][row].bool().numpy()
-            keep = np.flatnonzero(mask)  # load_model pads on the right, so positions match a single run
-            ids = encoding["input_ids"][row][keep].tolist()
+            real = _real_positions(encoding["attention_mask"][row].numpy())  # load_model pads on the right
+            ids_array = encoding["input_ids"][row].numpy()[real]
+            ids = ids_array.tolist()
             word_ids = encoding.word_ids(row)
-            offsets = encoding["offset_mapping"][row].tolist()
-            added = encoding["special_tokens_mask"][row].bool().numpy()
+            added = encoding["special_tokens_mask"][row].numpy()[real].astype(bool)
             yield index, Analysis(
                 text=texts[index],
                 model_name=model.name,
                 tokens=tok.convert_ids_to_tokens(ids),
                 input_ids=ids,
-                attentions=np.ascontiguousarray(att[row][:, :, keep][:, :, :, keep]) if att is not None else None,
-                hidden_states=np.ascontiguousarray(hidden[row][:, keep]),
-                special_mask=np.array([bool(added[k]) or ids[j] in special_ids for j, k in enumerate(keep)], dtype=bool),
-                word_ids=[word_ids[k] for k in keep],
-                offsets=[tuple(offsets[k]) for k in keep],
-                truncated=len(keep) < lengths[index],
+                attentions=_keep_square(att[row], real, len(batch) == 1) if att is not None else None,
+                hidden_states=_own(hidden[row][:, real], len(batch) == 1),
+                special_mask=added | np.isin(ids_array, special_array),
+                word_ids=word_ids[real] if isinstance(real, slice) else [word_ids[k] for k in real],
+                offsets=list(map(tuple, encoding["offset_mapping"][row].numpy()[real].tolist())),
+                truncated=len(ids) < lengths[index],
                 num_input_tokens=lengths[index],
                 is_decoder=model.is_decoder,
                 pooler_output=pooler[row] if pooler is not None else None,
@@ -239,7 +268,20 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> 
 
     Text longer than ``max_tokens`` (default and ceiling: the model's limit) is
     truncated and the result says so (``truncated``, ``num_input_tokens``).
-    Raises ``AnalysisError`` for empty text.
+    Raises ``AnalysisError`` for empty text, and for an encoder-decoder model (use ``analyze_pair``).
     """
+    _refuse_encoder_decoder(model)
     _check_text(text)
     return next(iter_analyses(model, [text], max_tokens=max_tokens, batch_size=1))[1]
+
+
+# Encoder-decoder models live in core/seq2seq.py (which imports this module); re-exported here lazily.
+_SEQ2SEQ_NAMES = ("PairAnalysis", "analyze_pair", "generate_target", "MAX_GENERATED_TOKENS")
+
+
+def __getattr__(name: str):
+    if name in _SEQ2SEQ_NAMES:
+        from core import seq2seq
+
+        return getattr(seq2seq, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 import torch
-from transformers import AutoConfig, AutoModel, AutoTokenizer
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers.models.auto.modeling_auto import MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # Names that all mean the bundled copy of sentence-transformers/all-MiniLM-L6-v2.
@@ -40,6 +41,10 @@ class LoadedModel:
     ignored (its output would change on every load). ``pooler_trained``: ``has_pooler`` and the
     weights do not look untouched (an all-zero bias, as in the bundled all-MiniLM-L6-v2, is
     the initial value: that pooler was never trained).
+    ``is_encoder_decoder``: T5, BART, Marian … (an encoder over a source text and a causal decoder
+    over a target, joined by cross-attention); analyse them with ``core.inference.analyze_pair``.
+    ``is_decoder`` is False for them (it describes the encoder). ``can_generate``: an
+    encoder-decoder whose checkpoint has a trained language-model head, so it can write a target.
     """
 
     name: str
@@ -55,6 +60,8 @@ class LoadedModel:
     device: str
     has_pooler: bool = False
     pooler_trained: bool = False
+    is_encoder_decoder: bool = False
+    can_generate: bool = False
 
 
 def bundled_model_path() -> Path:
@@ -135,14 +142,9 @@ def _load_parts(source: str, name: str, local_only: bool):
             f"`{name}` is not a transformer model this app can load ({first_line(text)}). "
             "Check the spelling of the id, or choose a folder saved with `save_pretrained`."
         ) from err
-    if getattr(config, "is_encoder_decoder", False):
-        raise ModelLoadError(
-            f"`{name}` is an encoder-decoder model ({config.model_type}). This app shows encoders "
-            "(the BERT family) and decoders (the GPT-2 family); choose one of those."
-        )
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only, trust_remote_code=False)
-        model, loading = AutoModel.from_pretrained(
+        model, loading = _model_class(config).from_pretrained(
             source,
             config=config,
             local_files_only=local_only,
@@ -192,6 +194,41 @@ def pooler_sentence(model: LoadedModel) -> str:
             "for this model it carries no learned meaning."
         )
     return f"{model.name} has no trained pooler (no pooler weights in its checkpoint), so it has no `pooler_output`."
+
+
+def _model_class(config):
+    """``AutoModel`` (the bare transformer), or for an encoder-decoder the model with its
+    language-model head when ``transformers`` has one, so that it can also generate a target."""
+    if getattr(config, "is_encoder_decoder", False) and config.model_type in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES:
+        return AutoModelForSeq2SeqLM
+    return AutoModel
+
+
+def _seq2seq_head_trained(config, model: torch.nn.Module) -> bool:
+    """True when an encoder-decoder's language-model head is trained: tied to the embeddings,
+    or saved in the checkpoint (whose ``architectures`` then name a class with the head)."""
+    head, inputs = model.get_output_embeddings(), model.get_input_embeddings()
+    if head is None:
+        return False
+    if inputs is not None and head.weight.data_ptr() == inputs.weight.data_ptr():
+        return True
+    with_head = set(MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES.values())
+    return any(arch in with_head for arch in (getattr(config, "architectures", None) or []))
+
+
+def _check_seq2seq_attentions(model: torch.nn.Module, tokenizer, device: str) -> None:
+    """A four-token probe: an encoder-decoder must return encoder, decoder and cross-attention weights."""
+    ids = torch.tensor([_probe_ids(tokenizer)], device=device)
+    start = getattr(model.config, "decoder_start_token_id", None)
+    start = start if isinstance(start, int) else int(ids[0, 0])
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=torch.tensor([[start]], device=device),
+                    output_attentions=True)
+    parts = (out.encoder_attentions, out.decoder_attentions, out.cross_attentions)
+    if not all(part and part[0] is not None for part in parts):
+        raise ModelLoadError(
+            "This model returned no attention weights even with eager attention, so the app cannot show it."
+        )
 
 
 def first_line(text: str) -> str:
@@ -263,6 +300,9 @@ def load_model(name: str | None = None, *, device: str | None = None) -> LoadedM
     hidden = _config_int(config, "hidden_size", "n_embd", "d_model", "dim")
     if not (num_layers and num_heads and hidden):
         raise ModelLoadError(f"`{display}` does not say how many layers and heads it has; the app cannot show it.")
+    encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
+    if encoder_decoder:
+        _check_seq2seq_attentions(model, tokenizer, device)
     return LoadedModel(
         name=display,
         source=source,
@@ -271,12 +311,14 @@ def load_model(name: str | None = None, *, device: str | None = None) -> LoadedM
         num_layers=num_layers,
         num_heads=num_heads,
         hidden_size=hidden,
-        is_decoder=_attends_causally(model, tokenizer, device),
+        is_decoder=False if encoder_decoder else _attends_causally(model, tokenizer, device),
         max_tokens=_max_tokens(config, tokenizer),
         model_type=config.model_type,
         device=device,
         has_pooler=has_pooler,
         pooler_trained=pooler_trained,
+        is_encoder_decoder=encoder_decoder,
+        can_generate=encoder_decoder and _seq2seq_head_trained(config, model),
     )
 
 

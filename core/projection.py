@@ -141,18 +141,22 @@ def _pca(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _umap(x: np.ndarray, random_state: int) -> np.ndarray:
+def _umap_reducer(n: int, random_state: int):
     import umap
 
     # A fixed random_state makes umap-learn run single-threaded (it would force n_jobs=1 with a
     # warning); saying n_jobs=1 here keeps the result reproducible without the warning.
-    reducer = umap.UMAP(
+    return umap.UMAP(
         n_components=2,
-        n_neighbors=min(UMAP_NEIGHBOURS, x.shape[0] - 1),
+        n_neighbors=min(UMAP_NEIGHBOURS, n - 1),
         metric="cosine",
         random_state=random_state,
         n_jobs=1,
     )
+
+
+def _umap(x: np.ndarray, random_state: int) -> np.ndarray:
+    reducer = _umap_reducer(x.shape[0], random_state)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # spectral-init fallbacks on tiny inputs are expected
         return np.asarray(reducer.fit_transform(x), dtype=np.float32)
@@ -215,3 +219,72 @@ def warm_up_umap() -> None:
     """Run UMAP once on a tiny random input so numba compiles it (about 10 s the first time in a process)."""
     rng = np.random.default_rng(0)
     project(rng.standard_normal((40, 8)).astype(np.float32), "umap")
+
+
+# Methods whose fitted map can place new points (t-SNE has no transform: it would need a refit).
+PLACEABLE = ("pca", "umap")
+
+
+@dataclass(frozen=True, eq=False)
+class FittedProjection:
+    """A 2-D map fitted once: ``coords`` float32 ``[N, 2]`` of the fitted points, and
+    ``transform(vectors)`` placing new vectors ``[M, hidden]`` into the same map (no refit)."""
+
+    method: str
+    coords: np.ndarray
+    estimator: object
+
+    def transform(self, vectors: np.ndarray) -> np.ndarray:
+        """Float32 ``[M, 2]``: where the fitted map puts ``vectors`` ``[M, hidden]``."""
+        x = np.asarray(vectors, dtype=np.float32)
+        if x.ndim != 2:
+            raise ValueError(f"vectors must be [M, hidden], got shape {x.shape}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            placed = np.asarray(self.estimator.transform(x), dtype=np.float32)
+        out = np.zeros((x.shape[0], 2), dtype=np.float32)
+        out[:, : placed.shape[1]] = placed
+        return out
+
+
+def fit_projection(vectors: np.ndarray, method: str = "umap", random_state: int = 0) -> FittedProjection:
+    """Fit a 2-D map of ``vectors`` ``[N, hidden]`` that can place new points, ``method`` in ``PLACEABLE``.
+
+    ``coords`` are the fitted points as ``project`` draws them for the same input and random
+    state (the same estimator and settings). t-SNE raises ``ProjectionError``: it cannot place a point
+    into an existing map.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown projection method {method!r}; choose one of {METHODS}")
+    if method not in PLACEABLE:
+        raise ProjectionError(
+            f"{METHOD_NAMES[method]} cannot place a new point into a map it has drawn; choose UMAP or PCA to see it."
+        )
+    x = np.asarray(vectors, dtype=np.float32)
+    if x.ndim != 2:
+        raise ValueError(f"vectors must be [N, hidden], got shape {x.shape}")
+    n = x.shape[0]
+    if n < 2:
+        raise ProjectionError("At least two occurrences of the word are needed to draw a projection.")
+    points = distinct_points(x, method)  # fitted once per distinct vector, as ``project`` does
+    needed = 2 if method == "pca" else MIN_POINTS_NONLINEAR
+    if points.count < needed:
+        raise ProjectionError(
+            f"{METHOD_NAMES[method]} needs at least {needed} different occurrence vectors of the word to place a new "
+            f"one (there are {points.count}); choose PCA or add sentences."
+        )
+    distinct = x[points.first]
+    if method == "pca":
+        from sklearn.decomposition import PCA
+
+        estimator = PCA(n_components=min(2, points.count - 1, x.shape[1]), svd_solver="full")
+        fitted = estimator.fit_transform(distinct)
+    else:
+        estimator = _umap_reducer(points.count, random_state)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fitted = estimator.fit_transform(distinct)
+    coords = np.zeros((n, 2), dtype=np.float32)
+    coords[:, : fitted.shape[1]] = fitted[points.group]
+    coords.setflags(write=False)
+    return FittedProjection(method, coords, estimator)

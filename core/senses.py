@@ -168,6 +168,17 @@ def measured_labels(labels: Sequence[str]) -> tuple[list[str], list[str]]:
     return measured, sorted(label for label, n in counts.items() if n < 2)
 
 
+def _measured_points(vectors: np.ndarray, labels: Sequence[str]) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
+    """``(vectors, measured labels, keep mask [N], labels of the kept points)``; ValueError unless
+    ``vectors`` is ``[layers + 1, len(labels), hidden]``."""
+    vectors = np.asarray(vectors)
+    if vectors.ndim != 3 or vectors.shape[1] != len(labels):
+        raise ValueError(f"vectors must be [layers + 1, {len(labels)}, hidden], got {vectors.shape}")
+    measured, _ = measured_labels(labels)
+    keep = np.array([label in measured for label in labels], dtype=bool)
+    return vectors, measured, keep, np.array(labels, dtype=object)[keep]
+
+
 def separation(vectors: np.ndarray, labels: list[str]) -> pd.DataFrame:
     """How well the labels separate at each layer of ``vectors`` ``[layers + 1, N, hidden]``.
 
@@ -181,12 +192,7 @@ def separation(vectors: np.ndarray, labels: list[str]) -> pd.DataFrame:
     from sklearn.metrics import silhouette_score
     from sklearn.metrics.pairwise import cosine_similarity
 
-    vectors = np.asarray(vectors)
-    if vectors.ndim != 3 or vectors.shape[1] != len(labels):
-        raise ValueError(f"vectors must be [layers + 1, {len(labels)}, hidden], got {vectors.shape}")
-    measured, _ = measured_labels(labels)
-    keep = np.array([label in measured for label in labels], dtype=bool)
-    kept_labels = np.array(labels, dtype=object)[keep]
+    vectors, measured, keep, kept_labels = _measured_points(vectors, labels)
     rows = []
     for layer in range(vectors.shape[0]):
         knn = silhouette = float("nan")
@@ -278,3 +284,71 @@ def sentences_with_word(documents: Iterable[tuple[str, str]], word: str) -> tupl
                 sentences.append(sentence)
                 labels.append(label)
     return sentences, labels
+
+
+def knn_chance_level(labels: Sequence[str]) -> float:
+    """Expected leave-one-out 1-NN accuracy when the neighbour's label is unrelated to the point's:
+    for a point of a label with ``n_c`` measured occurrences out of ``n``, ``(n_c − 1) / (n − 1)``,
+    averaged over points (0.478 for 12 + 12). Only labels counted by ``separation`` count; NaN
+    with fewer than two such labels."""
+    measured, _ = measured_labels(labels)
+    counts = Counter(label for label in labels if label in measured)
+    n = sum(counts.values())
+    if len(measured) < 2:
+        return float("nan")
+    return float(sum(c * (c - 1) for c in counts.values()) / (n * (n - 1)))
+
+
+def _point_scores(x: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per point: 1-NN credit (share of its most similar other points, ties shared, with its label)
+    and cosine silhouette; ``x`` ``[N, hidden]``."""
+    from sklearn.metrics import silhouette_samples
+
+    unit = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    similarity = unit @ unit.T
+    np.fill_diagonal(similarity, -np.inf)
+    nearest = np.isclose(similarity, similarity.max(axis=1, keepdims=True), rtol=0.0, atol=1e-6)
+    same = labels[:, None] == labels[None, :]
+    knn = (nearest & same).sum(axis=1) / nearest.sum(axis=1)
+    return knn, silhouette_samples(x, labels, metric="cosine")
+
+
+def separation_interval(
+    vectors: np.ndarray, labels: list[str], *, resamples: int = 1000, level: float = 0.9, seed: int = 0
+) -> pd.DataFrame:
+    """Bootstrap interval (``level``, percentile) of the two separation scores at each layer.
+
+    Resamples the occurrences' own scores (each point's 1-NN credit, ties shared, and its
+    silhouette, computed once on all points) with replacement, so the interval shows how much
+    the mean over so few points could move. Columns ``layer``, ``knn_low``, ``knn_high``,
+    ``silhouette_low``, ``silhouette_high``; NaN where ``separation`` is NaN.
+    """
+    vectors, measured, keep, kept = _measured_points(vectors, labels)
+    columns = ["layer", "knn_low", "knn_high", "silhouette_low", "silhouette_high"]
+    nan = float("nan")
+    if len(measured) < 2:
+        return pd.DataFrame([[layer, nan, nan, nan, nan] for layer in range(vectors.shape[0])], columns=columns)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(kept), size=(resamples, len(kept)))
+    tail = (1 - level) / 2 * 100
+    rows = []
+    for layer in range(vectors.shape[0]):
+        knn, silhouette = _point_scores(vectors[layer][keep].astype(np.float64), kept)
+        knn_bounds = np.percentile(knn[picks].mean(axis=1), [tail, 100 - tail])
+        silhouette_bounds = np.percentile(silhouette[picks].mean(axis=1), [tail, 100 - tail])
+        rows.append([layer, *knn_bounds, *silhouette_bounds])
+    return pd.DataFrame(rows, columns=columns)
+
+
+def token_positions(model: LoadedModel, sentences: Sequence[str], word: str) -> list[int]:
+    """Token position (0 = first token, e.g. [CLS]) of the first piece of every occurrence of ``word``."""
+    pattern = word_pattern(word)
+    positions = []
+    for sentence in sentences:
+        encoded = model.tokenizer(sentence, return_offsets_mapping=True, return_special_tokens_mask=True)
+        special = np.array(encoded["special_tokens_mask"], dtype=bool)
+        for match in pattern.finditer(sentence):
+            tokens = covering_tokens(encoded["offset_mapping"], special, match.span())
+            if tokens:
+                positions.append(tokens[0])
+    return positions

@@ -1,14 +1,19 @@
 """Attention: every head of every layer as heatmaps, one head large, and BertViz's views offline."""
 
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from ui.shell import require_app_shell
 
 require_app_shell()
+
+from functools import partial  # noqa: E402
 
 import streamlit as st  # noqa: E402
 
 from core.heads import UnsupportedArchitecture  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
-from ui.cache import cached_attention_view, cached_queries_keys  # noqa: E402
+from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed  # noqa: E402
+from ui.cache import cached_attention_view, cached_figure, cached_queries_keys  # noqa: E402
+from ui.explain import controls, explain  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.page_state import option  # noqa: E402
 from ui.session import (  # noqa: E402
@@ -27,23 +32,28 @@ BERTVIZ = {"head view": "head", "model view": "model", "neuron view": "neuron"}
 
 st.title("Attention")
 present = presentation_mode()
-if not present:
-    st.markdown(
-        "Each heatmap is one attention head: row *i* shows how much token *i* (the query) takes from each "
-        "token (the keys); a row of raw weights sums to 1. Layers and heads are counted from 0; layer *l* is "
-        "the block that reads hidden state *l* (0 = the embedding layer's output) and writes hidden state *l + 1*."
-    )
+explain(
+    "Each heatmap is one attention head: row *i* shows how much token *i* (the query) takes from each "
+    "token (the keys); a row of raw weights sums to 1. " + numbering_caption(current_model().num_layers)
+)
+attention_caveat()
+if current_model().is_encoder_decoder:
+    from ui.seq2seq_views import attention_page
+
+    attention_page()
+    st.stop()
 model, analysis = current_model(), current_analysis()
-c = st.columns(5)
+c = controls().columns(5)
 source = option(c[0].selectbox, "Attention source", list(SOURCES), key="source",
                         help="Norm-weighted: each weight times the length of what the key token's value adds "
                         "(Kobayashi et al. 2020). Rollout: heads averaged with the residual, multiplied through the "
-                        "layers (Abnar & Zuidema 2020); it has no separate heads.")
+                        "layers (Abnar & Zuidema 2020); it has no separate heads, and it is a heuristic: it assumes "
+                        "equal residual and attention weight and ignores values, the feed-forward layers and LayerNorm.")
 special = option(c[1].selectbox, "Special tokens", SPECIAL, key="special",
                          help="[CLS], [SEP], <|endoftext|> … as the tokenizer marks them, never by position. Renormalise: hide "
                          "them and rescale each row to sum to 1 again.")
-words = option(c[2].toggle, "Word level", key="words",
-                    help="Merge word pieces into words: sum over a word's key pieces, mean over its query pieces.")
+words = option(c[2].toggle, "Word level", key="words", disabled=not word_level_allowed(source),
+               help=WORD_LEVEL_HELP) and word_level_allowed(source)
 per_head = option(c[3].radio, "Colour scale", ["fixed", "per head"], key="scale", horizontal=True) == "per head"
 colorscale = PALETTES[option(c[4].selectbox, "Palette", list(PALETTES), key="palette",
                                      help="Both are colour-blind safe; cividis is built for it.")]
@@ -63,38 +73,58 @@ if len(view.labels) == 0:
     st.info("Every token is a special token, so hiding them leaves nothing to show. Choose *Show* for special tokens.")
     st.stop()
 
+inputs = (current_text(), current_token_limit(), source, special, words)
+overview_title = f"{model.name}: {SOURCES[source]}, every layer" + ("" if source == "rollout" else " × head")
 show_figure(
-    va.overview_figure(view.matrices, title=f"{model.name}: {SOURCES[source]}, every layer" + ("" if source == "rollout" else " × head"),
-                       head_names=[n.removeprefix("head ") for n in head_names], **style),
+    cached_figure(
+        current_model_name(), ("attention-overview", *inputs, colorscale, per_head, present),
+        lambda: va.overview_figure(view.matrices, title=overview_title, head_names=[n.removeprefix("head ") for n in head_names],
+                                   **style),
+    ),
     name=file_stem(model.name, source, "overview"),
-    data=va.cells_table(view.matrices, view.labels, causal=model.is_decoder, max_cells=va.OVERVIEW_MAX_CELLS,
-                        outer={"layer": list(range(layers)), "head": head_names}),
+    data=partial(va.cells_table, view.matrices, view.labels, causal=model.is_decoder, max_cells=va.OVERVIEW_MAX_CELLS,
+                 outer={"layer": list(range(layers)), "head": head_names}),
     key="attention-overview",
 )
-left, right, mode = st.columns([1, 1, 3])
-layer = option(left.selectbox, "Layer (counted from 0)", range(layers), key="layer")
-head = option(right.selectbox, "Head (counted from 0)", range(heads), key="head", disabled=source == "rollout",
-                       help="Rollout averages the heads, so it has none of its own." if source == "rollout" else None)
-shown = option(mode.segmented_control, "View", VIEWS, key="view", default=VIEWS[0], required=True)
-matrix = view.matrices[layer, head]
 
-if shown == "one head":
-    show_figure(
-        va.head_figure(matrix, view.labels, title=f"{model.name} · layer {layer}, {head_names[head]}", **style),
-        name=file_stem(model.name, source, "layer", layer, "head", head),
-        data=va.matrix_table(matrix, view.labels, causal=model.is_decoder),
-        key="attention-head",
-    )
-elif shown == "one layer":
-    show_figure(
-        va.layer_grid_figure(view.matrices[layer], view.labels, title=f"{model.name} · layer {layer}, every head",
-                             head_names=head_names, **style),
-        name=file_stem(model.name, source, "layer", layer),
-        data=va.cells_table(view.matrices[layer], view.labels, causal=model.is_decoder, max_cells=va.GRID_MAX_CELLS,
-                            outer={"head": head_names}),
-        key="attention-layer",
-    )
-else:
+
+@st.fragment
+def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict) -> None:
+    """Layer, head and view pickers and the figure they choose: a click here reruns only this part."""
+    source = inputs[2]
+    layers, heads = view.matrices.shape[:2]
+    left, right, mode = st.columns([1, 1, 3])
+    layer = option(left.selectbox, BLOCK_SELECT_LABEL, range(layers), key="layer", help=BLOCK_SELECT_HELP)
+    head = option(right.selectbox, "Head (counted from 0)", range(heads), key="head", disabled=source == "rollout",
+                  help="Rollout averages the heads, so it has none of its own." if source == "rollout" else None)
+    shown = option(mode.segmented_control, "View", VIEWS, key="view", default=VIEWS[0], required=True)
+    matrix = view.matrices[layer, head]
+    options = (*inputs, style["colorscale"], style["per_head_scale"], style["large"])
+
+    if shown == "one head":
+        show_figure(
+            cached_figure(current_model_name(), ("attention-head", *options, layer, head), lambda: va.head_figure(
+                matrix, view.labels, title=f"{model.name} · layer {layer}, {head_names[head]}", **style)),
+            name=file_stem(model.name, source, "layer", layer, "head", head),
+            data=partial(va.matrix_table, matrix, view.labels, causal=model.is_decoder),
+            key="attention-head",
+        )
+    elif shown == "one layer":
+        show_figure(
+            cached_figure(current_model_name(), ("attention-layer", *options, layer), lambda: va.layer_grid_figure(
+                view.matrices[layer], view.labels, title=f"{model.name} · layer {layer}, every head", head_names=head_names, **style)),
+            name=file_stem(model.name, source, "layer", layer),
+            data=partial(va.cells_table, view.matrices[layer], view.labels, causal=model.is_decoder, max_cells=va.GRID_MAX_CELLS,
+                         outer={"head": head_names}),
+            key="attention-layer",
+        )
+    else:
+        bertviz(view, layer, head)
+
+
+def bertviz(view, layer: int, head: int) -> None:
+    """BertViz's head, model or neuron view, offline, for the chosen layer and head."""
+    layers, heads = view.matrices.shape[:2]
     kind = BERTVIZ[option(st.radio, "BertViz view", list(BERTVIZ), key="bertviz", horizontal=True)]
     n = len(view.labels)
     html = None
@@ -124,3 +154,6 @@ else:
         height = bv.view_height(kind, n, len(sent), heads)
     if html is not None:
         st.iframe(html, height=height)
+
+
+one_head_or_layer(inputs, view, head_names, style)

@@ -6,14 +6,17 @@ import streamlit as st
 from core.similarity import token_static_similarity
 from core.tokens import token_labels
 from ui.figures import show_figure
+from ui.explain import explain
 from ui.shell import require_app_shell
-from ui.session import current_analysis, current_model
-from viz.common import file_stem
+from ui.cache import cached_model_facts
+from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
+from core.about import facts_lines, static_similarity_sentence
+from viz.common import file_stem, markdown_safe
 from viz.tokens import token_layer_heatmap
 
 require_app_shell()
 st.title("See what a transformer does with a sentence")
-st.markdown(
+explain(
     """
 A transformer first turns each token into a **static embedding**: the same vector for
 "bank" in every sentence (plus a vector for its position). Each layer then lets every token
@@ -25,6 +28,7 @@ reads the same text and model.
 )
 
 PAGE_LINKS = [
+    ("pages/tour.py", "Guided tour: ten steps from tokens to a whole corpus, each with a live figure."),
     ("pages/attention.py", "Attention: every head of every layer as heatmaps, and BertViz's views."),
     ("pages/maxima.py", "Maxima: which token each token attends to most, layer by layer; rollout and norm-weighted attention."),
     ("pages/stats.py", "Head statistics: find the heads that look at the previous token, at [SEP], or everywhere."),
@@ -39,9 +43,14 @@ for page_file, description in PAGE_LINKS:
 
 st.subheader("What the model saw")
 model = current_model()
+if model.is_encoder_decoder:
+    from ui.seq2seq_views import tokens_page
+
+    tokens_page()
+    st.stop()
 analysis = current_analysis()
 labels = token_labels(analysis)
-kind = "decoder (each token sees only the tokens before it)" if model.is_decoder else "encoder (each token sees all tokens)"
+kind = "decoder (each token sees itself and the tokens before it)" if model.is_decoder else "encoder (each token sees all tokens)"
 st.caption(
     f"{model.name}: {model.num_layers} layers × {model.num_heads} heads, hidden size {model.hidden_size}, "
     f"{kind}. Your text became {analysis.num_tokens} tokens."
@@ -59,10 +68,22 @@ table = pd.DataFrame(
 )
 st.dataframe(table, hide_index=True, height=min(400, 38 + 35 * len(table)))
 
+with st.expander("About this model", expanded=True, icon=":material/info:"):
+    facts = cached_model_facts(current_model_name(), current_text(), current_token_limit())
+    st.markdown("\n".join(f"- {markdown_safe(line)}" for line in facts_lines(facts)))
+    st.caption(
+        "Computed from the loaded model: the sink from your text, anisotropy from 8 short reference sentences. "
+        "Findings in the literature were measured on other models; check them here before expecting them."
+    )
+
 similarity = token_static_similarity(analysis)
-st.markdown(
-    "Each column is one token; each row a layer. The colour is the cosine similarity between the token's vector "
-    "at that layer and its vector at layer 0 (the embedding layer). It starts at 1 and falls as context is mixed in."
+explain(
+    "Each column is one token; each row a hidden state. The colour is the cosine similarity between the token's "
+    "vector at that hidden state and its vector at hidden state 0 (the embedding layer's output), which is 1 by "
+    "definition. " + markdown_safe(static_similarity_sentence(similarity, analysis.special_mask)) + " A lower value "
+    "means the layers have moved the vector: attention mixes in context, but the feed-forward layers and LayerNorm "
+    "move it too, so this is not by itself a measure of context. Whether a word gets a different vector in every "
+    "context is measured on the Drift page (self-similarity)."
 )
 rows = [
     {"layer": layer, "position": i, "token": labels[i], "cosine_to_layer_0": float(similarity[layer, i])}

@@ -1,8 +1,11 @@
 """Inside one head: query, keys, scores, softmax and output, recomputed from the model's own weights."""
 
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
 from ui.shell import require_app_shell
 
 require_app_shell()
+
+from functools import partial  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -10,7 +13,9 @@ import streamlit as st  # noqa: E402
 
 from core.heads import UnsupportedArchitecture, architecture, compute_head, embeddings_description  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
+from ui.caveats import attention_caveat  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
+from ui.explain import beside, explain as explain_text  # noqa: E402
 from ui.page_state import option  # noqa: E402
 from ui.session import current_analysis, current_model  # noqa: E402
 from viz.common import file_stem  # noqa: E402
@@ -18,12 +23,18 @@ from viz.common import markdown_safe  # noqa: E402
 from viz.inside import component_bars, matrix_heatmap, stacked_token_bars  # noqa: E402
 
 st.title("Inside one head")
-st.markdown(
+explain_text(
     "One attention head, step by step, computed here from the model's own weights and the actual input "
     "to its layer: each token's query is compared with every token's key, the scores become weights "
     "through a softmax, and the head's output is the weighted sum of the value vectors."
 )
+attention_caveat()
 model = current_model()
+if model.is_encoder_decoder:
+    from ui.seq2seq_views import inside_page
+
+    inside_page()
+    st.stop()
 try:
     arch = architecture(model)  # decided by config.model_type: refuses look-alikes such as MegatronBERT, RoFormer
 except UnsupportedArchitecture as err:
@@ -33,103 +44,106 @@ analysis = current_analysis()
 labels = token_labels(analysis)
 t = analysis.num_tokens
 
-left, middle, right = st.columns(3)
-layer = option(left.selectbox, "Layer (counted from 0)", range(model.num_layers), key="layer",
-                       help="Layer i reads hidden state i and writes hidden state i + 1.")
-head = option(middle.selectbox, "Head (counted from 0)", range(model.num_heads), key="head")
-first_word = next((i for i in range(t) if not analysis.special_mask[i]), 0)
-# the URL and the session keep the token's index (clamped to a new text), the box shows its label
-query = option(right.selectbox, "Query token", range(t), index=first_word, key="query",
-               format_func=lambda i: f"{i}: {labels[i]}")
-step = compute_head(model, analysis, layer, head)
-d = step.queries.shape[1]
-who = f"“{labels[query]}” (token {query})"  # for figure titles (escaped there); who_md for markdown
-who_md = f"“{markdown_safe(labels[query])}” (token {query})"
+@st.fragment
+def one_head_step_by_step() -> None:
+    """Layer, head and query token pickers and every step they change: a pick reruns only this part."""
+    left, middle, right = st.columns(3)
+    layer = option(left.selectbox, BLOCK_SELECT_LABEL, range(model.num_layers), key="layer", help=BLOCK_SELECT_HELP)
+    head = option(middle.selectbox, "Head (counted from 0)", range(model.num_heads), key="head")
+    first_word = next((i for i in range(t) if not analysis.special_mask[i]), 0)
+    # the URL and the session keep the token's index (clamped to a new text), the box shows its label
+    query = option(right.selectbox, "Query token", range(t), index=first_word, key="query",
+                   format_func=lambda i: f"{i}: {labels[i]}")
+    step = compute_head(model, analysis, layer, head)
+    d = step.queries.shape[1]
+    who = f"“{labels[query]}” (token {query})"  # for figure titles (escaped there); who_md for markdown
+    who_md = f"“{markdown_safe(labels[query])}” (token {query})"
+
+    def explain(title: str, text: str):
+        """A step: its title and explanation on the left; returns the right-hand column for its figures."""
+        text_side, figure_side = beside([2, 3])
+        text_side.subheader(title)
+        with text_side:
+            explain_text(text)
+        return text_side, figure_side
+
+    def show(fig, what: str, data) -> None:
+        show_figure(fig, name=file_stem(model.name, f"layer{layer}", f"head{head}", f"query{query}", what), data=data,
+                    key=f"inside-{what}")
+
+    def per_token(matrix: np.ndarray, prefix: str) -> pd.DataFrame:
+        return pd.DataFrame({"position": range(t), "token": labels} | {f"{prefix}{c}": matrix[:, c] for c in range(d)})
 
 
-def explain(title: str, text: str):
-    """A step: its title and explanation on the left; returns the right-hand column for its figures."""
-    text_side, figure_side = st.columns([2, 3], gap="large")
-    text_side.subheader(title)
-    text_side.markdown(text)
-    return text_side, figure_side
+    reads = f"the embedding layer's output ({embeddings_description(model)})" if layer == 0 else f"the output of layer {layer - 1}"
+    explain("1 · What the head reads", f"Layer {layer} reads hidden state {layer}, {reads}: one vector of "
+            f"{model.hidden_size} numbers per token. " + (
+                f"This model ({model.model_type}) is pre-LN: the block applies its LayerNorm `ln_1` to the hidden state before attention, "
+                "so the head reads `ln_1(hidden state)`." if arch.pre_ln else
+                f"This model ({model.model_type}) is post-LN: LayerNorm (not batch norm: each token is normalised on its own) comes after "
+                "attention and after the feed-forward part, so the head reads the hidden state as it is."))
+
+    _, figures = explain("2 · The query vector", f"The query of {who_md} is `q = x·W_Q + b_Q`: its input vector times "
+                         f"this head's slice of the query projection, {d} numbers ({model.hidden_size} ÷ "
+                         f"{model.num_heads} heads).")
+    with figures:
+        show(component_bars(step.queries[query], title=f"Query vector of {who}", y_title="q"), "query",
+             pd.DataFrame({"component": range(d), "query": step.queries[query]}))
+
+    _, figures = explain("3 · Every key vector", "Every token j gets a key `k_j = x_j·W_K + b_K` (one row each): what "
+                         "a query is matched against.")
+    with figures:
+        show(matrix_heatmap(step.keys, labels, title="Key vectors (one row per token)", colorbar="k", row_title="token",
+                            symmetric=True), "keys", per_token(step.keys, "k"))
+
+    kept = step.keep_mask[query]
+    scale = f"1/√{d}" if np.isclose(step.scale, d**-0.5) else f"this model's configured scale (not 1/√{d})"
+    text_side, figures = explain(
+        "4 · Scores, scaled scores, weights",
+        f"The score of key j is the dot product `q·k_j`. It is multiplied by {step.scale:.4f} ({scale}), which keeps "
+        "the spread of the scores from growing with d. The softmax turns the scaled scores into weights that are "
+        "positive and sum to 1."
+        + (" This is a decoder: a token may look only at itself and earlier tokens, so later tokens get −∞ before the "
+           "softmax (the causal mask) and exactly 0 weight after it." if analysis.is_decoder else ""),
+    )
+    table = pd.DataFrame({"position": range(t), "key token": labels, "q·k": step.scores[query],
+                          "scaled": step.scaled[query], "weight": step.weights[query], "visible": kept})
+    text_side.dataframe(table, hide_index=True, height=min(400, 38 + 35 * t))
+    with figures:
+        rows = [("q·k", step.scores[query], None), ("scaled", step.scaled[query], kept), ("weight", step.weights[query], kept)]
+        show(stacked_token_bars(rows, labels, title=f"From scores to weights for {who}"), "scores", table)
+
+    _, figures = explain(
+        "5 · The output: weights × values",
+        f"Each token j has a value `v_j = x_j·W_V + b_V`. The head's output for {who_md} is `Σ_j weight_j · v_j`, "
+        f"{d} numbers. The outputs of all {model.num_heads} heads are concatenated, multiplied by the output projection "
+        f"`W_O` (plus its bias) and added to hidden state {layer} (the residual connection)."
+        + (" LayerNorm then follows (post-LN)." if not arch.pre_ln else ""),
+    )
+    with figures:
+        show(matrix_heatmap(step.values, labels, title="Value vectors (one row per token)", colorbar="v",
+                            row_title="token", symmetric=True), "values", per_token(step.values, "v"))
+        show(component_bars(step.outputs[query], title=f"Output of this head for {who}", y_title="Σ weight·v"),
+             "output", pd.DataFrame({"component": range(d), "output": step.outputs[query]}))
+
+    difference = float(np.abs(step.weights - analysis.attentions[layer, head]).max())
+    text_side, figures = explain("6 · The whole head, checked", "Every row recomputed as above, compared with the "
+                                 "attention the model itself returned.")
+    text_side.metric("Largest difference from the model's own attention", f"{difference:.1e}")
+    if difference < 1e-5:
+        text_side.success("The step-by-step computation reproduces the model's attention.")
+    else:
+        text_side.warning("The recomputation differs from the model's attention by more than 1e-5.")
+    matrix = partial(pd.DataFrame, {"query": np.repeat(labels, t), "key": labels * t, "recomputed": step.weights.ravel(),
+                           "model": analysis.attentions[layer, head].ravel(), "scaled": step.scaled.ravel(),
+                           "visible": step.keep_mask.ravel()})  # the CSV is built only when downloaded
+    with figures:
+        show(matrix_heatmap(step.weights, labels, column_labels=labels, title="Recomputed attention weights",
+                            colorbar="weight", zmin=0.0, zmax=1.0), "matrix", matrix)
+        if analysis.is_decoder:
+            show(matrix_heatmap(np.where(step.keep_mask, step.scaled, np.nan), labels, column_labels=labels,
+                                title="Scaled scores after the causal mask (blank = −∞)", colorbar="scaled"),
+                 "masked-scores", matrix)
 
 
-def show(fig, what: str, data: pd.DataFrame) -> None:
-    show_figure(fig, name=file_stem(model.name, f"layer{layer}", f"head{head}", f"query{query}", what), data=data,
-                key=f"inside-{what}")
-
-
-def per_token(matrix: np.ndarray, prefix: str) -> pd.DataFrame:
-    return pd.DataFrame({"position": range(t), "token": labels} | {f"{prefix}{c}": matrix[:, c] for c in range(d)})
-
-
-reads = f"the embedding layer's output ({embeddings_description(model)})" if layer == 0 else f"the output of layer {layer - 1}"
-explain("1 · What the head reads", f"Layer {layer} reads hidden state {layer}, {reads}: one vector of "
-        f"{model.hidden_size} numbers per token. " + (
-            f"This model ({model.model_type}) is pre-LN: the block applies its LayerNorm `ln_1` to the hidden state before attention, "
-            "so the head reads `ln_1(hidden state)`." if arch.pre_ln else
-            f"This model ({model.model_type}) is post-LN: LayerNorm (not batch norm: each token is normalised on its own) comes after "
-            "attention and after the feed-forward part, so the head reads the hidden state as it is."))
-
-_, figures = explain("2 · The query vector", f"The query of {who_md} is `q = x·W_Q + b_Q`: its input vector times "
-                     f"this head's slice of the query projection, {d} numbers ({model.hidden_size} ÷ "
-                     f"{model.num_heads} heads).")
-with figures:
-    show(component_bars(step.queries[query], title=f"Query vector of {who}", y_title="q"), "query",
-         pd.DataFrame({"component": range(d), "query": step.queries[query]}))
-
-_, figures = explain("3 · Every key vector", "Every token j gets a key `k_j = x_j·W_K + b_K` (one row each): what "
-                     "a query is matched against.")
-with figures:
-    show(matrix_heatmap(step.keys, labels, title="Key vectors (one row per token)", colorbar="k", row_title="token",
-                        symmetric=True), "keys", per_token(step.keys, "k"))
-
-kept = step.keep_mask[query]
-scale = f"1/√{d}" if np.isclose(step.scale, d**-0.5) else f"this model's configured scale (not 1/√{d})"
-text_side, figures = explain(
-    "4 · Scores, scaled scores, weights",
-    f"The score of key j is the dot product `q·k_j`. It is multiplied by {step.scale:.4f} ({scale}), which keeps "
-    "the spread of the scores from growing with d. The softmax turns the scaled scores into weights that are "
-    "positive and sum to 1."
-    + (" This is a decoder: a token may look only at itself and earlier tokens, so later tokens get −∞ before the "
-       "softmax (the causal mask) and exactly 0 weight after it." if analysis.is_decoder else ""),
-)
-table = pd.DataFrame({"position": range(t), "key token": labels, "q·k": step.scores[query],
-                      "scaled": step.scaled[query], "weight": step.weights[query], "visible": kept})
-text_side.dataframe(table, hide_index=True, height=min(400, 38 + 35 * t))
-with figures:
-    rows = [("q·k", step.scores[query], None), ("scaled", step.scaled[query], kept), ("weight", step.weights[query], kept)]
-    show(stacked_token_bars(rows, labels, title=f"From scores to weights for {who}"), "scores", table)
-
-_, figures = explain(
-    "5 · The output: weights × values",
-    f"Each token j has a value `v_j = x_j·W_V + b_V`. The head's output for {who_md} is `Σ_j weight_j · v_j`, "
-    f"{d} numbers. The outputs of all {model.num_heads} heads are concatenated, multiplied by the output projection "
-    f"`W_O` (plus its bias) and added to hidden state {layer} (the residual connection)."
-    + (" LayerNorm then follows (post-LN)." if not arch.pre_ln else ""),
-)
-with figures:
-    show(matrix_heatmap(step.values, labels, title="Value vectors (one row per token)", colorbar="v",
-                        row_title="token", symmetric=True), "values", per_token(step.values, "v"))
-    show(component_bars(step.outputs[query], title=f"Output of this head for {who}", y_title="Σ weight·v"),
-         "output", pd.DataFrame({"component": range(d), "output": step.outputs[query]}))
-
-difference = float(np.abs(step.weights - analysis.attentions[layer, head]).max())
-text_side, figures = explain("6 · The whole head, checked", "Every row recomputed as above, compared with the "
-                             "attention the model itself returned.")
-text_side.metric("Largest difference from the model's own attention", f"{difference:.1e}")
-if difference < 1e-5:
-    text_side.success("The step-by-step computation reproduces the model's attention.")
-else:
-    text_side.warning("The recomputation differs from the model's attention by more than 1e-5.")
-matrix = pd.DataFrame({"query": np.repeat(labels, t), "key": labels * t, "recomputed": step.weights.ravel(),
-                       "model": analysis.attentions[layer, head].ravel(), "scaled": step.scaled.ravel(),
-                       "visible": step.keep_mask.ravel()})
-with figures:
-    show(matrix_heatmap(step.weights, labels, column_labels=labels, title="Recomputed attention weights",
-                        colorbar="weight", zmin=0.0, zmax=1.0), "matrix", matrix)
-    if analysis.is_decoder:
-        show(matrix_heatmap(np.where(step.keep_mask, step.scaled, np.nan), labels, column_labels=labels,
-                            title="Scaled scores after the causal mask (blank = −∞)", colorbar="scaled"),
-             "masked-scores", matrix)
+one_head_step_by_step()

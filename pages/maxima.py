@@ -1,31 +1,42 @@
 """Maxima: which token each token attends to most, layer by layer; attention rollout and norm-weighted attention."""
 
+from functools import partial
+
 import pandas as pd
 import streamlit as st
 
+from core.about import neighbour_sink_sentence, special_share_sentence
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from core.attention import attention_maxima, pairs_table, row_normalise, special_share
 from core.heads import UnsupportedArchitecture
 from core.tokens import token_labels
-from ui.cache import cached_norm_weighted, cached_rollout
-from ui.figures import show_figure
+from ui.caveats import NORM_WEIGHTED, WORD_LEVEL_HELP, attention_caveat, word_level_allowed
+from ui.cache import cached_figure, cached_norm_weighted, cached_rollout
+from ui.figures import csv_download, show_figure
+from ui.explain import controls, explain
 from ui.page_state import option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.shell import require_app_shell
-from viz.common import file_stem
+from viz.common import file_stem, markdown_safe
 from viz.maxima import attention_panels, maxima_grid, special_share_chart
 
-RAW, NORM, ROLLOUT = "raw attention", "norm-weighted", "rollout"
+RAW, NORM, ROLLOUT = "raw attention", NORM_WEIGHTED, "rollout"
 WEIGHT_NAMES = {RAW: "attention", NORM: "α·‖f(x)‖", ROLLOUT: "rollout"}
 MAX_PANEL_TOKENS = 128
 PERCENT = st.column_config.NumberColumn(format="percent")
 
 require_app_shell()
 st.title("Which token does each token attend to most?")
-st.markdown(
+explain(
     "For every layer and every token: the token it gives its largest attention weight (by default the maximum "
-    "over heads, then the largest key). Layers and heads are counted from 0, as on the other pages: layer *l* is the attention of the block "
-    "that produces hidden state *l* + 1. Early layers tend to look at their neighbours, later ones at a few sink tokens."
+    "over heads, then the largest key). " + numbering_caption(current_model().num_layers)
 )
+attention_caveat()
+if current_model().is_encoder_decoder:
+    from ui.seq2seq_views import maxima_page
+
+    maxima_page()
+    st.stop()
 model, analysis = current_model(), current_analysis()
 name, text = current_model_name(), current_text()
 limit = current_token_limit()
@@ -37,7 +48,7 @@ except UnsupportedArchitecture as err:
     st.info(f"Norm-weighted attention is not available here. {err}")
 rolled = cached_rollout(name, text, limit)
 
-left, right = st.columns(2)
+left, right = controls().columns(2)
 source = option(
     left.radio, "Attention source", [RAW, NORM, ROLLOUT] if weighted is not None else [RAW, ROLLOUT],
     key="source", horizontal=True,
@@ -51,10 +62,8 @@ if reduction == "one head" and source != ROLLOUT:
     head = option(left.selectbox, "Head (counted from 0)", range(analysis.num_heads), key="head")
 include_special = option(right.toggle, "Include special tokens", key="special")
 words = option(
-    right.toggle, "Word level", key="words", disabled=source == NORM,
-    help="Sum over a word's key pieces, mean over its query pieces. Not offered for norm-weighted attention: "
-    "the sum of the pieces' vector lengths is not the length of the word's summed vector.",
-)
+    right.toggle, "Word level", key="words", disabled=not word_level_allowed(source), help=WORD_LEVEL_HELP,
+) and word_level_allowed(source)
 
 if source == ROLLOUT:
     matrices, heads, what = rolled[:, None], "mean", "rollout"
@@ -63,21 +72,23 @@ else:
     heads = head if head is not None else {"max over heads": "max", "mean over heads": "mean"}[reduction]
     what = f"{source}, head {head}" if head is not None else f"{source}, {reduction}"
 maxima = attention_maxima(
-    analysis, matrices=matrices, heads=heads, skip_special=not include_special, words=words and source != NORM
+    analysis, matrices=matrices, heads=heads, skip_special=not include_special, words=words
 )
 if not len(maxima.queries):
     st.info("Every token of this text is a special token: switch on **Include special tokens** to see them.")
 else:
-    st.markdown(
+    explain(
         "Each cell is one query token (column) at one layer (row); its text is the token it attends to most. "
         "The colour is the distance to that token: white = itself, orange = to its left, purple = to its right."
     )
     show_figure(
         maxima_grid(maxima, title=f"Most-attended token ({what})", weight_name=WEIGHT_NAMES[source]),
         name=file_stem(model.name, "maxima", source, "head", head),
-        data=maxima.long_table(),
+        data=maxima.long_table,
         key="maxima-grid",
     )
+    if source != ROLLOUT and not words:
+        st.caption(markdown_safe(neighbour_sink_sentence(analysis, matrices=matrices, heads=heads)))
     st.markdown(
         "**Per layer**: how many distinct targets, the share of tokens whose target is at most one position "
         "away, and the most frequent target."
@@ -86,45 +97,53 @@ else:
     st.markdown("**Every token, every layer**: the most-attended token and its weight.")
     table = maxima.wide_table()
     st.dataframe(table, hide_index=True)
-    st.download_button(
-        "Download the table (CSV)", table.to_csv(index=False).encode("utf-8"),
-        file_name=f"{file_stem(model.name, 'maxima-table', source, 'head', head)}.csv", mime="text/csv",
-        on_click="ignore", key="maxima-table-csv", icon=":material/download:",
-    )
+    csv_download("Download the table (CSV)", table, file_name=f"{file_stem(model.name, 'maxima-table', source, 'head', head)}.csv",
+                 key="maxima-table-csv")
 
 st.header("Beyond raw attention")
-st.markdown(
+explain(
     "**Attention rollout** (Abnar & Zuidema 2020) follows attention through the residual connections: per layer "
     "the heads are averaged, mixed half and half with the identity (0.5·A + 0.5·I) and the rows renormalised; "
-    "the layers are then multiplied from layer 0 up, so layer *l* shows how much of each input token reaches "
-    "each token after blocks 0 to *l*.  \n**Norm-weighted attention** (Kobayashi et al. 2020) multiplies each weight "
+    "the layers are then multiplied from layer 0 up, so layer *l* is an estimate of how much of each input token "
+    "reaches each token after blocks 0 to *l*. It is a heuristic: it assumes the residual connection carries exactly "
+    "half of each token and ignores the value vectors, the feed-forward layers and LayerNorm.  \n**Norm-weighted attention** (Kobayashi et al. 2020) multiplies each weight "
     "α by ‖f(x)‖, the length of the vector the attended token actually adds through that head (its value vector "
     "passed through the head's slice of the output projection), so attention to a token that adds little shrinks."
 )
-layer = option(st.selectbox, "Layer (counted from 0)", range(analysis.num_layers), key="layer")
-pick = (lambda m: m[layer, head]) if head is not None else (lambda m: m[layer].mean(axis=0))
-panels = {f"raw attention, layer {layer}": pick(analysis.attentions)}
-if weighted is not None:
-    panels[f"norm-weighted, layer {layer} (share of row)"] = row_normalise(pick(weighted))
-panels[f"rollout, layers 0–{layer}"] = rolled[layer]
-st.caption(f"{f'Head {head}' if head is not None else 'Mean over heads'}; every token, special ones included.")
-labels = token_labels(analysis)
-if analysis.num_tokens <= MAX_PANEL_TOKENS:
-    show_figure(
-        attention_panels(list(panels.items()), labels),
-        name=file_stem(model.name, "raw-norm-weighted-rollout", "layer", layer, "head", head),
-        data=pairs_table(labels, panels),
-        key="maxima-panels",
-    )
-else:
-    st.info(f"The maps are drawn for texts of up to {MAX_PANEL_TOKENS} tokens; this one has {analysis.num_tokens}.")
+@st.fragment
+def raw_norm_rollout(head: int | None) -> None:
+    """Raw, norm-weighted and rollout maps of one layer: moving the layer reruns only this part."""
+    layer = option(st.selectbox, BLOCK_SELECT_LABEL, range(analysis.num_layers), key="layer", help=BLOCK_SELECT_HELP)
+    pick = (lambda m: m[layer, head]) if head is not None else (lambda m: m[layer].mean(axis=0))
+    panels = {f"raw attention, layer {layer}": pick(analysis.attentions)}
+    if weighted is not None:
+        panels[f"norm-weighted, layer {layer} (share of row)"] = row_normalise(pick(weighted))
+    panels[f"rollout, layers 0–{layer}"] = rolled[layer]
+    st.caption(f"{f'Head {head}' if head is not None else 'Mean over heads'}; every token, special ones included.")
+    labels = token_labels(analysis)
+    if analysis.num_tokens <= MAX_PANEL_TOKENS:
+        show_figure(
+            cached_figure(name, ("maxima-panels", text, limit, layer, head, weighted is not None),
+                          lambda: attention_panels(list(panels.items()), labels)),
+            name=file_stem(model.name, "raw-norm-weighted-rollout", "layer", layer, "head", head),
+            data=partial(pairs_table, labels, panels),
+            key="maxima-panels",
+        )
+    else:
+        st.info(f"The maps are drawn for texts of up to {MAX_PANEL_TOKENS} tokens; this one has {analysis.num_tokens}.")
+
+
+raw_norm_rollout(head)
+
 if weighted is not None and analysis.special_mask.any() and not analysis.special_mask.all():
     shares = {RAW: special_share(analysis.attentions, analysis.special_mask)}
     shares[NORM] = special_share(weighted, analysis.special_mask)
     layers = list(range(analysis.num_layers))
-    st.markdown(
-        "How much of each token's attention lands on special tokens. In trained BERT-style models raw attention "
-        "parks much of its weight there, and weighting by norms shrinks that share (Kobayashi et al. 2020)."
+    explain(
+        "How much of each token's attention lands on special tokens, raw and norm-weighted. Kobayashi et al. (2020) "
+        "found that in BERT raw attention parks much of its weight there while the value vectors of those tokens, "
+        "after the output projection W_O, are short: the sink adds little to the output, but not nothing. "
+        + markdown_safe(special_share_sentence(shares[RAW], shares[NORM]))
     )
     show_figure(
         special_share_chart(layers, shares),

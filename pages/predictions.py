@@ -11,6 +11,7 @@ from core.examples import BANK_RIVER  # noqa: E402
 from core.predictions import MAX_TOP_K, NoLanguageModelHead  # noqa: E402
 from ui.cache import cached_language_model, cached_predictions  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
+from ui.explain import explain  # noqa: E402
 from ui.page_state import option, set_option  # noqa: E402
 from ui.session import current_model, current_model_name, current_text  # noqa: E402
 from viz.common import file_stem  # noqa: E402
@@ -21,13 +22,18 @@ MAX_MASKS_SHOWN = 8
 MAX_ROWS_SHOWN = 64
 
 st.title("Predictions")
-st.markdown(
+explain(
     "What the model itself would write. An encoder such as BERT was trained to fill in hidden words: put its "
     "mask token in the text and see its top candidates. A decoder such as GPT-2 was trained to continue a text: "
     "see its top guesses for the next token after every position. Probabilities are the softmax of the model's "
     "language-model head over its whole vocabulary."
 )
 model = current_model()
+if model.is_encoder_decoder:
+    from ui.seq2seq_views import not_applicable
+
+    not_applicable("Its prediction is the target itself: leave the sidebar's Target text empty and the model writes "
+                   "one (greedy decoding), so this page does not apply.")
 with st.spinner(f"Loading the language-model head of {model.name}…"):
     language_model = cached_language_model(current_model_name())
 if isinstance(language_model, NoLanguageModelHead):
@@ -37,73 +43,82 @@ text = current_text()
 if not text.strip():
     st.info("There is no text yet: type a sentence in the sidebar.", icon=":material/edit:")
     st.stop()
-top_k = option(st.slider, "Candidates to show", 1, MAX_TOP_K, 5, key="top_k")
-with st.spinner("Running the model…"):
-    predictions = cached_predictions(current_model_name(), text).top(top_k)
-all_ids = language_model.tokenizer(text)["input_ids"]  # the whole text, to tell what the cut left out
-limit = language_model.max_tokens
-if len(all_ids) > limit:
-    st.info(f"The text has {len(all_ids):,} tokens and {model.name} reads at most {limit}, so only the first "
-            f"{limit} are used.", icon=":material/content_cut:")
-rows = [
-    {"position": int(p), "token": predictions.tokens[p], "rank": r + 1, "candidate": predictions.candidates[i][r],
-     "probability": float(predictions.probabilities[i, r])}
-    for i, p in enumerate(predictions.positions) for r in range(top_k)
-]
-
-if predictions.kind == "masked":
-    mask = model.tokenizer.mask_token
-    masks_in_text = sum(1 for i in all_ids if i == model.tokenizer.mask_token_id)
-    if masks_in_text > len(predictions.positions):
-        st.warning(f"{masks_in_text - len(predictions.positions)} of the {masks_in_text} {markdown_safe(mask)} tokens "
-                   f"lie past the first {limit} tokens, which is all the model reads: move them earlier or "
-                   "shorten the text to see their fill-ins.", icon=":material/content_cut:")
-        if not len(predictions.positions):
-            st.stop()
-    if not len(predictions.positions):
-        example = BANK_RIVER.replace("bank", mask)
-
-        st.info(f"Your text has no {markdown_safe(mask)}. Put {markdown_safe(mask)} where a word should be, "
-                f"for example: {markdown_safe(example)}", icon=":material/info:")
-        st.button("Use this example", on_click=set_option, args=("text", example), kwargs={"app": True}, icon=":material/edit:")
-        st.stop()
-    st.markdown(f"Each {markdown_safe(mask)} is predicted on its own, from the whole text around it (all masks "
-                "are predicted in the same pass, none sees another's answer).")
-    filled = text
-    for candidates in predictions.candidates:
-        filled = filled.replace(mask, candidates[0].strip(), 1)
-    st.caption("The text with every mask replaced by its most likely candidate:")
-    st.code(filled, language=None, wrap_lines=True)
-    columns = st.columns(2)
-    for i, position in enumerate(predictions.positions[:MAX_MASKS_SHOWN]):
-        with columns[i % 2]:
-            show_figure(
-                fill_in_bars(predictions.candidates[i], predictions.probabilities[i],
-                             title=f"Mask {i + 1} of {len(predictions.positions)} (token {position})"),
-                name=file_stem(model.name, "fill-in", position),
-                data=pd.DataFrame([row for row in rows if row["position"] == position]),
-                key=f"predictions-mask-{i}",
-            )
-    if len(predictions.positions) > MAX_MASKS_SHOWN:
-        st.caption(f"The first {MAX_MASKS_SHOWN} masks are drawn; the table below has them all.")
-else:
-    st.markdown("Row i shows what the model expects after reading the text up to token i, which it sees together "
-                "with everything before it (and nothing after: it is a decoder). The table also shows the token "
-                "that really came next and the probability the model gave it.")
-    shown = slice(0, MAX_ROWS_SHOWN)
-    show_figure(
-        next_token_heatmap(predictions.tokens[shown], predictions.candidates[shown], predictions.probabilities[shown]),
-        name=file_stem(model.name, "next-tokens"),
-        data=pd.DataFrame(rows),
-        key="predictions-next",
-    )
-    if len(predictions.positions) > MAX_ROWS_SHOWN:
-        st.caption(f"The first {MAX_ROWS_SHOWN} positions are drawn; the table below has them all.")
-    next_tokens = predictions.tokens[1:] + ["(end of text)"]
-    rows = [  # the table: one row per position
-        {"position": int(p), "text so far ends with": predictions.tokens[p], "most likely next": candidates[0],
-         "probability": float(predictions.probabilities[i, 0]), "actual next token": next_tokens[p],
-         "its probability": float(predictions.actual_probabilities[p])}
-        for i, (p, candidates) in enumerate(zip(predictions.positions, predictions.candidates))
+@st.fragment
+def candidates(text: str) -> None:
+    """The number of candidates and everything it changes: moving the slider reruns only this part."""
+    top_k = option(st.slider, "Candidates to show", 1, MAX_TOP_K, 5, key="top_k")
+    with st.spinner("Running the model…"):
+        predictions = cached_predictions(current_model_name(), text).top(top_k)
+    all_ids = language_model.tokenizer(text)["input_ids"]  # the whole text, to tell what the cut left out
+    limit = language_model.max_tokens
+    if len(all_ids) > limit:
+        st.info(f"The text has {len(all_ids):,} tokens and {model.name} reads at most {limit}, so only the first "
+                f"{limit} are used.", icon=":material/content_cut:")
+    rows = [
+        {"position": int(p), "token": predictions.tokens[p], "rank": r + 1, "candidate": predictions.candidates[i][r],
+         "probability": float(predictions.probabilities[i, r])}
+        for i, p in enumerate(predictions.positions) for r in range(top_k)
     ]
-st.dataframe(pd.DataFrame(rows), hide_index=True, height=min(420, 38 + 35 * len(rows)))
+
+    if predictions.kind == "masked":
+        mask = model.tokenizer.mask_token
+        masks_in_text = sum(1 for i in all_ids if i == model.tokenizer.mask_token_id)
+        if masks_in_text > len(predictions.positions):
+            st.warning(f"{masks_in_text - len(predictions.positions)} of the {masks_in_text} {markdown_safe(mask)} tokens "
+                       f"lie past the first {limit} tokens, which is all the model reads: move them earlier or "
+                       "shorten the text to see their fill-ins.", icon=":material/content_cut:")
+            if not len(predictions.positions):
+                return
+        if not len(predictions.positions):
+            example = BANK_RIVER.replace("bank", mask)
+
+            st.info(f"Your text has no {markdown_safe(mask)}. Put {markdown_safe(mask)} where a word should be, "
+                    f"for example: {markdown_safe(example)}", icon=":material/info:")
+            if st.button("Use this example", on_click=set_option, args=("text", example), kwargs={"app": True},
+                         icon=":material/edit:"):
+                st.rerun(scope="app")  # the sidebar's text changed: the whole page, not only this part
+            return
+        explain(f"Each {markdown_safe(mask)} is predicted on its own, from the whole text around it (all masks "
+                    "are predicted in the same pass, none sees another's answer).")
+        filled = text
+        for candidates in predictions.candidates:
+            filled = filled.replace(mask, candidates[0].strip(), 1)
+        st.caption("The text with every mask replaced by its most likely candidate:")
+        st.code(filled, language=None, wrap_lines=True)
+        columns = st.columns(2)
+        for i, position in enumerate(predictions.positions[:MAX_MASKS_SHOWN]):
+            with columns[i % 2]:
+                show_figure(
+                    fill_in_bars(predictions.candidates[i], predictions.probabilities[i],
+                                 title=f"Mask {i + 1} of {len(predictions.positions)} (token {position})"),
+                    name=file_stem(model.name, "fill-in", position),
+                    data=pd.DataFrame([row for row in rows if row["position"] == position]),
+                    key=f"predictions-mask-{i}",
+                    share=0.5,
+                )
+        if len(predictions.positions) > MAX_MASKS_SHOWN:
+            st.caption(f"The first {MAX_MASKS_SHOWN} masks are drawn; the table below has them all.")
+    else:
+        explain("Row i shows what the model expects after reading the text up to token i, which it sees together "
+                    "with everything before it (and nothing after: it is a decoder). The table also shows the token "
+                    "that really came next and the probability the model gave it.")
+        shown = slice(0, MAX_ROWS_SHOWN)
+        show_figure(
+            next_token_heatmap(predictions.tokens[shown], predictions.candidates[shown], predictions.probabilities[shown]),
+            name=file_stem(model.name, "next-tokens"),
+            data=pd.DataFrame(rows),
+            key="predictions-next",
+        )
+        if len(predictions.positions) > MAX_ROWS_SHOWN:
+            st.caption(f"The first {MAX_ROWS_SHOWN} positions are drawn; the table below has them all.")
+        next_tokens = predictions.tokens[1:] + ["(end of text)"]
+        rows = [  # the table: one row per position
+            {"position": int(p), "text so far ends with": predictions.tokens[p], "most likely next": candidates[0],
+             "probability": float(predictions.probabilities[i, 0]), "actual next token": next_tokens[p],
+             "its probability": float(predictions.actual_probabilities[p])}
+            for i, (p, candidates) in enumerate(zip(predictions.positions, predictions.candidates))
+        ]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, height=min(420, 38 + 35 * len(rows)))
+
+
+candidates(text)

@@ -1,20 +1,31 @@
 """Senses: one ambiguous word across many sentences, its contextual embeddings projected layer by layer."""
 
+from collections import Counter
+
+import numpy as np
 import pandas as pd
 import streamlit as st
 
+from core.alignment import align_layout
 from core.inference import AnalysisError
 from core.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, distinct_points, identical_points_note
+from core.layers import hidden_state_label, numbering_caption
 from core.senses import (
-    MAX_SENTENCES, builtin_set, builtin_words, measured_labels, parse_labelled_lines, read_sentence_csv, sentences_with_word,
+    MAX_SENTENCES, knn_chance_level, token_positions, builtin_set, builtin_words, measured_labels, parse_labelled_lines, read_sentence_csv, sentences_with_word,
 )
-from ui.cache import cached_occurrences, cached_projection, cached_separation, start_umap_warmup
+from ui.cache import (
+    cached_aligned_projection, cached_occurrences, cached_separation, cached_separation_interval, start_umap_warmup,
+)
 from ui.figures import show_figure
+from ui.explain import controls, explain
 from ui.page_state import option
-from ui.session import current_model, current_settings
+from ui.placement import place_text, show_placement
+from ui.session import current_model, current_settings, current_text
 from ui.shell import require_app_shell
 from viz.common import file_stem, markdown_safe, plotly_safe
-from viz.senses import UNLABELLED, highlighted_sentence, sense_projection_figure, separation_figure
+from viz.senses import (
+    OWN_SENTENCE, UNLABELLED, add_own_sentence, highlighted_sentence, sense_projection_figure, separation_figure,
+)
 
 UPLOAD_KEY = "senses.upload"  # (file id, name, sentences, labels) of the last CSV read
 SOURCES = ["Built-in sentences", "Your sentences", "Upload CSV", "Search the corpus"]
@@ -76,15 +87,40 @@ def chosen_sentences(source: str, word: str) -> tuple[list[str], list[str]]:
     return corpus_sentences(word)
 
 
+def position_balance_sentence(model, word: str, sentences: list[str], labels: list[str]) -> str:
+    """Whether, with this model's tokenizer, the word's token positions have the same counts in every sense."""
+    by_sense = {
+        label: sorted(Counter(token_positions(model, [s for s, l in zip(sentences, labels) if l == label], word)).items())
+        for label in sorted(set(labels))
+    }
+    if len({tuple(counts) for counts in by_sense.values()}) == 1:
+        return (
+            f"With {model.name}'s tokenizer the word sits at the same token positions in every sense of this set (the "
+            "same count at each position), so at hidden state 0, where its vector depends only on its token and "
+            "position, the senses cannot be told apart and 1-NN accuracy is at chance. What rises above chance later "
+            "comes from context."
+        )
+    return (
+        f"With {model.name}'s tokenizer the word's token positions differ between the senses of this set, so part of "
+        "the separation, even at hidden state 0, can come from position alone."
+    )
+
+
 require_app_shell()
 st.title("Senses: one word, many sentences")
-st.markdown(
+explain(
     "A static embedding gives **bank** one vector whatever the sentence; each layer then mixes in the context, "
     "so river banks and money banks drift apart. Each point is one occurrence of the word, coloured by its sense."
 )
 model = current_model()
-source = option(st.segmented_control, "Sentences", SOURCES, default=SOURCES[0], key="source", required=True)
-word = (option(st.selectbox, "Word", builtin_words(), key="word", accept_new_options=True,
+if model.is_encoder_decoder:
+    from ui.seq2seq_views import not_applicable
+
+    not_applicable("Senses follows one word through the layers of a single stack over many sentences, which have "
+                   "no targets for the decoder, so this page does not apply.")
+options = controls()
+source = option(options.segmented_control, "Sentences", SOURCES, default=SOURCES[0], key="source", required=True)
+word = (option(options.selectbox, "Word", builtin_words(), key="word", accept_new_options=True,
                      help="Pick a built-in word or type your own.") or "bank").strip()
 sentences, labels = chosen_sentences(source, word)
 if len(sentences) > MAX_SENTENCES:
@@ -106,55 +142,82 @@ if occurrences.count == 0:
     st.warning(f"“{markdown_safe(word)}” does not occur as a whole word in any of these sentences.")
     st.stop()
 
-point_labels = [labels[i] for i in occurrences.sentence_ids]
-left, right = st.columns([3, 2])
-layer = option(
-    left.slider, "Layer", 0, model.num_layers, model.num_layers, key="layer",
-    help="Numbering starts at 0: layer 0 is the embedding layer's output (token + position embeddings, for BERT after "
-    f"LayerNorm, before any attention), layer k the output of transformer block k, up to {model.num_layers}.",
-)
-method_name = option(right.segmented_control, "Projection", list(METHODS), default="UMAP", key="method", required=True)
-method = METHODS[method_name]
-distinct = distinct_points(occurrences.vectors[layer], method)  # identical vectors are drawn as one point
-if method != "pca" and distinct.count < MIN_POINTS_NONLINEAR:
-    st.info(f"{method_name} needs at least {MIN_POINTS_NONLINEAR} different occurrence vectors; with {distinct.count} "
-            "the page shows PCA.")
-    method, method_name = "pca", METHOD_NAMES["pca"]
-    distinct = distinct_points(occurrences.vectors[layer], method)
-if (identical := identical_points_note(distinct)) is not None:
-    st.caption(identical)
-warmup = start_umap_warmup()
-if method == "umap" and warmup.is_alive():
-    with st.status("Preparing UMAP: numba compiles it once per server start (10 s or more). PCA is ready at once.") as status:
-        warmup.join()
-        status.update(label="UMAP is ready.", state="complete")
-if model.is_decoder:
-    st.caption(f"{markdown_safe(model.name)} is a decoder: each occurrence sees only the words before it, never the words after.")
-
-with st.spinner(f"Projecting {occurrences.count} points with {method_name}…"):
-    coords = cached_projection(model.name, word, tuple(sentences), layer, method)
-hovers = [highlighted_sentence(sentences[i], span) + (f"<br>(drawn as one point with {n - 1} identical other{'s' if n > 2 else ''})" if n > 1 else "")
-          for i, span, n in zip(occurrences.sentence_ids, occurrences.spans, distinct.copies, strict=True)]
-points = pd.DataFrame({
-    "sentence_id": occurrences.sentence_ids, "sentence": [sentences[i] for i in occurrences.sentence_ids],
-    "label": point_labels, "start": [s for s, _ in occurrences.spans], "end": [e for _, e in occurrences.spans],
-    "layer": layer, "method": method_name, "x": coords[:, 0], "y": coords[:, 1], "identical_points": distinct.copies,
-})
-plot, chart = st.columns([3, 2])
-with plot:
-    title = f"“{plotly_safe(word)}” at layer {layer}{' (embedding layer)' if layer == 0 else ''}: {method_name} of {occurrences.count} occurrences"
-    show_figure(sense_projection_figure(coords, point_labels, hovers, title=title, axis=method_name),
-                name=file_stem(model.name, "senses", word, method, "layer", layer), data=points, key="senses-projection")
-with chart:
-    table = cached_separation(model.name, word, tuple(sentences), tuple(point_labels))
-    show_figure(separation_figure(table, layer), name=file_stem(model.name, "senses", word, "separation"), data=table, key="senses-separation")
-    measured, left_out = measured_labels(point_labels)
-    if len(measured) < 2:
-        st.info(f"The scores need at least two labels with two or more occurrences each ({UNLABELLED} points do not count).")
-    elif left_out:
-        st.caption(f"Labels with a single occurrence are left out of the scores: {markdown_safe(', '.join(left_out))}.")
-    st.caption(
-        "UMAP and t-SNE distort distances, so how far apart the clusters look means little; this chart, measured in the "
-        f"model's own {model.hidden_size}-dimensional space (cosine), is the honest number. 1-NN accuracy: the share of "
-        "occurrences whose most similar other occurrence has the same sense. Silhouette: −1 to 1, higher is better separated."
+@st.fragment
+def layer_and_projection(word: str, sentences: list[str], labels: list[str], occurrences) -> None:
+    """Layer slider, projection and the two charts they change: moving them reruns only this part, not the model."""
+    point_labels = [labels[i] for i in occurrences.sentence_ids]
+    left, right = st.columns([3, 2])
+    layer = option(
+        left.slider, "Layer", 0, model.num_layers, model.num_layers, key="layer",
+        help="The slider counts hidden states. Hidden state 0 is the embedding layer's output (token + position "
+        "embeddings, for BERT after LayerNorm, before any attention). " + numbering_caption(model.num_layers),
     )
+    method_name = option(right.segmented_control, "Projection", list(METHODS), default="UMAP", key="method", required=True)
+    method = METHODS[method_name]
+    distinct = distinct_points(occurrences.vectors[layer], method)  # identical vectors are drawn as one point
+    if method != "pca" and distinct.count < MIN_POINTS_NONLINEAR:
+        st.info(f"{method_name} needs at least {MIN_POINTS_NONLINEAR} different occurrence vectors; with {distinct.count} "
+                "the page shows PCA.")
+        method, method_name = "pca", METHOD_NAMES["pca"]
+        distinct = distinct_points(occurrences.vectors[layer], method)
+    if (identical := identical_points_note(distinct)) is not None:
+        st.caption(identical)
+    warmup = start_umap_warmup()
+    if method == "umap" and warmup.is_alive():
+        with st.status("Preparing UMAP: numba compiles it once per server start (10 s or more). PCA is ready at once.") as status:
+            warmup.join()
+            status.update(label="UMAP is ready.", state="complete")
+    if model.is_decoder:
+        st.caption(f"{markdown_safe(model.name)} is a decoder: each occurrence sees only the words before it, never the words after.")
+
+    with st.spinner(f"Projecting {occurrences.count} points with {method_name}…"):
+        coords = cached_aligned_projection(model.name, word, tuple(sentences), layer, method)
+        # The sidebar's text, if it has the word, is placed into the same fitted map (never a refit),
+        # then moved by the same alignment as the map's points.
+        placed = place_text(model.name, word, tuple(sentences), point_labels, current_text(), layer, method)
+        placed_xy = None
+        if placed is not None and placed.xy is not None and placed.coords is not None:
+            placed_xy = align_layout(placed.coords, coords, also=np.asarray(placed.xy)[None])[1][0]
+    hovers = [highlighted_sentence(sentences[i], span) + (f"<br>(drawn as one point with {n - 1} identical other{'s' if n > 2 else ''})" if n > 1 else "")
+              for i, span, n in zip(occurrences.sentence_ids, occurrences.spans, distinct.copies, strict=True)]
+    points = pd.DataFrame({
+        "sentence_id": occurrences.sentence_ids, "sentence": [sentences[i] for i in occurrences.sentence_ids],
+        "label": point_labels, "start": [s for s, _ in occurrences.spans], "end": [e for _, e in occurrences.spans],
+        "layer": layer, "method": method_name, "x": coords[:, 0], "y": coords[:, 1], "identical_points": distinct.copies,
+    })
+    plot, chart = st.columns([3, 2])
+    with plot:
+        title = f"“{plotly_safe(word)}” at {hidden_state_label(layer)}: {method_name} of {occurrences.count} occurrences"
+        figure = sense_projection_figure(coords, point_labels, hovers, title=title, axis=method_name)
+        if placed_xy is not None:
+            figure = add_own_sentence(figure, placed_xy, highlighted_sentence(placed.text, placed.span))
+            points = pd.concat([points, pd.DataFrame([{
+                "sentence_id": -1, "sentence": placed.text, "label": OWN_SENTENCE, "start": placed.span[0], "end": placed.span[1],
+                "layer": layer, "method": method_name, "x": placed_xy[0], "y": placed_xy[1], "identical_points": 1}])],
+                ignore_index=True)
+        show_figure(figure, name=file_stem(model.name, "senses", word, method, "layer", layer), data=points, key="senses-projection", share=0.6)
+        show_placement(placed, word, layer)
+    with chart:
+        table = cached_separation(model.name, word, tuple(sentences), tuple(point_labels))
+        interval = cached_separation_interval(model.name, word, tuple(sentences), tuple(point_labels))
+        chance = knn_chance_level(point_labels)
+        show_figure(separation_figure(table, layer, chance=chance, interval=interval), name=file_stem(model.name, "senses", word, "separation"), data=table.merge(interval, on="layer").assign(knn_chance=chance), key="senses-separation", share=0.4)
+        measured, left_out = measured_labels(point_labels)
+        if len(measured) < 2:
+            st.info(f"The scores need at least two labels with two or more occurrences each ({UNLABELLED} points do not count).")
+        elif left_out:
+            st.caption(f"Labels with a single occurrence are left out of the scores: {markdown_safe(', '.join(left_out))}.")
+        explain(
+            "UMAP and t-SNE distort distances, so how far apart the clusters look means little; this chart, measured in the "
+            f"model's own {model.hidden_size}-dimensional space (cosine), is the honest number. 1-NN accuracy: the share of "
+            "occurrences whose most similar other occurrence has the same sense; the dashed line is what it would be if the "
+            f"senses were assigned at random ({chance:.2f} here). Silhouette: −1 to 1, 0 means no cluster structure, higher "
+            f"is better separated. The shaded bands are 90% bootstrap intervals over the {occurrences.count} occurrences: "
+            "with this few points a difference inside a band may be noise.",
+            caption=True,
+        )
+        if source == SOURCES[0]:
+            st.caption(position_balance_sentence(model, word, sentences, labels))
+
+
+layer_and_projection(word, sentences, labels, occurrences)

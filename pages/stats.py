@@ -2,12 +2,15 @@
 
 import streamlit as st
 
+from core.layers import numbering_caption
 from core.examples import EXAMPLE_SENTENCES
 from core.head_stats import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, rank_heads, statistic_grid
 from core.heads import UnsupportedArchitecture
+from ui.caveats import attention_caveat
 from ui.cache import cached_corpus_head_stats, cached_head_stats
 from ui.corpus_state import current_corpus, current_corpus_name
 from ui.figures import show_figure
+from ui.explain import explain
 from ui.page_state import link_url, option, set_option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.shell import require_app_shell
@@ -32,14 +35,20 @@ NOT_SHARES = ("entropy", "distance")
 
 
 st.title("Head statistics")
-st.markdown(
+explain(
     "Which heads look at the previous token, which spread their attention broadly, which park it on [SEP]? "
     "These are the per-head numbers of Clark et al. (2019) and Vig & Belinkov (2019). Each is averaged over the **query "
     "tokens**: every token except special ones ([CLS], [SEP], …); for a decoder the first token is left out too, since "
-    "it can only attend to itself. Layers and heads are numbered from 0 (layer 0 = the first attention block)."
+    "it can only attend to itself. " + numbering_caption(current_model().num_layers)
 )
+attention_caveat()
 model = current_model()
-left, right = st.columns(2)
+if model.is_encoder_decoder:
+    from ui.seq2seq_views import stats_page
+
+    stats_page()
+    st.stop()
+left, _ = st.columns(2)
 source = option(
     left.segmented_control,
     "Average over",
@@ -50,7 +59,6 @@ source = option(
     key="over",
     help="The corpus is the drift page's: its sample corpus unless you uploaded or pasted one there.",
 )
-statistic = option(right.selectbox, "Statistic", list(STATISTICS), format_func=SHORT_NAMES.get, key="stat")
 limit = current_token_limit()
 
 if source == "text":
@@ -63,6 +71,7 @@ else:
     else:
         texts, about = tuple(EXAMPLE_SENTENCES.values()), "the example sentences"
     about = f"{len(texts)} texts from {about}, each counting once"
+    roles = None  # token roles are per text: only the single-text view uses them
     bar = st.empty()
     table = cached_corpus_head_stats(
         current_model_name(),
@@ -75,62 +84,72 @@ else:
 if table[list(STATISTICS)].isna().all(axis=None):
     st.info("There is no query token to average over: type at least one ordinary word (two for a decoder, whose first token can only attend to itself).")
     st.stop()
-share = statistic not in NOT_SHARES
-show_figure(
-    head_heatmap(statistic_grid(table, statistic), title=f"{STATISTICS[statistic]}: {about}", colorbar=statistic, share=share),
-    name=file_stem(model.name, "head-stats", statistic, source),
-    data=table,
-    key="stats-heatmap",
-)
-note = DEFINITIONS[statistic]
-if statistic == "entropy":
-    note += (
-        f" Attention spread evenly would score {table[UNIFORM_ENTROPY].mean():.2f} nats: the mean over the query "
-        "tokens of ln n, n = the keys a query sees (every token for an encoder, tokens 0..i for decoder query i)."
-    )
-st.caption(note)
 
-st.subheader("Ranked heads")
-st.caption("Each head opens on the attention page in a new tab, with the same model and text.")
-for column, (name, heading) in zip(st.columns(len(RANKINGS)), RANKINGS.items()):
-    with column:
-        st.markdown(f"**{heading}**")
-        st.button("Show as heatmap", key=f"rank-{name}", on_click=set_option, args=("stat", name), icon=":material/grid_on:")
-        ranked = rank_heads(table, name)
-        if not (ranked[name] > 0).any():
-            st.caption("No head attends to these tokens here.")
-            continue
-        for row in ranked.itertuples():
-            text = f"layer {row.layer}, head {row.head}: {getattr(row, name):.3f}"
-            # a new tab with the sidebar's model and text, raw attention, this head
-            st.markdown(f"[{text}]({link_url(ATTENTION_PAGE, source='raw', layer=row.layer, head=row.head)})")
 
-if source == "text":
-    st.subheader("The same statistic over norm-weighted attention")
-    st.markdown(
-        "Norm-weighted attention (Kobayashi et al. 2020) weights each attention weight by the length of what the key "
-        "token actually adds, ‖f(x_j)‖ (its value vector through the head's slice of the output projection); each row "
-        "is then taken as a share of its norm-weighted total. Attention parked on [CLS] or [SEP] whose value vectors "
-        "are short is a no-op: it shrinks on the right."
+@st.fragment
+def statistic_views(source: str, table, roles, about: str) -> None:
+    """The statistic picker and everything it changes: picking another statistic reruns only this part."""
+    statistic = option(st.columns(2)[0].selectbox, "Statistic", list(STATISTICS), format_func=SHORT_NAMES.get, key="stat")
+    share = statistic not in NOT_SHARES
+    show_figure(
+        head_heatmap(statistic_grid(table, statistic), title=f"{STATISTICS[statistic]}: {about}", colorbar=statistic, share=share),
+        name=file_stem(model.name, "head-stats", statistic, source),
+        data=table,
+        key="stats-heatmap",
     )
-    try:
-        weighted, _ = cached_head_stats(current_model_name(), current_text(), limit, "norm-weighted")
-    except UnsupportedArchitecture as err:
-        st.info(str(err), icon=":material/info:")
-    else:
-        grids = [statistic_grid(table, statistic), statistic_grid(weighted, statistic)]
-        both = table.merge(weighted, on=["layer", "head"], suffixes=("_attention", "_norm_weighted"))
-        show_figure(
-            head_heatmaps(grids, titles=["attention", "norm-weighted attention"], colorbar=statistic, share=share),
-            name=file_stem(model.name, "head-stats-norm-weighted", statistic),
-            data=both,
-            key="stats-norm-weighted",
+    note = DEFINITIONS[statistic]
+    if statistic == "entropy":
+        note += (
+            f" Attention spread evenly would score {table[UNIFORM_ENTROPY].mean():.2f} nats: the mean over the query "
+            "tokens of ln n, n = the keys a query sees (every token for an encoder, tokens 0..i for decoder query i)."
         )
-        st.caption(
-            " ".join(
-                f"{STATISTICS[sink]}, mean over all heads: {table[sink].mean():.1%} of attention, "
-                f"{weighted[sink].mean():.1%} of norm-weighted attention."
-                for sink in ("first", "end")
-                if sink == "first" or roles.end.any()
+    explain(note, caption=True)
+
+    st.subheader("Ranked heads")
+    explain("Each head opens on the attention page in a new tab, with the same model and text.", caption=True)
+    for column, (name, heading) in zip(st.columns(len(RANKINGS)), RANKINGS.items()):
+        with column:
+            st.markdown(f"**{heading}**")
+            st.button("Show as heatmap", key=f"rank-{name}", on_click=set_option, args=("stat", name), icon=":material/grid_on:")
+            ranked = rank_heads(table, name)
+            if not (ranked[name] > 0).any():
+                st.caption("No head attends to these tokens here.")
+                continue
+            for row in ranked.itertuples():
+                text = f"layer {row.layer}, head {row.head}: {getattr(row, name):.3f}"
+                # a new tab with the sidebar's model and text, raw attention, this head
+                st.markdown(f"[{text}]({link_url(ATTENTION_PAGE, source='raw', layer=row.layer, head=row.head)})")
+
+    if source == "text":
+        st.subheader("The same statistic over norm-weighted attention")
+        explain(
+            "Norm-weighted attention (Kobayashi et al. 2020) weights each attention weight by the length of what the key "
+            "token actually adds, ‖f(x_j)‖ (its value vector through the head's slice of the output projection); each row "
+            "is then taken as a share of its norm-weighted total. Attention parked on [CLS] or [SEP] whose value vectors "
+            "(after the output projection W_O) are short adds little to the output, though not nothing (Kobayashi et al. "
+            "2020): it shrinks on the right."
+        )
+        try:
+            weighted, _ = cached_head_stats(current_model_name(), current_text(), limit, "norm-weighted")
+        except UnsupportedArchitecture as err:
+            st.info(str(err), icon=":material/info:")
+        else:
+            grids = [statistic_grid(table, statistic), statistic_grid(weighted, statistic)]
+            both = table.merge(weighted, on=["layer", "head"], suffixes=("_attention", "_norm_weighted"))
+            show_figure(
+                head_heatmaps(grids, titles=["attention", "norm-weighted attention"], colorbar=statistic, share=share),
+                name=file_stem(model.name, "head-stats-norm-weighted", statistic),
+                data=both,
+                key="stats-norm-weighted",
             )
-        )
+            st.caption(
+                " ".join(
+                    f"{STATISTICS[sink]}, mean over all heads: {table[sink].mean():.1%} of attention, "
+                    f"{weighted[sink].mean():.1%} of norm-weighted attention."
+                    for sink in ("first", "end")
+                    if sink == "first" or roles.end.any()
+                )
+            )
+
+
+statistic_views(source, table, roles, about)

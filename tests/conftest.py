@@ -10,7 +10,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no test may reach the hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from core.models import LoadedModel, load_model  # noqa: E402
-from tests.model_factory import build_tiny_bert, build_tiny_gpt2  # noqa: E402
+from tests.model_factory import build_tiny_bart, build_tiny_bert, build_tiny_gpt2, build_tiny_t5  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -37,6 +37,32 @@ def tiny_gpt2(tiny_gpt2_dir) -> LoadedModel:
 def tiny_model(request, tiny_bert, tiny_gpt2) -> LoadedModel:
     """Each unit test that takes this runs once on an encoder and once on a decoder."""
     return tiny_bert if request.param == "bert" else tiny_gpt2
+
+
+@pytest.fixture(scope="session")
+def tiny_t5_dir(tmp_path_factory) -> str:
+    return str(build_tiny_t5(tmp_path_factory.mktemp("models") / "tiny-t5"))
+
+
+@pytest.fixture(scope="session")
+def tiny_bart_dir(tmp_path_factory) -> str:
+    return str(build_tiny_bart(tmp_path_factory.mktemp("models") / "tiny-bart"))
+
+
+@pytest.fixture(scope="session")
+def tiny_t5(tiny_t5_dir) -> LoadedModel:
+    return load_model(tiny_t5_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_bart(tiny_bart_dir) -> LoadedModel:
+    return load_model(tiny_bart_dir)
+
+
+@pytest.fixture(scope="session", params=["t5", "bart"])
+def tiny_seq2seq(request, tiny_t5, tiny_bart) -> LoadedModel:
+    """Each unit test that takes this runs once on a tiny T5 and once on a tiny BART."""
+    return tiny_t5 if request.param == "t5" else tiny_bart
 
 
 @pytest.fixture(scope="session")

@@ -156,6 +156,111 @@ def build_tiny_gpt_neo(folder: Path, *, seed: int = 0) -> Path:
     return folder
 
 
+# --- Encoder-decoder models (T5, BART): the tokenizers are made here from a small vocabulary, offline ---
+
+T5_SPECIALS = ["<pad>", "</s>", "<unk>"]  # T5's own order: pad 0 (also the decoder start), eos 1, unk 2
+
+
+def t5_unigram_vocab() -> list[tuple[str, float]]:
+    """A SentencePiece-style unigram vocabulary: T5's special tokens, ``▁word`` pieces for ``WORDS``,
+    and every printable character alone and with ``▁``, so any ASCII text segments without <unk>."""
+    pieces: list[tuple[str, float]] = [(token, 0.0) for token in T5_SPECIALS] + [("▁", -2.0)]
+    seen = {piece for piece, _ in pieces}
+    candidates = [("▁" + word, -4.0) for word in WORDS]
+    candidates += [(c, -8.0) for c in string.ascii_letters + string.digits + string.punctuation]
+    candidates += [("▁" + c, -9.0) for c in string.ascii_letters + string.digits + string.punctuation]
+    for piece, score in candidates:
+        if piece not in seen:
+            seen.add(piece)
+            pieces.append((piece, score))
+    return pieces
+
+
+def _t5_tokenizer():
+    from transformers import T5Tokenizer
+
+    return T5Tokenizer(vocab=t5_unigram_vocab(), extra_ids=0, model_max_length=64)
+
+
+def build_tiny_t5(folder: Path, *, layers: int = 2, heads: int = 4, hidden: int = 32, seed: int = 0) -> Path:
+    """A random T5 with its language-model head (so it can generate) and a unigram tokenizer, saved to ``folder``."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = _t5_tokenizer()
+    config = T5Config(
+        vocab_size=len(tokenizer),
+        d_model=hidden,
+        d_kv=hidden // heads,
+        d_ff=hidden * 2,
+        num_layers=layers,
+        num_decoder_layers=layers,
+        num_heads=heads,
+        relative_attention_num_buckets=8,
+        relative_attention_max_distance=16,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = T5ForConditionalGeneration(config)
+    # A random head often prefers a special token, which decodes to no text: give the special tokens a
+    # logit of 0 so that greedy generation writes words (the untied head is saved in the checkpoint).
+    with torch.no_grad():
+        model.lm_head.weight[[tokenizer.convert_tokens_to_ids(t) for t in T5_SPECIALS]] = 0.0
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _bart_tokenizer():
+    import json
+
+    from transformers import BartTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(
+        CORPUS * 4, vocab_size=400, min_frequency=1, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    )
+    model = json.loads(bpe._tokenizer.to_str())["model"]
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
+    return BartTokenizerFast(vocab=model["vocab"], merges=merges, model_max_length=64)
+
+
+def build_tiny_bart(folder: Path, *, layers: int = 2, heads: int = 4, hidden: int = 32, seed: int = 0) -> Path:
+    """A random BART with its language-model head and a byte-level BPE trained on ``CORPUS``, saved to ``folder``."""
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = _bart_tokenizer()
+    config = BartConfig(
+        vocab_size=len(tokenizer),
+        d_model=hidden,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_ffn_dim=hidden * 2,
+        decoder_ffn_dim=hidden * 2,
+        max_position_embeddings=64,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.eos_token_id,
+        forced_bos_token_id=None,
+    )
+    torch.manual_seed(seed)
+    model = BartForConditionalGeneration(config)
+    # A random head mostly writes special tokens, which decode to no text; favour a few words so that
+    # greedy generation writes something (the bias is part of the checkpoint, as in a trained BART).
+    words = tokenizer(" the bank of a river", add_special_tokens=False)["input_ids"]
+    model.final_logits_bias[0, words] = 4.0
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def set_padding_side(folder: Path, side: str) -> Path:
     """Write ``padding_side`` (and ``truncation_side``) into the saved tokenizer's config, as decoder LLMs often ship."""
     import json

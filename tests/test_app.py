@@ -95,3 +95,142 @@ def test_long_text_is_truncated_with_a_notice(tiny_bert_dir):
     at = open_app({"model": tiny_bert_dir, "text": "the bank of a river " * 40})
     assert not page_errors(at)
     assert any("reads at most" in i.value for i in at.info)
+
+
+# --- Encoder-decoder models (T5, BART): a second box for the target, three attentions ---
+
+SEQ2SEQ_FIXTURES = ["tiny_t5_dir", "tiny_bart_dir"]
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("page", [file for file, _ in landed_pages()])
+@pytest.mark.parametrize("model_fixture", SEQ2SEQ_FIXTURES)
+def test_every_page_runs_on_tiny_encoder_decoders(page, model_fixture, request):
+    at = open_app({"model": request.getfixturevalue(model_fixture), "target": "the cat sat on the mat"}, page=page)
+    assert not page_errors(at)
+
+
+@pytest.mark.app
+def test_the_target_box_is_only_there_for_encoder_decoders(tiny_bert_dir, tiny_t5_dir):
+    assert not [t for t in open_app({"model": tiny_bert_dir}).text_area if t.key == "target"]
+    at = open_app({"model": tiny_t5_dir, "target": "the bank"})
+    assert at.text_area(key="target").value == "the bank"
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("model_fixture", SEQ2SEQ_FIXTURES)
+def test_an_empty_target_is_generated_and_fills_the_box(model_fixture, request):
+    from core.models import load_model
+    from core.seq2seq import generate_target
+
+    folder = request.getfixturevalue(model_fixture)
+    at = open_app({"model": folder, "text": "the cat sat"}, page="pages/attention.py")
+    assert not page_errors(at)
+    expected = generate_target(load_model(folder), "the cat sat", max_tokens=64)
+    assert at.text_area(key="target").value == expected
+    assert any("written by the model itself" in c.value for c in at.caption)
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("stack", ["Encoder self-attention", "Decoder self-attention", "Cross-attention"])
+@pytest.mark.parametrize("view", ["one head", "one layer", "BertViz"])
+def test_attention_page_shows_every_stack_and_view(stack, view, tiny_bart_dir):
+    query = {"model": tiny_bart_dir, "text": "the bank of a river", "target": "the cat sat", "stack": stack, "view": view}
+    at = open_app(query, page="pages/attention.py")
+    assert not page_errors(at)
+    assert at.segmented_control(key="attention.stack").value == stack
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("stack", ["Decoder self-attention", "Cross-attention"])
+@pytest.mark.parametrize("page", ["pages/maxima.py", "pages/stats.py"])
+def test_maxima_and_statistics_per_stack(page, stack, tiny_t5_dir):
+    at = open_app({"model": tiny_t5_dir, "text": "the bank of a river", "target": "the cat sat", "stack": stack,
+                   "words": "true"}, page=page)
+    assert not page_errors(at)
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("page", ["pages/drift.py", "pages/senses.py", "pages/compare.py", "pages/predictions.py"])
+def test_pages_that_do_not_apply_say_so(page, tiny_t5_dir):
+    at = open_app({"model": tiny_t5_dir, "target": "the cat"}, page=page)
+    assert not page_errors(at)
+    assert any("encoder-decoder model" in i.value for i in at.info)
+
+
+@pytest.mark.app
+def test_a_written_target_is_rewritten_when_the_source_changes(tiny_t5_dir):
+    from core.models import load_model
+    from core.seq2seq import generate_target
+
+    at = open_app({"model": tiny_t5_dir, "text": "the cat sat"}, page="pages/attention.py")
+    first = at.text_area(key="target").value
+    at.text_area(key="text").set_value("a bass fish swims").run()
+    assert not page_errors(at)
+    second = at.text_area(key="target").value
+    assert second == generate_target(load_model(tiny_t5_dir), "a bass fish swims", max_tokens=64)
+    assert first == generate_target(load_model(tiny_t5_dir), "the cat sat", max_tokens=64)
+    typed = "my own target"
+    at.text_area(key="target").set_value(typed).run()
+    at.text_area(key="text").set_value("the bank of a river").run()
+    assert at.text_area(key="target").value == typed  # a target the user typed is never replaced
+
+
+@pytest.mark.app
+def test_a_stopped_generation_is_a_sentence_and_can_be_restarted(tiny_bart_dir):
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params["model"] = tiny_bart_dir
+    at.query_params["text"] = "the cat sat"
+    at.session_state["_generation_stopped"] = (tiny_bart_dir, "the cat sat", 64)  # what the Stop button records
+    at.run()
+    assert not page_errors(at)
+    assert any("stopped the generation" in i.value for i in at.info)
+    assert at.text_area(key="target").value == ""
+    at.button(key="seq2seq-generate").click().run()
+    assert not page_errors(at)
+    assert at.text_area(key="target").value.strip()
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("stack", ["Encoder self-attention", "Decoder self-attention", "Cross-attention"])
+@pytest.mark.parametrize("model_fixture", SEQ2SEQ_FIXTURES)
+def test_inside_one_head_reproduces_every_stack(stack, model_fixture, request):
+    query = {"model": request.getfixturevalue(model_fixture), "text": "the bank of a river", "target": "the cat sat",
+             "stack": stack, "layer": "1", "head": "2"}
+    at = open_app(query, page="pages/inside.py")
+    assert not page_errors(at)
+    assert any("reproduces the model's attention" in s.value for s in at.success)
+
+
+ATTENTION_PAGES = ["pages/attention.py", "pages/maxima.py", "pages/stats.py", "pages/inside.py", "pages/compare.py"]
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("page", ATTENTION_PAGES)
+def test_every_page_showing_attention_carries_the_caveat(page, tiny_bert_dir):
+    from ui.caveats import ATTENTION_CAVEAT
+
+    at = open_app({"model": tiny_bert_dir}, page=page)
+    assert not page_errors(at)
+    assert [c.value for c in at.caption].count(ATTENTION_CAVEAT) == 1
+
+
+def test_the_caveat_names_its_sources():
+    from ui.caveats import ATTENTION_CAVEAT
+
+    for source in ("Jain & Wallace 2019", "Wiegreffe & Pinter 2019", "Serrano & Smith 2019"):
+        assert source in ATTENTION_CAVEAT
+
+
+@pytest.mark.app
+@pytest.mark.parametrize(("page", "source"), [("pages/attention.py", "norm-weighted"), ("pages/maxima.py", "norm-weighted")])
+def test_word_level_follows_one_rule_for_norm_weighted_attention(page, source, tiny_bert_dir):
+    """Word level is refused for norm-weighted attention on both pages, even when a link asks for it."""
+    from ui.caveats import WORD_LEVEL_HELP, word_level_allowed
+
+    assert not word_level_allowed(source) and word_level_allowed("raw") and word_level_allowed("rollout")
+    at = open_app({"model": tiny_bert_dir, "text": "the banks of a river", "source": source, "words": "true"}, page=page)
+    assert not page_errors(at)
+    toggle = at.toggle(key=f"{Path(page).stem}.words")
+    assert toggle.disabled and toggle.help == WORD_LEVEL_HELP
+    assert not any("Word level:" in c.value for c in at.caption)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from core.compare import (
+    SAME_SENSE_CONTROL,
     lookup_similarity,
     shared_words,
     word_attention,
@@ -125,3 +126,50 @@ def test_page_reads_texts_and_word_from_the_url(tiny_gpt2_dir):
     at.text_area(key="compare.text_b").set_value("home").run()
     assert not page_errors(at)
     assert any("no word in common" in i.value for i in at.info)
+
+
+# --- the same-sense control ----------------------------------------------------------------
+
+
+def test_control_sentence_reads_the_difference():
+    from core.compare import control_sentence
+
+    text = control_sentence("bank", 0.729, 0.874, 6)
+    assert "A vs B: 0.729" in text and "control text: 0.874" in text and "differ by 0.145 more" in text
+    assert "about equal" in control_sentence("bank", 0.80, 0.81, 6)
+    assert "more alike than A and the control" in control_sentence("bank", 0.9, 0.7, 6)
+
+
+def test_chart_draws_the_control_beside_the_cross_curve():
+    import pandas as pd
+
+    from viz.compare import similarity_by_layer_chart
+
+    cross = pd.DataFrame({"layer": [0, 1, 2], "cosine_similarity": [0.9, 0.8, 0.7]})
+    control = cross.assign(cosine_similarity=[1.0, 0.95, 0.3])
+    fig = similarity_by_layer_chart(cross, "bank", 1.0, control)
+    assert [t.name for t in fig.data] == ["text A vs text B", "text A vs control (same sense)"]
+    assert fig.layout.yaxis.range[0] <= 0.25  # the lower control curve is in view
+    assert len(similarity_by_layer_chart(cross, "bank", 1.0).data) == 1
+
+
+@pytest.mark.app
+def test_page_draws_the_control_curve(tiny_bert_dir):
+    from tests.test_app import open_app, page_errors
+
+    at = open_app({"model": tiny_bert_dir}, page="pages/compare.py")
+    assert not page_errors(at)
+    assert at.text_area(key="compare.text_c").value == SAME_SENSE_CONTROL
+    assert any("A vs the control text" in m.value for m in at.markdown)
+    at.text_area(key="compare.text_c").set_value("a cat sat").run()
+    assert not page_errors(at)
+    assert any("not a word of the control text" in c.value for c in at.caption)
+
+
+@pytest.mark.integration
+def test_bundled_same_sense_control_stays_closer_than_the_other_sense(bundled):
+    a, b, c = (analyze(bundled, t) for t in (BANK_RIVER, BANK_MONEY, SAME_SENSE_CONTROL))
+    cross = word_similarity(a, b, "bank")["cosine_similarity"].to_numpy()
+    control = word_similarity(a, c, "bank")["cosine_similarity"].to_numpy()
+    assert control[-1] < 0.95  # a change of context alone lowers the cosine
+    assert control[-1] > cross[-1] + 0.05

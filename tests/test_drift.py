@@ -202,3 +202,42 @@ def test_page_options_never_rerun_the_model(tiny_bert_dir):
     assert not at.exception and not at.error
     assert store.computed == runs
     assert any("more tokens than" in w.value for w in at.warning)  # the tiny model reads 64 tokens
+
+
+# --- baseline sentences written from the numbers --------------------------------------------
+
+
+def _anisotropy(values):
+    return pd.DataFrame({"layer": range(1, len(values) + 1), "anisotropy": values})
+
+
+def test_baseline_sentence_follows_a_falling_anisotropy():
+    from core.drift import baseline_sentences
+
+    text = baseline_sentences(_anisotropy([0.735, 0.709, 0.637, 0.627, 0.660, 0.075]))
+    assert "0.735 at hidden state 1" in text and "0.075 at hidden state 6, the last" in text
+    assert "nearly isotropic" in text and "falls towards the top" in text
+    # The old fixed sentence claimed the opposite for every model.
+    assert "high cosine in deep layers" not in text and "share one direction" not in text
+
+
+def test_baseline_sentence_follows_a_rising_anisotropy_and_names_the_word_baseline():
+    from core.drift import baseline_sentences
+
+    words = pd.DataFrame({"layer": [0, 1, 2], "anisotropy": [0.05, 0.12, 0.61]})
+    text = baseline_sentences(_anisotropy([0.3, 0.8]), words, pooling="cls")
+    assert "share one direction" in text and "grows towards the top" in text and "cls pooling" in text
+    assert "0.120 at hidden state 1 and 0.610 at hidden state 2" in text
+    assert "at least two" in baseline_sentences(_anisotropy([np.nan, np.nan]))
+
+
+@pytest.mark.integration
+def test_bundled_model_last_layer_is_nearly_isotropic_on_the_sample_corpus(bundled):
+    """The measured fact the drift page's sentence rests on (mean pooling, sample corpus)."""
+    from core.corpus import sample_corpus
+    from core.drift import baseline_sentences
+
+    embeddings = embed_corpus(bundled, [d.text for d in sample_corpus()])
+    table = baseline_table(embeddings)
+    assert table["anisotropy"].iloc[0] > 0.6 and table["anisotropy"].iloc[-1] < 0.2
+    assert "nearly isotropic" in baseline_sentences(table)

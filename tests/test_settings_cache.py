@@ -103,3 +103,35 @@ def test_server_caps_apply_to_uploaded_corpora(monkeypatch):
     with pytest.raises(CorpusError, match="at most 2 MB"):
         within_deployment_limits(docs[:2], 3 * 1024 * 1024, "The file x.csv")
     assert within_deployment_limits(docs[:4], 100, "The file x.csv") == docs[:4]
+
+
+def test_model_turns_are_first_come_first_served_and_reentrant():
+    from ui.cache import model_turn
+
+    served: list[int] = []
+    first_inside = threading.Event()
+    release = threading.Event()
+
+    def first():
+        with model_turn():
+            with model_turn():  # a model run inside a model run does not wait for itself
+                first_inside.set()
+                release.wait(5)
+            served.append(0)
+
+    def later(i):
+        with model_turn():
+            served.append(i)
+
+    threads = [threading.Thread(target=first)]
+    threads[0].start()
+    first_inside.wait(5)
+    for i in range(1, 6):  # arrive one after another while the first holds the turn
+        t = threading.Thread(target=later, args=(i,))
+        t.start()
+        threads.append(t)
+        time.sleep(0.05)
+    release.set()
+    for t in threads:
+        t.join(5)
+    assert served == [0, 1, 2, 3, 4, 5]

@@ -8,7 +8,10 @@ read-only (``Analysis`` freezes its arrays).
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections import deque
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +28,49 @@ MAX_MODELS = 3
 MAX_ANALYSES = 64
 # One 512-token analysis of a 12-layer, 12-head model holds about 150 MB of attention.
 MAX_ANALYSIS_BYTES = 1_500_000_000
+
+
+class _FirstComeFirstServed:
+    """A re-entrant lock granted in arrival order (``threading.Lock`` wakes waiters in no set order).
+
+    Around every model run: one forward pass at a time uses all of torch's threads instead of
+    many sessions' passes splitting (and oversubscribing) the cores, and a page that asked first
+    is answered first instead of every session finishing together at the end.
+    """
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._queue: deque[int] = deque()
+        self._owner: int | None = None
+        self._depth = 0
+
+    @contextmanager
+    def turn(self):
+        me = threading.get_ident()
+        with self._condition:
+            if self._owner == me:  # a model run inside a model run (e.g. analysis inside a derived result)
+                self._depth += 1
+            else:
+                self._queue.append(me)
+                self._condition.wait_for(lambda: self._owner is None and self._queue[0] == me)
+                self._queue.popleft()
+                self._owner, self._depth = me, 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._owner = None
+                    self._condition.notify_all()
+
+
+_model_runs = _FirstComeFirstServed()
+
+
+def model_turn():
+    """Context manager: wait for this process's turn to run a model (first come, first served)."""
+    return _model_runs.turn()
 
 
 def model_signature(name: str) -> tuple:
@@ -76,7 +122,7 @@ def cached_analysis(model_name: str, text: str, max_tokens: int | None = None) -
     """One ``Analysis`` per (model, text, token limit), so changing a view never re-runs the model."""
     model = cached_model(model_name)
     store = bounded_store("analyses", MAX_ANALYSES, MAX_ANALYSIS_BYTES)
-    return store.get_or_compute((model_name, text, max_tokens), lambda: analyze(model, text, max_tokens=max_tokens))
+    return store.get_or_compute((model_name, text, max_tokens), lambda: _in_turn(analyze, model, text, max_tokens=max_tokens))
 
 
 # Derived attention (maxima page; reused by the attention and head-statistics pages).
@@ -103,7 +149,13 @@ def cached_norm_weighted(model_name: str, text: str, max_tokens: int | None = No
     model = cached_model(model_name)
     analysis = cached_analysis(model_name, text, max_tokens)
     store = bounded_store("norm-weighted", MAX_DERIVED_ENTRIES, MAX_DERIVED_BYTES)
-    return store.get_or_compute((model_name, text, max_tokens), lambda: _read_only(norm_weighted(model, analysis)))
+    return store.get_or_compute((model_name, text, max_tokens), lambda: _read_only(_in_turn(norm_weighted, model, analysis)))
+
+
+def _in_turn(run, *args, **kwargs):
+    """``run(*args, **kwargs)`` once it is this session's turn to use the model (see ``model_turn``)."""
+    with model_turn():
+        return run(*args, **kwargs)
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -138,7 +190,8 @@ def cached_corpus_head_stats(model_name: str, texts: tuple[str, ...], max_tokens
     model = cached_model(model_name)
     store = bounded_store("corpus-head-stats", MAX_HEAD_STATS, 50_000_000)
     return store.get_or_compute(
-        (model_name, tuple(texts), max_tokens), lambda: corpus_statistics(model, texts, max_tokens=max_tokens, progress=progress)
+        (model_name, tuple(texts), max_tokens),
+        lambda: _in_turn(corpus_statistics, model, texts, max_tokens=max_tokens, progress=progress),
     )
 
 
@@ -158,7 +211,7 @@ def cached_corpus_embeddings(model_name: str, texts: tuple[str, ...], max_tokens
     model = cached_model(model_name)
     store = bounded_store("corpus-embeddings", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
     return store.get_or_compute(
-        (model_name, tuple(texts), max_tokens), lambda: embed_corpus(model, texts, max_tokens=max_tokens, progress=progress)
+        (model_name, tuple(texts), max_tokens), lambda: _in_turn(embed_corpus, model, texts, max_tokens=max_tokens, progress=progress)
     )
 
 
@@ -190,7 +243,7 @@ def cached_predictions(model_name: str, text: str):
     language_model = cached_language_model(model_name)
     if isinstance(language_model, Exception):
         raise language_model
-    return predict(language_model, text, MAX_TOP_K)
+    return _in_turn(predict, language_model, text, MAX_TOP_K)
 
 
 # Attention page: the matrices a view shows, per (source, special tokens, word level), so
@@ -223,7 +276,7 @@ def cached_queries_keys(model_name: str, text: str, max_tokens: int | None = Non
     store = bounded_store("queries-keys", MAX_ATTENTION_VIEWS, MAX_ATTENTION_VIEW_BYTES)
     return store.get_or_compute(
         (model_name, text, max_tokens),
-        lambda: queries_and_keys(cached_model(model_name), cached_analysis(model_name, text, max_tokens)),
+        lambda: _in_turn(queries_and_keys, cached_model(model_name), cached_analysis(model_name, text, max_tokens)),
     )
 
 
@@ -241,7 +294,7 @@ def cached_occurrences(model_name: str, word: str, sentences: tuple[str, ...], p
     store = bounded_store("occurrences", MAX_OCCURRENCE_SETS, MAX_OCCURRENCE_BYTES)
     return store.get_or_compute(
         (model_name, word, sentences),
-        lambda: occurrence_embeddings(cached_model(model_name), list(sentences), word, progress=progress),
+        lambda: _in_turn(occurrence_embeddings, cached_model(model_name), list(sentences), word, progress=progress),
     )
 
 
@@ -258,6 +311,23 @@ def cached_projection(model_name: str, word: str, sentences: tuple[str, ...], la
     )
 
 
+MAX_FITTED_PROJECTIONS = 16
+
+
+def cached_fitted_projection(model_name: str, word: str, sentences: tuple[str, ...], layer: int, method: str):
+    """``core.projection.fit_projection`` of layer ``layer`` of ``cached_occurrences(...)`` (random state 0): a
+    ``FittedProjection`` whose ``transform`` places a new occurrence into the same map. Keeps the fitted
+    estimator, so fewer entries than ``cached_projection``."""
+    from core.projection import fit_projection
+
+    occurrences = cached_occurrences(model_name, word, sentences)
+    store = bounded_store("fitted-projections", MAX_FITTED_PROJECTIONS, MAX_OCCURRENCE_BYTES)
+    return store.get_or_compute(
+        (model_name, word, sentences, layer, method),
+        lambda: fit_projection(occurrences.vectors[layer], method, random_state=0),
+    )
+
+
 @st.cache_data(max_entries=MAX_PROJECTIONS, show_spinner=False)
 def cached_separation(model_name: str, word: str, sentences: tuple[str, ...], labels: tuple[str, ...]):
     """``core.senses.separation`` of ``cached_occurrences(...)``, one label per occurrence: a small table per layer."""
@@ -266,13 +336,210 @@ def cached_separation(model_name: str, word: str, sentences: tuple[str, ...], la
     return separation(cached_occurrences(model_name, word, sentences).vectors, list(labels))
 
 
+# Figures and the tables under them, per small key: a control that changes only one figure
+# (in an ``st.fragment``) or a rerun with the same inputs does not rebuild the others.
+MAX_FIGURES = 64
+MAX_FIGURE_BYTES = 400_000_000
+
+
+def cached_figure(model_name: str, key: tuple, build):
+    """``build()`` once per model and ``key`` (figure name, text, token limit and every option it depends on).
+
+    The figure is shared by every session: never modify it (``ui.figures.show_figure`` copies before restyling).
+    """
+    return bounded_store("figures", MAX_FIGURES, MAX_FIGURE_BYTES).get_or_compute((model_name, *key), build)
+
+
 @st.cache_resource(show_spinner=False)
 def start_umap_warmup():
-    """Start compiling UMAP (numba, about 10 s) in a daemon thread, once per process; returns the ``threading.Thread``."""
-    import threading
-
+    """Start compiling UMAP (numba, about 10 s) in a daemon thread, once per process; returns the
+    ``threading.Thread``. ``ui.warmup`` calls it after the bundled model is loaded. (Not at a lower OS
+    priority: the senses page waits for this thread, and a starved thread would make it wait longest.)"""
     from core.projection import warm_up_umap
 
     thread = threading.Thread(target=warm_up_umap, name="umap-warmup", daemon=True)
     thread.start()
     return thread
+
+
+# Encoder-decoder models (T5, BART, Marian …): the model's own targets, and one PairAnalysis per
+# (model, source, target, token limit). A PairAnalysis holds its encoder's and decoder's attentions too.
+MAX_PAIRS = 16
+MAX_PAIR_BYTES = 1_000_000_000
+
+
+def cached_generated_target(model_name: str, source: str, max_tokens: int | None, progress=None) -> str:
+    """``core.seq2seq.generate_target`` keyed by (model, source, token limit); ``progress(done, total)``
+    only when the model runs."""
+    from core.seq2seq import generate_target
+
+    store = bounded_store("generated-targets", MAX_ANALYSES, 10_000_000)
+    return store.get_or_compute(
+        (model_name, source, max_tokens),
+        lambda: generate_target(cached_model(model_name), source, max_tokens=max_tokens, progress=progress),
+    )
+
+
+def generated_target_if_cached(model_name: str, source: str, max_tokens: int | None) -> str | None:
+    """The target ``cached_generated_target`` wrote for this source, or None when it has not run."""
+    return bounded_store("generated-targets", MAX_ANALYSES, 10_000_000).get((model_name, source, max_tokens))
+
+
+def _pair_bytes(pair) -> int:
+    from ui.bounded_cache import nbytes_of
+
+    return nbytes_of(pair.cross_attentions) + nbytes_of(pair.source) + nbytes_of(pair.target)
+
+
+@st.cache_resource(show_spinner=False)
+def _pair_store() -> BoundedCache:
+    return BoundedCache(max_entries=MAX_PAIRS, max_bytes=MAX_PAIR_BYTES, size_of=_pair_bytes)
+
+
+def cached_pair(model_name: str, source: str, target: str, max_tokens: int | None = None):
+    """``core.seq2seq.analyze_pair`` of a given (non-empty) target, per (model, source, target, token limit)."""
+    from core.seq2seq import analyze_pair
+
+    model = cached_model(model_name)
+    return _pair_store().get_or_compute(
+        (model_name, source, target, max_tokens), lambda: analyze_pair(model, source, target, max_tokens=max_tokens)
+    )
+
+
+def cached_pair_view(model_name: str, source: str, target: str, max_tokens: int | None, stack: str, special: str, words: bool):
+    """``core.cross_attention.pair_attention_view`` of one stack ("encoder", "decoder", "cross") of ``cached_pair``."""
+    from core.cross_attention import pair_attention_view
+
+    store = bounded_store("pair-views", MAX_ATTENTION_VIEWS, MAX_ATTENTION_VIEW_BYTES)
+    return store.get_or_compute(
+        (model_name, source, target, max_tokens, stack, special, words),
+        lambda: pair_attention_view(cached_pair(model_name, source, target, max_tokens), stack, special=special, words=words),
+    )
+
+
+def cached_aligned_projection(model_name: str, word: str, sentences: tuple[str, ...], layer: int, method: str) -> np.ndarray:
+    """``cached_projection`` of ``layer`` rotated, reflected, shifted and scaled (``core.alignment.align_layout``)
+    onto the same method's layout of the last hidden state, so every layer is drawn in one frame and
+    moving the slider moves the same points instead of redrawing them."""
+    from core.alignment import align_layout
+
+    last = cached_occurrences(model_name, word, sentences).num_layers
+    reference = cached_projection(model_name, word, sentences, last, method)
+    if layer == last:
+        return reference
+    store = bounded_store("aligned-projections", MAX_PROJECTIONS, MAX_OCCURRENCE_BYTES)
+    return store.get_or_compute(
+        (model_name, word, sentences, layer, method),
+        lambda: _read_only(align_layout(cached_projection(model_name, word, sentences, layer, method), reference)),
+    )
+
+
+@st.cache_data(max_entries=MAX_PROJECTIONS, show_spinner=False)
+def cached_separation_interval(model_name: str, word: str, sentences: tuple[str, ...], labels: tuple[str, ...]):
+    """``core.senses.separation_interval`` of ``cached_occurrences(...)`` (90% bootstrap), one label per occurrence."""
+    from core.senses import separation_interval
+
+    return separation_interval(cached_occurrences(model_name, word, sentences).vectors, list(labels))
+
+
+def cached_contextuality(model_name: str, texts: tuple[str, ...], max_tokens: int | None = None, progress=None):
+    """``core.contextuality.contextuality`` keyed by (model, texts, token limit): small tables, one model pass.
+    ``progress(done, total)`` is called only when the model runs."""
+    from core.contextuality import contextuality
+
+    store = bounded_store("contextuality", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
+    return store.get_or_compute(
+        (model_name, tuple(texts), max_tokens),
+        lambda: contextuality(cached_model(model_name), list(texts), max_tokens=max_tokens, progress=progress),
+    )
+
+
+def cached_model_facts(model_name: str, text: str, max_tokens: int | None = None):
+    """``core.about.model_facts`` for the sidebar's model and text (a pass over 8 short reference sentences)."""
+    from core.about import model_facts
+
+    store = bounded_store("model-facts", 32, 50_000_000)
+    return store.get_or_compute(
+        (model_name, text, max_tokens),
+        lambda: model_facts(cached_model(model_name), cached_analysis(model_name, text, max_tokens)),
+    )
+
+
+# Effects page ("Does it matter?"): knock-out runs, importance maps, attributions and the logit lens,
+# each keyed by (model, text, token limit, options). Bounded stores rather than st.cache_data, because
+# ``progress`` draws into the page and a cache that records page updates would replay them on a hit.
+MAX_EFFECTS = 32
+MAX_EFFECTS_BYTES = 400_000_000
+
+
+def _effects_model(model_name: str, measure: str):
+    """The base model ("embedding") or the model with its language-model head ("target"; raises its ``NoLanguageModelHead``)."""
+    if measure != "target":
+        return cached_model(model_name)
+    language_model = cached_language_model(model_name)
+    if isinstance(language_model, Exception):
+        raise language_model
+    return language_model
+
+
+def cached_ablated_analysis(model_name: str, text: str, max_tokens: int | None, heads: tuple, method: str) -> Analysis:
+    """``core.effects.ablate_heads``: the ``Analysis`` of ``text`` with ``heads`` ((layer, head) pairs) knocked out."""
+    from core.effects import ablate_heads
+
+    if not heads:
+        return cached_analysis(model_name, text, max_tokens)
+    store = bounded_store("ablated-analyses", MAX_EFFECTS, MAX_ANALYSIS_BYTES)
+    return store.get_or_compute(
+        (model_name, text, max_tokens, tuple(heads), method),
+        lambda: ablate_heads(cached_model(model_name), text, heads, method=method, max_tokens=max_tokens),
+    )
+
+
+def cached_head_importance(model_name: str, text: str, max_tokens: int | None, measure: str, method: str,
+                           target: str | None = None, progress=None) -> np.ndarray:
+    """``core.effects.head_importance``: read-only ``[layers, heads]``; ``progress(done, total)`` only when the model runs."""
+    from core.effects import head_importance
+
+    store = bounded_store("head-importance", MAX_EFFECTS, MAX_EFFECTS_BYTES)
+    return store.get_or_compute(
+        (model_name, text, max_tokens, measure, method, target),
+        lambda: _read_only(head_importance(_effects_model(model_name, measure), text, measure=measure, method=method,
+                                           target=target, progress=progress, max_tokens=max_tokens)),
+    )
+
+
+def cached_target_change(model_name: str, text: str, max_tokens: int | None, heads: tuple, method: str,
+                         target: str | None = None, k: int = 5):
+    """``core.effects.target_change``: top-``k`` predictions and log p(target) before and after the knock-out."""
+    from core.effects import target_change
+
+    store = bounded_store("target-changes", MAX_EFFECTS, MAX_EFFECTS_BYTES)
+    return store.get_or_compute(
+        (model_name, text, max_tokens, tuple(heads), method, target, k),
+        lambda: target_change(_effects_model(model_name, "target"), text, heads, method=method, target=target, k=k,
+                              max_tokens=max_tokens),
+    )
+
+
+def cached_attribution(model_name: str, text: str, max_tokens: int | None, method: str, measure: str,
+                       steps: int = 32, target: str | None = None):
+    """``core.attribution.token_attribution`` of ``text``."""
+    from core.attribution import token_attribution
+
+    store = bounded_store("attributions", MAX_EFFECTS, MAX_EFFECTS_BYTES)
+    return store.get_or_compute(
+        (model_name, text, max_tokens, method, measure, steps, target),
+        lambda: token_attribution(_effects_model(model_name, measure), text, method=method, measure=measure,
+                                  steps=steps, target=target, max_tokens=max_tokens),
+    )
+
+
+def cached_lens(model_name: str, text: str, max_tokens: int | None, k: int = 5):
+    """``core.lens.logit_lens`` of ``cached_analysis(model_name, text, max_tokens)`` through the model's own head."""
+    from core.lens import logit_lens
+
+    store = bounded_store("logit-lens", MAX_EFFECTS, MAX_EFFECTS_BYTES)
+    return store.get_or_compute(
+        (model_name, text, max_tokens, k),
+        lambda: logit_lens(_effects_model(model_name, "target"), cached_analysis(model_name, text, max_tokens), k=k),
+    )

@@ -2,45 +2,69 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from ui.explain import PAGE_PADDING_PX
 from ui.session import image_format, presentation_mode
-from viz.common import file_stem
+from viz.common import export_options, file_stem, fit_for_slide
 
-PRESENTATION_FONT = 20
+# The width a full-page figure is drawn at on the smallest screen we fit (a 1280 × 720 projector):
+# presentation mode collapses the sidebar; otherwise the open sidebar and Streamlit's padding take their share.
+PRESENTATION_WIDTH = 1280 - 2 * PAGE_PADDING_PX
+NORMAL_WIDTH = 820
+COLUMN_GAP_PX = 8  # a figure in a column loses its share of the gap between columns
 
 
-def plotly_config(name: str) -> dict:
-    """Plotly config: the camera button saves ``name``.png (3× scale) or .svg, as chosen in the sidebar."""
+def plotly_config(name: str, width_px: float = NORMAL_WIDTH) -> dict:
+    """Plotly config: the camera button saves ``name``.png or .svg (as chosen in the sidebar) at 1920 × 1080.
+
+    The export is 16:9 at the CSS size nearest the figure's own width, scaled up to 1920 × 1080
+    pixels, so its fonts keep their size relative to the figure.
+    """
     return {
         "displaylogo": False,
-        "toImageButtonOptions": {"format": image_format(), "filename": file_stem(name), "scale": 3},
+        "toImageButtonOptions": {"format": image_format(), "filename": file_stem(name)} | export_options(width_px),
         "modeBarButtonsToRemove": ["select2d", "lasso2d"],
     }
 
 
-def show_figure(fig: go.Figure, *, name: str, data: pd.DataFrame | None = None, key: str | None = None) -> None:
-    """Draw ``fig``; offer ``data`` as CSV under it. ``name`` becomes the download file name."""
+def csv_download(label: str, data: pd.DataFrame | Callable[[], pd.DataFrame], *, file_name: str, key: str | None) -> None:
+    """A download button for ``data`` as CSV, built only when the user clicks it (never on a rerun).
+
+    ``data``: a table, or a function returning one (so the table itself is not built either).
+    """
+    table = data if callable(data) else (lambda: data)
+    st.download_button(
+        label,
+        lambda: table().to_csv(index=False).encode("utf-8"),
+        file_name=file_name,
+        mime="text/csv",
+        on_click="ignore",
+        key=key,
+        icon=":material/download:",
+    )
+
+
+def show_figure(
+    fig: go.Figure, *, name: str, data: pd.DataFrame | Callable[[], pd.DataFrame] | None = None, key: str | None = None,
+    width: str | int = "stretch", share: float = 1.0,
+) -> None:
+    """Draw ``fig``; offer ``data`` (a table, or a function building it) as CSV under it, serialised only when
+    clicked. ``name`` becomes the download file name. ``width``: ``"stretch"`` (the column's width) or
+    ``"content"`` (the figure's own layout width). ``share``: the fraction of the page's width the figure's
+    column takes (0.5 in one of two columns); presentation mode fits fonts, titles and tick labels to that width.
+    """
     theme = "streamlit"
+    width_px = (PRESENTATION_WIDTH if presentation_mode() else NORMAL_WIDTH) * share - (COLUMN_GAP_PX if share < 1 else 0)
     if presentation_mode():
-        fig = go.Figure(fig)  # never restyle a figure the caller may reuse
-        fig.update_layout(
-            template="plotly_white",
-            font={"size": PRESENTATION_FONT},
-            paper_bgcolor="white",
-            plot_bgcolor="white",
-        )
+        export_height = export_options(width_px)["height"]
+        fig = fit_for_slide(fig, width_px, export_height)  # a copy: never restyle a figure the caller may reuse
+        fig.update_layout(template="plotly_white", paper_bgcolor="white", plot_bgcolor="white")
         theme = None
-    st.plotly_chart(fig, theme=theme, config=plotly_config(name), key=key)
+    st.plotly_chart(fig, theme=theme, config=plotly_config(name, width_px), key=key, width=width)
     if data is not None:
-        st.download_button(
-            "Download data (CSV)",
-            data.to_csv(index=False).encode("utf-8"),
-            file_name=f"{file_stem(name)}.csv",
-            mime="text/csv",
-            on_click="ignore",
-            key=None if key is None else f"{key}-csv",
-            icon=":material/download:",
-        )
+        csv_download("Download data (CSV)", data, file_name=f"{file_stem(name)}.csv", key=None if key is None else f"{key}-csv")

@@ -51,6 +51,9 @@ def render_sidebar() -> None:
         option(st.text_area, "Text to analyse", value=BANK_RIVER, key="text", app=True,
                max_chars=MAX_TEXT_CHARS, height=120)
         st.pills("Examples", list(EXAMPLE_SENTENCES), key="example", on_change=_use_example)
+        from ui.seq2seq import render_target_box  # here, not at the top: ui.seq2seq imports this module
+
+        render_target_box()  # encoder-decoder models only
         with st.expander("Display"):
             option(st.toggle, "Presentation mode", key="present", app=True,
                    help="Large fonts on a white background, for screenshots and slides.")

@@ -170,6 +170,66 @@ def model_view_html(attention: np.ndarray, labels: list[str], *, layers: list[in
     return _page(markup, _view_script("model_view.js", params))
 
 
+# BertViz's own names for the three attentions of an encoder-decoder (its ``encoder_attention`` /
+# ``decoder_attention`` / ``cross_attention`` inputs), in its order.
+SEQ2SEQ_PARTS = ("Encoder", "Decoder", "Cross")
+
+
+def seq2seq_budget(num_heads: int, num_source: int, num_target: int, max_weights: int = MAX_WEIGHTS) -> int:
+    """How many layers one encoder-decoder BertViz view may carry: each layer sends encoder (S²),
+    decoder (T²) and cross-attention (T·S) weights for every head."""
+    per_layer = num_heads * (num_source**2 + num_target**2 + num_source * num_target)
+    return max_weights // max(1, per_layer)
+
+
+def seq2seq_view_html(
+    kind: str,
+    encoder: np.ndarray,
+    decoder: np.ndarray,
+    cross: np.ndarray,
+    encoder_labels: list[str],
+    decoder_labels: list[str],
+    *,
+    layers: list[int],
+    layer: int | None = None,
+    show: str = "Cross",
+    display_mode: str = "light",
+) -> str:
+    """BertViz's head (``kind="head"``) or model view (``"model"``) of an encoder-decoder, as BertViz builds it
+    from ``encoder_attention`` ``[L, H, S, S]``, ``decoder_attention`` ``[L, H, T, T]`` and ``cross_attention``
+    ``[L, H, T, S]``: one menu switches between the three (``show`` opens one of ``SEQ2SEQ_PARTS``).
+    Cross-attention has the target (decoder) tokens on the left and the source tokens on the right.
+    ``layers`` are sent for all three, so they must exist in both stacks.
+    """
+    if kind not in ("head", "model"):
+        raise ValueError(f"kind must be 'head' or 'model', got {kind!r}")
+    s, t = len(encoder_labels), len(decoder_labels)
+    _check(encoder, encoder_labels, layers)
+    _check(decoder, decoder_labels, layers)
+    if cross.ndim != 4 or cross.shape[2:] != (t, s) or cross.shape[0] != decoder.shape[0]:
+        raise ValueError(f"cross must be [{decoder.shape[0]}, heads, {t}, {s}], got {cross.shape}")
+    parts = [
+        {"name": "Encoder", "attn": _rounded(encoder[layers]), "left_text": encoder_labels, "right_text": encoder_labels},
+        {"name": "Decoder", "attn": _rounded(decoder[layers]), "left_text": decoder_labels, "right_text": decoder_labels},
+        {"name": "Cross", "attn": _rounded(cross[layers]), "left_text": decoder_labels, "right_text": encoder_labels},
+    ]
+    chosen = SEQ2SEQ_PARTS.index(show)
+    options = "".join(
+        f'<option value="{i}"{" selected" if i == chosen else ""}>{name}</option>' for i, name in enumerate(SEQ2SEQ_PARTS)
+    )
+    menu = f"Attention: <select id='filter'>{options}</select>"
+    params: dict = {"attention": parts, "default_filter": str(chosen), "root_div_id": _ROOT_ID, "include_layers": layers}
+    if kind == "head":
+        params |= {"layer": layer if layer in layers else None, "heads": None}
+        markup = (f"<div id='{_ROOT_ID}'><span style='user-select:none'>Layer: <select id='layer'></select> {menu}</span>"
+                  "<div id='vis'></div></div>")
+        return _page(markup, _view_script("head_view.js", params))
+    heads = encoder.shape[1]
+    params |= {"display_mode": display_mode, "include_heads": list(range(heads)), "total_heads": heads}
+    markup = f"<div id='{_ROOT_ID}'><span style='user-select:none'>{menu}</span><div id='vis'></div></div>"
+    return _page(markup, _view_script("model_view.js", params))
+
+
 def neuron_view_html(
     attention: np.ndarray,
     queries: np.ndarray,

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import html
 import re
+from numbers import Real
+
+import numpy as np
+import plotly.graph_objects as go
 
 # Colour-blind-safe sequential scales (perceptually uniform, readable in greyscale).
 SEQUENTIAL = "Viridis"
@@ -16,9 +20,14 @@ def plotly_safe(text: object) -> str:
     """Escape text for Plotly, whose labels and hovers understand a subset of HTML.
 
     ``<``, ``>`` and ``&`` become entities (Plotly shows them as the characters),
-    so a token such as ``<img src=x onerror=...>`` is shown, never interpreted.
+    so a token such as ``<img src=x onerror=...>`` is shown, never interpreted. Control
+    characters (a byte-level token can decode to one) become their visible symbols (U+2400…):
+    XML forbids them, and one in a label would break the figure's SVG and PNG export.
     """
-    return html.escape(str(text), quote=False)
+    return html.escape(str(text), quote=False).translate(CONTROL_PICTURES)
+
+
+CONTROL_PICTURES = {c: 0x2400 + c for c in range(0x20)} | {0x7F: 0x2421}
 
 
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
@@ -53,3 +62,301 @@ def file_stem(*parts: object) -> str:
     """A file name from parts such as (model, "layer", 3): safe on every OS."""
     joined = "-".join(str(p) for p in parts if p is not None and str(p) != "")
     return re.sub(r"[^A-Za-z0-9._-]+", "_", joined).strip("._-")[:120] or "figure"
+
+
+# ---------------------------------------------------------------------------------------------
+# Slide rules: pure functions that fit a figure to the width it is drawn at (presentation mode)
+# and size its camera-button export to a 16:9 slide. Widths are CSS pixels.
+
+SLIDE_PIXELS = (1920, 1080)
+EXPORT_SCALES = (1.0, 1.5, 2.0, 3.0)  # 1920 / scale CSS pixels wide, so the PNG is 1920 × 1080 exactly
+LINE_HEIGHT = 1.3  # a text line's height, in font sizes
+TICK_PITCH = 1.5  # least distance between neighbouring tick labels across their direction, in font sizes
+TAG = re.compile(r"<[^>]+>")
+LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
+SMALL_LINE = re.compile(r"^\s*<(sub|sup)>(.*)</\1>\s*$", re.IGNORECASE | re.DOTALL)
+NARROW, WIDE = set("iljtfrI.,:;'!|()[] "), set("mwMWOQGDHNU@%")
+
+
+def text_width(text: str, font_px: float) -> float:
+    """Estimated drawn width of one line of Plotly text (tags dropped, entities as one character)."""
+    plain = html.unescape(TAG.sub("", text))
+    units = sum(0.32 if c in NARROW else 0.9 if c in WIDE else 0.68 if c.isupper() else 0.58 for c in plain)
+    return units * font_px
+
+
+def wrap_text(text: str, max_px: float, font_px: float) -> str:
+    """``text`` with ``<br>`` between words wherever a line would pass ``max_px``; existing lines kept.
+
+    A ``<sub>``/``<sup>`` line is wrapped at its smaller size and keeps its tag on every piece.
+    A single word longer than the line stays whole (it is never cut).
+    """
+    out = []
+    for line in LINE_BREAK.split(str(text)):
+        small = SMALL_LINE.match(line)
+        tag, body = (small.group(1), small.group(2)) if small else (None, line)
+        size = font_px * (0.75 if tag else 1.0)
+        pieces, current = [], ""
+        for word in body.split(" "):
+            candidate = f"{current} {word}" if current else word
+            if current and text_width(candidate, size) > max_px:
+                pieces.append(current)
+                current = word
+            else:
+                current = candidate
+        pieces.append(current)
+        out.extend(f"<{tag}>{p}</{tag}>" if tag else p for p in pieces)
+    return "<br>".join(out)
+
+
+def line_count(text: str | None) -> int:
+    return len(LINE_BREAK.split(text)) if text else 0
+
+
+def slide_font_size(width_px: float) -> int:
+    """Base font for a figure drawn ``width_px`` wide: it grows with the figure, 12 to 20 px."""
+    return int(min(20, max(12, round(width_px / 62))))
+
+
+def export_options(width_px: float) -> dict:
+    """``toImageButtonOptions`` size: 16:9 at the CSS width nearest ``width_px``, scaled to exactly 1920 × 1080."""
+    scale = min(EXPORT_SCALES, key=lambda s: abs(SLIDE_PIXELS[0] / s - width_px))
+    return {"width": round(SLIDE_PIXELS[0] / scale), "height": round(SLIDE_PIXELS[1] / scale), "scale": scale}
+
+
+def _axes(fig: go.Figure, letter: str) -> list[str]:
+    """Names of the figure's x (or y) axes, "xaxis" first, including the default one when only traces use it."""
+    names = {k for k in fig.layout.to_plotly_json() if re.fullmatch(letter + r"axis\d*", k)}
+    if fig.data:
+        names.add(letter + "axis")
+    return sorted(names, key=lambda k: int(k[5:] or 1))
+
+
+def _axis_id(name: str) -> str:
+    return name[0] + name[5:]  # "xaxis2" -> "x2"
+
+
+def _traces_on(fig: go.Figure, name: str) -> list:
+    axis_id = _axis_id(name)
+    return [t for t in fig.data if (getattr(t, name[0] + "axis", None) or name[0]) == axis_id]
+
+
+def _domain(axis) -> float:
+    domain = axis.domain or (0.0, 1.0)
+    return max(0.05, float(domain[1]) - float(domain[0]))
+
+
+def _coordinates(trace, letter: str) -> list:
+    """A trace's x (or y) values as a list (empty when it has none)."""
+    data = getattr(trace, letter, None)
+    return [] if data is None else list(np.asarray(data, dtype=object).ravel())
+
+
+def _category_labels(fig: go.Figure, name: str) -> list[str] | None:
+    """The category names drawn on a category axis (from its traces), in order; None if not one."""
+    axis = fig.layout[name]
+    values = []
+    for trace in _traces_on(fig, name):
+        data = _coordinates(trace, name[0])
+        if data and isinstance(data[0], str):
+            values.extend(v for v in data if v not in values)
+    if axis.type == "category" or (values and axis.type in (None, "-")):
+        return values or None
+    return None
+
+
+def _tick_labels(fig: go.Figure, name: str) -> tuple[list, list[str], float] | None:
+    """``(positions, texts, units spanned)`` of an axis whose labels the figure fixes; None when Plotly places them."""
+    axis = fig.layout[name]
+    if axis.showticklabels is False:
+        return None
+    if axis.tickmode == "array" and axis.tickvals is not None and len(axis.tickvals):
+        values = list(axis.tickvals)
+        texts = [str(t) for t in (axis.ticktext if axis.ticktext is not None else values)]
+        if all(isinstance(v, Real) for v in values):
+            low, high = (min(axis.range), max(axis.range)) if axis.range else (min(values) - 0.5, max(values) + 0.5)
+            return values, texts, max(1.0, float(high - low))
+        return values, texts, float(len(values))
+    categories = _category_labels(fig, name)
+    if categories:
+        return categories, categories, float(len(categories))
+    if axis.dtick is not None and isinstance(axis.dtick, Real):
+        data = [float(v) for t in _traces_on(fig, name) for v in _coordinates(t, name[0]) if isinstance(v, Real)]
+        if not data:
+            return None
+        low, high = min(data), max(data)
+        values = list(np.arange(low, high + axis.dtick / 2, axis.dtick))
+        return values, [f"{v:g}" for v in values], max(1.0, float(high - low) + 1)
+    return None
+
+
+def _legend_traces(fig: go.Figure) -> list:
+    """Traces that may have a legend entry (an image or a heatmap never does)."""
+    return [t for t in fig.data if getattr(t, "showlegend", None) is not False and getattr(t, "name", None) is not None
+            and t.type not in ("image", "heatmap")]
+
+
+def _right_extra(fig: go.Figure, font_px: float) -> float:
+    """Room a colour bar or a vertical legend on the right takes (Plotly pushes the margin by it)."""
+    extra = 0.0
+    has_bar = any(getattr(t, "showscale", None) is not False and t.type in ("heatmap", "contour") for t in fig.data)
+    if has_bar or fig.layout.coloraxis.colorbar.title.text is not None:
+        extra += 40 + 3 * font_px
+    legend = fig.layout.legend
+    if fig.layout.showlegend is not False and legend.orientation != "h" and len(_legend_traces(fig)) > 1:
+        extra += max((text_width(str(t.name), font_px) for t in _legend_traces(fig)), default=0) + 50
+    return extra
+
+
+def plot_area(fig: go.Figure, width_px: float, font_px: float) -> tuple[float, float]:
+    """Estimated ``(width, height)`` in px of the plotting area of the whole figure (all subplots' span)."""
+    margin = fig.layout.margin
+    left = max(margin.l if margin.l is not None else 80, 0)
+    for name in _axes(fig, "y"):
+        labels = _tick_labels(fig, name)
+        widest = max((text_width(t, font_px) for t in labels[1]), default=0) if labels else 3 * font_px
+        title = line_count(fig.layout[name].title.text) * LINE_HEIGHT * font_px
+        left = max(left, widest + title + 12)
+        break
+    right = (margin.r if margin.r is not None else 80) + _right_extra(fig, font_px)
+    top = margin.t if margin.t is not None else 100
+    bottom = margin.b if margin.b is not None else 80
+    height = fig.layout.height or 450
+    return max(60.0, width_px - left - right), max(60.0, height - top - bottom)
+
+
+def thin_ticks(fig: go.Figure, width_px: float, font_px: float, height_px: float | None = None) -> go.Figure:
+    """Label every k-th tick, and turn x labels, so that neighbouring labels never overlap.
+
+    For each axis whose labels the figure fixes (token lists, categories, a fixed ``dtick``):
+    x labels stay flat when they fit, else turn 45° or 90° and keep every k-th label so that
+    their pitch across the text is at least ``TICK_PITCH`` font sizes; y labels keep every k-th.
+    The hover still names every cell. ``height_px`` caps the height used (a 16:9 export is
+    shorter than a tall figure). Mutates and returns ``fig``.
+    """
+    area_w, area_h = plot_area(fig, width_px, font_px)
+    if height_px is not None:
+        area_h = min(area_h, area_h - ((fig.layout.height or 450) - height_px))
+    margin_b = fig.layout.margin.b if fig.layout.margin.b is not None else 80
+    below = 0.0  # how far the x labels and title reach under the plot
+    for name in _axes(fig, "x") + _axes(fig, "y"):
+        found = _tick_labels(fig, name)
+        axis = fig.layout[name]
+        if name[0] == "y" and below > margin_b:
+            area_h, margin_b = area_h - (below - margin_b), below
+        if not found:
+            continue
+        values, texts, units = found
+        length = (area_w if name[0] == "x" else max(40.0, area_h)) * _domain(axis)
+        numeric = len(values) > 1 and all(isinstance(v, Real) for v in values[:2])
+        pitch = max(1e-6, length / units * (values[1] - values[0] if numeric else 1))
+        widest = max((text_width(t, font_px) for t in texts), default=0.0)
+        across = TICK_PITCH * font_px
+        wrapped = None
+        if name[0] == "x" and widest + font_px > pitch and len(texts) <= 6:
+            wrapped = [wrap_text(t, pitch - font_px, font_px) for t in texts]
+            fits = all(text_width(line, font_px) + font_px <= pitch for t in wrapped for line in LINE_BREAK.split(t))
+            wrapped = wrapped if fits and max(line_count(t) for t in wrapped) <= 3 else None
+        if name[0] == "x" and wrapped is not None:
+            angle, step, texts = 0, 1, wrapped
+        elif name[0] == "x" and widest + font_px <= pitch:
+            angle, step = (0 if axis.tickangle is None else axis.tickangle), 1
+        elif name[0] == "x":
+            step45 = int(np.ceil(across / (pitch * np.sin(np.pi / 4))))
+            angle, step = (-45, 1) if step45 == 1 else (-90, int(np.ceil(across / pitch)))
+        else:
+            angle, step = None, int(np.ceil(across / pitch))
+        if name[0] == "x":
+            reach = {0: LINE_HEIGHT * font_px * max(line_count(t) for t in texts), -45: widest * 0.72 + font_px}
+            title = line_count(axis.title.text) * LINE_HEIGHT * font_px
+            below = max(below, reach.get(angle, widest + font_px) + title + 10)
+        changes: dict = {"automargin": True}
+        if angle is not None:
+            changes["tickangle"] = angle
+        if axis.dtick is not None and axis.tickmode != "array" and _category_labels(fig, name) is None:
+            changes["dtick"] = axis.dtick * step
+        elif step > 1 or wrapped is not None or axis.type == "category" or _category_labels(fig, name):
+            changes |= {"tickmode": "array", "tickvals": values[::step], "ticktext": texts[::step]}
+        axis.update(changes)
+    return fig
+
+
+def _subplot_width(fig: go.Figure, annotation, area_w: float) -> float:
+    """Width a subplot title may take: its x axis's domain, or the whole plotting area."""
+    xref = annotation.xref or "paper"
+    if xref.endswith(" domain"):
+        name = "xaxis" + xref.split(" ")[0][1:]
+        return area_w * _domain(fig.layout[name])
+    columns = len({tuple(fig.layout[n].domain or (0, 1)) for n in _axes(fig, "x")}) or 1
+    return area_w / columns
+
+
+def fit_titles(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
+    """Wrap the title, subplot titles, axis titles and legend names to the space they have.
+
+    The title is set left in the figure and the top margin grows to hold its lines. Mutates and
+    returns ``fig``.
+    """
+    title_px = round(font_px * 1.25)
+    title = fig.layout.title.text
+    if title:
+        wrapped = wrap_text(title, width_px - 30, title_px)
+        # automargin: Plotly grows the top margin until every line of the title is inside the figure
+        fig.layout.title.update(text=wrapped, x=0.01, xanchor="left", xref="container", yref="paper",
+                                automargin=True, pad={"b": 12}, font={"size": title_px})
+        small = sum(1 for line in LINE_BREAK.split(wrapped) if SMALL_LINE.match(line))
+        needed = 18 + LINE_HEIGHT * title_px * (line_count(wrapped) - small * 0.25) + LINE_HEIGHT * font_px
+        fig.layout.margin.t = max(fig.layout.margin.t or 0, int(needed))
+    area_w, area_h = plot_area(fig, width_px, font_px)
+    for annotation in fig.layout.annotations:
+        if annotation.text:
+            size = annotation.font.size or font_px
+            room = _subplot_width(fig, annotation, area_w) if annotation.showarrow is False else area_w * 0.8
+            annotation.text = wrap_text(annotation.text, room - 8, size)
+            if annotation.x is not None and annotation.x >= 1 and str(annotation.xref or "").endswith("domain"):
+                annotation.xanchor = "right"  # a note at the right edge grows leftwards, into the figure
+    for name in _axes(fig, "x") + _axes(fig, "y"):
+        axis = fig.layout[name]
+        if axis.title.text:
+            room = (area_w if name[0] == "x" else area_h) * _domain(axis)
+            axis.title.text = wrap_text(axis.title.text, room - 8, font_px)
+            axis.automargin = True
+    # a colour bar's title runs along the bar, where Plotly reserves room for it
+    colorbar = fig.layout.coloraxis.colorbar
+    if colorbar.title.text:
+        colorbar.title.update(text=wrap_text(colorbar.title.text, 12 * font_px, font_px), side="right")
+    for trace in fig.data:
+        bar = getattr(trace, "colorbar", None)
+        if bar is not None and bar.title.text:
+            bar.title.update(text=wrap_text(bar.title.text, 12 * font_px, font_px), side="right")
+    return fig
+
+
+def fit_legend(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
+    """A legend of several entries goes under the plot, across the figure, its names wrapped to fit.
+
+    Below the x axis (pushing the bottom margin) it never covers data. Mutates and returns ``fig``.
+    """
+    shown = _legend_traces(fig)
+    if fig.layout.showlegend is False or (len(shown) < 2 and fig.layout.showlegend is not True):
+        return fig
+    for trace in shown:
+        trace.name = wrap_text(trace.name, width_px - 80, font_px)
+    fig.layout.legend.update(orientation="h", x=0, xanchor="left", xref="container", y=0, yanchor="bottom",
+                             yref="container", font={"size": font_px})
+    return fig
+
+
+def fit_for_slide(fig: go.Figure, width_px: float, export_height_px: float | None = None) -> go.Figure:
+    """A copy of ``fig`` fitted to ``width_px``: font from the width, titles wrapped, ticks thinned, legend below.
+
+    ``export_height_px``: the height the camera button saves at; ticks are thinned for the
+    shorter of it and the figure's own height.
+    """
+    fig = go.Figure(fig)
+    font_px = slide_font_size(width_px)
+    fig.update_layout(font={"size": font_px}, margin={"r": max(fig.layout.margin.r or 0, 2 * font_px)})
+    fit_legend(fig, width_px, font_px)
+    fit_titles(fig, width_px, font_px)
+    thin_ticks(fig, width_px, font_px, export_height_px)
+    return fig

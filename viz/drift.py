@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from core.layers import HIDDEN_STATE_AXIS
 from viz.common import OKABE_ITO, plotly_safe
 
 def _violins(x: pd.Series, y: pd.Series, names: pd.Series, *, name: str, x_label: str) -> go.Violin:
@@ -36,13 +37,16 @@ def layer_violin_figure(
     value_label: str,
     title: str,
     baseline: pd.DataFrame | None = None,
+    token_baseline: pd.DataFrame | None = None,
 ) -> go.Figure:
     """Violins of ``table[value]`` per ``table.layer`` (1..L); ``table.document`` indexes ``titles``.
 
     ``baseline``: optional rows ``layer``, ``baseline``, ``anisotropy`` drawn as lines beside the
     violins (raw view); when ``value`` is already baseline-adjusted, pass None and a zero line is drawn.
+    ``token_baseline``: optional rows ``layer``, ``anisotropy`` of single words (random word pairs from
+    different documents, ``core.contextuality``), drawn beside the pooled baseline in the raw view.
     """
-    fig = go.Figure(_violins(table["layer"], table[value], table["document"].map(lambda i: titles[i]), name="documents", x_label="layer "))
+    fig = go.Figure(_violins(table["layer"], table[value], table["document"].map(lambda i: titles[i]), name="documents", x_label="hidden state "))
     if baseline is not None:
         for column, label, colour, dash in (
             ("baseline", "different documents, same comparison", OKABE_ITO[1], "dash"),
@@ -56,7 +60,21 @@ def layer_violin_figure(
                     name=label,
                     line={"color": colour, "dash": dash},
                     marker={"symbol": "diamond", "size": 9},
-                    hovertemplate=f"{label}<br>layer %{{x}}<br>%{{y:.3f}}<extra></extra>",
+                    hovertemplate=f"{label}<br>hidden state %{{x}}<br>%{{y:.3f}}<extra></extra>",
+                )
+            )
+        if token_baseline is not None:
+            rows = token_baseline[token_baseline["layer"].isin(table["layer"].unique())]
+            label = "anisotropy of single words: random words from different documents (Ethayarajh 2019)"
+            fig.add_trace(
+                go.Scatter(
+                    x=rows["layer"],
+                    y=rows["anisotropy"],
+                    mode="lines+markers",
+                    name=label,
+                    line={"color": OKABE_ITO[7], "dash": "dashdot"},
+                    marker={"symbol": "circle-open", "size": 9},
+                    hovertemplate="single words, different documents<br>hidden state %{x}<br>%{y:.3f}<extra></extra>",
                 )
             )
     else:
@@ -64,7 +82,7 @@ def layer_violin_figure(
     layers = sorted(table["layer"].unique())
     fig.update_layout(
         title=title,
-        xaxis={"title": "layer k (output of block k; 0 would be the embedding layer)", "tickmode": "array", "tickvals": layers},
+        xaxis={"title": HIDDEN_STATE_AXIS, "tickmode": "array", "tickvals": layers},
         yaxis={"title": value_label},
         legend={"orientation": "h", "y": -0.25},
         height=480,
@@ -87,5 +105,44 @@ def cls_violin_figure(table: pd.DataFrame, titles: list[str], *, title: str) -> 
     )
     fig.update_layout(
         title=title, yaxis={"title": "cosine similarity"}, xaxis={"title": None}, height=420, showlegend=False
+    )
+    return fig
+
+
+CONTEXTUALITY_LINES = {
+    "self_similarity": ("self-similarity: one word, different documents", OKABE_ITO[0], "solid"),
+    "intra_sentence": ("intra-sentence similarity: each word vs its sentence's mean", OKABE_ITO[2], "solid"),
+    "anisotropy": ("baseline: random words from different documents", OKABE_ITO[7], "dot"),
+}
+
+
+def contextuality_figure(table: pd.DataFrame, *, adjusted: bool, title: str) -> go.Figure:
+    """Lines over hidden states 0..L of ``core.contextuality`` measures: raw with the anisotropy baseline,
+    or (``adjusted``) each minus the baseline, with a zero line."""
+    fig = go.Figure()
+    for column, (label, colour, dash) in CONTEXTUALITY_LINES.items():
+        if adjusted and column == "anisotropy":
+            continue
+        y = table[f"{column}_adjusted"] if adjusted else table[column]
+        shown = f"{label} − baseline" if adjusted else label
+        fig.add_trace(
+            go.Scatter(
+                x=table["layer"],
+                y=y,
+                mode="lines+markers",
+                name=shown,
+                line={"color": colour, "dash": dash, "width": 3 if column == "self_similarity" else 2},
+                hovertemplate=f"{shown}<br>hidden state %{{x}}<br>%{{y:.3f}}<extra></extra>",
+            )
+        )
+    if adjusted:
+        fig.add_hline(y=0, line_dash="dot", line_color=OKABE_ITO[7], annotation_text="baseline")
+    fig.update_layout(
+        title=title,
+        xaxis={"title": HIDDEN_STATE_AXIS, "dtick": 1},
+        yaxis={"title": "cosine similarity − baseline" if adjusted else "cosine similarity"},
+        legend={"orientation": "h", "y": -0.25},
+        height=440,
+        margin={"t": 60, "b": 40},
     )
     return fig

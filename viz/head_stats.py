@@ -6,9 +6,10 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from core.layers import BLOCK_AXIS
 from viz.common import SEQUENTIAL, plotly_safe
 
-LAYER_TITLE = "layer (0 = first block)"
+LAYER_TITLE = BLOCK_AXIS
 
 
 def _heatmap(grid: np.ndarray, colorbar: str) -> go.Heatmap:

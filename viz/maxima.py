@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.attention import Maxima
+from core.layers import BLOCK_AXIS
 from viz.common import OKABE_ITO, SEQUENTIAL, plotly_safe, token_axis
 
 DISTANCE_SCALE = "PuOr"  # diverging, colour-blind safe: orange = left, white = the token itself, purple = right
@@ -14,7 +15,7 @@ MAX_CELL_TEXT = 60  # above this many query columns the target labels are left t
 
 
 def maxima_grid(maxima: Maxima, *, title: str, weight_name: str = "weight") -> go.Figure:
-    """Layers (rows, 0 = first block, at the bottom) × query tokens (columns), coloured by
+    """Layers (blocks, rows, from 0 at the bottom) × query tokens (columns), coloured by
     target position − query position; each cell's text is the most-attended token."""
     distances = maxima.distances.astype(float)  # [layers, q]
     layers, q = distances.shape
@@ -48,7 +49,7 @@ def maxima_grid(maxima: Maxima, *, title: str, weight_name: str = "weight") -> g
     fig.update_layout(
         title=title,
         xaxis=token_axis(query_labels) | {"title": "query token", "tickangle": -45},
-        yaxis={"title": "layer (0 = first block)", "dtick": 1},
+        yaxis={"title": BLOCK_AXIS, "dtick": 1},
         height=220 + 34 * layers,
         margin={"l": 60, "r": 20, "t": 50, "b": 90},
     )
@@ -87,7 +88,7 @@ def attention_panels(panels: list[tuple[str, np.ndarray]], labels: list[str]) ->
 
 
 def special_share_chart(layers: list[int], series: dict[str, np.ndarray]) -> go.Figure:
-    """One line per attention kind: the share of attention on special tokens at each layer (0 = first block)."""
+    """One line per attention kind: the share of attention on special tokens at each layer (block, from 0)."""
     fig = go.Figure()
     for colour, (name, values) in zip(OKABE_ITO, series.items()):
         fig.add_trace(
@@ -102,7 +103,7 @@ def special_share_chart(layers: list[int], series: dict[str, np.ndarray]) -> go.
         )
     fig.update_layout(
         title="Share of attention on special tokens ([CLS], [SEP], …)",
-        xaxis={"title": "layer (0 = first block)", "dtick": 1},
+        xaxis={"title": BLOCK_AXIS, "dtick": 1},
         yaxis={"title": "share of each row", "tickformat": ".0%", "rangemode": "tozero"},
         height=340,
         margin={"l": 60, "r": 20, "t": 50, "b": 50},

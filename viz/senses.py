@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from core.layers import HIDDEN_STATE_AXIS
 from viz.common import OKABE_ITO, plotly_safe
 
 UNLABELLED = "unlabelled"
@@ -53,13 +54,41 @@ def sense_projection_figure(coords: np.ndarray, labels: list[str], hovers: list[
     return fig
 
 
-def separation_figure(table: pd.DataFrame, current_layer: int | None = None) -> go.Figure:
-    """Lines of ``knn_accuracy`` and ``silhouette`` over ``layer`` (0 = embedding layer); a dotted line marks ``current_layer``."""
+def separation_figure(
+    table: pd.DataFrame,
+    current_layer: int | None = None,
+    *,
+    chance: float | None = None,
+    interval: pd.DataFrame | None = None,
+) -> go.Figure:
+    """Lines of ``knn_accuracy`` and ``silhouette`` over ``layer`` (0 = embedding layer); a dotted line marks ``current_layer``.
+
+    ``chance``: the 1-NN accuracy expected by chance, drawn as a dashed line; silhouette's "no
+    structure" level 0 is always drawn. ``interval``: optional ``separation_interval`` table, drawn
+    as a shaded band around each line.
+    """
     fig = go.Figure()
-    for column, name, colour in (
-        ("knn_accuracy", "1-NN accuracy (leave one out)", OKABE_ITO[0]),
-        ("silhouette", "silhouette", OKABE_ITO[1]),
+    bands = (("knn_low", "knn_high"), ("silhouette_low", "silhouette_high"))
+    fills = ("rgba(0, 114, 178, 0.15)", "rgba(230, 159, 0, 0.18)")
+    for (column, name, colour), (low, high), fill in zip(
+        (("knn_accuracy", "1-NN accuracy (leave one out)", OKABE_ITO[0]), ("silhouette", "silhouette", OKABE_ITO[1])),
+        bands,
+        fills,
+        strict=True,
     ):
+        if interval is not None and interval[[low, high]].notna().all().all():
+            fig.add_trace(
+                go.Scatter(
+                    x=list(interval["layer"]) + list(interval["layer"])[::-1],
+                    y=list(interval[high]) + list(interval[low])[::-1],
+                    fill="toself",
+                    fillcolor=fill,
+                    line={"width": 0},
+                    hoverinfo="skip",
+                    name=f"{name}: 90% bootstrap interval",
+                    showlegend=False,
+                )
+            )
         fig.add_trace(
             go.Scatter(
                 x=table["layer"],
@@ -70,15 +99,47 @@ def separation_figure(table: pd.DataFrame, current_layer: int | None = None) -> 
                 hovertemplate="layer %{x}<br>" + name + ": %{y:.3f}<extra></extra>",
             )
         )
-    lowest = np.nanmin(table[["knn_accuracy", "silhouette"]].to_numpy(dtype=float), initial=0.0)
+    values = table[["knn_accuracy", "silhouette"]].to_numpy(dtype=float)
+    if interval is not None:
+        values = np.concatenate([values.ravel(), interval[["knn_low", "silhouette_low"]].to_numpy(dtype=float).ravel()])
+    lowest = np.nanmin(values, initial=0.0)
+    fig.add_hline(y=0, line_dash="dot", line_color=OKABE_ITO[1], annotation_text="silhouette: no structure (0)",
+                  annotation_position="bottom right")
+    if chance is not None and np.isfinite(chance):
+        fig.add_hline(y=chance, line_dash="dash", line_color=OKABE_ITO[0],
+                      annotation_text=f"1-NN chance ({chance:.2f})", annotation_position="top right")
     if current_layer is not None:
         fig.add_vline(x=current_layer, line_dash="dot", line_color="grey")
     fig.update_layout(
         title="Separation of the senses<br><sup>measured in the full embedding space</sup>",
-        xaxis={"title": "layer (0 = embedding layer)", "dtick": 1},
+        xaxis={"title": HIDDEN_STATE_AXIS, "dtick": 1},
         yaxis={"title": "score (cosine)", "range": [min(-0.2, float(lowest) - 0.05), 1.05]},
         legend={"orientation": "h", "y": -0.25},
         height=520,
         margin={"l": 50, "r": 20, "t": 60, "b": 40},
+    )
+    return fig
+
+
+OWN_SENTENCE = "your sentence"
+
+
+def add_own_sentence(fig: go.Figure, xy: np.ndarray, hover: str) -> go.Figure:
+    """Add the user's occurrence at ``xy`` ``[2]`` (already placed in the figure's map) as a black star
+    labelled "your sentence"; ``hover`` is escaped HTML. Returns a new figure."""
+    fig = go.Figure(fig)
+    fig.add_trace(
+        go.Scatter(
+            x=[float(xy[0])],
+            y=[float(xy[1])],
+            mode="markers+text",
+            name=OWN_SENTENCE,
+            text=[OWN_SENTENCE],
+            textposition="top center",
+            textfont={"size": 14, "color": "black"},
+            marker={"size": 20, "symbol": "star", "color": "black", "line": {"width": 1.5, "color": "white"}},
+            customdata=[[OWN_SENTENCE, hover]],
+            hovertemplate="%{customdata[0]}<br>%{customdata[1]}<extra></extra>",
+        )
     )
     return fig

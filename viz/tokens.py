@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from core.layers import HIDDEN_STATE_AXIS
 from viz.common import SEQUENTIAL, plotly_safe, token_axis
 
 
 def token_layer_heatmap(values: np.ndarray, labels: list[str], *, title: str, colorbar: str) -> go.Figure:
-    """Heatmap of ``values`` ``[layers + 1, T]``: layers as rows (0 = embedding layer at the bottom), tokens as columns."""
+    """Heatmap of ``values`` ``[layers + 1, T]``: hidden states as rows (0 = embedding layer at the bottom), tokens as columns."""
     layers, t = values.shape
     if t != len(labels):
         raise ValueError(f"{t} columns of values for {len(labels)} labels")
@@ -24,13 +25,13 @@ def token_layer_heatmap(values: np.ndarray, labels: list[str], *, title: str, co
             zmin=float(min(0.0, np.nanmin(values))),
             zmax=1.0,
             colorbar={"title": {"text": colorbar}},
-            hovertemplate="token %{customdata} · layer %{y}<br>" + colorbar + ": %{z:.4f}<extra></extra>",
+            hovertemplate="token %{customdata} · hidden state %{y}<br>" + colorbar + ": %{z:.4f}<extra></extra>",
         )
     )
     fig.update_layout(
         title=title,
         xaxis=token_axis(labels) | {"title": "token", "tickangle": -45},
-        yaxis={"title": "layer (0 = embedding layer)", "dtick": 1},
+        yaxis={"title": HIDDEN_STATE_AXIS, "dtick": 1},
         height=260 + 18 * layers,
         margin={"l": 60, "r": 20, "t": 50, "b": 90},
     )

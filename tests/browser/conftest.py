@@ -61,13 +61,16 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve_app(log_path: Path, extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
-    """``streamlit run app.py`` on a free localhost port with the hub switched off; yields (url, process)."""
+def serve_app(
+    log_path: Path, extra_env: dict[str, str] | None = None, script: str = "app.py"
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``streamlit run app.py`` (or ``script``) on a free localhost port with the hub switched off; yields
+    (url, process) once the server answers."""
     port = _free_port()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", **(extra_env or {}))
     log = open(log_path, "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / script), "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )

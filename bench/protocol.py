@@ -1,0 +1,115 @@
+"""A Streamlit client without a browser: Streamlit's own websocket messages (BackMsg / ForwardMsg).
+
+It opens ``/_stcore/stream`` as the frontend does, asks for a page run with a query string
+(``BackMsg.rerun_script``), and records every ``ForwardMsg`` until the server has stayed idle.
+So many sessions cost the client almost nothing, and a benchmark measures the server alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlencode
+
+# Settle time: a page view may take several script runs (a deep link reruns once through app.py).
+QUIET_SECONDS = 1.5
+
+
+@dataclass
+class PageView:
+    """What one session saw: seconds from connect to its last ``script_finished``, and what went wrong."""
+
+    seconds: float = float("nan")
+    script_runs: int = 0
+    deltas: int = 0
+    bytes_received: int = 0
+    errors: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)  # markdown/alert bodies, to check what the page said
+
+
+def _rerun(query: dict[str, str], page: str, widget_states=None) -> bytes:
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ClientState_pb2 import ClientState
+
+    state = ClientState(query_string=urlencode(query), page_name=page)
+    if widget_states is not None:
+        state.widget_states.CopyFrom(widget_states)
+    return BackMsg(rerun_script=state).SerializeToString()
+
+
+def _error_of(delta) -> str | None:
+    """The text of an exception or error alert in a ``Delta``, if it is one."""
+    if delta.WhichOneof("type") != "new_element":
+        return None
+    element = delta.new_element
+    kind = element.WhichOneof("type")
+    if kind == "exception":
+        return f"exception: {element.exception.type}: {element.exception.message[:200]}"
+    if kind == "alert" and element.alert.format == 1:  # Alert.ERROR
+        return f"error alert: {element.alert.body[:200]}"
+    return None
+
+
+async def view_page(base_url: str, page: str, query: dict[str, str], *, timeout: float = 600.0) -> PageView:
+    """Open ``page`` (its url path, e.g. ``"attention"``) with ``query`` and wait until the server is idle."""
+    import websockets
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    ws_url = base_url.replace("http://", "ws://") + "/_stcore/stream"
+    view = PageView()
+    started = time.perf_counter()
+    last_finished = None
+    running = False
+    try:
+        async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=timeout) as ws:
+            await ws.send(_rerun(query, page))
+            deadline = started + timeout
+            while True:
+                wait = deadline - time.perf_counter()
+                if last_finished is not None and not running:
+                    wait = min(wait, QUIET_SECONDS)
+                if wait <= 0:
+                    view.errors.append("timeout")
+                    break
+                try:
+                    raw = await asyncio.wait_for(ws.recv(), timeout=wait)
+                except TimeoutError:
+                    if last_finished is not None and not running:
+                        break
+                    view.errors.append("timeout")
+                    break
+                view.bytes_received += len(raw)
+                msg = ForwardMsg()
+                msg.ParseFromString(raw)
+                kind = msg.WhichOneof("type")
+                if kind == "new_session":
+                    running = True
+                elif kind == "session_status_changed":
+                    running = msg.session_status_changed.script_is_running
+                elif kind == "delta":
+                    view.deltas += 1
+                    error = _error_of(msg.delta)
+                    if error:
+                        view.errors.append(error)
+                    if msg.delta.WhichOneof("type") == "new_element":
+                        element = msg.delta.new_element
+                        if element.WhichOneof("type") == "markdown":
+                            view.texts.append(element.markdown.body)
+                elif kind == "script_finished":
+                    view.script_runs += 1
+                    last_finished = time.perf_counter()
+                    if msg.script_finished == ForwardMsg.FINISHED_WITH_COMPILE_ERROR:
+                        view.errors.append("script compile error")
+                elif kind == "page_not_found":
+                    view.errors.append(f"page not found: {page}")
+    except Exception as err:  # noqa: BLE001 - a refused or dropped connection is a result to report
+        view.errors.append(f"{type(err).__name__}: {str(err)[:200]}")
+    if last_finished is not None:
+        view.seconds = last_finished - started
+    return view
+
+
+async def view_pages(base_url: str, page: str, queries: list[dict[str, str]], *, timeout: float = 600.0) -> list[PageView]:
+    """Open every query at the same moment, one websocket session each."""
+    return await asyncio.gather(*(view_page(base_url, page, q, timeout=timeout) for q in queries))

@@ -1,0 +1,188 @@
+"""Facts about the loaded model that a learner needs before reading the literature's findings into it.
+
+Everything here is computed from the model (attention sinks, anisotropy) except the description
+of the bundled checkpoint, which is what its model card says it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.drift import anisotropy_level
+from core.inference import Analysis, analyze_many
+from core.models import LoadedModel, is_bundled
+
+BUNDLED_DESCRIPTION = (
+    "all-MiniLM-L6-v2 is a sentence encoder from sentence-transformers: "
+    "nreimers/MiniLM-L6-H384-uncased (microsoft/MiniLM-L12-H384-uncased with every second layer kept) fine-tuned "
+    "with a contrastive objective on about 1 billion sentence pairs, so that the mean of its last hidden states "
+    "places similar sentences close together. It is not an MLM-pretrained BERT and has no language-model head: "
+    "findings about BERT-base (which heads do what, where attention sinks are) need not hold for it."
+)
+# Short sentences from different topics: tokens of different sentences are the anisotropy baseline.
+REFERENCE_SENTENCES = (
+    "The bank of the river was covered in reeds.",
+    "The central bank raised interest rates again.",
+    "He plays the bass in a jazz trio.",
+    "The crane lifted the steel beam onto the roof.",
+    "Click the mouse twice to open the file.",
+    "The plant employs two thousand workers.",
+    "Every spring the swallows return to the barn.",
+    "The keys to the old cabinet are missing.",
+)
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """``received``: per token of the analysed text, the share of attention it receives (mean over layers,
+    heads and query tokens). ``anisotropy``: per hidden state 0..L, mean cosine between tokens of
+    different reference sentences."""
+
+    name: str
+    model_type: str
+    num_layers: int
+    num_heads: int
+    hidden_size: int
+    is_decoder: bool
+    tokens: list[str]
+    special_mask: np.ndarray
+    received: np.ndarray
+    anisotropy: np.ndarray
+    description: str | None
+
+
+def attention_received(analysis: Analysis) -> np.ndarray:
+    """``[T]``: mean over layers, heads and query tokens of the attention each key token receives (sums to 1)."""
+    if analysis.attentions is None:
+        raise ValueError("the analysis has no attention weights")
+    return analysis.attentions.mean(axis=(0, 1, 2))
+
+
+def token_anisotropy(analyses: list[Analysis]) -> np.ndarray:
+    """``[L + 1]``: mean cosine between non-special tokens of different analyses, per hidden state."""
+    vectors, owners = [], []
+    for k, analysis in enumerate(analyses):
+        keep = ~analysis.special_mask
+        vectors.append(analysis.hidden_states[:, keep])
+        owners += [k] * int(keep.sum())
+    x = np.concatenate(vectors, axis=1).astype(np.float64)  # [L + 1, n, D]
+    x /= np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+    owners = np.array(owners)
+    different = owners[:, None] != owners[None, :]
+    return np.array([(layer @ layer.T)[different].mean() for layer in x])
+
+
+def model_facts(model: LoadedModel, analysis: Analysis) -> ModelFacts:
+    """Facts about ``model``: its shape, where the attention of ``analysis`` (the text on screen) goes, and
+    how anisotropic each hidden state is on ``REFERENCE_SENTENCES``."""
+    reference = analyze_many(model, list(REFERENCE_SENTENCES), attentions=False)
+    return ModelFacts(
+        name=model.name,
+        model_type=model.model_type,
+        num_layers=model.num_layers,
+        num_heads=model.num_heads,
+        hidden_size=model.hidden_size,
+        is_decoder=model.is_decoder,
+        tokens=list(analysis.tokens),
+        special_mask=np.asarray(analysis.special_mask),
+        received=attention_received(analysis),
+        anisotropy=token_anisotropy(reference),
+        description=BUNDLED_DESCRIPTION if is_bundled(model.name) else None,
+    )
+
+
+def facts_lines(facts: ModelFacts) -> list[str]:
+    """The facts as short markdown-free sentences, each computed from ``facts``."""
+    kind = (
+        "a decoder: each token sees itself and the tokens before it"
+        if facts.is_decoder
+        else "an encoder: each token sees every token of the text"
+    )
+    lines = [
+        f"{facts.name} ({facts.model_type}): {facts.num_layers} layers × {facts.num_heads} heads, hidden size "
+        f"{facts.hidden_size}; {kind}."
+    ]
+    if facts.description:
+        lines.append(facts.description)
+    sink = int(np.argmax(facts.received))
+    line = (
+        f"Attention sink on your text: {facts.tokens[sink]} (position {sink}) receives {facts.received[sink]:.2f} of all "
+        f"attention (mean over every layer, head and token; an even spread would give {1 / len(facts.tokens):.2f} to each)."
+    )
+    others = {}
+    for token, share, special in zip(facts.tokens, facts.received, facts.special_mask, strict=True):
+        if special and token != facts.tokens[sink]:
+            others[token] = others.get(token, 0.0) + float(share)
+    if others:
+        line += " Other special tokens: " + ", ".join(f"{t} {s:.3f}" for t, s in others.items()) + "."
+    if "[SEP]" in facts.tokens and facts.tokens[sink] != "[SEP]":
+        line += " Clark et al. (2019) found [SEP] to be BERT-base's main sink; not in this model."
+    lines.append(line)
+    last, first = float(facts.anisotropy[-1]), float(facts.anisotropy[1]) if len(facts.anisotropy) > 1 else float("nan")
+    lines.append(
+        f"Anisotropy (mean cosine between tokens of different sentences): {first:.2f} at hidden state 1, {last:.2f} at "
+        f"hidden state {facts.num_layers}, the last, which is {anisotropy_level(last)}."
+    )
+    return lines
+
+
+def static_similarity_sentence(similarity: np.ndarray, special_mask: np.ndarray) -> str:
+    """What ``core.similarity.token_static_similarity`` ``[L + 1, T]`` shows for one text, from its numbers
+    (text tokens only; every token when all are special)."""
+    keep = ~np.asarray(special_mask, dtype=bool)
+    if not keep.any():
+        keep = np.ones_like(keep)
+    mean = similarity[:, keep].mean(axis=1)
+    last = len(mean) - 1
+    lowest = int(np.argmin(mean))
+    text = f"Over the tokens of your text it averages {mean[last]:.2f} at hidden state {last}, the last"
+    if lowest != last:
+        text += f", and is lowest at hidden state {lowest} ({mean[lowest]:.2f})"
+    return text + "."
+
+
+def neighbour_sink_sentence(analysis: Analysis, *, matrices: np.ndarray | None = None, heads="max") -> str:
+    """Whether "early layers attend to neighbours, later ones to a few sink tokens" holds on this text, from
+    ``core.attention.attention_maxima`` (token level; ``matrices`` default: the raw attention; empty when
+    every token is special)."""
+    from core.attention import attention_maxima
+
+    special = np.asarray(analysis.special_mask, dtype=bool)
+    if special.all():
+        return ""
+    text_only = attention_maxima(analysis, matrices=matrices, heads=heads, skip_special=True)
+    with_special = attention_maxima(analysis, matrices=matrices, heads=heads, skip_special=False)
+    asking = ~special[with_special.queries]
+    on_special = special[with_special.targets[:, asking]].mean(axis=1)  # [layers]
+    local = (np.abs(text_only.distances) <= 1).mean(axis=1)
+    first, last = 0, len(local) - 1
+    text = (
+        f"On this text, with special tokens left out, {local[first]:.0%} of tokens attend most to themselves or a "
+        f"neighbour in layer {first} and {local[last]:.0%} in layer {last}; with special tokens included, "
+        f"{on_special[first]:.0%} attend most to a special token in layer {first} and {on_special[last]:.0%} in layer {last}."
+    )
+    if not special.any():
+        return text + " This text has no special tokens, so there is no sink token to attend to."
+    if local[first] > local[last] and on_special[last] > on_special[first]:
+        return text + (
+            " So here, as Clark et al. (2019) found for BERT, early layers look at their neighbours and later ones "
+            "park attention on special tokens; seeing it needs the special tokens both left out and included."
+        )
+    return text + (
+        " The pattern reported for BERT (early layers look at neighbours, later ones at a few sink tokens) does not "
+        "show clearly on this text."
+    )
+
+
+def special_share_sentence(raw: np.ndarray, weighted: np.ndarray) -> str:
+    """The range over layers of ``core.attention.special_share`` ``[layers]``, raw and norm-weighted, in words."""
+    raw, weighted = np.asarray(raw, dtype=float), np.asarray(weighted, dtype=float)
+    if np.isnan(raw).all() or np.isnan(weighted).all():
+        return ""
+    span = lambda x: f"{np.nanmin(x):.0%}–{np.nanmax(x):.0%}" if round(np.nanmin(x), 2) != round(np.nanmax(x), 2) else f"{np.nanmin(x):.0%}"  # noqa: E731
+    return (
+        f"On this text the share on special tokens is {span(raw)} of raw attention and {span(weighted)} of "
+        f"norm-weighted attention across the {len(raw)} layers."
+    )

@@ -1,0 +1,168 @@
+"""Which input tokens does an output depend on? Gradient × input and integrated gradients.
+
+Both differentiate one number (the measure) with respect to the word embeddings of the input
+(the lookup ``x``, ``[T, hidden]``; the model adds position and token-type embeddings itself).
+
+- ``"embedding"``: the sentence embedding (mean of the last hidden state over the tokens)
+  projected on the original sentence embedding's direction, ``f(x) = pool(x) · u`` with
+  ``u = pool(x₀) / ‖pool(x₀)‖``; at the input it is the embedding's length.
+- ``"target"`` (models with a language-model head): log p(target) at the first mask token
+  (masked LMs) or after the last token (causal LMs), as in ``core.effects``.
+
+Gradient × input: ``score_i = Σ_d x_id · ∂f/∂x_id``.
+Integrated gradients (Sundararajan et al. 2017): ``score_i = Σ_d (x_id − b_id) ∫₀¹ ∂f/∂x_id(b + α(x − b)) dα``
+with the baseline ``b`` = the pad token's embedding (the zero vector if the tokenizer has no
+pad token) at every non-special position and the input's own embedding at special positions. The
+integral is taken with ``steps``-point Gauss–Legendre quadrature. Completeness: the scores sum to
+``f(x) − f(b)``; ``completeness_gap`` is the relative difference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+
+from core.effects import EffectsError, Measure, Network, Target, _check_measure, encode, mean_pooled, network, resolve_target
+from core.inference import special_token_ids
+from core.models import LoadedModel
+from core.predictions import LanguageModel
+
+AttributionMethod = Literal["integrated_gradients", "gradient_x_input"]
+ATTRIBUTION_METHODS = ("integrated_gradients", "gradient_x_input")
+MIN_STEPS = 1
+# Token positions per backward pass when integrated-gradient steps are batched.
+TOKENS_PER_BATCH = 2048
+
+
+@dataclass(frozen=True, eq=False)
+class Attribution:
+    """Per-token attribution of one measure.
+
+    ``tokens``: the tokenizer's tokens ``[T]``; ``scores``: float32 ``[T]`` (0 at special tokens for
+    integrated gradients, whose baseline keeps them); ``special_mask``: bool ``[T]``;
+    ``output``: f(input); ``baseline_output``: f(baseline) (integrated gradients, else None);
+    ``completeness_gap``: |Σ scores − (f(x) − f(b))| / |f(x) − f(b)| (integrated gradients, else None);
+    ``target``: the target token and position for ``measure="target"``.
+    """
+
+    tokens: list[str]
+    input_ids: list[int]
+    scores: np.ndarray
+    special_mask: np.ndarray
+    method: AttributionMethod
+    measure: Measure
+    output: float
+    baseline_output: float | None = None
+    completeness_gap: float | None = None
+    steps: int | None = None
+    target: Target | None = None
+
+    def __post_init__(self) -> None:
+        for array in (self.scores, self.special_mask):
+            array.setflags(write=False)
+
+    @property
+    def total(self) -> float:
+        """Σ scores."""
+        return float(self.scores.astype(np.float64).sum())
+
+
+def _measure(net: Network, embeds: torch.Tensor, inputs: dict[str, torch.Tensor], measure: Measure,
+             direction: torch.Tensor | None, target: Target | None) -> torch.Tensor:
+    """``[N]``: the measure for each of ``embeds`` ``[N, T, hidden]`` (word embeddings of the same text)."""
+    n = embeds.shape[0]
+    extra = {k: v.expand(n, -1) for k, v in inputs.items() if k != "input_ids"}
+    if measure == "embedding":
+        out = net.base(inputs_embeds=embeds, **extra, return_dict=True)
+        return mean_pooled(out.last_hidden_state, extra["attention_mask"]) @ direction
+    assert target is not None
+    logits = net.full(inputs_embeds=embeds, **extra, return_dict=True).logits[:, target.position]
+    return logits.log_softmax(-1)[:, target.token_id]
+
+
+def _gradients(net, embeds, inputs, measure, direction, target) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values ``[N]``, gradients ``[N, T, hidden]``) of the measure at ``embeds``; no parameter gradients are kept."""
+    with torch.enable_grad():
+        embeds = embeds.detach().requires_grad_(True)
+        values = _measure(net, embeds, inputs, measure, direction, target)
+        (grads,) = torch.autograd.grad(values.sum(), embeds)
+    return values.detach(), grads
+
+
+def _special_mask(net: Network, ids: list[int]) -> np.ndarray:
+    special = special_token_ids(net.tokenizer)
+    return np.array([i in special for i in ids], dtype=bool)
+
+
+def token_attribution(
+    model: LoadedModel | LanguageModel,
+    text: str,
+    *,
+    method: AttributionMethod = "integrated_gradients",
+    measure: Measure = "embedding",
+    steps: int = 32,
+    target: str | int | None = None,
+    max_tokens: int | None = None,
+) -> Attribution:
+    """Attribute ``measure`` of ``text`` to its tokens (see the module docstring)."""
+    if method not in ATTRIBUTION_METHODS:
+        raise EffectsError(f"The attribution method must be one of {', '.join(ATTRIBUTION_METHODS)}, not {method!r}.")
+    if int(steps) < MIN_STEPS:
+        raise EffectsError("Integrated gradients needs at least one step.")
+    net = network(model)
+    _check_measure(net, measure)
+    inputs = encode(net, text, max_tokens)
+    resolved = resolve_target(net, inputs, target) if measure == "target" else None
+    ids = inputs["input_ids"][0].tolist()
+    special = _special_mask(net, ids)
+    embedding = net.full.get_input_embeddings()
+    with torch.no_grad():
+        x = embedding(inputs["input_ids"]).float()  # [1, T, hidden]
+        direction = None
+        if measure == "embedding":
+            pooled = mean_pooled(net.base(**inputs, return_dict=True).last_hidden_state, inputs["attention_mask"])[0]
+            direction = pooled / pooled.norm().clamp(min=1e-30)
+    tokens = net.tokenizer.convert_ids_to_tokens(ids)
+    common = {"tokens": tokens, "input_ids": ids, "special_mask": special, "method": method, "measure": measure,
+              "target": resolved}
+    if method == "gradient_x_input":
+        value, grads = _gradients(net, x, inputs, measure, direction, resolved)
+        scores = (grads[0] * x[0]).sum(-1)
+        return Attribution(scores=scores.cpu().numpy().astype(np.float32), output=float(value[0]), **common)
+
+    pad = net.tokenizer.pad_token_id
+    with torch.no_grad():
+        fill = embedding.weight[pad].float() if pad is not None else torch.zeros(x.shape[-1], device=x.device)
+        baseline = x.clone()
+        baseline[0, torch.from_numpy(~special).to(x.device)] = fill
+    nodes, weights = np.polynomial.legendre.leggauss(int(steps))
+    alphas = torch.tensor((nodes + 1.0) / 2.0, dtype=torch.float32, device=x.device)
+    weights = torch.tensor(weights / 2.0, dtype=torch.float64, device=x.device)
+    delta = x - baseline  # [1, T, hidden]
+    integrated = torch.zeros_like(x[0], dtype=torch.float64)
+    chunk = max(1, TOKENS_PER_BATCH // x.shape[1])
+    for start in range(0, len(alphas), chunk):
+        a = alphas[start : start + chunk, None, None]
+        _, grads = _gradients(net, baseline + a * delta, inputs, measure, direction, resolved)
+        integrated += (grads.double() * weights[start : start + chunk, None, None]).sum(0)
+    scores = (integrated * delta[0].double()).sum(-1)
+    with torch.no_grad():
+        ends = _measure(net, torch.cat([x, baseline]), inputs, measure, direction, resolved).double()
+    output, base_output = float(ends[0]), float(ends[1])
+    difference = output - base_output
+    gap = abs(float(scores.sum()) - difference) / max(abs(difference), 1e-12)
+    return Attribution(scores=scores.cpu().numpy().astype(np.float32), output=output, baseline_output=base_output,
+                       completeness_gap=gap, steps=int(steps), **common)
+
+
+def rollout_to_tokens(rollout: np.ndarray, attribution: Attribution) -> np.ndarray:
+    """float64 ``[T]``: how much each input token reaches the measured output through attention rollout
+    (last layer of ``core.attention.rollout``, ``[layers, T, T]``): the target position's row for
+    ``measure="target"``, the mean of all rows (the mean-pooled sentence embedding) for ``"embedding"``."""
+    last = np.asarray(rollout[-1], dtype=np.float64)
+    if attribution.target is not None:
+        return last[attribution.target.position]
+    return last.mean(axis=0)

@@ -1,0 +1,111 @@
+"""The logit lens: the model's own language-model head applied to every hidden state.
+
+What would the model predict if it stopped after layer ``l``? GPT-2's head reads the last
+hidden state after the final LayerNorm ``ln_f``, so earlier states go through ``ln_f`` first
+(``hidden_states[-1]`` already has it, as ``transformers`` returns it). A BERT-style masked LM's
+head is a transform (dense, activation, LayerNorm) and the decoder; every state goes through both.
+At the last layer the lens equals the model's own output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from core.heads import UnsupportedArchitecture
+from core.inference import Analysis
+from core.models import LoadedModel
+from core.predictions import LanguageModel, NoLanguageModelHead, load_language_model
+
+MAX_K = 20
+LENS_SUPPORTED = "GPT-2, and BERT, RoBERTa, DistilBERT and ELECTRA masked language models"
+
+
+class MissingLanguageModelHead(NoLanguageModelHead):
+    """The model has no trained language-model head, so there is no lens. The message is a sentence for the user."""
+
+
+@dataclass(frozen=True, eq=False)
+class Lens:
+    """Top-``k`` tokens per hidden state and position.
+
+    ``token_ids``: int ``[layers + 1, T, k]`` (row ``l`` = the head applied to ``hidden_states[l]``);
+    ``probs``: float32 ``[layers + 1, T, k]``, best first; ``final_ranks``: int ``[layers + 1, T]``,
+    the rank (0 = top) at each hidden state of the token the last layer puts first;
+    ``candidates``: ``token_ids`` decoded, each token on its own.
+    """
+
+    tokens: list[str]
+    token_ids: np.ndarray
+    probs: np.ndarray
+    final_ranks: np.ndarray
+    candidates: list[list[list[str]]]
+    kind: str
+
+    def __post_init__(self) -> None:
+        for array in (self.token_ids, self.probs, self.final_ranks):
+            array.setflags(write=False)
+
+
+def _head(lm: LanguageModel) -> Callable[[torch.Tensor, bool], torch.Tensor]:
+    """``head(hidden [T, hidden], is_last) -> logits [T, vocab]`` for the model's own head."""
+    full = lm.model
+    if hasattr(full, "lm_head") and hasattr(getattr(full, "transformer", None), "ln_f"):  # GPT-2
+        return lambda h, last: full.lm_head(h if last else full.transformer.ln_f(h))
+    if hasattr(full, "cls") and hasattr(full.cls, "predictions"):  # BERT
+        return lambda h, last: full.cls(h)
+    if hasattr(full, "vocab_projector"):  # DistilBERT
+        return lambda h, last: full.vocab_projector(full.vocab_layer_norm(full.activation(full.vocab_transform(h))))
+    if hasattr(full, "generator_lm_head"):  # ELECTRA generator
+        return lambda h, last: full.generator_lm_head(full.generator_predictions(h))
+    if lm.kind == "masked" and hasattr(full, "lm_head"):  # RoBERTa family
+        return lambda h, last: full.lm_head(h)
+    raise UnsupportedArchitecture(f"The logit lens is not available for this model; it supports {LENS_SUPPORTED}.")
+
+
+def language_model_of(model: LoadedModel | LanguageModel) -> LanguageModel:
+    """``model`` itself, or its checkpoint loaded with its head; raises ``MissingLanguageModelHead``."""
+    if isinstance(model, LanguageModel):
+        return model
+    try:
+        return load_language_model(model)
+    except NoLanguageModelHead as err:
+        raise MissingLanguageModelHead(str(err)) from None
+
+
+def logit_lens(model: LoadedModel | LanguageModel, analysis: Analysis, *, k: int = 5) -> Lens:
+    """The logit lens of ``analysis`` (which must come from the same checkpoint as ``model``).
+
+    ``model``: a ``LanguageModel`` (see ``core.predictions.load_language_model``) or a ``LoadedModel``
+    whose checkpoint is then loaded with its head. Raises ``MissingLanguageModelHead`` for models without one.
+    """
+    lm = language_model_of(model)
+    head = _head(lm)
+    k = max(1, min(int(k), MAX_K))
+    hidden = torch.from_numpy(np.array(analysis.hidden_states, dtype=np.float32)).to(lm.device)
+    last = len(hidden) - 1
+    ids, probs, ranks = [], [], []
+    with torch.inference_mode():
+        final = head(hidden[last], True).double().log_softmax(-1)  # [T, vocab]
+        final_top = final.argmax(-1)  # [T]
+        for layer in range(len(hidden)):
+            logp = final if layer == last else head(hidden[layer], False).double().log_softmax(-1)
+            best = logp.topk(min(k, logp.shape[-1]), dim=-1)
+            ids.append(best.indices.cpu().numpy())
+            probs.append(best.values.exp().float().cpu().numpy())
+            chosen = logp.gather(-1, final_top[:, None])  # [T, 1]
+            ranks.append((logp > chosen).sum(-1).cpu().numpy())
+    token_ids = np.stack(ids).astype(np.int64)
+    candidates = [[[lm.tokenizer.decode([i], clean_up_tokenization_spaces=False) for i in row] for row in layer]
+                  for layer in token_ids.tolist()]
+    return Lens(
+        tokens=list(analysis.tokens),
+        token_ids=token_ids,
+        probs=np.stack(probs).astype(np.float32),
+        final_ranks=np.stack(ranks).astype(np.int64),
+        candidates=candidates,
+        kind=lm.kind,
+    )

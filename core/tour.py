@@ -1,0 +1,48 @@
+"""The numbers the guided tour writes its sentences from; each is computed for the model on screen."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from core.head_stats import TokenRoles, rank_heads
+from core.senses import builtin_words, find_word
+
+SINK_SHARE = 0.5  # a head "parks" its attention when more than half of it goes to [CLS]/[SEP]-like tokens
+
+
+def clearest_head(table: pd.DataFrame, statistic: str = "previous") -> tuple[int, int, float] | None:
+    """``(layer, head, value)`` of the head with the highest ``statistic`` in a ``core.head_stats`` table;
+    None when the statistic is NaN for every head (no query token to average over)."""
+    best = rank_heads(table, statistic, top=1)
+    if best.empty or not np.isfinite(best[statistic].iloc[0]):
+        return None
+    return int(best["layer"].iloc[0]), int(best["head"].iloc[0]), float(best[statistic].iloc[0])
+
+
+def uniform_previous_share(roles: TokenRoles) -> float:
+    """The previous-token share a head would get by spreading attention evenly (the chance level):
+    the mean over the query tokens that have a previous token of 1 / (keys the query sees)."""
+    t = len(roles.query)
+    positions = np.arange(t)
+    queries = roles.query & (positions >= 1)
+    if not queries.any():
+        return float("nan")
+    visible = positions + 1 if roles.causal else np.full(t, t)
+    return float(np.mean(1.0 / visible[queries]))
+
+
+def sink_heads(table: pd.DataFrame, threshold: float = SINK_SHARE) -> int:
+    """How many heads give more than ``threshold`` of their attention to start and end tokens together."""
+    return int(((table["first"] + table["end"]) > threshold).sum())
+
+
+def first_builtin_word(text: str) -> str | None:
+    """The first word of ``text`` (in text order) that has a built-in sense set, or None."""
+    found = [(spans[0][0], word) for word in builtin_words() if (spans := find_word(text, word))]
+    return min(found)[1] if found else None
+
+
+def layers_where(values: np.ndarray, than: np.ndarray) -> list[int]:
+    """Indices where ``values`` is strictly greater than ``than``."""
+    return [int(i) for i in np.flatnonzero(np.asarray(values) > np.asarray(than))]

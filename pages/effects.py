@@ -1,0 +1,317 @@
+"""Does it matter? Knock heads out, rank every head by its effect, attribute the output to tokens, look through the logit lens."""
+
+from ui.shell import require_app_shell
+
+require_app_shell()
+
+import re  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from core.attribution import rollout_to_tokens  # noqa: E402
+from core.compare import shared_words, word_similarity  # noqa: E402
+from core.effects import (  # noqa: E402
+    EffectsError, attention_to_token, check_supported, rank_correlation, sentence_cosine, target_token_id,
+)
+from core.examples import BANK_MONEY, BANK_RIVER  # noqa: E402
+from core.heads import UnsupportedArchitecture  # noqa: E402
+from core.tokens import token_labels  # noqa: E402
+from ui.ablation import METHOD_NAMES, head_label, remember_knockout  # noqa: E402
+from ui.cache import (  # noqa: E402
+    cached_ablated_analysis, cached_analysis, cached_attribution, cached_head_importance, cached_language_model,
+    cached_lens, cached_rollout, cached_target_change,
+)
+from ui.errors import friendly_errors  # noqa: E402
+from ui.figures import show_figure  # noqa: E402
+from ui.page_state import option, option_value  # noqa: E402
+from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit  # noqa: E402
+from viz.common import file_stem, markdown_safe  # noqa: E402
+from viz.compare import attention_heatmap  # noqa: E402
+from viz.effects import attribution_html, lens_grid, rank_by_layer  # noqa: E402
+from viz.head_stats import head_heatmap  # noqa: E402
+from viz.inside import stacked_token_bars  # noqa: E402
+from viz.predictions import fill_in_bars, visible_spaces  # noqa: E402
+
+EFFECTS_MAX_TOKENS = 128  # every part re-runs the model many times; longer texts are cut with a notice
+AUTO_IMPORTANCE_WORK = 72 * 64  # heads × tokens computed without asking (the bundled model at 64 tokens)
+MAX_HEADS_DRAWN = 4
+MAX_LENS_POSITIONS = 48
+STEP_CHOICES = [32, 48, 64, 96, 128]
+HEAD_SEPARATORS = re.compile(r"[\s,;]+")
+
+
+def describe_correlation(rc, what: str) -> str:
+    """A sentence about Spearman's ρ written from its numbers (with the chance level: ρ = 0, and its p-value)."""
+    if np.isnan(rc.rho):
+        return f"The rank correlation of {what} is undefined here: one of them is the same for every item."
+    strength = "no clear" if abs(rc.rho) < 0.2 else "a weak" if abs(rc.rho) < 0.4 else "a moderate" if abs(rc.rho) < 0.7 else "a strong"
+    direction = "" if abs(rc.rho) < 0.2 else " positive" if rc.rho > 0 else " negative"
+    chance = ("could easily arise by chance (p ≥ 0.05)" if rc.p_value >= 0.05
+              else f"would be unlikely by chance (p = {rc.p_value:.2g})")
+    return (f"Spearman's ρ of {what}: **{rc.rho:+.2f}** over {rc.n} items, {strength}{direction} relation "
+            f"(ρ = 0 means none; ρ = 1 the same order). A ρ this far from 0 {chance}.")
+
+
+st.title("Does it matter?")
+st.markdown(
+    "Attention shows where a head *looks*, not whether what it finds changes the output: a high weight does not "
+    "mean a token or a head mattered (Jain & Wallace 2019; Wiegreffe & Pinter 2019). This page changes the model "
+    "and measures the output: knock heads out, rank every head by its effect, attribute the output to the input "
+    "tokens, and (for models with a language-model head) read the prediction at every layer."
+)
+model = current_model()
+if model.is_encoder_decoder:
+    from ui.seq2seq_views import not_applicable
+
+    not_applicable("Knock-outs, attributions and the logit lens are built here for one stack (an encoder or a decoder), "
+                   "so this page does not apply.")
+try:
+    check_supported(model)
+except UnsupportedArchitecture as err:
+    st.info(str(err), icon=":material/info:")
+    st.stop()
+name, text = current_model_name(), current_text()
+limit = min(current_token_limit(), EFFECTS_MAX_TOKENS)
+if current_token_limit() > EFFECTS_MAX_TOKENS:
+    st.caption(f"This page re-runs the model many times, so it reads at most the first {EFFECTS_MAX_TOKENS} tokens.")
+analysis = current_analysis(limit)
+labels = token_labels(analysis)
+with st.spinner(f"Looking for the language-model head of {name}…"):
+    language_model = cached_language_model(name)
+has_head = not isinstance(language_model, Exception)
+
+# --- what is measured ---------------------------------------------------------------------------
+measure, target = "embedding", None
+if has_head:
+    kind = language_model.kind
+    predicted = "the masked word" if kind == "masked" else "the next token after the text"
+    choice = option(st.radio, "What to measure", ["prediction", "sentence embedding"], key="measure",
+                    horizontal=True, help=f"The prediction: the log-probability of a target token as {predicted}.")
+    measure = "target" if choice == "prediction" else "embedding"
+    mask = model.tokenizer.mask_token
+    if measure == "target" and kind == "masked" and model.tokenizer.mask_token_id not in analysis.input_ids:
+        st.info(f"The text has no {markdown_safe(mask)}, so there is no masked word to predict: this page measures the "
+                f"sentence embedding. Put {markdown_safe(mask)} where a word should be, for example: "
+                f"{markdown_safe(BANK_RIVER.replace('bank', mask))}", icon=":material/info:")
+        measure = "embedding"
+    if measure == "target":
+        typed = option(st.text_input, "Target token (empty: the model's own top prediction)", key="target",
+                       max_chars=100, help="One token of the vocabulary; for GPT-2 a word usually starts with a space.")
+        target = typed if typed.strip() else None
+        try:
+            if target is not None:
+                target_token_id(model.tokenizer, target, language_model.model.config.vocab_size)
+        except EffectsError as err:
+            st.warning(f"{markdown_safe(err)} Meanwhile the target is the model's own top prediction.",
+                       icon=":material/warning:")
+            target = None
+else:
+    st.info(f"{markdown_safe(model.name)} has no language-model head, so it predicts no words: parts 1–3 measure its "
+            "sentence embedding (the mean of the last hidden state over the tokens, the model's own pooling), and part 4, "
+            "the logit lens, is not available for it.", icon=":material/info:")
+if measure == "embedding":
+    st.caption("Measure: the sentence embedding (mean of the last hidden state over all tokens). A knock-out's effect is "
+               "1 − cosine between the original and the ablated embedding (0 = unchanged).")
+else:
+    st.caption("Measure: the log-probability the model gives the target token. A knock-out's effect is the drop in "
+               "log-probability (positive = the target became less likely).")
+effect_name = "1 − cosine" if measure == "embedding" else "drop in log p(target)"
+
+# --- 1. knock out heads -----------------------------------------------------------------------------
+st.header("1. Knock out heads")
+st.markdown("Remove heads and run the text again. **Zero** ablation sets the head's output to 0 before the attention "
+            "output projection (its shared bias stays); **mean** ablation replaces the head's output at every token "
+            "by its mean over the text's tokens, so only what differs between tokens is removed.")
+options = [f"L{layer}H{head}" for layer in range(model.num_layers) for head in range(model.num_heads)]
+
+
+def parse_head(option: str) -> tuple[int, int]:
+    layer, head = option[1:].split("H")
+    return int(layer), int(head)
+
+
+left, right = st.columns([3, 1])
+typed_heads = option(left.text_input, "Heads to knock out (L = layer, H = head, both counted from 0)", key="heads",
+                     max_chars=2_000, placeholder="for example: L0H2 L3H5",
+                     help=f"Any of L0H0 … L{model.num_layers - 1}H{model.num_heads - 1}, separated by spaces or commas.")
+method = option(right.radio, "Ablation", ["zero", "mean"], key="ablation")
+picked = [part.upper() for part in HEAD_SEPARATORS.split(typed_heads.strip()) if part]
+unknown = [part for part in picked if part not in options]
+if unknown:
+    st.warning(f"Not a head of this model: {markdown_safe(', '.join(unknown[:5]))}. Heads are written L0H2 (layer 0, "
+               f"head 2), from L0H0 to L{model.num_layers - 1}H{model.num_heads - 1}.", icon=":material/warning:")
+heads = tuple(dict.fromkeys(parse_head(o) for o in picked if o in options))
+remember_knockout(name, heads, method)
+if not heads:
+    st.info("Choose one or more heads above to see what knocking them out changes. The importance map below shows "
+            "which single heads change the most.", icon=":material/touch_app:")
+else:
+    st.caption("The attention of the chosen heads in the original run (knocking a head out does not change its own "
+               "attention, only what it passes on):")
+    for column, (layer, head) in zip(st.columns(min(len(heads), MAX_HEADS_DRAWN)), heads[:MAX_HEADS_DRAWN]):
+        with column:
+            show_figure(attention_heatmap(analysis.attentions[layer, head], labels, title=head_label(layer, head)),
+                        name=file_stem(name, "attention", layer, head), key=f"effects-attention-{layer}-{head}")
+    if len(heads) > MAX_HEADS_DRAWN:
+        st.caption(f"The first {MAX_HEADS_DRAWN} chosen heads are drawn.")
+    with friendly_errors("knocking out heads"), st.spinner("Running the text with those heads knocked out…"):
+        if measure == "target":
+            change = cached_target_change(name, text, limit, heads, method, target)
+            token = markdown_safe(visible_spaces(change.target.token))
+            st.markdown(f"**log p(“{token}”)**: {change.target_logp_before:.3f} → {change.target_logp_after:.3f} "
+                        f"(**{change.logp_change:+.3f}**; probability {np.exp(change.target_logp_before):.2%} → "
+                        f"{np.exp(change.target_logp_after):.2%}) at position {change.target.position}.")
+            columns = st.columns(2)
+            for column, title, candidates, probs, tag in (
+                (columns[0], "Before", change.before_candidates, change.before_probs, "before"),
+                (columns[1], "After the knock-out", change.after_candidates, change.after_probs, "after"),
+            ):
+                with column:
+                    show_figure(fill_in_bars(candidates, probs, title=title), name=file_stem(name, "predictions", tag),
+                                data=pd.DataFrame({"rank": range(1, len(probs) + 1), "candidate": candidates, "probability": probs}),
+                                key=f"effects-predictions-{tag}")
+        else:
+            ablated = cached_ablated_analysis(name, text, limit, heads, method)
+            cosine = sentence_cosine(analysis, ablated)
+            text_a = option_value("text_a", page="compare") or BANK_RIVER
+            text_b = option_value("text_b", page="compare") or BANK_MONEY
+            pair = [cached_analysis(name, t, limit) for t in (text_a, text_b)]
+            scale = sentence_cosine(*pair)
+            c1, c2 = st.columns(2)
+            c1.metric("Cosine, original vs ablated sentence embedding", f"{cosine:.4f}",
+                      help="1 = the knock-out did not change the sentence embedding's direction.")
+            c2.metric("For scale: cosine of the compare page's two texts", f"{scale:.4f}",
+                      help="Two different sentences (the compare page's text A and text B) through the unablated model.")
+            shared = shared_words(*pair)
+            if shared:
+                chosen_word = option_value("word", page="compare")
+                longest = max(len(w) for w in shared)
+                word = chosen_word if chosen_word in shared else [w for w in shared if len(w) == longest][-1]
+                ablated_pair = [cached_ablated_analysis(name, t, limit, heads, method) for t in (text_a, text_b)]
+                before = float(word_similarity(*pair, word)["cosine_similarity"].iloc[-1])
+                after = float(word_similarity(*ablated_pair, word)["cosine_similarity"].iloc[-1])
+                st.markdown(f"“{markdown_safe(word)}” in the compare page's two texts, last hidden state: cosine "
+                            f"**{before:.4f}** → **{after:.4f}** with the knock-out ({after - before:+.4f}).")
+    st.caption("The compare page offers an **Ablated run** toggle for these heads.")
+
+# --- 2. importance map ----------------------------------------------------------------------------
+st.header("2. Which heads matter, and do they attend to the token?")
+st.markdown(f"Each of the {model.num_layers * model.num_heads} heads knocked out alone ({METHOD_NAMES[method]}), "
+            "one after the other, several ablated copies of the text per forward pass. Beside it: how much attention "
+            "each head gives one token, averaged over the (non-special) queries.")
+work = model.num_layers * model.num_heads * analysis.num_tokens
+request_key = (name, text, limit, measure, method, target)
+if work > AUTO_IMPORTANCE_WORK and st.session_state.get("importance_requested") != request_key:
+    st.info(f"This needs {model.num_layers * model.num_heads} runs of {analysis.num_tokens} tokens.", icon=":material/timer:")
+    if st.button("Compute the importance map", icon=":material/play_arrow:"):
+        st.session_state["importance_requested"] = request_key
+        st.rerun()
+else:
+    with friendly_errors("computing the importance map"):
+        bar = st.progress(0.0, text="Knocking out every head in turn…")
+
+        def report(done: int, total: int) -> None:
+            bar.progress(done / total, text=f"Knocked out {done} of {total} heads…")
+
+        importance = cached_head_importance(name, text, limit, measure, method, target, progress=report)
+        bar.empty()
+        non_special = [i for i in range(analysis.num_tokens) if not analysis.special_mask[i]] or list(range(analysis.num_tokens))
+        default = max(non_special, key=lambda i: (len(labels[i]), i))
+        token = option(st.selectbox, "Token the heads attend to", range(analysis.num_tokens), index=default, key="token",
+                       format_func=lambda i: f"{labels[i]} (position {i})")
+        attention = attention_to_token(analysis, token)
+        left, right = st.columns(2)
+        cells = [{"layer": layer, "head": head, "effect": float(importance[layer, head]),
+                  "attention_to_token": float(attention[layer, head])}
+                 for layer in range(model.num_layers) for head in range(model.num_heads)]
+        with left:
+            show_figure(head_heatmap(importance, title=f"Effect of knocking out each head ({effect_name})",
+                                     colorbar=effect_name), name=file_stem(name, "head-importance", method),
+                        data=pd.DataFrame(cells), key="effects-importance")
+        with right:
+            show_figure(head_heatmap(attention, title=f"Attention to “{labels[token]}”", colorbar="attention", share=True),
+                        name=file_stem(name, "attention-to-token", token), key="effects-attention-to-token")
+        st.markdown(describe_correlation(rank_correlation(importance, attention),
+                                         f"a head's effect and its attention to “{markdown_safe(labels[token])}”"))
+        order = np.argsort(importance.ravel())[::-1][:5]
+        top = ", ".join(f"{head_label(*divmod(int(i), model.num_heads))} ({importance.ravel()[i]:.3g})" for i in order)
+        st.caption(f"Largest effects: {top}. Median over all heads: {float(np.median(importance)):.3g}.")
+
+# --- 3. token attribution ---------------------------------------------------------------------------
+st.header("3. Which input tokens does the output depend on?")
+st.markdown("**Integrated gradients** (Sundararajan et al. 2017) accumulate the gradient along a straight path from a "
+            "baseline (the padding token's embedding at every non-special position) to the real input, so the scores "
+            "add up to the change in the measure. **Gradient × input** is the one-step shortcut. **Attention rollout** "
+            "(Abnar & Zuidema 2020) is how much each token reaches the output through attention alone.")
+steps = option(st.select_slider, "Integration steps", STEP_CHOICES, value=32, key="steps",
+               help="Points of the path where the gradient is taken (Gauss–Legendre quadrature).")
+with friendly_errors("attributing the output to tokens"), st.spinner("Computing gradients…"):
+    integrated = cached_attribution(name, text, limit, "integrated_gradients", measure, steps, target)
+    simple = cached_attribution(name, text, limit, "gradient_x_input", measure, steps, target)
+    flow = rollout_to_tokens(cached_rollout(name, text, limit), integrated)
+    st.html(attribution_html(labels, integrated.scores))
+    difference = integrated.output - integrated.baseline_output
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Sum of the attributions", f"{integrated.total:.4f}")
+    c2.metric("Measure: input − baseline", f"{difference:.4f}",
+              help=f"{integrated.output:.4f} at the input, {integrated.baseline_output:.4f} at the baseline.")
+    c3.metric("Completeness gap", f"{integrated.completeness_gap:.2%}",
+              help="|sum − difference| / |difference|: 0 with infinitely many steps; below 2 % the scores can be trusted to add up.")
+    show_figure(
+        stacked_token_bars([("integrated gradients", integrated.scores, None), ("gradient × input", simple.scores, None),
+                            ("attention rollout", flow, None)], labels, title="Per token: attributions and rollout"),
+        name=file_stem(name, "attribution", measure),
+        data=pd.DataFrame({"position": range(len(labels)), "token": labels, "integrated_gradients": integrated.scores,
+                           "gradient_x_input": simple.scores, "attention_rollout": flow}),
+        key="effects-attribution",
+    )
+    keep = ~integrated.special_mask
+    if keep.sum() >= 3:
+        st.markdown(describe_correlation(rank_correlation(np.abs(integrated.scores[keep]), flow[keep]),
+                                         "|integrated gradients| and attention rollout over the non-special tokens"))
+        st.caption(describe_correlation(rank_correlation(np.abs(integrated.scores[keep]), np.abs(simple.scores[keep])),
+                                        "|integrated gradients| and |gradient × input| (two gradient methods, for reference)"))
+    else:
+        st.caption("Rank correlations need at least three non-special tokens.")
+
+# --- 4. logit lens ------------------------------------------------------------------------------------------
+st.header("4. Logit lens: what would the model predict after each layer?")
+if not has_head:
+    st.info(f"{markdown_safe(model.name)} has no language-model head, so there is nothing to look through: the logit "
+            "lens applies the model's own head to every hidden state.", icon=":material/info:")
+    st.stop()
+st.markdown("The model's own language-model head applied to every hidden state (GPT-2: after its final LayerNorm "
+            "`ln_f`; BERT-style masked LMs: through the MLM transform). The last row is the model's real output. "
+            + ("A masked LM predicts every position, also the visible ones, where it mostly repeats the token."
+               if language_model.kind == "masked" else "Row by row, column t is the guess for the token after t."))
+with friendly_errors("computing the logit lens"), st.spinner("Applying the head to every layer…"):
+    lens = cached_lens(name, text, limit)
+    shown = slice(0, MAX_LENS_POSITIONS)
+    show_figure(
+        lens_grid(labels[shown], [[candidates[0] for candidates in layer[shown]] for layer in lens.candidates],
+                  lens.probs[:, shown, 0], title="Top token at every hidden state and position"),
+        name=file_stem(name, "logit-lens"),
+        data=pd.DataFrame([{"hidden_state": layer, "position": t, "token": labels[t], "rank": r + 1,
+                            "candidate": lens.candidates[layer][t][r], "probability": float(lens.probs[layer, t, r])}
+                           for layer in range(lens.probs.shape[0]) for t in range(lens.probs.shape[1])
+                           for r in range(lens.probs.shape[2])]),
+        key="effects-lens",
+    )
+    if analysis.num_tokens > MAX_LENS_POSITIONS:
+        st.caption(f"The first {MAX_LENS_POSITIONS} positions are drawn; the CSV has them all.")
+    if language_model.kind == "masked" and model.tokenizer.mask_token_id in analysis.input_ids:
+        position_default = analysis.input_ids.index(model.tokenizer.mask_token_id)
+    else:
+        position_default = analysis.num_tokens - 1
+    position = option(st.selectbox, "Position", range(analysis.num_tokens), index=position_default, key="position",
+                      format_func=lambda i: f"{labels[i]} (position {i})")
+    final = lens.candidates[-1][position][0]
+    ranks = lens.final_ranks[:, position]
+    settled = int(np.argmax(ranks == 0)) if (ranks == 0).any() else len(ranks) - 1
+    show_figure(rank_by_layer(ranks, title=f"Rank of the final prediction “{visible_spaces(final)}” at position {position}"),
+                name=file_stem(name, "lens-rank", position),
+                data=pd.DataFrame({"hidden_state": range(len(ranks)), "rank": ranks + 1}), key="effects-lens-rank")
+    st.caption(f"“{markdown_safe(visible_spaces(final))}” is the top token from hidden state {settled} on"
+               + (" (and stays there)." if (ranks[settled:] == 0).all() else ", though not at every later one."))

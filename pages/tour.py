@@ -1,0 +1,458 @@
+"""Guided tour: from tokens to a whole corpus in ten steps, each with one live figure for the model on screen."""
+
+from ui.shell import require_app_shell
+
+require_app_shell()
+
+from collections.abc import Callable  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from core import compare  # noqa: E402
+from core.attention import special_share  # noqa: E402
+from core.drift import drift_table  # noqa: E402
+from core.examples import BANK_MONEY, BANK_RIVER  # noqa: E402
+from core.heads import UnsupportedArchitecture, compute_head  # noqa: E402
+from core.senses import builtin_set  # noqa: E402
+from core.similarity import cosine  # noqa: E402
+from core.tokens import token_labels  # noqa: E402
+from core.tour import clearest_head, first_builtin_word, layers_where, sink_heads, uniform_previous_share  # noqa: E402
+from ui.cache import (  # noqa: E402
+    cached_analysis, cached_corpus_embeddings, cached_head_stats, cached_norm_weighted, cached_occurrences,
+)
+from ui.corpus_state import current_corpus, current_corpus_name  # noqa: E402
+from ui.figures import show_figure  # noqa: E402
+from ui.page_state import link_url, option, option_value, set_option  # noqa: E402
+from ui.placement import place_text, verdict  # noqa: E402
+from ui.session import (  # noqa: E402
+    MAX_TEXT_CHARS, current_analysis, current_model, current_model_name, current_text, current_token_limit,
+    presentation_mode,
+)
+from viz import attention as va  # noqa: E402
+from viz.common import COLORBLIND_SAFE, OKABE_ITO, file_stem, markdown_safe, plotly_safe  # noqa: E402
+from viz.compare import similarity_by_layer_chart  # noqa: E402
+from viz.drift import layer_violin_figure  # noqa: E402
+from viz.inside import matrix_heatmap, stacked_token_bars  # noqa: E402
+from viz.maxima import special_share_chart  # noqa: E402
+from viz.senses import add_own_sentence, highlighted_sentence, sense_projection_figure  # noqa: E402
+from viz.tour import as_slide, cosine_bars, token_table_figure  # noqa: E402
+
+SAME_SENSE_CONTROL = "We had a picnic on the grassy bank of the stream."
+HELD_OUT = "I sat on the bank and fished."
+LOOKUP_COMPONENTS = 64
+PRESENTATION_CSS = """<style>
+[data-testid="stMain"] { background: white; }
+[data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
+[data-testid="stMain"] [data-testid="stMarkdownContainer"] li { font-size: 1.6rem; line-height: 1.45; }
+[data-testid="stMain"] h2 { font-size: 2.8rem; }
+</style>"""
+
+present = presentation_mode()
+model = current_model()
+if model.is_encoder_decoder:
+    from ui.seq2seq_views import not_applicable
+
+    not_applicable("The tour follows one text through one stack (the static embedding, its layers, its senses), so it "
+                   "does not apply; pick an encoder such as the bundled model for the tour.")
+name = current_model_name()
+limit = current_token_limit()
+
+
+# --- what every step draws with --------------------------------------------------------------
+
+
+def say(text: str) -> None:
+    """The step's plain sentences (markdown; anything the user typed must already be escaped)."""
+    st.markdown(text)
+
+
+def figure(fig, what: str, data: pd.DataFrame | None = None) -> None:
+    """The step's one live figure: 16:9 in presentation mode, CSV of its numbers otherwise."""
+    if present:
+        show_figure(as_slide(fig), name=file_stem(model.name, "tour", what), key=f"tour-{what}", width="content")
+    else:
+        show_figure(fig, name=file_stem(model.name, "tour", what), data=data, key=f"tour-{what}")
+
+
+def try_this(text: str) -> None:
+    if not present:
+        st.info(f"**Try this:** {text}", icon=":material/touch_app:")
+
+
+def full_page(page: str, label: str, params: dict[str, object] | None = None) -> None:
+    """A link (new tab) to the full page at ``page`` (its url path) showing the same state: the sidebar's model and
+    text plus ``params``, the target page's options as its URL holds them."""
+    if not present:
+        st.markdown(f":material/open_in_new: [{label}]({link_url(page, **(params or {}))})")
+
+
+def not_here(text: str) -> None:
+    """This step does not apply to the model or text on screen: say why, and let the reader move on."""
+    st.info(text + " Use **Next** to go on.", icon=":material/info:")
+
+
+def own_text(label: str, key: str, default: str) -> str:
+    return option(st.text_input, label, value=default, key=key, max_chars=MAX_TEXT_CHARS)
+
+
+def two_sentences() -> tuple[list, str | None]:
+    """The step's own sentences A and B (editable) and the word they share ("bank" if it is shared)."""
+    left, right = st.columns(2)
+    texts = [
+        option(side.text_input, f"Sentence {n}", value=default, key=n.lower(), max_chars=MAX_TEXT_CHARS)
+        for side, n, default in zip((left, right), "AB", (BANK_RIVER, BANK_MONEY))
+    ]
+    if not all(t.strip() for t in texts):
+        return [], None
+    analyses = [cached_analysis(name, t, limit) for t in texts]
+    shared = compare.shared_words(*analyses)
+    word = "bank" if "bank" in shared else max(shared, key=len, default=None)
+    return analyses, word
+
+
+def previous_token_head(analysis):
+    """``((layer, head, share) or None, chance level, head-statistics table, token roles)`` for the sidebar's text."""
+    table, roles = cached_head_stats(name, current_text(), limit)
+    best = clearest_head(table, "previous")
+    return best, uniform_previous_share(roles), table, roles
+
+
+def sink_names(roles) -> str:
+    if roles.start_is_first_token:
+        return "the first token" + (" and end-of-text tokens" if roles.end.any() else "")
+    return "[CLS]/[SEP]-like special tokens"
+
+
+# --- the steps ---------------------------------------------------------------------------------
+
+
+def step_tokens() -> None:
+    analysis = current_analysis()
+    labels = token_labels(analysis)
+    added = [analysis.tokens[i] for i in np.flatnonzero(analysis.special_mask)]
+    split = [w for w, positions in compare.words(analysis) if len(positions) > 1]
+    say(
+        f"{markdown_safe(model.name)} does not read letters: it cuts your text (the sidebar's) into **{analysis.num_tokens} "
+        f"tokens**, and each token is a row number, its **id**, in a vocabulary of {len(model.tokenizer):,} entries. "
+        + (f"{len(added)} of them are special tokens the tokenizer adds ({markdown_safe(', '.join(dict.fromkeys(added)))}), "
+           "not words you typed. " if added else "This tokenizer adds no special tokens to the text. ")
+        + (f"Some words are split into pieces: {markdown_safe(', '.join(split[:6]))}." if split
+           else "Every word of this text is a single token.")
+    )
+    figure(token_table_figure(labels, list(analysis.input_ids), list(analysis.special_mask), title=f"Your text as {model.name} reads it"),
+           "tokens", pd.DataFrame({"position": range(analysis.num_tokens), "token": labels, "id": analysis.input_ids,
+                                   "special": analysis.special_mask}))
+    try_this("type a rare or made-up word in the sidebar, such as *unbelievability*, and watch it split into pieces.")
+    full_page("./", "Open the token table on the Home page")
+
+
+def step_static() -> None:
+    analyses, word = two_sentences()
+    if word is None:
+        not_here("The two sentences need a word in common (and some text each).")
+        return
+    lookups = [compare.word_lookup(model, a, word) for a in analyses]
+    ids = [[a.input_ids[p] for p in compare.word_positions(a, word)] for a in analyses]
+    similarity = float(cosine(*lookups))
+    table = model.model.get_input_embeddings().weight
+    w = markdown_safe(word)
+    say(
+        f"Before any layer runs, every token is looked up in the model's **word-embedding table** ({table.shape[0]:,} rows "
+        f"× {table.shape[1]} numbers). "
+        + (f"“{w}” is token id {ids[0]} in both sentences, so both get **the same row**: the cosine similarity of the "
+           f"two lookups is **{similarity:.4f}**. The river and the money make no difference yet."
+           if ids[0] == ids[1] else
+           f"Here “{w}” became different tokens ({ids[0]} in A, {ids[1]} in B), so even its lookups differ: cosine "
+           f"{similarity:.4f}.")
+    )
+    shown = np.stack(lookups)[:, :LOOKUP_COMPONENTS]
+    figure(matrix_heatmap(shown, [f"“{word}” in A", f"“{word}” in B"], row_title="",
+                          title=f"Word-embedding rows of “{word}” (first {shown.shape[1]} of {table.shape[1]} numbers)",
+                          colorbar="value", symmetric=True),
+           "static-embedding", pd.DataFrame(np.stack(lookups), index=["A", "B"]).T.rename_axis("component").reset_index())
+    try_this("change *river* in sentence A to *money*: the two rows stay identical, because a lookup never sees the other words.")
+    full_page("compare", "Open the two sentences on the Compare page",
+              {"text_a": analyses[0].text, "text_b": analyses[1].text, "word": word})
+
+
+def step_position() -> None:
+    analyses, word = two_sentences()
+    if word is None:
+        not_here("The two sentences need a word in common (and some text each).")
+        return
+    lookup = compare.lookup_similarity(model, *analyses, word)
+    at_zero = float(compare.word_similarity(*analyses, word)["cosine_similarity"].iloc[0])
+    positions = [compare.word_positions(a, word)[0] for a in analyses]
+    embeddings = getattr(model.model, "embeddings", None)
+    parts = ["word", "position"] + (["token-type"] if hasattr(embeddings, "token_type_embeddings") else [])
+    norm = " and then applies LayerNorm" if hasattr(embeddings, "LayerNorm") else ""
+    w = markdown_safe(word)
+    where = (f"“{w}” is token {positions[0]} in A and token {positions[1]} in B, so it gets different position embeddings"
+             if positions[0] != positions[1] else f"“{w}” is token {positions[0]} in both, so it gets the same position embedding")
+    say(
+        f"The first hidden state, `hidden_states[0]`, is not the lookup: the embedding layer adds {' + '.join(parts)} "
+        f"embeddings{norm}. {where}: the cosine of its two `hidden_states[0]` vectors is **{at_zero:.4f}**, against "
+        f"**{lookup:.4f}** for the lookups. No attention has run yet: the difference is position, not meaning."
+    )
+    figure(cosine_bars(["word-embedding lookup", "hidden_states[0]"], [lookup, at_zero],
+                       title=f"“{word}” in A vs B, before any attention"),
+           "position", pd.DataFrame({"vector": ["word-embedding lookup", "hidden_states[0]"], "cosine_similarity": [lookup, at_zero]}))
+    try_this(f"put the same number of tokens before “{w}” in both sentences: its `hidden_states[0]` vectors become identical.")
+    full_page("compare", "Open every layer on the Compare page",
+              {"text_a": analyses[0].text, "text_b": analyses[1].text, "word": word})
+
+
+def step_one_head() -> None:
+    analysis = current_analysis()
+    best, chance, _, _ = previous_token_head(analysis)
+    if best is None:
+        not_here("Your text has no ordinary token with a token before it, so there is no previous-token head to find.")
+        return
+    layer, head, share = best
+    say(
+        f"Each of the {model.num_layers * model.num_heads} attention heads decides, for every token, how much to take "
+        f"from every other token. Measured on your text, **layer {layer}, head {head}** attends most to the previous "
+        f"token: on average **{share:.1%}** of a token's attention goes to the token just before it, where spreading "
+        f"attention evenly would give {chance:.1%}. "
+        + ("In the heatmap (rows = the token looking, columns = the tokens looked at) that is the bright line just left "
+           "of the diagonal." if share > 0.5 else
+           "No head of this model is a clean previous-token head on this text; this is the closest.")
+    )
+    labels = token_labels(analysis)
+    figure(va.head_figure(analysis.attentions[layer, head], labels, title=f"{model.name} · layer {layer}, head {head}",
+                          causal=model.is_decoder, colorscale=COLORBLIND_SAFE, large=present),
+           f"layer{layer}-head{head}", va.matrix_table(analysis.attentions[layer, head], labels, causal=model.is_decoder))
+    try_this("type a longer sentence in the sidebar: a previous-token head keeps its diagonal on any text.")
+    full_page("attention", "Open this head on the Attention page", {"source": "raw", "layer": layer, "head": head, "view": "one head"})
+
+
+def step_every_head() -> None:
+    analysis = current_analysis()
+    best, _, table, roles = previous_token_head(analysis)
+    total = model.num_layers * model.num_heads
+    if table[["first", "end"]].isna().all(axis=None):
+        sinks = "Your text has no ordinary token to measure the sink heads on."
+    else:
+        sinks = (f"In **{sink_heads(table)} of the {total}** heads more than half of the attention goes to "
+                 f"{sink_names(roles)}, often read as parking attention when a head has nothing to look at.")
+    say(
+        f"All {model.num_layers} layers × {model.num_heads} heads of your text at once, each thumbnail a heatmap like the "
+        f"last step's. {sinks}"
+        + (f" The previous-token head of the last step is layer {best[0]}, head {best[1]}." if best else "")
+    )
+    figure(va.overview_figure(analysis.attentions, title=f"{model.name}: every layer × head", causal=model.is_decoder,
+                              colorscale=COLORBLIND_SAFE, large=present), "every-head", table)
+    try_this("make your text twice as long and see which thumbnails keep their pattern.")
+    full_page("attention", "Open the overview on the Attention page", {"source": "raw"})
+
+
+def step_inside() -> None:
+    analysis = current_analysis()
+    best, _, _, _ = previous_token_head(analysis)
+    layer, head = (best[0], best[1]) if best else (0, 0)
+    try:
+        step = compute_head(model, analysis, layer, head)
+    except UnsupportedArchitecture as err:
+        not_here(str(err))
+        return
+    labels = token_labels(analysis)
+    ordinary = [i for i in range(analysis.num_tokens) if not analysis.special_mask[i]]
+    word = first_builtin_word(analysis.text)
+    query = compare.word_positions(analysis, word)[0] if word and compare.word_occurrences(analysis, word) else (
+        ordinary[min(1, len(ordinary) - 1)] if ordinary else 0)
+    d = step.queries.shape[1]
+    kept = step.keep_mask[query]
+    top = int(np.argmax(step.weights[query]))
+    difference = float(np.abs(step.weights - analysis.attentions[layer, head]).max())
+    scale = f"1/√{d}" if np.isclose(step.scale, d**-0.5) else "this model's configured scale"
+    who = markdown_safe(labels[query])
+    say(
+        f"What does layer {layer}, head {head} compute for “{who}” (token {query})? It turns each token's vector into a "
+        f"**query** and a **key** of {d} numbers, takes the dot product q·k of this token's query with every key, "
+        f"multiplies by {step.scale:.4f} ({scale}), and a **softmax** turns the scores into weights that sum to 1: the "
+        f"largest, {step.weights[query, top]:.2f}, goes to “{markdown_safe(labels[top])}”. The head's output is the "
+        f"weighted sum of the **value** vectors. Recomputed from the model's weights, these weights match the model's "
+        f"own attention to within {difference:.1e}."
+        + (" A decoder's token cannot look ahead: later tokens get −∞ before the softmax." if analysis.is_decoder else "")
+    )
+    rows = [("q·k", step.scores[query], None), ("scaled", step.scaled[query], kept), ("weight", step.weights[query], kept)]
+    figure(stacked_token_bars(rows, labels, title=f"From scores to weights for “{labels[query]}” (layer {layer}, head {head})"),
+           "inside", pd.DataFrame({"key token": labels, "q·k": step.scores[query], "scaled": step.scaled[query],
+                                   "weight": step.weights[query]}))
+    try_this("pick another query token on the full page and see which key wins.")
+    full_page("inside", "Open every step on the Inside one head page", {"layer": layer, "head": head, "query": query})
+
+
+def step_same_vector() -> None:
+    analyses, word = two_sentences()
+    control_text = own_text("Sentence C: the same sense as A (the control)", "c", SAME_SENSE_CONTROL)
+    if word is None or not control_text.strip():
+        not_here("The sentences need some text each and a word in common.")
+        return
+    control = cached_analysis(name, control_text, limit)
+    if word not in compare.shared_words(analyses[0], control):
+        not_here(f"Sentence C needs the word “{markdown_safe(word)}” too.")
+        return
+    pair = compare.word_similarity(*analyses, word)
+    same = compare.word_similarity(analyses[0], control, word)
+    lookup = compare.lookup_similarity(model, *analyses, word)
+    gap = same["cosine_similarity"].to_numpy() - pair["cosine_similarity"].to_numpy()  # > 0: the control is closer
+    closer = layers_where(gap, np.zeros_like(gap))
+    last = len(pair) - 1
+    w = markdown_safe(word)
+    say(
+        f"After each layer, is “{w}” still the same vector? A against B: cosine "
+        f"**{pair['cosine_similarity'].iloc[0]:.3f}** at hidden state 0 and **{pair['cosine_similarity'].iloc[-1]:.3f}** "
+        f"after the last layer ({last}). The control, A against C (the same sense as A), ends at "
+        f"**{same['cosine_similarity'].iloc[-1]:.3f}**. "
+        + (f"The control pair is the more similar one at hidden states {', '.join(map(str, closer))}. "
+           if closer else "On these sentences the control pair is never the more similar one. ")
+        + (f"The control's lead grows from {gap[0]:+.3f} at hidden state 0 (position only) to {gap[-1]:+.3f} at the "
+           "last: context, not position, has pulled the senses apart." if gap[-1] > max(gap[0], 0) else
+           f"The control's lead is {gap[0]:+.3f} at hidden state 0 (position only) and {gap[-1]:+.3f} at the last, so "
+           "on these sentences this model does not pull the two senses apart.")
+        + (f" (A decoder's token sees only the words before it: words after “{w}” cannot change its vector.)"
+           if model.is_decoder else "")
+    )
+    fig = similarity_by_layer_chart(pair, word, lookup)
+    fig.data[0].name = "A vs B"
+    fig.add_scatter(x=same["layer"], y=same["cosine_similarity"], mode="lines+markers", name="A vs C (control)",
+                    line={"color": OKABE_ITO[2], "width": 3, "dash": "dot"},
+                    hovertemplate="hidden state %{x}: cosine %{y:.4f}<extra></extra>")
+    fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.3},
+                      title=f"“{plotly_safe(word)}”: A vs B, and the control A vs C", height=420)
+    figure(fig, "same-vector", pair.rename(columns={"cosine_similarity": "a_vs_b"}).assign(a_vs_c=same["cosine_similarity"]))
+    try_this("change *river* in sentence A to *money* and watch the last layers: now A and B are the same-sense pair.")
+    full_page("compare", "Open the Compare page", {"text_a": analyses[0].text, "text_b": analyses[1].text, "word": word})
+
+
+def step_senses() -> None:
+    sidebar_word = first_builtin_word(current_text())
+    if sidebar_word:
+        text, word, whose = current_text(), sidebar_word, "the sidebar's text"
+    else:
+        text = own_text("A sentence with bank, bass, bat, crane, mouse, plant, seal or spring", "sentence", HELD_OUT)
+        word, whose = first_builtin_word(text), "the sentence above"
+    if not word:
+        not_here("Type a sentence with one of the words that have a built-in sense set.")
+        return
+    sentences, senses = builtin_set(word)
+    occurrences = cached_occurrences(name, word, tuple(sentences))
+    labels = [senses[i] for i in occurrences.sentence_ids]
+    layer = option(st.slider, "Layer", 0, model.num_layers, model.num_layers, key="layer",
+                   help="0 = the embedding layer's output; k = the output of block k.")
+    placed = place_text(name, word, tuple(sentences), labels, text, layer, "pca") if occurrences.count >= 2 else None
+    if placed is None:
+        not_here(f"The model did not read “{markdown_safe(word)}” in this text (it may lie past the token limit).")
+        return
+    hovers = [highlighted_sentence(sentences[i], span) for i, span in zip(occurrences.sentence_ids, occurrences.spans, strict=True)]
+    say(
+        f"Each dot is “{markdown_safe(word)}” in one of {occurrences.count} built-in sentences labelled by sense, at layer "
+        f"{layer}, drawn with PCA; the black star is {whose}, placed into the same map. {verdict(placed, layer)}"
+    )
+    fig = sense_projection_figure(placed.coords, labels, hovers, title=f"“{plotly_safe(word)}” at layer {layer}: PCA", axis="PCA")
+    figure(add_own_sentence(fig, placed.xy, highlighted_sentence(placed.text, placed.span)), f"senses-{word}-layer{layer}",
+           placed.votes)
+    try_this("drag the layer down to 0 and find the layer from which your sentence's neighbours agree.")
+    link = {"word": word, "layer": layer, "method": "PCA", "source": "Built-in sentences"} | ({} if sidebar_word else {"text": text})
+    full_page("senses", "Open the Senses page with your sentence", link)
+
+
+def step_explain() -> None:
+    analysis = current_analysis()
+    _, _, _, roles = previous_token_head(analysis)
+    sinks = roles.start | roles.end
+    series = {"attention weights": special_share(analysis.attentions, sinks)}
+    try:
+        series["norm-weighted attention"] = special_share(cached_norm_weighted(name, current_text(), limit), sinks)
+    except UnsupportedArchitecture:
+        pass
+    raw = float(np.nanmean(series["attention weights"])) if np.isfinite(series["attention weights"]).any() else np.nan
+    if not np.isfinite(raw):
+        not_here("Your text has no ordinary token (or no start or end token) to measure where attention is parked.")
+        return
+    weighted = series.get("norm-weighted attention")
+    said = (
+        f"A heatmap shows where a head looks, not what it changes. Averaged over heads and layers, **{raw:.0%}** of the "
+        f"attention in your text goes to {sink_names(roles)}. "
+    )
+    if weighted is not None:
+        nw = float(np.nanmean(weighted))
+        said += (f"Weighted by how much each token's value vector actually adds (norm-weighted, Kobayashi et al. 2020), "
+                 f"that share is **{nw:.0%}**"
+                 + (": much of that attention adds little. " if nw < raw else ". "))
+    else:
+        said += "(Norm-weighted attention is not available for this architecture.) "
+    say(said + "Whether a head matters is a question for an experiment (switch it off and measure what changes), "
+        "not for its attention map.")
+    fig = special_share_chart(list(range(model.num_layers)), series)
+    fig.update_layout(title=f"Share of attention on {plotly_safe(sink_names(roles))}")
+    figure(fig, "attention-is-not-explanation", pd.DataFrame({"layer": range(model.num_layers)} | series))
+    try_this("compare raw and norm-weighted attention token by token on the Maxima page.")
+    full_page("maxima", "Open the Maxima page")
+
+
+def step_corpus() -> None:
+    corpus = current_corpus()
+    bar = st.empty()
+    embeddings = cached_corpus_embeddings(
+        name, tuple(doc.text for doc in corpus), limit,
+        progress=lambda done, total: bar.progress(done / total, text=f"Running the model: {done} of {total} documents"),
+    )
+    bar.empty()
+    titles = [doc.title for doc in corpus]
+    table = drift_table(embeddings, reference="static", pooling="mean")
+    medians = table.groupby("layer")["cosine_similarity"].median()
+    first, last = int(medians.index.min()), int(medians.index.max())
+    steady = bool((np.diff(medians.to_numpy()) < 0).all())
+    anisotropy = table.loc[table["layer"] == last, "anisotropy"].iloc[0]
+    say(
+        f"Now every document of {markdown_safe(current_corpus_name())} ({len(corpus)} documents), each pooled into one "
+        f"vector per layer (mean over its tokens) and compared with its own static embedding, `hidden_states[0]`. The "
+        f"median cosine is **{medians.loc[first]:.2f}** after layer {first} and **{medians.loc[last]:.2f}** after layer "
+        f"{last}" + (": each layer moves the text further from where it started. " if steady else ". ")
+        + (f"Mind the baseline: at layer {last} two *different* documents already have a mean cosine of "
+           f"{anisotropy:.2f} (the dotted line), so compare with that, not with 0." if np.isfinite(anisotropy) else "")
+    )
+    figure(layer_violin_figure(table, titles, value="cosine_similarity", value_label="cosine similarity",
+                               title="static → layer: cosine similarity per document (mean pooling)",
+                               baseline=table.drop_duplicates("layer") if len(corpus) > 1 else None),
+           "drift", table)
+    try_this("paste your own documents on the Drift page and come back: this step uses the same corpus.")
+    full_page("drift", "Open the Drift page")
+
+
+STEPS: list[tuple[str, Callable[[], None]]] = [
+    ("Text becomes tokens and ids", step_tokens),
+    ("The static embedding: one row per token", step_static),
+    ("Position, and hidden_states[0]", step_position),
+    ("One attention head", step_one_head),
+    ("Every head at once", step_every_head),
+    ("What one head computes", step_inside),
+    ("Still the same vector?", step_same_vector),
+    ("Where does your sentence land?", step_senses),
+    ("Does attention explain?", step_explain),
+    ("A whole corpus", step_corpus),
+]
+
+
+def _move(delta: int) -> None:
+    set_option("step", min(len(STEPS), max(1, int(option_value("step", 1)) + delta)))
+
+
+if present:
+    st.html(PRESENTATION_CSS)
+else:
+    st.title("Guided tour")
+    st.caption("Ten steps from tokens to a whole corpus. Every number is computed now, for the model and text in the "
+               "sidebar. Use the buttons or the ← → keys.")
+back, where, forward = st.columns([1, 6, 1], vertical_alignment="center")
+back.button("Back", key="tour_back", icon=":material/arrow_back:", shortcut="Left", on_click=_move, args=(-1,))
+forward.button("Next", key="tour_next", icon=":material/arrow_forward:", shortcut="Right", on_click=_move, args=(1,))
+number = option(where.slider, "Step", 1, len(STEPS), 1, key="step", label_visibility="collapsed")
+title, render = STEPS[number - 1]
+st.progress(number / len(STEPS), text=f"Step {number} of {len(STEPS)}")
+st.header(f"{number} · {title}")
+render()

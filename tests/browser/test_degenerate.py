@@ -1,0 +1,35 @@
+"""Degenerate input in a real browser: every page draws text made only of [UNK] tokens, a single token, or only
+special tokens without an error on the page or in the console."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.pages_registry import landed_pages
+
+pytestmark = pytest.mark.browser
+
+DEGENERATE = {
+    "all-unk": "🙂🙂🙂 🎉🎉",  # every piece is [UNK] for the bundled tokenizer
+    "one-token": "bank",
+    "only-special": "[CLS] [SEP]",
+}
+
+
+@pytest.mark.parametrize("kind", list(DEGENERATE))
+@pytest.mark.parametrize("path", [path for _, path in landed_pages()])
+def test_degenerate_text_draws_cleanly(app_page, path, kind):
+    text = DEGENERATE[kind]
+    page = app_page.open(path, {"text": text, "text_a": text, "text_b": text})
+    page.wait_for_timeout(1500)  # let figures finish drawing
+    app_page.assert_clean()
+
+
+def test_all_unk_is_what_the_bundled_tokenizer_makes():
+    from core.models import load_model
+
+    tokenizer = load_model().tokenizer
+    tokens = tokenizer.convert_ids_to_tokens(tokenizer(DEGENERATE["all-unk"])["input_ids"])
+    assert set(tokens[1:-1]) == {tokenizer.unk_token}
+    special = tokenizer.convert_ids_to_tokens(tokenizer(DEGENERATE["only-special"])["input_ids"])
+    assert set(special) <= set(tokenizer.all_special_tokens)

@@ -1,0 +1,52 @@
+"""A control inside a fragment reruns only its fragment: nothing above it is rebuilt or sent again."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.fragments import Recorder
+
+pytestmark = pytest.mark.browser
+
+TEXT = "The cat sat on the mat near the river bank."
+FIGURE_SHOWN = """(title) => [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot .gtitle')]
+    .some(t => t.textContent.includes(title))"""
+
+
+def _select(page, label: str, option: str) -> None:
+    page.get_by_test_id("stSelectbox").filter(has_text=label).click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def _open(app_page, path: str, query: dict[str, str]) -> Recorder:
+    recorder = Recorder(app_page.page)  # listens before the page opens its websocket
+    app_page.open(path, query)
+    return recorder
+
+
+def test_attention_head_and_layer_rerun_only_the_head_figure(app_page):
+    recorder = _open(app_page, "attention", {"text": TEXT, "layer": "0", "head": "0"})
+    page = app_page.page
+    page.wait_for_function(FIGURE_SHOWN, arg="layer 0, head 0", timeout=60_000)
+    for label, option, title in (("Head (counted from 0)", "3", "layer 0, head 3"), ("Layer (counted from 0)", "2", "layer 2, head 3")):
+        recorder.start()
+        _select(page, label, option)
+        page.wait_for_function(FIGURE_SHOWN, arg=title, timeout=60_000)
+        app_page.wait_until_idle()
+        reply = recorder.reply()
+        assert reply.fragment_run and not reply.full_run, reply
+        assert any(title in t for t in reply.figure_titles), reply.figure_titles
+        assert not any("every layer" in t for t in reply.figure_titles), reply.figure_titles  # the overview stays
+    assert "head=3" in page.url and "layer=2" in page.url  # the choice still reaches the link
+    app_page.assert_clean()
+
+
+def test_attention_page_option_still_redraws_the_overview(app_page):
+    """The control: an option above the overview is a full run that sends the overview again."""
+    recorder = _open(app_page, "attention", {"text": TEXT})
+    recorder.start()
+    _select(app_page.page, "Palette", "viridis")
+    app_page.wait_until_idle()
+    reply = recorder.reply()
+    assert reply.full_run and not reply.fragment_run, reply
+    assert any("every layer" in t for t in reply.figure_titles), reply.figure_titles

@@ -1,0 +1,84 @@
+"""The guided tour in a real browser: "next" through every step, each step from a deep link on the bundled
+model and both tiny models with hostile sidebar text, and the arrow keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.test_hostile import ATTACK, _injected
+
+pytestmark = pytest.mark.browser
+
+STEPS = 10
+# The step's one figure has painted: Plotly drew its SVG and holds at least one trace.
+PAINTED = """() => {
+    const plot = document.querySelector('[data-testid="stMain"] .js-plotly-plot');
+    return !!plot && !!plot._fullLayout && plot.data.length > 0 && !!plot.querySelector('.main-svg');
+}"""
+HEADER = '[data-testid="stMain"] h2'
+
+
+def _wait_for_step(page, step: int) -> None:
+    page.wait_for_function(
+        "(n) => { const h = document.querySelector('[data-testid=\"stMain\"] h2'); return h && h.textContent.startsWith(n + ' ·'); }",
+        arg=step, timeout=180_000,
+    )
+
+
+def _figure_or_reason(page) -> str:
+    """"figure" when the step painted its figure, else the sentence saying why the step does not apply."""
+    try:
+        page.wait_for_function(PAINTED, timeout=120_000)
+        return "figure"
+    except Exception:  # noqa: BLE001 - a step that does not apply says so instead
+        reason = page.locator('[data-testid="stMain"] [data-testid="stAlertContentInfo"]', has_text="Use Next")
+        assert reason.count() == 1, "the step neither painted a figure nor said why not"
+        return reason.inner_text()
+
+
+def test_next_walks_through_every_step_and_each_paints_its_figure(app_page):
+    page = app_page.open("tour", timeout_ms=300_000)
+    _wait_for_step(page, 1)
+    for step in range(1, STEPS + 1):
+        if step > 1:
+            page.get_by_role("button", name="Next").click()
+            _wait_for_step(page, step)
+            app_page.wait_until_idle(timeout_ms=300_000)
+            page.wait_for_function("(n) => new URLSearchParams(location.search).get('step') === String(n)", arg=step)
+        page.wait_for_function(PAINTED, timeout=180_000)
+        assert page.locator('[data-testid="stMain"] .js-plotly-plot').count() == 1, f"step {step} draws one figure"
+        assert page.locator('[data-testid="stMain"] a', has_text="Open ").count() == 1  # the full page at the same state
+    app_page.assert_clean()
+
+
+def test_arrow_keys_move_between_steps(app_page):
+    page = app_page.open("tour", {"step": "3"}, timeout_ms=300_000)
+    _wait_for_step(page, 3)
+    page.locator(HEADER).click()  # focus the page, not a text box
+    page.keyboard.press("ArrowRight")
+    _wait_for_step(page, 4)
+    app_page.wait_until_idle(timeout_ms=300_000)
+    page.keyboard.press("ArrowLeft")
+    _wait_for_step(page, 3)
+    app_page.wait_until_idle(timeout_ms=300_000)
+    box = page.locator('[data-testid="stSidebar"] textarea')
+    box.click()  # arrows inside a text box move the cursor, not the tour
+    box.press("ArrowLeft")
+    box.press("ArrowRight")
+    page.wait_for_timeout(1500)
+    app_page.wait_until_idle(timeout_ms=300_000)
+    assert page.locator(HEADER).first.inner_text().startswith("3 ·")
+    app_page.assert_clean()
+
+
+@pytest.mark.parametrize("step", range(1, STEPS + 1))
+@pytest.mark.parametrize("model_fixture", [None, "tiny_bert_dir", "tiny_gpt2_dir"])
+def test_every_step_from_a_deep_link_with_hostile_text(app_page, step, model_fixture, request):
+    query = {"step": str(step), "text": ATTACK} | ({"model": request.getfixturevalue(model_fixture)} if model_fixture else {})
+    page = app_page.open("tour", query, timeout_ms=300_000)
+    _wait_for_step(page, step)
+    shown = _figure_or_reason(page)
+    assert shown == "figure" or model_fixture is not None, f"the bundled model must paint step {step}: {shown}"
+    page.wait_for_timeout(500)
+    assert not _injected(page), _injected(page)
+    app_page.assert_clean()

@@ -1,0 +1,101 @@
+"""Token attribution: integrated gradients add up (completeness), gradient × input equals autograd."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from core.attention import rollout
+from core.attribution import rollout_to_tokens, token_attribution
+from core.effects import EffectsError
+from core.inference import analyze
+from tests.test_effects import tiny_language_models  # noqa: F401 - a fixture
+
+TEXT = "the cat sat on the mat and it was happy"
+
+
+def _inputs(model, text):
+    encoding = model.tokenizer(text, return_tensors="pt")
+    return {k: v for k, v in encoding.items() if k in model.tokenizer.model_input_names}
+
+
+def _embedding_measure_grad_x_input(model, text) -> np.ndarray:
+    """Independently of core.attribution: a normal forward from input ids, the word-embedding
+    lookup's output kept by a hook, and autograd of pooled · (pooled / ‖pooled‖) back to it."""
+    inputs = _inputs(model, text)
+    kept = {}
+
+    def keep(_module, _args, output):
+        kept["x"] = output
+
+    handle = model.model.get_input_embeddings().register_forward_hook(keep)
+    try:
+        with torch.enable_grad():
+            hidden = model.model(**inputs).last_hidden_state[0]  # [T, hidden]
+            pooled = hidden.mean(0)
+            (grad,) = torch.autograd.grad(pooled @ (pooled / pooled.norm()).detach(), kept["x"])
+    finally:
+        handle.remove()
+    return (grad[0] * kept["x"][0]).sum(-1).detach().numpy()
+
+
+def test_gradient_x_input_equals_autograd(tiny_model):
+    result = token_attribution(tiny_model, TEXT, method="gradient_x_input")
+    assert result.scores.dtype == np.float32 and result.scores.shape == (len(result.tokens),)
+    np.testing.assert_allclose(result.scores, _embedding_measure_grad_x_input(tiny_model, TEXT), rtol=1e-4, atol=1e-6)
+    assert result.completeness_gap is None
+    assert not any(p.grad is not None for p in tiny_model.model.parameters())  # a shared model keeps no gradients
+
+
+@pytest.mark.parametrize("steps", [32, 48])
+def test_integrated_gradients_are_complete_within_two_percent(tiny_model, steps):
+    result = token_attribution(tiny_model, TEXT, steps=steps)
+    difference = result.output - result.baseline_output
+    assert abs(difference) > 1e-3  # the check below is not trivially about nothing
+    assert result.total == pytest.approx(difference, rel=0.02)
+    assert result.completeness_gap < 0.02
+    assert (result.scores[result.special_mask] == 0).all()  # the baseline keeps special tokens
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
+def test_target_attribution_is_complete_and_matches_the_log_probability(tiny_language_models, name):
+    lm, text = tiny_language_models[name]
+    result = token_attribution(lm, text, measure="target")
+    inputs = _inputs(lm, text)
+    with torch.no_grad():
+        logp = lm.model(**inputs).logits[0, result.target.position].double().log_softmax(-1)
+    assert result.target.token_id == int(logp.argmax())
+    assert result.output == pytest.approx(float(logp.max()), abs=1e-4)
+    assert result.completeness_gap < 0.02
+    assert result.total == pytest.approx(result.output - result.baseline_output, rel=0.02)
+
+
+def test_target_attribution_needs_a_head(tiny_bert):
+    with pytest.raises(EffectsError, match="no language-model head"):
+        token_attribution(tiny_bert, TEXT, measure="target")
+
+
+def test_unknown_method_is_a_sentence(tiny_bert):
+    with pytest.raises(EffectsError, match="must be one of"):
+        token_attribution(tiny_bert, TEXT, method="saliency")
+
+
+def test_rollout_to_tokens_for_the_sentence_embedding_is_the_mean_row(tiny_model):
+    analysis = analyze(tiny_model, TEXT)
+    rolled = rollout(analysis)
+    result = token_attribution(tiny_model, TEXT, method="gradient_x_input")
+    row = rollout_to_tokens(rolled, result)
+    np.testing.assert_allclose(row, rolled[-1].mean(axis=0))
+    assert row.sum() == pytest.approx(1.0)
+
+
+@pytest.mark.integration
+def test_bundled_model_integrated_gradients_are_complete(bundled):
+    result = token_attribution(bundled, "I will hike along the bank of a river.", steps=32)
+    assert result.completeness_gap < 0.02
+    assert result.total == pytest.approx(result.output - result.baseline_output, rel=0.02)
+    np.testing.assert_allclose(
+        token_attribution(bundled, "I will hike along the bank of a river.", method="gradient_x_input").scores,
+        _embedding_measure_grad_x_input(bundled, "I will hike along the bank of a river."), rtol=1e-3, atol=1e-5,
+    )

@@ -1,0 +1,112 @@
+"""The "Does it matter?" page in AppTest: bundled model, tiny encoder/decoder with and without a head, hostile text."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.model_factory import build_tiny_bert_mlm, build_tiny_gpt2_lm
+from tests.test_app import open_app, page_errors
+
+PAGE = "pages/effects.py"
+HOSTILE = "<script>alert(1)</script> ![x](http://example.com/a.png) $x^2$ **bold** & \"the\" cat [MASK] `sat`"
+
+pytestmark = pytest.mark.app
+
+
+@pytest.fixture(scope="module")
+def language_model_dirs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("effects-page")
+    return {"bert": str(build_tiny_bert_mlm(folder / "bert-mlm")), "gpt2": str(build_tiny_gpt2_lm(folder / "gpt2-lm"))}
+
+
+def metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def markdown_text(at) -> str:
+    return "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
+
+
+@pytest.mark.integration
+def test_bundled_model_says_it_has_no_head_and_shows_parts_one_to_three():
+    at = open_app({"text": "I will hike along the bank of a river."}, page=PAGE)
+    assert not page_errors(at)
+    infos = " ".join(i.value for i in at.info)
+    assert "has no language" in infos and "logit" in infos
+    gap = float(metrics(at)["Completeness gap"].rstrip("%")) / 100
+    assert gap < 0.02
+    assert "Spearman's ρ of a head's effect" in markdown_text(at)
+    at.text_input(key="effects.heads").set_value("L0H2 L3H5").run()
+    assert not page_errors(at)
+    cosine = float(metrics(at)["Cosine, original vs ablated sentence embedding"])
+    assert 0.0 < cosine < 1.0
+    assert "in the compare page's two texts" in markdown_text(at)
+
+
+def test_masked_lm_shows_predictions_before_and_after_and_the_lens(language_model_dirs):
+    at = open_app({"model": language_model_dirs["bert"], "text": "the [MASK] of a river"}, page=PAGE)
+    assert not page_errors(at)
+    at.text_input(key="effects.heads").set_value("L0H1 L1H3").run()
+    at.radio(key="effects.ablation").set_value("mean").run()
+    assert not page_errors(at)
+    text = markdown_text(at)
+    assert "log p(" in text and "mean ablation" in text
+    assert "is the top token from hidden state" in text  # the logit lens ran
+    assert next(s for s in at.selectbox if s.label == "Position").value == 2  # the mask position by default
+
+
+def test_masked_lm_without_a_mask_measures_the_embedding(language_model_dirs):
+    at = open_app({"model": language_model_dirs["bert"], "text": "the bank of a river"}, page=PAGE)
+    assert not page_errors(at)
+    assert any("has no \\[MASK\\]" in i.value for i in at.info)
+
+
+def test_causal_lm_target_can_be_typed_and_a_bad_target_is_a_sentence(language_model_dirs):
+    at = open_app({"model": language_model_dirs["gpt2"], "text": "the cat sat on the"}, page=PAGE)
+    assert not page_errors(at)
+    at.text_input(key="effects.heads").set_value("L1H0").run()
+    assert "log p(" in markdown_text(at)
+    at.text_input(key="effects.target").set_value("the cat sat on the mat").run()
+    assert not page_errors(at)
+    assert any("give a single token" in w.value for w in at.warning)
+    assert "log p(" in markdown_text(at)  # the page still measures, with the model's own top prediction
+    assert at.text_area(key="text").value == "the cat sat on the"  # the user's text survives
+
+
+def test_unknown_heads_are_a_warning_and_known_ones_still_count(tiny_bert_dir):
+    at = open_app({"model": tiny_bert_dir, "text": "the cat sat on the mat"}, page=PAGE)
+    at.text_input(key="effects.heads").set_value("l1h2, L9H9 <b>x</b>").run()
+    assert not page_errors(at)
+    assert any("Not a head of this model: L9H9" in w.value for w in at.warning)
+    assert "Cosine, original vs ablated sentence embedding" in metrics(at)
+
+
+def test_encoder_without_head_shows_the_embedding_change(tiny_bert_dir):
+    at = open_app({"model": tiny_bert_dir, "text": "the cat sat on the mat"}, page=PAGE)
+    at.text_input(key="effects.heads").set_value("L1H2").run()
+    assert not page_errors(at)
+    assert "Cosine, original vs ablated sentence embedding" in metrics(at)
+
+
+@pytest.mark.parametrize("which", ["bert", "gpt2"])
+def test_hostile_text_is_shown_as_text(language_model_dirs, which):
+    at = open_app({"model": language_model_dirs[which], "text": HOSTILE}, page=PAGE)
+    assert not page_errors(at)
+    at.text_input(key="effects.heads").set_value("L0H0").run()
+    assert not page_errors(at)
+    coloured = [h.proto.body for h in at.get("html")]
+    assert coloured and all("<script>" not in body for body in coloured)
+    assert any("&lt;" in body for body in coloured)
+
+
+def test_the_compare_page_offers_the_ablated_run(tiny_bert_dir):
+    at = open_app({"model": tiny_bert_dir}, page=PAGE)
+    at.text_input(key="effects.heads").set_value("L0H1").run()
+    at.switch_page("pages/compare.py").run()
+    assert not page_errors(at)
+    toggle = at.toggle(key="show_ablated")
+    before = at.selectbox(key="compare.word").value
+    toggle.set_value(True).run()
+    assert not page_errors(at)
+    assert any("knocked out" in c.value for c in at.caption)
+    assert at.selectbox(key="compare.word").value == before

@@ -1,0 +1,86 @@
+"""A click rebuilds only what it changed: figures are cached by small keys, downloads are built when clicked.
+
+AppTest reruns the whole script on every interaction (it has no fragment-only reruns; the real
+browser's fragment runs are tested in tests/browser/test_fragments.py), so these tests count how
+often the builders run across such reruns.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+
+pytestmark = pytest.mark.app
+
+
+def _count_calls(monkeypatch, module, names: list[str]) -> Counter:
+    calls: Counter = Counter()
+    for name in names:
+        original = getattr(module, name)
+
+        def counted(*args, _name=name, _original=original, **kwargs):
+            calls[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def _attention_page(model_dir: str, text: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params.update({"model": model_dir, "text": text})
+    at.run()
+    at.switch_page("pages/attention.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_head_change_does_not_rebuild_the_overview(tiny_bert_dir, monkeypatch):
+    from viz import attention as va
+
+    calls = _count_calls(monkeypatch, va, ["overview_figure", "head_figure", "cells_table", "matrix_table"])
+    at = _attention_page(tiny_bert_dir, "a head change rebuilds one figure only")
+    assert calls["overview_figure"] == 1 and calls["head_figure"] == 1
+    at.selectbox(key="attention.head").select(1).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert calls["overview_figure"] == 1, "the overview was rebuilt for a head change"
+    assert calls["head_figure"] == 2
+    at.selectbox(key="attention.head").select(0).run()  # back to a head already drawn: nothing is rebuilt
+    assert calls["head_figure"] == 2
+    # no CSV table was built on any of these runs: downloads are built when clicked
+    assert calls["cells_table"] == 0 and calls["matrix_table"] == 0
+
+
+def test_palette_change_rebuilds_the_overview(tiny_bert_dir, monkeypatch):
+    """The control: an option the overview depends on does rebuild it."""
+    from viz import attention as va
+
+    calls = _count_calls(monkeypatch, va, ["overview_figure"])
+    at = _attention_page(tiny_bert_dir, "a palette change rebuilds the overview")
+    at.selectbox(key="attention.palette").select("viridis").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert calls["overview_figure"] == 2
+
+
+def test_csv_download_is_built_only_when_called(monkeypatch):
+    import pandas as pd
+
+    from ui import figures
+
+    built = []
+    seen = {}
+
+    def fake_download_button(label, data, **kwargs):
+        seen["data"] = data
+
+    monkeypatch.setattr(figures.st, "download_button", fake_download_button)
+    figures.csv_download("CSV", lambda: built.append(1) or pd.DataFrame({"a": [1, 2]}), file_name="x.csv", key=None)
+    assert built == [] and callable(seen["data"])
+    assert seen["data"]() == b"a\n1\n2\n" and built == [1]

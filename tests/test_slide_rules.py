@@ -1,0 +1,157 @@
+"""The slide rules in viz.common: wrapping, tick thinning, legends, exports, applied to every figure the app draws."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from core.attention import attention_maxima
+from core.inference import analyze
+from viz import attention as va
+from viz import common
+from viz.common import (
+    LINE_BREAK, TICK_PITCH, export_options, fit_for_slide, slide_font_size, text_width, thin_ticks, token_axis, wrap_text,
+)
+from viz.compare import attention_heatmap, similarity_by_layer_chart
+from viz.drift import cls_violin_figure, layer_violin_figure
+from viz.head_stats import head_heatmap, head_heatmaps
+from viz.inside import component_bars, matrix_heatmap, stacked_token_bars, token_bars
+from viz.maxima import attention_panels, maxima_grid, special_share_chart
+from viz.predictions import fill_in_bars, next_token_heatmap
+from viz.senses import sense_projection_figure, separation_figure
+from viz.tokens import token_layer_heatmap
+
+RNG = np.random.default_rng(0)
+
+
+def _lines(text: str) -> list[str]:
+    return LINE_BREAK.split(text)
+
+
+def test_wrap_keeps_every_word_and_fits_each_line():
+    title = "Separation of the senses measured in the full embedding space, layer by layer"
+    wrapped = wrap_text(title, 200, 16)
+    assert len(_lines(wrapped)) > 1
+    assert " ".join(_lines(wrapped)) == title
+    assert all(text_width(line, 16) <= 200 for line in _lines(wrapped))
+
+
+def test_wrap_keeps_small_lines_small_and_long_words_whole():
+    wrapped = wrap_text("Title<br><sub>a note that is far too long for one short line</sub>", 120, 20)
+    lines = _lines(wrapped)
+    assert lines[0] == "Title"
+    assert all(line.startswith("<sub>") and line.endswith("</sub>") for line in lines[1:]) and len(lines) > 2
+    assert wrap_text("Supercalifragilistic", 10, 20) == "Supercalifragilistic"
+
+
+def test_font_grows_with_the_figure_within_bounds():
+    assert slide_font_size(300) == 12 and slide_font_size(3000) == 20
+    assert slide_font_size(600) < slide_font_size(1000) <= slide_font_size(1232)
+
+
+@pytest.mark.parametrize("width", [300, 640, 800, 1232, 1920])
+def test_export_is_16_9_at_1920_by_1080_pixels(width):
+    options = export_options(width)
+    assert options["width"] * options["scale"] == 1920 and options["height"] * options["scale"] == 1080
+
+
+def _token_figure(n: int, height: int = 400) -> go.Figure:
+    labels = [f"tok{i}" for i in range(n)]
+    fig = go.Figure(go.Heatmap(z=RNG.random((3, n)), x=list(range(n)), y=[0, 1, 2]))
+    fig.update_layout(xaxis=token_axis(labels), height=height, margin={"l": 60, "r": 20, "t": 50, "b": 90})
+    return fig
+
+
+@pytest.mark.parametrize("n", [5, 40, 512])
+def test_thinned_token_labels_are_spaced_across_their_direction(n):
+    width, font = 1000, 16
+    fig = thin_ticks(_token_figure(n), width, font)
+    axis = fig.layout.xaxis
+    kept = list(axis.tickvals)
+    area_w, _ = common.plot_area(fig, width, font)
+    pitch = area_w / n * (kept[1] - kept[0]) if len(kept) > 1 else area_w
+    angle = axis.tickangle or 0
+    across = pitch * abs(np.sin(np.radians(angle))) if angle else pitch
+    assert across >= TICK_PITCH * font or (angle == 0 and pitch >= max(text_width(t, font) for t in axis.ticktext))
+    assert len(kept) == len(axis.ticktext) and kept[0] == 0  # every k-th, starting at the first token
+    if n == 512:
+        assert 1 < len(kept) < n
+
+
+def test_few_long_category_labels_wrap_instead_of_turning():
+    table = pd.DataFrame({
+        "document": [0, 1, 0, 1],
+        "comparison": ["hidden_states[0] vs hidden_states[6] (last layer)"] * 2
+        + ["hidden_states[0] vs pooler_output (dense + tanh on the last [CLS] state)"] * 2,
+        "cosine_similarity": [0.1, 0.2, 0.3, 0.4],
+    })
+    fig = fit_for_slide(cls_violin_figure(table, ["a", "b"], title="First token"), 600)
+    assert fig.layout.xaxis.tickangle == 0
+    assert all("<br>" in text for text in fig.layout.xaxis.ticktext)
+
+
+def test_legend_goes_under_the_plot_and_titles_wrap():
+    table = pd.DataFrame({"layer": [0, 1, 2], "knn_accuracy": [0.8, 1.0, 1.0], "silhouette": [0.2, 0.4, 0.5]})
+    fig = fit_for_slide(separation_figure(table, 1), 320)
+    assert fig.layout.legend.orientation == "h" and fig.layout.legend.yref == "container" and fig.layout.legend.y == 0
+    assert "<br>" in fig.layout.title.text and fig.layout.title.automargin
+    assert all(text_width(line, 12) <= 320 for t in fig.data for line in _lines(t.name))
+
+
+def test_fitting_returns_a_copy():
+    original = separation_figure(pd.DataFrame({"layer": [0, 1], "knn_accuracy": [1, 1], "silhouette": [0.1, 0.2]}))
+    before = original.to_json()
+    fit_for_slide(original, 300)
+    assert original.to_json() == before
+
+
+def _every_figure(analysis) -> list[go.Figure]:
+    labels = [f"t{i}" for i in range(analysis.num_tokens)]
+    n = analysis.num_tokens
+    att = analysis.attentions
+    frame = pd.DataFrame({"layer": range(3), "cosine_similarity": [0.9, 0.8, 0.7]})
+    drift = pd.DataFrame({"layer": [1, 1, 2, 2], "cosine_similarity": [0.9, 0.8, 0.7, 0.6], "document": [0, 1, 0, 1]})
+    baseline = pd.DataFrame({"layer": [1, 2], "baseline": [0.5, 0.4], "anisotropy": [0.3, 0.2]})
+    cls = pd.DataFrame({"comparison": ["a vs b"] * 2, "cosine_similarity": [0.5, 0.6], "document": [0, 1]})
+    return [
+        va.head_figure(att[0, 0], labels, title="head", causal=False, colorscale="Viridis"),
+        va.layer_grid_figure(att[0], labels, title="layer", causal=True, colorscale="Viridis"),
+        va.overview_figure(att, title="overview", causal=False, colorscale="Viridis"),
+        attention_heatmap(att[0, 0], labels, title="Text A"),
+        similarity_by_layer_chart(frame, "bank", 1.0),
+        layer_violin_figure(drift, ["a", "b"], value="cosine_similarity", value_label="cosine", title="drift", baseline=baseline),
+        cls_violin_figure(cls, ["a", "b"], title="cls"),
+        head_heatmap(RNG.random((2, 4)), title="stat", colorbar="entropy"),
+        head_heatmaps([RNG.random((2, 4))] * 2, titles=["a", "b"], colorbar="entropy"),
+        component_bars(RNG.random(32), title="query", y_title="q"),
+        token_bars(RNG.random(n), labels, title="row", y_title="attention", keep=np.arange(n) % 2 == 0),
+        stacked_token_bars([("q·k", RNG.random(n), None), ("weight", RNG.random(n), np.arange(n) < 2)], labels, title="s"),
+        matrix_heatmap(RNG.random((n, 8)), labels, title="keys", colorbar="k", symmetric=True),
+        maxima_grid(attention_maxima(analysis, heads="max"), title="maxima"),
+        attention_panels([("raw", att[0, 0]), ("rollout", att[1, 0])], labels),
+        special_share_chart([0, 1], {"raw": np.array([0.5, 0.4]), "norm": np.array([0.2, 0.1])}),
+        fill_in_bars(["bank", "river"], np.array([0.6, 0.3]), title="mask"),
+        next_token_heatmap(labels, [["a", "b"]] * n, RNG.random((n, 2))),
+        sense_projection_figure(RNG.random((4, 2)), ["river", "money", "river", ""], ["h"] * 4, title="senses", axis="PCA"),
+        separation_figure(pd.DataFrame({"layer": [0, 1], "knn_accuracy": [1, 1], "silhouette": [0.1, 0.2]}), 0),
+        token_layer_heatmap(RNG.random((3, n)), labels, title="home", colorbar="cosine"),
+    ]
+
+
+@pytest.mark.parametrize("width", [320, 600, 1232])
+def test_every_figure_of_the_app_can_be_fitted(tiny_bert, width):
+    analysis = analyze(tiny_bert, "The bank of the river was muddy after the long storm, said the banker.")
+    for fig in _every_figure(analysis):
+        fitted = fit_for_slide(fig, width, export_options(width)["height"])
+        assert fitted.layout.font.size == slide_font_size(width)
+        fitted.to_json()  # still a valid figure
+
+
+def test_control_characters_in_labels_are_drawn_as_symbols():
+    """A byte-level token may decode to a control character; XML (so SVG and PNG export) forbids it."""
+    from viz.common import plotly_safe
+
+    assert plotly_safe("a\x14b\x00<") == "a\u2414b\u2400&lt;"
+    assert all(ord(c) >= 0x20 for c in plotly_safe("".join(map(chr, range(0x20)))))

@@ -1,0 +1,113 @@
+"""The guided tour through AppTest: every step from a deep link, on tiny models and the bundled one,
+back/next, and hostile sidebar text on every step."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_app import open_app, page_errors
+from tests.test_robustness import HOSTILE_TEXTS
+
+TOUR = "pages/tour.py"
+STEPS = 10
+
+
+def _tour(query: dict[str, str]):
+    return open_app(query, page=TOUR)
+
+
+def _charts(at) -> int:
+    return len(at.get("plotly_chart"))
+
+
+def _header(at) -> str:
+    return at.header[0].value
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("step", range(1, STEPS + 1))
+@pytest.mark.parametrize("model_fixture", ["tiny_bert_dir", "tiny_gpt2_dir"])
+def test_every_step_from_a_deep_link_on_tiny_models(step, model_fixture, request):
+    at = _tour({"model": request.getfixturevalue(model_fixture), "step": str(step)})
+    assert not page_errors(at), page_errors(at)
+    assert _header(at).startswith(f"{step} ·")
+    # one live figure, or a sentence saying why this step does not apply to this model
+    assert _charts(at) == 1 or any("Next" in i.value for i in at.info), [i.value for i in at.info]
+
+
+@pytest.mark.app
+@pytest.mark.integration
+@pytest.mark.parametrize("step", range(1, STEPS + 1))
+def test_every_step_paints_one_figure_on_the_bundled_model(step):
+    at = _tour({"step": str(step)})
+    assert not page_errors(at), page_errors(at)
+    assert _charts(at) == 1
+
+
+@pytest.mark.app
+def test_next_and_back_move_one_step_and_stop_at_the_ends(tiny_bert_dir):
+    at = _tour({"model": tiny_bert_dir})
+    assert _header(at).startswith("1 ·")
+    at.button(key="tour_back").click().run()
+    assert _header(at).startswith("1 ·")
+    for step in range(2, STEPS + 1):
+        at.button(key="tour_next").click().run()
+        assert not page_errors(at), (step, page_errors(at))
+        assert _header(at).startswith(f"{step} ·")
+        assert at.slider(key="tour.step").value == step
+        assert at.query_params["step"] == str(step)
+    at.button(key="tour_next").click().run()
+    assert _header(at).startswith(f"{STEPS} ·")
+    at.button(key="tour_back").click().run()
+    assert _header(at).startswith(f"{STEPS - 1} ·")
+
+
+@pytest.mark.app
+def test_presentation_mode_drops_the_prompts_and_links_and_sizes_figures_16_by_9(tiny_bert_dir):
+    at = _tour({"model": tiny_bert_dir, "step": "4", "present": "true"})
+    assert not page_errors(at)
+    assert not [i for i in at.info if "Try this" in i.value]
+    assert not [m for m in at.markdown if "open_in_new" in m.value]
+    import json
+
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert figure["layout"]["width"] * 9 == figure["layout"]["height"] * 16
+
+
+@pytest.mark.app
+def test_try_this_and_the_full_page_link_carry_the_state(tiny_bert_dir):
+    at = _tour({"model": tiny_bert_dir, "step": "4"})
+    assert [i for i in at.info if "Try this" in i.value]
+    links = [m.value for m in at.markdown if "open_in_new" in m.value]
+    assert len(links) == 1 and "](attention?" in links[0]
+    header = _header(at)  # "4 · One attention head": the head the step shows is the one the link opens
+    shown = next(m.value for m in at.markdown if "attends most to the previous" in m.value)
+    layer, head = shown.split("**layer ")[1].split("**")[0].split(", head ")
+    assert f"layer={layer}" in links[0] and f"head={head}" in links[0] and "source=raw" in links[0], (header, links)
+
+
+@pytest.mark.app
+def test_the_senses_step_places_the_sidebar_sentence(tiny_bert_dir):
+    at = _tour({"model": tiny_bert_dir, "step": "8", "text": "The crane lifted the steel beam."})
+    assert not page_errors(at)
+    assert "the sidebar's text" in at.markdown[-1].value or any("the sidebar's text" in m.value for m in at.markdown)
+    assert any("“crane”" in m.value for m in at.markdown)
+
+
+HOSTILE = ["empty", "only punctuation", "special token names", "script breakout", "far past the limit",
+           "markdown and latex", "one character", "emoji", "nul bytes"]
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("step", range(1, STEPS + 1))
+@pytest.mark.parametrize("case", HOSTILE)
+def test_hostile_sidebar_text_on_every_step(step, case, tiny_bert_dir):
+    text = HOSTILE_TEXTS[case]
+    at = _tour({"model": tiny_bert_dir, "step": str(step), "text": text})
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [e.value for e in at.error]
+    if case == "empty":
+        assert all("no text" in e.lower() for e in errors)
+    else:
+        assert not errors, errors
+    assert at.text_area(key="text").value == text

@@ -1,0 +1,54 @@
+"""Explanations and secondary controls that fold away in presentation mode, so a figure fills the slide.
+
+Pages call ``explain(...)`` instead of ``st.markdown`` / ``st.caption`` for the paragraphs that
+explain a view, and put options a presenter rarely changes under ``controls()``.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ui.session import presentation_mode
+
+# Presentation mode keeps the page's edge small: a slide has no room to spare.
+PRESENTATION_CSS = """
+<style>
+[data-testid="stMainBlockContainer"] { padding: 3.5rem 1.5rem 3rem 1.5rem; }
+[data-testid="stMainBlockContainer"] h1 { font-size: 2rem; padding-top: 0; }
+</style>
+"""
+PAGE_PADDING_PX = 24  # the side padding set above
+
+
+def explain(markdown: str, *, caption: bool = False, label: str = "About this") -> None:
+    """Explanatory text: shown as markdown (or a caption); folded into a closed expander in presentation mode."""
+    if presentation_mode():
+        with st.expander(label, icon=":material/info:"):
+            st.markdown(markdown)
+    elif caption:
+        st.caption(markdown)
+    else:
+        st.markdown(markdown)
+
+
+def controls(label: str = "Options"):
+    """Where secondary controls go: the page itself, or a popover button in presentation mode.
+
+    Use as ``left, right = controls().columns(2)`` or ``with controls(): ...``.
+    """
+    if presentation_mode():
+        return st.popover(label, icon=":material/tune:")
+    return st.container()
+
+
+def beside(spec: list[float], *, gap: str = "large") -> list:
+    """Text beside a figure: columns normally; in presentation mode stacked, so the figure gets the full width."""
+    if presentation_mode():
+        return [st.container() for _ in spec]
+    return st.columns(spec, gap=gap)
+
+
+def presentation_page_style() -> None:
+    """Smaller page padding in presentation mode (call once per run, from app.py)."""
+    if presentation_mode():
+        st.html(PRESENTATION_CSS)

@@ -1,0 +1,134 @@
+"""The Streamlit side of encoder-decoder models: the sidebar's target box, generation with progress
+and a stop button, and the cached ``PairAnalysis`` every page reads for these models."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import streamlit as st
+
+from core.seq2seq import MAX_GENERATED_TOKENS, PairAnalysis
+from ui.cache import cached_generated_target, cached_pair, generated_target_if_cached
+from ui.page_state import option, option_value, set_option
+from ui.session import MAX_TEXT_CHARS, current_model, current_model_name, current_text, current_token_limit
+
+TARGET_KEY = "target"  # an app-wide option, like the sidebar's text: ?target=…
+_STOPPED = "_generation_stopped"  # (model, source, limit) whose generation the user stopped
+_WRITTEN = "_target_written_for"  # (model, source, limit, text): the target box holds the model's own text
+
+STACKS = ["Encoder self-attention", "Decoder self-attention", "Cross-attention"]
+ENCODER, DECODER, CROSS = STACKS
+
+
+def sidebar_model_is_encoder_decoder() -> bool:
+    """True when the sidebar's model loads and is an encoder-decoder (a model that fails to load is
+    reported by the page, not here)."""
+    try:
+        return current_model().is_encoder_decoder
+    except Exception:  # noqa: BLE001 - the page shows the loading error as a sentence
+        return False
+
+
+def render_target_box() -> None:
+    """The sidebar's **Target text** box, drawn only for encoder-decoder models; call inside the sidebar."""
+    if not sidebar_model_is_encoder_decoder():
+        return
+    option(
+        st.text_area,
+        "Target text",
+        value="",
+        key=TARGET_KEY,
+        app=True,
+        max_chars=MAX_TEXT_CHARS,
+        height=90,
+        help="What the decoder reads (for a translation model: the translation). The text above is the source, "
+        f"read by the encoder. Leave this empty and the model writes a target itself (greedy, at most "
+        f"{MAX_GENERATED_TOKENS} tokens), which then fills this box.",
+    )
+
+
+def current_target() -> str:
+    return option_value(TARGET_KEY, app=True) or ""
+
+
+def _stop(key: tuple[str, str, int]) -> None:
+    st.session_state[_STOPPED] = key
+
+
+def _restart() -> None:
+    st.session_state[_STOPPED] = None
+
+
+def _generate(name: str, source: str, limit: int) -> str:
+    """The model's own target for ``source``, with a progress bar and a stop button; cached per (model, source, limit)."""
+    key = (name, source, limit)
+    if st.session_state.get(_STOPPED) == key:
+        st.info("You stopped the generation. Type a target text in the sidebar, or write one with the model.",
+                icon=":material/stop_circle:")
+        st.button("Let the model write a target", key="seq2seq-generate", on_click=_restart, icon=":material/play_arrow:")
+        st.stop()
+    slot = st.empty()
+    with slot.container():
+        bar = st.progress(0.0, text=f"{name} is writing a target for your text (at most {MAX_GENERATED_TOKENS} tokens)…")
+        st.button("Stop", key="seq2seq-stop", on_click=_stop, args=(key,), icon=":material/stop:")
+
+    def progress(done: int, total: int) -> None:
+        bar.progress(done / total, text=f"{name} is writing a target: {done} of at most {total} tokens")
+
+    text = cached_generated_target(name, source, limit, progress)
+    slot.empty()
+    return text
+
+
+def current_pair() -> PairAnalysis:
+    """The sidebar's source and target through the sidebar's encoder-decoder model (cached).
+
+    An empty target box: the model writes a target (progress bar, stop button), the box is filled
+    with it and the page runs again. ``generated`` is True while the box holds the model's own text;
+    when the source changes while it does, the model writes a new one.
+    """
+    name, source, limit = current_model_name(), current_text(), current_token_limit()
+    model = current_model()
+    if not source.strip():
+        from core.inference import AnalysisError
+
+        raise AnalysisError("There is no text to analyse: type a source sentence in the sidebar first.")
+    target = current_target()
+    written = st.session_state.get(_WRITTEN)
+    if written and written[3] == target and written[:3] != (name, source, limit):
+        target = ""  # the box holds what the model wrote for another source: write a new one
+    if not target.strip():
+        if not model.can_generate:
+            st.info(
+                f"{model.name} has no trained language-model head in its checkpoint, so it cannot write a target "
+                "itself: type a target text in the sidebar.",
+                icon=":material/edit:",
+            )
+            st.stop()
+        text = _generate(name, source, limit)
+        set_option(TARGET_KEY, text, app=True)  # fills the box on the next run
+        st.session_state[_WRITTEN] = (name, source, limit, text)
+        st.rerun()
+    with st.spinner("Running the model…"):
+        pair = cached_pair(name, source, target, limit)
+    generated = generated_target_if_cached(name, source, limit)
+    if generated is not None and generated == target:
+        pair = dataclasses.replace(pair, generated=True)
+    for side, analysis in (("source", pair.source), ("target", pair.target)):
+        if analysis.truncated:
+            st.info(
+                f"The {side} has {analysis.num_input_tokens} tokens and this app reads at most {analysis.num_tokens}, "
+                f"so only the first {analysis.num_tokens} are shown.",
+                icon=":material/content_cut:",
+            )
+    return pair
+
+
+def pair_caption(pair: PairAnalysis) -> str:
+    """One sentence saying what the encoder and decoder read."""
+    made = " (written by the model itself: greedy decoding)" if pair.generated else ""
+    return (
+        f"The encoder read the source ({pair.source.num_tokens} tokens); the decoder read the target{made}, "
+        f"shifted right behind its start token `{pair.target.tokens[0]}` ({pair.target.num_tokens} tokens), "
+        "as in training: each target token is predicted from the tokens before it."
+    )
