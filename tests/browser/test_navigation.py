@@ -13,15 +13,13 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.model_factory import build_tiny_bert
+from tests.pages_registry import page_titles
 from ui.page_state import URL_TEXT_MAX_BYTES
 
 pytestmark = pytest.mark.browser
 
 APP_PARAMS = {"model", "text", "text_id", "present", "img"}
-NAV_TITLES = {
-    "": "Home", "attention": "Attention", "maxima": "Maxima", "stats": "Head statistics", "inside": "Inside one head",
-    "compare": "Compare two sentences", "predictions": "Predictions", "drift": "Drift", "senses": "Senses",
-}
+NAV_TITLES = page_titles()  # url path -> the title in the sidebar navigation
 
 
 @pytest.fixture(autouse=True)

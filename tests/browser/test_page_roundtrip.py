@@ -134,7 +134,7 @@ CHANGES = {
     ],
     "predictions": [(slide_left, "Candidates to show", None, "top_k")],
     "drift": [
-        (pick_radio, "Compare layer k with", "previous", "reference"),
+        (pick_radio, "Compare hidden state k with", "previous", "reference"),
         (choose, "Pooling (tokens → one vector)", "max", "pooling"), (flip, "Subtract baseline", None, "adjust"),
     ],
     "senses": [
@@ -159,17 +159,24 @@ def declared_options(page_file: str) -> set[str]:
 
 
 def change_one_option(app) -> None:
-    """For a page the tour has no table for: flip its first switch, or else pick another entry in its first selectbox."""
+    """For a page ``CHANGES`` has no entry for: move its first slider one step, or else flip its first switch,
+    or else pick another entry in its first selectbox."""
+    slider = main(app.page).get_by_role("slider").first
+    if slider.count():
+        before = slider.get_attribute("aria-valuenow")
+        settle(app, lambda: slider.press("ArrowRight"))
+        if slider.get_attribute("aria-valuenow") == before:  # it was at its maximum
+            settle(app, lambda: slider.press("ArrowLeft"))
+        return
     switch = main(app.page).locator('[data-testid="stCheckbox"]').filter(has=app.page.get_by_role("switch")).first
     if switch.count():
         settle(app, switch.locator("label").first.click)
         return
     box = main(app.page).get_by_role("combobox").first
-    assert box.count(), "a page without a switch or a selectbox: add it to CHANGES"
+    assert box.count(), "a page without a slider, a switch or a selectbox: add it to CHANGES"
     current = box.input_value()
     box.click()
-    other = app.page.get_by_role("option").filter(has_not_text=current).first
-    settle(app, other.click)
+    settle(app, app.page.get_by_role("option").filter(has_not_text=current).first.click)
 
 
 @pytest.fixture(scope="module")
