@@ -116,7 +116,11 @@ def sidebar_text(page):
 
 
 def widget_values(page) -> list[str]:
-    """What the page's widgets show: selectboxes, switches, radios, segmented controls, sliders, text boxes."""
+    """What the page's widgets show: selectboxes, switches, radios, segmented controls, sliders, text boxes.
+
+    As Streamlit 1.67 draws them: a slider thumb is an ``input type="range"`` (no ``aria-valuenow``), a
+    segmented control a radio group of buttons with ``aria-checked``.
+    """
     return page.evaluate(
         """() => {
             const main = document.querySelector('[data-testid="stMain"]');
@@ -125,8 +129,8 @@ def widget_values(page) -> list[str]:
             main.querySelectorAll('input[role="switch"]').forEach(e => out.push(`switch ${e.getAttribute('aria-label')}=${e.checked}`));
             main.querySelectorAll('input[type="radio"]:checked').forEach(e => out.push(`radio ${e.closest('label').innerText}`));
             main.querySelectorAll('[data-testid="stButtonGroup"] button').forEach(e => out.push(`segment ${e.innerText}=${e.getAttribute('aria-checked')}`));
-            main.querySelectorAll('[role="slider"]').forEach(e => out.push(`slider ${e.getAttribute('aria-valuenow')}`));
-            main.querySelectorAll('textarea').forEach(e => out.push(`text ${e.value}`));
+            main.querySelectorAll('input[type="range"]').forEach(e => out.push(`slider ${e.getAttribute('aria-label')}=${e.value}`));
+            main.querySelectorAll('textarea, input[type="text"]:not([role="combobox"])').forEach(e => out.push(`text ${e.value}`));
             return out;
         }"""
     )
