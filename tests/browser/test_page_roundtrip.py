@@ -110,11 +110,11 @@ NOT_CHANGED = {
 # the page declares (``declared_options``), set by clicking the widget as a user does.
 CHANGES = {
     "": [],  # the home page has no option of its own
-    "attention": [
-        (choose, "Attention source", "norm-weighted", "source"), (choose, "Special tokens", "hide", "special"),
-        (flip, "Word level", None, "words"), (pick_radio, "Colour scale", "per head", "scale"),
-        (choose, "Palette", "viridis", "palette"), (choose, "Layer (counted from 0)", "1", "layer"),
-        (choose, "Head (counted from 0)", "3", "head"), (press_segment, "View", "one layer", "view"),
+    "attention": [  # the source last: norm-weighted disables the word-level toggle, which keeps its value
+        (choose, "Special tokens", "hide", "special"), (flip, "Word level", None, "words"),
+        (pick_radio, "Colour scale", "per head", "scale"), (choose, "Palette", "viridis", "palette"),
+        (choose, "Layer (counted from 0)", "1", "layer"), (choose, "Head (counted from 0)", "3", "head"),
+        (press_segment, "View", "one layer", "view"), (choose, "Attention source", "norm-weighted", "source"),
     ],
     "maxima": [  # the source last: norm-weighted disables the word-level toggle, which keeps its value
         (pick_radio, "Heads", "one head", "heads"), (choose, "Head (counted from 0)", "2", "head"),
