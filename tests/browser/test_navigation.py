@@ -80,7 +80,10 @@ def main(page):
 
 def choose(app, label: str, choice: str | re.Pattern) -> None:
     """Pick ``choice`` (exact text, or a pattern) in the selectbox labelled ``label``."""
-    main(app.page).get_by_role("combobox", name=label, exact=True).click()
+    box = main(app.page).get_by_role("combobox", name=label, exact=True)
+    box.click()
+    if box.get_attribute("aria-expanded") != "true":  # a click can focus the box without opening its list
+        box.press("ArrowDown")
     options = app.page.get_by_role("option")
     target = options.filter(has_text=choice) if isinstance(choice, re.Pattern) else app.page.get_by_role("option", name=choice, exact=True)
     settle(app, target.first.click)
