@@ -4,7 +4,9 @@ The every-page round trip of issue 19. Last run (10:10 UTC, after merging main):
 was changed by clicking; Maxima's "Layer (counted from 0)" selectbox (below the figures) did not open its
 list on click, nor did Compare's "Word in both texts" (the box was focused, no option appeared).
 ``choose`` in test_navigation now presses ArrowDown when the list does not open (checked by hand: every
-change on Attention, Maxima, Inside and Compare then works), but the whole test has not been run since; re-run
+change on Attention, Maxima, Inside and Compare then works), and a run at 10:20 UTC got through the change phase of Home, Tour, Attention, Maxima, Stats and Inside in
+93 s, then stopped on its own coverage check: Compare (after the merge of main) declares a ``text_c`` option
+that ``CHANGES["compare"]`` does not set yet. Add it (or to ``NOT_CHANGED`` with the reason), re-run
 ``pytest -m browser tests/browser/draft_every_page_roundtrip.py`` (about 8 minutes) and rename it to
 ``test_every_page_roundtrip.py`` once it passes.
 """
