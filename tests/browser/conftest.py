@@ -131,6 +131,7 @@ class AppPage:
         self.page.on("pageerror", lambda err: self.console_errors.append(f"pageerror: {err}"))
         self.base_path_probes = 0
         self.page.on("response", self._response)
+        self.patience_ms = 120_000  # the default wait for a page load or a rerun; tests on slow pages raise it
 
     def _route(self, route):
         host = urlparse(route.request.url).hostname or ""
@@ -152,18 +153,19 @@ class AppPage:
         self.dialogs.append(dialog.message)
         dialog.dismiss()
 
-    def open(self, path: str = "", query: dict[str, str] | None = None, *, timeout_ms: int = 120_000):
+    def open(self, path: str = "", query: dict[str, str] | None = None, *, timeout_ms: int | None = None):
         url = f"{self.base_url}/{path}" + (f"?{urlencode(query)}" if query else "")
-        self.page.goto(url, wait_until="domcontentloaded")
+        self.page.goto(url, wait_until="domcontentloaded", timeout=timeout_ms or self.patience_ms)
         self.wait_until_idle(timeout_ms=timeout_ms)
         return self.page
 
-    def wait_until_idle(self, *, timeout_ms: int = 120_000, settle_ms: int = 800) -> None:
+    def wait_until_idle(self, *, timeout_ms: int | None = None, settle_ms: int = 800) -> None:
         """Wait until Streamlit has run the script and stayed idle for ``settle_ms``.
 
         A freshly loaded page reports "not running" before its first run starts, so a
         single check is not enough: the idle state must hold, with the sidebar drawn.
         """
+        timeout_ms = timeout_ms or self.patience_ms
         self.page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
         self.page.evaluate("window.__idleSince = undefined")
         self.page.wait_for_function(

@@ -13,15 +13,13 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.model_factory import build_tiny_bert
+from tests.pages_registry import page_titles
 from ui.page_state import URL_TEXT_MAX_BYTES
 
 pytestmark = pytest.mark.browser
 
 APP_PARAMS = {"model", "text", "text_id", "present", "img"}
-NAV_TITLES = {
-    "": "Home", "attention": "Attention", "maxima": "Maxima", "stats": "Head statistics", "inside": "Inside one head",
-    "compare": "Compare two sentences", "predictions": "Predictions", "drift": "Drift", "senses": "Senses",
-}
+NAV_TITLES = page_titles()  # url path -> the title in the sidebar navigation
 
 
 @pytest.fixture(autouse=True)
@@ -82,7 +80,10 @@ def main(page):
 
 def choose(app, label: str, choice: str | re.Pattern) -> None:
     """Pick ``choice`` (exact text, or a pattern) in the selectbox labelled ``label``."""
-    main(app.page).get_by_role("combobox", name=label, exact=True).click()
+    box = main(app.page).get_by_role("combobox", name=label, exact=True)
+    box.click()
+    if box.get_attribute("aria-expanded") != "true":  # a click can focus the box without opening its list
+        box.press("ArrowDown")
     options = app.page.get_by_role("option")
     target = options.filter(has_text=choice) if isinstance(choice, re.Pattern) else app.page.get_by_role("option", name=choice, exact=True)
     settle(app, target.first.click)
@@ -98,8 +99,9 @@ def flip(app, label: str) -> None:
 
 
 def press_segment(app, label: str, choice: str) -> None:
-    group = main(app.page).locator('[data-testid="stButtonGroup"]').filter(has_text=label)
-    settle(app, group.get_by_role("button", name=choice, exact=True).click)
+    """Choose ``choice`` in the segmented control labelled ``label`` (a radio group of buttons in Streamlit 1.67)."""
+    group = main(app.page).locator('[data-testid="stButtonGroup"]').get_by_role("radiogroup", name=label, exact=True)
+    settle(app, group.get_by_role("radio", name=choice, exact=True).click)
 
 
 def slide_left(app, label: str) -> None:
@@ -117,7 +119,11 @@ def sidebar_text(page):
 
 
 def widget_values(page) -> list[str]:
-    """What the page's widgets show: selectboxes, switches, radios, segmented controls, sliders, text boxes."""
+    """What the page's widgets show: selectboxes, switches, radios, segmented controls, sliders, text boxes.
+
+    As Streamlit 1.67 draws them: a slider thumb is an ``input type="range"`` (no ``aria-valuenow``), a
+    segmented control a radio group of buttons with ``aria-checked``.
+    """
     return page.evaluate(
         """() => {
             const main = document.querySelector('[data-testid="stMain"]');
@@ -125,9 +131,9 @@ def widget_values(page) -> list[str]:
             main.querySelectorAll('input[role="combobox"]').forEach(e => out.push(`select ${e.getAttribute('aria-label')}=${e.value}`));
             main.querySelectorAll('input[role="switch"]').forEach(e => out.push(`switch ${e.getAttribute('aria-label')}=${e.checked}`));
             main.querySelectorAll('input[type="radio"]:checked').forEach(e => out.push(`radio ${e.closest('label').innerText}`));
-            main.querySelectorAll('[data-testid="stButtonGroup"] button').forEach(e => out.push(`segment ${e.innerText}=${e.getAttribute('kind')}`));
-            main.querySelectorAll('[role="slider"]').forEach(e => out.push(`slider ${e.getAttribute('aria-valuenow')}`));
-            main.querySelectorAll('textarea').forEach(e => out.push(`text ${e.value}`));
+            main.querySelectorAll('[data-testid="stButtonGroup"] button').forEach(e => out.push(`segment ${e.innerText}=${e.getAttribute('aria-checked')}`));
+            main.querySelectorAll('input[type="range"]').forEach(e => out.push(`slider ${e.getAttribute('aria-label')}=${e.value}`));
+            main.querySelectorAll('textarea, input[type="text"]:not([role="combobox"])').forEach(e => out.push(`text ${e.value}`));
             return out;
         }"""
     )

@@ -1,0 +1,176 @@
+"""DRAFT, not collected by pytest (the name does not start with ``test_``): NOT VERIFIED to a pass.
+
+The every-page round trip of issue 19. Last run (10:10 UTC, after merging main): every page up to Maxima
+was changed by clicking; Maxima's "Layer (counted from 0)" selectbox (below the figures) did not open its
+list on click, nor did Compare's "Word in both texts" (the box was focused, no option appeared).
+``choose`` in test_navigation now presses ArrowDown when the list does not open (checked by hand: every
+change on Attention, Maxima, Inside and Compare then works), and a run at 10:20 UTC got through the change phase of Home, Tour, Attention, Maxima, Stats and Inside in
+93 s, then stopped on its own coverage check: Compare (after the merge of main) declares a ``text_c`` option
+that ``CHANGES["compare"]`` does not set yet. Add it (or to ``NOT_CHANGED`` with the reason), re-run
+``pytest -m browser tests/browser/draft_every_page_roundtrip.py`` (about 8 minutes) and rename it to
+``test_every_page_roundtrip.py`` once it passes.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import pytest
+
+from tests.browser.test_navigation import (  # noqa: F401 - fixtures used by name
+    choose, flip, main, navigate, path, pick_radio, press_segment, query, same_view, settle, slide_left,
+    type_text, view,
+)
+from tests.browser.test_page_roundtrip import patient  # noqa: F401 - fixture used by name
+from tests.model_factory import build_tiny_bert_mlm
+from tests.pages_registry import ROOT, landed_pages
+
+pytestmark = pytest.mark.browser
+
+# --- every page: options survive a tour of the other pages and a reload ------------------------------------
+
+BASS_LINES = "fish: The bass swam away.\nfish: A bass took the hook.\nmusic: The bass was loud.\nmusic: He tuned the bass."
+
+
+def write(app, label: str, text: str) -> None:
+    """Type ``text`` into the page's text box whose label starts with ``label``, and apply it."""
+    type_text(app, main(app.page).get_by_role("textbox", name=label), text)
+
+
+# The options each page declares that the tour does not change, and why.
+NOT_CHANGED = {
+    ("attention", "bertviz"): "shown only in the BertViz view; the tour uses the one-layer view",
+}
+# url path -> [(action, widget label, choice, the parameter it writes)]: a non-default value for every option
+# the page declares (``declared_options``), set by clicking the widget as a user does.
+CHANGES = {
+    "": [],  # the home page has no option of its own
+    "attention": [  # the source last: norm-weighted disables the word-level toggle, which keeps its value
+        (choose, "Special tokens", "hide", "special"), (flip, "Word level", None, "words"),
+        (pick_radio, "Colour scale", "per head", "scale"), (choose, "Palette", "viridis", "palette"),
+        (choose, "Layer (counted from 0)", "1", "layer"), (choose, "Head (counted from 0)", "3", "head"),
+        (press_segment, "View", "one layer", "view"), (choose, "Attention source", "norm-weighted", "source"),
+    ],
+    "maxima": [  # the source last: norm-weighted disables the word-level toggle, which keeps its value
+        (pick_radio, "Heads", "one head", "heads"), (choose, "Head (counted from 0)", "2", "head"),
+        (flip, "Include special tokens", None, "special"), (flip, "Word level", None, "words"),
+        (choose, "Layer (counted from 0)", "1", "layer"), (pick_radio, "Attention source", "norm-weighted", "source"),
+    ],
+    "stats": [(press_segment, "Average over", "example sentences", "over"), (choose, "Statistic", "previous token", "stat")],
+    "inside": [
+        (choose, "Layer (counted from 0)", "1", "layer"), (choose, "Head (counted from 0)", "2", "head"),
+        (choose, "Query token", re.compile(r"^3: "), "query"),
+    ],
+    "compare": [
+        (choose, "Layer (counted from 0)", "1", "layer"), (choose, "Head (counted from 0)", "2", "head"),
+        (write, "Text B", "I will walk the bank of a stream with my dog.", "text_b"),
+        (choose, "Word in both texts", "will", "word"),
+    ],
+    "predictions": [(slide_left, "Candidates to show", None, "top_k")],
+    "drift": [
+        (pick_radio, "Compare hidden state k with", "previous", "reference"),
+        (choose, "Pooling (tokens → one vector)", "max", "pooling"), (flip, "Subtract baseline", None, "adjust"),
+    ],
+    "senses": [
+        (press_segment, "Sentences", "Your sentences", "source"), (choose, "Word", "bass", "word"),
+        (write, "One sentence per line", BASS_LINES, "lines"),
+        (slide_left, "Layer", None, "layer"), (press_segment, "Projection", "PCA", "method"),
+    ],
+}
+
+
+def declared_options(page_file: str) -> set[str]:
+    """The URL keys of the options ``page_file`` declares with ``option(..., key="...")`` (literal keys only)."""
+    tree = ast.parse((ROOT / page_file).read_text())
+    return {
+        keyword.value.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "option"
+        for keyword in node.keywords
+        if keyword.arg == "key" and isinstance(keyword.value, ast.Constant) and not any(
+            k.arg == "app" for k in node.keywords)
+    }
+
+
+def change_one_option(app) -> None:
+    """For a page ``CHANGES`` has no entry for: move its first slider one step, or else flip its first switch,
+    or else pick another entry in its first selectbox."""
+    slider = main(app.page).get_by_role("slider").first
+    if slider.count():
+        before = slider.input_value()
+        settle(app, lambda: slider.press("ArrowRight"))
+        if slider.input_value() == before:  # it was at its maximum
+            settle(app, lambda: slider.press("ArrowLeft"))
+        return
+    switch = main(app.page).locator('[data-testid="stCheckbox"]').filter(has=app.page.get_by_role("switch")).first
+    if switch.count():
+        settle(app, switch.locator("label").first.click)
+        return
+    box = main(app.page).get_by_role("combobox").first
+    assert box.count(), "a page without a slider, a switch or a selectbox: add it to CHANGES"
+    current = box.input_value()
+    box.click()
+    settle(app, app.page.get_by_role("option").filter(has_not_text=current).first.click)
+
+
+@pytest.fixture(scope="module")
+def tiny_mlm_dir(tmp_path_factory) -> str:
+    """A 2-layer × 4-head BERT with a masked-LM head, so the predictions page has its option too."""
+    return str(build_tiny_bert_mlm(tmp_path_factory.mktemp("models") / "tour-bert"))
+
+
+def test_every_page_keeps_its_view_through_the_others_and_a_reload(app_page, tiny_mlm_dir):
+    """Every page of app.py's PAGES, with a tiny BERT (masked-LM head) chosen by a link.
+
+    1. On each page in turn, every option the page declares (``option(..., key=...)`` in its file, less
+       ``NOT_CHANGED``) is set to a non-default value by clicking its widget (``CHANGES``; the table must cover
+       every declared option). A page missing from ``CHANGES`` (a page added later) gets one option changed
+       generically. After each page: the URL holds the sidebar's and exactly the changed parameters.
+    2. Then each page is visited again with the navigation, so between changing a page and coming back the
+       test visited every other page (each holding its own changed options): the URL must hold that page's
+       parameters and nothing foreign, and the page must show the same widget values and figure titles.
+    3. Then each page's URL is loaded afresh (a reload: a new session from the URL), the last one with the
+       browser's reload: same parameters, same widget values and figure titles.
+    No error element, console error, dialog or outside request anywhere.
+    """
+    app = app_page
+    app_params = {"model": tiny_mlm_dir}
+    app.open("", app_params)
+    pages = landed_pages()
+    expected: dict[str, tuple[dict[str, str], tuple]] = {}
+    for file, url_path in pages:
+        navigate(app, url_path)
+        assert query(app.page) == app_params, url_path  # a page not yet changed shows no parameter of its own
+        changes = CHANGES.get(url_path)
+        if changes is None:
+            change_one_option(app)
+            assert set(query(app.page)) > set(app_params), (url_path, query(app.page))
+        else:
+            covered = {param for *_, param in changes} | {p for page, p in NOT_CHANGED if page == url_path}
+            assert declared_options(file) <= covered, (url_path, declared_options(file) - covered)
+            for action, label, choice, param in changes:
+                action(app, label, choice) if choice is not None else action(app, label)
+                assert param in query(app.page), (url_path, label, query(app.page))
+            assert set(query(app.page)) == set(app_params) | {param for *_, param in changes}, (url_path, query(app.page))
+        app.assert_clean()
+        expected[url_path] = (query(app.page), view(app))
+
+    for _file, url_path in pages:
+        navigate(app, url_path)
+        params, shown = expected[url_path]
+        assert query(app.page) == params, url_path
+        same_view(app, shown)
+        app.assert_clean()
+
+    for _file, url_path in pages:
+        params, shown = expected[url_path]
+        app.open(url_path, params)
+        for reload in range(2 if url_path == pages[-1][1] else 1):  # the last page also through the browser's reload
+            if reload:
+                app.page.reload()
+                app.wait_until_idle()
+            assert path(app.page) == url_path
+            assert query(app.page) == params, url_path
+            same_view(app, shown)
+            app.assert_clean()
