@@ -37,6 +37,7 @@ def test_masked_lm_shows_before_after_and_the_lens(app_page, tmp_path):
     query = {"model": str(folder), "text": ATTACK, "heads": "L1H0"}
     page = app_page.open("effects", query, timeout_ms=LOADED_MACHINE_MS)
     page.wait_for_selector("text=is the top token from hidden state", timeout=LOADED_MACHINE_MS)
+    page.wait_for_selector("text=After the knock-out", timeout=LOADED_MACHINE_MS)  # the bars paint after the lens text
     assert page.locator("text=After the knock-out").count() == 1
     assert page.locator(".js-plotly-plot .heatmaplayer text").count() > 0  # the lens grid writes its tokens
     _no_injection(page)
