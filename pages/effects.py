@@ -195,7 +195,7 @@ else:
                 after = float(word_similarity(*ablated_pair, word)["cosine_similarity"].iloc[-1])
                 st.markdown(f"“{markdown_safe(word)}” in the compare page's two texts, last hidden state: cosine "
                             f"**{before:.4f}** → **{after:.4f}** with the knock-out ({after - before:+.4f}).")
-    st.caption("The compare page offers an **Ablated run** toggle for these heads.")
+    st.caption("The attention, maxima and compare pages offer an **Ablated run** toggle for these heads.")
 
 # --- 2. importance map ----------------------------------------------------------------------------
 st.header("2. Which heads matter, and do they attend to the token?")
