@@ -7,8 +7,8 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.common import OKABE_ITO, SEQUENTIAL, plotly_safe, token_axis
-from viz.predictions import visible_spaces
+from viz.common import OKABE_ITO, plotly_safe, token_axis
+from viz.predictions import candidate_heatmap
 
 # Orange for positive, purple for negative (Okabe–Ito; distinguishable with common colour-vision deficiencies).
 POSITIVE_RGB = (230, 159, 0)
@@ -45,24 +45,10 @@ def lens_grid(labels: list[str], candidates: list[list[str]], probabilities: np.
     """Rows: hidden states 0..L (0 at the bottom); columns: positions. Each cell shows the top token
     ``candidates[l][t]``; its colour is that token's probability ``probabilities[l, t]``."""
     rows, columns = probabilities.shape
-    text = np.array([[plotly_safe(visible_spaces(c)) for c in row] for row in candidates], dtype=object)
-    fig = go.Figure(
-        go.Heatmap(
-            z=probabilities,
-            x=list(range(columns)),
-            y=list(range(rows)),
-            text=text,
-            texttemplate="%{text}",
-            customdata=text,
-            colorscale=SEQUENTIAL,
-            zmin=0.0,
-            zmax=1.0,
-            colorbar={"title": {"text": "probability"}},
-            hovertemplate="hidden state %{y}, position %{x}: %{customdata} · %{z:.4f}<extra></extra>",
-            xgap=1,
-            ygap=1,
-        )
-    )
+    fig = go.Figure(candidate_heatmap(
+        candidates, probabilities, x=list(range(columns)),
+        hovertemplate="hidden state %{y}, position %{x}: %{customdata} · %{z:.4f}<extra></extra>", xgap=1, ygap=1,
+    ))
     fig.update_layout(
         title=plotly_safe(title),
         xaxis=token_axis(labels) | {"title": "position (its own token)", "tickangle": -45},

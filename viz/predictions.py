@@ -39,28 +39,26 @@ def fill_in_bars(candidates: list[str], probabilities: np.ndarray, *, title: str
     return fig
 
 
+def candidate_heatmap(candidates: list[list[str]], probabilities: np.ndarray, *, x: list[int], hovertemplate: str,
+                      **trace) -> go.Heatmap:
+    """A heatmap trace whose cell ``[i, j]`` writes the token ``candidates[i][j]`` (escaped, spaces visible)
+    and is coloured by its probability ``probabilities[i, j]`` (0 → 1). ``trace``: further Heatmap options."""
+    text = np.array([[plotly_safe(visible_spaces(c)) for c in row] for row in candidates], dtype=object)
+    return go.Heatmap(
+        z=probabilities, x=x, y=list(range(probabilities.shape[0])), text=text, texttemplate="%{text}",
+        customdata=text, colorscale=SEQUENTIAL, zmin=0.0, zmax=1.0, colorbar={"title": {"text": "probability"}},
+        hovertemplate=hovertemplate, **trace,
+    )
+
+
 def next_token_heatmap(context: list[str], candidates: list[list[str]], probabilities: np.ndarray) -> go.Figure:
     """Rows: positions of the text (``context[i]`` = the token read last); columns: rank 1..k.
 
     Each cell shows the candidate next token; its colour is the probability ``probabilities[i, r]``.
     """
     rows, k = probabilities.shape
-    text = np.array([[plotly_safe(visible_spaces(c)) for c in row] for row in candidates], dtype=object)
-    fig = go.Figure(
-        go.Heatmap(
-            z=probabilities,
-            x=list(range(1, k + 1)),
-            y=list(range(rows)),
-            text=text,
-            texttemplate="%{text}",
-            customdata=text,
-            colorscale=SEQUENTIAL,
-            zmin=0.0,
-            zmax=1.0,
-            colorbar={"title": {"text": "probability"}},
-            hovertemplate="rank %{x}: %{customdata} · %{z:.4f}<extra></extra>",
-        )
-    )
+    fig = go.Figure(candidate_heatmap(candidates, probabilities, x=list(range(1, k + 1)),
+                                      hovertemplate="rank %{x}: %{customdata} · %{z:.4f}<extra></extra>"))
     fig.update_layout(
         title="The model's top next tokens after each position",
         xaxis={"title": "rank (1 = most likely next token)", "dtick": 1},
