@@ -100,7 +100,7 @@ def _server_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _wait_server_quiet(pid: int, *, window_s: float = 2.0, most: float = 0.1, timeout_s: float = 600.0) -> None:
+def _wait_server_quiet(pid: int, *, window_s: float = 3.0, most: float = 0.06, timeout_s: float = 300.0) -> None:
     """Until the server used at most ``most`` of a core over ``window_s`` (UMAP's numba warm-up, started with the
     server, compiles in the background for a while), so a click's CPU-seconds are the click's own."""
     deadline = time.monotonic() + timeout_s
