@@ -7,7 +7,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui.warmup import start_warmup, wait_for_imports
+from ui.warmup import page_running, start_warmup, wait_for_imports
 
 start_warmup()  # `make run` did this as the server started; with `streamlit run app.py`, the first visit does
 wait_for_imports()
@@ -56,4 +56,5 @@ def run() -> None:
         page.run()
 
 
-run()
+with page_running():  # background warm-up (UMAP) waits until no page has run for ten seconds
+    run()
