@@ -55,6 +55,11 @@ def wait_for_imports() -> None:
         pass
 
 
+def imports_done() -> bool:
+    """Whether ``wait_for_imports`` would return at once."""
+    return not _importing.locked()
+
+
 # Background work that needs no visitor (UMAP's compilation, about 10 CPU-s holding the interpreter) waits
 # until no page has run for this long, so it never shares the interpreter with a page being drawn.
 IDLE_SECONDS = 10.0
