@@ -25,7 +25,7 @@ from ui.cache import (  # noqa: E402
 )
 from ui.errors import friendly_errors  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
-from ui.page_state import option, option_value  # noqa: E402
+from ui.page_state import end_page, option, option_value  # noqa: E402
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit  # noqa: E402
 from viz.common import file_stem, markdown_safe  # noqa: E402
 from viz.compare import attention_heatmap  # noqa: E402
@@ -71,7 +71,7 @@ try:
     check_supported(model)
 except UnsupportedArchitecture as err:
     st.info(str(err), icon=":material/info:")
-    st.stop()
+    end_page()
 name, text = current_model_name(), current_text()
 limit = min(current_token_limit(), EFFECTS_MAX_TOKENS)
 if current_token_limit() > EFFECTS_MAX_TOKENS:
@@ -282,7 +282,7 @@ st.header("4. Logit lens: what would the model predict after each layer?")
 if not has_head:
     st.info(f"{markdown_safe(model.name)} has no language-model head, so there is nothing to look through: the logit "
             "lens applies the model's own head to every hidden state.", icon=":material/info:")
-    st.stop()
+    end_page()
 st.markdown("The model's own language-model head applied to every hidden state (GPT-2: after its final LayerNorm "
             "`ln_f`; BERT-style masked LMs: through the MLM transform). The last row is the model's real output. "
             + ("A masked LM predicts every position, also the visible ones, where it mostly repeats the token."

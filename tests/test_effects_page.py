@@ -99,6 +99,16 @@ def test_hostile_text_is_shown_as_text(language_model_dirs, which):
     assert any("&lt;" in body for body in coloured)
 
 
+@pytest.mark.integration
+def test_hostile_text_on_the_bundled_model_is_shown_as_text():
+    at = open_app({"text": HOSTILE, "heads": "L0H2"}, page=PAGE)
+    assert not page_errors(at)
+    assert "Cosine, original vs ablated sentence embedding" in metrics(at)
+    coloured = [h.proto.body for h in at.get("html")]
+    assert coloured and all("<script>" not in body for body in coloured)
+    assert any("&lt;" in body for body in coloured)  # "<" is a token of its own, escaped
+
+
 def test_the_compare_page_offers_the_ablated_run(tiny_bert_dir):
     at = open_app({"model": tiny_bert_dir}, page=PAGE)
     at.text_input(key="effects.heads").set_value("L0H1").run()
@@ -134,3 +144,11 @@ def test_a_link_naming_heads_on_a_masked_lm_shows_the_prediction_before_and_afte
     assert not page_errors(at)
     assert at.radio(key="effects.measure").value == "prediction"  # the default: the masked word
     assert "log p(" in markdown_text(at) and "Cosine, original vs ablated sentence embedding" not in metrics(at)
+
+
+def test_a_model_without_a_head_ends_the_page_with_a_tidy_url(tiny_bert_dir):
+    """Part 4 ends the page early for a model without a language-model head; the link's other-page parameters still go."""
+    at = open_app({"model": tiny_bert_dir, "text": "the cat sat", "heads": "L1H0", "layer": "1", "stat": "x"}, page=PAGE)
+    assert not page_errors(at)
+    assert any("nothing to look through" in i.value for i in at.info)
+    assert dict(at.query_params) == {"model": tiny_bert_dir, "text": "the cat sat", "heads": "L1H0"}
