@@ -248,9 +248,17 @@ st.markdown("**Integrated gradients** (Sundararajan et al. 2017) accumulate the 
             "(Abnar & Zuidema 2020) is how much each token reaches the output through attention alone.")
 steps = option(st.select_slider, "Integration steps", STEP_CHOICES, value=32, key="steps",
                help="Points of the path where the gradient is taken (Gauss–Legendre quadrature).")
-with friendly_errors("attributing the output to tokens"), st.spinner("Computing gradients…"):
-    integrated = cached_attribution(name, text, limit, "integrated_gradients", measure, steps, target)
-    simple = cached_attribution(name, text, limit, "gradient_x_input", measure, steps, target)
+with friendly_errors("attributing the output to tokens"):
+    steps_bar = st.progress(0.0, text="Integrated gradients: taking the gradient along the path…")
+
+    def report_steps(done: int, total: int) -> None:
+        steps_bar.progress(done / total, text=f"Integrated gradients: {done} of {total} steps…")
+
+    integrated = cached_attribution(name, text, limit, "integrated_gradients", measure, steps, target,
+                                    progress=report_steps)
+    with st.spinner("Computing gradient × input…"):
+        simple = cached_attribution(name, text, limit, "gradient_x_input", measure, steps, target)
+    steps_bar.empty()
     flow = rollout_to_tokens(cached_rollout(name, text, limit), integrated)
     st.html(attribution_html(labels, integrated.scores))
     difference = integrated.output - integrated.baseline_output
