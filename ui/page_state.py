@@ -32,7 +32,8 @@ The rules, for every page (and the sidebar's app-wide options, declared with ``a
 
 ``app.py`` wraps every run in ``page_run`` (which decides where values come from and removes foreign
 parameters); pages call ``option`` per widget, ``set_option`` from callbacks and buttons, and
-``link_url`` for links that open a view in a new tab.
+``link_url`` for links that open a view in a new tab. A page that ends early calls ``end_page()``,
+not ``st.stop()``: after ``st.stop()`` Streamlit sends nothing more, so the URL could not be tidied.
 """
 
 from __future__ import annotations
