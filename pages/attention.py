@@ -17,7 +17,7 @@ from ui.cache import cached_attention_view, cached_figure, cached_queries_keys  
 from ui.explain import controls, explain  # noqa: E402
 from ui.errors import friendly_fragment  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
-from ui.page_state import option  # noqa: E402
+from ui.page_state import end_page, option  # noqa: E402
 from ui.session import (  # noqa: E402
     current_analysis, current_model, current_model_name, current_text, current_token_limit, presentation_mode,
 )
@@ -43,7 +43,7 @@ if current_model().is_encoder_decoder:
     from ui.seq2seq_views import attention_page
 
     attention_page()
-    st.stop()
+    end_page()
 model, analysis = current_model(), current_analysis()
 c = controls().columns(5)
 source = option(c[0].selectbox, "Attention source", list(SOURCES), key="source",
@@ -78,7 +78,7 @@ head_names = ["all heads (rollout)"] if source == "rollout" else [f"head {h}" fo
 style = {"causal": model.is_decoder, "colorscale": colorscale, "per_head_scale": per_head, "large": present}
 if len(view.labels) == 0:
     st.info("Every token is a special token, so hiding them leaves nothing to show. Choose *Show* for special tokens.")
-    st.stop()
+    end_page()
 
 inputs = (current_text(), current_token_limit(), source, special, words)
 overview_title = (f"{model.name}{' (ablated run)' if ablation else ''}: {SOURCES[source]}, every layer"

@@ -21,7 +21,7 @@ from ui.cache import cached_analysis, cached_figure  # noqa: E402
 from ui.explain import controls, explain  # noqa: E402
 from ui.errors import friendly_fragment  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
-from ui.page_state import option  # noqa: E402
+from ui.page_state import end_page, option  # noqa: E402
 from ui.session import MAX_TEXT_CHARS, current_model, current_model_name, current_token_limit  # noqa: E402
 from viz.common import file_stem  # noqa: E402
 from viz.compare import attention_heatmap, similarity_by_layer_chart  # noqa: E402
@@ -50,7 +50,7 @@ texts = [
 ]
 if not all(text.strip() for text in texts):
     st.info("Type a text in both boxes to compare them.", icon=":material/edit:")
-    st.stop()
+    end_page()
 with st.spinner("Running the model…"):
     analyses = [cached_analysis(current_model_name(), text, current_token_limit()) for text in texts]
 plain = analyses

@@ -6,6 +6,7 @@ import streamlit as st
 from core.similarity import token_static_similarity
 from core.tokens import token_labels
 from ui.figures import show_figure
+from ui.page_state import end_page
 from ui.explain import explain
 from ui.shell import require_app_shell
 from ui.cache import cached_model_facts
@@ -47,7 +48,7 @@ if model.is_encoder_decoder:
     from ui.seq2seq_views import tokens_page
 
     tokens_page()
-    st.stop()
+    end_page()
 analysis = current_analysis()
 labels = token_labels(analysis)
 kind = "decoder (each token sees itself and the tokens before it)" if model.is_decoder else "encoder (each token sees all tokens)"

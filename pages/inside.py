@@ -17,7 +17,7 @@ from ui.caveats import attention_caveat  # noqa: E402
 from ui.errors import friendly_fragment  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.explain import beside, explain as explain_text  # noqa: E402
-from ui.page_state import option  # noqa: E402
+from ui.page_state import end_page, option  # noqa: E402
 from ui.session import current_analysis, current_model  # noqa: E402
 from viz.common import file_stem  # noqa: E402
 from viz.common import markdown_safe  # noqa: E402
@@ -35,12 +35,12 @@ if model.is_encoder_decoder:
     from ui.seq2seq_views import inside_page
 
     inside_page()
-    st.stop()
+    end_page()
 try:
     arch = architecture(model)  # decided by config.model_type: refuses look-alikes such as MegatronBERT, RoFormer
 except UnsupportedArchitecture as err:
     st.info(str(err), icon=":material/info:")
-    st.stop()
+    end_page()
 analysis = current_analysis()
 labels = token_labels(analysis)
 t = analysis.num_tokens

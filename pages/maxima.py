@@ -16,7 +16,7 @@ from ui.cache import cached_figure, cached_norm_weighted, cached_rollout
 from ui.errors import friendly_fragment
 from ui.figures import csv_download, show_figure
 from ui.explain import controls, explain
-from ui.page_state import option
+from ui.page_state import end_page, option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.shell import require_app_shell
 from viz.common import file_stem, markdown_safe
@@ -38,7 +38,7 @@ if current_model().is_encoder_decoder:
     from ui.seq2seq_views import maxima_page
 
     maxima_page()
-    st.stop()
+    end_page()
 model, analysis = current_model(), current_analysis()
 name, text = current_model_name(), current_text()
 limit = current_token_limit()

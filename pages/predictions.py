@@ -13,7 +13,7 @@ from ui.cache import cached_language_model, cached_predictions  # noqa: E402
 from ui.errors import friendly_fragment  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.explain import explain  # noqa: E402
-from ui.page_state import option, set_option  # noqa: E402
+from ui.page_state import end_page, option, set_option  # noqa: E402
 from ui.session import current_model, current_model_name, current_text  # noqa: E402
 from viz.common import file_stem  # noqa: E402
 from viz.common import markdown_safe  # noqa: E402
@@ -39,11 +39,11 @@ with st.spinner(f"Loading the language-model head of {model.name}…"):
     language_model = cached_language_model(current_model_name())
 if isinstance(language_model, NoLanguageModelHead):
     st.info(str(language_model), icon=":material/info:")
-    st.stop()
+    end_page()
 text = current_text()
 if not text.strip():
     st.info("There is no text yet: type a sentence in the sidebar.", icon=":material/edit:")
-    st.stop()
+    end_page()
 @friendly_fragment
 def candidates(text: str) -> None:
     """The number of candidates and everything it changes: moving the slider reruns only this part."""

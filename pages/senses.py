@@ -19,7 +19,7 @@ from ui.cache import (
 from ui.errors import friendly_fragment
 from ui.figures import show_figure
 from ui.explain import controls, explain
-from ui.page_state import option
+from ui.page_state import end_page, option
 from ui.placement import place_text, show_placement
 from ui.session import current_model, current_settings, current_text
 from ui.shell import require_app_shell
@@ -129,7 +129,7 @@ if len(sentences) > MAX_SENTENCES:
     sentences, labels = sentences[:MAX_SENTENCES], labels[:MAX_SENTENCES]
 if not sentences:
     st.info("Add some sentences that contain the word to see its senses.")
-    st.stop()
+    end_page()
 
 bar = st.empty()
 occurrences = cached_occurrences(
@@ -141,7 +141,7 @@ if occurrences.missing:
         st.dataframe(pd.DataFrame({"sentence": [sentences[i] for i in occurrences.missing]}), hide_index=True)
 if occurrences.count == 0:
     st.warning(f"“{markdown_safe(word)}” does not occur as a whole word in any of these sentences.")
-    st.stop()
+    end_page()
 
 @friendly_fragment
 def layer_and_projection(word: str, sentences: list[str], labels: list[str], occurrences) -> None:

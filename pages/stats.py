@@ -12,7 +12,7 @@ from ui.corpus_state import current_corpus, current_corpus_name
 from ui.errors import friendly_fragment
 from ui.figures import show_figure
 from ui.explain import explain
-from ui.page_state import link_url, option, set_option
+from ui.page_state import end_page, link_url, option, set_option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.shell import require_app_shell
 from viz.common import file_stem
@@ -48,7 +48,7 @@ if model.is_encoder_decoder:
     from ui.seq2seq_views import stats_page
 
     stats_page()
-    st.stop()
+    end_page()
 left, _ = st.columns(2)
 source = option(
     left.segmented_control,
@@ -84,7 +84,7 @@ else:
 
 if table[list(STATISTICS)].isna().all(axis=None):
     st.info("There is no query token to average over: type at least one ordinary word (two for a decoder, whose first token can only attend to itself).")
-    st.stop()
+    end_page()
 
 
 @friendly_fragment

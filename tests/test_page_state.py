@@ -189,3 +189,30 @@ def test_a_page_ended_early_still_removes_the_parameters_it_does_not_own():
     assert at.text_input[0].value == "L0H1"
     assert not [m for m in at.markdown if m.value == "not reached"]
     assert dict(at.query_params) == {"heads": "L0H1"}
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("page", ["pages/attention.py", "pages/stats.py", "pages/home.py"])
+def test_a_page_that_ends_early_still_removes_other_pages_parameters(tiny_t5_dir, page):
+    """An encoder-decoder model ends these pages after their own view (``end_page``); a link's parameter of
+    another page (the effects page's ``measure``) must still leave the URL, as on a page that runs to its end."""
+    from tests.test_app import open_app, page_errors
+
+    at = open_app({"model": tiny_t5_dir, "text": "the cat sat", "measure": "sentence embedding"}, page=page)
+    assert not page_errors(at)
+    assert "measure" not in dict(at.query_params)
+    assert dict(at.query_params).get("model") == tiny_t5_dir
+
+
+def test_pages_end_early_through_end_page_only():
+    """``st.stop()`` leaves a link's other-page parameters in the URL (Streamlit refuses the run's later messages)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    offenders = [
+        str(path.relative_to(root))
+        for folder in ("pages", "ui")
+        for path in (root / folder).rglob("*.py")
+        if path.name != "page_state.py" and "st.stop()" in path.read_text()
+    ]
+    assert offenders == []

@@ -9,7 +9,7 @@ import streamlit as st
 
 from core.seq2seq import MAX_GENERATED_TOKENS, PairAnalysis
 from ui.cache import cached_generated_target, cached_pair, generated_target_if_cached
-from ui.page_state import option, option_value, set_option
+from ui.page_state import end_page, option, option_value, set_option
 from ui.session import MAX_TEXT_CHARS, current_model, current_model_name, current_text, current_token_limit
 
 TARGET_KEY = "target"  # an app-wide option, like the sidebar's text: ?target=…
@@ -66,7 +66,7 @@ def _generate(name: str, source: str, limit: int) -> str:
         st.info("You stopped the generation. Type a target text in the sidebar, or write one with the model.",
                 icon=":material/stop_circle:")
         st.button("Let the model write a target", key="seq2seq-generate", on_click=_restart, icon=":material/play_arrow:")
-        st.stop()
+        end_page()
     slot = st.empty()
     with slot.container():
         bar = st.progress(0.0, text=f"{name} is writing a target for your text (at most {MAX_GENERATED_TOKENS} tokens)…")
@@ -104,7 +104,7 @@ def current_pair() -> PairAnalysis:
                 "itself: type a target text in the sidebar.",
                 icon=":material/edit:",
             )
-            st.stop()
+            end_page()
         text = _generate(name, source, limit)
         set_option(TARGET_KEY, text, app=True)  # fills the box on the next run
         st.session_state[_WRITTEN] = (name, source, limit, text)

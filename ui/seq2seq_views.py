@@ -90,7 +90,7 @@ def attention_page() -> None:
         view = cached_pair_view(name, source, target, limit, STACK_KEYS[stack], special, words)
     if not view.labels or not view.key_labels:
         st.info("Every token is a special token, so hiding them leaves nothing to show. Choose *show* for special tokens.")
-        st.stop()
+        end_page()
     layers, heads = view.matrices.shape[:2]
     head_names = [f"head {h}" for h in range(heads)]
     keys = None if stack != CROSS else view.key_labels
