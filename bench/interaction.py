@@ -15,7 +15,7 @@ again), the browser's main-thread long tasks (≥ 50 ms; mostly Plotly drawing) 
 the bytes of the websocket messages the browser received: as the app's messages (``kb``) and as
 they cross the wire with permessage-deflate, the server's ``enableWebsocketCompression``
 (``wire_kb``: each message deflated in turn with a shared window, as the server's compressor
-does). Before every click the benchmark waits until the browser's main thread has been free of
+does), and what the server's TCP sockets actually sent (``socket_kb``, from ``ss``'s ``bytes_sent``). Before every click the benchmark waits until the browser's main thread has been free of
 long tasks for a moment (a select box clicked during a long Plotly draw can lose its click);
 a select box whose list did not open gets an ArrowDown, as a keyboard user would. Each click is
 repeated ``REPEATS`` times; the median is reported. Run with ``python -m bench interaction``; it
@@ -24,11 +24,14 @@ starts its own server (localhost only).
 
 from __future__ import annotations
 
+import re
 import statistics
+import subprocess
 import tempfile
 import time
 import zlib
 from pathlib import Path
+from urllib.parse import urlsplit
 
 LENGTHS = (12, 128, 512)
 # A subset for a quick look: BENCH_LENGTHS=12,128 and/or BENCH_MODELS=bundled (or bert-base); default: all.
@@ -157,17 +160,29 @@ def _segment(page, option: str, title: str) -> float:
     return time.perf_counter() - started
 
 
+def _socket_bytes_sent(port: int) -> int:
+    """Bytes the server's TCP sockets on ``port`` have sent so far (``ss``'s ``bytes_sent``: what crossed the wire,
+    compressed frames and headers included)."""
+    out = subprocess.run(["ss", "-tinH", "state", "established", f"( sport = :{port} )"],
+                         capture_output=True, text=True, check=True).stdout
+    return sum(int(n) for n in re.findall(r"bytes_sent:(\d+)", out))
+
+
 def _measure(tab, received: _Bytes, server_pid: int, click) -> dict:
-    """One click: seconds to visible, server CPU-seconds, browser long-task seconds, bytes received (app, wire)."""
+    """One click: seconds to visible, server CPU-seconds, browser long-task seconds, bytes received (app, wire,
+    and measured on the server's sockets)."""
     _wait_quiet(tab.page)
     received.reset()
+    port = urlsplit(tab.page.url).port
+    sent = _socket_bytes_sent(port)
     cpu = _server_cpu(server_pid)
     since = tab.page.evaluate("performance.now()")
     seconds = click()
     tab.wait_until_idle(timeout_ms=CLICK_TIMEOUT_MS, settle_ms=500)
     _wait_quiet(tab.page)  # the server is idle in these waits: they add nothing to its CPU-seconds
     return {"seconds": seconds, "server_cpu": _server_cpu(server_pid) - cpu,
-            "browser_busy": tab.page.evaluate(BUSY_SINCE, since), "bytes": received.total, "wire": received.wire}
+            "browser_busy": tab.page.evaluate(BUSY_SINCE, since), "bytes": received.total, "wire": received.wire,
+            "socket": _socket_bytes_sent(port) - sent}
 
 
 def _one_setting(browser, url: str, server_pid: int, model_name: str, model_label: str, text: str, layers: int,
@@ -208,6 +223,7 @@ def _one_setting(browser, url: str, server_pid: int, model_name: str, model_labe
             "median_browser_busy_seconds": round(statistics.median(v["browser_busy"] for v in values), 3),
             "median_kb": round(statistics.median(v["bytes"] for v in values) / 1024, 1),
             "median_wire_kb": round(statistics.median(v["wire"] for v in values) / 1024, 1),
+            "median_socket_kb": round(statistics.median(v["socket"] for v in values) / 1024, 1),
         }
     return result
 
@@ -248,7 +264,7 @@ def main() -> dict:
                         m = row[action]
                         print(f"  {action:<13} {m['median_seconds']:6.2f} s (max {m['max_seconds']:.2f})"
                               f"  server {m['median_server_cpu_seconds']:.3f} CPU-s  browser busy {m['median_browser_busy_seconds']:.2f} s"
-                              f"  {m['median_kb']:8.1f} KB ({m['median_wire_kb']:.1f} KB on the wire)", flush=True)
+                              f"  {m['median_kb']:8.1f} KB (deflated {m['median_wire_kb']:.1f} KB; sockets sent {m['median_socket_kb']:.1f} KB)", flush=True)
                     if row["errors"]:
                         print(f"  errors: {row['errors']}", flush=True)
             browser.close()
