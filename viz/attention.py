@@ -356,7 +356,7 @@ def overview_figure(
             "showgrid": False,
             "zeroline": False,
             "scaleanchor": "x",
-            "autorange": "reversed",
+            "range": [layers * row_pitch, -gap],  # reversed (layer 0 on top); fixed, as x is, so the drawn height is known
         },
         height=min(1600, max(300, int(layers * (110 if large else 80)) + 160)),
         margin={"l": 70, "r": 20, "t": 90, "b": 50},

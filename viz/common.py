@@ -71,6 +71,7 @@ def file_stem(*parts: object) -> str:
 SLIDE_PIXELS = (1920, 1080)
 EXPORT_SCALES = (1.0, 1.5, 2.0, 3.0)  # 1920 / scale CSS pixels wide, so the PNG is 1920 × 1080 exactly
 LINE_HEIGHT = 1.3  # a text line's height, in font sizes
+AXIS_TITLE_LINES = 2  # a y axis title longer than this many lines makes its figure taller
 TICK_PITCH = 1.5  # least distance between neighbouring tick labels across their direction, in font sizes
 TAG = re.compile(r"<[^>]+>")
 LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
@@ -291,11 +292,12 @@ def _subplot_width(fig: go.Figure, annotation, area_w: float) -> float:
     return area_w / columns
 
 
-def fit_titles(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
+def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: float | None = None) -> go.Figure:
     """Wrap the title, subplot titles, axis titles and legend names to the space they have.
 
-    The title is set left in the figure and the top margin grows to hold its lines. Mutates and
-    returns ``fig``.
+    The title is set left in the figure and the top margin grows to hold its lines; y titles take at
+    most two lines (see ``fit_y_titles``). ``axis_title_px``: axis titles' size when an axis does not
+    set one (default ``font_px``). Mutates and returns ``fig``.
     """
     title_px = round(font_px * 1.25)
     title = fig.layout.title.text
@@ -315,13 +317,13 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
             annotation.text = wrap_text(annotation.text, room - 8, size)
             if annotation.x is not None and annotation.x >= 1 and str(annotation.xref or "").endswith("domain"):
                 annotation.xanchor = "right"  # a note at the right edge grows leftwards, into the figure
-    for name in _axes(fig, "x") + _axes(fig, "y"):
+    for name in _axes(fig, "x"):
         axis = fig.layout[name]
         if axis.title.text:
-            room = (area_w if name[0] == "x" else area_h) * _domain(axis)
-            # Plotly draws axis titles at 1.2 × the layout font unless the axis says otherwise
-            axis.title.text = wrap_text(axis.title.text, room - 8, axis.title.font.size or round(1.2 * font_px))
+            size = axis.title.font.size or axis_title_px or font_px
+            axis.title.update(text=wrap_text(axis.title.text, area_w * _domain(axis) - 8, size), font={"size": size})
             axis.automargin = True
+    fit_y_titles(fig, width_px, font_px, axis_title_px)
     # a colour bar's title runs along the bar, where Plotly reserves room for it
     colorbar = fig.layout.coloraxis.colorbar
     if colorbar.title.text:
@@ -330,6 +332,73 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
         bar = getattr(trace, "colorbar", None)
         if bar is not None and bar.title.text:
             bar.title.update(text=wrap_text(bar.title.text, 12 * font_px, font_px), side="right")
+    return fig
+
+
+def _below_plot(fig: go.Figure, font_px: float) -> float:
+    """Estimated room under the plotting area: x tick labels (turned 45° when they do not fit flat), x title, a legend below."""
+    below = float(fig.layout.margin.b if fig.layout.margin.b is not None else 80)
+    for name in _axes(fig, "x"):
+        axis = fig.layout[name]
+        found = _tick_labels(fig, name)
+        texts = found[1] if found else ["0.00"]
+        widest = max((text_width(t, font_px) for t in texts), default=0.0)
+        lines = max((line_count(t) for t in texts), default=1)
+        reach = LINE_HEIGHT * font_px * lines if axis.tickangle in (None, 0) and found is None else widest * 0.72 + font_px
+        title = line_count(axis.title.text) * LINE_HEIGHT * (axis.title.font.size or font_px)
+        below = max(below, reach + title + 16)
+    legend = fig.layout.legend
+    if legend.orientation == "h" and fig.layout.showlegend is not False and len(_legend_traces(fig)) > 1:
+        below += LINE_HEIGHT * font_px * max(line_count(str(t.name)) for t in _legend_traces(fig)) + 10
+    return below
+
+
+def _span_px(fig: go.Figure, name: str, area_w: float, area_h: float) -> float:
+    """Drawn height of y axis ``name``: its domain's share of the plotting height, or less when the axis keeps
+    its scale equal to an x axis (``scaleanchor``) and the width is what limits it."""
+    axis = fig.layout[name]
+    span = area_h * _domain(axis)
+    anchor = axis.scaleanchor
+    if anchor and anchor.startswith("x") and axis.range is not None:
+        x = fig.layout["xaxis" + anchor[1:]]
+        if x.range is not None:
+            ratio = abs(axis.range[1] - axis.range[0]) / max(1e-9, abs(x.range[1] - x.range[0])) * (axis.scaleratio or 1)
+            span = min(span, area_w * _domain(x) * ratio)
+    return span
+
+
+def fit_y_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: float | None = None) -> go.Figure:
+    """Wrap each y axis title to the height its axis is drawn at, in at most ``AXIS_TITLE_LINES`` lines.
+
+    A y title runs along its axis and is centred on it, so one longer than the axis reaches into the
+    figure's title or under the x labels. When it would need more lines, the figure grows taller (an
+    axis whose scale is tied to its x axis cannot: its title wraps to the height it has). Mutates and
+    returns ``fig``.
+    """
+    names = [n for n in _axes(fig, "y") if fig.layout[n].title.text]
+    if not names:
+        return fig
+    height = fig.layout.height or 450
+    top = fig.layout.margin.t if fig.layout.margin.t is not None else 100
+    area_w, _ = plot_area(fig, width_px, font_px)
+    area_h = max(60.0, height - top - _below_plot(fig, font_px))
+    grow = 0.0
+    for name in names:
+        axis = fig.layout[name]
+        size = axis.title.font.size or axis_title_px or font_px
+        text = LINE_BREAK.sub(" ", axis.title.text)
+        # the estimate of text widths is rough, so a title keeps a margin of one font size plus 10 % at both ends
+        wrapped = wrap_text(text, 0.9 * _span_px(fig, name, area_w, area_h) - 2 * size, size)
+        if line_count(wrapped) > AXIS_TITLE_LINES and not axis.scaleanchor:
+            room = text_width(text, size) / AXIS_TITLE_LINES
+            while line_count(wrap_text(text, room, size)) > AXIS_TITLE_LINES:
+                room += size
+            wrapped = wrap_text(text, room, size)
+            grow = max(grow, (room + 2 * size) / 0.9 / _domain(axis) - area_h)
+        axis.title.update(text=wrapped, font={"size": size})
+        axis.automargin = True
+    if grow > 0:
+        fig.layout.height = int(height + np.ceil(grow))
     return fig
 
 
@@ -360,4 +429,17 @@ def fit_for_slide(fig: go.Figure, width_px: float, export_height_px: float | Non
     fit_legend(fig, width_px, font_px)
     fit_titles(fig, width_px, font_px)
     thin_ticks(fig, width_px, font_px, export_height_px)
+    return fig
+
+
+PAGE_FONT_PX, PAGE_AXIS_TITLE_PX = 12, 14  # Streamlit's chart theme: tick labels and legend 12 px, axis titles 14 px
+
+
+def fit_for_page(fig: go.Figure, width_px: float) -> go.Figure:
+    """A copy of ``fig`` fitted to ``width_px`` at the page's own font sizes (outside presentation mode):
+    titles wrapped (y titles in at most two lines, the figure taller if need be), colour bar titles along
+    the bar, ticks thinned so that no two labels overlap."""
+    fig = go.Figure(fig)
+    fit_titles(fig, width_px, PAGE_FONT_PX, PAGE_AXIS_TITLE_PX)
+    thin_ticks(fig, width_px, PAGE_FONT_PX)
     return fig
