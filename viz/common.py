@@ -110,6 +110,10 @@ def wrap_text(text: str, max_px: float, font_px: float) -> str:
     return "<br>".join(out)
 
 
+def _longest_line(text: str, font_px: float) -> float:
+    return max(text_width(line, font_px) for line in LINE_BREAK.split(text))
+
+
 def line_count(text: str | None) -> int:
     return len(LINE_BREAK.split(text)) if text else 0
 
@@ -388,13 +392,14 @@ def fit_y_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px:
         size = axis.title.font.size or axis_title_px or font_px
         text = LINE_BREAK.sub(" ", axis.title.text)
         # the estimate of text widths is rough, so a title keeps a margin of one font size plus 10 % at both ends
-        wrapped = wrap_text(text, 0.9 * _span_px(fig, name, area_w, area_h) - 2 * size, size)
-        if line_count(wrapped) > AXIS_TITLE_LINES and not axis.scaleanchor:
-            room = text_width(text, size) / AXIS_TITLE_LINES
+        room = 0.9 * _span_px(fig, name, area_w, area_h) - 2 * size
+        wrapped = wrap_text(text, room, size)
+        if not axis.scaleanchor and (line_count(wrapped) > AXIS_TITLE_LINES or _longest_line(wrapped, size) > room):
+            room = max(text_width(text, size) / AXIS_TITLE_LINES, max(text_width(w, size) for w in text.split(" ")))
             while line_count(wrap_text(text, room, size)) > AXIS_TITLE_LINES:
                 room += size
             wrapped = wrap_text(text, room, size)
-            grow = max(grow, (room + 2 * size) / 0.9 / _domain(axis) - area_h)
+            grow = max(grow, (_longest_line(wrapped, size) + 2 * size) / 0.9 / _domain(axis) - area_h)
         axis.title.update(text=wrapped, font={"size": size})
         axis.automargin = True
     if grow > 0:
