@@ -296,6 +296,17 @@ def _subplot_width(fig: go.Figure, annotation, area_w: float) -> float:
     return area_w / columns
 
 
+def _top_annotations_px(fig: go.Figure, font_px: float) -> float:
+    """Height of the text set on top of the plot (subplot titles: no arrow, at the top of the paper or of a domain)."""
+    tallest = 0.0
+    for annotation in fig.layout.annotations:
+        ref = str(annotation.yref or "paper")
+        on_top = (ref == "paper" or ref.endswith(" domain")) and annotation.y is not None and annotation.y >= 0.99
+        if annotation.text and annotation.showarrow is False and on_top and annotation.yanchor in (None, "auto", "bottom"):
+            tallest = max(tallest, line_count(annotation.text) * LINE_HEIGHT * (annotation.font.size or font_px))
+    return tallest
+
+
 def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: float | None = None) -> go.Figure:
     """Wrap the title, subplot titles, axis titles and legend names to the space they have.
 
@@ -303,16 +314,6 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: f
     most two lines (see ``fit_y_titles``). ``axis_title_px``: axis titles' size when an axis does not
     set one (default ``font_px``). Mutates and returns ``fig``.
     """
-    title_px = round(font_px * 1.25)
-    title = fig.layout.title.text
-    if title:
-        wrapped = wrap_text(title, width_px - 30, title_px)
-        # automargin: Plotly grows the top margin until every line of the title is inside the figure
-        fig.layout.title.update(text=wrapped, x=0.01, xanchor="left", xref="container", yref="paper",
-                                automargin=True, pad={"b": 12}, font={"size": title_px})
-        small = sum(1 for line in LINE_BREAK.split(wrapped) if SMALL_LINE.match(line))
-        needed = 18 + LINE_HEIGHT * title_px * (line_count(wrapped) - small * 0.25) + LINE_HEIGHT * font_px
-        fig.layout.margin.t = max(fig.layout.margin.t or 0, int(needed))
     area_w, area_h = plot_area(fig, width_px, font_px)
     for annotation in fig.layout.annotations:
         if annotation.text:
@@ -321,6 +322,19 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: f
             annotation.text = wrap_text(annotation.text, room - 8, size)
             if annotation.x is not None and annotation.x >= 1 and str(annotation.xref or "").endswith("domain"):
                 annotation.xanchor = "right"  # a note at the right edge grows leftwards, into the figure
+    title_px = round(font_px * 1.25)
+    title = fig.layout.title.text
+    if title:
+        wrapped = wrap_text(title, width_px - 30, title_px)
+        # The title sits just above the plot, clear of the top tick label (which reaches about half a
+        # font size above the plot) and of any subplot titles set on the plot's top edge.
+        pad = int(round(0.9 * font_px) + 4 + _top_annotations_px(fig, font_px))
+        # automargin: Plotly grows the top margin until every line of the title is inside the figure
+        fig.layout.title.update(text=wrapped, x=0.01, xanchor="left", xref="container", yref="paper",
+                                automargin=True, pad={"b": pad}, font={"size": title_px})
+        small = sum(1 for line in LINE_BREAK.split(wrapped) if SMALL_LINE.match(line))
+        needed = 6 + pad + LINE_HEIGHT * title_px * (line_count(wrapped) - small * 0.25) + LINE_HEIGHT * font_px
+        fig.layout.margin.t = max(fig.layout.margin.t or 0, int(needed))
     for name in _axes(fig, "x"):
         axis = fig.layout[name]
         if axis.title.text:
@@ -443,8 +457,9 @@ PAGE_FONT_PX, PAGE_AXIS_TITLE_PX = 12, 14  # Streamlit's chart theme: tick label
 def fit_for_page(fig: go.Figure, width_px: float) -> go.Figure:
     """A copy of ``fig`` fitted to ``width_px`` at the page's own font sizes (outside presentation mode):
     titles wrapped (y titles in at most two lines, the figure taller if need be), colour bar titles along
-    the bar, ticks thinned so that no two labels overlap."""
+    the bar, ticks thinned so that no two labels overlap, a legend of several entries under the plot."""
     fig = go.Figure(fig)
+    fit_legend(fig, width_px, PAGE_FONT_PX)
     fit_titles(fig, width_px, PAGE_FONT_PX, PAGE_AXIS_TITLE_PX)
     thin_ticks(fig, width_px, PAGE_FONT_PX)
     return fig

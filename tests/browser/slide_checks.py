@@ -11,7 +11,8 @@ VIEWPORTS = [(1920, 1080), (1366, 768), (1280, 720)]
 
 # Returns a list of problems, one sentence each, for every Plotly figure that is drawn in the
 # main area: text (title and subtitle, axis titles, tick labels, legend, annotations, colour bar
-# title and ticks) outside the figure's edge, and any two of these texts drawn over each other.
+# title and ticks) outside the figure's edge, and any two of these texts (or the labels on bars)
+# drawn over each other.
 # Texts are oriented rectangles (Plotly rotates tick labels and the y title with a transform):
 # two overlap when neither one's sides separate them, each side shrunk by the tolerance.
 MEASURE_JS = r"""
@@ -55,6 +56,7 @@ MEASURE_JS = r"""
     ['colour bar title', '.cbtitle text'],
     ['colour bar tick label', '.cbaxis text'],
     ['tick label', '.xaxislayer-above text, .yaxislayer-above text'],
+    ['bar label', '.bartext'],
   ];
   const plots = [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')];
   plots.forEach((plot, index) => {
@@ -73,7 +75,7 @@ MEASURE_JS = r"""
         seen.add(el);
         const r = rect(el);
         if (r.width === 0 || r.height === 0) continue;
-        if (outside(r, frame)) {
+        if (kind !== 'bar label' && outside(r, frame)) {
           problems.push(`${where}: ${kind} “${label(el)}” is outside the figure `
             + `(${Math.round(r.left - frame.left)}..${Math.round(r.right - frame.left)} of ${Math.round(frame.width)} px wide, `
             + `${Math.round(r.top - frame.top)}..${Math.round(r.bottom - frame.top)} of ${Math.round(frame.height)} px high)`);
