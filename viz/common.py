@@ -271,13 +271,17 @@ def thin_ticks(fig: go.Figure, width_px: float, font_px: float, height_px: float
             angle, step = (-45, 1) if step45 == 1 else (-90, int(np.ceil(across / pitch)))
         else:
             angle, step = None, int(np.ceil(across / pitch))
+        # a turned x label leans into the corner where the y axis's bottom label sits: set it off the plot
+        standoff = round(font_px / 2) if name[0] == "x" and angle in (-45, -90) else 0
         if name[0] == "x":
             reach = {0: LINE_HEIGHT * font_px * max(line_count(t) for t in texts), -45: widest * 0.72 + font_px}
             title = line_count(axis.title.text) * LINE_HEIGHT * font_px
-            below = max(below, reach.get(angle, widest + font_px) + title + 10)
+            below = max(below, reach.get(angle, widest + font_px) + standoff + title + 10)
         changes: dict = {"automargin": True}
         if angle is not None:
             changes["tickangle"] = angle
+        if standoff:
+            changes["ticklabelstandoff"] = standoff
         if axis.dtick is not None and axis.tickmode != "array" and _category_labels(fig, name) is None:
             changes["dtick"] = axis.dtick * step
         elif step > 1 or wrapped is not None or axis.type == "category" or _category_labels(fig, name):
