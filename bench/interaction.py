@@ -9,9 +9,17 @@ then click the real widgets, as a learner does:
 - view change: click *one layer* in the *View* control, then *one head* again.
 
 Time runs from the option click until the figure whose title names the new choice is in the
-page and two frames have painted; bytes are the websocket frames the browser received from
-that click until the app was idle again. Each click is repeated ``REPEATS`` times; the median
-is reported. Run with ``python -m bench interaction``; it starts its own server (localhost only).
+page and two frames have painted. Per click it also reports what load does not distort: the
+server's CPU-seconds (its process's user + system time from the click until the app is idle
+again), the browser's main-thread long tasks (≥ 50 ms; mostly Plotly drawing) in that time, and
+the bytes of the websocket messages the browser received: as the app's messages (``kb``) and as
+they cross the wire with permessage-deflate, the server's ``enableWebsocketCompression``
+(``wire_kb``: each message deflated in turn with a shared window, as the server's compressor
+does). Before every click the benchmark waits until the browser's main thread has been free of
+long tasks for a moment (a select box clicked during a long Plotly draw can lose its click);
+a select box whose list did not open gets an ArrowDown, as a keyboard user would. Each click is
+repeated ``REPEATS`` times; the median is reported. Run with ``python -m bench interaction``; it
+starts its own server (localhost only).
 """
 
 from __future__ import annotations
@@ -19,9 +27,11 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 LENGTHS = (12, 128, 512)
+# A subset for a quick look: BENCH_LENGTHS=12,128 and/or BENCH_MODELS=bundled (or bert-base); default: all.
 REPEATS = 3
 OPEN_TIMEOUT_MS = 600_000
 CLICK_TIMEOUT_MS = 120_000
@@ -45,29 +55,93 @@ def text_of_tokens(tokenizer, n: int) -> str:
     return text
 
 
+LONG_TASKS = """() => {
+    if (window.__longTasks) return;
+    window.__longTasks = [];
+    new PerformanceObserver(list => { for (const e of list.getEntries()) window.__longTasks.push([e.startTime, e.duration]); })
+        .observe({type: "longtask", buffered: true});
+}"""
+QUIET = """(quietMs) => {
+    const now = performance.now();
+    const last = Math.max(0, ...window.__longTasks.map(([start, duration]) => start + duration));
+    return now - last >= quietMs;
+}"""
+BUSY_SINCE = "(since) => window.__longTasks.filter(([start]) => start >= since).reduce((sum, [, d]) => sum + d, 0) / 1000"
+QUIET_MS = 400
+
+
 class _Bytes:
-    """Bytes of every websocket frame the page received since ``reset``."""
+    """Bytes of every websocket message the page received since ``reset``: as sent by the app, and deflated
+    as permessage-deflate sends them (one compressor per connection, its window shared across messages)."""
 
     def __init__(self, page):
-        self.total = 0
-        page.on("websocket", lambda ws: ws.on("framereceived", self._add))
+        self.total = self.wire = 0
+        page.on("websocket", self._watch)
 
-    def _add(self, payload) -> None:
-        self.total += len(payload)
+    def _watch(self, ws) -> None:
+        deflate = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15)
+
+        def add(payload) -> None:
+            data = payload.encode("utf-8") if isinstance(payload, str) else payload
+            self.total += len(data)
+            self.wire += len(deflate.compress(data) + deflate.flush(zlib.Z_SYNC_FLUSH)) - 4  # RFC 7692 drops the tail
+
+        ws.on("framereceived", add)
 
     def reset(self) -> None:
-        self.total = 0
+        self.total = self.wire = 0
+
+
+def _server_cpu(pid: int) -> float:
+    """CPU-seconds (user + system) the server process has used so far."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wait_server_quiet(pid: int, *, window_s: float = 3.0, most: float = 0.06, timeout_s: float = 300.0) -> None:
+    """Until the server used at most ``most`` of a core over ``window_s`` (UMAP's numba warm-up, started with the
+    server, compiles in the background for a while), so a click's CPU-seconds are the click's own."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        before = _server_cpu(pid)
+        time.sleep(window_s)
+        if _server_cpu(pid) - before <= most * window_s:
+            return
 
 
 def _wait_visible(page, title: str) -> None:
     page.wait_for_function(VISIBLE, arg=title, timeout=CLICK_TIMEOUT_MS, polling="raf")
 
 
+def _wait_quiet(page) -> None:
+    """Until the main thread has had no long task for ``QUIET_MS`` (Plotly still drawing the last figure)."""
+    page.evaluate(LONG_TASKS)
+    page.wait_for_function(QUIET, arg=QUIET_MS, timeout=CLICK_TIMEOUT_MS, polling=100)
+
+
+def _open_list(page, label: str, option: str):
+    """Open the select box ``label`` until ``option`` is offered; returns the option."""
+    box = page.locator('[data-testid="stMain"]').get_by_role("combobox", name=label, exact=True)
+    choice = page.get_by_role("option", name=option, exact=True)
+    for _ in range(3):
+        _wait_quiet(page)
+        box.click()
+        if box.get_attribute("aria-expanded") != "true":  # a click can focus the box without opening its list
+            box.press("ArrowDown")
+        try:
+            choice.wait_for(timeout=10_000)
+            return choice
+        except Exception:  # noqa: BLE001 - the list closed again: close it for sure, then retry
+            page.keyboard.press("Escape")
+    choice.wait_for(timeout=CLICK_TIMEOUT_MS)
+    return choice
+
+
 def _select(page, label: str, option: str, title: str) -> float:
     """Open the select box ``label``, click ``option``; seconds until a figure titled ``title`` shows."""
-    page.get_by_test_id("stSelectbox").filter(has_text=label).click()
-    choice = page.get_by_role("option", name=option, exact=True)
-    choice.wait_for(timeout=CLICK_TIMEOUT_MS)
+    choice = _open_list(page, label, option)
     started = time.perf_counter()
     choice.click()
     _wait_visible(page, title)
@@ -76,20 +150,28 @@ def _select(page, label: str, option: str, title: str) -> float:
 
 def _segment(page, option: str, title: str) -> float:
     button = page.locator('[data-testid="stMain"] [data-testid="stButtonGroup"]').get_by_role("radio", name=option, exact=True)
+    _wait_quiet(page)
     started = time.perf_counter()
     button.click()
     _wait_visible(page, title)
     return time.perf_counter() - started
 
 
-def _measure(tab, received: _Bytes, click) -> tuple[float, int]:
+def _measure(tab, received: _Bytes, server_pid: int, click) -> dict:
+    """One click: seconds to visible, server CPU-seconds, browser long-task seconds, bytes received (app, wire)."""
+    _wait_quiet(tab.page)
     received.reset()
+    cpu = _server_cpu(server_pid)
+    since = tab.page.evaluate("performance.now()")
     seconds = click()
     tab.wait_until_idle(timeout_ms=CLICK_TIMEOUT_MS, settle_ms=500)
-    return seconds, received.total
+    _wait_quiet(tab.page)  # the server is idle in these waits: they add nothing to its CPU-seconds
+    return {"seconds": seconds, "server_cpu": _server_cpu(server_pid) - cpu,
+            "browser_busy": tab.page.evaluate(BUSY_SINCE, since), "bytes": received.total, "wire": received.wire}
 
 
-def _one_setting(browser, url: str, model_name: str, model_label: str, text: str, layers: int, heads: int) -> dict:
+def _one_setting(browser, url: str, server_pid: int, model_name: str, model_label: str, text: str, layers: int,
+                 heads: int) -> dict:
     from tests.browser.conftest import AppPage
 
     tab = AppPage(browser, url)
@@ -100,18 +182,19 @@ def _one_setting(browser, url: str, model_name: str, model_label: str, text: str
         page = tab.page
         _wait_visible(page, f"{model_label} · layer 0, head 0")
         opened = time.perf_counter() - started
-        samples: dict[str, list[tuple[float, int]]] = {"head change": [], "layer change": [], "view change": []}
+        _wait_server_quiet(server_pid)
+        samples: dict[str, list[dict]] = {"head change": [], "layer change": [], "view change": []}
         layer = head = 0
         for _ in range(REPEATS):
             head = (head + 1) % heads
-            samples["head change"].append(_measure(tab, received, lambda: _select(
+            samples["head change"].append(_measure(tab, received, server_pid, lambda: _select(
                 page, "Head (counted from 0)", str(head), f"{model_label} · layer {layer}, head {head}")))
             layer = (layer + 1) % layers
-            samples["layer change"].append(_measure(tab, received, lambda: _select(
+            samples["layer change"].append(_measure(tab, received, server_pid, lambda: _select(
                 page, "Layer (counted from 0)", str(layer), f"{model_label} · layer {layer}, head {head}")))
-            samples["view change"].append(_measure(tab, received, lambda: _segment(
+            samples["view change"].append(_measure(tab, received, server_pid, lambda: _segment(
                 page, "one layer", f"{model_label} · layer {layer}, every head")))
-            samples["view change"].append(_measure(tab, received, lambda: _segment(
+            samples["view change"].append(_measure(tab, received, server_pid, lambda: _segment(
                 page, "one head", f"{model_label} · layer {layer}, head {head}")))
         errors = tab.error_texts() + [f"request to another host: {u}" for u in tab.blocked]
     finally:
@@ -119,9 +202,12 @@ def _one_setting(browser, url: str, model_name: str, model_label: str, text: str
     result = {"first_open_seconds": round(opened, 2), "errors": errors}
     for action, values in samples.items():
         result[action] = {
-            "median_seconds": round(statistics.median(s for s, _ in values), 3),
-            "max_seconds": round(max(s for s, _ in values), 3),
-            "median_kb": round(statistics.median(b for _, b in values) / 1024, 1),
+            "median_seconds": round(statistics.median(v["seconds"] for v in values), 3),
+            "max_seconds": round(max(v["seconds"] for v in values), 3),
+            "median_server_cpu_seconds": round(statistics.median(v["server_cpu"] for v in values), 3),
+            "median_browser_busy_seconds": round(statistics.median(v["browser_busy"] for v in values), 3),
+            "median_kb": round(statistics.median(v["bytes"] for v in values) / 1024, 1),
+            "median_wire_kb": round(statistics.median(v["wire"] for v in values) / 1024, 1),
         }
     return result
 
@@ -136,6 +222,8 @@ def main() -> dict:
     from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, serve_app
     from tests.model_factory import build_bert_base_size
 
+    lengths = [int(n) for n in os.environ.get("BENCH_LENGTHS", ",".join(map(str, LENGTHS))).split(",")]
+    wanted = os.environ.get("BENCH_MODELS", "bundled,bert-base").split(",")
     results: dict = {"repeats": REPEATS, "load_average_before": [round(x, 2) for x in os.getloadavg()], "models": {}}
     with tempfile.TemporaryDirectory() as tmp:
         bert_base = str(build_bert_base_size(Path(tmp) / "bert-base-size"))
@@ -145,19 +233,22 @@ def main() -> dict:
             (bert_base, bert_base, AutoTokenizer.from_pretrained(bert_base), 12, 12),
         ]
         del bundled
-        with serve_app(Path(tmp) / "server.log") as (url, _proc), sync_playwright() as p:
+        with serve_app(Path(tmp) / "server.log") as (url, server), sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
             for model_name, label, tokenizer, layers, heads in models:
                 key = "bundled (all-MiniLM-L6-v2)" if model_name == DEFAULT_MODEL else "random bert-base size"
+                if ("bundled" if model_name == DEFAULT_MODEL else "bert-base") not in wanted:
+                    continue
                 results["models"][key] = {}
-                for n in LENGTHS:
-                    row = _one_setting(browser, url, model_name, label, text_of_tokens(tokenizer, n), layers, heads)
+                for n in lengths:
+                    row = _one_setting(browser, url, server.pid, model_name, label, text_of_tokens(tokenizer, n), layers, heads)
                     results["models"][key][n] = row
                     print(f"{key}, {n} tokens (first open {row['first_open_seconds']} s):", flush=True)
                     for action in ("head change", "layer change", "view change"):
                         m = row[action]
-                        print(f"  {action:<13} {m['median_seconds']:6.2f} s (max {m['max_seconds']:.2f})  {m['median_kb']:8.1f} KB",
-                              flush=True)
+                        print(f"  {action:<13} {m['median_seconds']:6.2f} s (max {m['max_seconds']:.2f})"
+                              f"  server {m['median_server_cpu_seconds']:.3f} CPU-s  browser busy {m['median_browser_busy_seconds']:.2f} s"
+                              f"  {m['median_kb']:8.1f} KB ({m['median_wire_kb']:.1f} KB on the wire)", flush=True)
                     if row["errors"]:
                         print(f"  errors: {row['errors']}", flush=True)
             browser.close()

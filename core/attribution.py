@@ -19,6 +19,7 @@ integral is taken with ``steps``-point Gauss–Legendre quadrature. Completeness
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -106,8 +107,12 @@ def token_attribution(
     steps: int = 32,
     target: str | int | None = None,
     max_tokens: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Attribution:
-    """Attribute ``measure`` of ``text`` to its tokens (see the module docstring)."""
+    """Attribute ``measure`` of ``text`` to its tokens (see the module docstring).
+
+    ``progress(done, total)``: called after each batch of integration steps (integrated gradients only).
+    """
     if method not in ATTRIBUTION_METHODS:
         raise EffectsError(f"The attribution method must be one of {', '.join(ATTRIBUTION_METHODS)}, not {method!r}.")
     if int(steps) < MIN_STEPS:
@@ -148,6 +153,8 @@ def token_attribution(
         a = alphas[start : start + chunk, None, None]
         _, grads = _gradients(net, baseline + a * delta, inputs, measure, direction, resolved)
         integrated += (grads.double() * weights[start : start + chunk, None, None]).sum(0)
+        if progress is not None:
+            progress(min(start + chunk, len(alphas)), len(alphas))
     scores = (integrated * delta[0].double()).sum(-1)
     with torch.no_grad():
         ends = _measure(net, torch.cat([x, baseline]), inputs, measure, direction, resolved).double()

@@ -25,7 +25,7 @@ from ui.cache import (  # noqa: E402
 )
 from ui.errors import friendly_errors  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
-from ui.page_state import option, option_value  # noqa: E402
+from ui.page_state import end_page, option, option_value  # noqa: E402
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit  # noqa: E402
 from viz.common import file_stem, markdown_safe  # noqa: E402
 from viz.compare import attention_heatmap  # noqa: E402
@@ -71,7 +71,7 @@ try:
     check_supported(model)
 except UnsupportedArchitecture as err:
     st.info(str(err), icon=":material/info:")
-    st.stop()
+    end_page()
 name, text = current_model_name(), current_text()
 limit = min(current_token_limit(), EFFECTS_MAX_TOKENS)
 if current_token_limit() > EFFECTS_MAX_TOKENS:
@@ -248,9 +248,17 @@ st.markdown("**Integrated gradients** (Sundararajan et al. 2017) accumulate the 
             "(Abnar & Zuidema 2020) is how much each token reaches the output through attention alone.")
 steps = option(st.select_slider, "Integration steps", STEP_CHOICES, value=32, key="steps",
                help="Points of the path where the gradient is taken (Gauss–Legendre quadrature).")
-with friendly_errors("attributing the output to tokens"), st.spinner("Computing gradients…"):
-    integrated = cached_attribution(name, text, limit, "integrated_gradients", measure, steps, target)
-    simple = cached_attribution(name, text, limit, "gradient_x_input", measure, steps, target)
+with friendly_errors("attributing the output to tokens"):
+    steps_bar = st.progress(0.0, text="Integrated gradients: taking the gradient along the path…")
+
+    def report_steps(done: int, total: int) -> None:
+        steps_bar.progress(done / total, text=f"Integrated gradients: {done} of {total} steps…")
+
+    integrated = cached_attribution(name, text, limit, "integrated_gradients", measure, steps, target,
+                                    progress=report_steps)
+    with st.spinner("Computing gradient × input…"):
+        simple = cached_attribution(name, text, limit, "gradient_x_input", measure, steps, target)
+    steps_bar.empty()
     flow = rollout_to_tokens(cached_rollout(name, text, limit), integrated)
     st.html(attribution_html(labels, integrated.scores))
     difference = integrated.output - integrated.baseline_output
@@ -282,7 +290,7 @@ st.header("4. Logit lens: what would the model predict after each layer?")
 if not has_head:
     st.info(f"{markdown_safe(model.name)} has no language-model head, so there is nothing to look through: the logit "
             "lens applies the model's own head to every hidden state.", icon=":material/info:")
-    st.stop()
+    end_page()
 st.markdown("The model's own language-model head applied to every hidden state (GPT-2: after its final LayerNorm "
             "`ln_f`; BERT-style masked LMs: through the MLM transform). The last row is the model's real output. "
             + ("A masked LM predicts every position, also the visible ones, where it mostly repeats the token."

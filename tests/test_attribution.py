@@ -58,6 +58,16 @@ def test_integrated_gradients_are_complete_within_two_percent(tiny_model, steps)
     assert (result.scores[result.special_mask] == 0).all()  # the baseline keeps special tokens
 
 
+def test_integrated_gradients_report_progress_up_to_every_step(tiny_bert, monkeypatch):
+    monkeypatch.setattr("core.attribution.TOKENS_PER_BATCH", 1)  # one step per batch: many reports
+    calls = []
+    quiet = token_attribution(tiny_bert, TEXT, steps=32)
+    result = token_attribution(tiny_bert, TEXT, steps=32, progress=lambda done, total: calls.append((done, total)))
+    assert len(calls) == 32 and {total for _, total in calls} == {32}
+    assert [done for done, _ in calls] == sorted({done for done, _ in calls}) and calls[-1][0] == 32
+    np.testing.assert_allclose(result.scores, quiet.scores, rtol=1e-5, atol=1e-7)  # reporting changes nothing
+
+
 @pytest.mark.parametrize("name", ["bert", "gpt2"])
 def test_target_attribution_is_complete_and_matches_the_log_probability(tiny_language_models, name):
     lm, text = tiny_language_models[name]

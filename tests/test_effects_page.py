@@ -99,6 +99,16 @@ def test_hostile_text_is_shown_as_text(language_model_dirs, which):
     assert any("&lt;" in body for body in coloured)
 
 
+@pytest.mark.integration
+def test_hostile_text_on_the_bundled_model_is_shown_as_text():
+    at = open_app({"text": HOSTILE, "heads": "L0H2"}, page=PAGE)
+    assert not page_errors(at)
+    assert "Cosine, original vs ablated sentence embedding" in metrics(at)
+    coloured = [h.proto.body for h in at.get("html")]
+    assert coloured and all("<script>" not in body for body in coloured)
+    assert any("&lt;" in body for body in coloured)  # "<" is a token of its own, escaped
+
+
 def test_the_compare_page_offers_the_ablated_run(tiny_bert_dir):
     at = open_app({"model": tiny_bert_dir}, page=PAGE)
     at.text_input(key="effects.heads").set_value("L0H1").run()
@@ -110,3 +120,35 @@ def test_the_compare_page_offers_the_ablated_run(tiny_bert_dir):
     assert not page_errors(at)
     assert any("knocked out" in c.value for c in at.caption)
     assert at.selectbox(key="compare.word").value == before
+
+
+# A link that names the heads (the tour's link, a shared URL) is the whole view: the first run of the page reads them.
+@pytest.mark.parametrize("which", ["bert", "gpt2"])
+def test_a_link_naming_heads_and_measure_shows_the_knock_out_on_its_first_run(language_model_dirs, which):
+    query = {"model": language_model_dirs[which], "text": HOSTILE, "heads": "L1H0 L0H3", "ablation": "mean",
+             "measure": "sentence embedding"}
+    at = open_app(query, page=PAGE)
+    assert not page_errors(at)
+    assert at.text_input(key="effects.heads").value == "L1H0 L0H3"
+    assert at.radio(key="effects.measure").value == "sentence embedding"
+    assert at.radio(key="effects.ablation").value == "mean"
+    assert "Cosine, original vs ablated sentence embedding" in metrics(at)
+    assert "is the top token from hidden state" in markdown_text(at)  # the run went on to the logit lens
+    assert {key: at.query_params[key] for key in ("heads", "ablation", "measure")} == {
+        "heads": "L1H0 L0H3", "ablation": "mean", "measure": "sentence embedding"}  # and the URL still says so
+
+
+def test_a_link_naming_heads_on_a_masked_lm_shows_the_prediction_before_and_after(language_model_dirs):
+    text = "<script>alert(1)</script> the [MASK] sat"  # HOSTILE's mask lies past the tiny model's 64 tokens
+    at = open_app({"model": language_model_dirs["bert"], "text": text, "heads": "L1H0"}, page=PAGE)
+    assert not page_errors(at)
+    assert at.radio(key="effects.measure").value == "prediction"  # the default: the masked word
+    assert "log p(" in markdown_text(at) and "Cosine, original vs ablated sentence embedding" not in metrics(at)
+
+
+def test_a_model_without_a_head_ends_the_page_with_a_tidy_url(tiny_bert_dir):
+    """Part 4 ends the page early for a model without a language-model head; the link's other-page parameters still go."""
+    at = open_app({"model": tiny_bert_dir, "text": "the cat sat", "heads": "L1H0", "layer": "1", "stat": "x"}, page=PAGE)
+    assert not page_errors(at)
+    assert any("nothing to look through" in i.value for i in at.info)
+    assert dict(at.query_params) == {"model": tiny_bert_dir, "text": "the cat sat", "heads": "L1H0"}

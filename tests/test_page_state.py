@@ -162,3 +162,30 @@ def test_drift_truncation_names_the_deployment_limit(tiny_bert_dir, monkeypatch)
     warning = next(w.value for w in at.warning if "more tokens than" in w.value)
     assert "only their first 16 tokens count" in warning
     assert "reads 64" in warning  # the model's own limit is named as such, not as the cut
+
+
+# --- a page that ends early ---------------------------------------------------------------------------
+
+
+def _page_ending_early():
+    import streamlit as st
+
+    from ui.page_state import end_page, option, page_run
+
+    with page_run("demo"):
+        option(st.text_input, "Heads", key="heads")
+        end_page()
+        st.write("not reached")
+
+
+def test_a_page_ended_early_still_removes_the_parameters_it_does_not_own():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_page_ending_early)
+    at.query_params["heads"] = "L0H1"
+    at.query_params["layer"] = "3"  # another page's parameter, left by a link
+    at.run()
+    assert not at.exception
+    assert at.text_input[0].value == "L0H1"
+    assert not [m for m in at.markdown if m.value == "not reached"]
+    assert dict(at.query_params) == {"heads": "L0H1"}

@@ -583,15 +583,15 @@ def cached_target_change(model_name: str, text: str, max_tokens: int | None, hea
 
 
 def cached_attribution(model_name: str, text: str, max_tokens: int | None, method: str, measure: str,
-                       steps: int = 32, target: str | None = None):
-    """``core.attribution.token_attribution`` of ``text``."""
+                       steps: int = 32, target: str | None = None, progress=None):
+    """``core.attribution.token_attribution`` of ``text``; ``progress(done, total)`` only when the model runs."""
     from core.attribution import token_attribution
 
     store = bounded_store("attributions", MAX_EFFECTS, MAX_EFFECTS_BYTES)
     return store.get_or_compute(
         (model_name, text, max_tokens, method, measure, steps, target),
         lambda: token_attribution(_effects_model(model_name, measure), text, method=method, measure=measure,
-                                  steps=steps, target=target, max_tokens=max_tokens),
+                                  steps=steps, target=target, max_tokens=max_tokens, progress=progress),
     )
 
 

@@ -32,7 +32,8 @@ The rules, for every page (and the sidebar's app-wide options, declared with ``a
 
 ``app.py`` wraps every run in ``page_run`` (which decides where values come from and removes foreign
 parameters); pages call ``option`` per widget, ``set_option`` from callbacks and buttons, and
-``link_url`` for links that open a view in a new tab.
+``link_url`` for links that open a view in a new tab. A page that ends early calls ``end_page()``,
+not ``st.stop()``: after ``st.stop()`` Streamlit sends nothing more, so the URL could not be tidied.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import quote, urlencode
 
 import streamlit as st
@@ -83,6 +84,7 @@ class _SessionPageState:
     written: set[str] = field(default_factory=set)  # parameters written in this run
     app_params: dict[str, str] = field(default_factory=dict)  # the sidebar's parameters, for links
     notices: list[str] = field(default_factory=list)
+    running: bool = False  # inside ``page_run`` (a full run of a page, not a fragment's own rerun)
 
 
 def _state() -> _SessionPageState:
@@ -169,18 +171,40 @@ def page_run(page: str) -> Iterator[None]:
         if history or names & _PAGE_PARAMS.get(page, set()):
             _forget([key for key in list(state.values) if key.startswith(f"{page}.")])
     finished = False
+    state.running = True
     try:
         yield
         finished = True
+    except _PageEnd:
+        finished = True  # end_page(): the run ends here, after the URL is tidied below
     except StopException:
-        finished = True
+        finished = True  # st.stop(): Streamlit refuses every later message, so the URL cannot be tidied
         raise
     except RerunException:
         raise  # the next run is still an entry: the URL has not been read by the whole page yet
     finally:
+        state.running = False
         if finished:
             state.page = page
             _remove_unwritten()
+
+
+class _PageEnd(BaseException):
+    """Raised by ``end_page``, caught by ``page_run`` (a BaseException, like Streamlit's own control flow,
+    so that ``friendly_errors`` lets it through)."""
+
+
+def end_page() -> NoReturn:
+    """End this page's run here, as ``st.stop()`` does, but with the URL tidied like any finished run.
+
+    After ``st.stop()`` Streamlit refuses every further message of the run, so ``page_run`` cannot
+    remove the parameters the page did not write: a link's parameters of other pages would stay in
+    the URL. Pages call this instead, at page level (outside ``page_run``, in a fragment's own rerun,
+    it is ``st.stop()``).
+    """
+    if not _state().running:
+        st.stop()
+    raise _PageEnd
 
 
 def _remove_unwritten() -> None:

@@ -20,7 +20,7 @@ from core.heads import UnsupportedArchitecture
 from core.seq2seq import PairAnalysis
 from ui.cache import cached_pair_view
 from ui.figures import show_figure
-from ui.page_state import option
+from ui.page_state import end_page, option
 from ui.seq2seq import CROSS, DECODER, ENCODER, STACKS, current_pair, current_target, pair_caption
 from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
 from viz import attention as va
@@ -59,7 +59,7 @@ def not_applicable(what: str) -> None:
     st.info(f"{model.name} is an encoder-decoder model (it reads a source and writes a target). {what} "
             "The Attention, Maxima and Head statistics pages show its encoder, decoder and cross-attention.",
             icon=":material/info:")
-    st.stop()
+    end_page()
 
 
 def _analysis_of(pair: PairAnalysis, stack: str):

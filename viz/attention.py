@@ -7,7 +7,12 @@ labels as ``key_labels``. For a
 decoder, cells above the diagonal (a token looking at a later token) are drawn as
 *masked*, never as zeros. Long inputs stay light: the grid averages blocks of tokens
 down to ``GRID_MAX_CELLS`` per side, the overview to ``OVERVIEW_MAX_CELLS`` and ships
-it as one 8-bit PNG; only the single-head view has every value at full precision.
+it as one 8-bit PNG; only the single-head view has every token's own value.
+
+Bytes: a heatmap past ``CELL_TEXT_MAX`` tokens carries its values as unsigned integer codes
+``round(value · 10^digits)`` (1 or 2 bytes a cell instead of float32's 4), and its hover prints
+``0.<code>``: exactly the value rounded to the ``digits`` decimals the hover shows (``hover_digits``).
+Figures carry no Plotly template (Streamlit's frontend applies its own theme to an empty one).
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ import pandas as pd
 import plotly.colors as pcolors
 import plotly.graph_objects as go
 from PIL import Image
-from plotly.subplots import make_subplots
 
 from core.tokens import unique_labels
 from core.layers import BLOCK_AXIS
@@ -34,6 +38,51 @@ OVERVIEW_MIN_PIXELS = 48  # small inputs are upscaled so a thumbnail is never a 
 MASK_COLOR = "#e3e3e3"
 MASK_NOTE = "grey = masked: a decoder token cannot attend to later tokens"
 CELL_TEXT_MAX = 20  # write the value into each cell up to this many tokens
+HEAD_DIGITS, LONG_HEAD_DIGITS, GRID_DIGITS = 4, 3, 2  # decimals a hover shows (one head; one head past LONG_HEAD; grid)
+LONG_HEAD = 128  # tokens per side above which the one-head hover shows LONG_HEAD_DIGITS decimals
+# Plotly's empty template: Streamlit's frontend fills layout.template.layout with its theme either way, and these
+# figures set every colour scale themselves, so they draw as with the default template, 3.6 kB lighter each.
+NO_TEMPLATE = "none"
+
+
+def hover_digits(rows: int, cols: int) -> int:
+    """Decimals the one-head hover shows for a ``[rows, cols]`` head: what a reader reads and what the bytes allow."""
+    return HEAD_DIGITS if max(rows, cols) <= LONG_HEAD else LONG_HEAD_DIGITS
+
+
+def decimal_codes(values: np.ndarray, digits: int) -> np.ndarray | None:
+    """``values`` rounded to ``digits`` decimals as unsigned integer codes ``round(value · 10^digits)`` (half up,
+    as the browser rounds), uint8 when every code fits, else uint16; None when a cell is masked (NaN),
+    negative, or rounds to 1 or more (the hover ``0.<code>`` could not print it).
+
+    float32 × 10^digits is exact in float64 for ``digits`` ≤ 4, so the code is the true value rounded, not an
+    approximation of it.
+    """
+    if digits > 4:
+        raise ValueError("at most 4 decimals: float32 × 10^digits must be exact in float64")
+    values = np.asarray(values, dtype=np.float32).astype(np.float64)
+    if values.size == 0 or not np.isfinite(values).all() or (values < 0).any():
+        return None
+    codes = np.floor(values * 10**digits + 0.5)
+    top = codes.max()
+    if top >= 10**digits:
+        return None
+    return codes.astype(np.uint8 if top < 256 else np.uint16)
+
+
+def shown_values(trace) -> np.ndarray:
+    """The values a heatmap trace of this module draws and hovers, as floats (codes decoded; masked cells NaN)."""
+    scale = (trace.meta or {}).get("z_scale", 1) if isinstance(trace.meta, dict) else 1
+    return np.asarray(trace.z, dtype=np.float64) / scale
+
+
+def _colour_ticks(top: float, scale: int) -> dict:
+    """Colour-bar ticks at round values in ``[0, top]``, placed on codes ``value · scale``, labelled with the value."""
+    raw = top / 5 if top > 0 else 0.2
+    magnitude = 10 ** np.floor(np.log10(raw))
+    step = min((m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw), default=raw)
+    values = np.arange(0.0, top + step * 1e-6, step)
+    return {"tickvals": [float(v * scale) for v in values], "ticktext": [f"{v:.6g}" for v in values]}
 
 
 def masked_upper(matrices: np.ndarray, causal: bool) -> np.ndarray:
@@ -86,26 +135,43 @@ def _scale_max(matrix: np.ndarray, per_head: bool) -> float:
 
 
 def _heatmap(
-    z: np.ndarray, names: list[str], *, colorscale: str, zmax: float, digits: int, x_names: list[str] | None = None, **kwargs
-) -> go.Heatmap:
+    z: np.ndarray, names: list[str], *, colorscale: str, zmax: float, digits: int, x_names: list[str] | None = None,
+    coded: bool = False, colorbar: dict | None = None, **kwargs
+) -> dict:
+    """A heatmap trace (a dict: ``go.Figure`` validates it once, ``go.Heatmap`` would twice) of ``z`` on
+    0..``zmax`` whose hover reads ``query → key: value`` at ``digits`` decimals.
+
+    ``coded``: send ``z`` as ``decimal_codes`` when it can (1–2 bytes a cell, the hover printing ``0.<code>``,
+    the same digits); the colour bar keeps its labels in the values' own units.
+    """
     safe = [plotly_safe(name) for name in names]
-    return go.Heatmap(
-        z=z,
+    codes = decimal_codes(z, digits) if coded else None
+    scale = 1 if codes is None else 10**digits
+    bar = dict(colorbar or {})
+    if codes is not None:
+        bar |= _colour_ticks(zmax, scale)
+    value = f"%{{z:.{digits}f}}" if codes is None else f"0.%{{z:0{digits}d}}"
+    return dict(
+        type="heatmap",
+        z=z if codes is None else codes,
         x=safe if x_names is None else [plotly_safe(name) for name in x_names],
         y=safe,
         colorscale=colorscale,
         zmin=0.0,
-        zmax=zmax,
+        zmax=zmax * scale,
         hoverongaps=False,
-        hovertemplate=f"%{{y}} → %{{x}}: %{{z:.{digits}f}}<extra></extra>",
-        **kwargs,
+        hovertemplate=f"%{{y}} → %{{x}}: {value}<extra></extra>",
+        **({"meta": {"z_scale": scale}} if codes is not None else {}),
+        **({"colorbar": bar} if bar else {}),
+        **{k: v for k, v in kwargs.items() if v is not None},
     )
 
 
-def _mask_trace(z: np.ndarray, names: list[str], **kwargs) -> go.Heatmap:
-    """Grey cells where ``z`` is NaN (masked), transparent elsewhere; drawn under the data."""
+def _mask_trace(z: np.ndarray, names: list[str], **kwargs) -> dict:
+    """Grey cells where ``z`` is NaN (masked), transparent elsewhere; drawn under the data (a trace dict)."""
     safe = [plotly_safe(name) for name in names]
-    return go.Heatmap(
+    return dict(
+        type="heatmap",
         z=np.isnan(z).astype(np.uint8),
         x=safe,
         y=safe,
@@ -137,7 +203,8 @@ def head_figure(
     key_labels: list[str] | None = None,
     axis_titles: tuple[str, str] = ("query (attending)", "key (attended to)"),
 ) -> go.Figure:
-    """One head ``[n, n]`` as a large heatmap with every value at full precision (rows = queries).
+    """One head ``[n, n]`` as a large heatmap, every cell its own (rows = queries); the hover shows
+    ``hover_digits`` decimals, exactly the value rounded.
 
     ``key_labels``: the column labels of a non-square ``[t, s]`` head (cross-attention); ``axis_titles``: (rows, columns).
     """
@@ -155,12 +222,13 @@ def head_figure(
             x_names=key_names,
             colorscale=colorscale,
             zmax=_scale_max(z, per_head_scale),
-            digits=6,
+            digits=hover_digits(*z.shape),
+            coded=max(n, len(labels)) > CELL_TEXT_MAX,
             colorbar={"title": {"text": colorbar}},
             texttemplate="%{z:.2f}" if max(n, len(labels)) <= CELL_TEXT_MAX else None,
         )
     )
-    fig = go.Figure(traces)
+    fig = go.Figure(traces, layout={"template": NO_TEMPLATE})
     side = min(1400, max(420, 22 * len(labels) + 200)) + (200 if large else 0)
     fig.update_layout(
         title=plotly_safe(title) + (f"<br><sub>{MASK_NOTE}</sub>" if causal else ""),
@@ -170,6 +238,27 @@ def head_figure(
         margin={"l": 80, "r": 20, "t": 80, "b": 80},
     )
     return fig
+
+
+def grid_layout(panels: int, cols: int, titles: list[str], *, font_size: int, h_space: float = 0.03,
+                v_space: float = 0.06) -> dict:
+    """Layout of ``panels`` subplots in rows of ``cols`` (axes ``x``/``y``, ``x2``/``y2`` …, row by row from the
+    top) with a title over each: the domains and title annotations ``make_subplots`` writes, built directly
+    (``make_subplots`` costs about 0.1 s for 12 panels, on every layer the grid is drawn for)."""
+    rows = -(-panels // cols)
+    width, height = (1 - h_space * (cols - 1)) / cols, (1 - v_space * (rows - 1)) / rows
+    layout: dict = {"annotations": []}
+    for k in range(panels):
+        row, col = divmod(k, cols)
+        x0, y1 = col * (width + h_space), 1 - row * (height + v_space)
+        suffix = str(k + 1) if k else ""
+        layout[f"xaxis{suffix}"] = {"domain": [x0, x0 + width], "anchor": f"y{suffix}"}
+        layout[f"yaxis{suffix}"] = {"domain": [y1 - height, y1], "anchor": f"x{suffix}"}
+        if k < len(titles):
+            layout["annotations"].append({"text": titles[k], "x": x0 + width / 2, "y": y1, "xref": "paper", "yref": "paper",
+                                          "xanchor": "center", "yanchor": "bottom", "showarrow": False,
+                                          "font": {"size": font_size}})
+    return layout
 
 
 def layer_grid_figure(
@@ -196,28 +285,27 @@ def layer_grid_figure(
     head_names = head_names or [f"head {h}" for h in range(heads)]
     cols = min(heads, 3 if large else 4)
     rows = -(-heads // cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[plotly_safe(name) for name in head_names], horizontal_spacing=0.03, vertical_spacing=0.06)
     top = _scale_max(z, False)
+    traces = []
     for h in range(heads):
-        row, col = h // cols + 1, h % cols + 1
+        where = {"xaxis": f"x{h + 1 if h else ''}", "yaxis": f"y{h + 1 if h else ''}"}
         if causal:
-            fig.add_trace(_mask_trace(z[h], names), row=row, col=col)
-        own = per_head_scale
-        fig.add_trace(
+            traces.append(_mask_trace(z[h], names) | where)
+        traces.append(
             _heatmap(
                 z[h],
                 names,
                 x_names=key_names,
                 colorscale=colorscale,
-                zmax=_scale_max(z[h], True) if own else top,
-                digits=4,
-                showscale=not own and h == 0,
+                zmax=_scale_max(z[h], True) if per_head_scale else top,
+                digits=GRID_DIGITS,
+                coded=max(z.shape[1:]) > CELL_TEXT_MAX,
+                showscale=not per_head_scale and h == 0,
                 colorbar={"title": {"text": "weight"}},
-            ),
-            row=row,
-            col=col,
+            ) | where
         )
-    fig.update_annotations(font_size=22 if large else 14)  # the head titles; make_subplots fixes them at 16
+    layout = grid_layout(heads, cols, [plotly_safe(name) for name in head_names], font_size=22 if large else 14)
+    fig = go.Figure(traces, layout=layout | {"template": NO_TEMPLATE})
     fig.update_xaxes(type="category", showticklabels=len(bins) <= 40, tickangle=-90, showgrid=False)
     fig.update_yaxes(type="category", showticklabels=len(row_bins) <= 40, autorange="reversed", showgrid=False)
     subtitle = []

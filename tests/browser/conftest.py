@@ -159,27 +159,33 @@ class AppPage:
         self.wait_until_idle(timeout_ms=timeout_ms)
         return self.page
 
-    def wait_until_idle(self, *, timeout_ms: int | None = None, settle_ms: int = 800) -> None:
-        """Wait until Streamlit has run the script and stayed idle for ``settle_ms``.
+    def wait_until_idle(self, *, timeout_ms: int | None = None, settle_ms: int = 800,
+                        require_sidebar: bool = True) -> None:
+        """Wait until Streamlit has run the script, drawn every element, and stayed so for ``settle_ms``.
 
         A freshly loaded page reports "not running" before its first run starts, so a
-        single check is not enough: the idle state must hold, with the sidebar drawn.
+        single check is not enough: the idle state must hold, with the sidebar drawn (``require_sidebar``:
+        the app's; a test script without one passes False).
+        "Not running" only means every element has arrived: the frontend loads the code of
+        most element types (metrics, widgets, charts) on first use and shows a skeleton
+        (``stSkeleton``) until it has, which on a loaded machine takes seconds after the run.
         """
         timeout_ms = timeout_ms or self.patience_ms
         self.page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
         self.page.evaluate("window.__idleSince = undefined")
         self.page.wait_for_function(
-            """(settle) => {
+            """([settle, needSidebar]) => {
                 const app = document.querySelector('[data-testid="stApp"]');
                 const idle = app && app.getAttribute('data-test-script-state') === 'notRunning'
-                    && document.querySelector('[data-testid="stSidebar"] textarea')
-                    && document.querySelector('[data-testid="stMain"]');
+                    && (!needSidebar || document.querySelector('[data-testid="stSidebar"] textarea'))
+                    && document.querySelector('[data-testid="stMain"]')
+                    && !document.querySelector('[data-testid="stSkeleton"]');
                 const now = performance.now();
                 if (!idle) { window.__idleSince = undefined; return false; }
                 if (window.__idleSince === undefined) { window.__idleSince = now; }
                 return now - window.__idleSince >= settle;
             }""",
-            arg=settle_ms,
+            arg=[settle_ms, require_sidebar],
             timeout=timeout_ms,
             polling=100,
         )

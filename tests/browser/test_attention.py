@@ -77,3 +77,37 @@ def test_typed_markup_never_runs(app_page, query):
     assert page.locator("img[src='x']").count() == 0
     assert app_page.dialogs == []
     app_page.assert_clean()
+
+
+HOVERED = """(title) => {
+    const gd = [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')]
+        .find(el => [...el.querySelectorAll('.gtitle')].some(t => t.textContent.includes(title)));
+    const trace = gd._fullData.find(t => t.type === 'heatmap' && (t.hovertemplate || '').includes('→'));
+    const box = gd.querySelector('.nsewdrag').getBoundingClientRect();
+    return {box: {x: box.x, y: box.y, width: box.width, height: box.height}, template: trace.hovertemplate,
+            rows: trace.y.length, cols: trace.x.length, x: [...trace.x], y: [...trace.y],
+            z: [...trace.z].map(row => [...row])};
+}"""
+
+
+def test_head_hover_reads_the_weight_the_browser_decoded(app_page):
+    """Past CELL_TEXT_MAX tokens the head figure sends integer codes: the hover prints ``0.<code>`` with the
+    hover's digits (viz.attention.decimal_codes; tests/test_viz_attention_bytes.py proves code = weight rounded)."""
+    text = "The cat sat on the mat because it was tired and the dog ran to the park with a ball."
+    page = app_page.open("attention", {"text": text, "layer": "2", "head": "3"})
+    page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
+    figure = page.locator('[data-testid="stMain"] .js-plotly-plot').filter(has_text="layer 2, head 3")
+    figure.locator(".nsewdrag").first.scroll_into_view_if_needed()
+    spec = page.evaluate(HOVERED, "layer 2, head 3")
+    assert spec["template"] == "%{y} → %{x}: 0.%{z:04d}<extra></extra>" and spec["cols"] > 20
+    for i, j in [(1, 2), (spec["rows"] - 2, 0), (spec["rows"] // 2, spec["cols"] // 2)]:
+        box = spec["box"]
+        page.mouse.move(box["x"] + (j + 0.5) * box["width"] / spec["cols"], box["y"] + (i + 0.5) * box["height"] / spec["rows"])
+        hover = page.locator(".hoverlayer .hovertext").first
+        hover.wait_for(timeout=10_000)
+        shown = hover.text_content().replace("\u00a0", " ")
+        query, rest = shown.split(" → ")
+        key, value = rest.rsplit(": ", 1)
+        code = int(spec["z"][spec["y"].index(query)][spec["x"].index(key)])  # the hovered cell, named by its labels
+        assert code < 10_000 and value == f"0.{code:04d}", (shown, code)
+    app_page.assert_clean()

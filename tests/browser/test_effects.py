@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.model_factory import build_tiny_bert_mlm, build_tiny_gpt2_lm
 
 pytestmark = pytest.mark.browser
 
@@ -18,7 +19,7 @@ def _no_injection(page) -> None:
 
 
 def test_bundled_model_without_head_shows_parts_one_to_three(app_page):
-    query = {"text": "I will hike along the bank of a river.", "heads": "L0H2", "ablation": "mean"}
+    query = {"text": ATTACK, "heads": "L0H2", "ablation": "mean"}
     page = app_page.open("effects", query, timeout_ms=LOADED_MACHINE_MS)
     page.wait_for_selector("text=Cosine, original vs ablated sentence embedding", timeout=LOADED_MACHINE_MS)
     assert page.locator("text=has no language-model head").count() >= 1
@@ -28,4 +29,27 @@ def test_bundled_model_without_head_shows_parts_one_to_three(app_page):
     assert page.locator(".js-plotly-plot .barlayer").count() >= 1
     assert page.locator("text=Spearman's ρ of a head's effect").count() == 1
     assert page.get_by_role("heading", name="4. Logit lens").count() == 1  # its section says why it is empty
+    _no_injection(page)
+    app_page.assert_clean()
+
+
+def test_masked_lm_shows_before_after_and_the_lens(app_page, tmp_path):
+    folder = build_tiny_bert_mlm(tmp_path / "tiny-bert-mlm")
+    query = {"model": str(folder), "text": ATTACK, "heads": "L1H0"}
+    page = app_page.open("effects", query, timeout_ms=LOADED_MACHINE_MS)
+    page.wait_for_selector("text=is the top token from hidden state", timeout=LOADED_MACHINE_MS)
+    page.wait_for_selector("text=After the knock-out", timeout=LOADED_MACHINE_MS)  # the bars paint after the lens text
+    assert page.locator("text=After the knock-out").count() == 1
+    assert page.locator(".js-plotly-plot .heatmaplayer text").count() > 0  # the lens grid writes its tokens
+    _no_injection(page)
+    app_page.assert_clean()
+
+
+def test_causal_lm_with_hostile_text(app_page, tmp_path):
+    folder = build_tiny_gpt2_lm(tmp_path / "tiny-gpt2-lm")
+    query = {"model": str(folder), "text": ATTACK, "heads": "L0H1", "measure": "sentence embedding"}
+    page = app_page.open("effects", query, timeout_ms=LOADED_MACHINE_MS)
+    page.wait_for_selector("text=is the top token from hidden state", timeout=LOADED_MACHINE_MS)
+    assert page.locator("text=Cosine, original vs ablated sentence embedding").count() == 1
+    _no_injection(page)
     app_page.assert_clean()

@@ -1,0 +1,119 @@
+"""What a click on /attention sends: heatmap values as integer codes whose hover is the true value rounded,
+and no Plotly template (viz/attention.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from decimal import ROUND_HALF_UP, Decimal
+
+import numpy as np
+import plotly.io as pio
+import pytest
+
+from viz import attention as va
+
+
+def _softmax_rows(n: int, seed: int = 0, sharp: float = 3.0) -> np.ndarray:
+    logits = np.random.default_rng(seed).normal(size=(n, n)) * sharp
+    w = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return (w / w.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def _rounded(value: np.float32, digits: int) -> str:
+    """The float32 value, exactly as stored, rounded half up to ``digits`` decimals (as the browser's toFixed)."""
+    return str(Decimal(float(value)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+
+
+def _hover_value(code: int, digits: int) -> str:
+    """What the hover template ``0.%{z:0<digits>d}`` prints for ``code`` (d3-format: zero-padded integer)."""
+    return f"0.{int(code):0{digits}d}"
+
+
+def _wire_codes(fig, trace_index: int = -1) -> np.ndarray:
+    """The trace's z as the browser receives it: decoded from the figure's JSON typed array."""
+    z = json.loads(pio.to_json(fig, validate=False))["data"][trace_index]["z"]
+    shape = [int(d) for d in str(z["shape"]).split(",")]
+    return np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]).newbyteorder("<")).reshape(shape)
+
+
+def test_decimal_codes_are_the_value_rounded_half_up_including_exact_ties():
+    # 0.03125 = 1/32 is a float32 tie at 4 decimals; 0.0625 at 3; rounding half up as the browser does
+    values = np.array([0.0, 0.03125, 0.0625, 0.12344999, 0.9949, 1e-5, 4.9999e-5, 5e-5], dtype=np.float32)
+    for digits in (2, 3, 4):
+        codes = va.decimal_codes(values, digits)
+        assert codes is not None
+        assert [_hover_value(c, digits) for c in codes] == [_rounded(v, digits) for v in values]
+    assert va.decimal_codes(values, 4)[1] == 313 and va.decimal_codes(values, 3)[2] == 63
+
+
+def test_decimal_codes_pick_the_smallest_type_and_refuse_what_the_hover_cannot_print():
+    assert va.decimal_codes(np.array([0.0, 0.255]), 3).dtype == np.uint8
+    assert va.decimal_codes(np.array([0.0, 0.256]), 3).dtype == np.uint16
+    assert va.decimal_codes(np.array([0.5, 0.99996]), 4) is None  # rounds to 1.0000: "0.10000" would be wrong
+    assert va.decimal_codes(np.array([0.5, 1.0]), 3) is None
+    assert va.decimal_codes(np.array([0.5, np.nan]), 3) is None  # masked cells need a float gap
+    assert va.decimal_codes(np.array([0.5, -0.1]), 3) is None
+    with pytest.raises(ValueError):
+        va.decimal_codes(np.array([0.5]), 5)
+
+
+@pytest.mark.parametrize("n", [64, 128, 300])
+def test_head_hover_prints_every_cell_as_the_true_weight_rounded(n):
+    w = _softmax_rows(n, seed=n)
+    fig = va.head_figure(w, [f"t{i}" for i in range(n)], title="t", causal=False, colorscale="Viridis")
+    (trace,) = fig.data
+    digits = va.hover_digits(n, n)
+    assert digits == (4 if n <= va.LONG_HEAD else 3)
+    assert trace.hovertemplate == f"%{{y}} → %{{x}}: 0.%{{z:0{digits}d}}<extra></extra>"
+    codes = _wire_codes(fig)
+    assert codes.dtype.kind == "u" and codes.dtype.itemsize <= 2 and codes.shape == (n, n)
+    rng = np.random.default_rng(1)
+    cells = [(0, 0), (n - 1, n - 1)] + [tuple(c) for c in rng.integers(0, n, size=(300, 2))]
+    for i, j in cells:
+        assert _hover_value(codes[i, j], digits) == _rounded(w[i, j], digits), (i, j, w[i, j])
+    # the colours: codes on 0..10^digits, i.e. the fixed 0..1 weight scale, within half a unit of the last digit
+    assert (trace.zmin, trace.zmax) == (0.0, 10**digits)
+    assert np.abs(va.shown_values(trace) - w).max() <= 0.5 * 10**-digits + 1e-9
+    labels = dict(zip(trace.colorbar.tickvals, trace.colorbar.ticktext))
+    assert labels[0.0] == "0" and labels[float(10**digits)] == "1"
+
+
+def test_per_head_scale_keeps_the_colour_bar_in_weights():
+    w = _softmax_rows(50) * 0.3
+    fig = va.head_figure(w, [f"t{i}" for i in range(50)], title="t", causal=False, colorscale="Viridis", per_head_scale=True)
+    (trace,) = fig.data
+    assert trace.zmax == pytest.approx(float(w.max()) * 10**4)
+    assert all(float(text) * 10**4 == pytest.approx(val) for val, text in zip(trace.colorbar.tickvals, trace.colorbar.ticktext))
+    assert max(trace.colorbar.tickvals) <= trace.zmax
+
+
+def test_values_the_hover_cannot_print_as_codes_stay_float32():
+    w = _softmax_rows(40)
+    w[0] = 0.0
+    w[0, 0] = 1.0  # a token attending only to itself
+    fig = va.head_figure(w, [f"t{i}" for i in range(40)], title="t", causal=False, colorscale="Viridis")
+    (trace,) = fig.data
+    assert trace.hovertemplate.endswith("%{z:.4f}<extra></extra>")
+    assert np.array_equal(np.asarray(trace.z, dtype=np.float32), w)
+
+
+def test_a_512_token_head_sends_half_the_float32_bytes_and_no_template():
+    n = 512
+    w = _softmax_rows(n, sharp=2.0)
+    fig = va.head_figure(w, [f"t{i}" for i in range(n)], title="t", causal=False, colorscale="Viridis")
+    spec = pio.to_json(fig, validate=False)
+    assert len(spec) < 0.55 * (n * n * 4 * 4 / 3)  # float32 in base64 would be 1.4 MB
+    assert len(json.dumps(json.loads(spec)["layout"]["template"])) < 100  # no 3.6 kB theme in every figure
+
+
+def test_layer_grid_sends_codes_at_the_grids_precision():
+    n = 60
+    m = np.stack([_softmax_rows(n, seed=s) for s in range(4)])
+    fig = va.layer_grid_figure(m, [f"t{i}" for i in range(n)], title="t", causal=False, colorscale="Viridis")
+    assert len(json.dumps(json.loads(pio.to_json(fig, validate=False))["layout"]["template"])) < 100
+    for h, trace in enumerate(fig.data):
+        codes = np.asarray(trace.z)
+        assert codes.dtype == np.uint8 and trace.hovertemplate.endswith(f"0.%{{z:0{va.GRID_DIGITS}d}}<extra></extra>")
+        i, j = 7, 11
+        assert _hover_value(codes[i, j], va.GRID_DIGITS) == _rounded(m[h, i, j], va.GRID_DIGITS)
