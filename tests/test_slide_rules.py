@@ -149,6 +149,45 @@ def test_every_figure_of_the_app_can_be_fitted(tiny_bert, width):
         fitted.to_json()  # still a valid figure
 
 
+@pytest.mark.parametrize("width", [320, 600, 1232])
+def test_every_y_title_takes_at_most_two_lines_and_fits_its_axis(tiny_bert, width):
+    """A y title is centred on its axis: longer than the axis, it reaches into the figure's title."""
+    from viz.common import AXIS_TITLE_LINES, _below_plot, _span_px, fit_for_page, plot_area
+
+    analysis = analyze(tiny_bert, "The bank of the river was muddy after the long storm, said the banker.")
+    for fig in _every_figure(analysis):
+        for fitted, font_px in ((fit_for_slide(fig, width), slide_font_size(width)), (fit_for_page(fig, width), 12)):
+            height = fitted.layout.height or 450
+            area_w, _ = plot_area(fitted, width, font_px)
+            area_h = height - fitted.layout.margin.t - _below_plot(fitted, font_px)
+            for name in [n for n in fitted.layout if n.startswith("yaxis") and fitted.layout[n].title.text]:
+                axis = fitted.layout[name]
+                lines = _lines(axis.title.text)
+                longest = max(text_width(line, axis.title.font.size) for line in lines)
+                if not axis.scaleanchor:
+                    assert len(lines) <= AXIS_TITLE_LINES, (fig.layout.title.text, axis.title.text)
+                assert longest <= _span_px(fitted, name, area_w, area_h), (fig.layout.title.text, axis.title.text)
+
+
+def test_a_long_y_title_makes_a_short_figure_taller():
+    from core.layers import HIDDEN_STATE_AXIS
+
+    fig = token_layer_heatmap(RNG.random((7, 12)), [f"t{i}" for i in range(12)], title="home", colorbar="cosine")
+    assert text_width(HIDDEN_STATE_AXIS, 20) > 2 * (fig.layout.height - 140)  # it could not fit in two lines as drawn
+    fitted = fit_for_slide(fig, 1232)
+    assert fitted.layout.height > fig.layout.height
+    assert len(_lines(fitted.layout.yaxis.title.text)) == 2
+    assert " ".join(_lines(fitted.layout.yaxis.title.text)) == HIDDEN_STATE_AXIS  # wrapped, never shortened
+
+
+def test_colour_bar_titles_run_along_the_bar_at_the_page_size_too():
+    """At the top of the bar (Plotly's default) the title sits on the top tick label."""
+    from viz.common import fit_for_page
+
+    fitted = fit_for_page(head_heatmap(RNG.random((2, 4)), title="stat", colorbar="entropy"), 820)
+    assert fitted.data[0].colorbar.title.side == "right" or fitted.layout.coloraxis.colorbar.title.side == "right"
+
+
 def test_control_characters_in_labels_are_drawn_as_symbols():
     """A byte-level token may decode to a control character; XML (so SVG and PNG export) forbids it."""
     from viz.common import plotly_safe

@@ -10,7 +10,7 @@ import streamlit as st
 
 from ui.explain import PAGE_PADDING_PX
 from ui.session import image_format, presentation_mode
-from viz.common import export_options, file_stem, fit_for_slide
+from viz.common import export_options, file_stem, fit_for_page, fit_for_slide
 
 # The width a full-page figure is drawn at on the smallest screen we fit (a 1280 × 720 projector):
 # presentation mode collapses the sidebar; otherwise the open sidebar and Streamlit's padding take their share.
@@ -65,6 +65,8 @@ def show_figure(
         fig = fit_for_slide(fig, width_px, export_height)  # a copy: never restyle a figure the caller may reuse
         fig.update_layout(template="plotly_white", paper_bgcolor="white", plot_bgcolor="white")
         theme = None
+    else:
+        fig = fit_for_page(fig, width_px)
     st.plotly_chart(fig, theme=theme, config=plotly_config(name, width_px), key=key, width=width)
     if data is not None:
         csv_download("Download data (CSV)", data, file_name=f"{file_stem(name)}.csv", key=None if key is None else f"{key}-csv")

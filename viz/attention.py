@@ -440,7 +440,8 @@ def overview_figure(
                 "showgrid": False,
                 "zeroline": False,
                 "scaleanchor": "x",
-                "autorange": "reversed",
+                # reversed (layer 0 on top) and fixed, as x is, so the height it is drawn at is known before drawing
+                "range": [layers * row_pitch, -gap],
             },
             "height": min(1600, max(300, int(layers * (110 if large else 80)) + 160)),
             "margin": {"l": 70, "r": 20, "t": 90, "b": 50},

@@ -71,6 +71,7 @@ def file_stem(*parts: object) -> str:
 SLIDE_PIXELS = (1920, 1080)
 EXPORT_SCALES = (1.0, 1.5, 2.0, 3.0)  # 1920 / scale CSS pixels wide, so the PNG is 1920 × 1080 exactly
 LINE_HEIGHT = 1.3  # a text line's height, in font sizes
+AXIS_TITLE_LINES = 2  # a y axis title longer than this many lines makes its figure taller
 TICK_PITCH = 1.5  # least distance between neighbouring tick labels across their direction, in font sizes
 TAG = re.compile(r"<[^>]+>")
 LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
@@ -107,6 +108,10 @@ def wrap_text(text: str, max_px: float, font_px: float) -> str:
         pieces.append(current)
         out.extend(f"<{tag}>{p}</{tag}>" if tag else p for p in pieces)
     return "<br>".join(out)
+
+
+def _longest_line(text: str, font_px: float) -> float:
+    return max(text_width(line, font_px) for line in LINE_BREAK.split(text))
 
 
 def line_count(text: str | None) -> int:
@@ -266,13 +271,17 @@ def thin_ticks(fig: go.Figure, width_px: float, font_px: float, height_px: float
             angle, step = (-45, 1) if step45 == 1 else (-90, int(np.ceil(across / pitch)))
         else:
             angle, step = None, int(np.ceil(across / pitch))
+        # a turned x label leans into the corner where the y axis's bottom label sits: set it off the plot
+        standoff = round(font_px / 2) if name[0] == "x" and angle in (-45, -90) else 0
         if name[0] == "x":
             reach = {0: LINE_HEIGHT * font_px * max(line_count(t) for t in texts), -45: widest * 0.72 + font_px}
             title = line_count(axis.title.text) * LINE_HEIGHT * font_px
-            below = max(below, reach.get(angle, widest + font_px) + title + 10)
+            below = max(below, reach.get(angle, widest + font_px) + standoff + title + 10)
         changes: dict = {"automargin": True}
         if angle is not None:
             changes["tickangle"] = angle
+        if standoff:
+            changes["ticklabelstandoff"] = standoff
         if axis.dtick is not None and axis.tickmode != "array" and _category_labels(fig, name) is None:
             changes["dtick"] = axis.dtick * step
         elif step > 1 or wrapped is not None or axis.type == "category" or _category_labels(fig, name):
@@ -291,22 +300,24 @@ def _subplot_width(fig: go.Figure, annotation, area_w: float) -> float:
     return area_w / columns
 
 
-def fit_titles(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
+def _top_annotations_px(fig: go.Figure, font_px: float) -> float:
+    """Height of the text set on top of the plot (subplot titles: no arrow, at the top of the paper or of a domain)."""
+    tallest = 0.0
+    for annotation in fig.layout.annotations:
+        ref = str(annotation.yref or "paper")
+        on_top = (ref == "paper" or ref.endswith(" domain")) and annotation.y is not None and annotation.y >= 0.99
+        if annotation.text and annotation.showarrow is False and on_top and annotation.yanchor in (None, "auto", "bottom"):
+            tallest = max(tallest, line_count(annotation.text) * LINE_HEIGHT * (annotation.font.size or font_px))
+    return tallest
+
+
+def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: float | None = None) -> go.Figure:
     """Wrap the title, subplot titles, axis titles and legend names to the space they have.
 
-    The title is set left in the figure and the top margin grows to hold its lines. Mutates and
-    returns ``fig``.
+    The title is set left in the figure and the top margin grows to hold its lines; y titles take at
+    most two lines (see ``fit_y_titles``). ``axis_title_px``: axis titles' size when an axis does not
+    set one (default ``font_px``). Mutates and returns ``fig``.
     """
-    title_px = round(font_px * 1.25)
-    title = fig.layout.title.text
-    if title:
-        wrapped = wrap_text(title, width_px - 30, title_px)
-        # automargin: Plotly grows the top margin until every line of the title is inside the figure
-        fig.layout.title.update(text=wrapped, x=0.01, xanchor="left", xref="container", yref="paper",
-                                automargin=True, pad={"b": 12}, font={"size": title_px})
-        small = sum(1 for line in LINE_BREAK.split(wrapped) if SMALL_LINE.match(line))
-        needed = 18 + LINE_HEIGHT * title_px * (line_count(wrapped) - small * 0.25) + LINE_HEIGHT * font_px
-        fig.layout.margin.t = max(fig.layout.margin.t or 0, int(needed))
     area_w, area_h = plot_area(fig, width_px, font_px)
     for annotation in fig.layout.annotations:
         if annotation.text:
@@ -315,13 +326,26 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
             annotation.text = wrap_text(annotation.text, room - 8, size)
             if annotation.x is not None and annotation.x >= 1 and str(annotation.xref or "").endswith("domain"):
                 annotation.xanchor = "right"  # a note at the right edge grows leftwards, into the figure
-    for name in _axes(fig, "x") + _axes(fig, "y"):
+    title_px = round(font_px * 1.25)
+    title = fig.layout.title.text
+    if title:
+        wrapped = wrap_text(title, width_px - 30, title_px)
+        # The title sits just above the plot, clear of the top tick label (which reaches about half a
+        # font size above the plot) and of any subplot titles set on the plot's top edge.
+        pad = int(round(0.9 * font_px) + 4 + _top_annotations_px(fig, font_px))
+        # automargin: Plotly grows the top margin until every line of the title is inside the figure
+        fig.layout.title.update(text=wrapped, x=0.01, xanchor="left", xref="container", yref="paper",
+                                automargin=True, pad={"b": pad}, font={"size": title_px})
+        small = sum(1 for line in LINE_BREAK.split(wrapped) if SMALL_LINE.match(line))
+        needed = 6 + pad + LINE_HEIGHT * title_px * (line_count(wrapped) - small * 0.25) + LINE_HEIGHT * font_px
+        fig.layout.margin.t = max(fig.layout.margin.t or 0, int(needed))
+    for name in _axes(fig, "x"):
         axis = fig.layout[name]
         if axis.title.text:
-            room = (area_w if name[0] == "x" else area_h) * _domain(axis)
-            # Plotly draws axis titles at 1.2 × the layout font unless the axis says otherwise
-            axis.title.text = wrap_text(axis.title.text, room - 8, axis.title.font.size or round(1.2 * font_px))
+            size = axis.title.font.size or axis_title_px or font_px
+            axis.title.update(text=wrap_text(axis.title.text, area_w * _domain(axis) - 8, size), font={"size": size})
             axis.automargin = True
+    fit_y_titles(fig, width_px, font_px, axis_title_px)
     # a colour bar's title runs along the bar, where Plotly reserves room for it
     colorbar = fig.layout.coloraxis.colorbar
     if colorbar.title.text:
@@ -330,6 +354,74 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
         bar = getattr(trace, "colorbar", None)
         if bar is not None and bar.title.text:
             bar.title.update(text=wrap_text(bar.title.text, 12 * font_px, font_px), side="right")
+    return fig
+
+
+def _below_plot(fig: go.Figure, font_px: float) -> float:
+    """Estimated room under the plotting area: x tick labels (turned 45° when they do not fit flat), x title, a legend below."""
+    below = float(fig.layout.margin.b if fig.layout.margin.b is not None else 80)
+    for name in _axes(fig, "x"):
+        axis = fig.layout[name]
+        found = _tick_labels(fig, name)
+        texts = found[1] if found else ["0.00"]
+        widest = max((text_width(t, font_px) for t in texts), default=0.0)
+        lines = max((line_count(t) for t in texts), default=1)
+        reach = LINE_HEIGHT * font_px * lines if axis.tickangle in (None, 0) and found is None else widest * 0.72 + font_px
+        title = line_count(axis.title.text) * LINE_HEIGHT * (axis.title.font.size or font_px)
+        below = max(below, reach + title + 16)
+    legend = fig.layout.legend
+    if legend.orientation == "h" and fig.layout.showlegend is not False and len(_legend_traces(fig)) > 1:
+        below += LINE_HEIGHT * font_px * max(line_count(str(t.name)) for t in _legend_traces(fig)) + 10
+    return below
+
+
+def _span_px(fig: go.Figure, name: str, area_w: float, area_h: float) -> float:
+    """Drawn height of y axis ``name``: its domain's share of the plotting height, or less when the axis keeps
+    its scale equal to an x axis (``scaleanchor``) and the width is what limits it."""
+    axis = fig.layout[name]
+    span = area_h * _domain(axis)
+    anchor = axis.scaleanchor
+    if anchor and anchor.startswith("x") and axis.range is not None:
+        x = fig.layout["xaxis" + anchor[1:]]
+        if x.range is not None:
+            ratio = abs(axis.range[1] - axis.range[0]) / max(1e-9, abs(x.range[1] - x.range[0])) * (axis.scaleratio or 1)
+            span = min(span, area_w * _domain(x) * ratio)
+    return span
+
+
+def fit_y_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: float | None = None) -> go.Figure:
+    """Wrap each y axis title to the height its axis is drawn at, in at most ``AXIS_TITLE_LINES`` lines.
+
+    A y title runs along its axis and is centred on it, so one longer than the axis reaches into the
+    figure's title or under the x labels. When it would need more lines, the figure grows taller (an
+    axis whose scale is tied to its x axis cannot: its title wraps to the height it has). Mutates and
+    returns ``fig``.
+    """
+    names = [n for n in _axes(fig, "y") if fig.layout[n].title.text]
+    if not names:
+        return fig
+    height = fig.layout.height or 450
+    top = fig.layout.margin.t if fig.layout.margin.t is not None else 100
+    area_w, _ = plot_area(fig, width_px, font_px)
+    area_h = max(60.0, height - top - _below_plot(fig, font_px))
+    grow = 0.0
+    for name in names:
+        axis = fig.layout[name]
+        size = axis.title.font.size or axis_title_px or font_px
+        text = LINE_BREAK.sub(" ", axis.title.text)
+        # the estimate of text widths is rough, so a title keeps a margin of one font size plus 10 % at both ends
+        room = 0.9 * _span_px(fig, name, area_w, area_h) - 2 * size
+        wrapped = wrap_text(text, room, size)
+        if not axis.scaleanchor and (line_count(wrapped) > AXIS_TITLE_LINES or _longest_line(wrapped, size) > room):
+            room = max(text_width(text, size) / AXIS_TITLE_LINES, max(text_width(w, size) for w in text.split(" ")))
+            while line_count(wrap_text(text, room, size)) > AXIS_TITLE_LINES:
+                room += size
+            wrapped = wrap_text(text, room, size)
+            grow = max(grow, (_longest_line(wrapped, size) + 2 * size) / 0.9 / _domain(axis) - area_h)
+        axis.title.update(text=wrapped, font={"size": size})
+        axis.automargin = True
+    if grow > 0:
+        fig.layout.height = int(height + np.ceil(grow))
     return fig
 
 
@@ -348,16 +440,36 @@ def fit_legend(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
     return fig
 
 
+def _copy(fig: go.Figure) -> go.Figure:
+    """A deep copy of a figure, without plotly's property validation (``fig`` was validated when it was built;
+    validating again costs tens of ms per figure on every rerun)."""
+    return go.Figure(fig.to_dict(), _validate=False)
+
+
 def fit_for_slide(fig: go.Figure, width_px: float, export_height_px: float | None = None) -> go.Figure:
     """A copy of ``fig`` fitted to ``width_px``: font from the width, titles wrapped, ticks thinned, legend below.
 
     ``export_height_px``: the height the camera button saves at; ticks are thinned for the
     shorter of it and the figure's own height.
     """
-    fig = go.Figure(fig)
+    fig = _copy(fig)
     font_px = slide_font_size(width_px)
     fig.update_layout(font={"size": font_px}, margin={"r": max(fig.layout.margin.r or 0, 2 * font_px)})
     fit_legend(fig, width_px, font_px)
     fit_titles(fig, width_px, font_px)
     thin_ticks(fig, width_px, font_px, export_height_px)
+    return fig
+
+
+PAGE_FONT_PX, PAGE_AXIS_TITLE_PX = 12, 14  # Streamlit's chart theme: tick labels and legend 12 px, axis titles 14 px
+
+
+def fit_for_page(fig: go.Figure, width_px: float) -> go.Figure:
+    """A copy of ``fig`` fitted to ``width_px`` at the page's own font sizes (outside presentation mode):
+    titles wrapped (y titles in at most two lines, the figure taller if need be), colour bar titles along
+    the bar, ticks thinned so that no two labels overlap, a legend of several entries under the plot."""
+    fig = _copy(fig)
+    fit_legend(fig, width_px, PAGE_FONT_PX)
+    fit_titles(fig, width_px, PAGE_FONT_PX, PAGE_AXIS_TITLE_PX)
+    thin_ticks(fig, width_px, PAGE_FONT_PX)
     return fig

@@ -7,6 +7,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
+from core.layers import HIDDEN_STATE_AXIS
 from viz.common import OKABE_ITO, plotly_safe, token_axis
 from viz.predictions import candidate_heatmap
 
@@ -73,8 +74,10 @@ def rank_by_layer(ranks: np.ndarray, *, title: str) -> go.Figure:
     )
     fig.update_layout(
         title=plotly_safe(title),
-        xaxis={"title": "hidden state (0 = embedding output)", "dtick": 1},
-        yaxis={"title": "rank of the final prediction (1 = top)", "type": "log", "autorange": "reversed"},
+        xaxis={"title": HIDDEN_STATE_AXIS, "dtick": 1},
+        # decades only (1, 10, 100 …): Plotly's minor labels 2 … 9 pile up on a short log axis; 1 = top on top
+        yaxis={"title": "rank of the final prediction (1 = top)", "type": "log", "dtick": 1,
+               "range": [float(np.log10(max(10, shown.max()) * 1.5)), float(np.log10(0.8))]},
         height=340,
         margin={"l": 60, "r": 20, "t": 50, "b": 60},
     )
@@ -98,8 +101,10 @@ def knockout_figure(heads: list[str], shares: dict[str, list[float]], changes: l
                              textposition="outside", hovertemplate="%{x}: %{y:.1%}<extra>" + plotly_safe(kind) + "</extra>"),
                       row=1, col=1)
     if chance is not None and np.isfinite(chance):
-        fig.add_hline(y=chance, line_dash="dash", line_color="grey", row=1, col=1,
-                      annotation_text="previous token, even spread", annotation_position="top left")
+        # named in the legend, not beside the line, where the bars' own labels are
+        fig.add_hline(y=chance, line_dash="dash", line_color="grey", row=1, col=1)
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line={"dash": "dash", "color": "grey"},
+                                 name="previous token, even spread", hoverinfo="skip"), row=1, col=1)
     fig.add_trace(go.Bar(x=names, y=changes, name="1 − cosine, sentence embedding", marker_color=OKABE_ITO[2 % len(OKABE_ITO)],
                          text=[f"{v:.2g}" for v in changes], textposition="outside", showlegend=False,
                          hovertemplate="%{x}: 1 − cosine %{y:.3g}<extra></extra>"), row=1, col=2)

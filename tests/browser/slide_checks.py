@@ -10,8 +10,11 @@ from __future__ import annotations
 VIEWPORTS = [(1920, 1080), (1366, 768), (1280, 720)]
 
 # Returns a list of problems, one sentence each, for every Plotly figure that is drawn in the
-# main area. Tick labels are oriented rectangles (Plotly rotates them with a transform): two
-# labels of one axis overlap when they overlap both along their direction and across it.
+# main area: text (title and subtitle, axis titles, tick labels, legend, annotations, colour bar
+# title and ticks) outside the figure's edge, and any two of these texts (or the labels on bars)
+# drawn over each other.
+# Texts are oriented rectangles (Plotly rotates tick labels and the y title with a transform):
+# two overlap when neither one's sides separate them, each side shrunk by the tolerance.
 MEASURE_JS = r"""
 (tolerance) => {
   const problems = [];
@@ -21,6 +24,8 @@ MEASURE_JS = r"""
   const meets = (a, b) => a.left < b.right - tolerance && b.left < a.right - tolerance
     && a.top < b.bottom - tolerance && b.top < a.bottom - tolerance;
   const label = (el) => (el.textContent || '').trim().slice(0, 50);
+  // A text's drawn box in screen pixels as an oriented rectangle: centre, width along its direction,
+  // height across it, angle (getBBox is in the text's own space, getScreenCTM adds its rotation).
   const oriented = (t) => {
     const b = t.getBBox();
     const m = t.getScreenCTM();
@@ -31,6 +36,28 @@ MEASURE_JS = r"""
       angle: Math.atan2(m.b, m.a), text: label(t),
     };
   };
+  // Two oriented rectangles overlap (by more than the tolerance) when no side of either separates them.
+  const overlap = (a, b) => {
+    const dx = b.x - a.x, dy = b.y - a.y;
+    for (const angle of [a.angle, a.angle + Math.PI / 2, b.angle, b.angle + Math.PI / 2]) {
+      const ux = Math.cos(angle), uy = Math.sin(angle);
+      const reach = (r) => Math.abs(r.w / 2 * (Math.cos(r.angle) * ux + Math.sin(r.angle) * uy))
+        + Math.abs(r.h / 2 * (-Math.sin(r.angle) * ux + Math.cos(r.angle) * uy));
+      if (Math.abs(dx * ux + dy * uy) >= reach(a) + reach(b) - tolerance) return false;
+    }
+    return true;
+  };
+  // Every text a figure draws around its data; in-cell values, hover labels and the toolbar are not among them.
+  const KINDS = [
+    ['title', '[class^="g-gtitle"] text'],
+    ['axis title', '[class^="g-x"][class$="title"] text, [class^="g-y"][class$="title"] text'],
+    ['annotation', '.annotation text'],
+    ['legend entry', '.legend text'],
+    ['colour bar title', '.cbtitle text'],
+    ['colour bar tick label', '.cbaxis text'],
+    ['tick label', '.xaxislayer-above text, .yaxislayer-above text'],
+    ['bar label', '.bartext'],
+  ];
   const plots = [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')];
   plots.forEach((plot, index) => {
     const frame = rect(plot);
@@ -40,27 +67,34 @@ MEASURE_JS = r"""
     if (frame.right > window.innerWidth + tolerance || frame.left < -tolerance) {
       problems.push(`${where} is ${Math.round(frame.width)} px wide and runs past the window`);
     }
-    const texts = [
-      ['title', '.infolayer .gtitle'],
-      ['axis title', '.infolayer [class*="title"]:not(.gtitle):not(.cbtitle) text, .infolayer text[class$="title"]:not(.gtitle)'],
-      ['subplot title or note', '.infolayer .annotation-text'],
-      ['colour bar title', '.infolayer .cbtitle text'],
-      ['legend entry', '.legend .traces'],
-      ['tick label', '.xaxislayer-above text, .yaxislayer-above text'],
-    ];
     const seen = new Set();
-    for (const [kind, selector] of texts) {
+    const drawn = [];
+    for (const [kind, selector] of KINDS) {
       for (const el of plot.querySelectorAll(selector)) {
-        if (seen.has(el)) continue;
+        if (seen.has(el) || !label(el)) continue;
         seen.add(el);
         const r = rect(el);
-        if (r.width === 0 && r.height === 0) continue;
-        if (outside(r, frame)) {
+        if (r.width === 0 || r.height === 0) continue;
+        if (kind !== 'bar label' && outside(r, frame)) {
           problems.push(`${where}: ${kind} “${label(el)}” is outside the figure `
             + `(${Math.round(r.left - frame.left)}..${Math.round(r.right - frame.left)} of ${Math.round(frame.width)} px wide, `
             + `${Math.round(r.top - frame.top)}..${Math.round(r.bottom - frame.top)} of ${Math.round(frame.height)} px high)`);
         }
+        const axis = el.closest('.xaxislayer-above, .yaxislayer-above');
+        drawn.push({kind, axis, box: oriented(el)});
       }
+    }
+    // Text against text: any two of the figure's texts, except two tick labels of one axis (counted below).
+    const collisions = [];
+    for (let i = 0; i < drawn.length; i++) {
+      for (let j = i + 1; j < drawn.length; j++) {
+        const a = drawn[i], b = drawn[j];
+        if (a.axis && a.axis === b.axis) continue;
+        if (overlap(a.box, b.box)) collisions.push(`${a.kind} “${a.box.text}” and ${b.kind} “${b.box.text}”`);
+      }
+    }
+    if (collisions.length) {
+      problems.push(`${where}: ${collisions.length} overlapping text pair(s): ${collisions.slice(0, 3).join('; ')}`);
     }
     const areas = [...plot.querySelectorAll('.draglayer .nsewdrag')].map(rect);
     for (const [kind, selector] of [['colour bar', '.colorbar'], ['legend', '.legend']]) {
@@ -71,17 +105,13 @@ MEASURE_JS = r"""
       }
     }
     for (const axis of plot.querySelectorAll('.xaxislayer-above, .yaxislayer-above')) {
-      const boxes = [...axis.querySelectorAll('text')].filter((t) => t.textContent).map(oriented);
+      const boxes = [...axis.querySelectorAll('text')].filter((t) => label(t) && rect(t).width > 0).map(oriented);
       let overlaps = 0, example = '';
       for (let i = 0; i < boxes.length; i++) {
         for (let j = i + 1; j < boxes.length; j++) {
-          const a = boxes[i], b = boxes[j];
-          const ux = Math.cos(a.angle), uy = Math.sin(a.angle);
-          const dx = b.x - a.x, dy = b.y - a.y;
-          const along = Math.abs(dx * ux + dy * uy), across = Math.abs(-dx * uy + dy * ux);
-          if (along < (a.w + b.w) / 2 - tolerance && across < (a.h + b.h) / 2 - tolerance) {
+          if (overlap(boxes[i], boxes[j])) {
             overlaps += 1;
-            if (!example) example = `“${a.text}” and “${b.text}”`;
+            if (!example) example = `“${boxes[i].text}” and “${boxes[j].text}”`;
           }
         }
       }

@@ -2,9 +2,9 @@
 
 One tab is reused for every page; each page is loaded once per text and measured at each
 window size by resizing (Plotly redraws at the new width). Measured from the drawn SVG: no
-title, axis title, subplot title or legend entry outside its figure, no colour bar or legend
-over the plotting area, no overlapping tick labels (rotated ones compared along and across
-their direction). Then, still in the smallest window, the camera button must save a
+title, axis title, tick label, annotation, colour bar title or legend entry outside its figure,
+no two of these texts over each other (rotated ones compared as oriented rectangles), no colour
+bar or legend over the plotting area. The same holds outside presentation mode. Then, still in the smallest window, the camera button must save a
 1920 × 1080 PNG named after the model and the view.
 """
 
@@ -47,10 +47,11 @@ def tiny_gpt2_lm(tmp_path_factory):
     return str(build_tiny_gpt2_lm(tmp_path_factory.mktemp("slides") / "tiny-gpt2-lm"))
 
 
-def _open(tab: AppPage, path: str, query: dict[str, str], *, figures: bool = True):
-    """Open ``path`` in presentation mode at full HD; wait until every chart of the page has drawn."""
+def _open(tab: AppPage, path: str, query: dict[str, str], *, figures: bool = True, present: bool = True):
+    """Open ``path`` (in presentation mode unless ``present`` is False) at full HD; wait until every chart of
+    the page has drawn."""
     tab.page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS[0])))
-    page = tab.open(path, {"present": "true"} | query, timeout_ms=300_000)
+    page = tab.open(path, ({"present": "true"} if present else {}) | query, timeout_ms=300_000)
     assert not tab.error_texts(), tab.error_texts()
     page.wait_for_function(EVERY_CHART_DRAWN, timeout=120_000)
     if figures:
@@ -121,6 +122,26 @@ def test_default_view_fits_every_screen_and_exports_a_slide(tab, tiny_gpt2_lm, p
     name, size = _download_png(tab)  # still in the 1280 × 720 window
     assert size == (1920, 1080), f"{name} is {size[0]} × {size[1]} pixels"
     assert name.endswith(".png") and ("tiny-gpt2-lm" if path == "predictions" else "all-MiniLM-L6-v2") in name, name
+    tab.assert_clean()
+
+
+@pytest.mark.parametrize("path", PAGES, ids=[p or "home" for p in PAGES])
+def test_default_view_fits_every_screen_outside_presentation_mode(tab, tiny_gpt2_lm, path):
+    """The same measurement at the page's own size: sidebar open, the theme's fonts, every figure of the page."""
+    query = {"model": tiny_gpt2_lm} if path == "predictions" else {}  # the bundled model has no head to draw
+    page = _open(tab, path, query, present=False)
+    assert page.locator(FIGURES).count() >= 1
+    problems = _problems_at_every_size(tab)
+    assert not problems, "\n".join(problems)
+    tab.assert_clean()
+
+
+@pytest.mark.parametrize("step", TOUR_STEPS)
+def test_every_tour_step_outside_presentation_mode_fits_every_screen(tab, step):
+    page = _open(tab, "tour", {"step": str(step)}, present=False)
+    page.wait_for_selector(f"text=Step {step} of")
+    problems = _problems_at_every_size(tab)
+    assert not problems, "\n".join(problems)
     tab.assert_clean()
 
 
