@@ -84,3 +84,22 @@ def test_csv_download_is_built_only_when_called(monkeypatch):
     figures.csv_download("CSV", lambda: built.append(1) or pd.DataFrame({"a": [1, 2]}), file_name="x.csv", key=None)
     assert built == [] and callable(seen["data"])
     assert seen["data"]() == b"a\n1\n2\n" and built == [1]
+
+
+def test_a_cached_figure_is_fitted_once_per_width_and_mode():
+    """``show_figure`` fits each figure to its column on every rerun; a figure from a cache is fitted once per
+    (width, mode), the fitted copy equals a fresh fit, and the caller's figure is left as it was."""
+    import numpy as np
+
+    from ui.figures import fitted
+    from viz.attention import head_figure
+    from viz.common import fit_for_page
+
+    weights = np.random.default_rng(0).dirichlet(np.ones(12), size=12).astype(np.float32)
+    fig = head_figure(weights, [f"t{i}" for i in range(12)], title="a head", causal=False, colorscale="Blues")
+    before = fig.to_json()
+    page = fitted(fig, 736, slide=False)
+    assert fitted(fig, 736, slide=False) is page
+    assert page.to_json() == fit_for_page(fig, 736).to_json() != before
+    assert fitted(fig, 500, slide=False) is not page and fitted(fig, 736, slide=True) is not page
+    assert fig.to_json() == before
