@@ -82,7 +82,7 @@ class _Bytes:
         page.on("websocket", self._watch)
 
     def _watch(self, ws) -> None:
-        deflate = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15)
+        deflate = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -12, 5)  # uvicorn: window 2**12, memLevel 5
 
         def add(payload) -> None:
             data = payload.encode("utf-8") if isinstance(payload, str) else payload
