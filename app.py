@@ -7,10 +7,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui.warmup import start_warmup, wait_for_imports
+from ui.warmup import imports_done, page_running, start_warmup, wait_for_imports
 
 start_warmup()  # `make run` did this as the server started; with `streamlit run app.py`, the first visit does
-wait_for_imports()
+if not imports_done():  # the first visit to a server that has just started: a few seconds
+    with st.spinner("Starting up: loading PyTorch and transformers (once per server start)…"):
+        wait_for_imports()
 
 import transformers  # noqa: E402
 
@@ -56,4 +58,5 @@ def run() -> None:
         page.run()
 
 
-run()
+with page_running():  # background warm-up (UMAP) waits until no page has run for ten seconds
+    run()

@@ -59,6 +59,8 @@ def main() -> dict:
         "errors": len(errors),
         "first_errors": errors[:5],
         "server_tracebacks": tracebacks,
+        # UMAP's compilation (about 10 CPU-s holding the interpreter) waits for an idle server; it should not start here.
+        "umap_compiled_during_run": "compiling UMAP" in log,
         "script_runs_per_session": round(sum(v.script_runs for v in views) / SESSIONS, 2),
         "kb_received_per_session": round(sum(v.bytes_received for v in views) / SESSIONS / 1024, 1),
         "server_cpu_seconds": round(server_cpu, 1),

@@ -74,10 +74,15 @@ def token_anisotropy(analyses: list[Analysis]) -> np.ndarray:
     return np.array([(layer @ layer.T)[different].mean() for layer in x])
 
 
-def model_facts(model: LoadedModel, analysis: Analysis) -> ModelFacts:
+def reference_anisotropy(model: LoadedModel) -> np.ndarray:
+    """``[L + 1]``: ``token_anisotropy`` of ``REFERENCE_SENTENCES`` through ``model`` (the same for every text)."""
+    return token_anisotropy(analyze_many(model, list(REFERENCE_SENTENCES), attentions=False))
+
+
+def model_facts(model: LoadedModel, analysis: Analysis, anisotropy: np.ndarray | None = None) -> ModelFacts:
     """Facts about ``model``: its shape, where the attention of ``analysis`` (the text on screen) goes, and
-    how anisotropic each hidden state is on ``REFERENCE_SENTENCES``."""
-    reference = analyze_many(model, list(REFERENCE_SENTENCES), attentions=False)
+    how anisotropic each hidden state is on ``REFERENCE_SENTENCES`` (``anisotropy``: ``reference_anisotropy(model)``
+    computed before, e.g. cached per model; computed here when None)."""
     return ModelFacts(
         name=model.name,
         model_type=model.model_type,
@@ -88,7 +93,7 @@ def model_facts(model: LoadedModel, analysis: Analysis) -> ModelFacts:
         tokens=list(analysis.tokens),
         special_mask=np.asarray(analysis.special_mask),
         received=attention_received(analysis),
-        anisotropy=token_anisotropy(reference),
+        anisotropy=reference_anisotropy(model) if anisotropy is None else anisotropy,
         description=BUNDLED_DESCRIPTION if is_bundled(model.name) else None,
     )
 

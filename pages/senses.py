@@ -163,7 +163,7 @@ def layer_and_projection(word: str, sentences: list[str], labels: list[str], occ
         distinct = distinct_points(occurrences.vectors[layer], method)
     if (identical := identical_points_note(distinct)) is not None:
         st.caption(identical)
-    warmup = start_umap_warmup()
+    warmup = start_umap_warmup(now=method == "umap")
     if method == "umap" and warmup.is_alive():
         with st.status("Preparing UMAP: numba compiles it once per server start (10 s or more). PCA is ready at once.") as status:
             warmup.join()

@@ -105,3 +105,21 @@ def test_special_share_sentence_gives_the_ranges():
     text = special_share_sentence(np.array([0.313, 0.563, 0.59]), np.array([0.123, 0.185, 0.163]))
     assert "31%–59% of raw attention and 12%–18% of norm-weighted attention across the 3 layers" in text
     assert special_share_sentence(np.array([np.nan]), np.array([np.nan])) == ""
+
+
+def test_reference_anisotropy_is_computed_once_per_model(tiny_bert_dir, monkeypatch):
+    import core.about as about
+    from ui import cache
+
+    computed = []
+    original = about.reference_anisotropy
+    monkeypatch.setattr(about, "reference_anisotropy", lambda model: computed.append(model.name) or original(model))
+    cache.bounded_store("reference-anisotropy", cache.MAX_MODELS, 1_000_000).clear()
+    first = cache.cached_model_facts(tiny_bert_dir, "the cat sat on the mat", None)
+    second = cache.cached_model_facts(tiny_bert_dir, "a river bank in spring", None)
+    assert len(computed) == 1, "the reference sentences went through the model again for a new text"
+    assert first.tokens != second.tokens  # the text-dependent facts are the new text's
+    np.testing.assert_array_equal(first.anisotropy, second.anisotropy)
+    model = cache.cached_model(tiny_bert_dir)
+    np.testing.assert_allclose(first.anisotropy, token_anisotropy(
+        analyze_many(model, list(about.REFERENCE_SENTENCES), attentions=False)), atol=1e-6)

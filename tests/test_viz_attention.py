@@ -6,6 +6,7 @@ import base64
 import io
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 from PIL import Image
 
@@ -13,6 +14,7 @@ from core.attention import attention_view
 from core.inference import analyze
 from core.queries_keys import queries_and_keys
 from viz import attention as va
+from viz.common import COLORBLIND_SAFE
 
 
 def _mosaic(fig) -> np.ndarray:
@@ -185,3 +187,20 @@ def test_queries_and_keys_reproduce_the_models_attention(tiny_bert):
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
     assert np.allclose(weights, a.attentions, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal, per_head_scale, tokens", [(False, False, 12), (True, True, 9), (True, False, 300)])
+def test_overview_is_built_in_the_form_plotly_validation_gives_it(causal, per_head_scale, tokens):
+    """The overview is built without plotly's property validation (it is rebuilt for every new text):
+    validating it afterwards must neither fail nor change anything that is sent to the browser."""
+    import json
+
+    import plotly.io as pio
+
+    rng = np.random.default_rng(0)
+    matrices = rng.random((3, 4, tokens, tokens)).astype(np.float32)
+    matrices /= matrices.sum(-1, keepdims=True)
+    fig = va.overview_figure(matrices, title="<b>a</b> & b", causal=causal, colorscale=COLORBLIND_SAFE,
+                             per_head_scale=per_head_scale, head_names=["h0", "h1", "h<2>", "h3"])
+    validated = go.Figure(fig.to_dict())  # every property through plotly's validators; raises on an invalid one
+    assert json.loads(pio.to_json(validated, validate=False)) == json.loads(pio.to_json(fig, validate=False))

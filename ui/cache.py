@@ -7,6 +7,7 @@ read-only (``Analysis`` freezes its arrays).
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -100,7 +101,21 @@ def _load_model(name: str, signature: tuple) -> LoadedModel:
     started = time.perf_counter()
     model = load_model(name)
     log.info("loaded model %s in %.1f s", name, time.perf_counter() - started)
+    freeze_long_lived()
     return model
+
+
+def freeze_long_lived() -> None:
+    """Put every object alive now (imported libraries, loaded models, compiled UMAP) out of the cyclic garbage
+    collector's reach (``gc.freeze``). Streamlit runs a full collection after every script run; without this
+    it walks these ~650,000 objects each time, 0.25-0.4 CPU-s per run, most of a page view's cost.
+
+    Garbage present now would be kept for good, so it is collected first: the first time (start-up, where a
+    freshly loaded model leaves none) only the young generations, which is instant; later (another model
+    chosen while pages have run) a full collection, 0.2-0.4 s on top of a load that takes seconds.
+    Frozen objects are still freed by reference counting."""
+    gc.collect(1 if gc.get_freeze_count() == 0 else 2)
+    gc.freeze()
 
 
 def _forget_results_of(name: str) -> None:
@@ -366,14 +381,40 @@ def cached_figure(model_name: str, key: tuple, build, ablation: tuple | None = N
     return bounded_store("figures", MAX_FIGURES, MAX_FIGURE_BYTES).get_or_compute((model_name, ablation, *key), build)
 
 
-@st.cache_resource(show_spinner=False)
-def start_umap_warmup():
-    """Start compiling UMAP (numba, about 10 s) in a daemon thread, once per process; returns the
-    ``threading.Thread``. ``ui.warmup`` calls it after the bundled model is loaded. (Not at a lower OS
-    priority: the senses page waits for this thread, and a starved thread would make it wait longest.)"""
-    from core.projection import warm_up_umap
+_UMAP_WANTED = threading.Event()  # set by a page that shows UMAP: the warm-up stops waiting for an idle server
 
-    thread = threading.Thread(target=warm_up_umap, name="umap-warmup", daemon=True)
+
+def start_umap_warmup(now: bool = False) -> threading.Thread:
+    """Start compiling UMAP (numba, about 10 CPU-s holding the interpreter) in a daemon thread, once per process;
+    returns the ``threading.Thread``. ``ui.warmup`` calls it after the bundled model is loaded.
+
+    The thread first waits until no page has run for ten seconds (``ui.warmup.wait_until_idle``), so the
+    compilation never slows a page being drawn; ``now=True`` (the senses page about to show UMAP) ends that wait.
+    (Not at a lower OS priority: the senses page waits for this thread, and a starved thread would make it wait longest.)
+    """
+    if now and not _UMAP_WANTED.is_set():
+        from ui.warmup import wake_idle_waiters
+
+        _UMAP_WANTED.set()
+        wake_idle_waiters()
+    return _umap_warmup_thread()
+
+
+@st.cache_resource(show_spinner=False)
+def _umap_warmup_thread() -> threading.Thread:
+    from ui.warmup import wait_until_idle
+
+    def warm_up():
+        wait_until_idle(wake=_UMAP_WANTED)
+        from core.projection import warm_up_umap
+
+        log.info("compiling UMAP (%s)", "a page asked for it" if _UMAP_WANTED.is_set() else "no page is running")
+        started = time.perf_counter()
+        warm_up_umap()
+        log.info("UMAP compiled in %.1f s", time.perf_counter() - started)
+        freeze_long_lived()  # numba's compiled functions and their ~190,000 objects live as long as the process
+
+    thread = threading.Thread(target=warm_up, name="umap-warmup", daemon=True)
     thread.start()
     return thread
 
@@ -471,13 +512,17 @@ def cached_contextuality(model_name: str, texts: tuple[str, ...], max_tokens: in
 
 
 def cached_model_facts(model_name: str, text: str, max_tokens: int | None = None):
-    """``core.about.model_facts`` for the sidebar's model and text (a pass over 8 short reference sentences)."""
-    from core.about import model_facts
+    """``core.about.model_facts`` for the sidebar's model and text. The part that is the same for every text
+    (anisotropy: a pass over 8 short reference sentences) is computed once per model; the rest is a few sums."""
+    from core.about import model_facts, reference_anisotropy
 
+    model = cached_model(model_name)
+    anisotropy = bounded_store("reference-anisotropy", MAX_MODELS, 1_000_000).get_or_compute(
+        (model_name,), lambda: _read_only(_in_turn(reference_anisotropy, model)))
     store = bounded_store("model-facts", 32, 50_000_000)
     return store.get_or_compute(
         (model_name, text, max_tokens),
-        lambda: model_facts(cached_model(model_name), cached_analysis(model_name, text, max_tokens)),
+        lambda: model_facts(model, cached_analysis(model_name, text, max_tokens), anisotropy),
     )
 
 

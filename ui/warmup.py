@@ -1,11 +1,12 @@
 """Start-up work done before the first visitor asks: import the heavy libraries and load the bundled model,
-then (only after that) let numba compile UMAP for the senses page."""
+then (only after that, and only once no page has run for ten seconds) let numba compile UMAP for the senses page."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from contextlib import contextmanager
 
 log = logging.getLogger("explorer")
 
@@ -29,7 +30,7 @@ def _warm_up() -> None:
         log.info("ready: bundled model loaded %.1f s after start-up began", time.perf_counter() - started)
     except Exception:  # noqa: BLE001 - the first page will load it and explain any failure
         log.exception("could not load the bundled model at start-up")
-    start_umap_warmup()  # after the model, not before: it overlaps the first page's own work, never its model load
+    start_umap_warmup()  # after the model, not before; it then waits until no page has run for ten seconds
 
 
 def start_warmup() -> threading.Thread | None:
@@ -52,3 +53,49 @@ def wait_for_imports() -> None:
     """Block until the warm-up thread has imported torch and transformers (at once if it has or never started)."""
     with _importing:
         pass
+
+
+def imports_done() -> bool:
+    """Whether ``wait_for_imports`` would return at once."""
+    return not _importing.locked()
+
+
+# Background work that needs no visitor (UMAP's compilation, about 10 CPU-s holding the interpreter) waits
+# until no page has run for this long, so it never shares the interpreter with a page being drawn.
+IDLE_SECONDS = 10.0
+_activity = threading.Condition()
+_pages_running = 0
+_last_page_finished = time.monotonic()
+
+
+@contextmanager
+def page_running():
+    """Around every page run (``app.py``): while any page runs, and for ``IDLE_SECONDS`` after, ``wait_until_idle`` waits."""
+    global _pages_running, _last_page_finished
+    with _activity:
+        _pages_running += 1
+    try:
+        yield
+    finally:
+        with _activity:
+            _pages_running -= 1
+            _last_page_finished = time.monotonic()
+            _activity.notify_all()
+
+
+def wait_until_idle(wake: threading.Event | None = None, idle_seconds: float | None = None) -> None:
+    """Return once no page is running and none has finished for ``idle_seconds`` (default ``IDLE_SECONDS``),
+    or as soon as ``wake`` is set (a page that needs the work now; call ``wake_idle_waiters`` after setting it)."""
+    quiet = IDLE_SECONDS if idle_seconds is None else idle_seconds
+    with _activity:
+        while not (wake is not None and wake.is_set()):
+            idle_for = time.monotonic() - _last_page_finished
+            if _pages_running == 0 and idle_for >= quiet:
+                return
+            _activity.wait(timeout=quiet - idle_for if _pages_running == 0 else None)
+
+
+def wake_idle_waiters() -> None:
+    """Let every ``wait_until_idle`` check its ``wake`` event again."""
+    with _activity:
+        _activity.notify_all()

@@ -1,0 +1,81 @@
+"""Start-up work stays out of the pages' way: background warm-up waits for an idle server, and what lives as long
+as the process (libraries, loaded models) is kept out of the garbage collector's full collections."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+from ui import warmup
+
+
+def _waiter(**kwargs) -> tuple[threading.Thread, threading.Event]:
+    done = threading.Event()
+
+    def wait():
+        warmup.wait_until_idle(**kwargs)
+        done.set()
+
+    thread = threading.Thread(target=wait, daemon=True)
+    thread.start()
+    return thread, done
+
+
+def test_idle_wait_lasts_while_a_page_runs_and_ends_after_it():
+    with warmup.page_running():
+        thread, done = _waiter(idle_seconds=0.05)
+        thread.join(timeout=0.5)
+        assert not done.is_set(), "background work started while a page was running"
+    thread.join(timeout=10)
+    assert done.is_set(), "background work never started after the page finished"
+
+
+def test_idle_wait_counts_every_running_page():
+    first, second = warmup.page_running(), warmup.page_running()
+    first.__enter__()
+    second.__enter__()
+    thread, done = _waiter(idle_seconds=0.05)
+    first.__exit__(None, None, None)
+    thread.join(timeout=0.5)
+    assert not done.is_set(), "one page finished, another still runs: the wait must go on"
+    second.__exit__(None, None, None)
+    thread.join(timeout=10)
+    assert done.is_set()
+
+
+def test_a_page_that_needs_the_work_ends_the_wait():
+    wake = threading.Event()
+    with warmup.page_running():
+        thread, done = _waiter(wake=wake, idle_seconds=0.05)
+        thread.join(timeout=0.3)
+        assert not done.is_set()
+        wake.set()
+        warmup.wake_idle_waiters()
+        thread.join(timeout=10)
+        assert done.is_set(), "the page asking for the work now was not answered while it ran"
+
+
+def test_a_page_run_that_raises_still_counts_as_finished():
+    try:
+        with warmup.page_running():
+            raise RuntimeError("st.stop() or st.rerun() end a run with an exception")
+    except RuntimeError:
+        pass
+    thread, done = _waiter(idle_seconds=0.05)
+    thread.join(timeout=10)
+    assert done.is_set()
+
+
+def test_a_loaded_model_is_frozen_out_of_full_collections(tiny_bert_dir):
+    from ui.cache import _load_model, cached_model
+
+    _load_model.clear()
+    before = gc.get_freeze_count()
+    try:
+        model = cached_model(tiny_bert_dir)
+        assert gc.get_freeze_count() > before
+        # The model's own objects are among the frozen ones: a full collection no longer walks them.
+        assert not any(obj is model.model for obj in gc.get_objects(generation=2))
+    finally:
+        gc.unfreeze()
+        _load_model.clear()
