@@ -1,26 +1,10 @@
-"""DRAFT, not collected by pytest (the name does not start with ``test_``): NOT VERIFIED to a pass.
+"""Issue 19's every-page round trip in Chromium: every page's options survive a tour of the other pages and a reload.
 
-The every-page round trip of issue 19. State at 12:35 UTC (r19):
-
-- ``CHANGES`` / ``NOT_CHANGED`` now cover every option every page declares, checked both ways (``==``), and
-  ``declared_options`` also counts keys passed through a helper (the tour's ``own_text``) and computed keys
-  (``COMPUTED_KEYS``: compare's ``text_a`` / ``text_b``, the tour's ``a`` / ``b``), so a new option fails the check.
-- Checked in Chromium, change phase plus a reload of the page: the tour (Next ×6 to step 7, sentences A, B and C)
-  and Compare (texts A and B, layer, head, word, control text ``text_c``) pass. A whole run (12:18 UTC, loaded
-  machine, 12 min) got through the change phase of Home, Tour, Attention, Maxima, Stats, Inside and Compare, then
-  stopped on Predictions: the "Candidates to show" slider is not there.
-- The cause is NOT page state: in the browser tier's server, the tiny masked LM (``build_tiny_bert_mlm``) is
-  refused as having "no language-model head: its checkpoint holds only the base model (missing:
-  cls.predictions.decoder.bias, cls.predictions.decoder.weight)" whenever another page (tour, compare,
-  attention or stats) ran before Predictions or Effects; opening /predictions first shows the slider, and
-  ``core.predictions.load_language_model`` on the same folder succeeds in a plain Python process, also after
-  ``load_model`` + ``analyze``. Those two keys are the decoder tied to the word embeddings, so
-  ``load_language_model``'s missing-key check (``info["missing_keys"]``) seems to count tied weights under some
-  condition of the server process. The same refusal explains ``draft_effects_masked_lm.py``. Until it is fixed,
-  Predictions' ``top_k`` and Effects' ``measure`` / ``position`` cannot be changed in this test.
-
-Run it with ``CI=true pytest -m browser tests/browser/draft_every_page_roundtrip.py -x -q`` and rename it to
-``test_every_page_roundtrip.py`` once it passes twice in a row.
+With a tiny masked LM (so Predictions and Effects show their options). ``CHANGES`` / ``NOT_CHANGED`` must equal
+the options each page declares (``declared_options`` reads literal keys, keys passed through a helper, and
+``COMPUTED_KEYS``), so a new option fails until it is added. It found one defect: two model loads at once (the
+start-up warm-up and a page) left transformers patched so that masked LMs were reported headless; fixed by
+``core.models.WEIGHT_LOAD_LOCK`` (regression test in tests/test_page_state.py).
 """
 
 from __future__ import annotations
