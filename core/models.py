@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,10 @@ BUNDLED_ALIASES = frozenset(
     {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "bundled", ""}
 )
 HUB_PROBE_TIMEOUT_S = 2.0
+# transformers' ``from_pretrained`` is not thread-safe: two loads at once (the start-up warm-up and a page) can
+# leave a global patched, after which every masked-LM load reports its tied decoder weights as missing. Every
+# weight load in ``core`` holds this lock.
+WEIGHT_LOAD_LOCK = threading.RLock()
 
 
 class ModelLoadError(Exception):
@@ -144,15 +149,16 @@ def _load_parts(source: str, name: str, local_only: bool):
         ) from err
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only, trust_remote_code=False)
-        model, loading = _model_class(config).from_pretrained(
-            source,
-            config=config,
-            local_files_only=local_only,
-            trust_remote_code=False,
-            attn_implementation="eager",
-            dtype=torch.float32,
-            output_loading_info=True,
-        )
+        with WEIGHT_LOAD_LOCK:
+            model, loading = _model_class(config).from_pretrained(
+                source,
+                config=config,
+                local_files_only=local_only,
+                trust_remote_code=False,
+                attn_implementation="eager",
+                dtype=torch.float32,
+                output_loading_info=True,
+            )
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
         raise ModelLoadError(
             f"`{name}` could not be loaded ({first_line(str(err))}). "

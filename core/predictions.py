@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
-from core.models import LoadedModel, ModelLoadError, cached_on_disk, first_line
+from core.models import WEIGHT_LOAD_LOCK, LoadedModel, ModelLoadError, cached_on_disk, first_line
 
 # Public checkpoints that include their language-model head (they need network to download once).
 MODELS_WITH_HEAD = ("distilbert-base-cased", "bert-base-uncased", "gpt2")
@@ -102,14 +102,15 @@ def load_language_model(model: LoadedModel) -> LanguageModel:
         raise _no_head(model, "its tokenizer has no mask token, so there is nothing to fill in.")
     auto = AutoModelForCausalLM if kind == "next" else AutoModelForMaskedLM
     try:
-        lm, info = auto.from_pretrained(
-            model.source,
-            local_files_only=Path(model.source).is_dir() or cached_on_disk(model.source),
-            trust_remote_code=False,
-            attn_implementation="eager",
-            dtype=torch.float32,
-            output_loading_info=True,
-        )
+        with WEIGHT_LOAD_LOCK:  # see core.models.WEIGHT_LOAD_LOCK
+            lm, info = auto.from_pretrained(
+                model.source,
+                local_files_only=Path(model.source).is_dir() or cached_on_disk(model.source),
+                trust_remote_code=False,
+                attn_implementation="eager",
+                dtype=torch.float32,
+                output_loading_info=True,
+            )
     except ValueError as err:  # no masked-LM / causal-LM class for this architecture
         raise _no_head(model, f"transformers has no {'causal' if kind == 'next' else 'masked'} language-model "
                        f"class for {model.model_type} models.") from err

@@ -216,3 +216,23 @@ def test_pages_end_early_through_end_page_only():
         if path.name != "page_state.py" and "st.stop()" in path.read_text()
     ]
     assert offenders == []
+def test_models_loaded_at_once_leave_masked_lm_heads_loadable(tmp_path):
+    """Found by the every-page browser round trip: the start-up warm-up and a page loading models at the same time
+    left transformers patched, so a masked LM's tied decoder weights were then reported missing and Predictions
+    and Effects said the model had no head. Loads now wait for each other (``core.models.WEIGHT_LOAD_LOCK``)."""
+    import threading
+
+    from core.models import load_model
+    from core.predictions import load_language_model
+    from tests.model_factory import build_tiny_gpt2
+
+    folders = [str(build_tiny_bert(tmp_path / f"bert{i}", seed=i)) for i in range(3)] + [str(build_tiny_gpt2(tmp_path / "gpt2"))]
+    masked = str(build_tiny_bert_mlm(tmp_path / "mlm"))
+    for _ in range(3):
+        threads = [threading.Thread(target=load_model, args=(folder,)) for folder in folders]
+        for thread in threads:
+            thread.start()
+        model = load_model(masked)
+        for thread in threads:
+            thread.join()
+        assert load_language_model(model).kind == "masked"
