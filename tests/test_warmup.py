@@ -79,3 +79,23 @@ def test_a_loaded_model_is_frozen_out_of_full_collections(tiny_bert_dir):
     finally:
         gc.unfreeze()
         _load_model.clear()
+
+
+def test_a_fragment_rerun_counts_as_a_page_run(monkeypatch):
+    """A click reruns only a fragment (not ``app.py``, which wraps page runs): it must keep background work waiting
+    too, or UMAP's compilation starts in the middle of a learner's clicks."""
+    import streamlit as st
+
+    from ui import errors
+
+    monkeypatch.setattr(st, "fragment", lambda func: func)  # the fragment's body, as Streamlit calls it on a rerun
+    seen = []
+
+    @errors.friendly_fragment
+    def pick_a_head():
+        thread, done = _waiter(idle_seconds=0.05)
+        thread.join(timeout=0.5)
+        seen.append(done.is_set())
+
+    pick_a_head()
+    assert seen == [False], "background work started while a fragment was running"

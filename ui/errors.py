@@ -14,6 +14,7 @@ from core.heads import UnsupportedArchitecture
 from core.inference import AnalysisError
 from core.models import ModelLoadError
 from core.settings import SettingsError
+from ui.warmup import page_running
 
 log = logging.getLogger("transformer_lens_app")
 
@@ -51,12 +52,14 @@ def friendly_fragment(func: Callable) -> Callable:
     """``st.fragment`` whose failures are a sentence too.
 
     A fragment that reruns on its own runs outside the page's ``friendly_errors`` block, and
-    Streamlit would draw its exception as a traceback; this puts the boundary inside it.
+    Streamlit would draw its exception as a traceback; this puts the boundary inside it. It also runs
+    outside ``app.py``'s ``page_running``, so it counts itself: a learner clicking through heads keeps
+    background work (UMAP's compilation) waiting, as a page run does.
     """
 
     @functools.wraps(func)
     def body(*args, **kwargs):
-        with friendly_errors(f"running {func.__name__}"):
+        with page_running(), friendly_errors(f"running {func.__name__}"):
             return func(*args, **kwargs)
 
     return st.fragment(body)
