@@ -18,7 +18,10 @@ FIGURE_DATA = """(index) => {
 
 
 def _title(page) -> str:
-    return page.locator(f"{PROJECTION} .gtitle").first.text_content()
+    """The projection's title as read: a title wrapped onto several lines (``tspan.line``) joined by spaces."""
+    return page.locator(f"{PROJECTION} .gtitle").first.evaluate(
+        "el => { const lines = [...el.querySelectorAll('tspan.line')];"
+        " return lines.length ? lines.map(t => t.textContent).join(' ') : el.textContent; }")
 
 
 def test_built_in_bank_set_paints_both_senses_and_the_separation_by_layer(app_page):
