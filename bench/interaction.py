@@ -236,7 +236,10 @@ def _one_setting(browser, url: str, server_pid: int, model_name: str, model_labe
 
 def main() -> dict:
     import os
+    import shutil
 
+    if shutil.which("ss") is None:
+        raise SystemExit("bench interaction reads what the server's sockets sent with `ss`: apt-get install iproute2")
     from playwright.sync_api import sync_playwright
     from transformers import AutoTokenizer
 
