@@ -24,6 +24,7 @@ from ui.cache import (  # noqa: E402
     cached_lens, cached_rollout, cached_target_change,
 )
 from ui.errors import friendly_errors  # noqa: E402
+from ui.explain import explain  # noqa: E402
 from ui.figures import show_figure  # noqa: E402
 from ui.page_state import end_page, option, option_value  # noqa: E402
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit  # noqa: E402
@@ -55,7 +56,7 @@ def describe_correlation(rc, what: str) -> str:
 
 
 st.title("Does it matter?")
-st.markdown(
+explain(
     "Attention shows where a head *looks*, not whether what it finds changes the output: a high weight does not "
     "mean a token or a head mattered (Jain & Wallace 2019; Wiegreffe & Pinter 2019). This page changes the model "
     "and measures the output: knock heads out, rank every head by its effect, attribute the output to the input "
@@ -112,18 +113,18 @@ else:
             "sentence embedding (the mean of the last hidden state over the tokens, the model's own pooling), and part 4, "
             "the logit lens, is not available for it.", icon=":material/info:")
 if measure == "embedding":
-    st.caption("Measure: the sentence embedding (mean of the last hidden state over all tokens). A knock-out's effect is "
-               "1 − cosine between the original and the ablated embedding (0 = unchanged).")
+    explain("Measure: the sentence embedding (mean of the last hidden state over all tokens). A knock-out's effect is "
+            "1 − cosine between the original and the ablated embedding (0 = unchanged).", caption=True)
 else:
-    st.caption("Measure: the log-probability the model gives the target token. A knock-out's effect is the drop in "
-               "log-probability (positive = the target became less likely).")
+    explain("Measure: the log-probability the model gives the target token. A knock-out's effect is the drop in "
+            "log-probability (positive = the target became less likely).", caption=True)
 effect_name = "1 − cosine" if measure == "embedding" else "drop in log p(target)"
 
 # --- 1. knock out heads -----------------------------------------------------------------------------
 st.header("1. Knock out heads")
-st.markdown("Remove heads and run the text again. **Zero** ablation sets the head's output to 0 before the attention "
-            "output projection (its shared bias stays); **mean** ablation replaces the head's output at every token "
-            "by its mean over the text's tokens, so only what differs between tokens is removed.")
+explain("Remove heads and run the text again. **Zero** ablation sets the head's output to 0 before the attention "
+        "output projection (its shared bias stays); **mean** ablation replaces the head's output at every token "
+        "by its mean over the text's tokens, so only what differs between tokens is removed.")
 options = [f"L{layer}H{head}" for layer in range(model.num_layers) for head in range(model.num_heads)]
 
 
@@ -199,9 +200,9 @@ else:
 
 # --- 2. importance map ----------------------------------------------------------------------------
 st.header("2. Which heads matter, and do they attend to the token?")
-st.markdown(f"Each of the {model.num_layers * model.num_heads} heads knocked out alone ({METHOD_NAMES[method]}), "
-            "one after the other, several ablated copies of the text per forward pass. Beside it: how much attention "
-            "each head gives one token, averaged over the (non-special) queries.")
+explain(f"Each of the {model.num_layers * model.num_heads} heads knocked out alone ({METHOD_NAMES[method]}), "
+        "one after the other, several ablated copies of the text per forward pass. Beside it: how much attention "
+        "each head gives one token, averaged over the (non-special) queries.")
 work = model.num_layers * model.num_heads * analysis.num_tokens
 request_key = (name, text, limit, measure, method, target)
 if work > AUTO_IMPORTANCE_WORK and st.session_state.get("importance_requested") != request_key:
@@ -242,10 +243,10 @@ else:
 
 # --- 3. token attribution ---------------------------------------------------------------------------
 st.header("3. Which input tokens does the output depend on?")
-st.markdown("**Integrated gradients** (Sundararajan et al. 2017) accumulate the gradient along a straight path from a "
-            "baseline (the padding token's embedding at every non-special position) to the real input, so the scores "
-            "add up to the change in the measure. **Gradient × input** is the one-step shortcut. **Attention rollout** "
-            "(Abnar & Zuidema 2020) is how much each token reaches the output through attention alone.")
+explain("**Integrated gradients** (Sundararajan et al. 2017) accumulate the gradient along a straight path from a "
+        "baseline (the padding token's embedding at every non-special position) to the real input, so the scores "
+        "add up to the change in the measure. **Gradient × input** is the one-step shortcut. **Attention rollout** "
+        "(Abnar & Zuidema 2020) is how much each token reaches the output through attention alone.")
 steps = option(st.select_slider, "Integration steps", STEP_CHOICES, value=32, key="steps",
                help="Points of the path where the gradient is taken (Gauss–Legendre quadrature).")
 with friendly_errors("attributing the output to tokens"):
@@ -291,10 +292,10 @@ if not has_head:
     st.info(f"{markdown_safe(model.name)} has no language-model head, so there is nothing to look through: the logit "
             "lens applies the model's own head to every hidden state.", icon=":material/info:")
     end_page()
-st.markdown("The model's own language-model head applied to every hidden state (GPT-2: after its final LayerNorm "
-            "`ln_f`; BERT-style masked LMs: through the MLM transform). The last row is the model's real output. "
-            + ("A masked LM predicts every position, also the visible ones, where it mostly repeats the token."
-               if language_model.kind == "masked" else "Row by row, column t is the guess for the token after t."))
+explain("The model's own language-model head applied to every hidden state (GPT-2: after its final LayerNorm "
+        "`ln_f`; BERT-style masked LMs: through the MLM transform). The last row is the model's real output. "
+        + ("A masked LM predicts every position, also the visible ones, where it mostly repeats the token."
+           if language_model.kind == "masked" else "Row by row, column t is the guess for the token after t."))
 with friendly_errors("computing the logit lens"), st.spinner("Applying the head to every layer…"):
     lens = cached_lens(name, text, limit)
     shown = slice(0, MAX_LENS_POSITIONS)

@@ -152,3 +152,16 @@ def test_a_model_without_a_head_ends_the_page_with_a_tidy_url(tiny_bert_dir):
     assert not page_errors(at)
     assert any("nothing to look through" in i.value for i in at.info)
     assert dict(at.query_params) == {"model": tiny_bert_dir, "text": "the cat sat", "heads": "L1H0"}
+
+
+@pytest.mark.app
+def test_presentation_mode_folds_the_explanations_away(tiny_bert_dir):
+    """On a slide the page's explanatory paragraphs sit in closed "About this" expanders; on the page they are text."""
+    query = {"model": tiny_bert_dir, "text": "the cat sat", "heads": "L1H0"}
+    folded = lambda at, phrase: any(phrase in m.value for e in at.expander for m in e.markdown)  # noqa: E731
+    shown = open_app(query, page=PAGE)
+    present = open_app(query | {"present": "true"}, page=PAGE)
+    assert not page_errors(present) and not page_errors(shown)
+    for phrase in ("Jain & Wallace", "Remove heads and run the text again", "Integrated gradients"):
+        assert folded(present, phrase), phrase
+        assert not folded(shown, phrase) and phrase in markdown_text(shown), phrase
