@@ -33,6 +33,7 @@ import zlib
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from bench import cpu_seconds
 from ui.warmup import IDLE_SECONDS
 
 LENGTHS = (12, 128, 512)
@@ -98,22 +99,14 @@ class _Bytes:
         self.total = self.wire = 0
 
 
-def _server_cpu(pid: int) -> float:
-    """CPU-seconds (user + system) the server process has used so far."""
-    import os
-
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _wait_server_quiet(pid: int, *, window_s: float = 3.0, most: float = 0.06, timeout_s: float = 300.0) -> None:
     """Until the server used at most ``most`` of a core over ``window_s`` (UMAP's numba warm-up, started with the
     server, compiles in the background for a while), so a click's CPU-seconds are the click's own."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        before = _server_cpu(pid)
+        before = cpu_seconds(pid)
         time.sleep(window_s)
-        if _server_cpu(pid) - before <= most * window_s:
+        if cpu_seconds(pid) - before <= most * window_s:
             return
 
 
@@ -178,12 +171,12 @@ def _measure(tab, received: _Bytes, server_pid: int, click) -> dict:
     received.reset()
     port = urlsplit(tab.page.url).port
     sent = _socket_bytes_sent(port)
-    cpu = _server_cpu(server_pid)
+    cpu = cpu_seconds(server_pid)
     since = tab.page.evaluate("performance.now()")
     seconds = click()
     tab.wait_until_idle(timeout_ms=CLICK_TIMEOUT_MS, settle_ms=500)
     _wait_quiet(tab.page)  # the server is idle in these waits: they add nothing to its CPU-seconds
-    return {"seconds": seconds, "server_cpu": _server_cpu(server_pid) - cpu,
+    return {"seconds": seconds, "server_cpu": cpu_seconds(server_pid) - cpu,
             "browser_busy": tab.page.evaluate(BUSY_SINCE, since), "bytes": received.total, "wire": received.wire,
             "socket": _socket_bytes_sent(port) - sent}
 

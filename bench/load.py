@@ -10,6 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import cpu_seconds
+
 SESSIONS = 20
 
 
@@ -21,11 +23,11 @@ def main() -> dict:
         log_path = Path(tmp) / "server.log"
         with serve_app(log_path) as (url, proc), PeakRSS(proc.pid) as rss:
             idle_rss = rss.process.memory_info().rss
-            cpu_before = sum(rss.process.cpu_times()[:2])
+            cpu_before = cpu_seconds(rss.process.pid)
             started = time.perf_counter()
             results = run_load(url, SESSIONS, executable=CHROMIUM, args=CHROMIUM_FLAGS)
             wall = time.perf_counter() - started
-            server_cpu = sum(rss.process.cpu_times()[:2]) - cpu_before
+            server_cpu = cpu_seconds(rss.process.pid) - cpu_before
         loads = re.findall(r"loaded model (\S+) in", log_path.read_text())
     times = sorted(r.seconds for r in results)
     result = {

@@ -28,28 +28,21 @@ FIGURE = """() => {
 }"""
 
 
-def _cpu_seconds(process) -> float:
-    times = process.cpu_times()
-    return times.user + times.system
-
-
 def _one_run(browser, log_path: Path) -> dict:
-    import psutil
-
+    from bench import cpu_seconds
     from tests.browser.conftest import ROOT, AppPage, serve_app
 
     entry = "serve.py" if (ROOT / "serve.py").exists() else "app.py"
     started = time.perf_counter()  # serve_app spawns the server first thing, then waits for its health check
     with serve_app(log_path, script=entry) as (url, proc):
         healthy = time.perf_counter() - started
-        server = psutil.Process(proc.pid)
-        cpu_healthy = _cpu_seconds(server)
+        cpu_healthy = cpu_seconds(proc.pid)
         tab = AppPage(browser, url)
         try:
             tab.page.goto(url, wait_until="commit")
             tab.page.wait_for_function(FIGURE, timeout=TIMEOUT * 1000, polling="raf")
             painted = time.perf_counter() - started
-            cpu_painted = _cpu_seconds(server)
+            cpu_painted = cpu_seconds(proc.pid)
             errors = tab.error_texts()
         finally:
             tab.close()

@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import cpu_seconds
+
 SESSIONS = 40
 PAGE = "attention"
 
@@ -39,11 +41,11 @@ def main() -> dict:
             # One warm-up view: the model load and first imports are `bench startup`'s business.
             warm = asyncio.run(view_pages(url, PAGE, [{"text": "A warm-up sentence."}]))[0]
             idle_rss = rss.process.memory_info().rss
-            cpu_before = sum(rss.process.cpu_times()[:2])
+            cpu_before = cpu_seconds(rss.process.pid)
             started = time.perf_counter()
             views = asyncio.run(view_pages(url, PAGE, [{"text": t} for t in texts]))
             wall = time.perf_counter() - started
-            server_cpu = sum(rss.process.cpu_times()[:2]) - cpu_before
+            server_cpu = cpu_seconds(rss.process.pid) - cpu_before
         log = log_path.read_text()
     finished = sorted(v.seconds for v in views if not math.isnan(v.seconds))
     errors = [e for v in views for e in v.errors] + [f"warm-up: {e}" for e in warm.errors]

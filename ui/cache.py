@@ -376,7 +376,7 @@ def cached_figure(model_name: str, key: tuple, build, ablation: tuple | None = N
     """``build()`` once per model, ``ablation`` (``(heads, method)`` of the run drawn, or None) and ``key``
     (figure name, text, token limit and every option it depends on).
 
-    The figure is shared by every session: never modify it (``ui.figures.show_figure`` copies before restyling).
+    The figure is shared by every session: never modify it (``ui.figures.fitted`` restyles a copy, kept on it).
     """
     return bounded_store("figures", MAX_FIGURES, MAX_FIGURE_BYTES).get_or_compute((model_name, ablation, *key), build)
 

@@ -70,7 +70,8 @@ _last_page_finished = time.monotonic()
 
 @contextmanager
 def page_running():
-    """Around every page run (``app.py``): while any page runs, and for ``IDLE_SECONDS`` after, ``wait_until_idle`` waits."""
+    """Around every page run (``app.py``) and every fragment's own rerun (``ui.errors.friendly_fragment``): while
+    any runs, and for ``IDLE_SECONDS`` after, ``wait_until_idle`` waits."""
     global _pages_running, _last_page_finished
     with _activity:
         _pages_running += 1
