@@ -86,13 +86,14 @@ HOVERED = """(title) => {
     const box = gd.querySelector('.nsewdrag').getBoundingClientRect();
     return {box: {x: box.x, y: box.y, width: box.width, height: box.height}, template: trace.hovertemplate,
             rows: trace.y.length, cols: trace.x.length, x: [...trace.x], y: [...trace.y],
-            z: [...trace.z].map(row => [...row])};
+            z: [...trace.z].map(row => [...row]), numbers: Array.isArray(trace.z[0])};
 }"""
 
 
 def test_head_hover_reads_the_weight_the_browser_decoded(app_page):
     """Past CELL_TEXT_MAX tokens the head figure sends integer codes: the hover prints ``0.<code>`` with the
-    hover's digits (viz.attention.decimal_codes; tests/test_viz_attention_bytes.py proves code = weight rounded)."""
+    hover's digits (viz.attention.decimal_codes; tests/test_viz_attention_bytes.py proves code = weight rounded).
+    Up to 128 tokens the codes arrive as JSON numbers (viz.attention.codes_as_numbers), not a typed array."""
     text = "The cat sat on the mat because it was tired and the dog ran to the park with a ball."
     page = app_page.open("attention", {"text": text, "layer": "2", "head": "3"})
     page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
@@ -100,6 +101,7 @@ def test_head_hover_reads_the_weight_the_browser_decoded(app_page):
     figure.locator(".nsewdrag").first.scroll_into_view_if_needed()
     spec = page.evaluate(HOVERED, "layer 2, head 3")
     assert spec["template"] == "%{y} → %{x}: 0.%{z:04d}<extra></extra>" and spec["cols"] > 20
+    assert spec["numbers"]  # rows of plain numbers: the JSON encoding, not a decoded typed array
     for i, j in [(1, 2), (spec["rows"] - 2, 0), (spec["rows"] // 2, spec["cols"] // 2)]:
         box = spec["box"]
         page.mouse.move(box["x"] + (j + 0.5) * box["width"] / spec["cols"], box["y"] + (i + 0.5) * box["height"] / spec["rows"])
