@@ -80,6 +80,28 @@ def test_thinned_token_labels_are_spaced_across_their_direction(n):
         assert 1 < len(kept) < n
 
 
+@pytest.mark.parametrize("n", [12, 128])
+def test_token_categories_are_thinned_by_a_step_not_a_resent_list_of_labels(n):
+    """A head's token axes are categories: the thinned labels are every k-th category from the first, which Plotly
+    draws from ``tick0``/``dtick`` alone; a list would send every kept label twice more (``tickvals``, ``ticktext``)."""
+    from viz.common import PAGE_FONT_PX, fit_for_page
+
+    labels = [f"tok{i}" for i in range(n)]
+    fig = va.head_figure(RNG.random((n, n)).astype(np.float32) / n, labels, title="head", causal=False, colorscale="Viridis")
+    fitted = fit_for_page(fig, 820)
+    area_w, area_h = common.plot_area(fitted, 820, PAGE_FONT_PX)
+    for name, length in (("xaxis", area_w), ("yaxis", area_h)):
+        axis = fitted.layout[name]
+        assert axis.type == "category" and axis.tickvals is None and axis.ticktext is None
+        assert axis.tickmode == "linear" and axis.tick0 == 0 and axis.dtick >= 1
+        drawn = labels[:: axis.dtick]  # the labels Plotly writes: categories 0, dtick, 2·dtick, …
+        assert drawn[0] == "tok0" and (len(drawn) == n if n == 12 else 1 < len(drawn) < n)
+        angle = abs(axis.tickangle or 0)
+        across = length / n * axis.dtick * (np.sin(np.radians(angle)) if angle else 1)
+        assert across >= TICK_PITCH * PAGE_FONT_PX or (name == "xaxis" and axis.dtick == 1)
+    fitted.to_json()
+
+
 def test_few_long_category_labels_wrap_instead_of_turning():
     table = pd.DataFrame({
         "document": [0, 1, 0, 1],
