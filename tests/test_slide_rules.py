@@ -102,6 +102,28 @@ def test_token_categories_are_thinned_by_a_step_not_a_resent_list_of_labels(n):
     fitted.to_json()
 
 
+def test_a_single_plot_gets_the_margins_its_labels_and_colour_bar_take_so_plotly_draws_it_once():
+    """Plotly pushes a margin that is too small for the labels out after drawing, and then draws the whole figure again;
+    page figures reserve the room up front (tests/browser/test_attention.py checks that Plotly pushes nothing)."""
+    from viz.common import PAGE_FONT_PX, fit_for_page, reserve_margins
+
+    labels = [f"account{i}" for i in range(128)]
+    head = va.head_figure(RNG.random((128, 128)).astype(np.float32) / 128, labels, title="h", causal=False,
+                          colorscale="Viridis")
+    fitted = fit_for_page(head, 820)
+    margin = fitted.layout.margin
+    widest = max(text_width(t, PAGE_FONT_PX) for t in labels[:: fitted.layout.yaxis.dtick])
+    assert margin.l >= widest + 40 and margin.b >= widest + 40  # labels, the gap to them and the axis title
+    assert margin.r >= 100  # the colour bar, its ticks and its title
+    area_w, _ = common.plot_area(fitted, 820, PAGE_FONT_PX)
+    assert area_w == pytest.approx(820 - margin.l - margin.r)  # the colour bar is counted once, in the margin
+    # several plots, a legend or an aspect ratio to keep: left to Plotly
+    grid = va.layer_grid_figure(RNG.random((4, 20, 20)), labels[:20], title="g", causal=False, colorscale="Viridis")
+    overview = va.overview_figure(RNG.random((2, 3, 20, 20)), title="o", causal=False, colorscale="Viridis")
+    for fig in (grid, overview):
+        assert reserve_margins(common._copy(fig), 820).layout.margin == fig.layout.margin
+
+
 def test_few_long_category_labels_wrap_instead_of_turning():
     table = pd.DataFrame({
         "document": [0, 1, 0, 1],

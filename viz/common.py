@@ -231,7 +231,9 @@ def plot_area(fig: go.Figure, width_px: float, font_px: float) -> tuple[float, f
         title = line_count(fig.layout[name].title.text) * LINE_HEIGHT * font_px
         left = max(left, widest + title + 12)
         break
-    right = (margin.r if margin.r is not None else 80) + _right_extra(fig, font_px)
+    # margins set by reserve_margins already hold the colour bar and the labels: Plotly draws them as they are
+    reserved = fig.__dict__.get("_margins_reserved", False)
+    right = (margin.r if margin.r is not None else 80) + (0 if reserved else _right_extra(fig, font_px))
     top = margin.t if margin.t is not None else 100
     bottom = margin.b if margin.b is not None else 80
     height = fig.layout.height or 450
@@ -475,14 +477,77 @@ def fit_for_slide(fig: go.Figure, width_px: float, export_height_px: float | Non
 
 
 PAGE_FONT_PX, PAGE_AXIS_TITLE_PX = 12, 14  # Streamlit's chart theme: tick labels and legend 12 px, axis titles 14 px
+# Streamlit's chart theme sets an axis title this far from its tick labels (y: spacing twoXL, x: xl), and Plotly puts
+# tick labels about this far from the plot (tick mark and padding; measured in Chromium, rounded up).
+PAGE_TITLE_GAP_PX = {"y": 32, "x": 24}
+PAGE_TICK_GAP_PX = {"y": 14, "x": 20}
+# A colour bar: Plotly's default thickness and padding, and its place at x = 1.02 of the plotting width.
+COLORBAR_PX, COLORBAR_X = 40, 0.025
+
+
+def _drawn_tick_texts(fig: go.Figure, name: str) -> list[str]:
+    """The tick labels an axis draws, as far as the figure fixes them (a number's width when Plotly chooses)."""
+    axis = fig.layout[name]
+    if axis.showticklabels is False:
+        return []
+    categories = _category_labels(fig, name)
+    if axis.tickmode == "linear" and categories and axis.dtick:
+        return categories[int(axis.tick0 or 0):: int(axis.dtick)]
+    found = _tick_labels(fig, name)
+    return found[1] if found else ["-0.00"]
+
+
+def reserve_margins(fig: go.Figure, width_px: float) -> go.Figure:
+    """Set a single-plot figure's margins to what its tick labels, axis titles and colour bar will take at the
+    page's font sizes (estimated generously; never less than the figure asks for), so that Plotly need not push
+    them out after drawing. Each push redraws the whole figure once more: 40-50 ms of the browser's main thread
+    for a 128-token head. A label longer than estimated is still pushed (one redraw, as before). Mutates ``fig``.
+    """
+    if _axes(fig, "x") != ["xaxis"] or _axes(fig, "y") != ["yaxis"] or fig.layout.yaxis.scaleanchor or (
+            fig.layout.showlegend is not False and len(_legend_traces(fig)) > 1):
+        return fig  # several plots, a legend or an aspect ratio to keep: Plotly places them as before
+    margin, font = fig.layout.margin, PAGE_FONT_PX
+    need: dict[str, float] = {}
+    for letter, side in (("y", "l"), ("x", "b")):
+        axis = fig.layout[letter + "axis"]
+        if not axis.automargin:
+            continue
+        texts = _drawn_tick_texts(fig, letter + "axis")
+        widest = max((text_width(t, font) for t in texts), default=0.0)
+        lines = max((line_count(t) for t in texts), default=1)
+        if letter == "y":
+            reach = widest
+        else:
+            angle = abs(axis.tickangle or 0)
+            reach = widest if angle >= 90 else (widest + font) * 0.71 if angle else LINE_HEIGHT * font * lines
+            reach += axis.ticklabelstandoff or 0
+        title_lines = line_count(axis.title.text)
+        title = PAGE_TITLE_GAP_PX[letter] + title_lines * LINE_HEIGHT * (axis.title.font.size or PAGE_AXIS_TITLE_PX)
+        need[side] = (reach + PAGE_TICK_GAP_PX[letter] if texts else 0) + (title if title_lines else 0)
+    bars = [t for t in fig.data if t.type in ("heatmap", "contour") and t.showscale is not False and not t.coloraxis]
+    if bars:
+        bar = bars[0].colorbar
+        ticks = [str(t) for t in bar.ticktext] if bar.ticktext is not None else ["0.00"]
+        title = LINE_HEIGHT * (bar.title.font.size or PAGE_AXIS_TITLE_PX) + font if bar.title.text else 0
+        need["r"] = (COLORBAR_PX + max(text_width(t, font) for t in ticks) + 2 * font + title
+                     + COLORBAR_X * width_px)
+    defaults = {"l": 80, "r": 80, "b": 80}
+    fig.update_layout(margin={side: max(margin[side] if margin[side] is not None else defaults[side], int(np.ceil(px)))
+                              for side, px in need.items()})
+    fig.__dict__["_margins_reserved"] = bool(need)  # plot_area: the margins are final (a private attribute, as fitted's)
+    return fig
 
 
 def fit_for_page(fig: go.Figure, width_px: float) -> go.Figure:
     """A copy of ``fig`` fitted to ``width_px`` at the page's own font sizes (outside presentation mode):
     titles wrapped (y titles in at most two lines, the figure taller if need be), colour bar titles along
-    the bar, ticks thinned so that no two labels overlap, a legend of several entries under the plot."""
+    the bar, ticks thinned so that no two labels overlap, a legend of several entries under the plot, and a
+    single plot's margins set to what its labels take (``reserve_margins``: Plotly draws it once, not twice)."""
     fig = _copy(fig)
     fit_legend(fig, width_px, PAGE_FONT_PX)
     fit_titles(fig, width_px, PAGE_FONT_PX, PAGE_AXIS_TITLE_PX)
     thin_ticks(fig, width_px, PAGE_FONT_PX)
+    if reserve_margins(fig, width_px).__dict__.get("_margins_reserved"):
+        thin_ticks(fig, width_px, PAGE_FONT_PX)  # again, on the plotting area the reserved margins leave
+        reserve_margins(fig, width_px)  # labels turned further take more room (margins only ever grow)
     return fig

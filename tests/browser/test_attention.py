@@ -113,3 +113,25 @@ def test_head_hover_reads_the_weight_the_browser_decoded(app_page):
         code = int(spec["z"][spec["y"].index(query)][spec["x"].index(key)])  # the hovered cell, named by its labels
         assert code < 10_000 and value == f"0.{code:04d}", (shown, code)
     app_page.assert_clean()
+
+
+DRAWN_MARGINS = """(title) => {
+    const gd = [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')]
+        .find(el => [...el.querySelectorAll('.gtitle')].some(t => t.textContent.includes(title)));
+    const full = gd._fullLayout;
+    return {asked: {l: full.margin.l, r: full.margin.r, b: full.margin.b}, drawn: {l: full._size.l, r: full._size.r, b: full._size.b},
+            yLabels: [...gd.querySelectorAll('.ytick text')].map(t => t.textContent)};
+}"""
+
+
+@pytest.mark.parametrize("words", [8, 60])
+def test_head_figure_is_drawn_once_in_the_margins_the_server_reserved(app_page, words):
+    """Plotly redraws a whole figure when its tick labels, axis titles or colour bar push a margin out
+    (viz.common.reserve_margins sets them up front): the margins drawn are the ones asked for."""
+    text = " ".join(["The cat sat on the mat because it was tired."] * (words // 10 + 1)).split()[:words]
+    page = app_page.open("attention", {"text": " ".join(text), "layer": "1", "head": "2"})
+    page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
+    drawn = page.evaluate(DRAWN_MARGINS, "layer 1, head 2")
+    assert drawn["drawn"] == drawn["asked"], drawn  # nothing pushed: drawn once
+    assert len(drawn["yLabels"]) > 1 and "cat" in " ".join(drawn["yLabels"])  # tokens still name the rows
+    app_page.assert_clean()
