@@ -121,6 +121,7 @@ def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict, a
             name=file_stem(model.name, source, "layer", layer, "head", head),
             data=partial(va.matrix_table, matrix, view.labels, causal=model.is_decoder),
             key="attention-head",
+            reserve_margins=True,
         )
     elif shown == "one layer":
         show_figure(

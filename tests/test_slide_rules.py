@@ -110,7 +110,8 @@ def test_a_single_plot_gets_the_margins_its_labels_and_colour_bar_take_so_plotly
     labels = [f"account{i}" for i in range(128)]
     head = va.head_figure(RNG.random((128, 128)).astype(np.float32) / 128, labels, title="h", causal=False,
                           colorscale="Viridis")
-    fitted = fit_for_page(head, 820)
+    assert fit_for_page(head, 820).layout.margin == head.layout.margin  # only when asked for
+    fitted = fit_for_page(head, 820, reserve=True)
     margin = fitted.layout.margin
     widest = max(text_width(t, PAGE_FONT_PX) for t in labels[:: fitted.layout.yaxis.dtick])
     assert margin.l >= widest + 40 and margin.b >= widest + 40  # labels, the gap to them and the axis title

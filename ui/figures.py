@@ -32,20 +32,21 @@ def plotly_config(name: str, width_px: float = NORMAL_WIDTH) -> dict:
     }
 
 
-def fitted(fig: go.Figure, width_px: float, *, slide: bool) -> go.Figure:
+def fitted(fig: go.Figure, width_px: float, *, slide: bool, reserve: bool = False) -> go.Figure:
     """``fig`` restyled for a ``width_px`` column on the page or on a slide: a copy, never the caller's figure.
+    ``reserve``: on the page, set its margins up front (``viz.common.fit_for_page``).
 
     The copy is kept on ``fig`` (a private attribute; plotly allows those), so a figure from a cache is fitted
     once per width and mode, not on every rerun (fitting costs 25-50 ms of CPU per figure).
     """
     memo = fig.__dict__.setdefault("_fitted", {})
-    key = (round(width_px), slide)
+    key = (round(width_px), slide, reserve)
     if key not in memo:
         if slide:
             copy = fit_for_slide(fig, width_px, export_options(width_px)["height"])
             copy.update_layout(template="plotly_white", paper_bgcolor="white", plot_bgcolor="white")
         else:
-            copy = fit_for_page(fig, width_px)
+            copy = fit_for_page(fig, width_px, reserve=reserve)
         memo[key] = copy
     return memo[key]
 
@@ -69,17 +70,19 @@ def csv_download(label: str, data: pd.DataFrame | Callable[[], pd.DataFrame], *,
 
 def show_figure(
     fig: go.Figure, *, name: str, data: pd.DataFrame | Callable[[], pd.DataFrame] | None = None, key: str | None = None,
-    width: str | int = "stretch", share: float = 1.0,
+    width: str | int = "stretch", share: float = 1.0, reserve_margins: bool = False,
 ) -> None:
     """Draw ``fig``; offer ``data`` (a table, or a function building it) as CSV under it, serialised only when
     clicked. ``name`` becomes the download file name. ``width``: ``"stretch"`` (the column's width) or
     ``"content"`` (the figure's own layout width). ``share``: the fraction of the page's width the figure's
     column takes (0.5 in one of two columns); presentation mode fits fonts, titles and tick labels to that width.
+    ``reserve_margins``: a figure redrawn on every click, whose ``share`` is exact, gets the margins its labels take
+    up front, so the browser draws it once (``viz.common.reserve_margins``).
     """
     slide = presentation_mode()
     width_px = (PRESENTATION_WIDTH if slide else NORMAL_WIDTH) * share - (COLUMN_GAP_PX if share < 1 else 0)
     theme = None if slide else "streamlit"
-    fig = fitted(fig, width_px, slide=slide)
+    fig = fitted(fig, width_px, slide=slide, reserve=reserve_margins)
     st.plotly_chart(fig, theme=theme, config=plotly_config(name, width_px), key=key, width=width)
     if data is not None:
         csv_download("Download data (CSV)", data, file_name=f"{file_stem(name)}.csv", key=None if key is None else f"{key}-csv")

@@ -538,16 +538,19 @@ def reserve_margins(fig: go.Figure, width_px: float) -> go.Figure:
     return fig
 
 
-def fit_for_page(fig: go.Figure, width_px: float) -> go.Figure:
+def fit_for_page(fig: go.Figure, width_px: float, *, reserve: bool = False) -> go.Figure:
     """A copy of ``fig`` fitted to ``width_px`` at the page's own font sizes (outside presentation mode):
     titles wrapped (y titles in at most two lines, the figure taller if need be), colour bar titles along
-    the bar, ticks thinned so that no two labels overlap, a legend of several entries under the plot, and a
-    single plot's margins set to what its labels take (``reserve_margins``: Plotly draws it once, not twice)."""
+    the bar, ticks thinned so that no two labels overlap, a legend of several entries under the plot.
+
+    ``reserve``: also set a single plot's margins to what its labels take (``reserve_margins``: Plotly draws it
+    once, not twice). Only for a figure drawn at ``width_px`` or wider: the reserved room is taken from the plot,
+    where the labels of a narrower figure had their slack."""
     fig = _copy(fig)
     fit_legend(fig, width_px, PAGE_FONT_PX)
     fit_titles(fig, width_px, PAGE_FONT_PX, PAGE_AXIS_TITLE_PX)
     thin_ticks(fig, width_px, PAGE_FONT_PX)
-    if reserve_margins(fig, width_px).__dict__.get("_margins_reserved"):
+    if reserve and reserve_margins(fig, width_px).__dict__.get("_margins_reserved"):
         thin_ticks(fig, width_px, PAGE_FONT_PX)  # again, on the plotting area the reserved margins leave
         reserve_margins(fig, width_px)  # labels turned further take more room (margins only ever grow)
     return fig

@@ -17,6 +17,8 @@ class Reply:
     full_run: bool = False
     figure_titles: list[str] = field(default_factory=list)
     bytes: int = 0
+    elements: list[str] = field(default_factory=list)  # element types sent in full
+    references: int = 0  # elements the browser had cached, sent as a reference to it (``ref_hash``)
 
 
 class Recorder:
@@ -50,10 +52,12 @@ class Recorder:
                 reply.full_run |= msg.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY
             elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
                 element = msg.delta.new_element
+                reply.elements.append(element.WhichOneof("type"))
                 if element.WhichOneof("type") == "plotly_chart":
                     spec = json.loads(element.plotly_chart.spec or "{}")
                     title = spec.get("layout", {}).get("title", {})
                     reply.figure_titles.append(title.get("text", "") if isinstance(title, dict) else str(title))
             elif kind == "ref_hash":  # a message the browser has cached, sent by reference: still a resend
                 reply.figure_titles.append(f"<cached message {msg.ref_hash[:8]}>")
+                reply.references += 1
         return reply
