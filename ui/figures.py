@@ -23,13 +23,10 @@ def plotly_config(name: str, width_px: float = NORMAL_WIDTH) -> dict:
     """Plotly config: the camera button saves ``name``.png or .svg (as chosen in the sidebar) at 1920 × 1080.
 
     The export is 16:9 at the CSS size nearest the figure's own width, scaled up to 1920 × 1080
-    pixels, so its fonts keep their size relative to the figure.
+    pixels, so its fonts keep their size relative to the figure. No Plotly logo and no box or lasso select
+    buttons: Streamlit's frontend removes them from every chart without selections, so they are not sent.
     """
-    return {
-        "displaylogo": False,
-        "toImageButtonOptions": {"format": image_format(), "filename": file_stem(name)} | export_options(width_px),
-        "modeBarButtonsToRemove": ["select2d", "lasso2d"],
-    }
+    return {"toImageButtonOptions": {"format": image_format(), "filename": file_stem(name)} | export_options(width_px)}
 
 
 def fitted(fig: go.Figure, width_px: float, *, slide: bool, reserve: bool = False) -> go.Figure:

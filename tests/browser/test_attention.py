@@ -133,5 +133,9 @@ def test_head_figure_is_drawn_once_in_the_margins_the_server_reserved(app_page, 
     page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
     drawn = page.evaluate(DRAWN_MARGINS, "layer 1, head 2")
     assert drawn["drawn"] == drawn["asked"], drawn  # nothing pushed: drawn once
+    figure = page.locator('[data-testid="stMain"] .js-plotly-plot').filter(has_text="layer 1, head 2")
+    buttons = figure.locator(".modebar-btn").evaluate_all("els => els.map(e => e.getAttribute('data-title'))")
+    assert any(b and b.startswith("Download plot") for b in buttons), buttons  # the camera button stays
+    assert not {"Box Select", "Lasso Select"} & set(buttons) and figure.locator(".modebar a[href*='plotly']").count() == 0
     assert len(drawn["yLabels"]) > 1 and "cat" in " ".join(drawn["yLabels"])  # tokens still name the rows
     app_page.assert_clean()
