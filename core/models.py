@@ -35,8 +35,9 @@ WEIGHT_LOAD_LOCK = threading.RLock()
 # Below this many tokens in one forward pass (batch × length), torch runs on one thread. Splitting so little
 # work gains a few milliseconds on an idle machine, and costs ten times that when the other core is busy
 # (a browser, another session): the threads wait for each other. Measured on the bundled model on 2 cores:
-# a 12-token text took 0.04 s on one thread and 0.38 s on two with the other core busy.
-ONE_THREAD_BELOW_TOKENS = 256
+# a 12-token text took 0.04 s on one thread and 0.38 s on two with the other core busy. From 128 tokens on,
+# two threads are worth it on an idle machine, so longer texts keep torch's setting.
+ONE_THREAD_BELOW_TOKENS = 128
 
 
 @contextmanager
