@@ -7,12 +7,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui.warmup import imports_done, page_running, start_warmup, wait_for_imports
+from ui.startup import wait_for_startup
+from ui.warmup import page_running, start_warmup
 
 start_warmup()  # `make run` did this as the server started; with `streamlit run app.py`, the first visit does
-if not imports_done():  # the first visit to a server that has just started: a few seconds
-    with st.spinner("Starting up: loading PyTorch and transformers (once per server start)…"):
-        wait_for_imports()
+wait_for_startup()  # the first visit to a server that has just started: a few seconds
 
 import transformers  # noqa: E402
 

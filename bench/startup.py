@@ -23,7 +23,9 @@ from pathlib import Path
 RUNS = 3
 TIMEOUT = 180
 FIGURE = """() => {
-    if (!document.querySelector('[data-testid="stMain"] .js-plotly-plot .main-svg')) return false;
+    const shown = [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot .main-svg')]
+        .some(svg => svg.checkVisibility());  // not the hidden chart that preloads Plotly during start-up
+    if (!shown) return false;
     return new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done(true))));
 }"""
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.models import LoadedModel
+from core.models import LoadedModel, threads_for_input
 
 
 class AnalysisError(ValueError):
@@ -143,7 +143,7 @@ def _forward(model: LoadedModel, encoding, attentions: bool):
     if "token_type_ids" in encoding and "token_type_ids" in model.tokenizer.model_input_names:
         inputs["token_type_ids"] = encoding["token_type_ids"]
     inputs = {k: v.to(model.device) for k, v in inputs.items()}
-    with torch.inference_mode():
+    with torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()):
         return model.model(**inputs, output_attentions=attentions, output_hidden_states=True, return_dict=True)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,29 @@ HUB_PROBE_TIMEOUT_S = 2.0
 # leave a global patched, after which every masked-LM load reports its tied decoder weights as missing. Every
 # weight load in ``core`` holds this lock.
 WEIGHT_LOAD_LOCK = threading.RLock()
+
+
+# Below this many tokens in one forward pass (batch × length), torch runs on one thread. Splitting so little
+# work gains a few milliseconds on an idle machine, and costs ten times that when the other core is busy
+# (a browser, another session): the threads wait for each other. Measured on the bundled model on 2 cores:
+# a 12-token text took 0.04 s on one thread and 0.38 s on two with the other core busy. From 128 tokens on,
+# two threads are worth it on an idle machine, so longer texts keep torch's setting.
+ONE_THREAD_BELOW_TOKENS = 128
+
+
+@contextmanager
+def threads_for_input(tokens: int):
+    """Within: one torch thread when ``tokens`` (batch × length) is under ``ONE_THREAD_BELOW_TOKENS``, torch's
+    own setting otherwise; restored after. Forward passes in the app run one at a time (ui.cache.model_turn)."""
+    before = torch.get_num_threads()
+    if tokens >= ONE_THREAD_BELOW_TOKENS or before == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class ModelLoadError(Exception):
@@ -264,7 +288,7 @@ def _attends_causally(model: torch.nn.Module, tokenizer, device: str) -> bool:
     A four-token forward pass; causal iff every weight above the diagonal is 0.
     """
     ids = torch.tensor([_probe_ids(tokenizer)], device=device)
-    with torch.no_grad():
+    with torch.no_grad(), threads_for_input(ids.numel()):
         out = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=True)
     if not out.attentions or out.attentions[0] is None:
         raise ModelLoadError(

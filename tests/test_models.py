@@ -123,3 +123,51 @@ def test_padding_is_forced_to_the_right(tmp_path):
 
     model = load_model(str(set_padding_side(build_tiny_gpt2(tmp_path / "left"), "left")))
     assert model.tokenizer.padding_side == "right" and model.tokenizer.truncation_side == "right"
+
+
+def _threads_in_forward(model, monkeypatch) -> list[int]:
+    """Record torch's thread count inside every forward pass of ``model``."""
+    seen = []
+    forward = model.model.forward
+
+    def recording(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(model.model, "forward", recording)
+    return seen
+
+
+def test_a_small_forward_pass_runs_on_one_thread_and_a_large_one_on_torchs_own(tiny_bert, monkeypatch):
+    """Two threads on a few tokens wait for each other when the other core is busy (a browser, another session):
+    a 12-token text took ten times longer. A large input keeps torch's setting; either way it is restored."""
+    from core.inference import analyze, analyze_many
+    from core.models import ONE_THREAD_BELOW_TOKENS
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = _threads_in_forward(tiny_bert, monkeypatch)
+        analyze(tiny_bert, "a short sentence")
+        analyze_many(tiny_bert, ["one text", "another text"], attentions=False)
+        per_text = ONE_THREAD_BELOW_TOKENS // 8 + 2
+        words = " ".join(["word"] * (per_text - 2))  # + [CLS] and [SEP]
+        analyze_many(tiny_bert, [words] * 8, batch_size=8, attentions=False)  # one pass over 8 × per_text tokens
+        assert seen == [1, 1, 2]
+        assert torch.get_num_threads() == 2, "torch's thread setting was not restored"
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_thread_setting_is_restored_when_a_forward_pass_fails():
+    from core.models import threads_for_input
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(RuntimeError), threads_for_input(4):
+            assert torch.get_num_threads() == 1
+            raise RuntimeError("out of memory")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -99,3 +99,54 @@ def test_a_fragment_rerun_counts_as_a_page_run(monkeypatch):
 
     pick_a_head()
     assert seen == [False], "background work started while a fragment was running"
+
+
+def test_the_collector_is_off_while_the_warm_up_imports_and_loads_and_on_after(monkeypatch):
+    """Start-up: full collections over the freshly imported libraries cost ~0.9 CPU-s, so the warm-up runs with the
+    cyclic collector off; it must be on again afterwards, also when the model could not be loaded."""
+    import ui.cache
+
+    seen = []
+
+    def load(name):
+        seen.append(gc.isenabled())
+        raise RuntimeError("the bundled model could not be loaded")
+
+    monkeypatch.setattr(ui.cache, "cached_model", load)
+    monkeypatch.setattr(ui.cache, "start_umap_warmup", lambda: seen.append("umap"))
+    monkeypatch.setattr(warmup, "_started", threading.Event())
+    assert gc.isenabled()
+    thread = warmup.start_warmup()
+    assert thread is not None
+    thread.join(timeout=30)
+    assert seen == [False, "umap"], "the model was loaded with the collector on, or UMAP's warm-up was not started"
+    assert gc.isenabled(), "the collector stayed off after the warm-up"
+    assert warmup.imports_done()
+    assert warmup.start_warmup() is None, "a second call must not start another warm-up"
+
+
+def test_the_first_freeze_keeps_every_object_without_a_pass_over_them(monkeypatch):
+    """At start-up every object is young (the collector was off): a collection before freezing would walk them all."""
+    from ui.cache import freeze_long_lived
+
+    collections = []
+    monkeypatch.setattr(gc, "collect", lambda generation=2: collections.append(generation) or 0)
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: 0)
+    monkeypatch.setattr(gc, "freeze", lambda: collections.append("freeze"))
+    freeze_long_lived()
+    assert collections == ["freeze"]
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: 1000)
+    collections.clear()
+    freeze_long_lived()
+    assert collections == [2, "freeze"], "later (another model loaded while pages ran) garbage is collected first"
+
+
+def test_waiting_for_the_imports_can_be_bounded(monkeypatch):
+    lock = threading.Lock()
+    monkeypatch.setattr(warmup, "_importing", lock)
+    lock.acquire()
+    assert warmup.wait_for_imports(timeout=0.05) is False
+    assert not warmup.imports_done()
+    threading.Timer(0.1, lock.release).start()
+    assert warmup.wait_for_imports() is True
+    assert warmup.imports_done() and warmup.wait_for_imports(timeout=0) is True
