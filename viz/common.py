@@ -481,7 +481,8 @@ PAGE_FONT_PX, PAGE_AXIS_TITLE_PX = 12, 14  # Streamlit's chart theme: tick label
 # tick labels about this far from the plot (tick mark and padding; measured in Chromium, rounded up).
 PAGE_TITLE_GAP_PX = {"y": 32, "x": 24}
 PAGE_TICK_GAP_PX = {"y": 14, "x": 20}
-# A colour bar: Plotly's default thickness and padding, and its place at x = 1.02 of the plotting width.
+# A colour bar: Plotly's default thickness and padding; it stands at x = 1.02, 2 % of the plotting width past the plot
+# (counted as 2.5 % of the assumed width: a page figure is often drawn a little wider than assumed).
 COLORBAR_PX, COLORBAR_X = 40, 0.025
 
 
