@@ -69,8 +69,12 @@ def test_separation_figure_draws_chance_zero_and_interval():
     table = separation(np.random.default_rng(0).normal(size=(3, 6, 4)), ["a"] * 3 + ["b"] * 3)
     interval = separation_interval(np.random.default_rng(0).normal(size=(3, 6, 4)), ["a"] * 3 + ["b"] * 3)
     fig = separation_figure(table, 1, chance=0.4, interval=interval)
-    lines = {shape.y0 for shape in fig.layout.shapes if shape.type == "line" and shape.y0 == shape.y1}
-    assert 0.4 in lines and 0 in lines
+    # Reference levels are flat legend lines across every layer (a label on the plot could cover a data point).
+    levels = {trace.name: set(trace.y) for trace in fig.data if trace.mode == "lines" and len(set(trace.y)) == 1}
+    assert levels == {"silhouette 0: no structure": {0.0}, "1-NN chance (0.40)": {0.4}}
+    flat = [trace for trace in fig.data if trace.name in levels]
+    assert all(list(trace.x) == [table["layer"].min(), table["layer"].max()] for trace in flat)
+    assert not fig.layout.annotations, "a label written on the plot can sit on a data point"
     assert sum(trace.fill == "toself" for trace in fig.data) == 2
 
 

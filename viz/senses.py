@@ -103,11 +103,14 @@ def separation_figure(
     if interval is not None:
         values = np.concatenate([values.ravel(), interval[["knn_low", "silhouette_low"]].to_numpy(dtype=float).ravel()])
     lowest = np.nanmin(values, initial=0.0)
-    fig.add_hline(y=0, line_dash="dot", line_color=OKABE_ITO[1], annotation_text="silhouette: no structure (0)",
-                  annotation_position="bottom right")
+    # Reference levels are legend entries, not annotations: a label written on the plot can sit on a data point.
+    span = [table["layer"].min(), table["layer"].max()]
+    references = [(0.0, "silhouette 0: no structure", "dot", OKABE_ITO[1])]
     if chance is not None and np.isfinite(chance):
-        fig.add_hline(y=chance, line_dash="dash", line_color=OKABE_ITO[0],
-                      annotation_text=f"1-NN chance ({chance:.2f})", annotation_position="top right")
+        references.append((float(chance), f"1-NN chance ({chance:.2f})", "dash", OKABE_ITO[0]))
+    for level, name, dash, colour in references:
+        fig.add_trace(go.Scatter(x=span, y=[level, level], mode="lines", name=name, hoverinfo="skip",
+                                 line={"color": colour, "dash": dash, "width": 1.5}))
     if current_layer is not None:
         fig.add_vline(x=current_layer, line_dash="dot", line_color="grey")
     fig.update_layout(
