@@ -121,20 +121,25 @@ def test_the_collector_is_off_while_the_warm_up_imports_and_loads_and_on_after(m
     thread.join(timeout=30)
     assert seen == [False, "umap"], "the model was loaded with the collector on, or UMAP's warm-up was not started"
     assert gc.isenabled(), "the collector stayed off after the warm-up"
-    assert warmup.imports_done()
+    assert warmup.wait_for_imports(timeout=0)
     assert warmup.start_warmup() is None, "a second call must not start another warm-up"
 
 
-def test_the_first_freeze_keeps_every_object_without_a_pass_over_them(monkeypatch):
-    """At start-up every object is young (the collector was off): a collection before freezing would walk them all."""
+def test_a_freeze_while_the_collector_is_off_keeps_every_object_without_a_pass_over_them(monkeypatch):
+    """At start-up every object is young (the collector is off): a collection before freezing would walk them all."""
     from ui.cache import freeze_long_lived
 
     collections = []
     monkeypatch.setattr(gc, "collect", lambda generation=2: collections.append(generation) or 0)
     monkeypatch.setattr(gc, "get_freeze_count", lambda: 0)
     monkeypatch.setattr(gc, "freeze", lambda: collections.append("freeze"))
+    monkeypatch.setattr(gc, "isenabled", lambda: False)
     freeze_long_lived()
     assert collections == ["freeze"]
+    monkeypatch.setattr(gc, "isenabled", lambda: True)
+    collections.clear()
+    freeze_long_lived()
+    assert collections == [1, "freeze"], "with the collector on, the young generations are collected first"
     monkeypatch.setattr(gc, "get_freeze_count", lambda: 1000)
     collections.clear()
     freeze_long_lived()
@@ -146,7 +151,22 @@ def test_waiting_for_the_imports_can_be_bounded(monkeypatch):
     monkeypatch.setattr(warmup, "_importing", lock)
     lock.acquire()
     assert warmup.wait_for_imports(timeout=0.05) is False
-    assert not warmup.imports_done()
+    assert lock.locked(), "a bounded wait must leave the lock as it found it"
     threading.Timer(0.1, lock.release).start()
     assert warmup.wait_for_imports() is True
-    assert warmup.imports_done() and warmup.wait_for_imports(timeout=0) is True
+    assert not lock.locked() and warmup.wait_for_imports(timeout=0) is True
+
+
+def test_the_warm_up_leaves_a_collector_that_was_off_off(monkeypatch):
+    """A host that switched the collector off itself (a notebook, a profiler) keeps it off after the warm-up."""
+    import ui.cache
+
+    monkeypatch.setattr(ui.cache, "cached_model", lambda name: None)
+    monkeypatch.setattr(ui.cache, "start_umap_warmup", lambda: None)
+    monkeypatch.setattr(warmup, "_started", threading.Event())
+    gc.disable()
+    try:
+        warmup.start_warmup().join(timeout=30)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

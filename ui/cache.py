@@ -110,13 +110,13 @@ def freeze_long_lived() -> None:
     collector's reach (``gc.freeze``). Streamlit runs a full collection after every script run; without this
     it walks these ~650,000 objects each time, 0.25-0.4 CPU-s per run, most of a page view's cost.
 
-    Garbage present now would be kept for good, so it is collected first, except the first time: at start-up
-    the collector is off while the libraries import and the model loads (``ui.warmup``), so every object is
-    still young and even a young-generation pass would walk all ~800,000 of them (0.3 s), to find a few
-    hundred bytes of garbage. Later (another model chosen while pages have run) a full collection, 0.2-0.4 s
+    Garbage present now would be kept for good, so it is collected first, except while the collector is off:
+    that is start-up (``ui.warmup``), where every object is still young, so even a young-generation pass would
+    walk all ~800,000 of them (0.3 s) to find a few hundred bytes of garbage. Otherwise the first time only the
+    young generations (instant), later (another model chosen while pages have run) a full collection, 0.2-0.4 s
     on top of a load that takes seconds. Frozen objects are still freed by reference counting."""
-    if gc.get_freeze_count():
-        gc.collect(2)
+    if gc.isenabled():
+        gc.collect(1 if gc.get_freeze_count() == 0 else 2)
     gc.freeze()
 
 

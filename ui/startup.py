@@ -7,7 +7,7 @@ import streamlit as st
 from ui.warmup import wait_for_imports
 
 # The browser loads Plotly's code only when the first chart arrives, and then spends about a second on it
-# (fetching, compiling and running 3.5 MB of JavaScript) after the server has finished. An empty chart drawn,
+# (fetching, compiling and running 4.7 MB of JavaScript) after the server has finished. An empty chart drawn,
 # hidden, while the server still loads the model lets the browser do that on its own core in the meantime.
 _HIDE_PRELOAD = "<style>.st-key-plotly-preload { display: none; }</style>"
 _EMPTY_CHART = {"data": [{"type": "scatter", "x": [], "y": []}], "layout": {"template": "none"}}  # Plotly needs a trace

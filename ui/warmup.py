@@ -19,7 +19,7 @@ _lock = threading.Lock()
 _importing = threading.Lock()
 
 
-def _warm_up() -> None:
+def _warm_up(collector_was_on: bool) -> None:
     started = time.perf_counter()
     try:
         try:
@@ -33,8 +33,9 @@ def _warm_up() -> None:
         except Exception:  # noqa: BLE001 - the first page will load it and explain any failure
             log.exception("could not load the bundled model at start-up")
     finally:
-        # Loading the model froze what it left alive (ui.cache.freeze_long_lived); collect as usual from here.
-        gc.enable()
+        # Loading the model froze what it left alive (ui.cache.freeze_long_lived); collect as before from here.
+        if collector_was_on:
+            gc.enable()
     start_umap_warmup()  # after the model, not before; it then waits until no page has run for ten seconds
 
 
@@ -52,9 +53,10 @@ def start_warmup() -> threading.Thread | None:
         _importing.acquire()
     # Importing torch and transformers and loading the model allocate about a million long-lived objects and no
     # garbage worth collecting; the cyclic collector's full passes over that growing heap were ~0.9 of the
-    # ~5.7 CPU-s this takes (measured). It is switched back on when the warm-up ends.
+    # ~5.7 CPU-s this takes (measured). It is switched back on (if it was on) when the warm-up ends.
+    collector_was_on = gc.isenabled()
     gc.disable()
-    thread = threading.Thread(target=_warm_up, name="startup-warmup", daemon=True)
+    thread = threading.Thread(target=_warm_up, args=(collector_was_on,), name="startup-warmup", daemon=True)
     thread.start()
     return thread
 
@@ -66,11 +68,6 @@ def wait_for_imports(timeout: float | None = None) -> bool:
         return False
     _importing.release()
     return True
-
-
-def imports_done() -> bool:
-    """Whether ``wait_for_imports`` would return at once."""
-    return not _importing.locked()
 
 
 # Background work that needs no visitor (UMAP's compilation, about 10 CPU-s holding the interpreter) waits
