@@ -52,7 +52,8 @@ def test_head_figure_labels_and_values_for_an_encoder(tiny_bert):
                          title="t", causal=False, colorscale="Cividis")
     (trace,) = fig.data
     assert list(trace.x) == ["[CLS]", "the·1", "bank", "of", "the·4", "river", "[SEP]"]  # repeats kept apart
-    assert np.allclose(np.asarray(trace.z), a.attentions[1, 2])
+    # the weights as numbers that print like the weights (viz.attention.printed_numbers): within the hover's last digit
+    assert np.allclose(va.shown_values(trace), a.attentions[1, 2], rtol=0, atol=0.5 * 10**-va.HEAD_DIGITS + 1e-9)
     assert (trace.zmin, trace.zmax) == (0.0, 1.0)
     assert fig.layout.xaxis.type == "category" and fig.layout.yaxis.autorange == "reversed"  # query 0 on top
 

@@ -160,3 +160,47 @@ def test_number_codes_are_shared_by_figure_copies_not_copied_again():
     assert copy.deepcopy(codes) is codes  # plotly's deep copy of the data takes the codes as they are
     assert type(fit_for_page(fig, 820).data[-1].z) is type(codes)  # and so does every later copy of a fitted copy
     assert np.array_equal(_wire_codes(fit_for_page(fig, 820)), np.asarray(codes, dtype=np.int64))
+
+
+def _printed(number: float, digits: int) -> str:
+    """What d3-format's ``.<digits>f`` (the browser's toFixed) prints for the JSON number ``number``."""
+    return str(Decimal(number).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+
+
+def test_printed_numbers_print_exactly_what_the_true_weights_print_at_both_precisions():
+    # values next to a half at 2 decimals, where the 4-decimal rounding alone would tip the cell's text over it
+    tricky = np.array([0.124996, 0.00499996, 0.005, 0.03125, 0.995, 0.99996, 1.0, 0.0, 1e-5, 0.6749999], dtype=np.float32)
+    w = np.concatenate([tricky, _softmax_rows(20, seed=3).ravel()])
+    numbers = va.printed_numbers(w, (va.HEAD_DIGITS, va.CELL_TEXT_DIGITS))
+    for value, number in zip(w, numbers):
+        assert isinstance(number, float)
+        for digits in (va.HEAD_DIGITS, va.CELL_TEXT_DIGITS):
+            assert _printed(number, digits) == _rounded(value, digits), (value, number, digits)
+        assert abs(number - float(value)) <= 0.5 * 10**-va.HEAD_DIGITS + 1e-12
+    assert _rounded(np.float32(0.124996), 4) == "0.1250" and numbers[0] != 0.125  # the case a plain rounding gets wrong
+    longer = [n for n in numbers[len(tricky):] if len(repr(n)) > len("0.1234")]
+    assert len(longer) <= 0.05 * (len(numbers) - len(tricky)), longer  # 4 decimals wherever they suffice
+    assert va.printed_numbers(np.array([0.5, np.nan]), (4, 2)).tolist() == [0.5, None]  # masked: a gap (null)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_head_with_cell_text_sends_numbers_that_print_its_weights_and_deflate_smaller(causal):
+    """Up to CELL_TEXT_MAX tokens the head's cells print 2 decimals and the hover 4: its z travels as JSON numbers
+    (``printed_numbers``) rather than float32 in base64, about half the bytes through the websocket's deflate."""
+    n = 12
+    w = _softmax_rows(n, seed=5)
+    fig = va.head_figure(w, [f"t{i}" for i in range(n)], title="t", causal=causal, colorscale="Viridis")
+    trace = json.loads(pio.to_json(fig, validate=False))["data"][-1]
+    assert trace["texttemplate"] == "%{z:.2f}" and trace["hovertemplate"].endswith("%{z:.4f}<extra></extra>")
+    z = trace["z"]
+    assert isinstance(z, list)
+    for i in range(n):
+        for j in range(n):
+            if causal and j > i:
+                assert z[i][j] is None  # masked: a gap
+                continue
+            for digits in (2, 4):
+                assert _printed(z[i][j], digits) == _rounded(w[i, j], digits), (i, j)
+    as_numbers = json.dumps(z, separators=(",", ":")).encode()
+    as_float32 = base64.b64encode(va.masked_upper(w, causal).astype("<f4").tobytes())
+    assert _deflated(as_numbers) < 0.75 * _deflated(as_float32)

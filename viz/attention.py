@@ -12,6 +12,9 @@ it as one 8-bit PNG; only the single-head view has every token's own value.
 Bytes: a heatmap past ``CELL_TEXT_MAX`` tokens carries its values as unsigned integer codes
 ``round(value · 10^digits)`` (1 or 2 bytes a cell instead of float32's 4), and its hover prints
 ``0.<code>``: exactly the value rounded to the ``digits`` decimals the hover shows (``hover_digits``).
+Up to ``CELL_TEXT_MAX`` tokens, where every cell also prints its value at ``CELL_TEXT_DIGITS`` decimals, a head's
+values travel as JSON numbers (``printed_numbers``): the shortest decimals that print exactly what the true values
+print at both precisions, which deflate packs into about half the bytes of float32 in base64.
 Figures carry no Plotly template (Streamlit's frontend applies its own theme to an empty one).
 """
 
@@ -20,7 +23,9 @@ from __future__ import annotations
 import base64
 import functools
 import io
+import math
 import warnings
+from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
 import pandas as pd
@@ -38,6 +43,7 @@ OVERVIEW_MIN_PIXELS = 48  # small inputs are upscaled so a thumbnail is never a 
 MASK_COLOR = "#e3e3e3"
 MASK_NOTE = "grey = masked: a decoder token cannot attend to later tokens"
 CELL_TEXT_MAX = 20  # write the value into each cell up to this many tokens
+CELL_TEXT_DIGITS = 2  # decimals a cell's text shows
 HEAD_DIGITS, LONG_HEAD_DIGITS, GRID_DIGITS = 4, 3, 2  # decimals a hover shows (one head; one head past LONG_HEAD; grid)
 LONG_HEAD = 128  # tokens per side above which the one-head hover shows LONG_HEAD_DIGITS decimals
 # Codes travel as JSON numbers up to this many cells (``codes_as_numbers``), as a base64 typed array past it: deflate
@@ -71,6 +77,40 @@ def decimal_codes(values: np.ndarray, digits: int) -> np.ndarray | None:
     if top >= 10**digits:
         return None
     return codes.astype(np.uint8 if top < 256 else np.uint16)
+
+
+def _to_fixed(value: Decimal, digits: int) -> Decimal:
+    """``value`` rounded as the browser's ``toFixed`` (d3-format's ``f``) rounds: its exact value, halves away from 0."""
+    return value.quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+
+
+def printed_numbers(values: np.ndarray, digits: tuple[int, ...]) -> np.ndarray:
+    """``values`` (float32) as the shortest decimal numbers that print, at each of ``digits`` decimals, exactly what
+    the float32 values themselves print (a read-only object array of Python floats, None where a value is NaN, which
+    plotly writes as a JSON list).
+
+    Usually the value rounded to ``max(digits)`` decimals; where that rounding would tip a shorter one across a half
+    (0.124996 rounds to 0.1250, which prints 0.13 at 2 decimals, the true value 0.12) a decimal or two more. Each
+    number is within ``0.5 · 10^-max(digits)`` of its value, far below a visible colour step.
+    """
+    values = np.asarray(values, dtype=np.float32)
+    out = np.empty(values.shape, dtype=object)
+    most = max(digits)
+    for index, value in np.ndenumerate(values):
+        x = float(value)
+        if not math.isfinite(x):
+            out[index] = None
+            continue
+        exact = Decimal(x)
+        printed = [_to_fixed(exact, d) for d in digits]
+        for places in range(most, 18):
+            number = float(_to_fixed(exact, places))
+            if all(_to_fixed(Decimal(number), d) == p for d, p in zip(digits, printed)):
+                break
+        else:  # pragma: no cover - 17 significant decimals always print as the value itself
+            number = x
+        out[index] = number
+    return _SharedNumbers.of(out)
 
 
 def shown_values(trace) -> np.ndarray:
@@ -228,7 +268,7 @@ def head_figure(
             digits=hover_digits(*z.shape),
             coded=max(n, len(labels)) > CELL_TEXT_MAX,
             colorbar={"title": {"text": colorbar}},
-            texttemplate="%{z:.2f}" if max(n, len(labels)) <= CELL_TEXT_MAX else None,
+            texttemplate=f"%{{z:.{CELL_TEXT_DIGITS}f}}" if max(n, len(labels)) <= CELL_TEXT_MAX else None,
         )
     )
     fig = go.Figure(traces, layout={"template": NO_TEMPLATE})
@@ -240,6 +280,8 @@ def head_figure(
         height=side,
         margin={"l": 80, "r": 20, "t": 80, "b": 80},
     )
+    if max(n, len(labels)) <= CELL_TEXT_MAX:  # the cells print their values too: numbers exact at both precisions
+        return _z_as_numbers(fig, {len(traces) - 1: printed_numbers(z, (hover_digits(*z.shape), CELL_TEXT_DIGITS))})
     return codes_as_numbers(fig) if z.size <= NUMBER_CODES_MAX_CELLS else fig
 
 
@@ -248,12 +290,17 @@ def codes_as_numbers(fig: go.Figure) -> go.Figure:
     typed array: the websocket's deflate packs decimal digits about 15 % tighter than base64, which hides the
     bytes' structure from it. A copy built without validating again (the codes were validated as an integer array).
     """
-    coded = [isinstance(trace.meta, dict) and "z_scale" in trace.meta for trace in fig.data]
-    if not any(coded):
+    return _z_as_numbers(fig, {i: _SharedNumbers.of(trace.z) for i, trace in enumerate(fig.data)
+                               if isinstance(trace.meta, dict) and "z_scale" in trace.meta})
+
+
+def _z_as_numbers(fig: go.Figure, numbers: dict[int, np.ndarray]) -> go.Figure:
+    """``fig`` with trace ``i``'s z replaced by ``numbers[i]`` (``_SharedNumbers``), without validating again."""
+    if not numbers:
         return fig
     spec = fig.to_dict()  # its numpy arrays turned into typed-array dicts: every trace gets its own z back
-    for trace, out, is_coded in zip(fig.data, spec["data"], coded):
-        out["z"] = _SharedNumbers.of(trace.z) if is_coded else trace.z
+    for i, (trace, out) in enumerate(zip(fig.data, spec["data"])):
+        out["z"] = numbers.get(i, trace.z)
     return go.Figure(spec, _validate=False)
 
 
