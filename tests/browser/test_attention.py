@@ -115,6 +115,47 @@ def test_head_hover_reads_the_weight_the_browser_decoded(app_page):
     app_page.assert_clean()
 
 
+CELL_TEXTS = """(title) => {
+    const gd = [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')]
+        .find(el => [...el.querySelectorAll('.gtitle')].some(t => t.textContent.includes(title)));
+    return [...gd.querySelectorAll('.heatmaplayer text')].map(t => t.textContent);
+}"""
+
+
+def _to_fixed(number: float, digits: int) -> str:
+    """The browser's toFixed (d3-format's ``f``): the number's exact value rounded half up."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    return str(Decimal(number).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+
+
+def test_short_head_prints_its_json_numbers_in_hover_and_cells(app_page):
+    """Up to CELL_TEXT_MAX tokens the head's weights arrive as JSON numbers (viz.attention.printed_numbers, which
+    tests/test_viz_attention_bytes.py proves print as the true weights): the hover prints each at 4 decimals and
+    its cell at 2, read back from the page cell by cell."""
+    text = "The cat sat on the mat near the river bank."
+    page = app_page.open("attention", {"text": text, "layer": "2", "head": "3"})
+    page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
+    figure = page.locator('[data-testid="stMain"] .js-plotly-plot').filter(has_text="layer 2, head 3")
+    figure.locator(".nsewdrag").first.scroll_into_view_if_needed()
+    spec = page.evaluate(HOVERED, "layer 2, head 3")
+    assert spec["template"] == "%{y} → %{x}: %{z:.4f}<extra></extra>" and spec["cols"] <= 20
+    assert spec["numbers"]  # plain numbers: the JSON encoding, not a decoded typed array
+    cells = page.evaluate(CELL_TEXTS, "layer 2, head 3")
+    assert cells == [_to_fixed(v, 2) for row in spec["z"] for v in row]  # every cell's text, in drawing order
+    for i, j in [(0, 0), (1, 2), (spec["rows"] - 2, 0), (spec["rows"] // 2, spec["cols"] // 2)]:
+        box = spec["box"]
+        page.mouse.move(box["x"] + (j + 0.5) * box["width"] / spec["cols"], box["y"] + (i + 0.5) * box["height"] / spec["rows"])
+        hover = page.locator(".hoverlayer .hovertext").first
+        hover.wait_for(timeout=10_000)
+        shown = hover.text_content().replace("\u00a0", " ")
+        query, rest = shown.split(" → ")
+        key, value = rest.rsplit(": ", 1)
+        number = spec["z"][spec["y"].index(query)][spec["x"].index(key)]  # the hovered cell, named by its labels
+        assert value == _to_fixed(number, 4), (shown, number)
+    app_page.assert_clean()
+
+
 DRAWN_MARGINS = """(title) => {
     const gd = [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')]
         .find(el => [...el.querySelectorAll('.gtitle')].some(t => t.textContent.includes(title)));

@@ -56,3 +56,46 @@ def test_attention_page_option_still_redraws_the_overview(app_page):
     reply = recorder.reply()
     assert reply.full_run and not reply.fragment_run, reply
     assert any("every layer" in t for t in reply.figure_titles), reply.figure_titles
+
+
+HEAD_WEIGHTS = """(title) => {
+    const gd = [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')]
+        .find(el => [...el.querySelectorAll('.gtitle')].some(t => t.textContent.includes(title)));
+    const trace = gd._fullData.find(t => t.type === 'heatmap' && (t.hovertemplate || '').includes('→'));
+    return {y: [...trace.y], z: [...trace.z].map(row => [...row])};
+}"""
+
+
+def test_a_click_resends_neither_the_csv_button_nor_the_favicon_and_the_csv_is_the_head_on_screen(app_page):
+    """The CSV button's message is the same on every run (ui.figures.keep_download_ids_stable), so after the first
+    click it comes as a reference to the browser's cached copy; the favicon is inline, so a click that changes the
+    URL fetches nothing over HTTP. The file the button gives is still the CSV of the head drawn now."""
+    import csv
+    import io
+
+    recorder = _open(app_page, "attention", {"text": TEXT, "layer": "0", "head": "0"})
+    page = app_page.page
+    page.wait_for_function(FIGURE_SHOWN, arg="layer 0, head 0", timeout=60_000)
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    for label, option, title in (("Head (counted from 0)", "3", "layer 0, head 3"), ("Layer (counted from 0)", "2", "layer 2, head 3")):
+        recorder.start()
+        _select(page, label, option)
+        page.wait_for_function(FIGURE_SHOWN, arg=title, timeout=60_000)
+        app_page.wait_until_idle()
+        reply = recorder.reply()
+        assert reply.fragment_run and "download_button" not in reply.elements, reply  # the button: a cached reference
+    assert "head=3" in page.url and "layer=2" in page.url
+    assert requests == [], requests  # no favicon (or anything else) fetched again on a URL change
+    with page.expect_download(timeout=60_000) as download:
+        page.locator('[data-testid="stMain"]').get_by_role("button", name="Download data (CSV)").last.click()
+    saved = download.value
+    assert saved.suggested_filename.endswith("layer-2-head-3.csv"), saved.suggested_filename
+    rows = list(csv.DictReader(io.StringIO(open(saved.path(), encoding="utf-8").read())))
+    shown = page.evaluate(HEAD_WEIGHTS, "layer 2, head 3")
+    assert [r["query"] for r in rows] == shown["y"]
+    keys = list(rows[0])[1:]
+    assert len(keys) == len(shown["z"][0])
+    for row, drawn in zip(rows, shown["z"]):  # the figure on screen, at the precision its numbers carry
+        assert all(abs(float(row[k]) - d) <= 0.5e-4 + 1e-9 for k, d in zip(keys, drawn)), (row, drawn)
+    app_page.assert_clean()
