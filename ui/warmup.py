@@ -9,6 +9,8 @@ import threading
 import time
 from contextlib import contextmanager
 
+from ui.startup_shims import loss_modules_without_scipy, structure_cache_unbounded
+
 log = logging.getLogger("explorer")
 
 
@@ -28,6 +30,8 @@ def _warm_up(collector_was_on: bool) -> None:
         finally:
             _importing.release()
         try:
+            with loss_modules_without_scipy():
+                import transformers.modeling_utils  # noqa: F401 - what loading any model imports (ui.startup_shims)
             cached_model(DEFAULT_MODEL)
             log.info("ready: bundled model loaded %.1f s after start-up began", time.perf_counter() - started)
         except Exception:  # noqa: BLE001 - the first page will load it and explain any failure
@@ -56,6 +60,7 @@ def start_warmup() -> threading.Thread | None:
     # ~5.7 CPU-s this takes (measured). It is switched back on (if it was on) when the warm-up ends.
     collector_was_on = gc.isenabled()
     gc.disable()
+    structure_cache_unbounded()
     thread = threading.Thread(target=_warm_up, args=(collector_was_on,), name="startup-warmup", daemon=True)
     thread.start()
     return thread
