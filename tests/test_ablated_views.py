@@ -67,9 +67,10 @@ def test_the_attention_page_draws_the_ablated_run_when_toggled(tiny_bert_dir, ru
         return _figures(at)[-1]
 
     def head_z():
-        """The head's weights as drawn: integer codes of the hover's decimals (viz.attention.decimal_codes) decoded."""
+        """The head's weights as the hover prints them: integer codes of the hover's decimals (viz.attention.decimal_codes)
+        decoded, or numbers that print as the weights (viz.attention.printed_numbers) rounded as the hover rounds."""
         trace = head()["data"][-1]
-        return _array(trace["z"]) / (trace.get("meta") or {}).get("z_scale", 1)
+        return at_hover_precision(_array(trace["z"]) / (trace.get("meta") or {}).get("z_scale", 1))
 
     def at_hover_precision(weights):
         digits = va.hover_digits(*weights.shape)

@@ -90,28 +90,38 @@ HOVERED = """(title) => {
 }"""
 
 
-def test_head_hover_reads_the_weight_the_browser_decoded(app_page):
-    """Past CELL_TEXT_MAX tokens the head figure sends integer codes: the hover prints ``0.<code>`` with the
-    hover's digits (viz.attention.decimal_codes; tests/test_viz_attention_bytes.py proves code = weight rounded).
-    Up to 128 tokens the codes arrive as JSON numbers (viz.attention.codes_as_numbers), not a typed array."""
-    text = "The cat sat on the mat because it was tired and the dog ran to the park with a ball."
+def _open_head(app_page, text: str) -> tuple:
+    """/attention on ``text`` at layer 2, head 3, its head figure in view: (page, the figure as the browser holds it)."""
     page = app_page.open("attention", {"text": text, "layer": "2", "head": "3"})
     page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
     figure = page.locator('[data-testid="stMain"] .js-plotly-plot').filter(has_text="layer 2, head 3")
     figure.locator(".nsewdrag").first.scroll_into_view_if_needed()
-    spec = page.evaluate(HOVERED, "layer 2, head 3")
-    assert spec["template"] == "%{y} → %{x}: 0.%{z:04d}<extra></extra>" and spec["cols"] > 20
-    assert spec["numbers"]  # rows of plain numbers: the JSON encoding, not a decoded typed array
-    for i, j in [(1, 2), (spec["rows"] - 2, 0), (spec["rows"] // 2, spec["cols"] // 2)]:
-        box = spec["box"]
+    return page, page.evaluate(HOVERED, "layer 2, head 3")
+
+
+def _hovered(page, spec: dict, cells: list[tuple[int, int]]):
+    """Hover each (row, column) cell; yields what the hover prints after ``: `` and the z the browser holds for the
+    cell the hover names by its labels."""
+    box = spec["box"]
+    for i, j in cells:
         page.mouse.move(box["x"] + (j + 0.5) * box["width"] / spec["cols"], box["y"] + (i + 0.5) * box["height"] / spec["rows"])
         hover = page.locator(".hoverlayer .hovertext").first
         hover.wait_for(timeout=10_000)
         shown = hover.text_content().replace("\u00a0", " ")
         query, rest = shown.split(" → ")
         key, value = rest.rsplit(": ", 1)
-        code = int(spec["z"][spec["y"].index(query)][spec["x"].index(key)])  # the hovered cell, named by its labels
-        assert code < 10_000 and value == f"0.{code:04d}", (shown, code)
+        yield value, spec["z"][spec["y"].index(query)][spec["x"].index(key)]
+
+
+def test_head_hover_reads_the_weight_the_browser_decoded(app_page):
+    """Past CELL_TEXT_MAX tokens the head figure sends integer codes: the hover prints ``0.<code>`` with the
+    hover's digits (viz.attention.decimal_codes; tests/test_viz_attention_bytes.py proves code = weight rounded).
+    Up to 128 tokens the codes arrive as JSON numbers (viz.attention.codes_as_numbers), not a typed array."""
+    page, spec = _open_head(app_page, "The cat sat on the mat because it was tired and the dog ran to the park with a ball.")
+    assert spec["template"] == "%{y} → %{x}: 0.%{z:04d}<extra></extra>" and spec["cols"] > 20
+    assert spec["numbers"]  # rows of plain numbers: the JSON encoding, not a decoded typed array
+    for value, code in _hovered(page, spec, [(1, 2), (spec["rows"] - 2, 0), (spec["rows"] // 2, spec["cols"] // 2)]):
+        assert int(code) < 10_000 and value == f"0.{int(code):04d}", (value, code)
     app_page.assert_clean()
 
 
@@ -133,26 +143,13 @@ def test_short_head_prints_its_json_numbers_in_hover_and_cells(app_page):
     """Up to CELL_TEXT_MAX tokens the head's weights arrive as JSON numbers (viz.attention.printed_numbers, which
     tests/test_viz_attention_bytes.py proves print as the true weights): the hover prints each at 4 decimals and
     its cell at 2, read back from the page cell by cell."""
-    text = "The cat sat on the mat near the river bank."
-    page = app_page.open("attention", {"text": text, "layer": "2", "head": "3"})
-    page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
-    figure = page.locator('[data-testid="stMain"] .js-plotly-plot').filter(has_text="layer 2, head 3")
-    figure.locator(".nsewdrag").first.scroll_into_view_if_needed()
-    spec = page.evaluate(HOVERED, "layer 2, head 3")
+    page, spec = _open_head(app_page, "The cat sat on the mat near the river bank.")
     assert spec["template"] == "%{y} → %{x}: %{z:.4f}<extra></extra>" and spec["cols"] <= 20
     assert spec["numbers"]  # plain numbers: the JSON encoding, not a decoded typed array
     cells = page.evaluate(CELL_TEXTS, "layer 2, head 3")
     assert cells == [_to_fixed(v, 2) for row in spec["z"] for v in row]  # every cell's text, in drawing order
-    for i, j in [(0, 0), (1, 2), (spec["rows"] - 2, 0), (spec["rows"] // 2, spec["cols"] // 2)]:
-        box = spec["box"]
-        page.mouse.move(box["x"] + (j + 0.5) * box["width"] / spec["cols"], box["y"] + (i + 0.5) * box["height"] / spec["rows"])
-        hover = page.locator(".hoverlayer .hovertext").first
-        hover.wait_for(timeout=10_000)
-        shown = hover.text_content().replace("\u00a0", " ")
-        query, rest = shown.split(" → ")
-        key, value = rest.rsplit(": ", 1)
-        number = spec["z"][spec["y"].index(query)][spec["x"].index(key)]  # the hovered cell, named by its labels
-        assert value == _to_fixed(number, 4), (shown, number)
+    for value, number in _hovered(page, spec, [(0, 0), (1, 2), (spec["rows"] - 2, 0), (spec["rows"] // 2, spec["cols"] // 2)]):
+        assert value == _to_fixed(number, 4), (value, number)
     app_page.assert_clean()
 
 
