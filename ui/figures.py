@@ -53,6 +53,8 @@ def fitted(fig: go.Figure, width_px: float, *, slide: bool, reserve: bool = Fals
 
 _ID_SECRET = secrets.token_hex(16)  # per server process: a stable download id cannot be guessed by another session
 _install_lock = threading.Lock()
+# Streamlit 1.67's bookkeeping of deferred downloads that the stable id replaces the random one in.
+_MANAGER_STATE = ("_lock", "_deferred_callables", "_deferred_ids_by_session", "_files_by_session_and_coord")
 
 
 def stable_download_id(session_id: str, element_id: str, coordinates: str) -> str:
@@ -77,6 +79,8 @@ def keep_download_ids_stable() -> None:
     manager = runtime.get_instance().media_file_mgr
     with _install_lock:
         if getattr(manager.add_deferred, "_stable_ids", False):
+            return
+        if not all(hasattr(manager, name) for name in _MANAGER_STATE):  # another Streamlit: keep its random ids
             return
         register = manager.add_deferred
 
