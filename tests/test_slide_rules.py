@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -239,3 +241,32 @@ def test_control_characters_in_labels_are_drawn_as_symbols():
 
     assert plotly_safe("a\x14b\x00<") == "a\u2414b\u2400&lt;"
     assert all(ord(c) >= 0x20 for c in plotly_safe("".join(map(chr, range(0x20)))))
+
+
+def _as_json(fig: go.Figure) -> str:
+    from plotly.utils import PlotlyJSONEncoder
+
+    return json.dumps(fig.to_plotly_json(), cls=PlotlyJSONEncoder, sort_keys=True)
+
+
+@pytest.mark.parametrize("width", [320, 940, 1232])
+def test_fitting_writes_what_plotlys_validated_updates_would(tiny_bert, monkeypatch, width):
+    """The fitting writes its results into the figure's dicts without Plotly's validation (half its cost on every
+    click): the fitted figures must be exactly those Plotly's own updates give, on every figure the app draws."""
+    from viz.common import fit_for_page
+
+    analysis = analyze(tiny_bert, "The bank of the river was muddy after the long storm, said the banker.")
+    labels128 = [f"tok{i}" for i in range(128)]
+    figures = _every_figure(analysis) + [
+        va.head_figure(RNG.random((128, 128)).astype(np.float32), labels128, title="a 128-token head", causal=False,
+                       colorscale="Blues"),
+        va.layer_grid_figure(RNG.random((4, 40, 40)).astype(np.float32), labels128[:40], title="grid", causal=False,
+                             colorscale="Blues"),
+    ]
+    for fig in figures:
+        fits = {}
+        for validated in (True, False):
+            monkeypatch.setattr(common, "VALIDATE_WRITES", validated)
+            fits[validated] = [_as_json(fit_for_page(fig, width)), _as_json(fit_for_page(fig, width, reserve=True)),
+                               _as_json(fit_for_slide(fig, width, export_options(width)["height"]))]
+        assert fits[False] == fits[True], fig.layout.title.text

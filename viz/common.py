@@ -129,6 +129,32 @@ def export_options(width_px: float) -> dict:
     return {"width": round(SLIDE_PIXELS[0] / scale), "height": round(SLIDE_PIXELS[1] / scale), "scale": scale}
 
 
+# Plotly validates every property written through its objects again (0.2-0.6 ms per update, about half of the 35 ms a
+# 128-token head's fitting took on every click). What the fitting writes are plain numbers, strings and dicts computed
+# here, so ``_write`` merges them into the figure's own dicts instead. True: write through Plotly's validated path
+# (tests/test_fit_writes.py fits figures both ways and compares them).
+VALIDATE_WRITES = False
+
+
+def _merge(target: dict, changes: dict) -> None:
+    for key, value in changes.items():
+        if isinstance(value, dict):
+            if not isinstance(target.get(key), dict):
+                target[key] = {}
+            _merge(target[key], value)
+        else:
+            target[key] = value
+
+
+def _write(obj, **changes) -> None:
+    """``obj.update(**changes)`` for a layout or a trace of a figure, nested dicts merged, without validation."""
+    props = getattr(obj, "_props", None)
+    if VALIDATE_WRITES or not isinstance(props, dict):
+        obj.update(changes)
+    else:
+        _merge(props, changes)
+
+
 def _axes(fig: go.Figure, letter: str) -> list[str]:
     """Names of the figure's x (or y) axes, "xaxis" first, including the default one when only traces use it."""
     names = {k for k in fig.layout.to_plotly_json() if re.fullmatch(letter + r"axis\d*", k)}
@@ -164,7 +190,8 @@ def _category_labels(fig: go.Figure, name: str) -> list[str] | None:
     for trace in _traces_on(fig, name):
         data = _coordinates(trace, name[0])
         if data and isinstance(data[0], str):
-            values.extend(v for v in data if v not in values)
+            seen = set(values)
+            values.extend(v for v in data if not (v in seen or seen.add(v)))
     if axis.type == "category" or (values and axis.type in (None, "-")):
         return values or None
     return None
@@ -301,7 +328,7 @@ def thin_ticks(fig: go.Figure, width_px: float, font_px: float, height_px: float
             changes |= {"tickmode": "linear", "tick0": 0, "dtick": step}
         elif step > 1 or wrapped is not None or axis.type == "category" or categories:
             changes |= {"tickmode": "array", "tickvals": values[::step], "ticktext": texts[::step]}
-        axis.update(changes)
+        _write(fig.layout, **{name: changes})
     return fig
 
 
@@ -349,26 +376,27 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: f
         # font size above the plot) and of any subplot titles set on the plot's top edge.
         pad = int(round(0.9 * font_px) + 4 + _top_annotations_px(fig, font_px))
         # automargin: Plotly grows the top margin until every line of the title is inside the figure
-        fig.layout.title.update(text=wrapped, x=0.01, xanchor="left", xref="container", yref="paper",
-                                automargin=True, pad={"b": pad}, font={"size": title_px})
+        _write(fig.layout, title={"text": wrapped, "x": 0.01, "xanchor": "left", "xref": "container", "yref": "paper",
+                                  "automargin": True, "pad": {"b": pad}, "font": {"size": title_px}})
         small = sum(1 for line in LINE_BREAK.split(wrapped) if SMALL_LINE.match(line))
         needed = 6 + pad + LINE_HEIGHT * title_px * (line_count(wrapped) - small * 0.25) + LINE_HEIGHT * font_px
-        fig.layout.margin.t = max(fig.layout.margin.t or 0, int(needed))
+        _write(fig.layout, margin={"t": max(fig.layout.margin.t or 0, int(needed))})
     for name in _axes(fig, "x"):
         axis = fig.layout[name]
         if axis.title.text:
             size = axis.title.font.size or axis_title_px or font_px
-            axis.title.update(text=wrap_text(axis.title.text, area_w * _domain(axis) - 8, size), font={"size": size})
-            axis.automargin = True
+            text = wrap_text(axis.title.text, area_w * _domain(axis) - 8, size)
+            _write(fig.layout, **{name: {"title": {"text": text, "font": {"size": size}}, "automargin": True}})
     fit_y_titles(fig, width_px, font_px, axis_title_px)
     # a colour bar's title runs along the bar, where Plotly reserves room for it
     colorbar = fig.layout.coloraxis.colorbar
     if colorbar.title.text:
-        colorbar.title.update(text=wrap_text(colorbar.title.text, 12 * font_px, font_px), side="right")
+        text = wrap_text(colorbar.title.text, 12 * font_px, font_px)
+        _write(fig.layout, coloraxis={"colorbar": {"title": {"text": text, "side": "right"}}})
     for trace in fig.data:
         bar = getattr(trace, "colorbar", None)
         if bar is not None and bar.title.text:
-            bar.title.update(text=wrap_text(bar.title.text, 12 * font_px, font_px), side="right")
+            _write(trace, colorbar={"title": {"text": wrap_text(bar.title.text, 12 * font_px, font_px), "side": "right"}})
     return fig
 
 
@@ -433,10 +461,9 @@ def fit_y_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px:
                 room += size
             wrapped = wrap_text(text, room, size)
             grow = max(grow, (_longest_line(wrapped, size) + 2 * size) / 0.9 / _domain(axis) - area_h)
-        axis.title.update(text=wrapped, font={"size": size})
-        axis.automargin = True
+        _write(fig.layout, **{name: {"title": {"text": wrapped, "font": {"size": size}}, "automargin": True}})
     if grow > 0:
-        fig.layout.height = int(height + np.ceil(grow))
+        _write(fig.layout, height=int(height + np.ceil(grow)))
     return fig
 
 
@@ -533,8 +560,8 @@ def reserve_margins(fig: go.Figure, width_px: float) -> go.Figure:
         need["r"] = (COLORBAR_PX + max(text_width(t, font) for t in ticks) + 2 * font + title
                      + COLORBAR_X * width_px)
     defaults = {"l": 80, "r": 80, "b": 80}
-    fig.update_layout(margin={side: max(margin[side] if margin[side] is not None else defaults[side], int(np.ceil(px)))
-                              for side, px in need.items()})
+    _write(fig.layout, margin={side: max(margin[side] if margin[side] is not None else defaults[side], int(np.ceil(px)))
+                               for side, px in need.items()})
     fig.__dict__["_margins_reserved"] = bool(need)  # plot_area: the margins are final (a private attribute, as fitted's)
     return fig
 
