@@ -7,7 +7,6 @@ start-up work are avoidable, so the server (``ui.warmup``, ``serve.py``) changes
   ``import transformers`` and again for ``transformers.models``: the cache meant to share the work between the two
   holds 128 of the ~550 folders, so the second pass reads every file again (~0.35 CPU-s).
   ``structure_cache_unbounded`` gives that cache room for all of them; the function and its results are unchanged.
-
 - transformers' model-loading code imports ``scipy.optimize`` (0.3-0.5 CPU-s with what it pulls in) for the
   Hungarian matching of its object-detection losses. ``loss_modules_without_scipy`` lets those modules import
   without it and gives each a ``linear_sum_assignment`` that imports SciPy's on its first call.
@@ -15,7 +14,7 @@ start-up work are avoidable, so the server (``ui.warmup``, ``serve.py``) changes
   project's ~110 packages). The app uses none; ``component_scan_deferred`` runs the same scan once the server has
   been idle (``ui.warmup.wait_until_idle``), so any such component still registers.
 
-Both are version-guarded: when the library no longer has the names patched here, nothing is changed.
+All three are version-guarded: when the library no longer has the names patched here, nothing is changed.
 """
 
 from __future__ import annotations

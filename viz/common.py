@@ -132,7 +132,7 @@ def export_options(width_px: float) -> dict:
 # Plotly validates every property written through its objects again (0.2-0.6 ms per update, about half of the 35 ms a
 # 128-token head's fitting took on every click). What the fitting writes are plain numbers, strings and dicts computed
 # here, so ``_write`` merges them into the figure's own dicts instead. True: write through Plotly's validated path
-# (tests/test_fit_writes.py fits figures both ways and compares them).
+# (tests/test_slide_rules.py fits every figure of the app both ways and compares them).
 VALIDATE_WRITES = False
 
 
