@@ -101,6 +101,9 @@ def load_language_model(model: LoadedModel) -> LanguageModel:
     if kind == "masked" and model.tokenizer.mask_token_id is None:
         raise _no_head(model, "its tokenizer has no mask token, so there is nothing to fill in.")
     auto = AutoModelForCausalLM if kind == "next" else AutoModelForMaskedLM
+    shared = _head_on_loaded_model(model) if kind == "next" else None
+    if shared is not None:
+        return LanguageModel(model.name, model.tokenizer, shared, kind, model.max_tokens, model.device)
     try:
         with WEIGHT_LOAD_LOCK:  # see core.models.WEIGHT_LOAD_LOCK
             lm, info = auto.from_pretrained(
@@ -125,6 +128,29 @@ def load_language_model(model: LoadedModel) -> LanguageModel:
         raise _no_head(model, f"its checkpoint holds only the base model (missing: {shown}).")
     lm = lm.to(device=model.device, dtype=torch.float32).eval()
     return LanguageModel(model.name, model.tokenizer, lm, kind, model.max_tokens, model.device)
+
+
+def _head_on_loaded_model(model: LoadedModel) -> torch.nn.Module | None:
+    """The causal-LM class of ``model`` built around its already loaded base model, when the head is the input
+    embeddings (tied, as in SmolLM2 and GPT-2): no weights are loaded twice. None when that does not apply."""
+    base = model.model
+    config = base.config
+    if not getattr(config, "tie_word_embeddings", False) or base.get_input_embeddings() is None:
+        return None
+    try:
+        with torch.device("meta"):  # the shell only: every part is replaced by the loaded model's
+            lm = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
+    except (ValueError, KeyError, TypeError):  # no causal-LM class for this architecture
+        return None
+    prefix = lm.base_model_prefix
+    head = lm.get_output_embeddings()
+    if type(getattr(lm, prefix, None)) is not type(base) or head is None or getattr(head, "bias", None) is not None:
+        return None
+    setattr(lm, prefix, base)
+    head.weight = base.get_input_embeddings().weight
+    if any(t.is_meta for t in [*lm.parameters(), *lm.buffers()]):
+        return None
+    return lm.eval()
 
 
 def _candidate_text(tokenizer, ids: list[int]) -> list[str]:
