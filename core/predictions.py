@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
-from core.models import WEIGHT_LOAD_LOCK, LoadedModel, ModelLoadError, cached_on_disk, first_line
+from core.models import BUNDLED_LM, WEIGHT_LOAD_LOCK, LoadedModel, ModelLoadError, cached_on_disk, first_line
 
 # Public checkpoints that include their language-model head (they need network to download once).
 MODELS_WITH_HEAD = ("distilbert-base-cased", "bert-base-uncased", "gpt2")
@@ -84,9 +84,10 @@ class Predictions:
 def _no_head(model: LoadedModel, detail: str) -> NoLanguageModelHead:
     return NoLanguageModelHead(
         f"`{model.name}` has no language-model head: {detail} Without it the model cannot say which "
-        f"words it would predict, and a randomly initialised head would only show noise. Models that "
-        f"include their head: {', '.join(f'`{m}`' for m in MODELS_WITH_HEAD)} (type one in the sidebar's "
-        "model box; each needs network to download once)."
+        f"words it would predict, and a randomly initialised head would only show noise. The bundled "
+        f"`{BUNDLED_LM}` has its head and works offline: pick it in the sidebar. Other models that include "
+        f"their head: {', '.join(f'`{m}`' for m in MODELS_WITH_HEAD)} (type one in the sidebar's model box; "
+        "each needs network to download once)."
     )
 
 

@@ -104,6 +104,7 @@ def test_bundled_model_has_no_head_and_says_so(bundled):
     message = str(err.value)
     assert message.startswith("`all-MiniLM-L6-v2` has no language-model head")
     assert "distilbert-base-cased" in message and "gpt2" in message
+    assert "The bundled `SmolLM2-135M-Instruct` has its head and works offline" in message
 
 
 @pytest.fixture(scope="module")
