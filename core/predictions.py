@@ -139,7 +139,7 @@ def _head_on_loaded_model(model: LoadedModel) -> torch.nn.Module | None:
     if not getattr(config, "tie_word_embeddings", False) or base.get_input_embeddings() is None:
         return None
     try:
-        with torch.device("meta"):  # the shell only: every part is replaced by the loaded model's
+        with WEIGHT_LOAD_LOCK, torch.device("meta"):  # the shell only: every part is replaced by the loaded model's
             lm = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
     except (ValueError, KeyError, TypeError):  # no causal-LM class for this architecture
         return None

