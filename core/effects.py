@@ -32,6 +32,8 @@ import numpy as np
 import torch
 
 from core.heads import SUPPORTED, UnsupportedArchitecture
+from core.recorded_heads import out_projections as recorded_out_projections
+from core.recording import is_recordable
 from core.inference import Analysis, AnalysisError, analyze
 from core.models import LoadedModel
 from core.predictions import LanguageModel
@@ -71,9 +73,19 @@ class Network:
     out_projections: tuple[torch.nn.Module, ...]
     blocks: tuple[torch.nn.Module, ...]
 
+    @property
+    def head_dim(self) -> int:
+        """Width of one head's slice of the output projection's input (``config.head_dim`` when it has one)."""
+        return self.out_projections[0].in_features // self.num_heads if hasattr(self.out_projections[0], "in_features") \
+            else self.hidden_size // self.num_heads
+
 
 def _out_projections(base: torch.nn.Module, model_type: str) -> tuple[tuple[torch.nn.Module, ...], tuple[torch.nn.Module, ...]]:
     """(blocks, output projections), one of each per layer."""
+    if is_recordable(base):
+        found = recorded_out_projections(base)
+        if found is not None:
+            return found
     encoder = getattr(base, "encoder", None)
     if encoder is not None and hasattr(encoder, "layer"):
         blocks = tuple(encoder.layer)
@@ -102,7 +114,7 @@ def network(model: LoadedModel | LanguageModel) -> Network:
     blocks, projections = _out_projections(base, config.model_type)
     heads = int(config.num_attention_heads)
     hidden = int(getattr(config, "hidden_size", 0) or getattr(config, "dim", 0))
-    if heads < 1 or hidden % heads:
+    if heads < 1 or (hidden % heads and not is_recordable(base)):
         raise UnsupportedArchitecture(f"{config.model_type} models do not split their hidden size evenly into heads.")
     return Network(
         name=model.name,
@@ -145,13 +157,13 @@ def _ablation_hooks(net: Network, rows: Sequence[Sequence[tuple[int, int]]], met
     """
     if method not in METHODS:
         raise EffectsError(f"The ablation must be one of {', '.join(METHODS)}, not {method!r}.")
-    d = net.hidden_size // net.num_heads
+    d = net.head_dim
     owner = threading.get_ident()
     keeps: dict[int, torch.Tensor] = {}
     for b, heads in enumerate(rows):
         for layer, head in heads:
             if layer not in keeps:
-                keeps[layer] = torch.ones(len(rows), 1, net.hidden_size, device=net.device)
+                keeps[layer] = torch.ones(len(rows), 1, d * net.num_heads, device=net.device)
             keeps[layer][b, 0, head * d : (head + 1) * d] = 0.0
 
     def make_hook(keep: torch.Tensor):
