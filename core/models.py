@@ -203,7 +203,7 @@ def _load_parts(source: str, name: str, local_only: bool):
                            trust_remote_code=False, dtype=torch.float32, output_loading_info=True)
             try:  # the recording attention (core.recording) where the family uses the attention interface
                 model, loading = load(attn_implementation=implementation_for(config))
-            except ValueError:
+            except (ValueError, KeyError):
                 model, loading = load(attn_implementation="eager")
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
         raise ModelLoadError(

@@ -169,7 +169,14 @@ def implementation_for(config) -> str:
     """The ``attn_implementation`` to load a model with: IMPLEMENTATION for decoders and other interface users."""
     if getattr(config, "is_encoder_decoder", False) or config.model_type in _KEEP_EAGER:
         return "eager"
-    return IMPLEMENTATION
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING
+
+    try:
+        model_class = MODEL_MAPPING[type(config)]
+    except KeyError:
+        return "eager"
+    # a class declares whether its attention goes through the interface (GPT-Neo's does not)
+    return IMPLEMENTATION if getattr(model_class, "_supports_attention_backend", False) else "eager"
 
 
 def is_recordable(model: torch.nn.Module) -> bool:
