@@ -277,3 +277,23 @@ def test_model_that_cannot_be_recorded_gets_a_sentence(decoders):
     analysis = analyze(unrecorded, TEXT)
     with pytest.raises(UnsupportedArchitecture, match="Taking heads apart is not available"):
         compute_head(unrecorded, analysis, 0, 0)
+
+
+def test_queries_and_keys_reproduce_the_weights_or_refuse(family):
+    """BertViz's neuron view recomputes softmax(q·k/√d) under the causal mask: either that gives the model's
+    attention, or the model is refused with a sentence (window, cap or another scale)."""
+    from core.queries_keys import queries_and_keys
+
+    name, _, model, _ = family
+    analysis = analyze(model, TEXT)
+    if name in ("mistral", "gemma2", "gemma3_text"):  # sliding windows (and Gemma 2's cap) in these configs
+        with pytest.raises(UnsupportedArchitecture, match="neuron view"):
+            queries_and_keys(model, analysis)
+        return
+    queries, keys = queries_and_keys(model, analysis)
+    t = len(analysis.tokens)
+    scores = queries.astype(np.float64) @ np.swapaxes(keys, -1, -2) / np.sqrt(queries.shape[-1])
+    scores = np.where(np.tril(np.ones((t, t), dtype=bool)), scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    np.testing.assert_allclose(weights, analysis.attentions, atol=1e-5)
