@@ -297,3 +297,22 @@ def test_queries_and_keys_reproduce_the_weights_or_refuse(family):
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
     np.testing.assert_allclose(weights, analysis.attentions, atol=1e-5)
+
+
+def test_batches_with_padding_drift_and_senses_equal_one_text_at_a_time(family):
+    """Drift and senses read batched, right-padded passes: each text must equal its own plain forward pass."""
+    from core.drift import embed_corpus
+    from core.inference import analyze_many
+    from core.senses import occurrence_embeddings
+
+    _, _, model, plain = family
+    texts = [TEXT, "my bank", "The cat sat on the mat by the bank."]
+    for text, batched in zip(texts, analyze_many(model, texts, batch_size=3), strict=True):
+        out = _plain_forward(plain, analyze(model, text).input_ids)
+        np.testing.assert_allclose(batched.hidden_states, torch.stack(out.hidden_states, 1)[0].numpy(), atol=1e-4)
+        np.testing.assert_allclose(batched.attentions, torch.stack(out.attentions, 1)[0].numpy(), atol=1e-5)
+    embeddings = embed_corpus(model, texts, batch_size=3)
+    alone = analyze(model, texts[1])
+    np.testing.assert_allclose(embeddings.pooled["mean"][1], alone.hidden_states.mean(1), atol=1e-4)
+    occurrences = occurrence_embeddings(model, texts, "bank", batch_size=3)
+    assert occurrences.vectors.shape[:2] == (3, 3) and np.isfinite(occurrences.vectors).all()
