@@ -2,7 +2,10 @@
 
 Supported, decided by ``config.model_type`` (never by module names, which pre-LN MegatronBERT and
 rotary RoFormer share with BERT): BERT (and the bundled MiniLM), RoBERTa, XLM-RoBERTa, CamemBERT,
-ELECTRA, DistilBERT and GPT-2 (``ARCHITECTURES``). Shapes: ``T`` tokens, ``d`` = hidden size / heads.
+ELECTRA, DistilBERT and GPT-2 (``ARCHITECTURES``). Decoders loaded with ``core.recording``'s attention (Llama, Mistral,
+Qwen2/3, Gemma 1/2/3, Phi-3, SmolLM2 and any family whose attention goes through transformers' interface)
+are read from a recorded forward pass instead (``core.recorded_heads``, kind "recorded"): queries and keys
+before and after the rotary embedding, the shared key/value head, sliding windows and soft-caps. Shapes: ``T`` tokens, ``d`` = hidden size / heads.
 
 The input to block ``i`` is ``hidden_states[i]``. BERT-style blocks apply attention to it
 directly and LayerNorm afterwards (post-LN); GPT-2 applies its ``ln_1`` LayerNorm first

@@ -9,35 +9,24 @@ hidden / heads), ``Hq`` query heads, ``Hkv`` key/value heads; query head ``h`` r
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
 import numpy as np
 import torch
 
 from core.inference import Analysis
 from core.models import LoadedModel, threads_for_input
-from core.recording import LayerRecord, Recorder, attention_modules, rotate_back
-
-_CACHE: OrderedDict[tuple, dict[int, LayerRecord]] = OrderedDict()
-_CACHE_LOCK = threading.Lock()
-_CACHE_SIZE = 4
-
+from core.recording import (LayerRecord, Recorder, attention_modules, fingerprint, recall, remember,
+                            rotate_back)
 
 def records(model: LoadedModel, analysis: Analysis) -> dict[int, LayerRecord]:
-    """Every layer's ``LayerRecord`` for ``analysis``'s tokens (one recorded forward pass, kept for the last few texts)."""
-    key = (id(model.model), tuple(analysis.input_ids))
-    with _CACHE_LOCK:
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key]
+    """Every layer's ``LayerRecord`` for ``analysis``'s tokens: those ``analyze`` kept, else one recorded pass."""
+    print_ = fingerprint(analysis.hidden_states[-1])
+    found = recall(model.model, analysis.input_ids, print_)
+    if found is not None and len(found) == model.num_layers:
+        return found
     ids = torch.tensor([analysis.input_ids], device=model.device)
-    with torch.inference_mode(), threads_for_input(ids.numel()), Recorder(model.model) as rec:
+    with torch.inference_mode(), threads_for_input(ids.numel()), Recorder(model.model, keep_weights=False) as rec:
         model.model(input_ids=ids, attention_mask=torch.ones_like(ids))
-    with _CACHE_LOCK:
-        _CACHE[key] = rec.records
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
+    remember(model.model, analysis.input_ids, print_, rec.records)
     return rec.records
 
 

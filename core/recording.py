@@ -14,7 +14,7 @@ Shapes (``B`` batch, ``T`` tokens, ``Hq`` query heads, ``Hkv`` key/value heads, 
     LayerRecord.keys      [B, Hkv, T, d]  after rotary embedding (and k-norm)
     LayerRecord.values    [B, Hkv, T, d]
     LayerRecord.mask      [B, 1, T, T] additive (0 = may attend, dtype minimum = masked), or None
-    LayerRecord.weights   [B, Hq, T, T]   softmax weights, exactly the model's
+    LayerRecord.weights   [B, Hq, T, T]   softmax weights, exactly the model's (None with keep_weights=False)
     LayerRecord.inputs    [B, T, hidden]  what the attention module read (after the block's pre-norm)
     LayerRecord.cos/sin   [B, T, r] rotary tables the module received (None without rotary); r <= d
     replace[(layer, head)]: None (zeros) or a tensor [B, T, d]: that head's output before the output projection
@@ -29,9 +29,12 @@ Example::
 from __future__ import annotations
 
 import sys
+import threading
+from collections import OrderedDict
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
@@ -49,7 +52,7 @@ class LayerRecord:
     keys: torch.Tensor
     values: torch.Tensor
     mask: torch.Tensor | None
-    weights: torch.Tensor
+    weights: torch.Tensor | None
     scaling: float
     softcap: float | None
     sliding_window: int | None
@@ -68,13 +71,15 @@ class Recorder:
     """Context manager: records ``layers`` (None = all) of forward passes of ``model`` run in this thread.
 
     ``replace`` maps ``(layer, head)`` to None (the head's output becomes zeros) or a ``[B, T, d]`` tensor.
-    ``keep_tensors=False`` records nothing (only the replacements act), for cheap knock-outs.
+    ``keep_tensors=False`` records nothing (only the replacements act), for cheap knock-outs;
+    ``keep_weights=False`` records everything but the attention weights (the caller has them already).
     """
 
     model: torch.nn.Module | None = None
     layers: set[int] | None = None
     replace: dict[tuple[int, int], torch.Tensor | None] = field(default_factory=dict)
     keep_tensors: bool = True
+    keep_weights: bool = True
     records: dict[int, LayerRecord] = field(default_factory=dict)
     _inputs: dict[int, tuple] = field(default_factory=dict)
     _token: object = None
@@ -121,7 +126,8 @@ def explorer_attention(module, query, key, value, attention_mask, scaling=None, 
         inputs, cos, sin = rec._inputs.pop(layer, (None, None, None))
         rec.records[layer] = LayerRecord(
             module, query.detach(), key.detach(), value.detach(),
-            None if attention_mask is None else attention_mask.detach(), weights.detach(),
+            None if attention_mask is None else attention_mask.detach(),
+            weights.detach() if rec.keep_weights and weights is not None else None,
             float(scaling if scaling is not None else module.head_dim**-0.5), softcap, kwargs.get("sliding_window"),
             inputs, cos, sin,
         )
@@ -203,3 +209,32 @@ def rotate_back(x: torch.Tensor, record: LayerRecord) -> torch.Tensor | None:
 
 AttentionInterface.register(IMPLEMENTATION, explorer_attention)
 ALL_MASK_ATTENTION_FUNCTIONS.register(IMPLEMENTATION, eager_mask)
+
+
+# The records of the last few single-text passes (``core.inference.analyze`` keeps them), so that taking a head
+# apart needs no second forward pass. Keyed by the model object, the token ids and a fingerprint of the pass's
+# result (its last hidden state): a knocked-out pass over the same ids must not stand in for the plain one.
+_RECENT: OrderedDict[tuple, dict[int, LayerRecord]] = OrderedDict()
+_RECENT_LOCK = threading.Lock()
+RECENT_PASSES = 4
+
+
+def fingerprint(last_hidden: np.ndarray) -> bytes:
+    """What tells two passes over the same ids apart: the float32 bytes of the last token's last hidden state."""
+    return np.ascontiguousarray(last_hidden[-1], dtype=np.float32).tobytes()
+
+
+def remember(model: torch.nn.Module, input_ids: list[int], print_: bytes, records: dict[int, LayerRecord]) -> None:
+    """Keep ``records`` (every layer of one pass over ``input_ids``) among the last ``RECENT_PASSES``."""
+    key = (id(model), tuple(input_ids), print_)
+    with _RECENT_LOCK:
+        _RECENT[key] = records
+        _RECENT.move_to_end(key)
+        while len(_RECENT) > RECENT_PASSES:
+            _RECENT.popitem(last=False)
+
+
+def recall(model: torch.nn.Module, input_ids: list[int], print_: bytes) -> dict[int, LayerRecord] | None:
+    """The remembered records of ``model`` on ``input_ids`` whose pass ended in ``print_``, or None."""
+    with _RECENT_LOCK:
+        return _RECENT.get((id(model), tuple(input_ids), print_))

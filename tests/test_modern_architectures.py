@@ -339,3 +339,22 @@ def test_smollm2_analyze_and_heads_equal_a_direct_gguf_load(bundled_lm):
         assert step.kv_head == head // 3 and len(step.shared_with) == 3
     lens = logit_lens(load_language_model(bundled_lm), analysis)
     np.testing.assert_array_equal(lens.token_ids[-1][:, 0], out.logits[0].argmax(-1).numpy())
+
+
+def test_a_knocked_out_pass_never_stands_in_for_the_plain_one(family):
+    """analyze keeps its recorded pass for compute_head; a knock-out over the same tokens must not replace it."""
+    _, _, model, plain = family
+    analysis = analyze(model, TEXT)
+    ablated = ablate_heads(model, TEXT, [(0, 0), (0, 1), (0, 2), (0, 3)])
+    eager = torch.stack(_plain_forward(plain, analysis.input_ids).attentions, 1)[0].numpy()
+    np.testing.assert_allclose(compute_head(model, analysis, 1, 2).weights, eager[1, 2], atol=1e-5)
+    np.testing.assert_allclose(compute_head(model, ablated, 1, 2).weights, ablated.attentions[1, 2], atol=1e-5)
+
+
+def test_rotation_figure_draws_both_vectors():
+    from viz.inside import rotation_bars
+
+    before, after = np.array([1.0, 0.0, 2.0]), np.array([0.0, 1.0, 2.0])
+    fig = rotation_bars(before, after, title="q <b>")
+    assert [list(trace.y) for trace in fig.data] == [[1.0, 0.0, 2.0], [0.0, 1.0, 2.0]]
+    assert fig.layout.barmode == "group" and "<b>" not in fig.layout.title.text
