@@ -154,6 +154,8 @@ def architecture(model: LoadedModel) -> Architecture:
 def embeddings_description(model: LoadedModel) -> str:
     """What ``hidden_states[0]`` is for this model, in words (ELECTRA: with its ``embeddings_project``)."""
     text = architecture(model).embeddings
+    if text == RECORDED.embeddings and getattr(model.model, "rotary_emb", None) is None:
+        text = "this family's input embeddings (it has no rotary embedding)"
     project = getattr(model.model, "embeddings_project", None)
     if project is not None:
         text += (

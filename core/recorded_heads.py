@@ -130,3 +130,11 @@ def out_projections(base: torch.nn.Module) -> tuple[tuple[torch.nn.Module, ...],
             return None
         projections.append(linear)
     return blocks, tuple(projections)
+
+
+def norm_before_attention(model: LoadedModel, layer: int) -> str | None:
+    """The name of block ``layer``'s norm before attention (``input_layernorm``), or None when it has none by that name."""
+    blocks = getattr(model.model, "layers", None)
+    if blocks is None or not 0 <= layer < len(blocks):
+        return None
+    return "input_layernorm" if isinstance(getattr(blocks[layer], "input_layernorm", None), torch.nn.Module) else None

@@ -12,6 +12,7 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from core.heads import UnsupportedArchitecture, architecture, compute_head, embeddings_description  # noqa: E402
+from core.recorded_heads import norm_before_attention  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
 from ui.caveats import attention_caveat  # noqa: E402
 from ui.errors import friendly_fragment  # noqa: E402
@@ -80,9 +81,10 @@ def one_head_step_by_step() -> None:
     recorded = arch.kind == "recorded"
     explain("1 · What the head reads", f"Layer {layer} reads hidden state {layer}, {reads}: one vector of "
             f"{model.hidden_size} numbers per token. " + (
-                f"This model ({model.model_type}) normalises first: the block applies its pre-attention norm "
-                "(`input_layernorm`) to the hidden state, so the head reads `input_layernorm(hidden state)`, and "
-                "this page shows that input as the model computed it." if recorded else
+                (f"This model ({model.model_type}) normalises first: the block applies its pre-attention norm "
+                 "(`input_layernorm`) to the hidden state, so the head reads `input_layernorm(hidden state)`, and "
+                 "this page shows that input as the model computed it." if norm_before_attention(model, layer) else
+                 "This page shows what the attention module read, recorded from the model itself.") if recorded else
                 f"This model ({model.model_type}) is pre-LN: the block applies its LayerNorm `ln_1` to the hidden state before attention, "
                 "so the head reads `ln_1(hidden state)`." if arch.pre_ln else
                 f"This model ({model.model_type}) is post-LN: LayerNorm (not batch norm: each token is normalised on its own) comes after "

@@ -122,4 +122,5 @@ def test_recorded_decoder_shows_rotation_shared_heads_window_and_cap(tmp_path):
     text_on_page = " ".join(m.value for m in at.markdown)
     assert "rotated" in text_on_page and "reads key/value head 1, and so do query heads 2" in text_on_page
     assert "sliding window of 4 tokens" in text_on_page and "soft-capped" in text_on_page
+    assert "`input_layernorm(hidden state)`" in text_on_page
     assert len(at.get("plotly_chart")) == 8  # + the rotation figure
