@@ -80,6 +80,18 @@ def test_bundled_model_page_matches_the_model():
 
 
 @pytest.mark.app
+@pytest.mark.integration
+def test_smollm2_page_rotates_and_shares_heads(bundled_lm):
+    """SmolLM2: 9 query heads share 3 key/value heads; head 4 reads key/value head 1 with heads 3 and 5."""
+    at = open_app({"model": "SmolLM2-135M-Instruct", "text": "The capital of France is Paris.", "layer": "7",
+                   "head": "4"}, page=PAGE)
+    assert not page_errors(at)
+    assert _difference(at) < 1e-5
+    text = " ".join(m.value for m in at.markdown)
+    assert "reads key/value head 1, and so do query heads 3, 5" in text and "rotated" in text
+
+
+@pytest.mark.app
 def test_a_bert_lookalike_is_refused_with_a_sentence(tmp_path):
     from tests.model_factory import build_tiny_megatron_bert
 
