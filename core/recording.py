@@ -21,9 +21,13 @@ Shapes (``B`` batch, ``T`` tokens, ``Hq`` query heads, ``Hkv`` key/value heads, 
 
 Example::
 
-    with Recorder(model.model, layers={3}) as rec:
-        model.model(input_ids)
-    rec.layers[3].queries
+    with torch.inference_mode(), Recorder(loaded.model, layers={3}, replace={(5, 2): None}) as rec:
+        loaded.model(input_ids)            # head 2 of layer 5 knocked out in this pass only
+    rec.records[3].queries                 # [1, Hq, T, d]
+
+``Recorder(model)`` installs, once per model and for good, forward pre-hooks (public API) on the attention
+modules that keep their input and rotary tables; outside a Recorder they return at once. Passes in other
+threads are never recorded or changed.
 """
 
 from __future__ import annotations
