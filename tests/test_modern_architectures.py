@@ -358,3 +358,27 @@ def test_rotation_figure_draws_both_vectors():
     fig = rotation_bars(before, after, title="q <b>")
     assert [list(trace.y) for trace in fig.data] == [[1.0, 0.0, 2.0], [0.0, 1.0, 2.0]]
     assert fig.layout.barmode == "group" and "<b>" not in fig.layout.title.text
+
+
+def test_a_recorder_acts_only_in_its_own_thread(decoders):
+    """Sessions share a model: a pass in another thread during a recording is neither recorded nor knocked out."""
+    import threading
+
+    _, _, model, _ = decoders("llama")
+    ids = torch.tensor([analyze(model, TEXT).input_ids])
+    with torch.no_grad():
+        clean = model.model(ids).last_hidden_state
+    seen = {}
+
+    def other():
+        with torch.no_grad():
+            seen["other"] = model.model(ids).last_hidden_state
+
+    with torch.no_grad(), Recorder(model.model, replace={(0, 0): None}) as rec:
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        assert rec.records == {}
+        knocked = model.model(ids).last_hidden_state
+    torch.testing.assert_close(seen["other"], clean)
+    assert (knocked - clean).abs().max() > 1e-4 and set(rec.records) == {0, 1}
