@@ -9,7 +9,8 @@ from pathlib import Path
 import streamlit as st
 
 from ui.startup import wait_for_startup
-from ui.warmup import page_running, start_warmup
+from ui.idle import page_running
+from ui.warmup import start_warmup
 
 start_warmup()  # `make run` did this as the server started; with `streamlit run app.py`, the first visit does
 wait_for_startup()  # the first visit to a server that has just started: a few seconds
@@ -19,7 +20,7 @@ import transformers  # noqa: E402
 from ui.errors import friendly_errors  # noqa: E402
 from ui.explain import presentation_page_style  # noqa: E402
 from ui.page_state import page_run  # noqa: E402
-from ui.session import render_sidebar  # noqa: E402
+from ui.sidebar import render_sidebar  # noqa: E402
 
 ROOT = Path(__file__).parent
 # The favicon inline, as a data URL: Chromium fetches a page's icon again on every URL change, which every click that
