@@ -15,12 +15,14 @@ Shapes, written once here (``T`` = number of tokens, special tokens included):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from core.models import LoadedModel, threads_for_input
+from core.recording import Recorder, fingerprint, is_recordable, remember
 
 
 class AnalysisError(ValueError):
@@ -143,8 +145,15 @@ def _forward(model: LoadedModel, encoding, attentions: bool):
     if "token_type_ids" in encoding and "token_type_ids" in model.tokenizer.model_input_names:
         inputs["token_type_ids"] = encoding["token_type_ids"]
     inputs = {k: v.to(model.device) for k, v in inputs.items()}
-    with torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()):
-        return model.model(**inputs, output_attentions=attentions, output_hidden_states=True, return_dict=True)
+    # one text of a recorded model (core.recording): keep its queries, keys and values for core.heads
+    record = attentions and inputs["input_ids"].shape[0] == 1 and is_recordable(model.model)
+    with torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()), \
+            Recorder(model.model, keep_weights=False) if record else nullcontext() as rec:
+        out = model.model(**inputs, output_attentions=attentions, output_hidden_states=True, return_dict=True)
+    if record and len(rec.records) == model.num_layers:
+        print_ = fingerprint(out.hidden_states[-1][0].float().cpu().numpy())
+        remember(model.model, inputs["input_ids"][0].tolist(), print_, rec.records)
+    return out
 
 
 def _refuse_encoder_decoder(model: LoadedModel) -> None:
