@@ -29,17 +29,17 @@ FAVICON = "data:image/png;base64," + base64.b64encode((ROOT / "assets" / "favico
 
 # (file, title, icon, url path). The url paths are stable: links sent to a workshop depend on them.
 PAGES = [
-    ("pages/home.py", "Home", ":material/home:", ""),
-    ("pages/tour.py", "Guided tour", ":material/tour:", "tour"),
-    ("pages/attention.py", "Attention", ":material/grid_on:", "attention"),
-    ("pages/maxima.py", "Maxima", ":material/call_made:", "maxima"),
-    ("pages/stats.py", "Head statistics", ":material/leaderboard:", "stats"),
-    ("pages/inside.py", "Inside one head", ":material/calculate:", "inside"),
-    ("pages/compare.py", "Compare two sentences", ":material/compare:", "compare"),
-    ("pages/predictions.py", "Predictions", ":material/lightbulb:", "predictions"),
-    ("pages/effects.py", "Does it matter?", ":material/science:", "effects"),
-    ("pages/drift.py", "Drift", ":material/trending_down:", "drift"),
-    ("pages/senses.py", "Senses", ":material/scatter_plot:", "senses"),
+    ("app_pages/home.py", "Home", ":material/home:", ""),
+    ("app_pages/tour.py", "Guided tour", ":material/tour:", "tour"),
+    ("app_pages/attention.py", "Attention", ":material/grid_on:", "attention"),
+    ("app_pages/maxima.py", "Maxima", ":material/call_made:", "maxima"),
+    ("app_pages/stats.py", "Head statistics", ":material/leaderboard:", "stats"),
+    ("app_pages/inside.py", "Inside one head", ":material/calculate:", "inside"),
+    ("app_pages/compare.py", "Compare two sentences", ":material/compare:", "compare"),
+    ("app_pages/predictions.py", "Predictions", ":material/lightbulb:", "predictions"),
+    ("app_pages/effects.py", "Does it matter?", ":material/science:", "effects"),
+    ("app_pages/drift.py", "Drift", ":material/trending_down:", "drift"),
+    ("app_pages/senses.py", "Senses", ":material/scatter_plot:", "senses"),
 ]
 
 

@@ -36,7 +36,7 @@ def _attention_page(model_dir: str, text: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=180)
     at.query_params.update({"model": model_dir, "text": text})
     at.run()
-    at.switch_page("pages/attention.py")
+    at.switch_page("app_pages/attention.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at

@@ -177,7 +177,7 @@ def test_held_out_river_sentence_votes_river_at_the_later_layers_and_lands_in_th
 def _senses(query: dict[str, str]):
     from tests.test_app import open_app
 
-    return open_app(query, page="pages/senses.py")
+    return open_app(query, page="app_pages/senses.py")
 
 
 def _projection(at) -> dict:

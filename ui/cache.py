@@ -573,8 +573,8 @@ def cached_head_importance(model_name: str, text: str, max_tokens: int | None, m
 
 def cached_target_change(model_name: str, text: str, max_tokens: int | None, heads: tuple, method: str,
                          target: str | None = None, k: int = 5):
-    """``core.effects.target_change``: top-``k`` predictions and log p(target) before and after the knock-out."""
-    from core.effects import target_change
+    """``core.effects_compare.target_change``: top-``k`` predictions and log p(target) before and after the knock-out."""
+    from core.effects_compare import target_change
 
     store = bounded_store("target-changes", MAX_EFFECTS, MAX_EFFECTS_BYTES)
     return store.get_or_compute(
