@@ -5,12 +5,14 @@ from __future__ import annotations
 import streamlit as st
 
 from core.inference import Analysis
-from core.models import DEFAULT_MODEL, LoadedModel, ModelLoadError, bundled_name
+from core.examples import SUGGESTED_MODELS
+from core.models import BUNDLED_MODELS, DEFAULT_MODEL, LoadedModel, ModelLoadError, bundled_name
 from core.settings import Settings, load_settings
 from ui.cache import cached_analysis, cached_model
 from ui.page_state import option_value
 
 MAX_TEXT_CHARS = 100_000  # far past any model limit; the tokenizer truncates with a notice
+
 
 def current_settings() -> Settings:
     """Laptop or workshop-server settings, from the environment or ``.streamlit/secrets.toml``."""
@@ -20,26 +22,36 @@ def current_settings() -> Settings:
         secrets = {}
     return load_settings(secrets)
 
+
+def offered_models(settings: Settings) -> list[str]:
+    """Both bundled models first, then the server's allowed models or the laptop's suggestions."""
+    others = [m for m in settings.allowed_models if m != "*"] if settings.server_mode else list(SUGGESTED_MODELS)
+    return list(BUNDLED_MODELS) + [m for m in others if bundled_name(m) is None]
+
+
 def current_model_name() -> str:
     """The sidebar's model; a bundled model by its one canonical name, so that its aliases share one copy."""
     name = (option_value("model", app=True) or DEFAULT_MODEL).strip() or DEFAULT_MODEL
     return bundled_name(name) or name
 
+
 def current_text() -> str:
     return option_value("text", app=True) or ""
+
 
 def current_model() -> LoadedModel:
     """The sidebar's model, loaded once per process. Raises ``ModelLoadError`` with a user message."""
     name = current_model_name()
     settings = current_settings()
     if not settings.model_allowed(name):
-        allowed = ", ".join(_offered_models(settings))
+        allowed = ", ".join(offered_models(settings))
         raise ModelLoadError(
             f"This workshop server does not load `{name}`: it offers only {allowed}. "
             "Pick one of those in the sidebar."
         )
     with st.spinner(f"Loading {name}…"):
         return cached_model(name)
+
 
 def current_token_limit() -> int:
     """Tokens analysed per text: the model's limit, capped by the deployment setting.
@@ -48,6 +60,7 @@ def current_token_limit() -> int:
     describe the same tokens as ``current_analysis()``.
     """
     return min(current_settings().max_tokens, current_model().max_tokens)
+
 
 def current_analysis(max_tokens: int | None = None) -> Analysis:
     """The sidebar's text through the sidebar's model (cached). Raises ``AnalysisError`` for empty text."""
@@ -68,8 +81,10 @@ def current_analysis(max_tokens: int | None = None) -> Analysis:
         )
     return analysis
 
+
 def presentation_mode() -> bool:
     return bool(option_value("present", app=True))
+
 
 def image_format() -> str:
     return "svg" if option_value("img", app=True) == "SVG" else "png"

@@ -4,24 +4,17 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.examples import BANK_RIVER, EXAMPLE_SENTENCES, SUGGESTED_MODELS
-from core.models import BUNDLED_KINDS, BUNDLED_MODELS, bundled_name
-from core.settings import Settings
+from core.examples import BANK_RIVER, EXAMPLE_SENTENCES
+from core.models import BUNDLED_KINDS, bundled_name
 from ui.page_state import option, option_value, set_option
 from ui.seq2seq import render_target_box
-from ui.session import MAX_TEXT_CHARS, current_model_name, current_settings
+from ui.session import MAX_TEXT_CHARS, current_model_name, current_settings, offered_models
 
 
 def model_label(name: str) -> str:
     """What the picker shows for ``name``: a bundled model with what it is, any other name as it is."""
     bundled = bundled_name(name) if isinstance(name, str) and name.strip() else None
     return f"{name} — {BUNDLED_KINDS[bundled]} (bundled)" if bundled else str(name)
-
-
-def _offered_models(settings: Settings) -> list[str]:
-    """Both bundled models first, then the server's allowed models or the laptop's suggestions."""
-    others = [m for m in settings.allowed_models if m != "*"] if settings.server_mode else list(SUGGESTED_MODELS)
-    return list(BUNDLED_MODELS) + [m for m in others if bundled_name(m) is None]
 
 
 def _use_example() -> None:
@@ -35,7 +28,7 @@ def render_sidebar() -> None:
     """Model picker, text box, examples and display options; app-wide options in the URL (``ui.page_state``)."""
     settings = current_settings()
     chosen = option_value("model", app=True) or st.query_params.get("model")
-    options = _offered_models(settings)
+    options = offered_models(settings)
     if settings.server_mode:
         help_text = "This workshop server offers only these models."
     else:
