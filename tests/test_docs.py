@@ -137,3 +137,50 @@ def test_every_benchmark_command_exists():
 def test_wrong_sentence_is_not_in_the_docs(phrase):
     found = [p.name for p in DOCS if phrase in p.read_text(encoding="utf-8")]
     assert not found, f"{phrase!r} in {found}"
+
+
+def _defined(module: Path) -> set[str]:
+    """Top-level names a module defines or imports (read without importing it)."""
+    names = set()
+    for node in ast.parse(module.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def _unknown_names(text: str) -> list[str]:
+    """`core.x.name`, `ui/x.py`, `tests/x.py` … quoted in ``text`` that do not exist where it says."""
+    missing = []
+    for quoted in re.findall(r"`([^`\n]+)`", text):
+        for file in re.findall(r"^((?:app|serve|app_pages|core|ui|viz|tests|bench|scripts)[a-z0-9_/]*\.py)$", quoted):
+            if not (ROOT / file).exists():
+                missing.append(file)
+        dotted = re.match(r"^((?:core|ui|viz|app)(?:\.\w+)+)(?:\(.*)?$", quoted)
+        if not dotted or quoted.endswith(".py"):
+            continue
+        parts = dotted.group(1).split(".")
+        for cut in range(len(parts), 0, -1):  # the longest prefix that is a module file
+            module = ROOT.joinpath(*parts[:cut]).with_suffix(".py")
+            if module.exists():
+                if cut < len(parts) and parts[cut] not in _defined(module):
+                    missing.append(dotted.group(1))
+                break
+        else:
+            missing.append(dotted.group(1))
+    return missing
+
+
+def test_unknown_names_are_found():
+    text = "`core.inference.analyze` `core.inference.no_such` `ui/no_such.py` `ui/cache.py` `core.nowhere.f(x)`"
+    assert _unknown_names(text) == ["core.inference.no_such", "ui/no_such.py", "core.nowhere.f"]
+
+
+@pytest.mark.parametrize("path", MARKDOWN, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_named_module_file_and_function_exists(path):
+    missing = _unknown_names(path.read_text(encoding="utf-8"))
+    assert not missing, f"{path.name} names what does not exist: {missing}"
