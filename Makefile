@@ -34,5 +34,10 @@ test-fast: setup
 bench: setup browser
 	$(BIN)/python -m bench
 
+# The README's screenshots (docs/screenshots/), drawn again by the app itself in headless Chromium.
+.PHONY: screenshots
+screenshots: setup browser
+	$(BIN)/python scripts/screenshots.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -1,4 +1,4 @@
-"""The figures the README quotes, re-measured on the inputs it names (bundled model)."""
+"""The figures docs/pages.md quotes (they left the README for it), re-measured on the inputs it names (bundled model)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import pytest
 from core.examples import BANK_MONEY, BANK_RIVER
 from core.inference import analyze
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-README_FLAT = re.sub(r"\s+", " ", README)
+PAGES_DOC = (Path(__file__).resolve().parent.parent / "docs" / "pages.md").read_text(encoding="utf-8")
+PAGES_FLAT = re.sub(r"\s+", " ", PAGES_DOC)
 
 pytestmark = pytest.mark.integration
 
 
 def quoted(text: str) -> bool:
-    return re.sub(r"\s+", " ", text) in README_FLAT
+    return re.sub(r"\s+", " ", text) in PAGES_FLAT
 
 
 def test_inputs_are_named():
@@ -95,3 +95,14 @@ def test_senses_layer_zero_figure(bundled):
     assert quoted(f"every built-in word has 1-NN accuracy {table['knn_accuracy'].iloc[0]:.2f} there")
     late = table["knn_accuracy"].iloc[1:]
     assert quoted(f'"bat" is the hardest, {late.min():.2f}–{late.max():.2f}')
+
+
+def test_readme_notebook_example(bundled):
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    analysis = analyze(bundled, BANK_RIVER)
+    assert f'analyze(model, "{BANK_RIVER}")' in readme
+    assert f"a.attentions.shape     # {analysis.attentions.shape}" in readme
+    assert f"a.hidden_states.shape  # {analysis.hidden_states.shape}" in readme
+    first, last = analysis.tokens[:4], analysis.tokens[-1]
+    assert f"a.tokens               # [{', '.join(repr(t) for t in first)}, ..., {last!r}]" in readme
+    assert analysis.special_mask.tolist() == [t in ("[CLS]", "[SEP]") for t in analysis.tokens]
