@@ -58,7 +58,7 @@ MEASURE_JS = r"""
     ['tick label', '.xaxislayer-above text, .yaxislayer-above text'],
     ['bar label', '.bartext'],
   ];
-  const plots = [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')];
+  const plots = [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot:not(.st-key-plotly-preload *)')];
   plots.forEach((plot, index) => {
     const frame = rect(plot);
     if (frame.width === 0 || frame.height === 0) return;  // folded away (closed expander or popover)

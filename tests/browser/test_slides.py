@@ -26,7 +26,8 @@ PAGES = [path for _, path in landed_pages()]
 # Pages whose figures draw the sidebar's text (the others have their own inputs or corpus).
 TEXT_PAGES = ["", "attention", "maxima", "stats", "inside"]
 NO_HEAD = "has no language-model head"  # the predictions page on the bundled model draws no figure
-FIGURES = '[data-testid="stMain"] .js-plotly-plot'
+# The first page a fresh server draws also holds a hidden, empty chart that loads Plotly early (ui.startup).
+FIGURES = '[data-testid="stMain"] .js-plotly-plot:not(.st-key-plotly-preload *)'
 CAMERA = '.modebar-btn[data-title^="Download plot"]'
 # Tour steps after the first (the first is the tour's default view, checked with every page); on the
 # bundled model each draws its one live figure through ``as_slide`` in presentation mode.
