@@ -37,6 +37,7 @@ PAGES = [
     ("pages/compare.py", "Compare two sentences", ":material/compare:", "compare"),
     ("pages/predictions.py", "Predictions", ":material/lightbulb:", "predictions"),
     ("pages/effects.py", "Does it matter?", ":material/science:", "effects"),
+    ("pages/patching.py", "Patching", ":material/healing:", "patching"),
     ("pages/drift.py", "Drift", ":material/trending_down:", "drift"),
     ("pages/senses.py", "Senses", ":material/scatter_plot:", "senses"),
 ]

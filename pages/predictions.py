@@ -123,3 +123,8 @@ def candidates(text: str) -> None:
 
 
 candidates(text)
+if language_model.kind == "next":
+    from ui.lm_views import generation_view, sampling_view
+
+    sampling_view(text)
+    generation_view(text)
