@@ -9,6 +9,7 @@ registered for one call and always removed.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -93,16 +94,36 @@ def _clean_cache(lm: LanguageModel, parts: Parts, ids: torch.Tensor, kind: Kind)
     return torch.stack(store), out.logits
 
 
+def _prefix_cache(lm: LanguageModel, ids: torch.Tensor):
+    """The corrupted run's key/value cache when the model returns a croppable one, else None."""
+    cache = _forward(lm, ids[None], use_cache=True).past_key_values
+    return cache if cache is not None and getattr(cache, "is_croppable", False) else None
+
+
+def _chunks(cells: list[tuple[int, int]], kind: Kind, length: int, prefix) -> list[tuple[int, list[int]]]:
+    """``(offset, cell numbers)`` per forward pass. A residual or MLP patch at position ``t`` leaves positions
+    before ``t`` as in the corrupted run (attention is causal), so with a cache those runs start at ``t``."""
+    groups: dict[int, list[int]] = {}
+    for n, (_, index) in enumerate(cells):
+        groups.setdefault(index if prefix is not None and kind != "heads" else 0, []).append(n)
+    chunks = []
+    for offset, numbers in sorted(groups.items()):
+        batch = max(1, MAX_BATCH_TOKENS // (length - offset))
+        chunks += [(offset, numbers[i:i + batch]) for i in range(0, len(numbers), batch)]
+    return chunks
+
+
 def _patched_runs(lm: LanguageModel, parts: Parts, ids: torch.Tensor, cells: list[tuple[int, int]], cache, kind: Kind,
                   answer: int, wrong: int, progress: Callable[[int, int], None] | None) -> np.ndarray:
     """The metric of each corrupted run with cell ``(layer, index)`` patched from ``cache``, batched."""
-    batch = max(1, MAX_BATCH_TOKENS // len(ids))
     results = np.empty(len(cells))
     d = parts.head_dim
-    for start in range(0, len(cells), batch):
-        chunk = cells[start:start + batch]
+    prefix = _prefix_cache(lm, ids) if kind != "heads" else None
+    done = 0
+    for offset, numbers in _chunks(cells, kind, len(ids), prefix):
         rows: dict[int, list[tuple[int, int]]] = {}
-        for b, (layer, index) in enumerate(chunk):
+        for b, n in enumerate(numbers):
+            layer, index = cells[n]
             rows.setdefault(layer, []).append((b, index))
 
         def patch(x: torch.Tensor, layer: int) -> torch.Tensor:
@@ -111,7 +132,7 @@ def _patched_runs(lm: LanguageModel, parts: Parts, ids: torch.Tensor, cells: lis
                 if kind == "heads":
                     x[b, :, index * d:(index + 1) * d] = cache[layer][:, index * d:(index + 1) * d]
                 else:
-                    x[b, index] = cache[layer][index]
+                    x[b, index - offset] = cache[layer][index]
             return x
 
         hooks = []
@@ -130,11 +151,18 @@ def _patched_runs(lm: LanguageModel, parts: Parts, ids: torch.Tensor, cells: lis
                 def post(module, args, output, layer=layer):
                     return patch(output, layer)
                 hooks.append((parts.mlps[layer], "forward", post))
+        extra = {}
+        if offset:
+            past = copy.deepcopy(prefix)
+            past.crop(offset - len(ids))  # a negative count: the tokens to drop
+            past.batch_repeat_interleave(len(numbers))
+            extra["past_key_values"] = past
         with hooked(hooks):
-            logits = _forward(lm, ids[None].expand(len(chunk), -1)).logits
-        results[start:start + len(chunk)] = _metric(logits, answer, wrong).cpu().numpy()
+            logits = _forward(lm, ids[None, offset:].expand(len(numbers), -1), **extra).logits
+        results[numbers] = _metric(logits, answer, wrong).cpu().numpy()
+        done += len(numbers)
         if progress is not None:
-            progress(start + len(chunk), len(cells))
+            progress(done, len(cells))
     return results
 
 
