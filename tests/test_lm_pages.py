@@ -66,3 +66,11 @@ def test_an_encoder_gets_a_sentence(tiny_bert_dir):
     at = open_app({"model": tiny_bert_dir}, page="pages/patching.py")
     assert not page_errors(at)
     assert "not a causal language model" in " ".join(i.value for i in at.info)
+
+
+def test_head_statistics_show_induction_scores_for_a_decoder(lm_dirs):
+    at = open_app({"model": lm_dirs["llama"], "text": "the cat sat on the mat", "ind_len": "12"}, page="pages/stats.py")
+    assert not page_errors(at)
+    assert "of its attention goes to the token after the earlier occurrence" in _text(at)
+    even = sum(1 / (q + 1) for q in range(13, 25)) / 12  # BOS + 12 tokens, then queries 13..24
+    assert f"evenly over the tokens it can see would give {even:.1%}" in _text(at)

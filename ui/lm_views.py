@@ -3,6 +3,7 @@ direct logit attribution and induction scores. Results are cached per process, o
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -169,3 +170,38 @@ def dla_view(text: str, answer: str, wrong: str) -> None:
     st.markdown(markdown_safe(dla_sentence(result, answer, wrong or None)))
     show_figure(dla_heatmap(result), name=file_stem(current_model_name(), "direct-logit-attribution"),
                 data=lambda: pd.DataFrame(dla_table(result)), key="dla")
+
+
+def induction_view(model) -> None:
+    """Induction scores of every head of ``model`` on repeated random tokens (length and seed in the link)."""
+    from core.induction import induction_scores
+    from viz.head_stats import head_heatmap
+
+    st.subheader("Induction heads")
+    explain("A sequence of random tokens is shown twice. At each token of the second copy, an **induction head** "
+            "attends to the token that came right after the same token in the first copy, so the model can predict "
+            "what comes next by copying. The score is that attention, averaged over the second copy (1 = all of it).")
+    left, right = st.columns(2)
+    length = option(left.slider, "Random tokens per copy", 5, 100, 40, key="ind_len")
+    seed = option(right.number_input, "Seed", 0, 10**6, 0, key="ind_seed")
+    store = bounded_store("lm-tools", MAX_RESULTS, MAX_BYTES)
+    try:
+        with model_turn():
+            result = store.get_or_compute(("induction", current_model_name(), int(length), int(seed)),
+                                          lambda: induction_scores(model, length=int(length), seed=int(seed)))
+    except ValueError as err:
+        st.warning(markdown_safe(str(err)), icon=":material/warning:")
+        return
+    layer, head = np.unravel_index(int(np.argmax(result.scores)), result.scores.shape)
+    strong = int((result.scores > 0.4).sum())
+    queries = np.arange(result.prefix + result.length, result.prefix + 2 * result.length)
+    even = float(np.mean(1 / (queries + 1)))  # a head spreading attention evenly over the tokens it can see
+    st.markdown(markdown_safe(
+        f"The strongest is head {head} of layer {layer}: {result.scores[layer, head]:.0%} of its attention goes to the "
+        f"token after the earlier occurrence (a head spreading its attention evenly over the tokens it can see would "
+        f"give {even:.1%}). {strong} head{'s' if strong != 1 else ''} score above 40%."))
+    show_figure(head_heatmap(result.scores, title="Induction score", colorbar="score", share=True),
+                name=file_stem(current_model_name(), "induction", length, seed), key="stats-induction",
+                data=lambda: pd.DataFrame([{"layer": l, "head": h, "induction_score": float(result.scores[l, h])}
+                                           for l in range(result.scores.shape[0])
+                                           for h in range(result.scores.shape[1])]))
