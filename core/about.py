@@ -1,7 +1,8 @@
 """Facts about the loaded model that a learner needs before reading the literature's findings into it.
 
-Everything here is computed from the model (attention sinks, anisotropy) except the description
-of the bundled checkpoint, which is what its model card says it is.
+Everything here is computed from the model (attention sinks, anisotropy, key/value sharing, how positions
+enter, the normalisation) except the description of each bundled checkpoint, which is what its model card
+says it is and how it is shipped here.
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from core.drift import anisotropy_level
 from core.inference import Analysis, analyze_many
-from core.models import LoadedModel, is_bundled
+from core.models import BUNDLED_LM, DEFAULT_MODEL, LoadedModel, bundled_name
 
 BUNDLED_DESCRIPTION = (
     "all-MiniLM-L6-v2 is a sentence encoder from sentence-transformers: "
@@ -21,6 +23,14 @@ BUNDLED_DESCRIPTION = (
     "places similar sentences close together. It is not an MLM-pretrained BERT and has no language-model head: "
     "findings about BERT-base (which heads do what, where attention sinks are) need not hold for it."
 )
+BUNDLED_LM_DESCRIPTION = (
+    "SmolLM2-135M-Instruct is HuggingFaceTB's 135-million-parameter SmolLM2 language model, instruct-tuned: after "
+    "pre-training on text it was fine-tuned to follow instructions and chat. The copy bundled here comes from a "
+    "4-bit (Q4_1) GGUF file whose weights were expanded to float32, so its predictions differ slightly from the "
+    "original release."
+)
+DESCRIPTIONS = {DEFAULT_MODEL: BUNDLED_DESCRIPTION, BUNDLED_LM: BUNDLED_LM_DESCRIPTION}
+SINK_FACTOR = 2.0  # a token is called a sink when it receives at least this many times its even-spread share
 # Short sentences from different topics: tokens of different sentences are the anisotropy baseline.
 REFERENCE_SENTENCES = (
     "The bank of the river was covered in reeds.",
@@ -37,8 +47,12 @@ REFERENCE_SENTENCES = (
 @dataclass(frozen=True)
 class ModelFacts:
     """``received``: per token of the analysed text, the share of attention it receives (mean over layers,
-    heads and query tokens). ``anisotropy``: per hidden state 0..L, mean cosine between tokens of
-    different reference sentences."""
+    heads and query tokens); ``even``: ``[T]`` what each token would receive if every query spread its attention
+    evenly over the tokens it sees (``even_share``). ``anisotropy``: per hidden state 0..L, mean cosine between
+    tokens of different reference sentences. ``kv_heads``: key/value heads per layer (None: one per query head);
+    ``rotary``: positions enter as rotary embeddings inside attention; ``position_free_start``: hidden state 0 is
+    the token embedding alone (times one constant), so it carries no position; ``norm``: "RMSNorm" or
+    "LayerNorm" (None when not found), ``norm_class`` the module's class name."""
 
     name: str
     model_type: str
@@ -51,6 +65,12 @@ class ModelFacts:
     received: np.ndarray
     anisotropy: np.ndarray
     description: str | None
+    even: np.ndarray | None = None
+    kv_heads: int | None = None
+    rotary: bool = False
+    position_free_start: bool | None = None
+    norm: str | None = None
+    norm_class: str | None = None
 
 
 def attention_received(analysis: Analysis) -> np.ndarray:
@@ -58,6 +78,47 @@ def attention_received(analysis: Analysis) -> np.ndarray:
     if analysis.attentions is None:
         raise ValueError("the analysis has no attention weights")
     return analysis.attentions.mean(axis=(0, 1, 2))
+
+
+def even_share(num_tokens: int, is_decoder: bool) -> np.ndarray:
+    """``[T]``: ``attention_received`` under even attention. Encoder: 1/T each. Decoder (causal): query i spreads
+    1/(i + 1) over tokens 0..i, so token j receives (1/T) · Σ_{i≥j} 1/(i + 1): position 0 gets H_T / T, not 1/T."""
+    t = num_tokens
+    if not is_decoder:
+        return np.full(t, 1.0 / t)
+    per_query = 1.0 / np.arange(1, t + 1)  # [T]: what query i gives each token it sees
+    return np.cumsum(per_query[::-1])[::-1] / t
+
+
+def _architecture(model: LoadedModel, analysis: Analysis) -> dict:
+    """Key/value heads, rotary positions, position-free hidden state 0 and the normalisation, read from the
+    model's config and modules and checked on ``analysis`` (see ``ModelFacts``)."""
+    net, config = model.model, model.model.config
+    kv = getattr(config, "num_key_value_heads", None)
+    facts: dict = {"kv_heads": kv if isinstance(kv, int) and 0 < kv < model.num_heads else None}
+    facts["rotary"] = any(name.endswith("inv_freq") for name, _ in net.named_buffers())
+    embeddings = net.get_input_embeddings()
+    if embeddings is not None and analysis.num_tokens > 0 and not model.is_encoder_decoder:
+        with torch.inference_mode():
+            e = embeddings(torch.tensor([analysis.input_ids], device=model.device))[0].double().cpu().numpy()
+        h = analysis.hidden_states[0].astype(np.float64)  # [T, D]
+        scale = float((h * e).sum() / max((e * e).sum(), 1e-30))
+        facts["position_free_start"] = bool(np.allclose(h, scale * e, rtol=1e-4, atol=1e-5 * np.abs(h).max()))
+    hidden = model.hidden_size
+    for module in net.modules():
+        weight = getattr(module, "weight", None)
+        if "norm" in type(module).__name__.lower() and isinstance(weight, torch.Tensor) and weight.shape == (hidden,):
+            # A constant vector has nothing left once the mean is subtracted (LayerNorm returns its bias);
+            # divided by its root mean square it becomes all ones, so an RMSNorm returns about its weight.
+            probe = torch.full((1, hidden), 3.0, dtype=weight.dtype, device=weight.device)
+            with torch.inference_mode():
+                out = module(probe)[0]
+            bias = getattr(module, "bias", None)
+            rest = bias if isinstance(bias, torch.Tensor) else torch.zeros_like(out)
+            facts["norm"] = "LayerNorm" if torch.allclose(out, rest, atol=1e-4) else "RMSNorm"
+            facts["norm_class"] = type(module).__name__
+            break
+    return facts
 
 
 def token_anisotropy(analyses: list[Analysis]) -> np.ndarray:
@@ -94,8 +155,36 @@ def model_facts(model: LoadedModel, analysis: Analysis, anisotropy: np.ndarray |
         special_mask=np.asarray(analysis.special_mask),
         received=attention_received(analysis),
         anisotropy=reference_anisotropy(model) if anisotropy is None else anisotropy,
-        description=BUNDLED_DESCRIPTION if is_bundled(model.name) else None,
+        description=DESCRIPTIONS.get(bundled_name(model.name) or ""),
+        even=even_share(analysis.num_tokens, model.is_decoder),
+        **_architecture(model, analysis),
     )
+
+
+def architecture_lines(facts: ModelFacts) -> list[str]:
+    """Sentences on key/value sharing, positions and normalisation, each only when it was found."""
+    lines = []
+    if facts.kv_heads:
+        per = facts.num_heads / facts.kv_heads
+        share = f"{per:.0f} query heads per key/value head" if per == int(per) else f"{per:.1f} query heads per key/value head on average"
+        lines.append(
+            f"Grouped-query attention: in every layer its {facts.num_heads} query heads share {facts.kv_heads} key/value "
+            f"head{'s' if facts.kv_heads > 1 else ''} ({share}), so heads of one group compare against the same keys."
+        )
+    if facts.rotary:
+        start = (
+            "; nothing is added to the token embeddings, so hidden state 0 is the token embedding alone (no position "
+            "embedding)" if facts.position_free_start else ""
+        )
+        lines.append(f"Positions enter as rotary embeddings (RoPE), which rotate queries and keys inside attention{start}.")
+    elif facts.position_free_start is False:
+        lines.append("Hidden state 0 is not the token embedding alone: position (or segment) embeddings are added to it.")
+    if facts.norm:
+        named = f" ({facts.norm_class})" if facts.norm_class and facts.norm_class != facts.norm else ""
+        what = ("divides by the root mean square and subtracts no mean" if facts.norm == "RMSNorm"
+                else "subtracts the mean and divides by the standard deviation")
+        lines.append(f"Normalisation: {facts.norm}{named}, which {what}.")
+    return lines
 
 
 def facts_lines(facts: ModelFacts) -> list[str]:
@@ -111,11 +200,20 @@ def facts_lines(facts: ModelFacts) -> list[str]:
     ]
     if facts.description:
         lines.append(facts.description)
-    sink = int(np.argmax(facts.received))
-    line = (
-        f"Attention sink on your text: {facts.tokens[sink]} (position {sink}) receives {facts.received[sink]:.2f} of all "
-        f"attention (mean over every layer, head and token; an even spread would give {1 / len(facts.tokens):.2f} to each)."
+    lines += architecture_lines(facts)
+    even = facts.even if facts.even is not None else even_share(len(facts.tokens), facts.is_decoder)
+    sink = int(np.argmax(facts.received - even))  # most attention beyond what an even spread gives it
+    spread = (
+        "an even spread over the tokens each token sees would give it" if facts.is_decoder else "an even spread would give each token"
     )
+    share = f"{facts.received[sink]:.2f} of all attention (mean over every layer, head and token; {spread} {even[sink]:.2f})"
+    if facts.received[sink] >= SINK_FACTOR * even[sink]:
+        line = f"Attention sink on your text: {facts.tokens[sink]} (position {sink}) receives {share}."
+    else:
+        line = (
+            f"No attention sink on your text: the token with most attention beyond an even spread, {facts.tokens[sink]} "
+            f"(position {sink}), receives {share}, less than {SINK_FACTOR:.0f} times that."
+        )
     others = {}
     for token, share, special in zip(facts.tokens, facts.received, facts.special_mask, strict=True):
         if special and token != facts.tokens[sink]:

@@ -1,4 +1,7 @@
-"""Loading models: the bundled default, any local folder, or a Hugging Face id.
+"""Loading models: the two bundled models, any local folder, or a Hugging Face id.
+
+The bundled models work offline: all-MiniLM-L6-v2 (the default, a sentence encoder) and SmolLM2-135M-Instruct
+(a language model, converted once from its GGUF file by ``core.bundled_lm``).
 
 Every model is loaded the same way, through ``load_model``: float32, ``eval()``,
 ``attn_implementation="eager"`` (the default sdpa path returns no attention
@@ -20,11 +23,16 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
 
+from core.bundled_lm import LM_NAME, BundledLMError, cached_folder, is_bundled_lm
+
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # Names that all mean the bundled copy of sentence-transformers/all-MiniLM-L6-v2.
 BUNDLED_ALIASES = frozenset(
     {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "bundled", ""}
 )
+BUNDLED_LM = LM_NAME
+BUNDLED_MODELS = (DEFAULT_MODEL, BUNDLED_LM)  # what each is: ``BUNDLED_KINDS``
+BUNDLED_KINDS = {DEFAULT_MODEL: "sentence encoder", BUNDLED_LM: "language model"}
 HUB_PROBE_TIMEOUT_S = 2.0
 # transformers' ``from_pretrained`` is not thread-safe: two loads at once (the start-up warm-up and a page) can
 # leave a global patched, after which every masked-LM load reports its tied decoder weights as missing. Every
@@ -106,7 +114,15 @@ def bundled_model_path() -> Path:
 
 
 def is_bundled(name: str | None) -> bool:
+    """True for every name of the bundled all-MiniLM-L6-v2 (``None`` and ``""`` included)."""
     return name is None or name.strip() in BUNDLED_ALIASES
+
+
+def bundled_name(name: str | None) -> str | None:
+    """The canonical name of the bundled model ``name`` means (one of ``BUNDLED_MODELS``), or None."""
+    if is_bundled(name):
+        return DEFAULT_MODEL
+    return BUNDLED_LM if is_bundled_lm(name) else None
 
 
 def _looks_like_path(name: str) -> bool:
@@ -133,6 +149,12 @@ def _resolve_source(name: str | None) -> tuple[str, str, bool]:
     """Return (display name, source for from_pretrained, local_files_only)."""
     if is_bundled(name):
         return DEFAULT_MODEL, str(bundled_model_path()), True
+    if is_bundled_lm(name):
+        try:
+            with WEIGHT_LOAD_LOCK:  # one conversion at a time in this process
+                return BUNDLED_LM, str(cached_folder()), True
+        except BundledLMError as err:
+            raise ModelLoadError(str(err)) from err
     assert name is not None
     name = name.strip()
     if _looks_like_path(name):
@@ -308,7 +330,8 @@ def _probe_ids(tokenizer) -> list[int]:
 def load_model(name: str | None = None, *, device: str | None = None) -> LoadedModel:
     """Load a model and its tokenizer.
 
-    ``name``: ``None`` (the bundled all-MiniLM-L6-v2), a local folder, or a hub id.
+    ``name``: ``None`` (the bundled all-MiniLM-L6-v2), ``"SmolLM2-135M-Instruct"`` (the bundled language model;
+    its first load converts it, about 30 s), a local folder, or a hub id.
     Raises ``ModelLoadError`` with a message for the user when it cannot.
     """
     display, source, local_only = _resolve_source(name)

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
-from core.models import WEIGHT_LOAD_LOCK, LoadedModel, ModelLoadError, cached_on_disk, first_line
+from core.models import BUNDLED_LM, WEIGHT_LOAD_LOCK, LoadedModel, ModelLoadError, cached_on_disk, first_line
 
 # Public checkpoints that include their language-model head (they need network to download once).
 MODELS_WITH_HEAD = ("distilbert-base-cased", "bert-base-uncased", "gpt2")
@@ -84,9 +84,10 @@ class Predictions:
 def _no_head(model: LoadedModel, detail: str) -> NoLanguageModelHead:
     return NoLanguageModelHead(
         f"`{model.name}` has no language-model head: {detail} Without it the model cannot say which "
-        f"words it would predict, and a randomly initialised head would only show noise. Models that "
-        f"include their head: {', '.join(f'`{m}`' for m in MODELS_WITH_HEAD)} (type one in the sidebar's "
-        "model box; each needs network to download once)."
+        f"words it would predict, and a randomly initialised head would only show noise. The bundled "
+        f"`{BUNDLED_LM}` has its head and works offline: pick it in the sidebar. Other models that include "
+        f"their head: {', '.join(f'`{m}`' for m in MODELS_WITH_HEAD)} (type one in the sidebar's model box; "
+        "each needs network to download once)."
     )
 
 
@@ -101,6 +102,9 @@ def load_language_model(model: LoadedModel) -> LanguageModel:
     if kind == "masked" and model.tokenizer.mask_token_id is None:
         raise _no_head(model, "its tokenizer has no mask token, so there is nothing to fill in.")
     auto = AutoModelForCausalLM if kind == "next" else AutoModelForMaskedLM
+    shared = _head_on_loaded_model(model) if kind == "next" else None
+    if shared is not None:
+        return LanguageModel(model.name, model.tokenizer, shared, kind, model.max_tokens, model.device)
     try:
         with WEIGHT_LOAD_LOCK:  # see core.models.WEIGHT_LOAD_LOCK
             lm, info = auto.from_pretrained(
@@ -125,6 +129,29 @@ def load_language_model(model: LoadedModel) -> LanguageModel:
         raise _no_head(model, f"its checkpoint holds only the base model (missing: {shown}).")
     lm = lm.to(device=model.device, dtype=torch.float32).eval()
     return LanguageModel(model.name, model.tokenizer, lm, kind, model.max_tokens, model.device)
+
+
+def _head_on_loaded_model(model: LoadedModel) -> torch.nn.Module | None:
+    """The causal-LM class of ``model`` built around its already loaded base model, when the head is the input
+    embeddings (tied, as in SmolLM2 and GPT-2): no weights are loaded twice. None when that does not apply."""
+    base = model.model
+    config = base.config
+    if not getattr(config, "tie_word_embeddings", False) or base.get_input_embeddings() is None:
+        return None
+    try:
+        with torch.device("meta"):  # the shell only: every part is replaced by the loaded model's
+            lm = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
+    except (ValueError, KeyError, TypeError):  # no causal-LM class for this architecture
+        return None
+    prefix = lm.base_model_prefix
+    head = lm.get_output_embeddings()
+    if type(getattr(lm, prefix, None)) is not type(base) or head is None or getattr(head, "bias", None) is not None:
+        return None
+    setattr(lm, prefix, base)
+    head.weight = base.get_input_embeddings().weight
+    if any(t.is_meta for t in [*lm.parameters(), *lm.buffers()]):
+        return None
+    return lm.eval()
 
 
 def _candidate_text(tokenizer, ids: list[int]) -> list[str]:

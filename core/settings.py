@@ -6,7 +6,7 @@ Read from environment variables, or from ``.streamlit/secrets.toml`` through the
 | variable | meaning | default |
 | --- | --- | --- |
 | ``EXPLORER_MODE`` | ``laptop`` or ``server`` | ``laptop`` |
-| ``EXPLORER_ALLOWED_MODELS`` | comma-separated model ids or folders users may pick; ``*`` = any | laptop: ``*``; server: the bundled model only |
+| ``EXPLORER_ALLOWED_MODELS`` | comma-separated model ids or folders users may pick; ``*`` = any; both bundled models are always allowed | laptop: ``*``; server: the two bundled models only |
 | ``EXPLORER_MAX_TOKENS`` | tokens per analysed text (never above the model's own limit) | laptop: 512; server: 256 |
 | ``EXPLORER_MAX_CORPUS_DOCS`` | documents in an uploaded or pasted corpus | laptop: 500; server: 200 |
 | ``EXPLORER_MAX_UPLOAD_MB`` | size of one uploaded file | laptop: 10; server: 2 |
@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from core.models import DEFAULT_MODEL, is_bundled
+from core.models import BUNDLED_MODELS, bundled_name
 
 ANY_MODEL = "*"
 
@@ -40,8 +40,8 @@ class Settings:
         return self.mode == "server"
 
     def model_allowed(self, name: str | None) -> bool:
-        """True when users may load ``name`` (the bundled model is always allowed)."""
-        if is_bundled(name) or ANY_MODEL in self.allowed_models:
+        """True when users may load ``name`` (both bundled models, by any of their names, are always allowed)."""
+        if bundled_name(name) is not None or ANY_MODEL in self.allowed_models:
             return True
         return (name or "").strip() in self.allowed_models
 
@@ -77,9 +77,9 @@ def load_settings(secrets: Mapping[str, object] | None = None, environ: Mapping[
     server = mode == "server"
     models_raw = raw("EXPLORER_ALLOWED_MODELS")
     if models_raw is None:
-        allowed = (DEFAULT_MODEL,) if server else (ANY_MODEL,)
+        allowed = BUNDLED_MODELS if server else (ANY_MODEL,)
     else:
-        allowed = tuple(m.strip() for m in models_raw.split(",") if m.strip()) or (DEFAULT_MODEL,)
+        allowed = tuple(m.strip() for m in models_raw.split(",") if m.strip()) or BUNDLED_MODELS
     return Settings(
         mode=mode,
         allowed_models=allowed,

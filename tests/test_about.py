@@ -7,7 +7,10 @@ import pytest
 
 from core.about import (
     BUNDLED_DESCRIPTION,
+    BUNDLED_LM_DESCRIPTION,
+    ModelFacts,
     attention_received,
+    even_share,
     facts_lines,
     model_facts,
     static_similarity_sentence,
@@ -35,12 +38,55 @@ def test_token_anisotropy_against_pairs(tiny_bert):
     assert token_anisotropy(analyses)[-1] == pytest.approx(np.mean(last), abs=1e-6)
 
 
+def _even_by_hand(t: int, causal: bool) -> np.ndarray:
+    """What each key receives, averaged over all t queries, when every query spreads evenly over what it sees."""
+    a = np.zeros((t, t))
+    for i in range(t):
+        seen = range(i + 1) if causal else range(t)
+        for j in seen:
+            a[i, j] = 1 / len(seen)
+    return a.mean(axis=0)
+
+
+def test_even_share_matches_a_hand_computation():
+    for t in (1, 2, 5, 10):
+        np.testing.assert_allclose(even_share(t, True), _even_by_hand(t, True), atol=1e-12)
+        np.testing.assert_allclose(even_share(t, False), _even_by_hand(t, False), atol=1e-12)
+    harmonic = sum(1 / k for k in range(1, 11))
+    assert even_share(10, True)[0] == pytest.approx(harmonic / 10)  # 0.293, issue 28's number, not 1/10
+    assert even_share(7, True).sum() == pytest.approx(1.0)
+
+
+def _hand_facts(received: np.ndarray, is_decoder: bool) -> ModelFacts:
+    t = len(received)
+    return ModelFacts(
+        name="hand", model_type="gpt2", num_layers=1, num_heads=1, hidden_size=2, is_decoder=is_decoder,
+        tokens=[f"t{i}" for i in range(t)], special_mask=np.zeros(t, bool), received=received,
+        anisotropy=np.array([0.1, 0.1]), description=None,
+    )
+
+
+def test_even_causal_attention_is_no_sink():
+    """Issue 28: under causal masking even attention gives position 0 H_T/T; that is no sink."""
+    t = 10
+    lines = facts_lines(_hand_facts(_even_by_hand(t, True), True))
+    assert lines[-2].startswith("No attention sink on your text")
+    assert "t0 (position 0), receives 0.29" in lines[-2] and "would give it 0.29" in lines[-2]
+    sunk = _even_by_hand(t, True) * 0.5
+    sunk[3] += 0.5  # half of everything onto token 3 (which only queries 3.. can see; a hand-made number)
+    sink_line = facts_lines(_hand_facts(sunk, True))[-2]
+    assert sink_line.startswith("Attention sink on your text: t3 (position 3)")
+    assert f"would give it {_even_by_hand(t, True)[3]:.2f}" in sink_line
+
+
 def test_facts_name_the_sink_and_the_decoder_rule(tiny_model):
     analysis = analyze(tiny_model, "the cat sat on the mat")
     facts = model_facts(tiny_model, analysis)
     lines = facts_lines(facts)
-    sink = int(np.argmax(facts.received))
-    assert f"{facts.tokens[sink]} (position {sink}) receives {facts.received[sink]:.2f}" in lines[-2]
+    even = _even_by_hand(analysis.num_tokens, tiny_model.is_decoder)
+    sink = int(np.argmax(facts.received - even))
+    assert f"{facts.tokens[sink]} (position {sink}){'' if facts.received[sink] >= 2 * even[sink] else ','} receives {facts.received[sink]:.2f}" in lines[-2]
+    assert f"{even[sink]:.2f})" in lines[-2]
     if tiny_model.is_decoder:
         assert "sees itself and the tokens before it" in lines[0]
     assert f"{facts.anisotropy[-1]:.2f} at hidden state {tiny_model.num_layers}, the last" in lines[-1]
@@ -65,6 +111,63 @@ def test_bundled_model_facts(bundled):
     assert facts.anisotropy[-1] < 0.2
     lines = facts_lines(facts)
     assert BUNDLED_DESCRIPTION in lines and "nearly isotropic" in lines[-1] and "[SEP] to be BERT-base's main sink" in lines[-2]
+
+
+def _tiny_llama_dir(folder, tokenizer_dir) -> str:
+    """A random 2-layer Llama (4 query heads, 2 key/value heads) with the tiny GPT-2's tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaModel
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    LlamaModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def test_architecture_facts_are_read_from_each_model(tiny_bert, tiny_gpt2, tiny_gpt2_dir, tmp_path):
+    from transformers import AutoConfig
+
+    from core.models import load_model
+
+    llama = load_model(_tiny_llama_dir(tmp_path / "llama", tiny_gpt2_dir))
+    text = "a cat and the cat"  # " cat" twice: its hidden state 0 differs by position only with position embeddings
+    for model, kv, rotary, norm in ((llama, 2, True, "RMSNorm"), (tiny_gpt2, None, False, "LayerNorm"), (tiny_bert, None, False, "LayerNorm")):
+        analysis = analyze(model, text)
+        facts = model_facts(model, analysis)
+        ids = analysis.input_ids
+        first, second = next((i, j) for i in range(len(ids)) for j in range(i + 1, len(ids)) if ids[i] == ids[j])
+        same_start = np.array_equal(analysis.hidden_states[0, first], analysis.hidden_states[0, second])
+        assert (facts.kv_heads, facts.rotary, facts.norm, facts.position_free_start) == (kv, rotary, norm, same_start)
+    assert AutoConfig.from_pretrained(llama.source).num_key_value_heads == 2
+    lines = facts_lines(model_facts(llama, analyze(llama, text)))
+    assert "its 4 query heads share 2 key/value heads (2 query heads per key/value head)" in lines[1]
+    assert "rotary embeddings (RoPE)" in lines[2] and "hidden state 0 is the token embedding alone" in lines[2]
+    assert "Normalisation: RMSNorm (LlamaRMSNorm)" in lines[3]
+    gpt2_lines = facts_lines(model_facts(tiny_gpt2, analyze(tiny_gpt2, text)))
+    assert not any("key/value" in line or "rotary" in line for line in gpt2_lines)
+    assert any("position (or segment) embeddings are added" in line for line in gpt2_lines)
+
+
+@pytest.mark.integration
+def test_bundled_lm_facts(bundled_lm):
+    """SmolLM2: instruct-tuned, Q4_1 expanded to float32, 9 query heads over 3 key/value heads, RoPE, RMSNorm."""
+    text = "I will hike along the bank of a river."
+    analysis = analyze(bundled_lm, text)
+    facts = model_facts(bundled_lm, analysis)
+    lines = facts_lines(facts)
+    assert BUNDLED_LM_DESCRIPTION in lines and "instruct-tuned" in BUNDLED_LM_DESCRIPTION and "Q4_1" in BUNDLED_LM_DESCRIPTION
+    assert any("its 9 query heads share 3 key/value heads" in line for line in lines)
+    assert any("hidden state 0 is the token embedding alone" in line for line in lines)
+    assert any(line.startswith("Normalisation: RMSNorm") for line in lines)
+    ids = bundled_lm.tokenizer(text, return_tensors="pt")["input_ids"]
+    np.testing.assert_array_equal(  # no position embedding: hidden state 0 is the embedding table's rows
+        analysis.hidden_states[0], bundled_lm.model.get_input_embeddings().weight[ids[0]].detach().numpy())
+    even = _even_by_hand(analysis.num_tokens, True)
+    sink = int(np.argmax(attention_received(analysis) - even))
+    assert f"{facts.tokens[sink]} (position {sink})" in lines[-2]
 
 
 def _hand_analysis(attentions: np.ndarray, special: list[bool]):

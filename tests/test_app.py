@@ -27,6 +27,11 @@ def open_app(query: dict[str, str] | None = None, page: str | None = None) -> Ap
     return at
 
 
+def model_picker(at: AppTest):
+    """The sidebar's model selectbox (its widget key carries a hash of its labels, so it is found by its label)."""
+    return next(box for box in at.selectbox if box.label == "Model")
+
+
 def page_errors(at: AppTest) -> list[str]:
     return [e.value for e in at.error] + [str(e.value) for e in at.exception]
 
@@ -61,7 +66,7 @@ def test_home_shows_the_tokens_of_the_text(tiny_bert_dir):
 def test_sidebar_reads_model_and_text_from_the_url(tiny_gpt2_dir):
     at = open_app({"model": tiny_gpt2_dir, "text": "the cat sat"})
     assert at.text_area(key="text").value == "the cat sat"
-    assert at.selectbox(key="model").value == tiny_gpt2_dir
+    assert model_picker(at).value == tiny_gpt2_dir
 
 
 @pytest.mark.app
@@ -234,3 +239,12 @@ def test_word_level_follows_one_rule_for_norm_weighted_attention(page, source, t
     toggle = at.toggle(key=f"{Path(page).stem}.words")
     assert toggle.disabled and toggle.help == WORD_LEVEL_HELP
     assert not any("Word level:" in c.value for c in at.caption)
+
+
+@pytest.mark.app
+def test_picker_offers_both_bundled_models_by_what_they_are():
+    at = open_app()
+    picker = model_picker(at)
+    assert picker.options[:2] == ["all-MiniLM-L6-v2 — sentence encoder (bundled)", "SmolLM2-135M-Instruct — language model (bundled)"]
+    assert picker.value == "all-MiniLM-L6-v2"  # the default stays the sentence encoder
+    assert "gpt2" in picker.options  # other suggestions by their plain names

@@ -104,6 +104,7 @@ def test_bundled_model_has_no_head_and_says_so(bundled):
     message = str(err.value)
     assert message.startswith("`all-MiniLM-L6-v2` has no language-model head")
     assert "distilbert-base-cased" in message and "gpt2" in message
+    assert "The bundled `SmolLM2-135M-Instruct` has its head and works offline" in message
 
 
 @pytest.fixture(scope="module")
@@ -148,3 +149,30 @@ def test_page_says_the_bundled_model_has_no_head():
     at = open_app(page="pages/predictions.py")
     assert not page_errors(at)
     assert any("no language-model head" in i.value and "bert-base-uncased" in i.value for i in at.info)
+
+
+def test_a_tied_head_is_built_on_the_loaded_model(tiny_gpt2, tiny_gpt2_dir):
+    """Tied embeddings: the causal-LM wraps the already loaded base model, and predicts as a plain load does."""
+    from transformers import AutoModelForCausalLM
+
+    lm = load_language_model(tiny_gpt2)
+    assert lm.model.transformer is tiny_gpt2.model
+    direct = AutoModelForCausalLM.from_pretrained(tiny_gpt2_dir, attn_implementation="eager").eval()
+    ids = tiny_gpt2.tokenizer("the cat sat on the mat", return_tensors="pt")
+    with torch.no_grad():
+        torch.testing.assert_close(lm.model(**ids).logits, direct(**ids).logits, rtol=0, atol=1e-6)
+    p = predict(lm, "the cat sat on the mat", top_k=3)
+    expected = direct(**ids).logits[0].double().softmax(-1).topk(3)
+    np.testing.assert_array_equal(p.candidate_ids, expected.indices.numpy())
+    np.testing.assert_allclose(p.probabilities, expected.values.detach().numpy(), rtol=1e-6)
+
+
+@pytest.mark.integration
+def test_bundled_language_model_predicts_paris_and_five(bundled_lm):
+    lm = load_language_model(bundled_lm)
+    assert lm.kind == "next"
+    paris = predict(lm, "The capital of France is", top_k=3)
+    assert paris.candidates[-1][0] == " Paris"
+    assert paris.probabilities[-1, 0] == pytest.approx(0.77, abs=0.02)
+    five = predict(lm, "One, two, three, four,", top_k=3)
+    assert five.candidates[-1][0] == " five"

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from tests.pages_registry import landed_pages
-from tests.test_app import open_app
+from tests.test_app import model_picker, open_app
 
 HOSTILE_TEXTS = {
     "empty": "",
@@ -94,7 +94,7 @@ def test_bad_model_choice_is_a_sentence_and_keeps_the_text(case, tmp_path, monke
         assert _errors(at), f"{page}: no message for {case}"
         assert "Traceback" not in " ".join(_errors(at))
         assert at.text_area(key="text").value == "keep this text"
-        assert at.selectbox(key="model").value == model
+        assert model_picker(at).value == model
 
 
 @pytest.mark.app
@@ -103,8 +103,9 @@ def test_server_mode_refuses_other_models(monkeypatch, tiny_bert_dir):
     at = open_app({"model": tiny_bert_dir, "text": "the bank"})
     assert not at.exception
     assert any("workshop server does not load" in e for e in _errors(at))
-    picker = at.selectbox(key="model")
-    assert tiny_bert_dir not in [o for o in picker.options if o != tiny_bert_dir] and "all-MiniLM-L6-v2" in picker.options
+    picker = model_picker(at)
+    assert tiny_bert_dir not in [o for o in picker.options if o != tiny_bert_dir]
+    assert picker.options[:2] == ["all-MiniLM-L6-v2 — sentence encoder (bundled)", "SmolLM2-135M-Instruct — language model (bundled)"]
 
 
 @pytest.mark.app

@@ -26,6 +26,17 @@ def test_server_mode_allows_only_the_bundled_model_by_default():
     assert s.max_tokens == 256 and s.max_upload_bytes == 2 * 1024 * 1024
 
 
+@pytest.mark.parametrize("allowed", [None, "gpt2", ""])
+def test_server_mode_always_allows_both_bundled_models_by_any_name(allowed):
+    environ = {"EXPLORER_MODE": "server"} | ({} if allowed is None else {"EXPLORER_ALLOWED_MODELS": allowed})
+    s = load_settings(environ=environ)
+    for name in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", "SmolLM2-135M-Instruct",
+                 "HuggingFaceTB/SmolLM2-135M-Instruct"):
+        assert s.model_allowed(name), name
+    assert not s.model_allowed("HuggingFaceTB/SmolLM2-360M-Instruct")
+    assert s.model_allowed("gpt2") == (allowed == "gpt2")
+
+
 def test_allowlist_and_limits_from_environment_win_over_secrets():
     s = load_settings(
         secrets={"EXPLORER_MODE": "server", "EXPLORER_MAX_TOKENS": "64", "EXPLORER_ALLOWED_MODELS": "gpt2"},

@@ -6,7 +6,7 @@ import streamlit as st
 
 from core.examples import BANK_RIVER, EXAMPLE_SENTENCES, SUGGESTED_MODELS
 from core.inference import Analysis
-from core.models import DEFAULT_MODEL, LoadedModel, ModelLoadError
+from core.models import BUNDLED_KINDS, BUNDLED_MODELS, DEFAULT_MODEL, LoadedModel, ModelLoadError, bundled_name
 from core.settings import Settings, load_settings
 from ui.cache import cached_analysis, cached_model
 from ui.page_state import option, option_value, set_option
@@ -23,6 +23,18 @@ def current_settings() -> Settings:
     return load_settings(secrets)
 
 
+def model_label(name: str) -> str:
+    """What the picker shows for ``name``: a bundled model with what it is, any other name as it is."""
+    bundled = bundled_name(name) if isinstance(name, str) and name.strip() else None
+    return f"{name} — {BUNDLED_KINDS[bundled]} (bundled)" if bundled else str(name)
+
+
+def _offered_models(settings: Settings) -> list[str]:
+    """Both bundled models first, then the server's allowed models or the laptop's suggestions."""
+    others = [m for m in settings.allowed_models if m != "*"] if settings.server_mode else list(SUGGESTED_MODELS)
+    return list(BUNDLED_MODELS) + [m for m in others if bundled_name(m) is None]
+
+
 def _use_example() -> None:
     choice = st.session_state.get("example")
     if choice in EXAMPLE_SENTENCES:
@@ -34,19 +46,19 @@ def render_sidebar() -> None:
     """Model picker, text box, examples and display options; app-wide options in the URL (``ui.page_state``)."""
     settings = current_settings()
     chosen = option_value("model", app=True) or st.query_params.get("model")
+    options = _offered_models(settings)
     if settings.server_mode:
-        options = [DEFAULT_MODEL] + [m for m in settings.allowed_models if m not in (DEFAULT_MODEL, "*")]
         help_text = "This workshop server offers only these models."
     else:
-        options = list(SUGGESTED_MODELS)
         help_text = (
-            "The bundled all-MiniLM-L6-v2 works offline. Type any Hugging Face id "
-            "(needs network) or the path of a local model folder."
+            "The two bundled models work offline: all-MiniLM-L6-v2, a sentence encoder, and "
+            "SmolLM2-135M-Instruct, a language model that predicts the next token (its first load takes "
+            "about half a minute). Type any Hugging Face id (needs network) or the path of a local model folder."
         )
     if chosen and chosen not in options:
         options.append(chosen)  # a model named in a link; refused with a message if not allowed
     with st.sidebar:
-        option(st.selectbox, "Model", options, key="model", app=True,
+        option(st.selectbox, "Model", options, key="model", app=True, format_func=model_label,
                accept_new_options=not settings.server_mode, help=help_text)
         option(st.text_area, "Text to analyse", value=BANK_RIVER, key="text", app=True,
                max_chars=MAX_TEXT_CHARS, height=120)
@@ -62,7 +74,9 @@ def render_sidebar() -> None:
 
 
 def current_model_name() -> str:
-    return (option_value("model", app=True) or DEFAULT_MODEL).strip() or DEFAULT_MODEL
+    """The sidebar's model; a bundled model by its one canonical name, so that its aliases share one copy."""
+    name = (option_value("model", app=True) or DEFAULT_MODEL).strip() or DEFAULT_MODEL
+    return bundled_name(name) or name
 
 
 def current_text() -> str:
@@ -74,7 +88,7 @@ def current_model() -> LoadedModel:
     name = current_model_name()
     settings = current_settings()
     if not settings.model_allowed(name):
-        allowed = ", ".join(m for m in settings.allowed_models if m != "*") or DEFAULT_MODEL
+        allowed = ", ".join(_offered_models(settings))
         raise ModelLoadError(
             f"This workshop server does not load `{name}`: it offers only {allowed}. "
             "Pick one of those in the sidebar."

