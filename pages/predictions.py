@@ -124,7 +124,8 @@ def candidates(text: str) -> None:
 
 candidates(text)
 if language_model.kind == "next":
-    from ui.lm_views import generation_view, sampling_view
+    from ui.lm_views import generation_view, lens_view, sampling_view
 
     sampling_view(text)
     generation_view(text)
+    lens_view(text)

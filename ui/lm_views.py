@@ -205,3 +205,32 @@ def induction_view(model) -> None:
                 data=lambda: pd.DataFrame([{"layer": l, "head": h, "induction_score": float(result.scores[l, h])}
                                            for l in range(result.scores.shape[0])
                                            for h in range(result.scores.shape[1])]))
+
+
+def lens_view(text: str) -> None:
+    """The logit lens at every position: each layer's top token, coloured by the final prediction's rank."""
+    from core.lens_grid import lens_summary
+    from ui.cache import cached_lens
+    from ui.session import current_token_limit
+    from viz.lens_grid import final_rank_grid, lens_sentence
+
+    st.subheader("Where the prediction is decided: the logit lens")
+    explain("The model's own head applied to the hidden state after every layer shows what it would predict if it "
+            "stopped there. Each cell is that layer's top token; its colour is the rank there of the token the "
+            "model finally predicts (dark = already on top). A ring marks the layer from which it stays on top.")
+    try:
+        lens = cached_lens(current_model_name(), text, current_token_limit(), 1)
+    except UnsupportedArchitecture as err:
+        st.info(str(err), icon=":material/info:")
+        return
+    summary = lens_summary(lens.final_ranks)
+    top = [[c[0] for c in layer] for layer in lens.candidates]
+    final = top[-1]
+    st.markdown(markdown_safe(lens_sentence(lens.tokens, final, summary, lens.final_ranks.shape[0] - 1)))
+    show_figure(final_rank_grid(lens.tokens, top, lens.final_ranks, summary, final),
+                name=file_stem(current_model_name(), "lens-final-rank"), key="predictions-lens",
+                data=lambda: pd.DataFrame([{"hidden_state": l, "position": t, "token": lens.tokens[t],
+                                            "top_token": top[l][t], "final_prediction": final[t],
+                                            "rank_of_final": int(lens.final_ranks[l, t]) + 1,
+                                            "stays_top_from": int(summary.settled[t])}
+                                           for l in range(len(top)) for t in range(len(final))]))
