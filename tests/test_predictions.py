@@ -167,6 +167,17 @@ def test_a_tied_head_is_built_on_the_loaded_model(tiny_gpt2, tiny_gpt2_dir):
     np.testing.assert_allclose(p.probabilities, expected.values.detach().numpy(), rtol=1e-6)
 
 
+def test_max_tokens_cuts_the_text(tiny_gpt2):
+    lm = load_language_model(tiny_gpt2)
+    text = "the cat sat on the mat and the dog sat on the log"
+    ids = tiny_gpt2.tokenizer(text)["input_ids"]
+    assert len(predict(lm, text).tokens) == len(ids) and len(ids) > 5
+    cut = predict(lm, text, max_tokens=5)
+    assert len(cut.tokens) == 5 and cut.positions.tolist() == [0, 1, 2, 3, 4]
+    assert cut.actual_ids[:4].tolist() == ids[1:5] and cut.actual_ids[4] == -1  # nothing after the cut is "next"
+    assert len(predict(lm, text, max_tokens=10_000).tokens) == len(ids)
+
+
 @pytest.mark.integration
 def test_bundled_language_model_predicts_paris_and_five(bundled_lm):
     lm = load_language_model(bundled_lm)
