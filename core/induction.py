@@ -57,3 +57,42 @@ def induction_scores(model, *, length: int = 40, seed: int = 0) -> InductionScor
     keys = queries - length + 1
     scores = attentions[:, :, queries, keys].mean(-1)
     return InductionScores(scores.cpu().numpy(), ids.numpy(), prefix, int(length))
+
+
+@dataclass(frozen=True)
+class RepeatLoss:
+    """Mean next-token loss (nats) on the first and on the second repeat, with ``heads`` knocked out."""
+
+    first: float
+    second: float
+    heads: tuple[tuple[int, int], ...]
+
+
+def repeat_loss(lm, scores: InductionScores, heads=()) -> RepeatLoss:
+    """The loss of ``lm`` (a causal ``LanguageModel``) on ``scores.token_ids`` with each ``(layer, head)`` in
+    ``heads`` knocked out (its slice of the attention output projection's input set to zero)."""
+    from core.lm_parts import first_tensor, hooked, parts_of, replace_first
+
+    parts = parts_of(lm)
+    d = parts.head_dim
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in heads:
+        by_layer.setdefault(int(layer), []).append(int(head))
+
+    def hook(layer):
+        def pre(module, args, kwargs):
+            x, positional = first_tensor(args, kwargs)
+            x = x.clone()
+            for head in by_layer[layer]:
+                x[..., head * d:(head + 1) * d] = 0
+            return replace_first(args, kwargs, x, positional, name="input")
+        return pre
+
+    ids = torch.tensor(scores.token_ids)[None].to(lm.device)
+    with hooked([(parts.out_proj[layer], "pre", hook(layer)) for layer in by_layer]), torch.inference_mode():
+        logp = lm.model(input_ids=ids).logits[0, :-1].double().log_softmax(-1)
+    loss = -logp.gather(-1, ids[0, 1:, None])[:, 0].cpu().numpy()  # loss[i]: predicting token i + 1
+    p, n = scores.prefix, scores.length
+    # first repeat: predicting tokens p+1 .. p+n-1; second: p+n+1 .. p+2n-1 (its first token is not predictable)
+    return RepeatLoss(float(loss[p:p + n - 1].mean()), float(loss[p + n:p + 2 * n - 1].mean()),
+                      tuple((int(l), int(h)) for l, h in heads))

@@ -76,3 +76,4 @@ def test_head_statistics_show_induction_scores_for_a_decoder(lm_dirs):
     assert "of its attention goes to the token after the earlier occurrence" in _text(at)
     even = sum(1 / (q + 1) for q in range(13, 25)) / 12  # BOS + 12 tokens, then queries 13..24
     assert f"evenly over the tokens it can see would give {even:.1%}" in _text(at)
+    assert "strongest induction heads (L" in _text(at)

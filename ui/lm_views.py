@@ -200,6 +200,7 @@ def induction_view(model) -> None:
         f"The strongest is head {head} of layer {layer}: {result.scores[layer, head]:.0%} of its attention goes to the "
         f"token after the earlier occurrence (a head spreading its attention evenly over the tokens it can see would "
         f"give {even:.1%}). {strong} head{'s' if strong != 1 else ''} score above 40%."))
+    knockout_sentence(result)
     show_figure(head_heatmap(result.scores, title="Induction score", colorbar="score", share=True),
                 name=file_stem(current_model_name(), "induction", length, seed), key="stats-induction",
                 data=lambda: pd.DataFrame([{"layer": l, "head": h, "induction_score": float(result.scores[l, h])}
@@ -234,3 +235,30 @@ def lens_view(text: str) -> None:
                                             "rank_of_final": int(lens.final_ranks[l, t]) + 1,
                                             "stays_top_from": int(summary.settled[t])}
                                            for l in range(len(top)) for t in range(len(final))]))
+
+
+KNOCKED_OUT = 3
+
+
+def knockout_sentence(result) -> None:
+    """The loss on each copy, and on the second with the strongest induction heads knocked out (measured)."""
+    from core.induction import repeat_loss
+
+    lm = cached_language_model(current_model_name())
+    if isinstance(lm, Exception) or lm.kind != "next":
+        return
+    order = np.argsort(result.scores.ravel())[::-1][:KNOCKED_OUT]
+    heads = [tuple(int(v) for v in np.unravel_index(int(i), result.scores.shape)) for i in order]
+    store = bounded_store("lm-tools", MAX_RESULTS, MAX_BYTES)
+    key = ("repeat-loss", current_model_name(), result.length, tuple(result.token_ids.tolist()))
+    try:
+        with model_turn():
+            plain, knocked = store.get_or_compute(key, lambda: (repeat_loss(lm, result), repeat_loss(lm, result, heads)))
+    except UnsupportedArchitecture:
+        return
+    names = ", ".join(f"L{l}H{h}" for l, h in heads)
+    change = "rises" if knocked.second > plain.second else "does not rise"
+    st.markdown(markdown_safe(
+        f"The model's loss is {plain.first:.2f} nats per token on the first copy and {plain.second:.2f} on the second. "
+        f"With the {len(heads)} strongest induction heads ({names}) knocked out, the second copy's loss {change}: "
+        f"{knocked.second:.2f} nats (first copy {knocked.first:.2f})."))
