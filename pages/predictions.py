@@ -124,8 +124,7 @@ def candidates(text: str) -> None:
 
 candidates(text)
 if language_model.kind == "next":
-    from ui.lm_views import generation_view, lens_view, sampling_view
+    from ui.lm_views import lens_view, sampling_and_generation
 
-    sampling_view(text)
-    generation_view(text)
+    sampling_and_generation(text)
     lens_view(text)

@@ -77,3 +77,16 @@ def test_head_statistics_show_induction_scores_for_a_decoder(lm_dirs):
     even = sum(1 / (q + 1) for q in range(13, 25)) / 12  # BOS + 12 tokens, then queries 13..24
     assert f"evenly over the tokens it can see would give {even:.1%}" in _text(at)
     assert "strongest induction heads (L" in _text(at)
+
+
+def test_sampling_uses_the_sliders_and_top_k_one_is_greedy(lm_dirs):
+    at = open_app({"model": lm_dirs["gpt2"], "text": "the cat sat on the", "steps": "5"}, page="pages/predictions.py")
+    greedy = at.code[0].value
+    at.toggle(key="predictions.sample").set_value(True).run()
+    at.slider(key="predictions.temp").set_value(3.0).run()
+    assert not page_errors(at) and "sampled with seed 0" in _text(at)
+    hot = at.code[0].value
+    at.slider(key="predictions.topk").set_value(1).run()  # one token left: sampling writes the greedy text
+    assert not page_errors(at)
+    assert at.code[0].value == greedy != hot
+    assert at.query_params["topk"] == "1" and at.query_params["sample"] == "true"

@@ -56,12 +56,20 @@ def _next_logits(lm, text: str):
 
 
 @friendly_fragment
-def sampling_view(text: str) -> None:
+def sampling_and_generation(text: str) -> None:
+    """The sampling controls and the generation that uses them, rerun together (and only they) on a change."""
+    controls = sampling_view(text)
+    generation_view(text, controls)
+
+
+def sampling_view(text: str) -> dict:
     """Temperature, top-k and top-p reshaping the next-token distribution after ``text`` (reruns only itself:
     the logits are computed once per text, a slider only reshapes them)."""
-    lm, (a, b, c) = _heading("Sampling the next token", "A sampler divides the logits by the **temperature** (below 1 sharpens, above 1 flattens), keeps the "
-            "**top-k** most likely tokens (0 keeps all), then the smallest set of best tokens whose probability "
-            "reaches **top-p**, and renormalises what is left. Grey bars are cut: they can never be drawn.")
+    lm, (a, b, c) = _heading(
+        "Sampling the next token",
+        "A sampler divides the logits by the **temperature** (below 1 sharpens, above 1 flattens), keeps the **top-k** "
+        "most likely tokens (0 keeps all), then the smallest set of best tokens whose probability reaches **top-p**, "
+        "and renormalises what is left. Grey bars are cut: they can never be drawn.")
     temperature = option(a.slider, "Temperature", 0.05, 3.0, 1.0, 0.05, key="temp")
     top_k = option(b.slider, "Top-k (0 = off)", 0, 100, 0, key="topk")
     top_p = option(c.slider, "Top-p", 0.05, 1.0, 1.0, 0.05, key="topp")
@@ -71,22 +79,23 @@ def sampling_view(text: str) -> None:
     st.markdown(markdown_safe(distribution_sentence(d, labels)))
     show_figure(distribution_bars(d, labels), name=file_stem(current_model_name(), "sampling", temperature, top_k, top_p),
                 data=lambda: pd.DataFrame(distribution_table(d, labels)), key="sampling-bars")
+    return dict(temperature=float(temperature), top_k=int(top_k), top_p=float(top_p))
 
 
-@friendly_fragment
-def generation_view(text: str) -> None:
+def generation_view(text: str, controls: dict) -> None:
     """Step-by-step generation with each token's alternatives; clicking one continues from it (in the link)."""
-    lm, (a, b, c) = _heading("Generation step by step", "The model writes one token at a time. Greedy takes the most likely token every time; sampling draws "
-            "from the distribution shaped by the sliders above, with a seed, so the same link writes the same text. "
-            "Under each token are the ones it did not choose: click one to continue the text from there.")
+    lm, (a, b, c) = _heading(
+        "Generation step by step",
+        "The model writes one token at a time. Greedy takes the most likely token every time; sampling draws from the "
+        "distribution shaped by the sliders above, with a seed, so the same link writes the same text. Under each "
+        "token are the ones it did not choose: click one to continue the text from there.")
     sample = option(a.toggle, "Sample (instead of greedy)", key="sample")
     seed = option(b.number_input, "Seed", 0, 10**6, 0, key="seed")
     steps = option(c.slider, "Tokens to write", 1, MAX_STEPS, 10, key="steps")
     branch = branch_from_param(option(st.text_input, "Branch (token ids chosen by hand)", "", key="branch"),
                                len(lm.tokenizer))
     bar = st.progress(0.0, text="Writing…")
-    controls = dict(temperature=float(option_value_or("temp", 1.0)), top_k=int(option_value_or("topk", 0)),
-                    top_p=float(option_value_or("topp", 1.0)))
+    controls = controls if sample else {}  # greedy ignores them: the same cached text for every slider position
     g = cached_lm_result("generate", current_model_name(), _generate, text, steps=int(steps), sample=bool(sample),
                          seed=int(seed), branch=tuple(branch), progress=lambda done, total: bar.progress(
                              done / total, text=f"Token {done} of {total}"), **controls)
@@ -117,13 +126,6 @@ def generation_view(text: str) -> None:
                        help="Continue the text from this token instead")
     if branch:
         st.button("Back to the model's own choices", on_click=set_option, args=("branch", ""), key="branch-clear")
-
-
-def option_value_or(key: str, default):
-    from ui.page_state import option_value
-
-    value = option_value(key)
-    return default if value is None else value
 
 
 def _generate(lm, text, **kwargs):
