@@ -1,8 +1,9 @@
 """Does a head matter? Knock heads out (zero or mean ablation) and measure what changes.
 
 A head's output is its slice of the input to the attention output projection (``d`` =
-hidden / heads columns per head): BERT-style ``attention.output.dense``, DistilBERT
-``attention.out_lin``, GPT-2 ``attn.c_proj``. Ablating head ``h`` of layer ``l`` replaces that
+hidden / heads columns per head, or ``head_dim``): BERT-style ``attention.output.dense``, DistilBERT
+``attention.out_lin``, GPT-2 ``attn.c_proj``, and ``o_proj`` of decoders recorded through
+``core.recording`` (Llama, Mistral, Qwen, Gemma, Phi-3 …). Ablating head ``h`` of layer ``l`` replaces that
 slice before the projection: by 0 (``"zero"``; the projection's shared bias still applies) or by
 the slice's mean over the text's tokens in the same forward pass (``"mean"``).
 
@@ -32,6 +33,8 @@ import numpy as np
 import torch
 
 from core.heads import SUPPORTED, UnsupportedArchitecture
+from core.recorded_heads import out_projections as recorded_out_projections
+from core.recording import is_recordable
 from core.inference import Analysis, AnalysisError, analyze
 from core.models import LoadedModel
 from core.predictions import LanguageModel
@@ -71,9 +74,19 @@ class Network:
     out_projections: tuple[torch.nn.Module, ...]
     blocks: tuple[torch.nn.Module, ...]
 
+    @property
+    def head_dim(self) -> int:
+        """Width of one head's slice of the output projection's input (``config.head_dim`` when it has one)."""
+        return self.out_projections[0].in_features // self.num_heads if hasattr(self.out_projections[0], "in_features") \
+            else self.hidden_size // self.num_heads
+
 
 def _out_projections(base: torch.nn.Module, model_type: str) -> tuple[tuple[torch.nn.Module, ...], tuple[torch.nn.Module, ...]]:
     """(blocks, output projections), one of each per layer."""
+    if is_recordable(base):
+        found = recorded_out_projections(base)
+        if found is not None:
+            return found
     encoder = getattr(base, "encoder", None)
     if encoder is not None and hasattr(encoder, "layer"):
         blocks = tuple(encoder.layer)
@@ -102,7 +115,7 @@ def network(model: LoadedModel | LanguageModel) -> Network:
     blocks, projections = _out_projections(base, config.model_type)
     heads = int(config.num_attention_heads)
     hidden = int(getattr(config, "hidden_size", 0) or getattr(config, "dim", 0))
-    if heads < 1 or hidden % heads:
+    if heads < 1 or (hidden % heads and not is_recordable(base)):
         raise UnsupportedArchitecture(f"{config.model_type} models do not split their hidden size evenly into heads.")
     return Network(
         name=model.name,
@@ -145,13 +158,13 @@ def _ablation_hooks(net: Network, rows: Sequence[Sequence[tuple[int, int]]], met
     """
     if method not in METHODS:
         raise EffectsError(f"The ablation must be one of {', '.join(METHODS)}, not {method!r}.")
-    d = net.hidden_size // net.num_heads
+    d = net.head_dim
     owner = threading.get_ident()
     keeps: dict[int, torch.Tensor] = {}
     for b, heads in enumerate(rows):
         for layer, head in heads:
             if layer not in keeps:
-                keeps[layer] = torch.ones(len(rows), 1, net.hidden_size, device=net.device)
+                keeps[layer] = torch.ones(len(rows), 1, d * net.num_heads, device=net.device)
             keeps[layer][b, 0, head * d : (head + 1) * d] = 0.0
 
     def make_hook(keep: torch.Tensor):
@@ -372,105 +385,3 @@ def head_importance(
                 if progress is not None:
                     progress(done, total)
     return result
-
-
-# --- what the page shows beside the map ---------------------------------------------------------
-
-
-def attention_to_token(analysis: Analysis, token: int) -> np.ndarray:
-    """float32 ``[layers, heads]``: the attention each head gives key ``token``, averaged over the
-    queries that are not special tokens (and, for a decoder, that can see it: queries at or after it)."""
-    if analysis.attentions is None:
-        raise ValueError("this Analysis was computed without attentions")
-    if not 0 <= token < analysis.num_tokens:
-        raise ValueError(f"token must be in 0..{analysis.num_tokens - 1}, got {token}")
-    queries = ~analysis.special_mask
-    if analysis.is_decoder:
-        queries &= np.arange(analysis.num_tokens) >= token
-    if not queries.any():
-        queries = np.ones(analysis.num_tokens, dtype=bool)
-        if analysis.is_decoder:
-            queries &= np.arange(analysis.num_tokens) >= token
-    return analysis.attentions[:, :, queries, token].mean(axis=-1).astype(np.float32)
-
-
-@dataclass(frozen=True)
-class RankCorrelation:
-    """Spearman's ρ between two sets of numbers, with its two-sided p-value against no relation (ρ = 0) and ``n``."""
-
-    rho: float
-    p_value: float
-    n: int
-
-
-def rank_correlation(a: np.ndarray, b: np.ndarray) -> RankCorrelation:
-    """Spearman rank correlation of ``a`` and ``b`` (flattened, same size); NaN when either is constant."""
-    from scipy.stats import spearmanr
-
-    a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
-    if a.shape != b.shape:
-        raise ValueError(f"{a.shape} vs {b.shape}")
-    if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
-        return RankCorrelation(float("nan"), float("nan"), len(a))
-    result = spearmanr(a, b)
-    return RankCorrelation(float(result.statistic), float(result.pvalue), len(a))
-
-
-def sentence_cosine(original: Analysis, ablated: Analysis) -> float:
-    """Cosine between the two runs' sentence embeddings (mean of the last hidden state over the tokens)."""
-    a = original.hidden_states[-1].astype(np.float64).mean(axis=0)
-    b = ablated.hidden_states[-1].astype(np.float64).mean(axis=0)
-    return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
-
-
-@dataclass(frozen=True, eq=False)
-class TargetChange:
-    """A language model's prediction at the target position before and after an ablation.
-
-    ``before_ids``, ``after_ids``: int ``[k]``; ``before_probs``, ``after_probs``: ``[k]``, best first;
-    ``before_candidates``, ``after_candidates``: those ids decoded; ``target_logp_before`` and
-    ``target_logp_after``: log p(target) in the two runs (natural log).
-    """
-
-    target: Target
-    before_ids: np.ndarray
-    before_probs: np.ndarray
-    before_candidates: list[str]
-    after_ids: np.ndarray
-    after_probs: np.ndarray
-    after_candidates: list[str]
-    target_logp_before: float
-    target_logp_after: float
-
-    @property
-    def logp_change(self) -> float:
-        """log p(target) after − before (negative: the ablation made the target less likely)."""
-        return self.target_logp_after - self.target_logp_before
-
-
-def target_change(
-    model: LanguageModel,
-    text: str,
-    heads: Iterable[tuple[int, int]],
-    *,
-    method: Method = "zero",
-    target: str | int | None = None,
-    k: int = 5,
-    max_tokens: int | None = None,
-) -> TargetChange:
-    """Top-``k`` predictions and log p(``target``) at the target position (see ``Target``), with and without ``heads`` ablated."""
-    net = network(model)
-    _check_measure(net, "target")
-    inputs = encode(net, text, max_tokens)
-    resolved = resolve_target(net, inputs, target)
-    runs = []
-    with torch.inference_mode():
-        for chosen in ([], list(heads)):
-            with ablation(model, chosen, method=method):
-                logp = net.full(**inputs, return_dict=True).logits[0, resolved.position].double().log_softmax(-1)
-            best = logp.topk(max(1, min(int(k), logp.shape[-1])))
-            ids = best.indices.cpu().numpy()
-            candidates = [net.tokenizer.decode([int(i)], clean_up_tokenization_spaces=False) for i in ids]
-            runs.append((ids, best.values.exp().cpu().numpy(), candidates, float(logp[resolved.token_id])))
-    (b_ids, b_probs, b_cands, b_logp), (a_ids, a_probs, a_cands, a_logp) = runs
-    return TargetChange(resolved, b_ids, b_probs, b_cands, a_ids, a_probs, a_cands, b_logp, a_logp)

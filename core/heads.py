@@ -2,7 +2,10 @@
 
 Supported, decided by ``config.model_type`` (never by module names, which pre-LN MegatronBERT and
 rotary RoFormer share with BERT): BERT (and the bundled MiniLM), RoBERTa, XLM-RoBERTa, CamemBERT,
-ELECTRA, DistilBERT and GPT-2 (``ARCHITECTURES``). Shapes: ``T`` tokens, ``d`` = hidden size / heads.
+ELECTRA, DistilBERT and GPT-2 (``ARCHITECTURES``). Decoders loaded with ``core.recording``'s attention (Llama, Mistral,
+Qwen2/3, Gemma 1/2/3, Phi-3, SmolLM2 and any family whose attention goes through transformers' interface)
+are read from a recorded forward pass instead (``core.recorded_heads``, kind "recorded"): queries and keys
+before and after the rotary embedding, the shared key/value head, sliding windows and soft-caps. Shapes: ``T`` tokens, ``d`` = hidden size / heads.
 
 The input to block ``i`` is ``hidden_states[i]``. BERT-style blocks apply attention to it
 directly and LayerNorm afterwards (post-LN); GPT-2 applies its ``ln_1`` LayerNorm first
@@ -19,14 +22,13 @@ import torch
 
 from core.inference import Analysis
 from core.models import LoadedModel
+from core.recording import UnsupportedArchitecture, is_recordable  # noqa: F401 - UnsupportedArchitecture re-exported
 
-SUPPORTED = "BERT, RoBERTa, XLM-RoBERTa, CamemBERT, ELECTRA, DistilBERT, the bundled MiniLM (all post-LN encoders) and GPT-2"
+SUPPORTED = ("BERT, RoBERTa, XLM-RoBERTa, CamemBERT, ELECTRA, DistilBERT, the bundled MiniLM (all post-LN encoders), GPT-2, "
+             "and decoders whose attention goes through transformers' attention interface (Llama, Mistral, Qwen, Gemma, "
+             "Phi-3, SmolLM …)")
 # Largest difference allowed between a recomputed attention weight and the model's own.
 VERIFY_TOLERANCE = 1e-4
-
-
-class UnsupportedArchitecture(ValueError):
-    """The model's attention is laid out in a way this module does not know. Message meant for the user."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ ARCHITECTURES = {
     "distilbert": Architecture("distilbert", False, "word + position embeddings, added (not concatenated), then LayerNorm"),
     "gpt2": Architecture("gpt2", True, "word + position embeddings, added (not concatenated)"),
 }
+# Any model loaded with core.recording's attention: its heads are read from a recorded forward pass.
+RECORDED = Architecture("recorded", True, "token embeddings only: positions enter later, as rotations of queries and keys")
 # Model types that look like BERT from their module names but compute attention differently.
 _LOOKALIKES = {
     "megatron-bert": "MegatronBERT applies LayerNorm before attention (pre-LN), so its heads do not read the hidden "
@@ -92,7 +96,12 @@ class HeadComputation:
     ``scores`` = q·k ``[T, T]``; ``scaled`` = scores × scale, masked entries set to -inf for a decoder;
     ``weights`` = softmax(scaled) per row ``[T, T]``; ``outputs`` = weights @ values ``[T, d]``;
     ``keep_mask``: bool ``[T, T]``, True where a query may look at a key (all True for an encoder,
-    lower triangle including the diagonal for a decoder).
+    lower triangle including the diagonal for a decoder, a band for a sliding-window layer).
+
+    Recorded models (``Architecture.kind == "recorded"``) also fill: ``queries_before_rotary``,
+    ``keys_before_rotary`` ``[T, d]`` (None without rotary embedding; ``queries``/``keys`` are after it),
+    ``kv_head`` (the key/value head this query head reads) and ``shared_with`` (every query head reading it),
+    ``softcap`` (``scaled`` is then cap·tanh(scores × scale / cap)) and ``sliding_window``.
     """
 
     layer: int
@@ -107,6 +116,12 @@ class HeadComputation:
     outputs: np.ndarray
     keep_mask: np.ndarray
     scale: float
+    queries_before_rotary: np.ndarray | None = None
+    keys_before_rotary: np.ndarray | None = None
+    kv_head: int | None = None
+    shared_with: tuple[int, ...] = ()
+    softcap: float | None = None
+    sliding_window: int | None = None
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -120,6 +135,8 @@ def architecture(model: LoadedModel) -> Architecture:
     including those whose modules are named like BERT's (MegatronBERT, RoFormer).
     """
     known = ARCHITECTURES.get(model.model_type)
+    if known is None and is_recordable(model.model):
+        return RECORDED
     if known is None:
         why = _LOOKALIKES.get(model.model_type)
         raise UnsupportedArchitecture(
@@ -133,6 +150,8 @@ def architecture(model: LoadedModel) -> Architecture:
 def embeddings_description(model: LoadedModel) -> str:
     """What ``hidden_states[0]`` is for this model, in words (ELECTRA: with its ``embeddings_project``)."""
     text = architecture(model).embeddings
+    if text == RECORDED.embeddings and getattr(model.model, "rotary_emb", None) is None:
+        text = "this family's input embeddings (it has no rotary embedding)"
     project = getattr(model.model, "embeddings_project", None)
     if project is not None:
         text += (
@@ -147,6 +166,8 @@ def _block(model: LoadedModel, layer: int):
     base = model.model
     if not 0 <= layer < model.num_layers:
         raise ValueError(f"layer must be in 0..{model.num_layers - 1}, got {layer}")
+    if kind == "recorded":
+        return kind, None
     try:
         if kind == "bert":
             block = base.encoder.layer[layer]
@@ -180,6 +201,11 @@ def head_weights(model: LoadedModel, layer: int, head: int) -> HeadWeights:
     kind, block = _block(model, layer)
     if not 0 <= head < model.num_heads:
         raise ValueError(f"head must be in 0..{model.num_heads - 1}, got {head}")
+    if kind == "recorded":
+        raise UnsupportedArchitecture(
+            f"{model.model_type} heads rotate their queries and keys by position, so they are not fixed weight "
+            "matrices; see `compute_head`, which reads them from a recorded forward pass."
+        )
     d = model.hidden_size // model.num_heads
     cols = slice(head * d, (head + 1) * d)
     if kind in ("bert", "distilbert"):
@@ -211,6 +237,10 @@ def head_weights(model: LoadedModel, layer: int, head: int) -> HeadWeights:
 def layer_input(model: LoadedModel, analysis: Analysis, layer: int) -> np.ndarray:
     """``[T, hidden]``: what block ``layer``'s attention reads (GPT-2: after its ``ln_1``)."""
     kind, block = _block(model, layer)
+    if kind == "recorded":
+        from core.recorded_heads import records
+
+        return _np(records(model, analysis)[layer].inputs[0])
     x = analysis.hidden_states[layer]
     if kind == "gpt2":
         with torch.no_grad():
@@ -249,8 +279,13 @@ def verify_layer(model: LoadedModel, analysis: Analysis, layer: int) -> None:
     """
     if analysis.attentions is None:
         return
-    x = layer_input(model, analysis, layer)
     heads = list(range(model.num_heads))
+    if block_kind(model) == "recorded":
+        from core.recorded_heads import layer_weights
+
+        _check_against_model(model, analysis, layer, heads, list(layer_weights(model, analysis, layer)))
+        return
+    x = layer_input(model, analysis, layer)
     weights = []
     for head in heads:
         w = head_weights(model, layer, head)
@@ -263,12 +298,33 @@ def compute_head(model: LoadedModel, analysis: Analysis, layer: int, head: int) 
 
     Raises ``UnsupportedArchitecture`` when the result differs from the model's own attention.
     """
+    if block_kind(model) == "recorded":
+        return _compute_recorded(model, analysis, layer, head)
     w = head_weights(model, layer, head)
     x = layer_input(model, analysis, layer)
     q, k, v = x @ w.w_q + w.b_q, x @ w.w_k + w.b_k, x @ w.w_v + w.b_v
     scores, scaled, weights, keep = _softmax_weights(q, k, w.scale, analysis.is_decoder)
     _check_against_model(model, analysis, layer, [head], [weights])
     return HeadComputation(layer, head, x, q, k, v, scores, scaled, weights, weights @ v, keep, w.scale)
+
+
+def _compute_recorded(model: LoadedModel, analysis: Analysis, layer: int, head: int) -> HeadComputation:
+    from core import recorded_heads as rh
+
+    _block(model, layer)
+    if not 0 <= head < model.num_heads:
+        raise ValueError(f"head must be in 0..{model.num_heads - 1}, got {head}")
+    record = rh.records(model, analysis)[layer]
+    kv = head // record.kv_groups
+    q, k, v = (_np(t[0, i]) for t, i in ((record.queries, head), (record.keys, kv), (record.values, kv)))
+    keep = rh.keep_mask(record, len(q))
+    scores, scaled = rh.logits(q, k, record, keep)
+    weights = rh.softmax(scaled)
+    _check_against_model(model, analysis, layer, [head], [weights])
+    q0, k0 = rh.rotation(record, head)
+    shared = tuple(h for h in range(model.num_heads) if h // record.kv_groups == kv)
+    return HeadComputation(layer, head, _np(record.inputs[0]), q, k, v, scores, scaled, weights, weights @ v, keep,
+                           record.scaling, q0, k0, kv, shared, record.softcap, record.sliding_window)
 
 
 def value_vectors_through_output(model: LoadedModel, analysis: Analysis, layer: int) -> np.ndarray:
@@ -279,6 +335,10 @@ def value_vectors_through_output(model: LoadedModel, analysis: Analysis, layer: 
     attention is first checked against the model's own (``verify_layer``).
     """
     verify_layer(model, analysis, layer)
+    if block_kind(model) == "recorded":
+        from core.recorded_heads import value_vectors_through_output as recorded
+
+        return recorded(model, analysis, layer)
     x = layer_input(model, analysis, layer)
     out = []
     for head in range(model.num_heads):

@@ -15,12 +15,14 @@ Shapes, written once here (``T`` = number of tokens, special tokens included):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from core.models import LoadedModel, threads_for_input
+from core.recording import Recorder, fingerprint, is_recordable, remember
 
 
 class AnalysisError(ValueError):
@@ -143,15 +145,22 @@ def _forward(model: LoadedModel, encoding, attentions: bool):
     if "token_type_ids" in encoding and "token_type_ids" in model.tokenizer.model_input_names:
         inputs["token_type_ids"] = encoding["token_type_ids"]
     inputs = {k: v.to(model.device) for k, v in inputs.items()}
-    with torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()):
-        return model.model(**inputs, output_attentions=attentions, output_hidden_states=True, return_dict=True)
+    # one text of a recorded model (core.recording): keep its queries, keys and values for core.heads
+    record = attentions and inputs["input_ids"].shape[0] == 1 and is_recordable(model.model)
+    with torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()), \
+            Recorder(model.model, keep_weights=False) if record else nullcontext() as rec:
+        out = model.model(**inputs, output_attentions=attentions, output_hidden_states=True, return_dict=True)
+    if record and len(rec.records) == model.num_layers:
+        print_ = fingerprint(out.hidden_states[-1][0].float().cpu().numpy())
+        remember(model.model, inputs["input_ids"][0].tolist(), print_, rec.records)
+    return out
 
 
 def _refuse_encoder_decoder(model: LoadedModel) -> None:
     if getattr(model, "is_encoder_decoder", False):
         raise AnalysisError(
             f"`{model.name}` is an encoder-decoder model: it reads a source text and writes a target, so analyse it "
-            "with `core.inference.analyze_pair(model, source, target)` (encoder, decoder and cross-attention), not `analyze`."
+            "with `core.seq2seq.analyze_pair(model, source, target)` (encoder, decoder and cross-attention), not `analyze`."
         )
 
 
@@ -268,20 +277,8 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> 
 
     Text longer than ``max_tokens`` (default and ceiling: the model's limit) is
     truncated and the result says so (``truncated``, ``num_input_tokens``).
-    Raises ``AnalysisError`` for empty text, and for an encoder-decoder model (use ``analyze_pair``).
+    Raises ``AnalysisError`` for empty text, and for an encoder-decoder model (use ``core.seq2seq.analyze_pair``).
     """
     _refuse_encoder_decoder(model)
     _check_text(text)
     return next(iter_analyses(model, [text], max_tokens=max_tokens, batch_size=1))[1]
-
-
-# Encoder-decoder models live in core/seq2seq.py (which imports this module); re-exported here lazily.
-_SEQ2SEQ_NAMES = ("PairAnalysis", "analyze_pair", "generate_target", "MAX_GENERATED_TOKENS")
-
-
-def __getattr__(name: str):
-    if name in _SEQ2SEQ_NAMES:
-        from core import seq2seq
-
-        return getattr(seq2seq, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

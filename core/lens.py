@@ -21,7 +21,8 @@ from core.models import LoadedModel
 from core.predictions import LanguageModel, NoLanguageModelHead, load_language_model
 
 MAX_K = 20
-LENS_SUPPORTED = "GPT-2, and BERT, RoBERTa, DistilBERT and ELECTRA masked language models"
+LENS_SUPPORTED = ("GPT-2, decoders with a final norm (Llama, Mistral, Qwen, Gemma, Phi-3 …), and BERT, RoBERTa, "
+                  "DistilBERT and ELECTRA masked language models")
 
 
 class MissingLanguageModelHead(NoLanguageModelHead):
@@ -63,6 +64,15 @@ def _head(lm: LanguageModel) -> Callable[[torch.Tensor, bool], torch.Tensor]:
         return lambda h, last: full.generator_lm_head(full.generator_predictions(h))
     if lm.kind == "masked" and hasattr(full, "lm_head"):  # RoBERTa family
         return lambda h, last: full.lm_head(h)
+    norm, out = getattr(full.base_model, "norm", None), full.get_output_embeddings()
+    if lm.kind == "next" and norm is not None and out is not None:  # Llama, Gemma (its (1 + w) norm is its own) …
+        cap = getattr(full.config, "final_logit_softcapping", None)  # Gemma 2: the model caps its logits
+
+        def decoder_head(h: torch.Tensor, last: bool) -> torch.Tensor:
+            logits = out(h if last else norm(h))  # hidden_states[-1] already went through the final norm
+            return torch.tanh(logits / cap) * cap if cap else logits
+
+        return decoder_head
     raise UnsupportedArchitecture(f"The logit lens is not available for this model; it supports {LENS_SUPPORTED}.")
 
 

@@ -15,6 +15,7 @@ import socket
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -22,6 +23,8 @@ from urllib.parse import urlparse
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
+
+from core.recording import implementation_for
 
 from core.bundled_lm import LM_NAME, BundledLMError, cached_folder, is_bundled_lm
 
@@ -79,7 +82,7 @@ class LoadedModel:
     weights do not look untouched (an all-zero bias, as in the bundled all-MiniLM-L6-v2, is
     the initial value: that pooler was never trained).
     ``is_encoder_decoder``: T5, BART, Marian … (an encoder over a source text and a causal decoder
-    over a target, joined by cross-attention); analyse them with ``core.inference.analyze_pair``.
+    over a target, joined by cross-attention); analyse them with ``core.seq2seq.analyze_pair``.
     ``is_decoder`` is False for them (it describes the encoder). ``can_generate``: an
     encoder-decoder whose checkpoint has a trained language-model head, so it can write a target.
     """
@@ -196,15 +199,12 @@ def _load_parts(source: str, name: str, local_only: bool):
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only, trust_remote_code=False)
         with WEIGHT_LOAD_LOCK:
-            model, loading = _model_class(config).from_pretrained(
-                source,
-                config=config,
-                local_files_only=local_only,
-                trust_remote_code=False,
-                attn_implementation="eager",
-                dtype=torch.float32,
-                output_loading_info=True,
-            )
+            load = partial(_model_class(config).from_pretrained, source, config=config, local_files_only=local_only,
+                           trust_remote_code=False, dtype=torch.float32, output_loading_info=True)
+            try:  # the recording attention (core.recording) where the family uses the attention interface
+                model, loading = load(attn_implementation=implementation_for(config))
+            except (ValueError, KeyError):
+                model, loading = load(attn_implementation="eager")
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
         raise ModelLoadError(
             f"`{name}` could not be loaded ({first_line(str(err))}). "

@@ -111,7 +111,7 @@ def load_language_model(model: LoadedModel) -> LanguageModel:
                 model.source,
                 local_files_only=Path(model.source).is_dir() or cached_on_disk(model.source),
                 trust_remote_code=False,
-                attn_implementation="eager",
+                attn_implementation=model.model.config._attn_implementation,  # as the loaded model (core.recording)
                 dtype=torch.float32,
                 output_loading_info=True,
             )

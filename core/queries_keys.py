@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.heads import UnsupportedArchitecture, head_weights, layer_input, verify_layer
+from core.heads import UnsupportedArchitecture, block_kind, head_weights, layer_input, verify_layer
 from core.inference import Analysis
 from core.models import LoadedModel
 
@@ -16,8 +16,12 @@ def queries_and_keys(model: LoadedModel, analysis: Analysis) -> tuple[np.ndarray
     ``UnsupportedArchitecture`` (a sentence for the user) when the model's heads cannot be
     taken apart, when their recomputed attention differs from the model's own
     (``core.heads.verify_layer``), or when a head scales q·k by anything other than 1/√d,
-    the scale BertViz's neuron view assumes when it recomputes the weights.
+    the scale BertViz's neuron view assumes when it recomputes the weights. For a recorded decoder (Llama …)
+    the queries and keys are after the rotary embedding, keys repeated for the query heads that share them;
+    soft-capped or sliding-window layers are refused (the neuron view would not apply the cap or the window).
     """
+    if block_kind(model) == "recorded":
+        return _recorded(model, analysis)
     d = model.hidden_size // model.num_heads
     queries, keys = [], []
     for layer in range(model.num_layers):
@@ -35,4 +39,24 @@ def queries_and_keys(model: LoadedModel, analysis: Analysis) -> tuple[np.ndarray
             k_layer.append(x @ w.w_k + w.b_k)
         queries.append(q_layer)
         keys.append(k_layer)
+    return np.asarray(queries, dtype=np.float32), np.asarray(keys, dtype=np.float32)
+
+
+def _recorded(model: LoadedModel, analysis: Analysis) -> tuple[np.ndarray, np.ndarray]:
+    from core.recorded_heads import keep_mask, records
+
+    t = analysis.num_tokens
+    queries, keys = [], []
+    for layer, record in sorted(records(model, analysis).items()):
+        verify_layer(model, analysis, layer)
+        d = record.queries.shape[-1]
+        if record.softcap or not np.array_equal(keep_mask(record, t), np.tril(np.ones((t, t), dtype=bool))) \
+                or not np.isclose(record.scaling, d**-0.5):
+            raise UnsupportedArchitecture(
+                f"Layer {layer} of {model.name} soft-caps its scores, masks a sliding window or scales q·k by "
+                f"{record.scaling:.4g} instead of 1/√{d}; BertViz's neuron view does none of that, so it would show "
+                "wrong weights. The attention itself is shown on the other views."
+            )
+        queries.append(record.queries[0].float().cpu().numpy())
+        keys.append(record.keys[0].repeat_interleave(record.kv_groups, dim=0).float().cpu().numpy())
     return np.asarray(queries, dtype=np.float32), np.asarray(keys, dtype=np.float32)

@@ -320,3 +320,39 @@ def build_tiny_electra(folder: Path, *, seed: int = 0) -> Path:
     from transformers import ElectraConfig, ElectraModel
 
     return _bert_like(folder, ElectraConfig(**_bert_like_sizes(), embedding_size=16), ElectraModel, seed=seed)
+
+
+# --- Decoders that use transformers' attention interface (recorded by core.recording) ---
+
+_SMALL = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+              max_position_embeddings=64, initializer_range=0.3, tie_word_embeddings=False)
+# Per family: the config class name and what is awkward about it (every one has grouped-query heads: 4 share 2).
+DECODER_FAMILIES: dict[str, tuple[str, dict]] = {
+    "llama": ("LlamaConfig", {}),
+    "mistral": ("MistralConfig", {"sliding_window": 4}),  # shorter than the test texts
+    "qwen2": ("Qwen2Config", {}),  # biases on q, k, v
+    "qwen3": ("Qwen3Config", {"head_dim": 8}),  # q/k RMSNorm
+    "gemma": ("GemmaConfig", {"head_dim": 8}),  # (1 + w) RMSNorm, embeddings scaled by sqrt(hidden)
+    "gemma2": ("Gemma2Config", {"head_dim": 8, "sliding_window": 4, "attn_logit_softcapping": 2.0,
+                                "final_logit_softcapping": 5.0, "query_pre_attn_scalar": 16}),
+    "gemma3_text": ("Gemma3TextConfig", {"head_dim": 8, "sliding_window": 4, "query_pre_attn_scalar": 16,
+                                         "layer_types": ["sliding_attention", "full_attention"]}),
+    "phi3": ("Phi3Config", {"partial_rotary_factor": 0.5, "pad_token_id": 0}),  # fused qkv, half the dims rotated
+}
+
+
+def build_tiny_decoder(folder: Path, family: str, *, seed: int = 0) -> Path:
+    """A random causal LM of ``family`` (a key of ``DECODER_FAMILIES``) with ``build_tiny_gpt2``'s tokenizer."""
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    build_tiny_gpt2(folder, seed=seed)
+    tokenizer = GPT2TokenizerFast.from_pretrained(folder)
+    class_name, extra = DECODER_FAMILIES[family]
+    config = getattr(transformers, class_name)(**{**_SMALL, **extra}, vocab_size=len(tokenizer),
+                                                bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    torch.manual_seed(seed)
+    for stale in folder.glob("*.safetensors"):
+        stale.unlink()
+    AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    return folder

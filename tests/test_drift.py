@@ -191,7 +191,7 @@ def test_page_options_never_rerun_the_model(tiny_bert_dir):
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=180)
     at.query_params["model"] = tiny_bert_dir
     at.run()
-    at.switch_page("pages/drift.py").run()
+    at.switch_page("app_pages/drift.py").run()
     assert not at.exception and not at.error
     store = bounded_store("corpus-embeddings", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
     runs = store.computed

@@ -9,7 +9,7 @@ from core.heads import block_kind
 from tests.model_factory import build_tiny_gpt_neo
 from tests.test_app import open_app, page_errors
 
-PAGE = "pages/inside.py"
+PAGE = "app_pages/inside.py"
 TEXT = "the bank of a river"
 
 
@@ -80,6 +80,18 @@ def test_bundled_model_page_matches_the_model():
 
 
 @pytest.mark.app
+@pytest.mark.integration
+def test_smollm2_page_rotates_and_shares_heads(bundled_lm):
+    """SmolLM2: 9 query heads share 3 key/value heads; head 4 reads key/value head 1 with heads 3 and 5."""
+    at = open_app({"model": "SmolLM2-135M-Instruct", "text": "The capital of France is Paris.", "layer": "7",
+                   "head": "4"}, page=PAGE)
+    assert not page_errors(at)
+    assert _difference(at) < 1e-5
+    text = " ".join(m.value for m in at.markdown)
+    assert "reads key/value head 1, and so do query heads 3, 5" in text and "rotated" in text
+
+
+@pytest.mark.app
 def test_a_bert_lookalike_is_refused_with_a_sentence(tmp_path):
     from tests.model_factory import build_tiny_megatron_bert
 
@@ -99,3 +111,28 @@ def test_electra_says_what_its_embedding_layer_is(tmp_path):
     text = " ".join(m.value for m in at.markdown)
     assert "embeddings_project" in text and "This model (electra) is post-LN" in text
     assert _difference(at) < 1e-5
+
+
+@pytest.mark.app
+def test_recorded_decoder_shows_rotation_shared_heads_window_and_cap(tmp_path):
+    """Gemma 2 (tiny): rotary step, grouped-query sharing, a sliding window drawn as masked cells, soft-capped scores."""
+    from tests.model_factory import build_tiny_decoder
+
+    folder = build_tiny_decoder(tmp_path / "tiny-gemma2", "gemma2")
+    text = "I will hike along the bank of a river."
+    at = open_app({"model": str(folder), "text": text, "layer": "0", "head": "3"}, page=PAGE)
+    assert not page_errors(at)
+    last = len(at.dataframe[0].value) - 1
+    query_box(at).set_value(last).run()
+    assert not page_errors(at)
+    assert _difference(at) < 1e-5
+    table = at.dataframe[0].value
+    # window 4: the token itself and the 3 before it (computed here by position, not read from the page)
+    assert list(table["visible"]) == [last - 3 <= p <= last for p in table["position"]]
+    assert np.all(np.isneginf(table["scaled"][~table["visible"]]))
+    assert np.all(np.abs(table["scaled"][table["visible"]]) <= 2.0)  # the cap of this config
+    text_on_page = " ".join(m.value for m in at.markdown)
+    assert "rotated" in text_on_page and "reads key/value head 1, and so do query heads 2" in text_on_page
+    assert "sliding window of 4 tokens" in text_on_page and "soft-capped" in text_on_page
+    assert "`input_layernorm(hidden state)`" in text_on_page
+    assert len(at.get("plotly_chart")) == 8  # + the rotation figure

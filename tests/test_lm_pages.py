@@ -29,7 +29,7 @@ def _text(at) -> str:
 @pytest.mark.parametrize("which", ["llama", "gpt2"])
 def test_predictions_page_shapes_the_distribution_and_generates(lm_dirs, which):
     at = open_app({"model": lm_dirs[which], "text": "the cat sat on the", "topk": "5", "steps": "4"},
-                  page="pages/predictions.py")
+                  page="app_pages/predictions.py")
     assert not page_errors(at)
     text = _text(at)
     assert "5 of " in text and "tokens can be drawn" in text and "nats before the cuts" in text
@@ -46,7 +46,7 @@ def test_predictions_page_shapes_the_distribution_and_generates(lm_dirs, which):
 @pytest.mark.parametrize("view", ["residual", "heads", "mlp", "dla"])
 def test_patching_page_views(lm_dirs, view):
     at = open_app({"model": lm_dirs["llama"], "clean": CLEAN, "corrupted": CORRUPTED, "answer": " river",
-                   "wrong": " home", "view": view}, page="pages/patching.py")
+                   "wrong": " home", "view": view}, page="app_pages/patching.py")
     assert not page_errors(at)
     text = _text(at)
     assert ("All parts add up to the total" in text) if view == "dla" else ("of the way from corrupted" in text)
@@ -54,24 +54,24 @@ def test_patching_page_views(lm_dirs, view):
 
 def test_unequal_lengths_and_hostile_text_are_sentences(lm_dirs):
     at = open_app({"model": lm_dirs["gpt2"], "clean": CLEAN, "corrupted": HOSTILE, "answer": " river",
-                   "wrong": " home"}, page="pages/patching.py")
+                   "wrong": " home"}, page="app_pages/patching.py")
     assert not page_errors(at)
     warning = " ".join(w.value for w in at.warning)
     assert "same length" in warning and "alert" in warning
     assert "\\<" in warning and not re.search(r"(?<!\\)[<>]", warning)  # every < and > escaped: shown as text
     at = open_app({"model": lm_dirs["gpt2"], "clean": CLEAN, "corrupted": CORRUPTED, "answer": HOSTILE,
-                   "wrong": " home"}, page="pages/patching.py")
+                   "wrong": " home"}, page="app_pages/patching.py")
     assert not page_errors(at) and "not one" in " ".join(w.value for w in at.warning)
 
 
 def test_an_encoder_gets_a_sentence(tiny_bert_dir):
-    at = open_app({"model": tiny_bert_dir}, page="pages/patching.py")
+    at = open_app({"model": tiny_bert_dir}, page="app_pages/patching.py")
     assert not page_errors(at)
     assert "not a causal language model" in " ".join(i.value for i in at.info)
 
 
 def test_head_statistics_show_induction_scores_for_a_decoder(lm_dirs):
-    at = open_app({"model": lm_dirs["llama"], "text": "the cat sat on the mat", "ind_len": "12"}, page="pages/stats.py")
+    at = open_app({"model": lm_dirs["llama"], "text": "the cat sat on the mat", "ind_len": "12"}, page="app_pages/stats.py")
     assert not page_errors(at)
     assert "of its attention goes to the token after the earlier occurrence" in _text(at)
     even = sum(1 / (q + 1) for q in range(13, 25)) / 12  # BOS + 12 tokens, then queries 13..24
@@ -80,7 +80,7 @@ def test_head_statistics_show_induction_scores_for_a_decoder(lm_dirs):
 
 
 def test_sampling_uses_the_sliders_and_top_k_one_is_greedy(lm_dirs):
-    at = open_app({"model": lm_dirs["gpt2"], "text": "the cat sat on the", "steps": "5"}, page="pages/predictions.py")
+    at = open_app({"model": lm_dirs["gpt2"], "text": "the cat sat on the", "steps": "5"}, page="app_pages/predictions.py")
     greedy = at.code[0].value
     at.toggle(key="predictions.sample").set_value(True).run()
     at.slider(key="predictions.temp").set_value(3.0).run()

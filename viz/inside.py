@@ -30,6 +30,24 @@ def component_bars(vector: np.ndarray, *, title: str, y_title: str) -> go.Figure
     return fig
 
 
+def rotation_bars(before: np.ndarray, after: np.ndarray, *, title: str) -> go.Figure:
+    """Grouped bars of one ``[d]`` vector before and after its rotary embedding, component by component.
+
+    Rotary embedding turns pairs of components by an angle that grows with the position, so the bars move
+    while the vector's length stays the same (components past the rotated part do not move).
+    """
+    fig = go.Figure()
+    for i, (name, vector) in enumerate((("before rotation", before), ("after rotation", after))):
+        fig.add_trace(go.Bar(x=list(range(len(vector))), y=vector, name=name, marker_color=OKABE_ITO[i],
+                             hovertemplate=f"{name}, component %{{x}}: %{{y:.4f}}<extra></extra>"))
+    fig.update_layout(
+        title=plotly_safe(title), barmode="group", height=280, legend={"orientation": "h", "y": -0.3},
+        xaxis={"title": "component", "dtick": max(1, len(before) // 16)}, yaxis={"title": "value"},
+        margin={"l": 60, "r": 20, "t": 50, "b": 70},
+    )
+    return fig
+
+
 def token_bars(
     values: np.ndarray, labels: list[str], *, title: str, y_title: str, keep: np.ndarray | None = None
 ) -> go.Figure:

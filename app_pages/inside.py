@@ -1,27 +1,25 @@
 """Inside one head: query, keys, scores, softmax and output, recomputed from the model's own weights."""
 
 from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
-from ui.shell import require_app_shell
 
-require_app_shell()
+from functools import partial
 
-from functools import partial  # noqa: E402
+import numpy as np
+import pandas as pd
+import streamlit as st
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from core.heads import UnsupportedArchitecture, architecture, compute_head, embeddings_description  # noqa: E402
-from core.tokens import token_labels  # noqa: E402
-from ui.caveats import attention_caveat  # noqa: E402
-from ui.errors import friendly_fragment  # noqa: E402
-from ui.figures import show_figure  # noqa: E402
-from ui.explain import beside, explain as explain_text  # noqa: E402
-from ui.page_state import end_page, option  # noqa: E402
-from ui.session import current_analysis, current_model  # noqa: E402
-from viz.common import file_stem  # noqa: E402
-from viz.common import markdown_safe  # noqa: E402
-from viz.inside import component_bars, matrix_heatmap, stacked_token_bars  # noqa: E402
+from core.heads import UnsupportedArchitecture, architecture, compute_head, embeddings_description
+from core.recorded_heads import norm_before_attention
+from core.tokens import token_labels
+from ui.caveats import attention_caveat
+from ui.errors import friendly_fragment
+from ui.figures import show_figure
+from ui.explain import beside, explain as explain_text
+from ui.page_state import end_page, option
+from ui.session import current_analysis, current_model
+from viz.common import file_stem
+from viz.common import markdown_safe
+from viz.inside import component_bars, matrix_heatmap, rotation_bars, stacked_token_bars
 
 st.title("Inside one head")
 explain_text(
@@ -75,24 +73,50 @@ def one_head_step_by_step() -> None:
     def per_token(matrix: np.ndarray, prefix: str) -> pd.DataFrame:
         return pd.DataFrame({"position": range(t), "token": labels} | {f"{prefix}{c}": matrix[:, c] for c in range(d)})
 
-
     reads = f"the embedding layer's output ({embeddings_description(model)})" if layer == 0 else f"the output of layer {layer - 1}"
+    recorded = arch.kind == "recorded"
     explain("1 · What the head reads", f"Layer {layer} reads hidden state {layer}, {reads}: one vector of "
             f"{model.hidden_size} numbers per token. " + (
+                (f"This model ({model.model_type}) normalises first: the block applies its pre-attention norm "
+                 "(`input_layernorm`) to the hidden state, so the head reads `input_layernorm(hidden state)`, and "
+                 "this page shows that input as the model computed it." if norm_before_attention(model, layer) else
+                 "This page shows what the attention module read, recorded from the model itself.") if recorded else
                 f"This model ({model.model_type}) is pre-LN: the block applies its LayerNorm `ln_1` to the hidden state before attention, "
                 "so the head reads `ln_1(hidden state)`." if arch.pre_ln else
                 f"This model ({model.model_type}) is post-LN: LayerNorm (not batch norm: each token is normalised on its own) comes after "
                 "attention and after the feed-forward part, so the head reads the hidden state as it is."))
 
+    size = f"{d} numbers ({model.hidden_size} ÷ {model.num_heads} heads)" if d * model.num_heads == model.hidden_size \
+        else f"{d} numbers (this model's head size)"
     _, figures = explain("2 · The query vector", f"The query of {who_md} is `q = x·W_Q + b_Q`: its input vector times "
-                         f"this head's slice of the query projection, {d} numbers ({model.hidden_size} ÷ "
-                         f"{model.num_heads} heads).")
+                         f"this head's slice of the query projection, {size}.")
     with figures:
         show(component_bars(step.queries[query], title=f"Query vector of {who}", y_title="q"), "query",
              pd.DataFrame({"component": range(d), "query": step.queries[query]}))
+    if step.queries_before_rotary is not None:
+        moved = int(np.sum(~np.isclose(step.queries_before_rotary[-1], step.queries[-1])))
+        _, figures = explain(
+            "2b · The rotation (rotary position embedding)",
+            "This model adds no position vector to its tokens. Instead, before the scores are computed, every query "
+            "and key is rotated: pairs of components are turned by an angle proportional to the token's position. "
+            f"A rotated query·key product then depends on how far apart the two tokens are. Token 0 is not turned; "
+            f"at the last position {moved} of the {d} components changed. The query shown in step 2 is after this "
+            "rotation.",
+        )
+        with figures:
+            show(rotation_bars(step.queries_before_rotary[query], step.queries[query],
+                               title=f"Query of {who} before and after the rotation"), "rotation",
+                 pd.DataFrame({"component": range(d), "before": step.queries_before_rotary[query], "after": step.queries[query]}))
 
+    shared = ""
+    if step.kv_head is not None and len(step.shared_with) > 1:
+        others = ", ".join(str(h) for h in step.shared_with if h != head)
+        shared = (f" This model has fewer key/value heads than query heads (grouped-query attention): query head {head} "
+                  f"reads key/value head {step.kv_head}, and so do query heads {others}. They share these keys and the "
+                  "values of step 5; only their queries differ.")
     _, figures = explain("3 · Every key vector", "Every token j gets a key `k_j = x_j·W_K + b_K` (one row each): what "
-                         "a query is matched against.")
+                         "a query is matched against." + (" Keys are rotated like queries." if step.keys_before_rotary
+                                                           is not None else "") + shared)
     with figures:
         show(matrix_heatmap(step.keys, labels, title="Key vectors (one row per token)", colorbar="k", row_title="token",
                             symmetric=True), "keys", per_token(step.keys, "k"))
@@ -105,7 +129,12 @@ def one_head_step_by_step() -> None:
         "the spread of the scores from growing with d. The softmax turns the scaled scores into weights that are "
         "positive and sum to 1."
         + (" This is a decoder: a token may look only at itself and earlier tokens, so later tokens get −∞ before the "
-           "softmax (the causal mask) and exactly 0 weight after it." if analysis.is_decoder else ""),
+           "softmax (the causal mask) and exactly 0 weight after it." if analysis.is_decoder else "")
+        + (f" This layer also has a sliding window of {step.sliding_window} tokens: a token sees only itself and the "
+           f"{step.sliding_window - 1} tokens before it; older tokens are masked the same way." if step.sliding_window
+           and not step.keep_mask[np.tril_indices(t)].all() else "")
+        + (f" Before the mask, the scaled scores are soft-capped: {step.softcap:g}·tanh(score / {step.softcap:g}), "
+           f"so none goes beyond ±{step.softcap:g}; the 'scaled' column is after the cap." if step.softcap else ""),
     )
     table = pd.DataFrame({"position": range(t), "key token": labels, "q·k": step.scores[query],
                           "scaled": step.scaled[query], "weight": step.weights[query], "visible": kept})
@@ -143,8 +172,9 @@ def one_head_step_by_step() -> None:
                             colorbar="weight", zmin=0.0, zmax=1.0), "matrix", matrix)
         if analysis.is_decoder:
             show(matrix_heatmap(np.where(step.keep_mask, step.scaled, np.nan), labels, column_labels=labels,
-                                title="Scaled scores after the causal mask (blank = −∞)", colorbar="scaled"),
+                                title="Scaled scores after the " + ("causal and sliding-window" if not
+                                      step.keep_mask[np.tril_indices(t)].all() else "causal") + " mask (blank = −∞)",
+                                colorbar="scaled"),
                  "masked-scores", matrix)
-
 
 one_head_step_by_step()

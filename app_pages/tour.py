@@ -1,44 +1,41 @@
 """Guided tour: from tokens to a whole corpus in ten steps, each with one live figure for the model on screen."""
 
 from core.layers import numbering_caption
-from ui.shell import require_app_shell
 
-require_app_shell()
+from collections.abc import Callable
 
-from collections.abc import Callable  # noqa: E402
+import numpy as np
+import pandas as pd
+import streamlit as st
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from core import compare  # noqa: E402
-from core.attention import special_share  # noqa: E402
-from core.drift import drift_table  # noqa: E402
-from core.examples import BANK_MONEY, BANK_RIVER  # noqa: E402
-from core.heads import UnsupportedArchitecture, compute_head  # noqa: E402
-from core.senses import builtin_set  # noqa: E402
-from core.similarity import cosine  # noqa: E402
-from core.tokens import token_labels  # noqa: E402
-from core.tour import clearest_head, first_builtin_word, layers_where, sink_heads, uniform_previous_share  # noqa: E402
-from ui.cache import (  # noqa: E402
+from core import compare
+from core.attention import special_share
+from core.drift import drift_table
+from core.examples import BANK_MONEY, BANK_RIVER
+from core.heads import UnsupportedArchitecture, compute_head
+from core.senses import builtin_set
+from core.similarity import cosine
+from core.tokens import token_labels
+from core.tour import clearest_head, first_builtin_word, layers_where, sink_heads, uniform_previous_share
+from ui.cache import (
     cached_analysis, cached_corpus_embeddings, cached_head_stats, cached_norm_weighted, cached_occurrences,
 )
-from ui.corpus_state import current_corpus, current_corpus_name  # noqa: E402
-from ui.figures import PRESENTATION_WIDTH, show_figure  # noqa: E402
-from ui.page_state import link_url, option, option_value, set_option  # noqa: E402
-from ui.placement import place_text, verdict  # noqa: E402
-from ui.session import (  # noqa: E402
+from ui.corpus_state import current_corpus, current_corpus_name
+from ui.figures import PRESENTATION_WIDTH, show_figure
+from ui.page_state import link_url, option, option_value, set_option
+from ui.placement import place_text, verdict
+from ui.session import (
     MAX_TEXT_CHARS, current_analysis, current_model, current_model_name, current_text, current_token_limit,
     presentation_mode,
 )
-from viz import attention as va  # noqa: E402
-from viz.common import COLORBLIND_SAFE, OKABE_ITO, file_stem, markdown_safe, plotly_safe  # noqa: E402
-from viz.compare import similarity_by_layer_chart  # noqa: E402
-from viz.drift import layer_violin_figure  # noqa: E402
-from viz.inside import matrix_heatmap, stacked_token_bars  # noqa: E402
-from viz.maxima import special_share_chart  # noqa: E402
-from viz.senses import add_own_sentence, highlighted_sentence, sense_projection_figure  # noqa: E402
-from viz.tour import SLIDE_WIDTH, as_slide, cosine_bars, token_table_figure  # noqa: E402
+from viz import attention as va
+from viz.common import COLORBLIND_SAFE, OKABE_ITO, file_stem, markdown_safe, plotly_safe
+from viz.compare import similarity_by_layer_chart
+from viz.drift import layer_violin_figure
+from viz.inside import matrix_heatmap, stacked_token_bars
+from viz.maxima import special_share_chart
+from viz.senses import add_own_sentence, highlighted_sentence, sense_projection_figure
+from viz.tour import SLIDE_WIDTH, as_slide, cosine_bars, token_table_figure
 
 SAME_SENSE_CONTROL = "We had a picnic on the grassy bank of the stream."
 HELD_OUT = "I sat on the bank and fished."
@@ -60,14 +57,11 @@ if model.is_encoder_decoder:
 name = current_model_name()
 limit = current_token_limit()
 
-
 # --- what every step draws with --------------------------------------------------------------
-
 
 def say(text: str) -> None:
     """The step's plain sentences (markdown; anything the user typed must already be escaped)."""
     st.markdown(text)
-
 
 def figure(fig, what: str, data: pd.DataFrame | None = None) -> None:
     """The step's one live figure: 16:9 in presentation mode, CSV of its numbers otherwise."""
@@ -78,11 +72,9 @@ def figure(fig, what: str, data: pd.DataFrame | None = None) -> None:
     else:
         show_figure(fig, name=file_stem(model.name, "tour", what), data=data, key=f"tour-{what}")
 
-
 def try_this(text: str) -> None:
     if not present:
         st.info(f"**Try this:** {text}", icon=":material/touch_app:")
-
 
 def full_page(page: str, label: str, params: dict[str, object] | None = None) -> None:
     """A link (new tab) to the full page at ``page`` (its url path) showing the same state: the sidebar's model and
@@ -90,15 +82,12 @@ def full_page(page: str, label: str, params: dict[str, object] | None = None) ->
     if not present:
         st.markdown(f":material/open_in_new: [{label}]({link_url(page, **(params or {}))})")
 
-
 def not_here(text: str) -> None:
     """This step does not apply to the model or text on screen: say why, and let the reader move on."""
     st.info(text + " Use **Next** to go on.", icon=":material/info:")
 
-
 def own_text(label: str, key: str, default: str) -> str:
     return option(st.text_input, label, value=default, key=key, max_chars=MAX_TEXT_CHARS)
-
 
 def two_sentences() -> tuple[list, str | None]:
     """The step's own sentences A and B (editable) and the word they share ("bank" if it is shared)."""
@@ -114,22 +103,18 @@ def two_sentences() -> tuple[list, str | None]:
     word = "bank" if "bank" in shared else max(shared, key=len, default=None)
     return analyses, word
 
-
 def previous_token_head(analysis):
     """``((layer, head, share) or None, chance level, head-statistics table, token roles)`` for the sidebar's text."""
     table, roles = cached_head_stats(name, current_text(), limit)
     best = clearest_head(table, "previous")
     return best, uniform_previous_share(roles), table, roles
 
-
 def sink_names(roles) -> str:
     if roles.start_is_first_token:
         return "the first token" + (" and end-of-text tokens" if roles.end.any() else "")
     return "[CLS]/[SEP]-like special tokens"
 
-
 # --- the steps ---------------------------------------------------------------------------------
-
 
 def step_tokens() -> None:
     analysis = current_analysis()
@@ -149,7 +134,6 @@ def step_tokens() -> None:
                                    "special": analysis.special_mask}))
     try_this("type a rare or made-up word in the sidebar, such as *unbelievability*, and watch it split into pieces.")
     full_page("./", "Open the token table on the Home page")
-
 
 def step_static() -> None:
     analyses, word = two_sentences()
@@ -179,7 +163,6 @@ def step_static() -> None:
     full_page("compare", "Open the two sentences on the Compare page",
               {"text_a": analyses[0].text, "text_b": analyses[1].text, "word": word})
 
-
 def step_position() -> None:
     analyses, word = two_sentences()
     if word is None:
@@ -206,7 +189,6 @@ def step_position() -> None:
     full_page("compare", "Open every layer on the Compare page",
               {"text_a": analyses[0].text, "text_b": analyses[1].text, "word": word})
 
-
 def step_one_head() -> None:
     analysis = current_analysis()
     best, chance, _, _ = previous_token_head(analysis)
@@ -230,7 +212,6 @@ def step_one_head() -> None:
     try_this("type a longer sentence in the sidebar: a previous-token head keeps its diagonal on any text.")
     full_page("attention", "Open this head on the Attention page", {"source": "raw", "layer": layer, "head": head, "view": "one head"})
 
-
 def step_every_head() -> None:
     analysis = current_analysis()
     best, _, table, roles = previous_token_head(analysis)
@@ -249,7 +230,6 @@ def step_every_head() -> None:
                               colorscale=COLORBLIND_SAFE, large=present), "every-head", table)
     try_this("make your text twice as long and see which thumbnails keep their pattern.")
     full_page("attention", "Open the overview on the Attention page", {"source": "raw"})
-
 
 def step_inside() -> None:
     analysis = current_analysis()
@@ -286,7 +266,6 @@ def step_inside() -> None:
                                    "weight": step.weights[query]}))
     try_this("pick another query token on the full page and see which key wins.")
     full_page("inside", "Open every step on the Inside one head page", {"layer": layer, "head": head, "query": query})
-
 
 def step_same_vector() -> None:
     analyses, word = two_sentences()
@@ -330,7 +309,6 @@ def step_same_vector() -> None:
     try_this("change *river* in sentence A to *money* and watch the last layers: now A and B are the same-sense pair.")
     full_page("compare", "Open the Compare page", {"text_a": analyses[0].text, "text_b": analyses[1].text, "word": word})
 
-
 def step_senses() -> None:
     sidebar_word = first_builtin_word(current_text())
     if sidebar_word:
@@ -362,9 +340,9 @@ def step_senses() -> None:
     link = {"word": word, "layer": layer, "method": "PCA", "source": "Built-in sentences"} | ({} if sidebar_word else {"text": text})
     full_page("senses", "Open the Senses page with your sentence", link)
 
-
 def step_explain() -> None:
-    from core.effects import EffectsError, sentence_cosine
+    from core.effects import EffectsError
+    from core.effects_compare import sentence_cosine
     from core.tour import clearest_sink_head
     from ui.cache import cached_ablated_analysis
     from viz.effects import knockout_figure
@@ -422,7 +400,6 @@ def step_explain() -> None:
     full_page("effects", "Open this knock-out on the Does it matter? page",
               {"heads": " ".join(names), "ablation": "zero", "measure": "sentence embedding"})
 
-
 def step_corpus() -> None:
     corpus = current_corpus()
     bar = st.empty()
@@ -452,7 +429,6 @@ def step_corpus() -> None:
     try_this("paste your own documents on the Drift page and come back: this step uses the same corpus.")
     full_page("drift", "Open the Drift page")
 
-
 STEPS: list[tuple[str, Callable[[], None]]] = [
     ("Text becomes tokens and ids", step_tokens),
     ("The static embedding: one row per token", step_static),
@@ -466,10 +442,8 @@ STEPS: list[tuple[str, Callable[[], None]]] = [
     ("A whole corpus", step_corpus),
 ]
 
-
 def _move(delta: int) -> None:
     set_option("step", min(len(STEPS), max(1, int(option_value("step", 1)) + delta)))
-
 
 if present:
     st.html(PRESENTATION_CSS)

@@ -1,17 +1,13 @@
 """Patching and attribution: where in a language model the answer is decided, and which heads write it."""
 
-from ui.shell import require_app_shell
+import streamlit as st
 
-require_app_shell()
-
-import streamlit as st  # noqa: E402
-
-from core.predictions import NoLanguageModelHead  # noqa: E402
-from ui.cache import cached_language_model  # noqa: E402
-from ui.explain import explain  # noqa: E402
-from ui.lm_views import dla_view, patching_view  # noqa: E402
-from ui.page_state import end_page, option, set_option  # noqa: E402
-from ui.session import current_model, current_model_name  # noqa: E402
+from core.predictions import NoLanguageModelHead
+from ui.cache import cached_language_model
+from ui.explain import explain
+from ui.lm_views import dla_view, patching_view
+from ui.page_state import end_page, option, set_option
+from ui.session import current_model, current_model_name
 
 PRESETS = {
     "Who gets the drink (names)": ("When Mary and John went to the store, John gave a drink to",
