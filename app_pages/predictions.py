@@ -118,3 +118,8 @@ def candidates(text: str) -> None:
     st.dataframe(pd.DataFrame(rows), hide_index=True, height=min(420, 38 + 35 * len(rows)))
 
 candidates(text)
+if language_model.kind == "next":
+    from ui.lm_views import lens_view, sampling_and_generation
+
+    sampling_and_generation(text)
+    lens_view(text)

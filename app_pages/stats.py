@@ -149,3 +149,7 @@ def statistic_views(source: str, table, roles, about: str) -> None:
             )
 
 statistic_views(source, table, roles, about)
+if model.is_decoder:
+    from ui.lm_views import induction_view
+
+    induction_view(model)

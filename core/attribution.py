@@ -173,3 +173,4 @@ def rollout_to_tokens(rollout: np.ndarray, attribution: Attribution) -> np.ndarr
     if attribution.target is not None:
         return last[attribution.target.position]
     return last.mean(axis=0)
+from core.logit_attribution import LogitAttribution, direct_logit_attribution  # noqa: E402,F401 (issue 27)

@@ -201,3 +201,4 @@ def rank_heads(table: pd.DataFrame, statistic: str, *, top: int = 5) -> pd.DataF
     """The ``top`` heads with the highest ``statistic`` (NaN last): columns ``layer``, ``head``, ``statistic``."""
     ranked = table.sort_values([statistic, "layer", "head"], ascending=[False, True, True], na_position="last")
     return ranked.loc[:, ["layer", "head", statistic]].head(top).reset_index(drop=True)
+from core.induction import InductionScores, induction_scores  # noqa: E402,F401 (issue 27)

@@ -56,6 +56,8 @@ NOT_CHANGED = {
                           "has no word with a built-in sense set; the test stays on step 7",
     ("tour", "layer"): "a step shows only its own options; this slider is on step 8, the test stays on step 7",
     ("effects", "target"): "shown only while measuring the prediction; the test measures the sentence embedding",
+    **{("patching", key): "patching needs a causal language model: with the test's masked LM the page is a sentence"
+       for key in ("clean", "corrupted", "answer", "wrong", "view")},
 }
 ABLATED_TOGGLE = {"attention", "maxima", "compare"}
 OFF_TOGGLE = "switch Ablated run=false"
@@ -106,6 +108,7 @@ CHANGES = {
         (write, "Control text", "We sat on the bank of the lake.", "text_c"),
     ],
     "predictions": [(slide_left, "Candidates to show", None, "top_k")],
+    "patching": [],  # see NOT_CHANGED
     "effects": [  # the knock-out first: the token and position pickers appear below the parts it computes
         (pick_radio, "What to measure", "sentence embedding", "measure"),
         (write, "Heads to knock out", "L1H2", "heads"), (pick_radio, "Ablation", "mean", "ablation"),

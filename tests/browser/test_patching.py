@@ -1,0 +1,43 @@
+"""The Patching page and the sampling controls on the real SmolLM2 in Chromium: hostile prompts are drawn as text,
+no dialog opens, no console error, nothing but localhost."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.conftest import AppPage
+from tests.browser.test_bundled_lm import lm_server  # noqa: F401 (fixture: the app with the converted SmolLM2)
+
+pytestmark = pytest.mark.browser
+HOSTILE = "<script>alert(1)</script> \"><img src=x onerror=alert(1)>"
+IOI = "When Mary and John went to the store, {} gave a drink to"
+
+
+def test_patching_page_with_hostile_prompts(browser, lm_server):  # noqa: F811
+    tab = AppPage(browser, lm_server)
+    tab.patience_ms = 240_000
+    try:
+        query = {"model": "SmolLM2-135M-Instruct", "clean": HOSTILE + " " + IOI.format("John"),
+                 "corrupted": HOSTILE + " " + IOI.format("Mary"), "answer": " Mary", "wrong": " John"}
+        page = tab.open("patching", query)
+        page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=240_000)
+        ticks = page.eval_on_selector_all(".js-plotly-plot .xtick text", "els => els.map(e => e.textContent)")
+        assert any("<" in t for t in ticks), ticks  # the hostile tokens are labels, shown as text
+        assert page.locator("img[src='x']").count() == 0 and page.locator("script:text('alert(1)')").count() == 0
+        assert page.get_by_text("of the way from corrupted").count() == 1
+        tab.assert_clean()
+
+        page = tab.open("patching", query | {"corrupted": HOSTILE, "view": "dla"})
+        assert page.get_by_text("same number of tokens").count() >= 1  # the label, and no grid for unequal lengths
+        assert page.get_by_text("patching copies activations position by position").count() == 0  # DLA needs no pair
+        assert page.get_by_text("All parts add up to the total").count() == 1
+        tab.assert_clean()
+
+        page = tab.open("predictions", {"model": "SmolLM2-135M-Instruct", "text": HOSTILE + " The capital of France is",
+                                        "topk": "3", "steps": "3"})
+        page.get_by_text("tokens can be drawn").first.wait_for(timeout=240_000)
+        assert page.get_by_text("3 of 49,152 tokens can be drawn").count() == 1
+        assert page.get_by_text("3 tokens written (greedy)").count() == 1
+        tab.assert_clean()
+    finally:
+        tab.close()

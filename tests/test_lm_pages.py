@@ -1,0 +1,92 @@
+"""Issue 27's views in AppTest on tiny random Llama and GPT-2 language models: sampling, generation, patching, DLA."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.lm_factory import build_tiny_llama_lm
+from tests.model_factory import build_tiny_gpt2_lm
+from tests.test_app import open_app, page_errors
+
+pytestmark = pytest.mark.app
+HOSTILE = "<script>alert(1)</script> \"><img src=x onerror=alert(1)>"
+CLEAN, CORRUPTED = "I will hike along the bank of a", "I will open along the bank of a"
+
+
+@pytest.fixture(scope="module")
+def lm_dirs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("lm-pages")
+    return {"llama": str(build_tiny_llama_lm(folder / "llama")), "gpt2": str(build_tiny_gpt2_lm(folder / "gpt2"))}
+
+
+def _text(at) -> str:
+    shown = "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
+    return shown.replace("\\", "")  # markdown escapes, as the reader sees the text
+
+
+@pytest.mark.parametrize("which", ["llama", "gpt2"])
+def test_predictions_page_shapes_the_distribution_and_generates(lm_dirs, which):
+    at = open_app({"model": lm_dirs[which], "text": "the cat sat on the", "topk": "5", "steps": "4"},
+                  page="app_pages/predictions.py")
+    assert not page_errors(at)
+    text = _text(at)
+    assert "5 of " in text and "tokens can be drawn" in text and "nats before the cuts" in text
+    assert "4 tokens written (greedy)" in text
+    if which == "gpt2":  # the lens of Llama-like models is issue 26's (core/lens.py)
+        assert "the final prediction stays on top from hidden state" in text
+    alternative = next(b for b in at.button if "alt-1-" in (b.key or ""))
+    alternative.click().run()
+    assert not page_errors(at)
+    assert "the first 2 chosen by hand" in _text(at)
+    assert "." in at.query_params["branch"]
+
+
+@pytest.mark.parametrize("view", ["residual", "heads", "mlp", "dla"])
+def test_patching_page_views(lm_dirs, view):
+    at = open_app({"model": lm_dirs["llama"], "clean": CLEAN, "corrupted": CORRUPTED, "answer": " river",
+                   "wrong": " home", "view": view}, page="app_pages/patching.py")
+    assert not page_errors(at)
+    text = _text(at)
+    assert ("All parts add up to the total" in text) if view == "dla" else ("of the way from corrupted" in text)
+
+
+def test_unequal_lengths_and_hostile_text_are_sentences(lm_dirs):
+    at = open_app({"model": lm_dirs["gpt2"], "clean": CLEAN, "corrupted": HOSTILE, "answer": " river",
+                   "wrong": " home"}, page="app_pages/patching.py")
+    assert not page_errors(at)
+    warning = " ".join(w.value for w in at.warning)
+    assert "same length" in warning and "alert" in warning
+    assert "\\<" in warning and not re.search(r"(?<!\\)[<>]", warning)  # every < and > escaped: shown as text
+    at = open_app({"model": lm_dirs["gpt2"], "clean": CLEAN, "corrupted": CORRUPTED, "answer": HOSTILE,
+                   "wrong": " home"}, page="app_pages/patching.py")
+    assert not page_errors(at) and "not one" in " ".join(w.value for w in at.warning)
+
+
+def test_an_encoder_gets_a_sentence(tiny_bert_dir):
+    at = open_app({"model": tiny_bert_dir}, page="app_pages/patching.py")
+    assert not page_errors(at)
+    assert "not a causal language model" in " ".join(i.value for i in at.info)
+
+
+def test_head_statistics_show_induction_scores_for_a_decoder(lm_dirs):
+    at = open_app({"model": lm_dirs["llama"], "text": "the cat sat on the mat", "ind_len": "12"}, page="app_pages/stats.py")
+    assert not page_errors(at)
+    assert "of its attention goes to the token after the earlier occurrence" in _text(at)
+    even = sum(1 / (q + 1) for q in range(13, 25)) / 12  # BOS + 12 tokens, then queries 13..24
+    assert f"evenly over the tokens it can see would give {even:.1%}" in _text(at)
+    assert "strongest induction heads (L" in _text(at)
+
+
+def test_sampling_uses_the_sliders_and_top_k_one_is_greedy(lm_dirs):
+    at = open_app({"model": lm_dirs["gpt2"], "text": "the cat sat on the", "steps": "5"}, page="app_pages/predictions.py")
+    greedy = at.code[0].value
+    at.toggle(key="predictions.sample").set_value(True).run()
+    at.slider(key="predictions.temp").set_value(3.0).run()
+    assert not page_errors(at) and "sampled with seed 0" in _text(at)
+    hot = at.code[0].value
+    at.slider(key="predictions.topk").set_value(1).run()  # one token left: sampling writes the greedy text
+    assert not page_errors(at)
+    assert at.code[0].value == greedy != hot
+    assert at.query_params["topk"] == "1" and at.query_params["sample"] == "true"

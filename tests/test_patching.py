@@ -1,0 +1,142 @@
+"""Activation patching against single, unbatched runs patched by hand with other hooks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from core.patching import UnequalLengths, patch_heads, patch_mlps, patch_residual
+from tests.lm_factory import tiny_lm  # noqa: F401 (fixture)
+
+CLEAN, CORRUPTED = "I will hike along the bank of a", "I will open along the bank of a"
+ANSWER, WRONG = " home", " river"
+
+
+def _ids(lm, text):
+    return lm.tokenizer(text, return_tensors="pt")["input_ids"]
+
+
+def _one(lm, token):
+    (i,) = lm.tokenizer(token, add_special_tokens=False)["input_ids"]
+    return i
+
+
+def _blocks(lm):
+    base = getattr(lm.model, "transformer", None) or lm.model.model
+    return list(base.h) if hasattr(base, "h") else list(base.layers)
+
+
+def _embedding_module(lm):
+    base = getattr(lm.model, "transformer", None) or lm.model.model
+    return base.drop if hasattr(base, "drop") else base.embed_tokens  # GPT-2: wte + wpe then dropout
+
+
+def _diff(lm, ids, hook_module=None, hook=None, pre=False):
+    handle = None
+    if hook_module is not None:
+        handle = (hook_module.register_forward_pre_hook(hook) if pre else hook_module.register_forward_hook(hook))
+    try:
+        with torch.no_grad():
+            logits = lm.model(input_ids=ids).logits[0, -1].double()
+    finally:
+        if handle is not None:
+            handle.remove()
+    return float(logits[_one(lm, ANSWER)] - logits[_one(lm, WRONG)])
+
+
+def _output_tensor(output):
+    return output[0] if isinstance(output, tuple) else output
+
+
+def test_residual_cells_equal_single_patched_runs(tiny_lm):
+    lm = tiny_lm
+    result = patch_residual(lm, CLEAN, CORRUPTED, ANSWER, WRONG)
+    clean, corrupted = _ids(lm, CLEAN), _ids(lm, CORRUPTED)
+    with torch.no_grad():
+        hidden = lm.model(input_ids=clean, output_hidden_states=True).hidden_states
+    blocks = _blocks(lm)
+    assert result.grid.shape == (len(blocks), clean.shape[1])
+    clean_diff, corrupted_diff = _diff(lm, clean), _diff(lm, corrupted)
+    assert result.clean_diff == pytest.approx(clean_diff, abs=1e-5)
+    for layer, t in [(0, 2), (1, 2), (1, clean.shape[1] - 1), (0, 0), (1, 4)]:
+        # hidden_states[l] is block l's input: the embeddings' output for l = 0, block l - 1's output after
+        def hook(module, args, output, t=t, layer=layer):
+            x = _output_tensor(output).clone()
+            x[0, t] = hidden[layer][0, t]
+            return (x, *output[1:]) if isinstance(output, tuple) else x
+        module = _embedding_module(lm) if layer == 0 else blocks[layer - 1]
+        patched = _diff(lm, corrupted, module, hook)
+        assert result.raw[layer, t] == pytest.approx(patched, abs=1e-4)
+        expected = (patched - corrupted_diff) / (clean_diff - corrupted_diff)
+        assert result.grid[layer, t] == pytest.approx(expected, abs=1e-4 / abs(clean_diff - corrupted_diff))
+    # before the first token that differs the two runs are the same: patching there changes nothing
+    assert np.allclose(result.raw[:, :2], corrupted_diff, atol=1e-4)
+    # the prompts differ only at position 2: patching the embeddings there gives the clean run
+    assert result.raw[0, 2] == pytest.approx(clean_diff, abs=1e-4)
+
+
+def test_head_cells_equal_single_patched_runs(tiny_lm):
+    lm = tiny_lm
+    result = patch_heads(lm, CLEAN, CORRUPTED, ANSWER, WRONG)
+    clean, corrupted = _ids(lm, CLEAN), _ids(lm, CORRUPTED)
+    blocks = _blocks(lm)
+    projections = [b.attn.c_proj if hasattr(b, "attn") else b.self_attn.o_proj for b in blocks]
+    heads = lm.model.config.num_attention_heads
+    width = lm.model.config.hidden_size // heads
+    assert result.grid.shape == (len(blocks), heads)
+    clean_diff, corrupted_diff = _diff(lm, clean), _diff(lm, corrupted)
+    for layer, head in [(0, 0), (0, 3), (1, 2)]:
+        store = {}
+        _diff(lm, clean, projections[layer], lambda m, args: store.update(z=args[0].clone()), pre=True)
+
+        def hook(module, args, layer=layer, head=head):
+            z = args[0].clone()
+            z[..., head * width:(head + 1) * width] = store["z"][..., head * width:(head + 1) * width]
+            return (z,)
+        patched = _diff(lm, corrupted, projections[layer], hook, pre=True)
+        assert result.raw[layer, head] == pytest.approx(patched, abs=1e-4)
+        expected = (patched - corrupted_diff) / (clean_diff - corrupted_diff)
+        assert result.grid[layer, head] == pytest.approx(expected, abs=1e-4 / abs(clean_diff - corrupted_diff))
+
+
+def test_mlp_cells_equal_single_patched_runs(tiny_lm):
+    lm = tiny_lm
+    result = patch_mlps(lm, CLEAN, CORRUPTED, ANSWER, WRONG)
+    clean, corrupted = _ids(lm, CLEAN), _ids(lm, CORRUPTED)
+    blocks = _blocks(lm)
+    clean_diff, corrupted_diff = _diff(lm, clean), _diff(lm, corrupted)
+    for layer, t in [(0, 2), (1, clean.shape[1] - 1)]:
+        store = {}
+        _diff(lm, clean, blocks[layer].mlp, lambda m, a, out: store.update(m=out.clone()))
+
+        def hook(module, args, output, t=t):
+            x = output.clone()
+            x[0, t] = store["m"][0, t]
+            return x
+        patched = _diff(lm, corrupted, blocks[layer].mlp, hook)
+        assert result.raw[layer, t] == pytest.approx(patched, abs=1e-4)
+
+
+def test_batches_of_any_size_give_the_same_grid_and_hooks_are_removed(tiny_lm, monkeypatch):
+    import core.patching
+
+    lm = tiny_lm
+    before = _diff(lm, _ids(lm, CORRUPTED))
+    whole = patch_residual(lm, CLEAN, CORRUPTED, ANSWER, WRONG)
+    monkeypatch.setattr(core.patching, "MAX_BATCH_TOKENS", 7)  # about one patched copy per forward pass
+    progress = []
+    single = patch_residual(lm, CLEAN, CORRUPTED, ANSWER, WRONG, progress=lambda d, t: progress.append((d, t)))
+    np.testing.assert_allclose(whole.raw, single.raw, atol=1e-4)
+    assert progress[-1] == (whole.grid.size, whole.grid.size) and len(progress) > whole.grid.shape[1]
+    assert all(a[0] < b[0] for a, b in zip(progress, progress[1:]))
+    assert _diff(lm, _ids(lm, CORRUPTED)) == before  # nothing left hooked
+
+
+def test_unequal_lengths_show_both_tokenisations(tiny_lm):
+    with pytest.raises(UnequalLengths) as err:
+        patch_residual(tiny_lm, CLEAN, CLEAN + " river", ANSWER, WRONG)
+    message = str(err.value)
+    assert "' a'" in message and "' river'" in message and "same length" in message
+    with pytest.raises(ValueError, match="not one"):
+        patch_heads(tiny_lm, CLEAN, CORRUPTED, " hippopotamus", WRONG)

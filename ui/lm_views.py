@@ -1,0 +1,266 @@
+"""Streamlit glue for issue 27's language-model views: sampling, step-by-step generation, patching,
+direct logit attribution and induction scores. Results are cached per process, one model run at a time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core.generation import Distribution, branch_from_param, branch_to_param, generate, last_logits, shape_distribution
+from core.lm_parts import encode
+from core.heads import UnsupportedArchitecture
+from core.patching import UnequalLengths
+from ui.cache import bounded_store, cached_language_model, model_turn
+from ui.errors import friendly_fragment
+from ui.explain import explain
+from ui.figures import show_figure
+from ui.page_state import option, set_option
+from ui.session import current_model_name
+from viz.common import file_stem, markdown_safe
+from viz.generation import distribution_bars, distribution_sentence, distribution_table, steps_figure
+from viz.patching import dla_heatmap, dla_sentence, dla_table, patching_heatmap, patching_sentence, patching_table
+
+MAX_RESULTS, MAX_BYTES = 64, 200_000_000
+MAX_STEPS = 40
+
+
+def cached_lm_result(kind: str, model_name: str, run, *args, progress=None, **kwargs):
+    """``run(lm, *args, **kwargs)`` once per (kind, model, arguments), in this process's model turn; ``progress``
+    (not part of the key) is passed on when given."""
+    lm = cached_language_model(model_name)
+    if isinstance(lm, Exception):
+        raise lm
+    store = bounded_store("lm-tools", MAX_RESULTS, MAX_BYTES)
+    key = (kind, model_name, args, tuple(sorted(kwargs.items())))
+
+    def compute():
+        with model_turn():
+            return run(lm, *args, **kwargs, **({} if progress is None else {"progress": progress}))
+    return store.get_or_compute(key, compute)
+
+
+def _labels(tokenizer, ids) -> list[str]:
+    return [tokenizer.decode([int(i)], clean_up_tokenization_spaces=False) for i in ids]
+
+
+def _heading(title: str, about: str):
+    """The section's title and explanation; returns the language model and three columns for its controls."""
+    st.subheader(title)
+    explain(about)
+    return cached_language_model(current_model_name()), st.columns(3)
+
+
+def _next_logits(lm, text: str):
+    return last_logits(lm, encode(lm, text))
+
+
+@friendly_fragment
+def sampling_and_generation(text: str) -> None:
+    """The sampling controls and the generation that uses them, rerun together (and only they) on a change."""
+    controls = sampling_view(text)
+    generation_view(text, controls)
+
+
+def sampling_view(text: str) -> dict:
+    """Temperature, top-k and top-p reshaping the next-token distribution after ``text`` (reruns only itself:
+    the logits are computed once per text, a slider only reshapes them)."""
+    lm, (a, b, c) = _heading(
+        "Sampling the next token",
+        "A sampler divides the logits by the **temperature** (below 1 sharpens, above 1 flattens), keeps the **top-k** "
+        "most likely tokens (0 keeps all), then the smallest set of best tokens whose probability reaches **top-p**, "
+        "and renormalises what is left. Grey bars are cut: they can never be drawn.")
+    temperature = option(a.slider, "Temperature", 0.05, 3.0, 1.0, 0.05, key="temp")
+    top_k = option(b.slider, "Top-k (0 = off)", 0, 100, 0, key="topk")
+    top_p = option(c.slider, "Top-p", 0.05, 1.0, 1.0, 0.05, key="topp")
+    logits = cached_lm_result("next-logits", current_model_name(), _next_logits, text)
+    d: Distribution = shape_distribution(logits, temperature=float(temperature), top_k=int(top_k), top_p=float(top_p))
+    labels = _labels(lm.tokenizer, d.order[:50])
+    st.markdown(markdown_safe(distribution_sentence(d, labels)))
+    show_figure(distribution_bars(d, labels), name=file_stem(current_model_name(), "sampling", temperature, top_k, top_p),
+                data=lambda: pd.DataFrame(distribution_table(d, labels)), key="sampling-bars")
+    return dict(temperature=float(temperature), top_k=int(top_k), top_p=float(top_p))
+
+
+def generation_view(text: str, controls: dict) -> None:
+    """Step-by-step generation with each token's alternatives; clicking one continues from it (in the link)."""
+    lm, (a, b, c) = _heading(
+        "Generation step by step",
+        "The model writes one token at a time. Greedy takes the most likely token every time; sampling draws from the "
+        "distribution shaped by the sliders above, with a seed, so the same link writes the same text. Under each "
+        "token are the ones it did not choose: click one to continue the text from there.")
+    sample = option(a.toggle, "Sample (instead of greedy)", key="sample")
+    seed = option(b.number_input, "Seed", 0, 10**6, 0, key="seed")
+    steps = option(c.slider, "Tokens to write", 1, MAX_STEPS, 10, key="steps")
+    branch = branch_from_param(option(st.text_input, "Branch (token ids chosen by hand)", "", key="branch"),
+                               len(lm.tokenizer))
+    bar = st.progress(0.0, text="Writing…")
+    controls = controls if sample else {}  # greedy ignores them: the same cached text for every slider position
+    g = cached_lm_result("generate", current_model_name(), _generate, text, steps=int(steps), sample=bool(sample),
+                         seed=int(seed), branch=tuple(branch), progress=lambda done, total: bar.progress(
+                             done / total, text=f"Token {done} of {total}"), **controls)
+    bar.empty()
+    st.code(g.text, language=None, wrap_lines=True)
+    if not g.steps:
+        st.info("The model could not write any token (the text already fills its context).", icon=":material/info:")
+        return
+    probs = [s.probability for s in g.steps]
+    low = min(range(len(probs)), key=probs.__getitem__)
+    st.markdown(markdown_safe(
+        f"{len(g.steps)} tokens written ({'sampled with seed ' + str(seed) if sample else 'greedy'}"
+        f"{', the first ' + str(len(branch)) + ' chosen by hand' if branch else ''}). The least certain step is "
+        f"{low + 1}, {g.steps[low].text!r} at {probs[low]:.1%}" + (" ; the model then wrote its end-of-text token."
+                                                                   if g.ended else ".")))
+    show_figure(steps_figure([s.text for s in g.steps], probs, [s.chosen for s in g.steps]),
+                name=file_stem(current_model_name(), "generation"), key="generation-steps",
+                data=lambda: pd.DataFrame([{"step": i + 1, "token_id": s.token_id, "token": s.text,
+                                            "probability": s.probability, "chosen_by_hand": s.chosen,
+                                            "alternatives": " | ".join(f"{t!r} {p:.3f}" for _, t, p in s.alternatives)}
+                                           for i, s in enumerate(g.steps)]))
+    for i, step in enumerate(g.steps[:MAX_STEPS]):
+        cols = st.columns([2] + [1] * len(step.alternatives))
+        cols[0].markdown(f"**{i + 1}.** `{markdown_safe(repr(step.text))}` {step.probability:.1%}")
+        for col, (token, label, p) in zip(cols[1:], step.alternatives):
+            new = branch_to_param(list(g.token_ids[:i]) + [token])
+            col.button(f"{label!r} {p:.0%}", key=f"alt-{i}-{token}", on_click=set_option, args=("branch", new),
+                       help="Continue the text from this token instead")
+    if branch:
+        st.button("Back to the model's own choices", on_click=set_option, args=("branch", ""), key="branch-clear")
+
+
+def _generate(lm, text, **kwargs):
+    return generate(lm, text, **kwargs)
+
+
+def friendly_lm_error(err: Exception) -> None:
+    """A sentence for an error that the user's input caused (lengths, multi-token answers, architecture)."""
+    if isinstance(err, UnsupportedArchitecture):
+        st.info(str(err), icon=":material/info:")
+    else:
+        st.warning(markdown_safe(str(err)), icon=":material/warning:")
+
+
+def patching_view(kind: str, clean: str, corrupted: str, answer: str, wrong: str) -> None:
+    """One patching grid, with progress, its sentence and its exports."""
+    from core import patching
+
+    run = {"residual": patching.patch_residual, "heads": patching.patch_heads, "mlp": patching.patch_mlps}[kind]
+    bar = st.progress(0.0, text="Patching…")
+    try:
+        result = cached_lm_result(f"patch-{kind}", current_model_name(), run, clean, corrupted, answer, wrong,
+                                  progress=lambda done, total: bar.progress(
+                                      done / total, text=f"{done} of {total} patched runs"))
+    except (UnequalLengths, ValueError, UnsupportedArchitecture) as err:
+        bar.empty()
+        friendly_lm_error(err)
+        return
+    bar.empty()
+    st.markdown(markdown_safe(patching_sentence(result, answer, wrong)))
+    show_figure(patching_heatmap(result), name=file_stem(current_model_name(), "patching", kind),
+                data=lambda: pd.DataFrame(patching_table(result)), key=f"patching-{kind}")
+
+
+def dla_view(text: str, answer: str, wrong: str) -> None:
+    """Direct logit attribution of ``text``'s last position, its sentence and its exports."""
+    from core.attribution import direct_logit_attribution
+
+    try:
+        result = cached_lm_result("dla", current_model_name(), direct_logit_attribution, text, answer, wrong or None)
+    except (ValueError, UnsupportedArchitecture) as err:
+        friendly_lm_error(err)
+        return
+    st.markdown(markdown_safe(dla_sentence(result, answer, wrong or None)))
+    show_figure(dla_heatmap(result), name=file_stem(current_model_name(), "direct-logit-attribution"),
+                data=lambda: pd.DataFrame(dla_table(result)), key="dla")
+
+
+def induction_view(model) -> None:
+    """Induction scores of every head of ``model`` on repeated random tokens (length and seed in the link)."""
+    from core.induction import induction_scores
+    from viz.head_stats import head_heatmap
+
+    st.subheader("Induction heads")
+    explain("A sequence of random tokens is shown twice. At each token of the second copy, an **induction head** "
+            "attends to the token that came right after the same token in the first copy, so the model can predict "
+            "what comes next by copying. The score is that attention, averaged over the second copy (1 = all of it).")
+    left, right = st.columns(2)
+    length = option(left.slider, "Random tokens per copy", 5, 100, 40, key="ind_len")
+    seed = option(right.number_input, "Seed", 0, 10**6, 0, key="ind_seed")
+    store = bounded_store("lm-tools", MAX_RESULTS, MAX_BYTES)
+    try:
+        with model_turn():
+            result = store.get_or_compute(("induction", current_model_name(), int(length), int(seed)),
+                                          lambda: induction_scores(model, length=int(length), seed=int(seed)))
+    except ValueError as err:
+        st.warning(markdown_safe(str(err)), icon=":material/warning:")
+        return
+    layer, head = np.unravel_index(int(np.argmax(result.scores)), result.scores.shape)
+    strong = int((result.scores > 0.4).sum())
+    queries = np.arange(result.prefix + result.length, result.prefix + 2 * result.length)
+    even = float(np.mean(1 / (queries + 1)))  # a head spreading attention evenly over the tokens it can see
+    st.markdown(markdown_safe(
+        f"The strongest is head {head} of layer {layer}: {result.scores[layer, head]:.0%} of its attention goes to the "
+        f"token after the earlier occurrence (a head spreading its attention evenly over the tokens it can see would "
+        f"give {even:.1%}). {strong} head{'s' if strong != 1 else ''} score above 40%."))
+    knockout_sentence(result)
+    show_figure(head_heatmap(result.scores, title="Induction score", colorbar="score", share=True),
+                name=file_stem(current_model_name(), "induction", length, seed), key="stats-induction",
+                data=lambda: pd.DataFrame([{"layer": l, "head": h, "induction_score": float(result.scores[l, h])}
+                                           for l in range(result.scores.shape[0])
+                                           for h in range(result.scores.shape[1])]))
+
+
+def lens_view(text: str) -> None:
+    """The logit lens at every position: each layer's top token, coloured by the final prediction's rank."""
+    from core.lens_grid import lens_summary
+    from ui.cache import cached_lens
+    from ui.session import current_token_limit
+    from viz.lens_grid import final_rank_grid, lens_sentence
+
+    st.subheader("Where the prediction is decided: the logit lens")
+    explain("The model's own head applied to the hidden state after every layer shows what it would predict if it "
+            "stopped there. Each cell is that layer's top token; its colour is the rank there of the token the "
+            "model finally predicts (dark = already on top). A ring marks the layer from which it stays on top.")
+    try:
+        lens = cached_lens(current_model_name(), text, current_token_limit(), 1)
+    except UnsupportedArchitecture as err:
+        st.info(str(err), icon=":material/info:")
+        return
+    summary = lens_summary(lens.final_ranks)
+    top = [[c[0] for c in layer] for layer in lens.candidates]
+    final = top[-1]
+    st.markdown(markdown_safe(lens_sentence(lens.tokens, final, summary, lens.final_ranks.shape[0] - 1)))
+    show_figure(final_rank_grid(lens.tokens, top, lens.final_ranks, summary, final),
+                name=file_stem(current_model_name(), "lens-final-rank"), key="predictions-lens",
+                data=lambda: pd.DataFrame([{"hidden_state": l, "position": t, "token": lens.tokens[t],
+                                            "top_token": top[l][t], "final_prediction": final[t],
+                                            "rank_of_final": int(lens.final_ranks[l, t]) + 1,
+                                            "stays_top_from": int(summary.settled[t])}
+                                           for l in range(len(top)) for t in range(len(final))]))
+
+
+KNOCKED_OUT = 3
+
+
+def knockout_sentence(result) -> None:
+    """The loss on each copy, and on the second with the strongest induction heads knocked out (measured)."""
+    from core.induction import repeat_loss
+
+    lm = cached_language_model(current_model_name())
+    if isinstance(lm, Exception) or lm.kind != "next":
+        return
+    order = np.argsort(result.scores.ravel())[::-1][:KNOCKED_OUT]
+    heads = [tuple(int(v) for v in np.unravel_index(int(i), result.scores.shape)) for i in order]
+    store = bounded_store("lm-tools", MAX_RESULTS, MAX_BYTES)
+    key = ("repeat-loss", current_model_name(), result.length, tuple(result.token_ids.tolist()))
+    try:
+        with model_turn():
+            plain, knocked = store.get_or_compute(key, lambda: (repeat_loss(lm, result), repeat_loss(lm, result, heads)))
+    except UnsupportedArchitecture:
+        return
+    names = ", ".join(f"L{l}H{h}" for l, h in heads)
+    change = "rises" if knocked.second > plain.second else "does not rise"
+    st.markdown(markdown_safe(
+        f"The model's loss is {plain.first:.2f} nats per token on the first copy and {plain.second:.2f} on the second. "
+        f"With the {len(heads)} strongest induction heads ({names}) knocked out, the second copy's loss {change}: "
+        f"{knocked.second:.2f} nats (first copy {knocked.first:.2f})."))
