@@ -9,7 +9,7 @@ import streamlit as st
 from core.alignment import align_layout
 from core.inference import AnalysisError
 from core.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, distinct_points, identical_points_note
-from core.layers import hidden_state_label, numbering_caption
+from core.layers import HIDDEN_STATE_SELECT_LABEL, hidden_state_label, numbering_caption
 from core.senses import (
     MAX_SENTENCES, knn_chance_level, token_positions, builtin_set, builtin_words, measured_labels, parse_labelled_lines, read_sentence_csv, sentences_with_word,
 )
@@ -149,7 +149,7 @@ def layer_and_projection(word: str, sentences: list[str], labels: list[str], occ
     point_labels = [labels[i] for i in occurrences.sentence_ids]
     left, right = st.columns([3, 2])
     layer = option(
-        left.slider, "Layer", 0, model.num_layers, model.num_layers, key="layer",
+        left.slider, HIDDEN_STATE_SELECT_LABEL, 0, model.num_layers, model.num_layers, key="layer",
         help="The slider counts hidden states. Hidden state 0 is the embedding layer's output (token + position "
         "embeddings, for BERT after LayerNorm, before any attention). " + numbering_caption(model.num_layers),
     )

@@ -1,6 +1,6 @@
 """Guided tour: from tokens to a whole corpus in ten steps, each with one live figure for the model on screen."""
 
-from core.layers import numbering_caption
+from core.layers import HIDDEN_STATE_SELECT_LABEL, hidden_state_label, numbering_caption
 from ui.shell import require_app_shell
 
 require_app_shell()
@@ -308,7 +308,7 @@ def step_same_vector() -> None:
     say(
         f"After each layer, is “{w}” still the same vector? A against B: cosine "
         f"**{pair['cosine_similarity'].iloc[0]:.3f}** at hidden state 0 and **{pair['cosine_similarity'].iloc[-1]:.3f}** "
-        f"after the last layer ({last}). The control, A against C (the same sense as A), ends at "
+        f"at {hidden_state_label(last, model.num_layers)}. The control, A against C (the same sense as A), ends at "
         f"**{same['cosine_similarity'].iloc[-1]:.3f}**. "
         + (f"The control pair is the more similar one at hidden states {', '.join(map(str, closer))}. "
            if closer else "On these sentences the control pair is never the more similar one. ")
@@ -344,7 +344,7 @@ def step_senses() -> None:
     sentences, senses = builtin_set(word)
     occurrences = cached_occurrences(name, word, tuple(sentences))
     labels = [senses[i] for i in occurrences.sentence_ids]
-    layer = option(st.slider, "Layer", 0, model.num_layers, model.num_layers, key="layer",
+    layer = option(st.slider, HIDDEN_STATE_SELECT_LABEL, 0, model.num_layers, model.num_layers, key="layer",
                    help="The slider counts hidden states. " + numbering_caption(model.num_layers))
     placed = place_text(name, word, tuple(sentences), labels, text, layer, "pca") if occurrences.count >= 2 else None
     if placed is None:
@@ -352,13 +352,14 @@ def step_senses() -> None:
         return
     hovers = [highlighted_sentence(sentences[i], span) for i, span in zip(occurrences.sentence_ids, occurrences.spans, strict=True)]
     say(
-        f"Each dot is “{markdown_safe(word)}” in one of {occurrences.count} built-in sentences labelled by sense, at layer "
-        f"{layer}, drawn with PCA; the black star is {whose}, placed into the same map. {verdict(placed, layer)}"
+        f"Each dot is “{markdown_safe(word)}” in one of {occurrences.count} built-in sentences labelled by sense, at "
+        f"{hidden_state_label(layer, model.num_layers)}, drawn with PCA; the black star is {whose}, placed into the same map. {verdict(placed, layer)}"
     )
-    fig = sense_projection_figure(placed.coords, labels, hovers, title=f"“{plotly_safe(word)}” at layer {layer}: PCA", axis="PCA")
-    figure(add_own_sentence(fig, placed.xy, highlighted_sentence(placed.text, placed.span)), f"senses-{word}-layer{layer}",
+    fig = sense_projection_figure(placed.coords, labels, hovers, title=f"“{plotly_safe(word)}” at hidden state {layer}: PCA", axis="PCA")
+    figure(add_own_sentence(fig, placed.xy, highlighted_sentence(placed.text, placed.span)), f"senses-{word}-hidden-state-{layer}",
            placed.votes)
-    try_this("drag the layer down to 0 and find the layer from which your sentence's neighbours agree.")
+    try_this("drag the slider down to hidden state 0 and find the first hidden state from which your sentence's "
+             "neighbours agree.")
     link = {"word": word, "layer": layer, "method": "PCA", "source": "Built-in sentences"} | ({} if sidebar_word else {"text": text})
     full_page("senses", "Open the Senses page with your sentence", link)
 
@@ -440,9 +441,9 @@ def step_corpus() -> None:
     say(
         f"Now every document of {markdown_safe(current_corpus_name())} ({len(corpus)} documents), each pooled into one "
         f"vector per layer (mean over its tokens) and compared with its own static embedding, `hidden_states[0]`. The "
-        f"median cosine is **{medians.loc[first]:.2f}** after layer {first} and **{medians.loc[last]:.2f}** after layer "
-        f"{last}" + (": each layer moves the text further from where it started. " if steady else ". ")
-        + (f"Mind the baseline: at layer {last} two *different* documents already have a mean cosine of "
+        f"median cosine is **{medians.loc[first]:.2f}** at {hidden_state_label(first, model.num_layers)} and "
+        f"**{medians.loc[last]:.2f}** at {hidden_state_label(last, model.num_layers)}" + (": each layer moves the text further from where it started. " if steady else ". ")
+        + (f"Mind the baseline: at hidden state {last} two *different* documents already have a mean cosine of "
            f"{anisotropy:.2f} (the dotted line), so compare with that, not with 0." if np.isfinite(anisotropy) else "")
     )
     figure(layer_violin_figure(table, titles, value="cosine_similarity", value_label="cosine similarity",
