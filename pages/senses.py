@@ -88,8 +88,10 @@ def chosen_sentences(source: str, word: str) -> tuple[list[str], list[str]]:
     return corpus_sentences(word)
 
 
-def position_balance_sentence(model, word: str, sentences: list[str], labels: list[str]) -> str:
-    """Whether, with this model's tokenizer, the word's token positions have the same counts in every sense."""
+def position_balance_sentence(model, word: str, sentences: list[str], labels: list[str], first_knn: float,
+                              chance: float) -> str:
+    """Whether, with this model's tokenizer, the word's token positions have the same counts in every sense, and
+    what that means for ``first_knn``, the 1-NN accuracy at hidden state 0, against the ``chance`` line."""
     by_sense = {
         label: sorted(Counter(token_positions(model, [s for s, l in zip(sentences, labels) if l == label], word)).items())
         for label in sorted(set(labels))
@@ -98,13 +100,27 @@ def position_balance_sentence(model, word: str, sentences: list[str], labels: li
         return (
             f"With {model.name}'s tokenizer the word sits at the same token positions in every sense of this set (the "
             "same count at each position), so at hidden state 0, where its vector depends only on its token and "
-            "position, the senses cannot be told apart and 1-NN accuracy is at chance. What rises above chance later "
-            "comes from context."
+            f"position, the senses cannot be told apart{chance_sentence(first_knn, chance)} What rises above chance "
+            "later comes from context."
         )
     return (
         f"With {model.name}'s tokenizer the word's token positions differ between the senses of this set, so part of "
         "the separation, even at hidden state 0, can come from position alone."
     )
+
+
+def chance_sentence(knn: float, chance: float) -> str:
+    """The end of a sentence comparing the 1-NN accuracy at hidden state 0 with its chance line, from the numbers."""
+    if not (np.isfinite(knn) and np.isfinite(chance)):
+        return "."
+    if knn > chance + 5e-4:
+        return f": 1-NN accuracy there is {knn:.3f}, against a chance line of {chance:.3f}."
+    if knn >= chance - 5e-4:
+        return f" and 1-NN accuracy there is at chance ({knn:.3f}; the chance line is {chance:.3f})."
+    return (f" and 1-NN accuracy there is at or below chance: {knn:.3f}, under the chance line of {chance:.3f}. It falls "
+            "below because occurrences at the same position have identical vectors and all tie as nearest neighbours, "
+            "and an occurrence cannot be its own neighbour: among its tied neighbours its own sense has one occurrence "
+            "fewer than each other sense.")
 
 
 require_app_shell()
@@ -218,7 +234,7 @@ def layer_and_projection(word: str, sentences: list[str], labels: list[str], occ
             caption=True,
         )
         if source == SOURCES[0]:
-            st.caption(position_balance_sentence(model, word, sentences, labels))
+            st.caption(position_balance_sentence(model, word, sentences, labels, float(table["knn_accuracy"].iloc[0]), chance))
 
 
 layer_and_projection(word, sentences, labels, occurrences)
