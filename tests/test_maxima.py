@@ -152,3 +152,18 @@ def test_unsupported_architecture_is_an_info_and_the_page_keeps_working(tiny_ber
     assert any("Norm-weighted attention is not available" in i.value for i in at.info)
     assert at.radio(key="maxima.source").options == ["raw attention", "rollout"]
     assert len(at.dataframe) == 2
+
+
+def test_a_token_label_hundreds_of_characters_long_is_cut_on_axes_and_cells_not_in_hovers(tiny_bert):
+    from viz.maxima import MAX_LABEL_CHARS, attention_panels, maxima_grid
+
+    analysis = analyze(tiny_bert, "🙂" * 400)
+    maxima = attention_maxima(analysis, skip_special=False)
+    long = max(maxima.labels, key=len)
+    assert len(long) >= 400
+    grid = maxima_grid(maxima, title="t")
+    assert max(len(t) for t in grid.layout.xaxis.ticktext) <= MAX_LABEL_CHARS
+    assert max(len(t) for row in grid.data[0].text for t in row) <= MAX_LABEL_CHARS
+    assert any(long in str(c) for c in np.asarray(grid.data[0].customdata).ravel())
+    panels = attention_panels([("a", analysis.attentions[0, 0])], maxima.labels)
+    assert max(len(t) for t in panels.layout.xaxis.ticktext) <= MAX_LABEL_CHARS
