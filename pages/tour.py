@@ -479,9 +479,12 @@ else:
     st.caption("Ten steps from tokens to a whole corpus. Every number is computed now, for the model and text in the "
                "sidebar. Use the buttons or the ← → keys.")
 back, where, forward = st.columns([1, 6, 1], vertical_alignment="center")
-back.button("Back", key="tour_back", icon=":material/arrow_back:", shortcut="Left", on_click=_move, args=(-1,))
-forward.button("Next", key="tour_next", icon=":material/arrow_forward:", shortcut="Right", on_click=_move, args=(1,))
 number = option(where.slider, "Step", 1, len(STEPS), 1, key="step", label_visibility="collapsed")
+# drawn after the slider (in columns left and right of it) so each knows whether it leads anywhere
+back.button("Back", key="tour_back", icon=":material/arrow_back:", shortcut="Left", on_click=_move, args=(-1,),
+            disabled=number <= 1)
+forward.button("Next", key="tour_next", icon=":material/arrow_forward:", shortcut="Right", on_click=_move, args=(1,),
+               disabled=number >= len(STEPS))
 title, render = STEPS[number - 1]
 st.progress(number / len(STEPS), text=f"Step {number} of {len(STEPS)}")
 st.header(f"{number} · {title}")

@@ -48,16 +48,14 @@ def test_every_step_paints_one_figure_on_the_bundled_model(step):
 def test_next_and_back_move_one_step_and_stop_at_the_ends(tiny_bert_dir):
     at = _tour({"model": tiny_bert_dir})
     assert _header(at).startswith("1 ·")
-    at.button(key="tour_back").click().run()
-    assert _header(at).startswith("1 ·")
+    assert at.button(key="tour_back").disabled and not at.button(key="tour_next").disabled  # issue 28
     for step in range(2, STEPS + 1):
         at.button(key="tour_next").click().run()
         assert not page_errors(at), (step, page_errors(at))
         assert _header(at).startswith(f"{step} ·")
         assert at.slider(key="tour.step").value == step
         assert at.query_params["step"] == str(step)
-    at.button(key="tour_next").click().run()
-    assert _header(at).startswith(f"{STEPS} ·")
+    assert at.button(key="tour_next").disabled and not at.button(key="tour_back").disabled  # issue 28
     at.button(key="tour_back").click().run()
     assert _header(at).startswith(f"{STEPS - 1} ·")
 
