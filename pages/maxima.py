@@ -66,9 +66,13 @@ head = None  # counted from 0, as on the attention page
 if reduction == "one head" and source != ROLLOUT:
     head = option(left.selectbox, "Head (counted from 0)", range(analysis.num_heads), key="head")
 include_special = option(right.toggle, "Include special tokens", key="special")
-words = option(
+wanted_words = option(
     right.toggle, "Word level", key="words", disabled=not word_level_allowed(source), help=WORD_LEVEL_HELP,
-) and word_level_allowed(source)
+)
+words = wanted_words and word_level_allowed(source)
+if wanted_words and not words:
+    right.caption(f"Word level is switched on but not applied to {source}: the tokens are shown as they are. "
+                  + WORD_LEVEL_HELP.split(". ", 1)[1])
 
 if source == ROLLOUT:
     matrices, heads, what = rolled[:, None], "mean", "rollout"

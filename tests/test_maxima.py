@@ -167,3 +167,16 @@ def test_a_token_label_hundreds_of_characters_long_is_cut_on_axes_and_cells_not_
     assert any(long in str(c) for c in np.asarray(grid.data[0].customdata).ravel())
     panels = attention_panels([("a", analysis.attentions[0, 0])], maxima.labels)
     assert max(len(t) for t in panels.layout.xaxis.ticktext) <= MAX_LABEL_CHARS
+
+
+@pytest.mark.app
+def test_word_level_greyed_for_norm_weighted_says_it_is_not_applied(tiny_bert_dir):
+    """Issue 28: the toggle stayed on, greyed, and nothing said that the grid shows tokens."""
+    from tests.test_app import open_app, page_errors
+
+    at = open_app({"model": tiny_bert_dir, "source": "norm-weighted", "words": "true"}, page="pages/maxima.py")
+    assert not page_errors(at), page_errors(at)
+    assert at.toggle(key="maxima.words").disabled
+    assert any("not applied to norm-weighted" in c.value for c in at.caption), [c.value for c in at.caption]
+    plain = open_app({"model": tiny_bert_dir, "words": "true"}, page="pages/maxima.py")
+    assert not any("not applied" in c.value for c in plain.caption)
