@@ -34,7 +34,7 @@ from ui.session import (  # noqa: E402
 from viz import attention as va  # noqa: E402
 from viz.common import COLORBLIND_SAFE, OKABE_ITO, file_stem, markdown_safe, plotly_safe  # noqa: E402
 from viz.compare import similarity_by_layer_chart  # noqa: E402
-from viz.drift import layer_violin_figure  # noqa: E402
+from viz.drift import documents_phrase, layer_violin_figure  # noqa: E402
 from viz.inside import matrix_heatmap, stacked_token_bars  # noqa: E402
 from viz.maxima import special_share_chart  # noqa: E402
 from viz.senses import add_own_sentence, highlighted_sentence, sense_projection_figure  # noqa: E402
@@ -429,7 +429,7 @@ def step_corpus() -> None:
     bar = st.empty()
     embeddings = cached_corpus_embeddings(
         name, tuple(doc.text for doc in corpus), limit,
-        progress=lambda done, total: bar.progress(done / total, text=f"Running the model: {done} of {total} documents"),
+        progress=lambda done, total: bar.progress(done / total, text=f"Running the model: {done} of {documents_phrase(total)}"),
     )
     bar.empty()
     titles = [doc.title for doc in corpus]
@@ -439,7 +439,7 @@ def step_corpus() -> None:
     steady = bool((np.diff(medians.to_numpy()) < 0).all())
     anisotropy = table.loc[table["layer"] == last, "anisotropy"].iloc[0]
     say(
-        f"Now every document of {markdown_safe(current_corpus_name())} ({len(corpus)} documents), each pooled into one "
+        f"Now every document of {markdown_safe(current_corpus_name())} ({documents_phrase(len(corpus))}), each pooled into one "
         f"vector per layer (mean over its tokens) and compared with its own static embedding, `hidden_states[0]`. The "
         f"median cosine is **{medians.loc[first]:.2f}** at {hidden_state_label(first, model.num_layers)} and "
         f"**{medians.loc[last]:.2f}** at {hidden_state_label(last, model.num_layers)}" + (": each layer moves the text further from where it started. " if steady else ". ")
