@@ -182,16 +182,24 @@ def test_bundled_model_moves_documents_and_layers_are_anisotropic(bundled):
     assert (per_layer["anisotropy"] > 0).all()
 
 
+def _drift_page(model: str):
+    """AppTest on the drift page with ``model``, reached from Home as a visitor would."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=180)
+    at.query_params["model"] = model
+    at.run()
+    at.switch_page("pages/drift.py").run()
+    return at
+
+
 @pytest.mark.app
 def test_page_options_never_rerun_the_model(tiny_bert_dir):
     from streamlit.testing.v1 import AppTest
 
     from ui.cache import MAX_CORPUS_EMBEDDING_BYTES, MAX_CORPUS_EMBEDDINGS, bounded_store
 
-    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=180)
-    at.query_params["model"] = tiny_bert_dir
-    at.run()
-    at.switch_page("pages/drift.py").run()
+    at = _drift_page(tiny_bert_dir)
     assert not at.exception and not at.error
     store = bounded_store("corpus-embeddings", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
     runs = store.computed
@@ -253,10 +261,7 @@ def test_one_pasted_document_has_no_baseline_line_no_empty_chart_and_is_one_docu
     from core.corpus import documents_from_text
     from ui.corpus_state import CORPUS_KEY, CORPUS_NAME_KEY, SOURCES
 
-    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=180)
-    at.query_params["model"] = tiny_bert_dir
-    at.run()
-    at.switch_page("pages/drift.py").run()
+    at = _drift_page(tiny_bert_dir)
     at.segmented_control(key="corpus_source").set_value(SOURCES[2]).run()
     # what "Use these documents" stores for one pasted document
     at.session_state[CORPUS_KEY] = tuple(documents_from_text("The bank of the river was steep and green."))
