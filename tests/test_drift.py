@@ -195,8 +195,6 @@ def _drift_page(model: str):
 
 @pytest.mark.app
 def test_page_options_never_rerun_the_model(tiny_bert_dir):
-    from streamlit.testing.v1 import AppTest
-
     from ui.cache import MAX_CORPUS_EMBEDDING_BYTES, MAX_CORPUS_EMBEDDINGS, bounded_store
 
     at = _drift_page(tiny_bert_dir)
@@ -255,8 +253,6 @@ def test_bundled_model_last_layer_is_nearly_isotropic_on_the_sample_corpus(bundl
 def test_one_pasted_document_has_no_baseline_line_no_empty_chart_and_is_one_document(tiny_bert_dir):
     """Issue 28: "1 documents", a "baseline" line at 0 beside "there is no baseline", an empty self-similarity chart."""
     import json
-
-    from streamlit.testing.v1 import AppTest
 
     from core.corpus import documents_from_text
     from ui.corpus_state import CORPUS_KEY, CORPUS_NAME_KEY, SOURCES
