@@ -19,7 +19,9 @@ from core.heads import UnsupportedArchitecture, compute_head  # noqa: E402
 from core.senses import builtin_set  # noqa: E402
 from core.similarity import cosine  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
-from core.tour import clearest_head, first_builtin_word, layers_where, sink_heads, uniform_previous_share  # noqa: E402
+from core.tour import (  # noqa: E402
+    clearest_head, first_builtin_word, layers_where, previous_is_sink, sink_heads, uniform_previous_share,
+)
 from ui.cache import (  # noqa: E402
     cached_analysis, cached_corpus_embeddings, cached_head_stats, cached_norm_weighted, cached_occurrences,
 )
@@ -209,20 +211,26 @@ def step_position() -> None:
 
 def step_one_head() -> None:
     analysis = current_analysis()
-    best, chance, _, _ = previous_token_head(analysis)
+    best, chance, _, roles = previous_token_head(analysis)
     if best is None:
         not_here("Your text has no ordinary token with a token before it, so there is no previous-token head to find.")
         return
     layer, head, share = best
-    say(
-        f"Each of the {model.num_layers * model.num_heads} attention heads decides, for every token, how much to take "
-        f"from every other token. Measured on your text, **layer {layer}, head {head}** attends most to the previous "
-        f"token: on average **{share:.1%}** of a token's attention goes to the token just before it, where spreading "
-        f"attention evenly would give {chance:.1%}. "
+    intro = (f"Each of the {model.num_layers * model.num_heads} attention heads decides, for every token, how much to "
+             "take from every other token. ")
+    if previous_is_sink(roles):
+        before = "the first token" if roles.start_is_first_token else "a [CLS]/[SEP]-like special token"
+        say(intro + f"On your text the token just before every word is {before}, so a head that looks at the "
+            f"previous token cannot be told from one that parks its attention there: **layer {layer}, head {head}** "
+            f"gives it **{share:.1%}** (an even spread would give {chance:.1%}). Type a longer text in the sidebar to "
+            "find a real previous-token head.")
+    else:
+        say(intro + f"Measured on your text, **layer {layer}, head {head}** attends most to the previous token: on "
+            f"average **{share:.1%}** of a token's attention goes to the token just before it, where spreading "
+            f"attention evenly would give {chance:.1%}. "
         + ("In the heatmap (rows = the token looking, columns = the tokens looked at) that is the bright line just left "
            "of the diagonal." if share > 0.5 else
-           "No head of this model is a clean previous-token head on this text; this is the closest.")
-    )
+           "No head of this model is a clean previous-token head on this text; this is the closest."))
     labels = token_labels(analysis)
     figure(va.head_figure(analysis.attentions[layer, head], labels, title=f"{model.name} · layer {layer}, head {head}",
                           causal=model.is_decoder, colorscale=COLORBLIND_SAFE, large=present),
@@ -243,7 +251,8 @@ def step_every_head() -> None:
     say(
         f"All {model.num_layers} layers × {model.num_heads} heads of your text at once, each thumbnail a heatmap like the "
         f"last step's. {sinks}"
-        + (f" The previous-token head of the last step is layer {best[0]}, head {best[1]}." if best else "")
+        + (f" The previous-token head of the last step is layer {best[0]}, head {best[1]}."
+           if best and not previous_is_sink(roles) else "")
     )
     figure(va.overview_figure(analysis.attentions, title=f"{model.name}: every layer × head", causal=model.is_decoder,
                               colorscale=COLORBLIND_SAFE, large=present), "every-head", table)
@@ -372,6 +381,8 @@ def step_explain() -> None:
 
     analysis = current_analysis()
     previous, chance, table, roles = previous_token_head(analysis)
+    if previous_is_sink(roles):  # "the token before" is the sink itself: no previous-token head to contrast
+        previous = None
     sink = clearest_sink_head(table)
     caveat = ("A heatmap shows where a head looks, not what it changes (Jain & Wallace 2019): whether a head matters is "
               "a question for an experiment, switching it off and measuring what changes.")
