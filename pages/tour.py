@@ -12,45 +12,33 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from core import compare  # noqa: E402
-from core.attention import special_share  # noqa: E402
-from core.drift import drift_table  # noqa: E402
 from core.examples import BANK_MONEY, BANK_RIVER  # noqa: E402
 from core.heads import UnsupportedArchitecture, compute_head  # noqa: E402
 from core.senses import builtin_set  # noqa: E402
 from core.similarity import cosine  # noqa: E402
 from core.tokens import token_labels  # noqa: E402
-from core.tour import (  # noqa: E402
-    clearest_head, first_builtin_word, layers_where, previous_is_sink, sink_heads, uniform_previous_share,
-)
-from ui.cache import (  # noqa: E402
-    cached_analysis, cached_corpus_embeddings, cached_head_stats, cached_norm_weighted, cached_occurrences,
-)
-from ui.corpus_state import current_corpus, current_corpus_name  # noqa: E402
-from ui.figures import PRESENTATION_WIDTH, show_figure  # noqa: E402
-from ui.page_state import link_url, option, option_value, set_option  # noqa: E402
+from core.tour import first_builtin_word, layers_where, previous_is_sink, sink_heads  # noqa: E402
+from ui.cache import cached_analysis, cached_occurrences  # noqa: E402
+from ui.page_state import option, option_value, set_option  # noqa: E402
 from ui.placement import place_text, verdict  # noqa: E402
 from ui.session import (  # noqa: E402
     MAX_TEXT_CHARS, current_analysis, current_model, current_model_name, current_text, current_token_limit,
     presentation_mode,
 )
+from ui.tour_kit import (  # noqa: E402
+    PRESENTATION_CSS, figure, full_page, not_here, previous_token_head, say, sink_names, try_this,
+)
+from ui.tour_steps import step_corpus, step_explain  # noqa: E402
 from viz import attention as va  # noqa: E402
-from viz.common import COLORBLIND_SAFE, OKABE_ITO, file_stem, markdown_safe, plotly_safe  # noqa: E402
+from viz.common import COLORBLIND_SAFE, OKABE_ITO, markdown_safe, plotly_safe  # noqa: E402
 from viz.compare import similarity_by_layer_chart  # noqa: E402
-from viz.drift import documents_phrase, layer_violin_figure  # noqa: E402
 from viz.inside import matrix_heatmap, stacked_token_bars  # noqa: E402
-from viz.maxima import special_share_chart  # noqa: E402
 from viz.senses import add_own_sentence, highlighted_sentence, sense_projection_figure  # noqa: E402
-from viz.tour import SLIDE_WIDTH, as_slide, cosine_bars, token_table_figure  # noqa: E402
+from viz.tour import cosine_bars, token_table_figure  # noqa: E402
 
 SAME_SENSE_CONTROL = "We had a picnic on the grassy bank of the stream."
 HELD_OUT = "I sat on the bank and fished."
 LOOKUP_COMPONENTS = 64
-PRESENTATION_CSS = """<style>
-[data-testid="stMain"] { background: white; }
-[data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
-[data-testid="stMain"] [data-testid="stMarkdownContainer"] li { font-size: 1.6rem; line-height: 1.45; }
-[data-testid="stMain"] h2 { font-size: 2.8rem; }
-</style>"""
 
 present = presentation_mode()
 model = current_model()
@@ -64,38 +52,6 @@ limit = current_token_limit()
 
 
 # --- what every step draws with --------------------------------------------------------------
-
-
-def say(text: str) -> None:
-    """The step's plain sentences (markdown; anything the user typed must already be escaped)."""
-    st.markdown(text)
-
-
-def figure(fig, what: str, data: pd.DataFrame | None = None) -> None:
-    """The step's one live figure: 16:9 in presentation mode, CSV of its numbers otherwise."""
-    if present:
-        # as_slide draws it SLIDE_WIDTH px wide: fit titles, ticks and legend to that width, not the page's
-        show_figure(as_slide(fig), name=file_stem(model.name, "tour", what), key=f"tour-{what}", width="content",
-                    share=SLIDE_WIDTH / PRESENTATION_WIDTH)
-    else:
-        show_figure(fig, name=file_stem(model.name, "tour", what), data=data, key=f"tour-{what}")
-
-
-def try_this(text: str) -> None:
-    if not present:
-        st.info(f"**Try this:** {text}", icon=":material/touch_app:")
-
-
-def full_page(page: str, label: str, params: dict[str, object] | None = None) -> None:
-    """A link (new tab) to the full page at ``page`` (its url path) showing the same state: the sidebar's model and
-    text plus ``params``, the target page's options as its URL holds them."""
-    if not present:
-        st.markdown(f":material/open_in_new: [{label}]({link_url(page, **(params or {}))})")
-
-
-def not_here(text: str) -> None:
-    """This step does not apply to the model or text on screen: say why, and let the reader move on."""
-    st.info(text + " Use **Next** to go on.", icon=":material/info:")
 
 
 def own_text(label: str, key: str, default: str) -> str:
@@ -115,19 +71,6 @@ def two_sentences() -> tuple[list, str | None]:
     shared = compare.shared_words(*analyses)
     word = "bank" if "bank" in shared else max(shared, key=len, default=None)
     return analyses, word
-
-
-def previous_token_head(analysis):
-    """``((layer, head, share) or None, chance level, head-statistics table, token roles)`` for the sidebar's text."""
-    table, roles = cached_head_stats(name, current_text(), limit)
-    best = clearest_head(table, "previous")
-    return best, uniform_previous_share(roles), table, roles
-
-
-def sink_names(roles) -> str:
-    if roles.start_is_first_token:
-        return "the first token" + (" and end-of-text tokens" if roles.end.any() else "")
-    return "[CLS]/[SEP]-like special tokens"
 
 
 # --- the steps ---------------------------------------------------------------------------------
@@ -371,98 +314,6 @@ def step_senses() -> None:
              "neighbours agree.")
     link = {"word": word, "layer": layer, "method": "PCA", "source": "Built-in sentences"} | ({} if sidebar_word else {"text": text})
     full_page("senses", "Open the Senses page with your sentence", link)
-
-
-def step_explain() -> None:
-    from core.effects import EffectsError, sentence_cosine
-    from core.tour import clearest_sink_head
-    from ui.cache import cached_ablated_analysis
-    from viz.effects import knockout_figure
-
-    analysis = current_analysis()
-    previous, chance, table, roles = previous_token_head(analysis)
-    if previous_is_sink(roles):  # "the token before" is the sink itself: no previous-token head to contrast
-        previous = None
-    sink = clearest_sink_head(table)
-    caveat = ("A heatmap shows where a head looks, not what it changes (Jain & Wallace 2019): whether a head matters is "
-              "a question for an experiment, switching it off and measuring what changes.")
-    chosen = list(dict.fromkeys(h[:2] for h in (sink, previous) if h is not None))  # the same head once
-    if not chosen:
-        say(caveat)
-        not_here("Your text has no ordinary token to measure where a head looks, so there is no head to single out.")
-        return
-    try:
-        with st.spinner("Running your text with one head switched off…"):
-            ablated = [cached_ablated_analysis(name, current_text(), limit, (head,), "zero") for head in chosen]
-    except (UnsupportedArchitecture, EffectsError) as err:
-        say(caveat)
-        not_here(f"Switching a head off is not possible here: {markdown_safe(str(err))}")
-        return
-    changes = [1.0 - sentence_cosine(analysis, run) for run in ablated]
-    effect = dict(zip(chosen, changes))
-    row = table.set_index(["layer", "head"])
-    sinks_of = [float(row.loc[h, "first"] + row.loc[h, "end"]) for h in chosen]
-    previous_of = [float(row.loc[h, "previous"]) for h in chosen]
-    total = model.num_layers * model.num_heads
-    mean_sink = float(np.nanmean(table["first"] + table["end"]))
-    said = [caveat]
-    if sink is not None:
-        said.append(f"On your text **layer {sink[0]}, head {sink[1]}** gives the largest share of its attention to "
-                    f"{sink_names(roles)}, **{sink[2]:.0%}** (the mean over all {total} heads is {mean_sink:.1%}); "
-                    f"zero-ablated, it leaves the sentence embedding at cosine **{1 - effect[sink[:2]]:.4f}** to the "
-                    "original run.")
-    if previous is not None and (sink is None or previous[:2] != sink[:2]):
-        said.append(f"The previous-token head of step 4, **layer {previous[0]}, head {previous[1]}** "
-                    f"({previous[2]:.0%} to the token before; an even spread gives {chance:.0%}), leaves it at cosine "
-                    f"**{1 - effect[previous[:2]]:.4f}**.")
-    if len(chosen) == 2:
-        more = "less" if effect[sink[:2]] < effect[previous[:2]] else "more"
-        said.append(f"So the head that looks hardest at {sink_names(roles)} changes your sentence {more} than the "
-                    f"previous-token head ({effect[sink[:2]]:.2g} vs {effect[previous[:2]]:.2g} in 1 − cosine): one "
-                    "knock-out on one text, and where attention and importance disagree the importance map shows it.")
-    else:
-        said.append(f"1 − cosine is {changes[0]:.2g}; the importance map compares it with every other head.")
-    say(" ".join(said))
-    names = [f"L{layer}H{head}" for layer, head in chosen]
-    fig = knockout_figure(names, {f"on {sink_names(roles)}": sinks_of, "on the previous token": previous_of}, changes,
-                          chance=chance, title=f"{model.name}: switching one head off (zero ablation)")
-    figure(fig, "knock-out", pd.DataFrame({"head": names, "attention share on start/end tokens": sinks_of,
-                                           "attention share on the previous token": previous_of,
-                                           "cosine, plain vs ablated sentence embedding": [1 - c for c in changes]}))
-    try_this("knock out a head of your own on the Does it matter? page, or several at once, and compare the importance map "
-             "with the attention those heads give a token.")
-    full_page("effects", "Open this knock-out on the Does it matter? page",
-              {"heads": " ".join(names), "ablation": "zero", "measure": "sentence embedding"})
-
-
-def step_corpus() -> None:
-    corpus = current_corpus()
-    bar = st.empty()
-    embeddings = cached_corpus_embeddings(
-        name, tuple(doc.text for doc in corpus), limit,
-        progress=lambda done, total: bar.progress(done / total, text=f"Running the model: {done} of {documents_phrase(total)}"),
-    )
-    bar.empty()
-    titles = [doc.title for doc in corpus]
-    table = drift_table(embeddings, reference="static", pooling="mean")
-    medians = table.groupby("layer")["cosine_similarity"].median()
-    first, last = int(medians.index.min()), int(medians.index.max())
-    steady = bool((np.diff(medians.to_numpy()) < 0).all())
-    anisotropy = table.loc[table["layer"] == last, "anisotropy"].iloc[0]
-    say(
-        f"Now every document of {markdown_safe(current_corpus_name())} ({documents_phrase(len(corpus))}), each pooled into one "
-        f"vector per layer (mean over its tokens) and compared with its own static embedding, `hidden_states[0]`. The "
-        f"median cosine is **{medians.loc[first]:.2f}** at {hidden_state_label(first, model.num_layers)} and "
-        f"**{medians.loc[last]:.2f}** at {hidden_state_label(last, model.num_layers)}" + (": each layer moves the text further from where it started. " if steady else ". ")
-        + (f"Mind the baseline: at hidden state {last} two *different* documents already have a mean cosine of "
-           f"{anisotropy:.2f} (the dotted line), so compare with that, not with 0." if np.isfinite(anisotropy) else "")
-    )
-    figure(layer_violin_figure(table, titles, value="cosine_similarity", value_label="cosine similarity",
-                               title="static → layer: cosine similarity per document (mean pooling)",
-                               baseline=table.drop_duplicates("layer") if len(corpus) > 1 else None),
-           "drift", table)
-    try_this("paste your own documents on the Drift page and come back: this step uses the same corpus.")
-    full_page("drift", "Open the Drift page")
 
 
 STEPS: list[tuple[str, Callable[[], None]]] = [
