@@ -96,6 +96,11 @@ def step_tokens() -> None:
     full_page("./", "Open the token table on the Home page")
 
 
+def id_phrase(ids: list[int]) -> str:
+    """``token id 2924``, or ``token ids 2924 and 1012`` for a word in pieces (never a Python list)."""
+    return f"token id {ids[0]}" if len(ids) == 1 else f"token ids {', '.join(map(str, ids[:-1]))} and {ids[-1]}"
+
+
 def step_static() -> None:
     analyses, word = two_sentences()
     if word is None:
@@ -109,10 +114,10 @@ def step_static() -> None:
     say(
         f"Before any layer runs, every token is looked up in the model's **word-embedding table** ({table.shape[0]:,} rows "
         f"× {table.shape[1]} numbers). "
-        + (f"“{w}” is token id {ids[0]} in both sentences, so both get **the same row**: the cosine similarity of the "
+        + (f"“{w}” is {id_phrase(ids[0])} in both sentences, so both get **the same row**: the cosine similarity of the "
            f"two lookups is **{similarity:.4f}**. The river and the money make no difference yet."
            if ids[0] == ids[1] else
-           f"Here “{w}” became different tokens ({ids[0]} in A, {ids[1]} in B), so even its lookups differ: cosine "
+           f"Here “{w}” became different tokens ({id_phrase(ids[0])} in A, {id_phrase(ids[1])} in B), so even its lookups differ: cosine "
            f"{similarity:.4f}.")
     )
     shown = np.stack(lookups)[:, :LOOKUP_COMPONENTS]

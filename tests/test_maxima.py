@@ -180,3 +180,20 @@ def test_word_level_greyed_for_norm_weighted_says_it_is_not_applied(tiny_bert_di
     assert any("not applied to norm-weighted" in c.value for c in at.caption), [c.value for c in at.caption]
     plain = open_app({"model": tiny_bert_dir, "words": "true"}, page="pages/maxima.py")
     assert not any("not applied" in c.value for c in plain.caption)
+
+
+@pytest.mark.app
+def test_export_names_never_end_in_head(tiny_bert_dir):
+    """Issue 28: with the heads reduced (no one head) the export names ended in "-head"."""
+    import json
+
+    from tests.test_app import open_app
+
+    for query in ({}, {"heads": "one head", "head": "1"}):
+        at = open_app({"model": tiny_bert_dir} | query, page="pages/maxima.py")
+        names = [json.loads(c.proto.config)["toImageButtonOptions"]["filename"] for c in at.get("plotly_chart")]
+        assert names and not [n for n in names if n.endswith("-head")], names
+        if query:
+            assert names[0].endswith("-head-1") and names[1].endswith("-head-1"), names
+        else:
+            assert names[0].endswith("-heads-max") and names[1].endswith("-heads-mean"), names

@@ -181,3 +181,11 @@ def test_previous_is_sink_only_when_every_token_before_is_a_start_or_end_token()
     assert previous_is_sink(roles([0, 1, 0], [1, 0, 0], [0, 0, 1]))  # [CLS] hi [SEP]
     assert not previous_is_sink(roles([0, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 1]))  # [CLS] the bank [SEP]
     assert not previous_is_sink(roles([1], [1], [0]))  # no token has one before it
+
+
+@pytest.mark.app
+def test_the_static_step_writes_token_ids_without_brackets(tiny_bert_dir):
+    """Issue 28: "token id [2924]"."""
+    at = _tour({"model": tiny_bert_dir, "step": "2"})
+    said = " ".join(m.value for m in at.markdown if "word-embedding table" in m.value)
+    assert "token id" in said and "[" not in said.split("token id", 1)[1].split("in both")[0], said
