@@ -187,6 +187,9 @@ def layer_and_projection(word: str, sentences: list[str], labels: list[str], occ
     if model.is_decoder:
         st.caption(f"{markdown_safe(model.name)} is a decoder: each occurrence sees only the words before it, never the words after.")
 
+    if method == "tsne":  # fitted anew for every hidden state: 8-12 s for the 24 built-in sentences on 2 busy cores
+        st.caption("t-SNE is fitted anew for every hidden state and word, which takes several seconds (about 10 s for "
+                   "the 24 built-in sentences on a small server); PCA is much faster.")
     with st.spinner(f"Projecting {occurrences.count} points with {method_name}…"):
         coords = cached_aligned_projection(model.name, word, tuple(sentences), layer, method)
         # The sidebar's text, if it has the word, is placed into the same fitted map (never a refit),
