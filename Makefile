@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test bench browser clean
+.PHONY: setup run test test-fast bench browser clean
 
 setup: $(STAMP)
 
@@ -23,8 +23,13 @@ browser:
 run: setup
 	$(BIN)/python -m streamlit run serve.py
 
+# Every tier, on both cores (pytest-xdist; a file's tests stay on one worker, so its fixtures are built once).
 test: setup browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+# The inner loop: unit tests on tiny models and pure functions, no bundled model, no app, no browser.
+test-fast: setup
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not integration and not app and not browser and not slow"
 
 bench: setup browser
 	$(BIN)/python -m bench

@@ -9,7 +9,8 @@ from pathlib import Path
 import streamlit as st
 
 from ui.startup import wait_for_startup
-from ui.warmup import page_running, start_warmup
+from ui.idle import page_running
+from ui.warmup import start_warmup
 
 start_warmup()  # `make run` did this as the server started; with `streamlit run app.py`, the first visit does
 wait_for_startup()  # the first visit to a server that has just started: a few seconds
@@ -19,7 +20,7 @@ import transformers  # noqa: E402
 from ui.errors import friendly_errors  # noqa: E402
 from ui.explain import presentation_page_style  # noqa: E402
 from ui.page_state import page_run  # noqa: E402
-from ui.session import render_sidebar  # noqa: E402
+from ui.sidebar import render_sidebar  # noqa: E402
 
 ROOT = Path(__file__).parent
 # The favicon inline, as a data URL: Chromium fetches a page's icon again on every URL change, which every click that
@@ -28,17 +29,17 @@ FAVICON = "data:image/png;base64," + base64.b64encode((ROOT / "assets" / "favico
 
 # (file, title, icon, url path). The url paths are stable: links sent to a workshop depend on them.
 PAGES = [
-    ("pages/home.py", "Home", ":material/home:", ""),
-    ("pages/tour.py", "Guided tour", ":material/tour:", "tour"),
-    ("pages/attention.py", "Attention", ":material/grid_on:", "attention"),
-    ("pages/maxima.py", "Maxima", ":material/call_made:", "maxima"),
-    ("pages/stats.py", "Head statistics", ":material/leaderboard:", "stats"),
-    ("pages/inside.py", "Inside one head", ":material/calculate:", "inside"),
-    ("pages/compare.py", "Compare two sentences", ":material/compare:", "compare"),
-    ("pages/predictions.py", "Predictions", ":material/lightbulb:", "predictions"),
-    ("pages/effects.py", "Does it matter?", ":material/science:", "effects"),
-    ("pages/drift.py", "Drift", ":material/trending_down:", "drift"),
-    ("pages/senses.py", "Senses", ":material/scatter_plot:", "senses"),
+    ("app_pages/home.py", "Home", ":material/home:", ""),
+    ("app_pages/tour.py", "Guided tour", ":material/tour:", "tour"),
+    ("app_pages/attention.py", "Attention", ":material/grid_on:", "attention"),
+    ("app_pages/maxima.py", "Maxima", ":material/call_made:", "maxima"),
+    ("app_pages/stats.py", "Head statistics", ":material/leaderboard:", "stats"),
+    ("app_pages/inside.py", "Inside one head", ":material/calculate:", "inside"),
+    ("app_pages/compare.py", "Compare two sentences", ":material/compare:", "compare"),
+    ("app_pages/predictions.py", "Predictions", ":material/lightbulb:", "predictions"),
+    ("app_pages/effects.py", "Does it matter?", ":material/science:", "effects"),
+    ("app_pages/drift.py", "Drift", ":material/trending_down:", "drift"),
+    ("app_pages/senses.py", "Senses", ":material/scatter_plot:", "senses"),
 ]
 
 

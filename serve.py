@@ -7,10 +7,6 @@ from contextlib import asynccontextmanager
 
 import streamlit as st
 
-from ui.startup_shims import component_scan_deferred
-
-component_scan_deferred()  # before st.App starts Streamlit's runtime, which would scan at once
-
 
 @asynccontextmanager
 async def lifespan(_app):

@@ -37,7 +37,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from bench import cpu_seconds
-from ui.warmup import IDLE_SECONDS
+from ui.idle import IDLE_SECONDS
 
 LENGTHS = (12, 128, 512)
 # A subset for a quick look: BENCH_LENGTHS=12,128 and/or BENCH_MODELS=bundled (or bert-base); default: all.

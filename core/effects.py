@@ -385,16 +385,3 @@ def head_importance(
                 if progress is not None:
                     progress(done, total)
     return result
-
-
-# What the page shows beside the map lives in core/effects_compare.py; importable from here as before.
-_COMPARE_NAMES = ("attention_to_token", "RankCorrelation", "rank_correlation", "sentence_cosine", "TargetChange", "target_change")
-
-
-def __getattr__(name: str):
-    if name in _COMPARE_NAMES:
-        from core import effects_compare
-
-        return getattr(effects_compare, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-

@@ -22,17 +22,13 @@ import torch
 
 from core.inference import Analysis
 from core.models import LoadedModel
-from core.recording import is_recordable
+from core.recording import UnsupportedArchitecture, is_recordable  # noqa: F401 - UnsupportedArchitecture re-exported
 
 SUPPORTED = ("BERT, RoBERTa, XLM-RoBERTa, CamemBERT, ELECTRA, DistilBERT, the bundled MiniLM (all post-LN encoders), GPT-2, "
              "and decoders whose attention goes through transformers' attention interface (Llama, Mistral, Qwen, Gemma, "
              "Phi-3, SmolLM …)")
 # Largest difference allowed between a recomputed attention weight and the model's own.
 VERIFY_TOLERANCE = 1e-4
-
-
-class UnsupportedArchitecture(ValueError):
-    """The model's attention is laid out in a way this module does not know. Message meant for the user."""
 
 
 @dataclass(frozen=True)

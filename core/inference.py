@@ -160,7 +160,7 @@ def _refuse_encoder_decoder(model: LoadedModel) -> None:
     if getattr(model, "is_encoder_decoder", False):
         raise AnalysisError(
             f"`{model.name}` is an encoder-decoder model: it reads a source text and writes a target, so analyse it "
-            "with `core.inference.analyze_pair(model, source, target)` (encoder, decoder and cross-attention), not `analyze`."
+            "with `core.seq2seq.analyze_pair(model, source, target)` (encoder, decoder and cross-attention), not `analyze`."
         )
 
 
@@ -277,20 +277,8 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> 
 
     Text longer than ``max_tokens`` (default and ceiling: the model's limit) is
     truncated and the result says so (``truncated``, ``num_input_tokens``).
-    Raises ``AnalysisError`` for empty text, and for an encoder-decoder model (use ``analyze_pair``).
+    Raises ``AnalysisError`` for empty text, and for an encoder-decoder model (use ``core.seq2seq.analyze_pair``).
     """
     _refuse_encoder_decoder(model)
     _check_text(text)
     return next(iter_analyses(model, [text], max_tokens=max_tokens, batch_size=1))[1]
-
-
-# Encoder-decoder models live in core/seq2seq.py (which imports this module); re-exported here lazily.
-_SEQ2SEQ_NAMES = ("PairAnalysis", "analyze_pair", "generate_target", "MAX_GENERATED_TOKENS")
-
-
-def __getattr__(name: str):
-    if name in _SEQ2SEQ_NAMES:
-        from core import seq2seq
-
-        return getattr(seq2seq, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

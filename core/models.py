@@ -82,7 +82,7 @@ class LoadedModel:
     weights do not look untouched (an all-zero bias, as in the bundled all-MiniLM-L6-v2, is
     the initial value: that pooler was never trained).
     ``is_encoder_decoder``: T5, BART, Marian … (an encoder over a source text and a causal decoder
-    over a target, joined by cross-attention); analyse them with ``core.inference.analyze_pair``.
+    over a target, joined by cross-attention); analyse them with ``core.seq2seq.analyze_pair``.
     ``is_decoder`` is False for them (it describes the encoder). ``can_generate``: an
     encoder-decoder whose checkpoint has a trained language-model head, so it can write a target.
     """

@@ -99,7 +99,7 @@ def output_projection(record: LayerRecord) -> torch.nn.Linear:
         linear = getattr(record.module, name, None)
         if isinstance(linear, torch.nn.Linear) and linear.in_features == width:
             return linear
-    from core.heads import UnsupportedArchitecture
+    from core.recording import UnsupportedArchitecture
 
     raise UnsupportedArchitecture(f"{type(record.module).__name__} has no output projection the app can find.")
 

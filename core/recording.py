@@ -32,7 +32,7 @@ threads are never recorded or changed.
 
 from __future__ import annotations
 
-import sys
+import importlib
 import threading
 from collections import OrderedDict
 from contextvars import ContextVar
@@ -42,6 +42,11 @@ import numpy as np
 import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+
+
+class UnsupportedArchitecture(ValueError):
+    """The model's attention is laid out in a way the app does not know. Message meant for the user."""
+
 
 IMPLEMENTATION = "explorer"
 _ACTIVE: ContextVar[Recorder | None] = ContextVar("explorer_recorder", default=None)
@@ -110,7 +115,7 @@ def _layer_of(module: torch.nn.Module) -> int:
 
 def _family_eager(module: torch.nn.Module):
     """The ``eager_attention_forward`` of the module's own family (the reference computation)."""
-    eager = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
+    eager = getattr(importlib.import_module(type(module).__module__), "eager_attention_forward", None)
     if eager is None:
         from transformers.models.llama.modeling_llama import eager_attention_forward as eager
     return eager
@@ -202,7 +207,7 @@ def rotate_back(x: torch.Tensor, record: LayerRecord) -> torch.Tensor | None:
     """
     if record.cos is None or record.sin is None:
         return None
-    rotate_half = getattr(sys.modules[type(record.module).__module__], "rotate_half", None)
+    rotate_half = getattr(importlib.import_module(type(record.module).__module__), "rotate_half", None)
     if rotate_half is None:
         return None
     cos, sin = record.cos.unsqueeze(1), record.sin.unsqueeze(1)

@@ -59,7 +59,7 @@ def runs(tiny_bert_dir):
 def test_the_attention_page_draws_the_ablated_run_when_toggled(tiny_bert_dir, runs):
     plain, ablated = runs
     assert _differ(plain.attentions[LAYER, 2], ablated.attentions[LAYER, 2])
-    at = _open("pages/attention.py", tiny_bert_dir)
+    at = _open("app_pages/attention.py", tiny_bert_dir)
     at.selectbox(key="attention.layer").set_value(LAYER).run()
     at.selectbox(key="attention.head").set_value(2).run()
 
@@ -99,7 +99,7 @@ def test_the_attention_page_draws_the_ablated_run_when_toggled(tiny_bert_dir, ru
 
 def test_the_maxima_page_draws_the_ablated_run_when_toggled(tiny_bert_dir, runs):
     plain, ablated = runs
-    at = _open("pages/maxima.py", tiny_bert_dir)
+    at = _open("app_pages/maxima.py", tiny_bert_dir)
 
     def grid_weights():
         grid = _figures(at)[0]["data"][0]
@@ -123,7 +123,7 @@ def test_the_maxima_page_draws_the_ablated_run_when_toggled(tiny_bert_dir, runs)
     np.testing.assert_allclose(grid_weights(), expected["plain"], atol=1e-8)
 
 
-@pytest.mark.parametrize("page", ["pages/attention.py", "pages/maxima.py"])
+@pytest.mark.parametrize("page", ["app_pages/attention.py", "app_pages/maxima.py"])
 def test_no_toggle_without_knocked_out_heads(tiny_bert_dir, page):
     at = _open(page, tiny_bert_dir, knockout=False)
     assert not [t for t in at.toggle if t.key == "show_ablated"]

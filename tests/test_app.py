@@ -129,7 +129,7 @@ def test_an_empty_target_is_generated_and_fills_the_box(model_fixture, request):
     from core.seq2seq import generate_target
 
     folder = request.getfixturevalue(model_fixture)
-    at = open_app({"model": folder, "text": "the cat sat"}, page="pages/attention.py")
+    at = open_app({"model": folder, "text": "the cat sat"}, page="app_pages/attention.py")
     assert not page_errors(at)
     expected = generate_target(load_model(folder), "the cat sat", max_tokens=64)
     assert at.text_area(key="target").value == expected
@@ -141,14 +141,14 @@ def test_an_empty_target_is_generated_and_fills_the_box(model_fixture, request):
 @pytest.mark.parametrize("view", ["one head", "one layer", "BertViz"])
 def test_attention_page_shows_every_stack_and_view(stack, view, tiny_bart_dir):
     query = {"model": tiny_bart_dir, "text": "the bank of a river", "target": "the cat sat", "stack": stack, "view": view}
-    at = open_app(query, page="pages/attention.py")
+    at = open_app(query, page="app_pages/attention.py")
     assert not page_errors(at)
     assert at.segmented_control(key="attention.stack").value == stack
 
 
 @pytest.mark.app
 @pytest.mark.parametrize("stack", ["Decoder self-attention", "Cross-attention"])
-@pytest.mark.parametrize("page", ["pages/maxima.py", "pages/stats.py"])
+@pytest.mark.parametrize("page", ["app_pages/maxima.py", "app_pages/stats.py"])
 def test_maxima_and_statistics_per_stack(page, stack, tiny_t5_dir):
     at = open_app({"model": tiny_t5_dir, "text": "the bank of a river", "target": "the cat sat", "stack": stack,
                    "words": "true"}, page=page)
@@ -156,7 +156,7 @@ def test_maxima_and_statistics_per_stack(page, stack, tiny_t5_dir):
 
 
 @pytest.mark.app
-@pytest.mark.parametrize("page", ["pages/drift.py", "pages/senses.py", "pages/compare.py", "pages/predictions.py"])
+@pytest.mark.parametrize("page", ["app_pages/drift.py", "app_pages/senses.py", "app_pages/compare.py", "app_pages/predictions.py"])
 def test_pages_that_do_not_apply_say_so(page, tiny_t5_dir):
     at = open_app({"model": tiny_t5_dir, "target": "the cat"}, page=page)
     assert not page_errors(at)
@@ -168,7 +168,7 @@ def test_a_written_target_is_rewritten_when_the_source_changes(tiny_t5_dir):
     from core.models import load_model
     from core.seq2seq import generate_target
 
-    at = open_app({"model": tiny_t5_dir, "text": "the cat sat"}, page="pages/attention.py")
+    at = open_app({"model": tiny_t5_dir, "text": "the cat sat"}, page="app_pages/attention.py")
     first = at.text_area(key="target").value
     at.text_area(key="text").set_value("a bass fish swims").run()
     assert not page_errors(at)
@@ -202,12 +202,12 @@ def test_a_stopped_generation_is_a_sentence_and_can_be_restarted(tiny_bart_dir):
 def test_inside_one_head_reproduces_every_stack(stack, model_fixture, request):
     query = {"model": request.getfixturevalue(model_fixture), "text": "the bank of a river", "target": "the cat sat",
              "stack": stack, "layer": "1", "head": "2"}
-    at = open_app(query, page="pages/inside.py")
+    at = open_app(query, page="app_pages/inside.py")
     assert not page_errors(at)
     assert any("reproduces the model's attention" in s.value for s in at.success)
 
 
-ATTENTION_PAGES = ["pages/attention.py", "pages/maxima.py", "pages/stats.py", "pages/inside.py", "pages/compare.py"]
+ATTENTION_PAGES = ["app_pages/attention.py", "app_pages/maxima.py", "app_pages/stats.py", "app_pages/inside.py", "app_pages/compare.py"]
 
 
 @pytest.mark.app
@@ -228,7 +228,7 @@ def test_the_caveat_names_its_sources():
 
 
 @pytest.mark.app
-@pytest.mark.parametrize(("page", "source"), [("pages/attention.py", "norm-weighted"), ("pages/maxima.py", "norm-weighted")])
+@pytest.mark.parametrize(("page", "source"), [("app_pages/attention.py", "norm-weighted"), ("app_pages/maxima.py", "norm-weighted")])
 def test_word_level_follows_one_rule_for_norm_weighted_attention(page, source, tiny_bert_dir):
     """Word level is refused for norm-weighted attention on both pages, even when a link asks for it."""
     from ui.caveats import WORD_LEVEL_HELP, word_level_allowed

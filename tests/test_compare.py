@@ -105,7 +105,7 @@ def test_bundled_bank_curve(bundled):
 def test_page_defaults_to_the_bank_sentences(tiny_bert_dir):
     from tests.test_app import open_app, page_errors
 
-    at = open_app({"model": tiny_bert_dir}, page="pages/compare.py")
+    at = open_app({"model": tiny_bert_dir}, page="app_pages/compare.py")
     assert not page_errors(at)
     assert (at.text_area(key="compare.text_a").value, at.text_area(key="compare.text_b").value) == (BANK_RIVER, BANK_MONEY)
     assert at.selectbox(key="compare.word").value == "bank"
@@ -120,7 +120,7 @@ def test_page_reads_texts_and_word_from_the_url(tiny_gpt2_dir):
     from tests.test_app import open_app, page_errors
 
     at = open_app({"model": tiny_gpt2_dir, "text_a": "the cat sat", "text_b": "a cat was happy", "word": "cat"},
-                  page="pages/compare.py")
+                  page="app_pages/compare.py")
     assert not page_errors(at)
     assert at.selectbox(key="compare.word").value == "cat"
     at.text_area(key="compare.text_b").set_value("home").run()
@@ -157,7 +157,7 @@ def test_chart_draws_the_control_beside_the_cross_curve():
 def test_page_draws_the_control_curve(tiny_bert_dir):
     from tests.test_app import open_app, page_errors
 
-    at = open_app({"model": tiny_bert_dir}, page="pages/compare.py")
+    at = open_app({"model": tiny_bert_dir}, page="app_pages/compare.py")
     assert not page_errors(at)
     assert at.text_area(key="compare.text_c").value == SAME_SENSE_CONTROL
     assert any("A vs the control text" in m.value for m in at.markdown)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from core.cross_attention import cross_alignment, cross_attention_view, cross_head_statistics, pair_attention_view
-from core.inference import analyze_pair
+from core.seq2seq import analyze_pair
 from core.seq2seq import PairAnalysis
 from viz import attention as va
 from viz import bertviz_offline as bv

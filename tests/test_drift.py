@@ -189,7 +189,7 @@ def _drift_page(model: str):
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=180)
     at.query_params["model"] = model
     at.run()
-    at.switch_page("pages/drift.py").run()
+    at.switch_page("app_pages/drift.py").run()
     return at
 
 

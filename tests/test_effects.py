@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from core import effects
-from core.effects import EffectsError, ablate_heads, ablation, head_importance, sentence_cosine
+from core import effects, effects_compare
+from core.effects import EffectsError, ablate_heads, ablation, head_importance
+from core.effects_compare import sentence_cosine
 from core.heads import UnsupportedArchitecture, compute_head
 from core.inference import AnalysisError, analyze
 from core.models import load_model
@@ -191,7 +192,7 @@ def test_unsupported_architecture_is_a_sentence(tmp_path):
 def test_attention_to_token_averages_the_non_special_queries(tiny_model):
     analysis = analyze(tiny_model, TEXT)
     token = 3
-    grid = effects.attention_to_token(analysis, token)
+    grid = effects_compare.attention_to_token(analysis, token)
     queries = [q for q in range(analysis.num_tokens) if not analysis.special_mask[q] and (not analysis.is_decoder or q >= token)]
     for layer, head in [(0, 0), (1, 2)]:
         assert grid[layer, head] == pytest.approx(np.mean([analysis.attentions[layer, head, q, token] for q in queries]), rel=1e-5)
@@ -199,9 +200,9 @@ def test_attention_to_token_averages_the_non_special_queries(tiny_model):
 
 def test_rank_correlation_is_spearman():
     a = np.array([1.0, 5.0, 2.0, 8.0])
-    assert effects.rank_correlation(a, a**3).rho == pytest.approx(1.0)
-    assert effects.rank_correlation(a, -a).rho == pytest.approx(-1.0)
-    assert np.isnan(effects.rank_correlation(a, np.ones(4)).rho)
+    assert effects_compare.rank_correlation(a, a**3).rho == pytest.approx(1.0)
+    assert effects_compare.rank_correlation(a, -a).rho == pytest.approx(-1.0)
+    assert np.isnan(effects_compare.rank_correlation(a, np.ones(4)).rho)
 
 
 @pytest.mark.integration
@@ -216,11 +217,11 @@ def test_bundled_model_importance_is_positive_and_batched(bundled):
 def test_target_change_reports_the_same_drop_as_the_importance_map(tiny_language_models):
     lm, text = tiny_language_models["gpt2"]
     grid = head_importance(lm, text, measure="target", method="mean")
-    change = effects.target_change(lm, text, [(1, 2)], method="mean", k=4)
+    change = effects_compare.target_change(lm, text, [(1, 2)], method="mean", k=4)
     assert change.logp_change == pytest.approx(-float(grid[1, 2]), abs=1e-5)
     assert change.before_ids[0] == change.target.token_id  # no target given: the model's own top prediction
     assert len(change.after_candidates) == 4 and (np.diff(change.after_probs) <= 0).all()
-    unchanged = effects.target_change(lm, text, [], k=4)
+    unchanged = effects_compare.target_change(lm, text, [], k=4)
     np.testing.assert_array_equal(unchanged.before_ids, unchanged.after_ids)
 
 
@@ -240,14 +241,14 @@ def test_rank_correlation_p_value_is_exact_for_few_items():
     import math
 
     five = np.array([0.3, 0.1, 0.9, 0.5, 0.7])
-    result = effects.rank_correlation(five, -five)
+    result = effects_compare.rank_correlation(five, -five)
     assert result.rho == pytest.approx(-1.0) and result.n == 5
     assert result.p_value == pytest.approx(2 / math.factorial(5))
-    assert effects.rank_correlation(five[:4], five[:4] ** 2).p_value == pytest.approx(2 / math.factorial(4))
+    assert effects_compare.rank_correlation(five[:4], five[:4] ** 2).p_value == pytest.approx(2 / math.factorial(4))
     rng = np.random.default_rng(0)
     a, b = rng.normal(size=7), rng.normal(size=7)
     b[2] = b[5]  # a tie
-    assert effects.rank_correlation(a, b).p_value == pytest.approx(_brute_force_p(a, b))
+    assert effects_compare.rank_correlation(a, b).p_value == pytest.approx(_brute_force_p(a, b))
 
 
 def test_rank_correlation_p_value_is_scipys_for_many_items():
@@ -255,4 +256,4 @@ def test_rank_correlation_p_value_is_scipys_for_many_items():
 
     rng = np.random.default_rng(1)
     a, b = rng.normal(size=30), rng.normal(size=30)
-    assert effects.rank_correlation(a, b).p_value == pytest.approx(spearmanr(a, b).pvalue)
+    assert effects_compare.rank_correlation(a, b).p_value == pytest.approx(spearmanr(a, b).pvalue)

@@ -7,7 +7,7 @@ import pytest
 from tests.model_factory import build_tiny_bert_mlm, build_tiny_gpt2_lm
 from tests.test_app import open_app, page_errors
 
-PAGE = "pages/effects.py"
+PAGE = "app_pages/effects.py"
 HOSTILE = "<script>alert(1)</script> ![x](http://example.com/a.png) $x^2$ **bold** & \"the\" cat [MASK] `sat`"
 
 pytestmark = pytest.mark.app
@@ -112,7 +112,7 @@ def test_hostile_text_on_the_bundled_model_is_shown_as_text():
 def test_the_compare_page_offers_the_ablated_run(tiny_bert_dir):
     at = open_app({"model": tiny_bert_dir}, page=PAGE)
     at.text_input(key="effects.heads").set_value("L0H1").run()
-    at.switch_page("pages/compare.py").run()
+    at.switch_page("app_pages/compare.py").run()
     assert not page_errors(at)
     toggle = at.toggle(key="show_ablated")
     before = at.selectbox(key="compare.word").value
@@ -170,7 +170,7 @@ def test_presentation_mode_folds_the_explanations_away(tiny_bert_dir):
 @pytest.mark.integration
 def test_the_pages_own_cap_is_called_the_pages_not_the_apps():
     """Issue 28: "this app is set to analyse at most 128" when 128 is this page's cap (the app's is 512)."""
-    at = open_app({"text": "the bank of a river " * 30}, page="pages/effects.py")
+    at = open_app({"text": "the bank of a river " * 30}, page="app_pages/effects.py")
     said = " ".join(i.value for i in at.info)
     assert "this page analyses at most 128" in said, said
     assert "this app is set to" not in said

@@ -36,7 +36,7 @@ def _attention_page(model_dir: str, text: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=180)
     at.query_params.update({"model": model_dir, "text": text})
     at.run()
-    at.switch_page("pages/attention.py")
+    at.switch_page("app_pages/attention.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -84,33 +84,6 @@ def test_csv_download_is_built_only_when_called(monkeypatch):
     figures.csv_download("CSV", lambda: built.append(1) or pd.DataFrame({"a": [1, 2]}), file_name="x.csv", key=None)
     assert built == [] and callable(seen["data"])
     assert seen["data"]() == b"a\n1\n2\n" and built == [1]
-
-
-def test_a_deferred_download_keeps_its_id_and_serves_the_latest_runs_data(monkeypatch):
-    """Streamlit draws a new deferred-download id on every run, so the button's message changes and is resent in
-    full; ``keep_download_ids_stable`` keeps one id per button and session, and a click on it runs the callable the
-    latest run registered (the figure on screen, never the one before)."""
-    from streamlit import runtime
-    from streamlit.runtime.media_file_manager import MediaFileManager
-    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
-
-    from ui import figures
-
-    manager = MediaFileManager(MemoryMediaFileStorage("/media"))
-    monkeypatch.setattr(runtime, "exists", lambda: True)
-    monkeypatch.setattr(runtime, "get_instance", lambda: type("Runtime", (), {"media_file_mgr": manager})())
-    ids = []
-    for head in (0, 3):  # two runs of the same button, as a head click reruns the fragment
-        figures.keep_download_ids_stable()
-        ids.append(manager.add_deferred(lambda head=head: f"head {head}".encode(), "text/csv", "0.7.2",
-                                        file_name=f"head-{head}.csv", element_id="$$ID-x-attention-head-csv"))
-    assert ids[0] == ids[1] and len(ids[0]) == 32
-    assert ids[0] != figures.stable_download_id("another session", "$$ID-x-attention-head-csv", "0.7.2")
-    url = manager.execute_deferred(ids[0])
-    file = manager.read_file(url.rsplit("/", 1)[-1].split(".")[0])
-    assert file.content == b"head 3" and file.filename == "head-3.csv"
-    other = manager.add_deferred(lambda: b"layer", "text/csv", "0.7.2", element_id="$$ID-y-attention-layer-csv")
-    assert other != ids[0]  # another button (the layer view's) has its own id
 
 
 def test_a_cached_figure_is_fitted_once_per_width_and_mode():

@@ -9,7 +9,7 @@ from core.heads import block_kind
 from tests.model_factory import build_tiny_gpt_neo
 from tests.test_app import open_app, page_errors
 
-PAGE = "pages/inside.py"
+PAGE = "app_pages/inside.py"
 TEXT = "the bank of a river"
 
 

@@ -90,7 +90,7 @@ def walk_every_screen(model: str | None) -> list[str]:
     for file, _path in landed_pages()[1:]:
         at.switch_page(file).run()
         wrong += _check(at, file, layers, heads)
-    at.switch_page("pages/tour.py").run()
+    at.switch_page("app_pages/tour.py").run()
     for step in range(1, TOUR_STEPS + 1):
         at.slider(key="tour.step").set_value(step).run()
         wrong += _check(at, f"tour step {step}", layers, heads)

@@ -48,10 +48,10 @@ def test_pages_and_figures_take_their_labels_from_the_helper():
     root = Path(__file__).resolve().parent.parent
     own = ["0 = first block", "layer (0 = embedding layer)", "Layer (counted from 0)", "counted from 0; layer *l*",
            "output of block k", "reads hidden state i and writes", "numbered from 0 (layer 0"]
-    for path in sorted((root / "pages").glob("*.py")) + sorted((root / "viz").glob("*.py")):
+    for path in sorted((root / "app_pages").glob("*.py")) + sorted((root / "viz").glob("*.py")):
         text = path.read_text(encoding="utf-8")
         assert not [phrase for phrase in own if phrase in text], path.name
-    used = {p.name for p in list((root / "pages").glob("*.py")) + list((root / "viz").glob("*.py"))
+    used = {p.name for p in list((root / "app_pages").glob("*.py")) + list((root / "viz").glob("*.py"))
             if "core.layers" in p.read_text(encoding="utf-8")}
     for page in ("drift.py", "senses.py", "attention.py", "maxima.py", "compare.py", "inside.py", "stats.py"):
         assert page in used, page

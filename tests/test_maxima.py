@@ -128,7 +128,7 @@ def test_bad_layer_or_head_is_rejected(small):
 def test_page_table_has_one_row_per_token_and_a_column_per_layer(tiny_bert_dir):
     from tests.test_app import open_app, page_errors
 
-    at = open_app({"model": tiny_bert_dir, "text": "the bank of a river"}, page="pages/maxima.py")
+    at = open_app({"model": tiny_bert_dir, "text": "the bank of a river"}, page="app_pages/maxima.py")
     assert not page_errors(at)
     table = at.dataframe[1].value
     assert list(table["token"]) == ["the", "bank", "of", "a", "river"]
@@ -147,7 +147,7 @@ def test_unsupported_architecture_is_an_info_and_the_page_keeps_working(tiny_ber
         raise UnsupportedArchitecture("Recomputing a head step by step is not available for these models.")
 
     monkeypatch.setattr(core.attention, "check_supported", refuse)
-    at = open_app({"model": tiny_bert_dir, "text": "the bank of a river again"}, page="pages/maxima.py")
+    at = open_app({"model": tiny_bert_dir, "text": "the bank of a river again"}, page="app_pages/maxima.py")
     assert not page_errors(at)
     assert any("Norm-weighted attention is not available" in i.value for i in at.info)
     assert at.radio(key="maxima.source").options == ["raw attention", "rollout"]
@@ -174,11 +174,11 @@ def test_word_level_greyed_for_norm_weighted_says_it_is_not_applied(tiny_bert_di
     """Issue 28: the toggle stayed on, greyed, and nothing said that the grid shows tokens."""
     from tests.test_app import open_app, page_errors
 
-    at = open_app({"model": tiny_bert_dir, "source": "norm-weighted", "words": "true"}, page="pages/maxima.py")
+    at = open_app({"model": tiny_bert_dir, "source": "norm-weighted", "words": "true"}, page="app_pages/maxima.py")
     assert not page_errors(at), page_errors(at)
     assert at.toggle(key="maxima.words").disabled
     assert any("not applied to norm-weighted" in c.value for c in at.caption), [c.value for c in at.caption]
-    plain = open_app({"model": tiny_bert_dir, "words": "true"}, page="pages/maxima.py")
+    plain = open_app({"model": tiny_bert_dir, "words": "true"}, page="app_pages/maxima.py")
     assert not any("not applied" in c.value for c in plain.caption)
 
 
@@ -190,7 +190,7 @@ def test_export_names_never_end_in_head(tiny_bert_dir):
     from tests.test_app import open_app
 
     for query in ({}, {"heads": "one head", "head": "1"}):
-        at = open_app({"model": tiny_bert_dir} | query, page="pages/maxima.py")
+        at = open_app({"model": tiny_bert_dir} | query, page="app_pages/maxima.py")
         names = [json.loads(c.proto.config)["toImageButtonOptions"]["filename"] for c in at.get("plotly_chart")]
         assert names and not [n for n in names if n.endswith("-head")], names
         if query:

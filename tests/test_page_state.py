@@ -143,7 +143,7 @@ def test_mask_past_the_token_limit_is_a_truncation_notice(tmp_path):
 
     folder = str(build_tiny_bert_mlm(tmp_path / "mlm"))  # reads 64 tokens
     text = "the bank of a river " * 20 + "[MASK]"
-    at = open_app({"model": folder, "text": text}, page="pages/predictions.py")
+    at = open_app({"model": folder, "text": text}, page="app_pages/predictions.py")
     assert not page_errors(at)
     assert any("only the first 64 are used" in i.value for i in at.info)
     assert any("past the first 64 tokens" in w.value for w in at.warning)
@@ -157,7 +157,7 @@ def test_drift_truncation_names_the_deployment_limit(tiny_bert_dir, monkeypatch)
     from tests.test_app import open_app, page_errors
 
     monkeypatch.setenv("EXPLORER_MAX_TOKENS", "16")  # below the tiny model's own 64
-    at = open_app({"model": tiny_bert_dir}, page="pages/drift.py")
+    at = open_app({"model": tiny_bert_dir}, page="app_pages/drift.py")
     assert not page_errors(at)
     warning = next(w.value for w in at.warning if "more tokens than" in w.value)
     assert "only their first 16 tokens count" in warning
@@ -192,7 +192,7 @@ def test_a_page_ended_early_still_removes_the_parameters_it_does_not_own():
 
 
 @pytest.mark.app
-@pytest.mark.parametrize("page", ["pages/attention.py", "pages/stats.py", "pages/home.py"])
+@pytest.mark.parametrize("page", ["app_pages/attention.py", "app_pages/stats.py", "app_pages/home.py"])
 def test_a_page_that_ends_early_still_removes_other_pages_parameters(tiny_t5_dir, page):
     """An encoder-decoder model ends these pages after their own view (``end_page``); a link's parameter of
     another page (the effects page's ``measure``) must still leave the URL, as on a page that runs to its end."""
@@ -211,7 +211,7 @@ def test_pages_end_early_through_end_page_only():
     root = Path(__file__).resolve().parent.parent
     offenders = [
         str(path.relative_to(root))
-        for folder in ("pages", "ui")
+        for folder in ("app_pages", "ui")
         for path in (root / folder).rglob("*.py")
         if path.name != "page_state.py" and "st.stop()" in path.read_text()
     ]

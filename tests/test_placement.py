@@ -21,7 +21,7 @@ def _blobs(n: int = 20, dim: int = 16, seed: int = 3) -> tuple[np.ndarray, np.nd
 # --- the fitted map ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("method", ["pca", "umap"])
+@pytest.mark.parametrize("method", ["pca", pytest.param("umap", marks=pytest.mark.slow)])
 def test_fitted_map_is_the_map_project_draws(method):
     x, _ = _blobs()
     fitted = fit_projection(x, method, random_state=0)
@@ -43,7 +43,7 @@ def test_pca_of_two_points_places_new_points_on_the_line_with_zero_second_axis()
     assert placed[0, 1] == 0.0
 
 
-@pytest.mark.parametrize("method", ["pca", "umap"])
+@pytest.mark.parametrize("method", ["pca", pytest.param("umap", marks=pytest.mark.slow)])
 def test_a_new_point_lands_beside_its_own_cluster_without_moving_the_others(method):
     x, labels = _blobs(n=30)
     fitted = fit_projection(x, method)
@@ -71,7 +71,7 @@ def test_too_few_points_is_a_sentence():
         fit_projection(np.ones((3, 4)), "pca")
 
 
-@pytest.mark.parametrize("method", ["pca", "umap"])
+@pytest.mark.parametrize("method", ["pca", pytest.param("umap", marks=pytest.mark.slow)])
 def test_identical_vectors_are_fitted_once_and_share_a_place_as_project_draws_them(method):
     x, _ = _blobs()
     doubled = np.concatenate([x, x[:3]])
@@ -177,7 +177,7 @@ def test_held_out_river_sentence_votes_river_at_the_later_layers_and_lands_in_th
 def _senses(query: dict[str, str]):
     from tests.test_app import open_app
 
-    return open_app(query, page="pages/senses.py")
+    return open_app(query, page="app_pages/senses.py")
 
 
 def _projection(at) -> dict:

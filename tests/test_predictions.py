@@ -116,7 +116,7 @@ def bert_mlm_dir(tmp_path_factory) -> str:
 def test_page_offers_a_mask_example_then_shows_fill_ins(bert_mlm_dir):
     from tests.test_app import open_app, page_errors
 
-    at = open_app({"model": bert_mlm_dir, "text": "the bank of a river", "top_k": "3"}, page="pages/predictions.py")
+    at = open_app({"model": bert_mlm_dir, "text": "the bank of a river", "top_k": "3"}, page="app_pages/predictions.py")
     assert not page_errors(at)
     assert any("has no" in i.value and "MASK" in i.value for i in at.info)
     at.button[0].click().run()
@@ -133,7 +133,7 @@ def test_page_shows_next_tokens_for_a_decoder(tmp_path):
     from tests.test_app import open_app, page_errors
 
     folder = str(build_tiny_gpt2_lm(tmp_path / "tiny-gpt2-lm-app"))
-    at = open_app({"model": folder, "text": "the cat sat on the mat"}, page="pages/predictions.py")
+    at = open_app({"model": folder, "text": "the cat sat on the mat"}, page="app_pages/predictions.py")
     assert not page_errors(at)
     table = at.dataframe[0].value
     assert "".join(table["text so far ends with"]) == "the cat sat on the mat"
@@ -146,7 +146,7 @@ def test_page_shows_next_tokens_for_a_decoder(tmp_path):
 def test_page_says_the_bundled_model_has_no_head():
     from tests.test_app import open_app, page_errors
 
-    at = open_app(page="pages/predictions.py")
+    at = open_app(page="app_pages/predictions.py")
     assert not page_errors(at)
     assert any("no language-model head" in i.value and "bert-base-uncased" in i.value for i in at.info)
 

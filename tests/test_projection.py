@@ -8,6 +8,10 @@ import pytest
 from core.inference import AnalysisError
 from core.projection import ProjectionError, distinct_points, identical_points_note, project, run_isolated
 
+# UMAP and t-SNE fit for seconds each: the full suite runs them, `make test-fast` leaves them out.
+SLOW_UMAP = pytest.param("umap", marks=pytest.mark.slow)
+SLOW_TSNE = pytest.param("tsne", marks=pytest.mark.slow)
+
 
 def _two_blobs(n: int = 20, dim: int = 16) -> tuple[np.ndarray, np.ndarray]:
     """Two tight clusters around orthogonal directions (cosine distance about 1 between them)."""
@@ -38,7 +42,7 @@ def test_pca_of_two_points_has_a_zero_second_axis():
     np.testing.assert_allclose(coords[:, 1], [0.0, 0.0])
 
 
-@pytest.mark.parametrize("method", ["pca", "umap", "tsne"])
+@pytest.mark.parametrize("method", ["pca", SLOW_UMAP, SLOW_TSNE])
 def test_projection_is_deterministic_and_keeps_clear_clusters(method):
     vectors, labels = _two_blobs()
     first, second = project(vectors, method), project(vectors, method)
@@ -70,7 +74,7 @@ def test_identical_points_do_not_crash_and_sit_at_one_place(method):
     np.testing.assert_array_equal(coords, np.zeros((5, 2), np.float32))
 
 
-@pytest.mark.parametrize("method", ["umap", "tsne"])
+@pytest.mark.parametrize("method", [SLOW_UMAP, SLOW_TSNE])
 def test_copies_of_a_vector_share_one_position(method):
     vectors, labels = _two_blobs()
     # Each vector appears twice; for the cosine methods, a copy scaled by 3 points the same way.
@@ -106,11 +110,13 @@ def crash(x):
     faulthandler._sigsegv()
 
 
+@pytest.mark.slow
 def test_a_crash_in_native_code_ends_only_the_helper_process():
     with pytest.raises(ProjectionError, match="internal error"):
         run_isolated("tests.test_projection:crash", np.ones((5, 2), np.float32), what="t-SNE")
 
 
+@pytest.mark.slow
 def test_the_helper_process_returns_the_same_as_in_process():
     vectors, _ = _two_blobs()
     from core.projection import _tsne

@@ -138,7 +138,7 @@ def test_every_core_error_keeps_its_own_sentence():
 
 # --- Inputs that once crashed the server or gave silent wrong numbers (issue 18) ---
 
-SENSES = "pages/senses.py"
+SENSES = "app_pages/senses.py"
 REPEATED = "\n".join(["river: We sat on the bank of the river."] * 4 + ["money: We sat on the bank of the river."] * 4)
 SHARED_PREFIX = "\n".join(f"{'river' if i % 2 else 'money'}: the bank {w}" for i, w in enumerate("of a river my money cat mat".split()))
 
@@ -179,7 +179,7 @@ def test_a_token_limit_below_the_special_tokens_is_a_sentence(page, tiny_bert_di
     at = open_app({"model": tiny_bert_dir, "text": "the bank of a river " * 10}, page=page)
     assert not at.exception, [e.value for e in at.exception]
     assert all("Something went wrong" not in e for e in _errors(at)), _errors(at)
-    if page not in ("pages/home.py",):
+    if page not in ("app_pages/home.py",):
         assert any("at least 3" in e for e in _errors(at)) or not _errors(at), _errors(at)
 
 
@@ -197,7 +197,7 @@ def test_bert_lookalikes_on_every_page_are_sentences_never_wrong_numbers(model_t
     # Before: norm-weighted attention and the head recomputation treated them as BERT, without a word
     for page in PAGES:
         query = {"model": lookalike_dirs[model_type], "text": "the bank of a river"}
-        if page == "pages/attention.py":
+        if page == "app_pages/attention.py":
             query["source"] = "norm-weighted"
         at = open_app(query, page=page)
         assert not at.exception, (page, [e.value for e in at.exception])

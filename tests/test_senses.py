@@ -300,7 +300,7 @@ def test_hidden_state_0_says_at_or_below_chance_with_both_numbers():
     (identical vectors tie: (k − 1)/(2k − 1) = 3/7) against a chance line of 11/23 = 0.478; "at chance" was false."""
     from tests.test_app import open_app, page_errors
 
-    at = open_app({"layer": "0", "method": "PCA", "word": "bank"}, page="pages/senses.py")
+    at = open_app({"layer": "0", "method": "PCA", "word": "bank"}, page="app_pages/senses.py")
     assert not page_errors(at), page_errors(at)
     said = " ".join(c.value for c in at.caption if "hidden state 0" in c.value)
     assert f"{3 / 7:.3f}" in said and f"{11 / 23:.3f}" in said, said
@@ -312,8 +312,8 @@ def test_t_sne_says_it_takes_seconds(tiny_bert_dir):
     """Issue 28: t-SNE's ~10 s came without a note."""
     from tests.test_app import open_app, page_errors
 
-    at = open_app({"model": tiny_bert_dir, "method": "t-SNE", "word": "bank"}, page="pages/senses.py")
+    at = open_app({"model": tiny_bert_dir, "method": "t-SNE", "word": "bank"}, page="app_pages/senses.py")
     assert not page_errors(at), page_errors(at)
     assert any("t-SNE is fitted anew" in c.value and "seconds" in c.value for c in at.caption)
-    at = open_app({"model": tiny_bert_dir, "method": "PCA", "word": "bank"}, page="pages/senses.py")
+    at = open_app({"model": tiny_bert_dir, "method": "PCA", "word": "bank"}, page="app_pages/senses.py")
     assert not any("t-SNE is fitted anew" in c.value for c in at.caption)

@@ -7,7 +7,8 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from core.inference import AnalysisError, PairAnalysis, analyze, analyze_pair
+from core.inference import AnalysisError, analyze
+from core.seq2seq import PairAnalysis, analyze_pair
 from core.seq2seq import MAX_GENERATED_TOKENS, generate_target
 from core.tokens import token_labels
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from core.heads import UnsupportedArchitecture
-from core.inference import analyze_pair
+from core.seq2seq import analyze_pair
 from core.seq2seq_heads import compute_pair_head, family
 
 

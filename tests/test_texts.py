@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHOWN = sorted((ROOT / "pages").glob("*.py")) + sorted((ROOT / "viz").glob("*.py")) + [ROOT / "README.md"]
+SHOWN = sorted((ROOT / "app_pages").glob("*.py")) + sorted((ROOT / "viz").glob("*.py")) + [ROOT / "README.md"]
 
 WRONG = [
     "is a no-op",  # Kobayashi et al.: the sink's contribution is small, not zero
@@ -27,6 +27,6 @@ def test_wrong_sentence_is_gone(phrase):
     assert not found, f"{phrase!r} still in {found}"
 
 
-@pytest.mark.parametrize("page", ["pages/attention.py", "pages/maxima.py"])
+@pytest.mark.parametrize("page", ["app_pages/attention.py", "app_pages/maxima.py"])
 def test_rollout_is_called_a_heuristic(page):
     assert "heuristic" in (ROOT / page).read_text(encoding="utf-8")

@@ -8,7 +8,7 @@ import pytest
 from tests.test_app import open_app, page_errors
 from tests.test_robustness import HOSTILE_TEXTS
 
-TOUR = "pages/tour.py"
+TOUR = "app_pages/tour.py"
 STEPS = 10
 
 
@@ -97,7 +97,8 @@ def test_the_senses_step_places_the_sidebar_sentence(tiny_bert_dir):
 def test_the_explain_step_knocks_out_the_heads_it_names_and_links_to_the_effects_page(model_fixture, request):
     from urllib.parse import parse_qs, urlsplit
 
-    from core.effects import ablate_heads, sentence_cosine
+    from core.effects import ablate_heads
+    from core.effects_compare import sentence_cosine
     from core.head_stats import analysis_statistics
     from core.inference import analyze
     from core.models import load_model
@@ -128,7 +129,7 @@ def test_the_explain_step_knocks_out_the_heads_it_names_and_links_to_the_effects
     query = parse_qs(urlsplit(link).query)
     assert query["heads"] == [" ".join(f"L{layer}H{head}" for layer, head in heads)] and query["ablation"] == ["zero"]
     # the link opens the effects page with those heads knocked out
-    effects = open_app({key: values[0] for key, values in query.items()}, page="pages/effects.py")
+    effects = open_app({key: values[0] for key, values in query.items()}, page="app_pages/effects.py")
     assert not page_errors(effects), page_errors(effects)
     assert effects.text_input(key="effects.heads").value == query["heads"][0]
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import gc
 import threading
 
-from ui import warmup
+from ui import idle, warmup
 
 
 def _waiter(**kwargs) -> tuple[threading.Thread, threading.Event]:
     done = threading.Event()
 
     def wait():
-        warmup.wait_until_idle(**kwargs)
+        idle.wait_until_idle(**kwargs)
         done.set()
 
     thread = threading.Thread(target=wait, daemon=True)
@@ -22,7 +22,7 @@ def _waiter(**kwargs) -> tuple[threading.Thread, threading.Event]:
 
 
 def test_idle_wait_lasts_while_a_page_runs_and_ends_after_it():
-    with warmup.page_running():
+    with idle.page_running():
         thread, done = _waiter(idle_seconds=0.05)
         thread.join(timeout=0.5)
         assert not done.is_set(), "background work started while a page was running"
@@ -31,7 +31,7 @@ def test_idle_wait_lasts_while_a_page_runs_and_ends_after_it():
 
 
 def test_idle_wait_counts_every_running_page():
-    first, second = warmup.page_running(), warmup.page_running()
+    first, second = idle.page_running(), idle.page_running()
     first.__enter__()
     second.__enter__()
     thread, done = _waiter(idle_seconds=0.05)
@@ -45,19 +45,19 @@ def test_idle_wait_counts_every_running_page():
 
 def test_a_page_that_needs_the_work_ends_the_wait():
     wake = threading.Event()
-    with warmup.page_running():
+    with idle.page_running():
         thread, done = _waiter(wake=wake, idle_seconds=0.05)
         thread.join(timeout=0.3)
         assert not done.is_set()
         wake.set()
-        warmup.wake_idle_waiters()
+        idle.wake_idle_waiters()
         thread.join(timeout=10)
         assert done.is_set(), "the page asking for the work now was not answered while it ran"
 
 
 def test_a_page_run_that_raises_still_counts_as_finished():
     try:
-        with warmup.page_running():
+        with idle.page_running():
             raise RuntimeError("st.stop() or st.rerun() end a run with an exception")
     except RuntimeError:
         pass

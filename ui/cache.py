@@ -390,12 +390,12 @@ def start_umap_warmup(now: bool = False) -> threading.Thread:
     """Start compiling UMAP (numba, about 10 CPU-s holding the interpreter) in a daemon thread, once per process;
     returns the ``threading.Thread``. ``ui.warmup`` calls it after the bundled model is loaded.
 
-    The thread first waits until no page has run for ten seconds (``ui.warmup.wait_until_idle``), so the
+    The thread first waits until no page has run for ten seconds (``ui.idle.wait_until_idle``), so the
     compilation never slows a page being drawn; ``now=True`` (the senses page about to show UMAP) ends that wait.
     (Not at a lower OS priority: the senses page waits for this thread, and a starved thread would make it wait longest.)
     """
     if now and not _UMAP_WANTED.is_set():
-        from ui.warmup import wake_idle_waiters
+        from ui.idle import wake_idle_waiters
 
         _UMAP_WANTED.set()
         wake_idle_waiters()
@@ -404,7 +404,7 @@ def start_umap_warmup(now: bool = False) -> threading.Thread:
 
 @st.cache_resource(show_spinner=False)
 def _umap_warmup_thread() -> threading.Thread:
-    from ui.warmup import wait_until_idle
+    from ui.idle import wait_until_idle
 
     def warm_up():
         wait_until_idle(wake=_UMAP_WANTED)
@@ -573,8 +573,8 @@ def cached_head_importance(model_name: str, text: str, max_tokens: int | None, m
 
 def cached_target_change(model_name: str, text: str, max_tokens: int | None, heads: tuple, method: str,
                          target: str | None = None, k: int = 5):
-    """``core.effects.target_change``: top-``k`` predictions and log p(target) before and after the knock-out."""
-    from core.effects import target_change
+    """``core.effects_compare.target_change``: top-``k`` predictions and log p(target) before and after the knock-out."""
+    from core.effects_compare import target_change
 
     store = bounded_store("target-changes", MAX_EFFECTS, MAX_EFFECTS_BYTES)
     return store.get_or_compute(

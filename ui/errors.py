@@ -14,7 +14,7 @@ from core.heads import UnsupportedArchitecture
 from core.inference import AnalysisError
 from core.models import ModelLoadError
 from core.settings import SettingsError
-from ui.warmup import page_running
+from ui.idle import page_running
 
 log = logging.getLogger("transformer_lens_app")
 

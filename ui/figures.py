@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import secrets
-import threading
 from collections.abc import Callable
 
 import pandas as pd
@@ -51,65 +48,12 @@ def fitted(fig: go.Figure, width_px: float, *, slide: bool, reserve: bool = Fals
     return memo[key]
 
 
-_ID_SECRET = secrets.token_hex(16)  # per server process: a stable download id cannot be guessed by another session
-_install_lock = threading.Lock()
-# Streamlit 1.67's bookkeeping of deferred downloads that the stable id replaces the random one in.
-_MANAGER_STATE = ("_lock", "_deferred_callables", "_deferred_ids_by_session", "_files_by_session_and_coord")
-
-
-def stable_download_id(session_id: str, element_id: str, coordinates: str) -> str:
-    """The deferred-download id of one button in one session: the same on every run, unguessable without the
-    session's id and this process's secret (Streamlit serves a deferred file to whoever names its id)."""
-    return hashlib.sha256(f"{_ID_SECRET}|{session_id}|{element_id}|{coordinates}".encode()).hexdigest()[:32]
-
-
-def keep_download_ids_stable() -> None:
-    """Give each deferred download button (``st.download_button`` with a callable) the same file id on every run.
-
-    Streamlit 1.67 registers the callable under a new random id on every run, so the button's message differs
-    each time and is sent in full (about 0.2 kB on every click on /attention) instead of as a 77-byte reference
-    to the copy the browser already holds. Here the id is re-keyed to ``stable_download_id``: each run still
-    registers its own callable under it, replacing the last run's, so a click always downloads the data of the
-    figure on screen. Installed once per server, on Streamlit's media file manager.
-    """
-    from streamlit import runtime
-
-    if not runtime.exists():
-        return
-    manager = runtime.get_instance().media_file_mgr
-    with _install_lock:
-        if getattr(manager.add_deferred, "_stable_ids", False):
-            return
-        if not all(hasattr(manager, name) for name in _MANAGER_STATE):  # another Streamlit: keep its random ids
-            return
-        register = manager.add_deferred
-
-        def add_deferred(data_callable, mimetype, coordinates, file_name=None, *, element_id=""):
-            fresh = register(data_callable, mimetype, coordinates, file_name=file_name, element_id=element_id)
-            with manager._lock:
-                entry = manager._deferred_callables.pop(fresh, None)
-                if entry is None:  # not registered as Streamlit 1.67 does: keep its own id
-                    return fresh
-                session = entry["session_id"]
-                stable = stable_download_id(session, element_id, coordinates)
-                manager._deferred_callables[stable] = entry
-                ids = manager._deferred_ids_by_session[session]
-                ids.discard(fresh)
-                ids.add(stable)
-                manager._files_by_session_and_coord[session][coordinates] = stable
-                return stable
-
-        add_deferred._stable_ids = True
-        manager.add_deferred = add_deferred
-
-
 def csv_download(label: str, data: pd.DataFrame | Callable[[], pd.DataFrame], *, file_name: str, key: str | None) -> None:
     """A download button for ``data`` as CSV, built only when the user clicks it (never on a rerun).
 
     ``data``: a table, or a function returning one (so the table itself is not built either).
     """
     table = data if callable(data) else (lambda: data)
-    keep_download_ids_stable()
     st.download_button(
         label,
         lambda: table().to_csv(index=False).encode("utf-8"),

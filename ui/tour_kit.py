@@ -1,4 +1,4 @@
-"""What every step of the guided tour (pages/tour.py) draws with: its sentences, its one figure, its prompts and
+"""What every step of the guided tour (app_pages/tour.py) draws with: its sentences, its one figure, its prompts and
 links, and the previous-token head of the sidebar's text."""
 
 from __future__ import annotations

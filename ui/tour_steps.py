@@ -1,4 +1,4 @@
-"""The guided tour's last two steps (pages/tour.py): does attention explain, and a whole corpus."""
+"""The guided tour's last two steps (app_pages/tour.py): does attention explain, and a whole corpus."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from viz.drift import documents_phrase, layer_violin_figure
 
 def step_explain() -> None:
     model, name, limit = current_model(), current_model_name(), current_token_limit()
-    from core.effects import EffectsError, sentence_cosine
+    from core.effects import EffectsError
+    from core.effects_compare import sentence_cosine
     from core.tour import clearest_sink_head
     from ui.cache import cached_ablated_analysis
     from viz.effects import knockout_figure

@@ -7,19 +7,14 @@ import gc
 import logging
 import threading
 import time
-from contextlib import contextmanager
-
-from ui.startup_shims import loss_modules_without_scipy, structure_cache_unbounded
 
 log = logging.getLogger("explorer")
-
 
 _started = threading.Event()
 _lock = threading.Lock()
 # Held while the warm-up imports torch and transformers: transformers resolves its names lazily, and two
 # threads importing it at once can see a half-initialised module. A page run waits here instead.
 _importing = threading.Lock()
-
 
 def _warm_up(collector_was_on: bool) -> None:
     started = time.perf_counter()
@@ -30,8 +25,7 @@ def _warm_up(collector_was_on: bool) -> None:
         finally:
             _importing.release()
         try:
-            with loss_modules_without_scipy():
-                import transformers.modeling_utils  # noqa: F401 - what loading any model imports (ui.startup_shims)
+            import transformers.modeling_utils  # noqa: F401 - what loading any model imports
             cached_model(DEFAULT_MODEL)
             log.info("ready: bundled model loaded %.1f s after start-up began", time.perf_counter() - started)
         except Exception:  # noqa: BLE001 - the first page will load it and explain any failure
@@ -41,7 +35,6 @@ def _warm_up(collector_was_on: bool) -> None:
         if collector_was_on:
             gc.enable()
     start_umap_warmup()  # after the model, not before; it then waits until no page has run for ten seconds
-
 
 def start_warmup() -> threading.Thread | None:
     """Once per process: load the bundled model in a background thread, then start UMAP's warm-up. The cyclic
@@ -60,11 +53,9 @@ def start_warmup() -> threading.Thread | None:
     # ~5.7 CPU-s this takes (measured). It is switched back on (if it was on) when the warm-up ends.
     collector_was_on = gc.isenabled()
     gc.disable()
-    structure_cache_unbounded()
     thread = threading.Thread(target=_warm_up, args=(collector_was_on,), name="startup-warmup", daemon=True)
     thread.start()
     return thread
-
 
 def wait_for_imports(timeout: float | None = None) -> bool:
     """Block until the warm-up thread has imported torch and transformers (at once if it has or never started),
@@ -73,45 +64,3 @@ def wait_for_imports(timeout: float | None = None) -> bool:
         return False
     _importing.release()
     return True
-
-
-# Background work that needs no visitor (UMAP's compilation, about 10 CPU-s holding the interpreter) waits
-# until no page has run for this long, so it never shares the interpreter with a page being drawn.
-IDLE_SECONDS = 10.0
-_activity = threading.Condition()
-_pages_running = 0
-_last_page_finished = time.monotonic()
-
-
-@contextmanager
-def page_running():
-    """Around every page run (``app.py``) and every fragment's own rerun (``ui.errors.friendly_fragment``): while
-    any runs, and for ``IDLE_SECONDS`` after, ``wait_until_idle`` waits."""
-    global _pages_running, _last_page_finished
-    with _activity:
-        _pages_running += 1
-    try:
-        yield
-    finally:
-        with _activity:
-            _pages_running -= 1
-            _last_page_finished = time.monotonic()
-            _activity.notify_all()
-
-
-def wait_until_idle(wake: threading.Event | None = None, idle_seconds: float | None = None) -> None:
-    """Return once no page is running and none has finished for ``idle_seconds`` (default ``IDLE_SECONDS``),
-    or as soon as ``wake`` is set (a page that needs the work now; call ``wake_idle_waiters`` after setting it)."""
-    quiet = IDLE_SECONDS if idle_seconds is None else idle_seconds
-    with _activity:
-        while not (wake is not None and wake.is_set()):
-            idle_for = time.monotonic() - _last_page_finished
-            if _pages_running == 0 and idle_for >= quiet:
-                return
-            _activity.wait(timeout=quiet - idle_for if _pages_running == 0 else None)
-
-
-def wake_idle_waiters() -> None:
-    """Let every ``wait_until_idle`` check its ``wake`` event again."""
-    with _activity:
-        _activity.notify_all()

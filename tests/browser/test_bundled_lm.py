@@ -3,22 +3,18 @@ and its next-token predictions, offline, with nothing but localhost."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from tests.browser.conftest import AppPage, serve_app
+from tests.browser.conftest import AppPage
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def lm_server(bundled_lm, tmp_path_factory):
-    """The app served with the test session's converted SmolLM2 cache (``bundled_lm`` made it)."""
-    from core.bundled_lm import CACHE_ENV
-
-    with serve_app(tmp_path_factory.mktemp("lm-server") / "streamlit.log", {CACHE_ENV: os.environ[CACHE_ENV]}) as (url, _):
-        yield url
+def lm_server(bundled_lm, app_server):
+    """The shared app server; ``bundled_lm`` has converted SmolLM2 into the app's cache first, so the page loads it
+    from there instead of converting it within the page's wait."""
+    return app_server
 
 
 def test_a_link_to_smollm2_paints_attention_and_predictions(browser, lm_server):

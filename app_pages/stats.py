@@ -14,11 +14,9 @@ from ui.figures import show_figure
 from ui.explain import explain
 from ui.page_state import end_page, link_url, option, set_option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
-from ui.shell import require_app_shell
 from viz.common import file_stem
 from viz.head_stats import head_heatmap, head_heatmaps
 
-require_app_shell()
 ATTENTION_PAGE = "attention"  # url path: ranked heads link there
 # Display labels are what the URL holds (?over=corpus&stat=previous+token), so they are short.
 SOURCES = {"text": "this text", "examples": "example sentences", "corpus": "corpus"}
@@ -33,7 +31,6 @@ RANKINGS = {
     "first": "The heads that park attention on [CLS] / the first token",
 }
 NOT_SHARES = ("entropy", "distance")
-
 
 st.title("Head statistics")
 explain(
@@ -85,7 +82,6 @@ else:
 if table[list(STATISTICS)].isna().all(axis=None):
     st.info("There is no query token to average over: type at least one ordinary word (two for a decoder, whose first token can only attend to itself).")
     end_page()
-
 
 @friendly_fragment
 def statistic_views(source: str, table, roles, about: str) -> None:
@@ -151,6 +147,5 @@ def statistic_views(source: str, table, roles, about: str) -> None:
                     if sink == "first" or roles.end.any()
                 )
             )
-
 
 statistic_views(source, table, roles, about)

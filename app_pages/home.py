@@ -8,14 +8,12 @@ from core.tokens import token_labels
 from ui.figures import show_figure
 from ui.page_state import end_page
 from ui.explain import explain
-from ui.shell import require_app_shell
 from ui.cache import cached_model_facts
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from core.about import facts_lines, static_similarity_sentence
 from viz.common import file_stem, markdown_safe
 from viz.tokens import token_layer_heatmap
 
-require_app_shell()
 st.title("See what a transformer does with a sentence")
 explain(
     """
@@ -30,16 +28,16 @@ reads the same text and model.
 
 TABLE_ROWS = 20
 PAGE_LINKS = [
-    ("pages/tour.py", "Guided tour: ten steps from tokens to a whole corpus, each with a live figure."),
-    ("pages/attention.py", "Attention: every head of every layer as heatmaps, and BertViz's views."),
-    ("pages/maxima.py", "Maxima: which token each token attends to most, layer by layer; rollout and norm-weighted attention."),
-    ("pages/stats.py", "Head statistics: find the heads that look at the previous token, at [SEP], or everywhere."),
-    ("pages/inside.py", "Inside one head: the query, key and value arithmetic, step by step, from the real weights."),
-    ("pages/compare.py", "Compare two sentences: does a word get a different embedding in every sentence?"),
-    ("pages/predictions.py", "Predictions: what the model itself would fill in or say next."),
-    ("pages/effects.py", "Does it matter?: knock heads out and measure what changes; attribution and the logit lens."),
-    ("pages/drift.py", "Drift: how far each layer moves a whole corpus away from the static embeddings."),
-    ("pages/senses.py", "Senses: one ambiguous word across many sentences, its senses pulled apart layer by layer."),
+    ("app_pages/tour.py", "Guided tour: ten steps from tokens to a whole corpus, each with a live figure."),
+    ("app_pages/attention.py", "Attention: every head of every layer as heatmaps, and BertViz's views."),
+    ("app_pages/maxima.py", "Maxima: which token each token attends to most, layer by layer; rollout and norm-weighted attention."),
+    ("app_pages/stats.py", "Head statistics: find the heads that look at the previous token, at [SEP], or everywhere."),
+    ("app_pages/inside.py", "Inside one head: the query, key and value arithmetic, step by step, from the real weights."),
+    ("app_pages/compare.py", "Compare two sentences: does a word get a different embedding in every sentence?"),
+    ("app_pages/predictions.py", "Predictions: what the model itself would fill in or say next."),
+    ("app_pages/effects.py", "Does it matter?: knock heads out and measure what changes; attribution and the logit lens."),
+    ("app_pages/drift.py", "Drift: how far each layer moves a whole corpus away from the static embeddings."),
+    ("app_pages/senses.py", "Senses: one ambiguous word across many sentences, its senses pulled apart layer by layer."),
 ]
 for page_file, description in PAGE_LINKS:
     st.page_link(page_file, label=description)

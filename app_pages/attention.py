@@ -1,29 +1,26 @@
 """Attention: every head of every layer as heatmaps, one head large, and BertViz's views offline."""
 
 from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
-from ui.shell import require_app_shell
 
-require_app_shell()
+from functools import partial
 
-from functools import partial  # noqa: E402
+import streamlit as st
 
-import streamlit as st  # noqa: E402
-
-from core.heads import UnsupportedArchitecture  # noqa: E402
-from core.tokens import token_labels  # noqa: E402
-from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed  # noqa: E402
-from ui.ablation import knockout, with_ablation  # noqa: E402
-from ui.cache import cached_attention_view, cached_figure, cached_queries_keys  # noqa: E402
-from ui.explain import controls, explain  # noqa: E402
-from ui.errors import friendly_fragment  # noqa: E402
-from ui.figures import show_figure  # noqa: E402
-from ui.page_state import end_page, option  # noqa: E402
-from ui.session import (  # noqa: E402
+from core.heads import UnsupportedArchitecture
+from core.tokens import token_labels
+from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed
+from ui.ablation import knockout, with_ablation
+from ui.cache import cached_attention_view, cached_figure, cached_queries_keys
+from ui.explain import controls, explain
+from ui.errors import friendly_fragment
+from ui.figures import show_figure
+from ui.page_state import end_page, option
+from ui.session import (
     current_analysis, current_model, current_model_name, current_text, current_token_limit, presentation_mode,
 )
-from viz import attention as va  # noqa: E402
-from viz import bertviz_offline as bv  # noqa: E402
-from viz.common import COLORBLIND_SAFE, SEQUENTIAL, file_stem  # noqa: E402
+from viz import attention as va
+from viz import bertviz_offline as bv
+from viz.common import COLORBLIND_SAFE, SEQUENTIAL, file_stem
 
 # Option values are what the URL carries (bound widgets write their shown label), so they stay short.
 SOURCES = {"raw": "raw attention weights", "norm-weighted": "norm-weighted attention", "rollout": "attention rollout"}
@@ -96,7 +93,6 @@ show_figure(
     key="attention-overview",
 )
 
-
 @friendly_fragment
 def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict, ablation) -> None:
     """Layer, head and view pickers and the figure they choose: a click here reruns only this part.
@@ -136,7 +132,6 @@ def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict, a
     else:
         bertviz(view, layer, head, ablation)
 
-
 def bertviz(view, layer: int, head: int, ablation) -> None:
     """BertViz's head, model or neuron view, offline, for the chosen layer and head."""
     layers, heads = view.matrices.shape[:2]
@@ -169,6 +164,5 @@ def bertviz(view, layer: int, head: int, ablation) -> None:
         height = bv.view_height(kind, n, len(sent), heads)
     if html is not None:
         st.iframe(html, height=height)
-
 
 one_head_or_layer(inputs, view, head_names, style, ablation)

@@ -1,28 +1,25 @@
 """Inside one head: query, keys, scores, softmax and output, recomputed from the model's own weights."""
 
 from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
-from ui.shell import require_app_shell
 
-require_app_shell()
+from functools import partial
 
-from functools import partial  # noqa: E402
+import numpy as np
+import pandas as pd
+import streamlit as st
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from core.heads import UnsupportedArchitecture, architecture, compute_head, embeddings_description  # noqa: E402
-from core.recorded_heads import norm_before_attention  # noqa: E402
-from core.tokens import token_labels  # noqa: E402
-from ui.caveats import attention_caveat  # noqa: E402
-from ui.errors import friendly_fragment  # noqa: E402
-from ui.figures import show_figure  # noqa: E402
-from ui.explain import beside, explain as explain_text  # noqa: E402
-from ui.page_state import end_page, option  # noqa: E402
-from ui.session import current_analysis, current_model  # noqa: E402
-from viz.common import file_stem  # noqa: E402
-from viz.common import markdown_safe  # noqa: E402
-from viz.inside import component_bars, matrix_heatmap, rotation_bars, stacked_token_bars  # noqa: E402
+from core.heads import UnsupportedArchitecture, architecture, compute_head, embeddings_description
+from core.recorded_heads import norm_before_attention
+from core.tokens import token_labels
+from ui.caveats import attention_caveat
+from ui.errors import friendly_fragment
+from ui.figures import show_figure
+from ui.explain import beside, explain as explain_text
+from ui.page_state import end_page, option
+from ui.session import current_analysis, current_model
+from viz.common import file_stem
+from viz.common import markdown_safe
+from viz.inside import component_bars, matrix_heatmap, rotation_bars, stacked_token_bars
 
 st.title("Inside one head")
 explain_text(
@@ -75,7 +72,6 @@ def one_head_step_by_step() -> None:
 
     def per_token(matrix: np.ndarray, prefix: str) -> pd.DataFrame:
         return pd.DataFrame({"position": range(t), "token": labels} | {f"{prefix}{c}": matrix[:, c] for c in range(d)})
-
 
     reads = f"the embedding layer's output ({embeddings_description(model)})" if layer == 0 else f"the output of layer {layer - 1}"
     recorded = arch.kind == "recorded"
@@ -180,6 +176,5 @@ def one_head_step_by_step() -> None:
                                       step.keep_mask[np.tril_indices(t)].all() else "causal") + " mask (blank = −∞)",
                                 colorbar="scaled"),
                  "masked-scores", matrix)
-
 
 one_head_step_by_step()

@@ -22,7 +22,6 @@ from ui.explain import controls, explain
 from ui.page_state import end_page, option
 from ui.placement import place_text, show_placement
 from ui.session import current_model, current_settings, current_text
-from ui.shell import require_app_shell
 from viz.common import file_stem, markdown_safe, plotly_safe
 from viz.senses import (
     OWN_SENTENCE, UNLABELLED, add_own_sentence, highlighted_sentence, sense_projection_figure, separation_figure,
@@ -37,7 +36,6 @@ EXAMPLE_LINES = (
     "money: I paid the cheque into the bank.\nmoney: The bank raised its fees."
 )
 
-
 def corpus_sentences(word: str) -> tuple[list[str], list[str]]:
     """Sentences of the drift page's corpus that contain ``word``, labelled by their document's genre (or title)."""
     try:
@@ -47,7 +45,6 @@ def corpus_sentences(word: str) -> tuple[list[str], list[str]]:
         return [], []
     st.caption(f"Searching {markdown_safe(current_corpus_name())} (choose it on the Drift page); sentences are labelled by genre.")
     return sentences_with_word(((d.text, d.genre or d.title) for d in current_corpus()), word)
-
 
 def uploaded_sentences() -> tuple[list[str], list[str]]:
     """The sentences of the CSV uploaded on this page, kept for the session (an upload cannot live in a link)."""
@@ -71,7 +68,6 @@ def uploaded_sentences() -> tuple[list[str], list[str]]:
         st.caption(f"Using {markdown_safe(kept[1])}, uploaded earlier in this session ({len(kept[2]):,} sentences); "
                    "upload another file to replace it.")
     return kept[2], kept[3]
-
 
 def chosen_sentences(source: str, word: str) -> tuple[list[str], list[str]]:
     if source == SOURCES[0]:
@@ -123,7 +119,6 @@ def chance_sentence(knn: float, chance: float) -> str:
             "fewer than each other sense.")
 
 
-require_app_shell()
 st.title("Senses: one word, many sentences")
 explain(
     "A static embedding gives **bank** one vector whatever the sentence; each layer then mixes in the context, "
@@ -238,6 +233,5 @@ def layer_and_projection(word: str, sentences: list[str], labels: list[str], occ
         )
         if source == SOURCES[0]:
             st.caption(position_balance_sentence(model, word, sentences, labels, float(table["knn_accuracy"].iloc[0]), chance))
-
 
 layer_and_projection(word, sentences, labels, occurrences)

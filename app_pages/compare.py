@@ -1,32 +1,28 @@
 """Compare two sentences: their attention side by side, and one shared word's embedding in each."""
 
-from ui.shell import require_app_shell
+from functools import partial
 
-require_app_shell()
+import pandas as pd
+import streamlit as st
 
-from functools import partial  # noqa: E402
-
-import pandas as pd  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from core.compare import (  # noqa: E402
+from core.compare import (
     SAME_SENSE_CONTROL, control_sentence, lookup_similarity, shared_words, word_attention, word_occurrences, word_positions, word_similarity,
 )
-from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, hidden_state_label  # noqa: E402
-from core.examples import BANK_MONEY, BANK_RIVER  # noqa: E402
-from core.tokens import token_labels  # noqa: E402
-from ui.caveats import attention_caveat  # noqa: E402
-from ui.ablation import knockout, with_ablation  # noqa: E402
-from ui.cache import cached_analysis, cached_figure  # noqa: E402
-from ui.explain import controls, explain  # noqa: E402
-from ui.errors import friendly_fragment  # noqa: E402
-from ui.figures import show_figure  # noqa: E402
-from ui.page_state import end_page, option  # noqa: E402
-from ui.session import MAX_TEXT_CHARS, current_model, current_model_name, current_token_limit  # noqa: E402
-from viz.common import file_stem  # noqa: E402
-from viz.compare import attention_heatmap, similarity_by_layer_chart  # noqa: E402
-from viz.common import markdown_safe  # noqa: E402
-from viz.inside import token_bars  # noqa: E402
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, hidden_state_label
+from core.examples import BANK_MONEY, BANK_RIVER
+from core.tokens import token_labels
+from ui.caveats import attention_caveat
+from ui.ablation import knockout, with_ablation
+from ui.cache import cached_analysis, cached_figure
+from ui.explain import controls, explain
+from ui.errors import friendly_fragment
+from ui.figures import show_figure
+from ui.page_state import end_page, option
+from ui.session import MAX_TEXT_CHARS, current_model, current_model_name, current_token_limit
+from viz.common import file_stem
+from viz.compare import attention_heatmap, similarity_by_layer_chart
+from viz.common import markdown_safe
+from viz.inside import token_bars
 
 st.title("Compare two sentences")
 explain(
@@ -65,7 +61,6 @@ def attention_rows(matrix, names: list[str]) -> pd.DataFrame:
     """One row per (query, key) pair of one head's ``[n, n]`` attention, for the CSV."""
     return pd.DataFrame([{"query": q, "key": k, "attention": float(matrix[i, j])}
                          for i, q in enumerate(names) for j, k in enumerate(names)])
-
 
 @friendly_fragment
 def layer_head_and_word(texts: list[str], analyses: list, labels: list[list[str]], ablation) -> None:
@@ -149,6 +144,5 @@ def layer_head_and_word(texts: list[str], analyses: list, labels: list[list[str]
         f"- **Last: {hidden_state_label(len(similarity) - 1)}: {at_top:.4f}**: {top_note}."
         + (" (For GPT-2 the last hidden state includes the final LayerNorm `ln_f`.)" if model.model_type == "gpt2" else "")
     )
-
 
 layer_head_and_word(texts, analyses, labels, ablation)

@@ -1,23 +1,19 @@
 """Predictions: the model's own fill-ins for a mask token, or its next-token guesses along the text."""
 
-from ui.shell import require_app_shell
+import pandas as pd
+import streamlit as st
 
-require_app_shell()
-
-import pandas as pd  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from core.examples import BANK_RIVER  # noqa: E402
-from core.predictions import MAX_TOP_K, NoLanguageModelHead  # noqa: E402
-from ui.cache import cached_language_model, cached_predictions  # noqa: E402
-from ui.errors import friendly_fragment  # noqa: E402
-from ui.figures import show_figure  # noqa: E402
-from ui.explain import explain  # noqa: E402
-from ui.page_state import end_page, option, set_option  # noqa: E402
-from ui.session import current_model, current_model_name, current_text  # noqa: E402
-from viz.common import file_stem  # noqa: E402
-from viz.common import markdown_safe  # noqa: E402
-from viz.predictions import fill_in_bars, next_token_heatmap  # noqa: E402
+from core.examples import BANK_RIVER
+from core.predictions import MAX_TOP_K, NoLanguageModelHead
+from ui.cache import cached_language_model, cached_predictions
+from ui.errors import friendly_fragment
+from ui.figures import show_figure
+from ui.explain import explain
+from ui.page_state import end_page, option, set_option
+from ui.session import current_model, current_model_name, current_text
+from viz.common import file_stem
+from viz.common import markdown_safe
+from viz.predictions import fill_in_bars, next_token_heatmap
 
 MAX_MASKS_SHOWN = 8
 MAX_ROWS_SHOWN = 64
@@ -120,6 +116,5 @@ def candidates(text: str) -> None:
             for i, (p, candidates) in enumerate(zip(predictions.positions, predictions.candidates))
         ]
     st.dataframe(pd.DataFrame(rows), hide_index=True, height=min(420, 38 + 35 * len(rows)))
-
 
 candidates(text)

@@ -15,11 +15,9 @@ from ui.figures import show_figure
 from ui.explain import controls, explain
 from ui.page_state import option
 from ui.session import current_model, current_model_name, current_token_limit
-from ui.shell import require_app_shell
 from viz.common import file_stem, markdown_safe
 from viz.drift import cls_violin_figure, contextuality_figure, documents_phrase, layer_violin_figure
 
-require_app_shell()
 st.title("Drift: how far each layer moves a document")
 explain(
     "How far does each layer move a text away from where it started? Each document is pooled into one vector per "
@@ -42,7 +40,6 @@ st.caption(f"{documents_phrase(len(corpus))} from {current_corpus_name()}, throu
 
 titles = [doc.title for doc in corpus]
 documents = pd.DataFrame({"document": range(len(corpus)), "title": titles, "genre": [doc.genre for doc in corpus]})
-
 
 def self_similarity(context, adjusted: bool) -> None:
     """Self-similarity and intra-sentence similarity (Ethayarajh 2019) beside their random-word baseline."""
@@ -78,11 +75,9 @@ def self_similarity(context, adjusted: bool) -> None:
             st.dataframe(last.rename(columns={"self_similarity": f"self-similarity at hidden state {model.num_layers}"}),
                          hide_index=True)
 
-
 def corpus_embeddings(progress=None):
     """Every pooling of every hidden state of the corpus, from one cached pass of the model."""
     return cached_corpus_embeddings(current_model_name(), tuple(doc.text for doc in corpus), current_token_limit(), progress=progress)
-
 
 @friendly_fragment
 def drift_violins() -> None:
@@ -161,7 +156,6 @@ def drift_violins() -> None:
         )
     )
     self_similarity(context, adjusted)
-
 
 drift_violins()
 embeddings = corpus_embeddings()

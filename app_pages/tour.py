@@ -1,40 +1,36 @@
 """Guided tour: from tokens to a whole corpus in ten steps, each with one live figure for the model on screen."""
 
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core import compare
+from core.examples import BANK_MONEY, BANK_RIVER
+from core.heads import UnsupportedArchitecture, compute_head
 from core.layers import HIDDEN_STATE_SELECT_LABEL, hidden_state_label, numbering_caption
-from ui.shell import require_app_shell
-
-require_app_shell()
-
-from collections.abc import Callable  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from core import compare  # noqa: E402
-from core.examples import BANK_MONEY, BANK_RIVER  # noqa: E402
-from core.heads import UnsupportedArchitecture, compute_head  # noqa: E402
-from core.senses import builtin_set  # noqa: E402
-from core.similarity import cosine  # noqa: E402
-from core.tokens import token_labels  # noqa: E402
-from core.tour import first_builtin_word, layers_where, previous_is_sink, sink_heads  # noqa: E402
-from ui.cache import cached_analysis, cached_occurrences  # noqa: E402
-from ui.page_state import option, option_value, set_option  # noqa: E402
-from ui.placement import place_text, verdict  # noqa: E402
-from ui.session import (  # noqa: E402
+from core.senses import builtin_set
+from core.similarity import cosine
+from core.tokens import token_labels
+from core.tour import first_builtin_word, layers_where, previous_is_sink, sink_heads
+from ui.cache import cached_analysis, cached_occurrences
+from ui.page_state import option, option_value, set_option
+from ui.placement import place_text, verdict
+from ui.session import (
     MAX_TEXT_CHARS, current_analysis, current_model, current_model_name, current_text, current_token_limit,
     presentation_mode,
 )
-from ui.tour_kit import (  # noqa: E402
+from ui.tour_kit import (
     PRESENTATION_CSS, figure, full_page, not_here, previous_token_head, say, sink_names, try_this,
 )
-from ui.tour_steps import step_corpus, step_explain  # noqa: E402
-from viz import attention as va  # noqa: E402
-from viz.common import COLORBLIND_SAFE, OKABE_ITO, markdown_safe, plotly_safe  # noqa: E402
-from viz.compare import similarity_by_layer_chart  # noqa: E402
-from viz.inside import matrix_heatmap, stacked_token_bars  # noqa: E402
-from viz.senses import add_own_sentence, highlighted_sentence, sense_projection_figure  # noqa: E402
-from viz.tour import cosine_bars, token_table_figure  # noqa: E402
+from ui.tour_steps import step_corpus, step_explain
+from viz import attention as va
+from viz.common import COLORBLIND_SAFE, OKABE_ITO, markdown_safe, plotly_safe
+from viz.compare import similarity_by_layer_chart
+from viz.inside import matrix_heatmap, stacked_token_bars
+from viz.senses import add_own_sentence, highlighted_sentence, sense_projection_figure
+from viz.tour import cosine_bars, token_table_figure
 
 SAME_SENSE_CONTROL = "We had a picnic on the grassy bank of the stream."
 HELD_OUT = "I sat on the bank and fished."

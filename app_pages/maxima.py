@@ -18,7 +18,6 @@ from ui.figures import csv_download, show_figure
 from ui.explain import controls, explain
 from ui.page_state import end_page, option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
-from ui.shell import require_app_shell
 from viz.common import file_stem, markdown_safe
 from viz.maxima import attention_panels, maxima_grid, special_share_chart
 
@@ -27,7 +26,6 @@ WEIGHT_NAMES = {RAW: "attention", NORM: "α·‖f(x)‖", ROLLOUT: "rollout"}
 MAX_PANEL_TOKENS = 128
 PERCENT = st.column_config.NumberColumn(format="percent")
 
-require_app_shell()
 st.title("Which token does each token attend to most?")
 explain(
     "For every layer and every token: the token it gives its largest attention weight (by default the maximum "
@@ -143,7 +141,6 @@ def raw_norm_rollout(head: int | None) -> None:
         )
     else:
         st.info(f"The maps are drawn for texts of up to {MAX_PANEL_TOKENS} tokens; this one has {analysis.num_tokens}.")
-
 
 raw_norm_rollout(head)
 

@@ -1,40 +1,35 @@
 """Does it matter? Knock heads out, rank every head by its effect, attribute the output to tokens, look through the logit lens."""
 
-from ui.shell import require_app_shell
+import re
 
-require_app_shell()
+import numpy as np
+import pandas as pd
+import streamlit as st
 
-import re  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from core.attribution import rollout_to_tokens  # noqa: E402
-from core.compare import shared_words, word_similarity  # noqa: E402
-from core.effects import (  # noqa: E402
-    EffectsError, attention_to_token, check_supported, rank_correlation, sentence_cosine, target_token_id,
-)
-from core.examples import BANK_MONEY, BANK_RIVER  # noqa: E402
-from core.heads import UnsupportedArchitecture  # noqa: E402
-from core.layers import example_head_codes, head_code  # noqa: E402
-from core.tokens import token_labels  # noqa: E402
-from ui.ablation import METHOD_NAMES, head_label, remember_knockout  # noqa: E402
-from ui.cache import (  # noqa: E402
+from core.attribution import rollout_to_tokens
+from core.compare import shared_words, word_similarity
+from core.effects import EffectsError, check_supported, target_token_id
+from core.effects_compare import attention_to_token, rank_correlation, sentence_cosine
+from core.examples import BANK_MONEY, BANK_RIVER
+from core.heads import UnsupportedArchitecture
+from core.layers import example_head_codes, head_code
+from core.tokens import token_labels
+from ui.ablation import METHOD_NAMES, head_label, remember_knockout
+from ui.cache import (
     cached_ablated_analysis, cached_analysis, cached_attribution, cached_head_importance, cached_language_model,
     cached_lens, cached_rollout, cached_target_change,
 )
-from ui.errors import friendly_errors  # noqa: E402
-from ui.explain import explain  # noqa: E402
-from ui.figures import show_figure  # noqa: E402
-from ui.page_state import end_page, option, option_value  # noqa: E402
-from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit  # noqa: E402
-from viz.common import file_stem, markdown_safe  # noqa: E402
-from viz.compare import attention_heatmap  # noqa: E402
-from viz.effects import attribution_html, lens_grid, rank_by_layer  # noqa: E402
-from viz.head_stats import head_heatmap  # noqa: E402
-from viz.inside import stacked_token_bars  # noqa: E402
-from viz.predictions import fill_in_bars, visible_spaces  # noqa: E402
+from ui.errors import friendly_errors
+from ui.explain import explain
+from ui.figures import show_figure
+from ui.page_state import end_page, option, option_value
+from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
+from viz.common import file_stem, markdown_safe
+from viz.compare import attention_heatmap
+from viz.effects import attribution_html, lens_grid, rank_by_layer
+from viz.head_stats import head_heatmap
+from viz.inside import stacked_token_bars
+from viz.predictions import fill_in_bars, visible_spaces
 
 EFFECTS_MAX_TOKENS = 128  # every part re-runs the model many times; longer texts are cut with a notice
 AUTO_IMPORTANCE_WORK = 72 * 64  # heads × tokens computed without asking (the bundled model at 64 tokens)
@@ -42,7 +37,6 @@ MAX_HEADS_DRAWN = 4
 MAX_LENS_POSITIONS = 48
 STEP_CHOICES = [32, 48, 64, 96, 128]
 HEAD_SEPARATORS = re.compile(r"[\s,;]+")
-
 
 def describe_correlation(rc, what: str) -> str:
     """A sentence about Spearman's ρ written from its numbers (with the chance level: ρ = 0, and its p-value)."""
@@ -54,7 +48,6 @@ def describe_correlation(rc, what: str) -> str:
               else f"would be unlikely by chance (p = {rc.p_value:.2g})")
     return (f"Spearman's ρ of {what}: **{rc.rho:+.2f}** over {rc.n} items, {strength}{direction} relation "
             f"(ρ = 0 means none; ρ = 1 the same order). A ρ this far from 0 {chance}.")
-
 
 st.title("Does it matter?")
 explain(
@@ -128,11 +121,9 @@ explain("Remove heads and run the text again. **Zero** ablation sets the head's 
         "by its mean over the text's tokens, so only what differs between tokens is removed.")
 options = [f"L{layer}H{head}" for layer in range(model.num_layers) for head in range(model.num_heads)]
 
-
 def parse_head(option: str) -> tuple[int, int]:
     layer, head = option[1:].split("H")
     return int(layer), int(head)
-
 
 left, right = st.columns([3, 1])
 typed_heads = option(left.text_input, "Heads to knock out (L = layer, H = head, both counted from 0)", key="heads",

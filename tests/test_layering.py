@@ -1,0 +1,162 @@
+"""The house rules the source itself must keep: imports go down the layers (pages -> ui -> viz -> core) and never
+in a circle, and no application module patches a third-party library (no replaced functions, no import hooks).
+
+Every ``import`` in a file counts, at module level or inside a function: a deferred import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("core", "viz", "ui", "app_pages")
+LAYER = {"core": 0, "viz": 1, "ui": 2, "app_pages": 3, "app": 4, "serve": 4}
+# What each layer must never import, beyond the layers above it.
+FORBIDDEN_LIBRARIES = {"core": ("streamlit",), "viz": ("streamlit",)}
+
+
+def _modules() -> dict[str, Path]:
+    found = {"app": ROOT / "app.py", "serve": ROOT / "serve.py"}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imported_names(tree: ast.AST) -> list[tuple[str, int]]:
+    """Every module name a file imports, with its line; ``from a import b`` yields ``a.b`` when that is a module."""
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append((node.module, node.lineno))
+            names += [(f"{node.module}.{alias.name}", node.lineno) for alias in node.names]
+    return names
+
+
+def _project_imports(name: str) -> set[str]:
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    return {imported for imported, _ in _imported_names(tree) if imported in MODULES and imported != name}
+
+
+def _layer(name: str) -> int:
+    return LAYER[name.split(".")[0]]
+
+
+def test_the_walk_finds_the_application():
+    assert {"core.inference", "ui.session", "viz.attention", "app_pages.home", "app"} <= set(MODULES)
+
+
+def test_every_import_goes_down_the_layers():
+    upward = [
+        f"{name} imports {target}"
+        for name in MODULES
+        for target in _project_imports(name)
+        if _layer(target) > _layer(name)
+    ]
+    assert upward == []
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN_LIBRARIES))
+def test_core_and_viz_import_no_streamlit(package):
+    offending = [
+        f"{name}:{line} imports {imported}"
+        for name, path in MODULES.items() if name.split(".")[0] == package
+        for imported, line in _imported_names(ast.parse(path.read_text(encoding="utf-8")))
+        if imported.split(".")[0] in FORBIDDEN_LIBRARIES[package]
+    ]
+    assert offending == []
+
+
+def _cycle() -> list[str] | None:
+    graph = {name: sorted(_project_imports(name)) for name in MODULES}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in graph[node]:
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target]
+            if target not in state and (found := visit(target)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in graph:
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+def test_no_import_circle():
+    assert _cycle() is None, " -> ".join(_cycle() or [])
+
+
+def test_the_circle_check_finds_a_circle(monkeypatch, tmp_path):
+    """The check itself can fail: two modules importing each other are reported."""
+    (tmp_path / "a.py").write_text("import b\n")
+    (tmp_path / "b.py").write_text("from a import x\n")
+    monkeypatch.setitem(MODULES, "a", tmp_path / "a.py")
+    monkeypatch.setitem(MODULES, "b", tmp_path / "b.py")
+    monkeypatch.setitem(LAYER, "a", 0)
+    monkeypatch.setitem(LAYER, "b", 0)
+    assert _cycle() is not None
+
+
+def _patches(tree: ast.AST) -> list[str]:
+    """Writes onto third-party code: ``name.attr = …`` / ``setattr(name, …)`` where ``name`` was imported from
+    outside the project, and any use of ``sys.meta_path`` or ``sys.modules``."""
+    outside = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            outside |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] not in LAYER}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] not in LAYER:
+                outside |= {a.asname or a.name for a in node.names}
+    found = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            base = target
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(target, ast.Attribute) and isinstance(base, ast.Name) and base.id in outside:
+                found.append(f"line {node.lineno}: assigns {ast.unparse(target)}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {"setattr", "delattr"}:
+            first = node.args[0] if node.args else None
+            while isinstance(first, ast.Attribute):
+                first = first.value
+            if isinstance(first, ast.Name) and first.id in outside:
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "sys" \
+                and node.attr in {"meta_path", "modules", "path_hooks"}:
+            found.append(f"line {node.lineno}: uses sys.{node.attr}")
+    return found
+
+
+def test_no_application_module_patches_a_library():
+    patched = {name: found for name, path in MODULES.items()
+               if (found := _patches(ast.parse(path.read_text(encoding="utf-8"))))}
+    assert patched == {}
+
+
+@pytest.mark.parametrize("source", [
+    "import transformers\ntransformers.utils.is_scipy_available = lambda: False\n",
+    "from streamlit.runtime import media_file_manager as m\nm.MediaFileManager.add_deferred = None\n",
+    "import torch\nsetattr(torch.nn.functional, 'softmax', print)\n",
+    "import sys\nsys.meta_path.insert(0, object())\n",
+])
+def test_the_patch_check_finds_each_kind_of_patch(source):
+    assert _patches(ast.parse(source))

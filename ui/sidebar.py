@@ -1,0 +1,53 @@
+"""The shared sidebar: model picker, text box, examples, the encoder-decoder target box and display settings."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.examples import BANK_RIVER, EXAMPLE_SENTENCES
+from core.models import BUNDLED_KINDS, bundled_name
+from ui.page_state import option, option_value, set_option
+from ui.seq2seq import render_target_box
+from ui.session import MAX_TEXT_CHARS, current_model_name, current_settings, offered_models
+
+
+def model_label(name: str) -> str:
+    """What the picker shows for ``name``: a bundled model with what it is, any other name as it is."""
+    bundled = bundled_name(name) if isinstance(name, str) and name.strip() else None
+    return f"{name} — {BUNDLED_KINDS[bundled]} (bundled)" if bundled else str(name)
+
+
+def _use_example() -> None:
+    choice = st.session_state.get("example")
+    if choice in EXAMPLE_SENTENCES:
+        set_option("text", EXAMPLE_SENTENCES[choice], app=True)
+    st.session_state["example"] = None
+
+
+def render_sidebar() -> None:
+    """Model picker, text box, examples and display options; app-wide options in the URL (``ui.page_state``)."""
+    settings = current_settings()
+    chosen = option_value("model", app=True) or st.query_params.get("model")
+    options = offered_models(settings)
+    if settings.server_mode:
+        help_text = "This workshop server offers only these models."
+    else:
+        help_text = (
+            "The two bundled models work offline: all-MiniLM-L6-v2, a sentence encoder, and "
+            "SmolLM2-135M-Instruct, a language model that predicts the next token (its first load takes "
+            "about half a minute). Type any Hugging Face id (needs network) or the path of a local model folder."
+        )
+    if chosen and chosen not in options:
+        options.append(chosen)  # a model named in a link; refused with a message if not allowed
+    with st.sidebar:
+        option(st.selectbox, "Model", options, key="model", app=True, format_func=model_label,
+               accept_new_options=not settings.server_mode, help=help_text)
+        option(st.text_area, "Text to analyse", value=BANK_RIVER, key="text", app=True,
+               max_chars=MAX_TEXT_CHARS, height=120)
+        st.pills("Examples", list(EXAMPLE_SENTENCES), key="example", on_change=_use_example)
+        render_target_box()  # encoder-decoder models only
+        with st.expander("Display"):
+            option(st.toggle, "Presentation mode", key="present", app=True,
+                   help="Large fonts on a white background, for screenshots and slides.")
+            option(st.radio, "Figure download format", ["PNG", "SVG"], key="img", app=True, horizontal=True,
+                   help="What the camera button in each figure's toolbar saves (PNG at 3× resolution).")
