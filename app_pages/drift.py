@@ -16,7 +16,7 @@ from ui.explain import controls, explain
 from ui.page_state import option
 from ui.session import current_model, current_model_name, current_token_limit
 from viz.common import file_stem, markdown_safe
-from viz.drift import cls_violin_figure, contextuality_figure, layer_violin_figure
+from viz.drift import cls_violin_figure, contextuality_figure, documents_phrase, layer_violin_figure
 
 st.title("Drift: how far each layer moves a document")
 explain(
@@ -36,7 +36,7 @@ with controls("Corpus"):
     render_corpus_picker()
 corpus = current_corpus()
 model = current_model()
-st.caption(f"{len(corpus)} documents from {current_corpus_name()}, through {model.name} ({model.num_layers} layers).")
+st.caption(f"{documents_phrase(len(corpus))} from {current_corpus_name()}, through {model.name} ({model.num_layers} layers).")
 
 titles = [doc.title for doc in corpus]
 documents = pd.DataFrame({"document": range(len(corpus)), "title": titles, "genre": [doc.genre for doc in corpus]})
@@ -57,6 +57,7 @@ def self_similarity(context, adjusted: bool) -> None:
             "self-similarity to show. Add documents, or choose the sample corpus.",
             icon=":material/info:",
         )
+        return  # an empty chart would say nothing more
     show_figure(
         contextuality_figure(
             context.table,
@@ -98,14 +99,14 @@ def drift_violins() -> None:
 
     progress_slot = st.empty()
     embeddings = corpus_embeddings(
-        progress=lambda done, total: progress_slot.progress(done / total, text=f"Running the model: {done} of {total} documents"),
+        progress=lambda done, total: progress_slot.progress(done / total, text=f"Running the model: {done} of {documents_phrase(total)}"),
     )
     progress_slot.empty()
     context = cached_contextuality(
         current_model_name(),
         tuple(doc.text for doc in corpus),
         current_token_limit(),
-        progress=lambda done, total: progress_slot.progress(done / total, text=f"Collecting word vectors: {done} of {total} documents"),
+        progress=lambda done, total: progress_slot.progress(done / total, text=f"Collecting word vectors: {done} of {documents_phrase(total)}"),
     )
     progress_slot.empty()
 
@@ -116,7 +117,7 @@ def drift_violins() -> None:
         limit = current_token_limit()  # the deployment's cut, which may be below the model's own limit
         reader = model.name if limit >= model.max_tokens else f"this app analyses per text ({model.name} itself reads {model.max_tokens})"
         st.warning(
-            f"{len(cut)} of {len(corpus)} documents have more tokens than {reader}: only their first {limit} tokens count.",
+            f"{len(cut)} of {documents_phrase(len(corpus))} {'has' if len(cut) == 1 else 'have'} more tokens than {reader}: only their first {limit} tokens count.",
             icon=":material/content_cut:",
         )
         st.dataframe(cut, hide_index=True)
@@ -135,6 +136,7 @@ def drift_violins() -> None:
             title=f"{kind}: cosine similarity per document ({pooling} pooling)",
             baseline=None if adjusted or len(corpus) < 2 else table.drop_duplicates("layer"),
             token_baseline=None if adjusted or len(corpus) < 2 else context.table,
+            adjusted=adjusted,
         ),
         name=file_stem(model.name, "drift", reference, pooling, "adjusted" if adjusted else None),
         data=table,

@@ -12,6 +12,7 @@ from core.effects import EffectsError, check_supported, target_token_id
 from core.effects_compare import attention_to_token, rank_correlation, sentence_cosine
 from core.examples import BANK_MONEY, BANK_RIVER
 from core.heads import UnsupportedArchitecture
+from core.layers import example_head_codes, head_code
 from core.tokens import token_labels
 from ui.ablation import METHOD_NAMES, head_label, remember_knockout
 from ui.cache import (
@@ -126,14 +127,14 @@ def parse_head(option: str) -> tuple[int, int]:
 
 left, right = st.columns([3, 1])
 typed_heads = option(left.text_input, "Heads to knock out (L = layer, H = head, both counted from 0)", key="heads",
-                     max_chars=2_000, placeholder="for example: L0H2 L3H5",
+                     max_chars=2_000, placeholder=f"for example: {example_head_codes(model.num_layers, model.num_heads)}",
                      help=f"Any of L0H0 … L{model.num_layers - 1}H{model.num_heads - 1}, separated by spaces or commas.")
 method = option(right.radio, "Ablation", ["zero", "mean"], key="ablation")
 picked = [part.upper() for part in HEAD_SEPARATORS.split(typed_heads.strip()) if part]
 unknown = [part for part in picked if part not in options]
 if unknown:
-    st.warning(f"Not a head of this model: {markdown_safe(', '.join(unknown[:5]))}. Heads are written L0H2 (layer 0, "
-               f"head 2), from L0H0 to L{model.num_layers - 1}H{model.num_heads - 1}.", icon=":material/warning:")
+    st.warning(f"Not a head of this model: {markdown_safe(', '.join(unknown[:5]))}. Heads are written "
+               f"{head_code(0, 0, model.num_layers, model.num_heads)} ({head_label(0, 0)}), from L0H0 to L{model.num_layers - 1}H{model.num_heads - 1}.", icon=":material/warning:")
 heads = tuple(dict.fromkeys(parse_head(o) for o in picked if o in options))
 remember_knockout(name, heads, method)
 if not heads:

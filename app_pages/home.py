@@ -26,6 +26,7 @@ reads the same text and model.
 """
 )
 
+TABLE_ROWS = 20
 PAGE_LINKS = [
     ("app_pages/tour.py", "Guided tour: ten steps from tokens to a whole corpus, each with a live figure."),
     ("app_pages/attention.py", "Attention: every head of every layer as heatmaps, and BertViz's views."),
@@ -34,6 +35,7 @@ PAGE_LINKS = [
     ("app_pages/inside.py", "Inside one head: the query, key and value arithmetic, step by step, from the real weights."),
     ("app_pages/compare.py", "Compare two sentences: does a word get a different embedding in every sentence?"),
     ("app_pages/predictions.py", "Predictions: what the model itself would fill in or say next."),
+    ("app_pages/effects.py", "Does it matter?: knock heads out and measure what changes; attribution and the logit lens."),
     ("app_pages/drift.py", "Drift: how far each layer moves a whole corpus away from the static embeddings."),
     ("app_pages/senses.py", "Senses: one ambiguous word across many sentences, its senses pulled apart layer by layer."),
 ]
@@ -60,12 +62,13 @@ table = pd.DataFrame(
         "token": analysis.tokens,
         "shown as": labels,
         "id": analysis.input_ids,
-        "word": pd.array(analysis.word_ids, dtype="Int64"),
+        "word": ["" if w is None else str(w) for w in analysis.word_ids],  # a special token belongs to no word
         "characters": [f"{s}–{e}" for s, e in analysis.offsets],
         "special": analysis.special_mask,
     }
 )
-st.dataframe(table, hide_index=True, height=min(400, 38 + 35 * len(table)))
+# Every row shown up to TABLE_ROWS (35 px a row and the header, 3 px of border): no scrollbar hiding two of 12 rows.
+st.dataframe(table, hide_index=True, height=35 * (min(len(table), TABLE_ROWS) + 1) + 3)
 
 with st.expander("About this model", expanded=True, icon=":material/info:"):
     facts = cached_model_facts(current_model_name(), current_text(), current_token_limit())

@@ -64,9 +64,13 @@ head = None  # counted from 0, as on the attention page
 if reduction == "one head" and source != ROLLOUT:
     head = option(left.selectbox, "Head (counted from 0)", range(analysis.num_heads), key="head")
 include_special = option(right.toggle, "Include special tokens", key="special")
-words = option(
+wanted_words = option(
     right.toggle, "Word level", key="words", disabled=not word_level_allowed(source), help=WORD_LEVEL_HELP,
-) and word_level_allowed(source)
+)
+words = wanted_words and word_level_allowed(source)
+if wanted_words and not words:
+    right.caption(f"Word level is switched on but not applied to {source}: the tokens are shown as they are. "
+                  + WORD_LEVEL_HELP.split(". ", 1)[1])
 
 if source == ROLLOUT:
     matrices, heads, what = rolled[:, None], "mean", "rollout"
@@ -74,6 +78,7 @@ else:
     matrices = analysis.attentions if source == RAW else weighted
     heads = head if head is not None else {"max over heads": "max", "mean over heads": "mean"}[reduction]
     what = f"{source}, head {head}" if head is not None else f"{source}, {reduction}"
+head_part = ("head", head) if head is not None else ("heads", heads)  # never a name ending in "-head"
 maxima = attention_maxima(
     analysis, matrices=matrices, heads=heads, skip_special=not include_special, words=words
 )
@@ -87,7 +92,7 @@ else:
     show_figure(
         maxima_grid(maxima, title=f"Most-attended token ({what}){', ablated run' if ablation else ''}",
                     weight_name=WEIGHT_NAMES[source]),
-        name=file_stem(model.name, "maxima", source, "head", head),
+        name=file_stem(model.name, "maxima", source, *head_part),
         data=maxima.long_table,
         key="maxima-grid",
     )
@@ -101,7 +106,7 @@ else:
     st.markdown("**Every token, every layer**: the most-attended token and its weight.")
     table = maxima.wide_table()
     st.dataframe(table, hide_index=True)
-    csv_download("Download the table (CSV)", table, file_name=f"{file_stem(model.name, 'maxima-table', source, 'head', head)}.csv",
+    csv_download("Download the table (CSV)", table, file_name=f"{file_stem(model.name, 'maxima-table', source, *head_part)}.csv",
                  key="maxima-table-csv")
 
 st.header("Beyond raw attention")
@@ -129,7 +134,8 @@ def raw_norm_rollout(head: int | None) -> None:
         show_figure(
             cached_figure(name, ("maxima-panels", text, limit, layer, head, weighted is not None),
                           lambda: attention_panels(list(panels.items()), labels), ablation=ablation),
-            name=file_stem(model.name, "raw-norm-weighted-rollout", "layer", layer, "head", head),
+            name=file_stem(model.name, "raw-norm-weighted-rollout", "layer", layer,
+                           *(("head", head) if head is not None else ("heads", "mean"))),
             data=partial(pairs_table, labels, panels),
             key="maxima-panels",
         )

@@ -9,7 +9,7 @@ import streamlit as st
 from core.alignment import align_layout
 from core.inference import AnalysisError
 from core.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, distinct_points, identical_points_note
-from core.layers import hidden_state_label, numbering_caption
+from core.layers import HIDDEN_STATE_SELECT_LABEL, hidden_state_label, numbering_caption
 from core.senses import (
     MAX_SENTENCES, knn_chance_level, token_positions, builtin_set, builtin_words, measured_labels, parse_labelled_lines, read_sentence_csv, sentences_with_word,
 )
@@ -83,8 +83,11 @@ def chosen_sentences(source: str, word: str) -> tuple[list[str], list[str]]:
         return uploaded_sentences()
     return corpus_sentences(word)
 
-def position_balance_sentence(model, word: str, sentences: list[str], labels: list[str]) -> str:
-    """Whether, with this model's tokenizer, the word's token positions have the same counts in every sense."""
+
+def position_balance_sentence(model, word: str, sentences: list[str], labels: list[str], first_knn: float,
+                              chance: float) -> str:
+    """Whether, with this model's tokenizer, the word's token positions have the same counts in every sense, and
+    what that means for ``first_knn``, the 1-NN accuracy at hidden state 0, against the ``chance`` line."""
     by_sense = {
         label: sorted(Counter(token_positions(model, [s for s, l in zip(sentences, labels) if l == label], word)).items())
         for label in sorted(set(labels))
@@ -93,13 +96,28 @@ def position_balance_sentence(model, word: str, sentences: list[str], labels: li
         return (
             f"With {model.name}'s tokenizer the word sits at the same token positions in every sense of this set (the "
             "same count at each position), so at hidden state 0, where its vector depends only on its token and "
-            "position, the senses cannot be told apart and 1-NN accuracy is at chance. What rises above chance later "
-            "comes from context."
+            f"position, the senses cannot be told apart{chance_sentence(first_knn, chance)} What rises above chance "
+            "later comes from context."
         )
     return (
         f"With {model.name}'s tokenizer the word's token positions differ between the senses of this set, so part of "
         "the separation, even at hidden state 0, can come from position alone."
     )
+
+
+def chance_sentence(knn: float, chance: float) -> str:
+    """The end of a sentence comparing the 1-NN accuracy at hidden state 0 with its chance line, from the numbers."""
+    if not (np.isfinite(knn) and np.isfinite(chance)):
+        return "."
+    if knn > chance + 5e-4:
+        return f": 1-NN accuracy there is {knn:.3f}, against a chance line of {chance:.3f}."
+    if knn >= chance - 5e-4:
+        return f" and 1-NN accuracy there is at chance ({knn:.3f}; the chance line is {chance:.3f})."
+    return (f" and 1-NN accuracy there is at or below chance: {knn:.3f}, under the chance line of {chance:.3f}. It falls "
+            "below because occurrences at the same position have identical vectors and all tie as nearest neighbours, "
+            "and an occurrence cannot be its own neighbour: among its tied neighbours its own sense has one occurrence "
+            "fewer than each other sense.")
+
 
 st.title("Senses: one word, many sentences")
 explain(
@@ -142,7 +160,7 @@ def layer_and_projection(word: str, sentences: list[str], labels: list[str], occ
     point_labels = [labels[i] for i in occurrences.sentence_ids]
     left, right = st.columns([3, 2])
     layer = option(
-        left.slider, "Layer", 0, model.num_layers, model.num_layers, key="layer",
+        left.slider, HIDDEN_STATE_SELECT_LABEL, 0, model.num_layers, model.num_layers, key="layer",
         help="The slider counts hidden states. Hidden state 0 is the embedding layer's output (token + position "
         "embeddings, for BERT after LayerNorm, before any attention). " + numbering_caption(model.num_layers),
     )
@@ -164,6 +182,9 @@ def layer_and_projection(word: str, sentences: list[str], labels: list[str], occ
     if model.is_decoder:
         st.caption(f"{markdown_safe(model.name)} is a decoder: each occurrence sees only the words before it, never the words after.")
 
+    if method == "tsne":  # fitted anew for every hidden state: 8-12 s for the 24 built-in sentences on 2 busy cores
+        st.caption("t-SNE is fitted anew for every hidden state and word, which takes several seconds (about 10 s for "
+                   "the 24 built-in sentences on a small server); PCA is much faster.")
     with st.spinner(f"Projecting {occurrences.count} points with {method_name}…"):
         coords = cached_aligned_projection(model.name, word, tuple(sentences), layer, method)
         # The sidebar's text, if it has the word, is placed into the same fitted map (never a refit),
@@ -211,6 +232,6 @@ def layer_and_projection(word: str, sentences: list[str], labels: list[str], occ
             caption=True,
         )
         if source == SOURCES[0]:
-            st.caption(position_balance_sentence(model, word, sentences, labels))
+            st.caption(position_balance_sentence(model, word, sentences, labels, float(table["knn_accuracy"].iloc[0]), chance))
 
 layer_and_projection(word, sentences, labels, occurrences)

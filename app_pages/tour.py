@@ -1,7 +1,5 @@
 """Guided tour: from tokens to a whole corpus in ten steps, each with one live figure for the model on screen."""
 
-from core.layers import numbering_caption
-
 from collections.abc import Callable
 
 import numpy as np
@@ -9,43 +7,34 @@ import pandas as pd
 import streamlit as st
 
 from core import compare
-from core.attention import special_share
-from core.drift import drift_table
 from core.examples import BANK_MONEY, BANK_RIVER
 from core.heads import UnsupportedArchitecture, compute_head
+from core.layers import HIDDEN_STATE_SELECT_LABEL, hidden_state_label, numbering_caption
 from core.senses import builtin_set
 from core.similarity import cosine
 from core.tokens import token_labels
-from core.tour import clearest_head, first_builtin_word, layers_where, sink_heads, uniform_previous_share
-from ui.cache import (
-    cached_analysis, cached_corpus_embeddings, cached_head_stats, cached_norm_weighted, cached_occurrences,
-)
-from ui.corpus_state import current_corpus, current_corpus_name
-from ui.figures import PRESENTATION_WIDTH, show_figure
-from ui.page_state import link_url, option, option_value, set_option
+from core.tour import first_builtin_word, layers_where, previous_is_sink, sink_heads
+from ui.cache import cached_analysis, cached_occurrences
+from ui.page_state import option, option_value, set_option
 from ui.placement import place_text, verdict
 from ui.session import (
     MAX_TEXT_CHARS, current_analysis, current_model, current_model_name, current_text, current_token_limit,
     presentation_mode,
 )
+from ui.tour_kit import (
+    PRESENTATION_CSS, figure, full_page, not_here, previous_token_head, say, sink_names, try_this,
+)
+from ui.tour_steps import step_corpus, step_explain
 from viz import attention as va
-from viz.common import COLORBLIND_SAFE, OKABE_ITO, file_stem, markdown_safe, plotly_safe
+from viz.common import COLORBLIND_SAFE, OKABE_ITO, markdown_safe, plotly_safe
 from viz.compare import similarity_by_layer_chart
-from viz.drift import layer_violin_figure
 from viz.inside import matrix_heatmap, stacked_token_bars
-from viz.maxima import special_share_chart
 from viz.senses import add_own_sentence, highlighted_sentence, sense_projection_figure
-from viz.tour import SLIDE_WIDTH, as_slide, cosine_bars, token_table_figure
+from viz.tour import cosine_bars, token_table_figure
 
 SAME_SENSE_CONTROL = "We had a picnic on the grassy bank of the stream."
 HELD_OUT = "I sat on the bank and fished."
 LOOKUP_COMPONENTS = 64
-PRESENTATION_CSS = """<style>
-[data-testid="stMain"] { background: white; }
-[data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
-[data-testid="stMain"] [data-testid="stMarkdownContainer"] li { font-size: 1.6rem; line-height: 1.45; }
-[data-testid="stMain"] h2 { font-size: 2.8rem; }
-</style>"""
 
 present = presentation_mode()
 model = current_model()
@@ -57,37 +46,13 @@ if model.is_encoder_decoder:
 name = current_model_name()
 limit = current_token_limit()
 
+
 # --- what every step draws with --------------------------------------------------------------
 
-def say(text: str) -> None:
-    """The step's plain sentences (markdown; anything the user typed must already be escaped)."""
-    st.markdown(text)
-
-def figure(fig, what: str, data: pd.DataFrame | None = None) -> None:
-    """The step's one live figure: 16:9 in presentation mode, CSV of its numbers otherwise."""
-    if present:
-        # as_slide draws it SLIDE_WIDTH px wide: fit titles, ticks and legend to that width, not the page's
-        show_figure(as_slide(fig), name=file_stem(model.name, "tour", what), key=f"tour-{what}", width="content",
-                    share=SLIDE_WIDTH / PRESENTATION_WIDTH)
-    else:
-        show_figure(fig, name=file_stem(model.name, "tour", what), data=data, key=f"tour-{what}")
-
-def try_this(text: str) -> None:
-    if not present:
-        st.info(f"**Try this:** {text}", icon=":material/touch_app:")
-
-def full_page(page: str, label: str, params: dict[str, object] | None = None) -> None:
-    """A link (new tab) to the full page at ``page`` (its url path) showing the same state: the sidebar's model and
-    text plus ``params``, the target page's options as its URL holds them."""
-    if not present:
-        st.markdown(f":material/open_in_new: [{label}]({link_url(page, **(params or {}))})")
-
-def not_here(text: str) -> None:
-    """This step does not apply to the model or text on screen: say why, and let the reader move on."""
-    st.info(text + " Use **Next** to go on.", icon=":material/info:")
 
 def own_text(label: str, key: str, default: str) -> str:
     return option(st.text_input, label, value=default, key=key, max_chars=MAX_TEXT_CHARS)
+
 
 def two_sentences() -> tuple[list, str | None]:
     """The step's own sentences A and B (editable) and the word they share ("bank" if it is shared)."""
@@ -103,18 +68,9 @@ def two_sentences() -> tuple[list, str | None]:
     word = "bank" if "bank" in shared else max(shared, key=len, default=None)
     return analyses, word
 
-def previous_token_head(analysis):
-    """``((layer, head, share) or None, chance level, head-statistics table, token roles)`` for the sidebar's text."""
-    table, roles = cached_head_stats(name, current_text(), limit)
-    best = clearest_head(table, "previous")
-    return best, uniform_previous_share(roles), table, roles
-
-def sink_names(roles) -> str:
-    if roles.start_is_first_token:
-        return "the first token" + (" and end-of-text tokens" if roles.end.any() else "")
-    return "[CLS]/[SEP]-like special tokens"
 
 # --- the steps ---------------------------------------------------------------------------------
+
 
 def step_tokens() -> None:
     analysis = current_analysis()
@@ -135,6 +91,12 @@ def step_tokens() -> None:
     try_this("type a rare or made-up word in the sidebar, such as *unbelievability*, and watch it split into pieces.")
     full_page("./", "Open the token table on the Home page")
 
+
+def id_phrase(ids: list[int]) -> str:
+    """``token id 2924``, or ``token ids 2924 and 1012`` for a word in pieces (never a Python list)."""
+    return f"token id {ids[0]}" if len(ids) == 1 else f"token ids {', '.join(map(str, ids[:-1]))} and {ids[-1]}"
+
+
 def step_static() -> None:
     analyses, word = two_sentences()
     if word is None:
@@ -148,10 +110,10 @@ def step_static() -> None:
     say(
         f"Before any layer runs, every token is looked up in the model's **word-embedding table** ({table.shape[0]:,} rows "
         f"× {table.shape[1]} numbers). "
-        + (f"“{w}” is token id {ids[0]} in both sentences, so both get **the same row**: the cosine similarity of the "
+        + (f"“{w}” is {id_phrase(ids[0])} in both sentences, so both get **the same row**: the cosine similarity of the "
            f"two lookups is **{similarity:.4f}**. The river and the money make no difference yet."
            if ids[0] == ids[1] else
-           f"Here “{w}” became different tokens ({ids[0]} in A, {ids[1]} in B), so even its lookups differ: cosine "
+           f"Here “{w}” became different tokens ({id_phrase(ids[0])} in A, {id_phrase(ids[1])} in B), so even its lookups differ: cosine "
            f"{similarity:.4f}.")
     )
     shown = np.stack(lookups)[:, :LOOKUP_COMPONENTS]
@@ -162,6 +124,7 @@ def step_static() -> None:
     try_this("change *river* in sentence A to *money*: the two rows stay identical, because a lookup never sees the other words.")
     full_page("compare", "Open the two sentences on the Compare page",
               {"text_a": analyses[0].text, "text_b": analyses[1].text, "word": word})
+
 
 def step_position() -> None:
     analyses, word = two_sentences()
@@ -189,28 +152,36 @@ def step_position() -> None:
     full_page("compare", "Open every layer on the Compare page",
               {"text_a": analyses[0].text, "text_b": analyses[1].text, "word": word})
 
+
 def step_one_head() -> None:
     analysis = current_analysis()
-    best, chance, _, _ = previous_token_head(analysis)
+    best, chance, _, roles = previous_token_head(analysis)
     if best is None:
         not_here("Your text has no ordinary token with a token before it, so there is no previous-token head to find.")
         return
     layer, head, share = best
-    say(
-        f"Each of the {model.num_layers * model.num_heads} attention heads decides, for every token, how much to take "
-        f"from every other token. Measured on your text, **layer {layer}, head {head}** attends most to the previous "
-        f"token: on average **{share:.1%}** of a token's attention goes to the token just before it, where spreading "
-        f"attention evenly would give {chance:.1%}. "
+    intro = (f"Each of the {model.num_layers * model.num_heads} attention heads decides, for every token, how much to "
+             "take from every other token. ")
+    if previous_is_sink(roles):
+        before = "the first token" if roles.start_is_first_token else "a [CLS]/[SEP]-like special token"
+        say(intro + f"On your text the token just before every word is {before}, so a head that looks at the "
+            f"previous token cannot be told from one that parks its attention there: **layer {layer}, head {head}** "
+            f"gives it **{share:.1%}** (an even spread would give {chance:.1%}). Type a longer text in the sidebar to "
+            "find a real previous-token head.")
+    else:
+        say(intro + f"Measured on your text, **layer {layer}, head {head}** attends most to the previous token: on "
+            f"average **{share:.1%}** of a token's attention goes to the token just before it, where spreading "
+            f"attention evenly would give {chance:.1%}. "
         + ("In the heatmap (rows = the token looking, columns = the tokens looked at) that is the bright line just left "
            "of the diagonal." if share > 0.5 else
-           "No head of this model is a clean previous-token head on this text; this is the closest.")
-    )
+           "No head of this model is a clean previous-token head on this text; this is the closest."))
     labels = token_labels(analysis)
     figure(va.head_figure(analysis.attentions[layer, head], labels, title=f"{model.name} · layer {layer}, head {head}",
                           causal=model.is_decoder, colorscale=COLORBLIND_SAFE, large=present),
            f"layer{layer}-head{head}", va.matrix_table(analysis.attentions[layer, head], labels, causal=model.is_decoder))
     try_this("type a longer sentence in the sidebar: a previous-token head keeps its diagonal on any text.")
     full_page("attention", "Open this head on the Attention page", {"source": "raw", "layer": layer, "head": head, "view": "one head"})
+
 
 def step_every_head() -> None:
     analysis = current_analysis()
@@ -224,12 +195,14 @@ def step_every_head() -> None:
     say(
         f"All {model.num_layers} layers × {model.num_heads} heads of your text at once, each thumbnail a heatmap like the "
         f"last step's. {sinks}"
-        + (f" The previous-token head of the last step is layer {best[0]}, head {best[1]}." if best else "")
+        + (f" The previous-token head of the last step is layer {best[0]}, head {best[1]}."
+           if best and not previous_is_sink(roles) else "")
     )
     figure(va.overview_figure(analysis.attentions, title=f"{model.name}: every layer × head", causal=model.is_decoder,
                               colorscale=COLORBLIND_SAFE, large=present), "every-head", table)
     try_this("make your text twice as long and see which thumbnails keep their pattern.")
     full_page("attention", "Open the overview on the Attention page", {"source": "raw"})
+
 
 def step_inside() -> None:
     analysis = current_analysis()
@@ -267,6 +240,7 @@ def step_inside() -> None:
     try_this("pick another query token on the full page and see which key wins.")
     full_page("inside", "Open every step on the Inside one head page", {"layer": layer, "head": head, "query": query})
 
+
 def step_same_vector() -> None:
     analyses, word = two_sentences()
     control_text = own_text("Sentence C: the same sense as A (the control)", "c", SAME_SENSE_CONTROL)
@@ -287,7 +261,7 @@ def step_same_vector() -> None:
     say(
         f"After each layer, is “{w}” still the same vector? A against B: cosine "
         f"**{pair['cosine_similarity'].iloc[0]:.3f}** at hidden state 0 and **{pair['cosine_similarity'].iloc[-1]:.3f}** "
-        f"after the last layer ({last}). The control, A against C (the same sense as A), ends at "
+        f"at {hidden_state_label(last, model.num_layers)}. The control, A against C (the same sense as A), ends at "
         f"**{same['cosine_similarity'].iloc[-1]:.3f}**. "
         + (f"The control pair is the more similar one at hidden states {', '.join(map(str, closer))}. "
            if closer else "On these sentences the control pair is never the more similar one. ")
@@ -309,6 +283,7 @@ def step_same_vector() -> None:
     try_this("change *river* in sentence A to *money* and watch the last layers: now A and B are the same-sense pair.")
     full_page("compare", "Open the Compare page", {"text_a": analyses[0].text, "text_b": analyses[1].text, "word": word})
 
+
 def step_senses() -> None:
     sidebar_word = first_builtin_word(current_text())
     if sidebar_word:
@@ -322,7 +297,7 @@ def step_senses() -> None:
     sentences, senses = builtin_set(word)
     occurrences = cached_occurrences(name, word, tuple(sentences))
     labels = [senses[i] for i in occurrences.sentence_ids]
-    layer = option(st.slider, "Layer", 0, model.num_layers, model.num_layers, key="layer",
+    layer = option(st.slider, HIDDEN_STATE_SELECT_LABEL, 0, model.num_layers, model.num_layers, key="layer",
                    help="The slider counts hidden states. " + numbering_caption(model.num_layers))
     placed = place_text(name, word, tuple(sentences), labels, text, layer, "pca") if occurrences.count >= 2 else None
     if placed is None:
@@ -330,104 +305,17 @@ def step_senses() -> None:
         return
     hovers = [highlighted_sentence(sentences[i], span) for i, span in zip(occurrences.sentence_ids, occurrences.spans, strict=True)]
     say(
-        f"Each dot is “{markdown_safe(word)}” in one of {occurrences.count} built-in sentences labelled by sense, at layer "
-        f"{layer}, drawn with PCA; the black star is {whose}, placed into the same map. {verdict(placed, layer)}"
+        f"Each dot is “{markdown_safe(word)}” in one of {occurrences.count} built-in sentences labelled by sense, at "
+        f"{hidden_state_label(layer, model.num_layers)}, drawn with PCA; the black star is {whose}, placed into the same map. {verdict(placed, layer)}"
     )
-    fig = sense_projection_figure(placed.coords, labels, hovers, title=f"“{plotly_safe(word)}” at layer {layer}: PCA", axis="PCA")
-    figure(add_own_sentence(fig, placed.xy, highlighted_sentence(placed.text, placed.span)), f"senses-{word}-layer{layer}",
+    fig = sense_projection_figure(placed.coords, labels, hovers, title=f"“{plotly_safe(word)}” at hidden state {layer}: PCA", axis="PCA")
+    figure(add_own_sentence(fig, placed.xy, highlighted_sentence(placed.text, placed.span)), f"senses-{word}-hidden-state-{layer}",
            placed.votes)
-    try_this("drag the layer down to 0 and find the layer from which your sentence's neighbours agree.")
+    try_this("drag the slider down to hidden state 0 and find the first hidden state from which your sentence's "
+             "neighbours agree.")
     link = {"word": word, "layer": layer, "method": "PCA", "source": "Built-in sentences"} | ({} if sidebar_word else {"text": text})
     full_page("senses", "Open the Senses page with your sentence", link)
 
-def step_explain() -> None:
-    from core.effects import EffectsError
-    from core.effects_compare import sentence_cosine
-    from core.tour import clearest_sink_head
-    from ui.cache import cached_ablated_analysis
-    from viz.effects import knockout_figure
-
-    analysis = current_analysis()
-    previous, chance, table, roles = previous_token_head(analysis)
-    sink = clearest_sink_head(table)
-    caveat = ("A heatmap shows where a head looks, not what it changes (Jain & Wallace 2019): whether a head matters is "
-              "a question for an experiment, switching it off and measuring what changes.")
-    chosen = list(dict.fromkeys(h[:2] for h in (sink, previous) if h is not None))  # the same head once
-    if not chosen:
-        say(caveat)
-        not_here("Your text has no ordinary token to measure where a head looks, so there is no head to single out.")
-        return
-    try:
-        with st.spinner("Running your text with one head switched off…"):
-            ablated = [cached_ablated_analysis(name, current_text(), limit, (head,), "zero") for head in chosen]
-    except (UnsupportedArchitecture, EffectsError) as err:
-        say(caveat)
-        not_here(f"Switching a head off is not possible here: {markdown_safe(str(err))}")
-        return
-    changes = [1.0 - sentence_cosine(analysis, run) for run in ablated]
-    effect = dict(zip(chosen, changes))
-    row = table.set_index(["layer", "head"])
-    sinks_of = [float(row.loc[h, "first"] + row.loc[h, "end"]) for h in chosen]
-    previous_of = [float(row.loc[h, "previous"]) for h in chosen]
-    total = model.num_layers * model.num_heads
-    mean_sink = float(np.nanmean(table["first"] + table["end"]))
-    said = [caveat]
-    if sink is not None:
-        said.append(f"On your text **layer {sink[0]}, head {sink[1]}** gives the largest share of its attention to "
-                    f"{sink_names(roles)}, **{sink[2]:.0%}** (the mean over all {total} heads is {mean_sink:.1%}); "
-                    f"zero-ablated, it leaves the sentence embedding at cosine **{1 - effect[sink[:2]]:.4f}** to the "
-                    "original run.")
-    if previous is not None and (sink is None or previous[:2] != sink[:2]):
-        said.append(f"The previous-token head of step 4, **layer {previous[0]}, head {previous[1]}** "
-                    f"({previous[2]:.0%} to the token before; an even spread gives {chance:.0%}), leaves it at cosine "
-                    f"**{1 - effect[previous[:2]]:.4f}**.")
-    if len(chosen) == 2:
-        more = "less" if effect[sink[:2]] < effect[previous[:2]] else "more"
-        said.append(f"So the head that looks hardest at {sink_names(roles)} changes your sentence {more} than the "
-                    f"previous-token head ({effect[sink[:2]]:.2g} vs {effect[previous[:2]]:.2g} in 1 − cosine): one "
-                    "knock-out on one text, and where attention and importance disagree the importance map shows it.")
-    else:
-        said.append(f"1 − cosine is {changes[0]:.2g}; the importance map compares it with every other head.")
-    say(" ".join(said))
-    names = [f"L{layer}H{head}" for layer, head in chosen]
-    fig = knockout_figure(names, {f"on {sink_names(roles)}": sinks_of, "on the previous token": previous_of}, changes,
-                          chance=chance, title=f"{model.name}: switching one head off (zero ablation)")
-    figure(fig, "knock-out", pd.DataFrame({"head": names, "attention share on start/end tokens": sinks_of,
-                                           "attention share on the previous token": previous_of,
-                                           "cosine, plain vs ablated sentence embedding": [1 - c for c in changes]}))
-    try_this("knock out a head of your own on the Does it matter? page, or several at once, and compare the importance map "
-             "with the attention those heads give a token.")
-    full_page("effects", "Open this knock-out on the Does it matter? page",
-              {"heads": " ".join(names), "ablation": "zero", "measure": "sentence embedding"})
-
-def step_corpus() -> None:
-    corpus = current_corpus()
-    bar = st.empty()
-    embeddings = cached_corpus_embeddings(
-        name, tuple(doc.text for doc in corpus), limit,
-        progress=lambda done, total: bar.progress(done / total, text=f"Running the model: {done} of {total} documents"),
-    )
-    bar.empty()
-    titles = [doc.title for doc in corpus]
-    table = drift_table(embeddings, reference="static", pooling="mean")
-    medians = table.groupby("layer")["cosine_similarity"].median()
-    first, last = int(medians.index.min()), int(medians.index.max())
-    steady = bool((np.diff(medians.to_numpy()) < 0).all())
-    anisotropy = table.loc[table["layer"] == last, "anisotropy"].iloc[0]
-    say(
-        f"Now every document of {markdown_safe(current_corpus_name())} ({len(corpus)} documents), each pooled into one "
-        f"vector per layer (mean over its tokens) and compared with its own static embedding, `hidden_states[0]`. The "
-        f"median cosine is **{medians.loc[first]:.2f}** after layer {first} and **{medians.loc[last]:.2f}** after layer "
-        f"{last}" + (": each layer moves the text further from where it started. " if steady else ". ")
-        + (f"Mind the baseline: at layer {last} two *different* documents already have a mean cosine of "
-           f"{anisotropy:.2f} (the dotted line), so compare with that, not with 0." if np.isfinite(anisotropy) else "")
-    )
-    figure(layer_violin_figure(table, titles, value="cosine_similarity", value_label="cosine similarity",
-                               title="static → layer: cosine similarity per document (mean pooling)",
-                               baseline=table.drop_duplicates("layer") if len(corpus) > 1 else None),
-           "drift", table)
-    try_this("paste your own documents on the Drift page and come back: this step uses the same corpus.")
-    full_page("drift", "Open the Drift page")
 
 STEPS: list[tuple[str, Callable[[], None]]] = [
     ("Text becomes tokens and ids", step_tokens),
@@ -442,8 +330,10 @@ STEPS: list[tuple[str, Callable[[], None]]] = [
     ("A whole corpus", step_corpus),
 ]
 
+
 def _move(delta: int) -> None:
     set_option("step", min(len(STEPS), max(1, int(option_value("step", 1)) + delta)))
+
 
 if present:
     st.html(PRESENTATION_CSS)
@@ -452,9 +342,12 @@ else:
     st.caption("Ten steps from tokens to a whole corpus. Every number is computed now, for the model and text in the "
                "sidebar. Use the buttons or the ← → keys.")
 back, where, forward = st.columns([1, 6, 1], vertical_alignment="center")
-back.button("Back", key="tour_back", icon=":material/arrow_back:", shortcut="Left", on_click=_move, args=(-1,))
-forward.button("Next", key="tour_next", icon=":material/arrow_forward:", shortcut="Right", on_click=_move, args=(1,))
 number = option(where.slider, "Step", 1, len(STEPS), 1, key="step", label_visibility="collapsed")
+# drawn after the slider (in columns left and right of it) so each knows whether it leads anywhere
+back.button("Back", key="tour_back", icon=":material/arrow_back:", shortcut="Left", on_click=_move, args=(-1,),
+            disabled=number <= 1)
+forward.button("Next", key="tour_next", icon=":material/arrow_forward:", shortcut="Right", on_click=_move, args=(1,),
+               disabled=number >= len(STEPS))
 title, render = STEPS[number - 1]
 st.progress(number / len(STEPS), text=f"Step {number} of {len(STEPS)}")
 st.header(f"{number} · {title}")

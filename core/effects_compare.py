@@ -40,7 +40,8 @@ class RankCorrelation:
 
 
 def rank_correlation(a: np.ndarray, b: np.ndarray) -> RankCorrelation:
-    """Spearman rank correlation of ``a`` and ``b`` (flattened, same size); NaN when either is constant."""
+    """Spearman rank correlation of ``a`` and ``b`` (flattened, same size) with an exact p-value for few items
+    (``core.rank_test``); NaN when either is constant."""
     from scipy.stats import spearmanr
 
     a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
@@ -48,8 +49,9 @@ def rank_correlation(a: np.ndarray, b: np.ndarray) -> RankCorrelation:
         raise ValueError(f"{a.shape} vs {b.shape}")
     if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return RankCorrelation(float("nan"), float("nan"), len(a))
-    result = spearmanr(a, b)
-    return RankCorrelation(float(result.statistic), float(result.pvalue), len(a))
+    from core.rank_test import spearman_p_value
+
+    return RankCorrelation(float(spearmanr(a, b).statistic), spearman_p_value(a, b), len(a))
 
 
 def sentence_cosine(original: Analysis, ablated: Analysis) -> float:

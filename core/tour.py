@@ -32,6 +32,13 @@ def uniform_previous_share(roles: TokenRoles) -> float:
     return float(np.mean(1.0 / visible[queries]))
 
 
+def previous_is_sink(roles: TokenRoles) -> bool:
+    """True when the token before every query token (that has one) is a start or end token ("Hi": [CLS] hi
+    [SEP]): then attention to the previous token cannot be told from attention to the sink."""
+    before = np.flatnonzero(roles.query[1:])  # query q = i + 1 has token i before it
+    return bool(before.size) and bool((roles.start[before] | roles.end[before]).all())
+
+
 def sink_heads(table: pd.DataFrame, threshold: float = SINK_SHARE) -> int:
     """How many heads give more than ``threshold`` of their attention to start and end tokens together."""
     return int(((table["first"] + table["end"]) > threshold).sum())

@@ -248,3 +248,13 @@ def test_picker_offers_both_bundled_models_by_what_they_are():
     assert picker.options[:2] == ["all-MiniLM-L6-v2 — sentence encoder (bundled)", "SmolLM2-135M-Instruct — language model (bundled)"]
     assert picker.value == "all-MiniLM-L6-v2"  # the default stays the sentence encoder
     assert "gpt2" in picker.options  # other suggestions by their plain names
+
+
+@pytest.mark.app
+def test_home_links_every_page_and_its_table_says_no_word_for_special_tokens(tiny_bert_dir):
+    """Issue 28: the list left out "Does it matter?"; the word column printed "None" for [CLS]."""
+    at = open_app({"model": tiny_bert_dir, "text": "the bank of a river"})
+    linked = {e.proto.page for e in at.get("page_link")}
+    assert linked == {path for _file, path in landed_pages() if path}, linked
+    table = at.dataframe[0].value
+    assert list(table["word"]) == ["", "0", "1", "2", "3", "4", ""]

@@ -182,16 +182,22 @@ def test_bundled_model_moves_documents_and_layers_are_anisotropic(bundled):
     assert (per_layer["anisotropy"] > 0).all()
 
 
-@pytest.mark.app
-def test_page_options_never_rerun_the_model(tiny_bert_dir):
+def _drift_page(model: str):
+    """AppTest on the drift page with ``model``, reached from Home as a visitor would."""
     from streamlit.testing.v1 import AppTest
 
-    from ui.cache import MAX_CORPUS_EMBEDDING_BYTES, MAX_CORPUS_EMBEDDINGS, bounded_store
-
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=180)
-    at.query_params["model"] = tiny_bert_dir
+    at.query_params["model"] = model
     at.run()
     at.switch_page("app_pages/drift.py").run()
+    return at
+
+
+@pytest.mark.app
+def test_page_options_never_rerun_the_model(tiny_bert_dir):
+    from ui.cache import MAX_CORPUS_EMBEDDING_BYTES, MAX_CORPUS_EMBEDDINGS, bounded_store
+
+    at = _drift_page(tiny_bert_dir)
     assert not at.exception and not at.error
     store = bounded_store("corpus-embeddings", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
     runs = store.computed
@@ -241,3 +247,41 @@ def test_bundled_model_last_layer_is_nearly_isotropic_on_the_sample_corpus(bundl
     table = baseline_table(embeddings)
     assert table["anisotropy"].iloc[0] > 0.6 and table["anisotropy"].iloc[-1] < 0.2
     assert "nearly isotropic" in baseline_sentences(table)
+
+
+@pytest.mark.app
+def test_one_pasted_document_has_no_baseline_line_no_empty_chart_and_is_one_document(tiny_bert_dir):
+    """Issue 28: "1 documents", a "baseline" line at 0 beside "there is no baseline", an empty self-similarity chart."""
+    import json
+
+    from core.corpus import documents_from_text
+    from ui.corpus_state import CORPUS_KEY, CORPUS_NAME_KEY, SOURCES
+
+    at = _drift_page(tiny_bert_dir)
+    at.segmented_control(key="corpus_source").set_value(SOURCES[2]).run()
+    # what "Use these documents" stores for one pasted document
+    at.session_state[CORPUS_KEY] = tuple(documents_from_text("The bank of the river was steep and green."))
+    at.session_state[CORPUS_NAME_KEY] = "the pasted documents"
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("1 document from") for c in captions), captions
+    assert not any("1 documents" in c for c in captions)
+    figures = {json.loads(c.proto.spec)["layout"].get("title", {}).get("text", ""): json.loads(c.proto.spec)
+               for c in at.get("plotly_chart")}
+    violins = next(f for title, f in figures.items() if "cosine similarity per document" in title)
+    assert not violins["layout"].get("shapes") and not violins["layout"].get("annotations")  # no zero "baseline"
+    assert not [t for t in figures if t.startswith("Self-similarity")]
+    assert any("no self-similarity to show" in i.value for i in at.info)
+    assert any("no baseline" in m.value for m in list(at.markdown) + list(at.caption))
+
+
+def test_the_zero_baseline_line_is_drawn_only_for_adjusted_values():
+    from viz.drift import documents_phrase, layer_violin_figure
+
+    table = pd.DataFrame({"layer": [1, 2], "document": [0, 0], "cosine_similarity": [0.9, 0.8]})
+    raw = layer_violin_figure(table, ["one"], value="cosine_similarity", value_label="cosine", title="t")
+    assert not raw.layout.shapes  # one document: no baseline, so no line called "baseline"
+    adjusted = layer_violin_figure(table, ["one"], value="cosine_similarity", value_label="c", title="t", adjusted=True)
+    assert len(adjusted.layout.shapes) == 1 and adjusted.layout.shapes[0].y0 == 0
+    assert (documents_phrase(1), documents_phrase(2)) == ("1 document", "2 documents")

@@ -223,3 +223,37 @@ def test_target_change_reports_the_same_drop_as_the_importance_map(tiny_language
     assert len(change.after_candidates) == 4 and (np.diff(change.after_probs) <= 0).all()
     unchanged = effects_compare.target_change(lm, text, [], k=4)
     np.testing.assert_array_equal(unchanged.before_ids, unchanged.after_ids)
+
+
+def _brute_force_p(a, b) -> float:
+    """Two-sided permutation p-value, by hand: every ordering of ``b`` against ``a``, Spearman's ρ from scipy."""
+    import itertools
+
+    from scipy.stats import spearmanr
+
+    observed = abs(spearmanr(a, b).statistic)
+    extreme = [abs(spearmanr(a, np.array(p)).statistic) >= observed - 1e-12 for p in itertools.permutations(b)]
+    return sum(extreme) / len(extreme)
+
+
+def test_rank_correlation_p_value_is_exact_for_few_items():
+    """Issue 28: ρ = −1 over 5 items is 2 of the 5! orderings (p = 0.017), not scipy's t approximation (1.4e-24)."""
+    import math
+
+    five = np.array([0.3, 0.1, 0.9, 0.5, 0.7])
+    result = effects_compare.rank_correlation(five, -five)
+    assert result.rho == pytest.approx(-1.0) and result.n == 5
+    assert result.p_value == pytest.approx(2 / math.factorial(5))
+    assert effects_compare.rank_correlation(five[:4], five[:4] ** 2).p_value == pytest.approx(2 / math.factorial(4))
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=7), rng.normal(size=7)
+    b[2] = b[5]  # a tie
+    assert effects_compare.rank_correlation(a, b).p_value == pytest.approx(_brute_force_p(a, b))
+
+
+def test_rank_correlation_p_value_is_scipys_for_many_items():
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=30), rng.normal(size=30)
+    assert effects_compare.rank_correlation(a, b).p_value == pytest.approx(spearmanr(a, b).pvalue)

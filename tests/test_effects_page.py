@@ -165,3 +165,12 @@ def test_presentation_mode_folds_the_explanations_away(tiny_bert_dir):
     for phrase in ("Jain & Wallace", "Remove heads and run the text again", "Integrated gradients"):
         assert folded(present, phrase), phrase
         assert not folded(shown, phrase) and phrase in markdown_text(shown), phrase
+
+
+@pytest.mark.integration
+def test_the_pages_own_cap_is_called_the_pages_not_the_apps():
+    """Issue 28: "this app is set to analyse at most 128" when 128 is this page's cap (the app's is 512)."""
+    at = open_app({"text": "the bank of a river " * 30}, page="app_pages/effects.py")
+    said = " ".join(i.value for i in at.info)
+    assert "this page analyses at most 128" in said, said
+    assert "this app is set to" not in said

@@ -55,3 +55,20 @@ def test_pages_and_figures_take_their_labels_from_the_helper():
             if "core.layers" in p.read_text(encoding="utf-8")}
     for page in ("drift.py", "senses.py", "attention.py", "maxima.py", "compare.py", "inside.py", "stats.py"):
         assert page in used, page
+
+
+def test_the_last_hidden_state_says_so_and_none_past_it_exists():
+    from core.layers import example_head_codes, head_code, since_hidden_state
+
+    assert hidden_state_label(6, num_layers=6) == "the last hidden state (6, output of layer 5)"
+    assert hidden_state_label(2, num_layers=6) == hidden_state_label(2)
+    with pytest.raises(ValueError):
+        hidden_state_label(7, num_layers=6)
+    assert since_hidden_state(3, 6) == "from hidden state 3 to the last (6)"
+    assert head_code(5, 11, 6, 12) == "L5H11"
+    for bad in ((6, 0), (0, 12), (-1, 0)):
+        with pytest.raises(ValueError):
+            head_code(*bad, 6, 12)
+    assert example_head_codes(6, 12) == "L0H2 L3H5"
+    assert example_head_codes(2, 4) == "L0H2 L1H3"
+    assert example_head_codes(1, 1) == "L0H0"

@@ -152,3 +152,48 @@ def test_unsupported_architecture_is_an_info_and_the_page_keeps_working(tiny_ber
     assert any("Norm-weighted attention is not available" in i.value for i in at.info)
     assert at.radio(key="maxima.source").options == ["raw attention", "rollout"]
     assert len(at.dataframe) == 2
+
+
+def test_a_token_label_hundreds_of_characters_long_is_cut_on_axes_and_cells_not_in_hovers(tiny_bert):
+    from viz.maxima import MAX_LABEL_CHARS, attention_panels, maxima_grid
+
+    analysis = analyze(tiny_bert, "🙂" * 400)
+    maxima = attention_maxima(analysis, skip_special=False)
+    long = max(maxima.labels, key=len)
+    assert len(long) >= 400
+    grid = maxima_grid(maxima, title="t")
+    assert max(len(t) for t in grid.layout.xaxis.ticktext) <= MAX_LABEL_CHARS
+    assert max(len(t) for row in grid.data[0].text for t in row) <= MAX_LABEL_CHARS
+    assert any(long in str(c) for c in np.asarray(grid.data[0].customdata).ravel())
+    panels = attention_panels([("a", analysis.attentions[0, 0])], maxima.labels)
+    assert max(len(t) for t in panels.layout.xaxis.ticktext) <= MAX_LABEL_CHARS
+
+
+@pytest.mark.app
+def test_word_level_greyed_for_norm_weighted_says_it_is_not_applied(tiny_bert_dir):
+    """Issue 28: the toggle stayed on, greyed, and nothing said that the grid shows tokens."""
+    from tests.test_app import open_app, page_errors
+
+    at = open_app({"model": tiny_bert_dir, "source": "norm-weighted", "words": "true"}, page="app_pages/maxima.py")
+    assert not page_errors(at), page_errors(at)
+    assert at.toggle(key="maxima.words").disabled
+    assert any("not applied to norm-weighted" in c.value for c in at.caption), [c.value for c in at.caption]
+    plain = open_app({"model": tiny_bert_dir, "words": "true"}, page="app_pages/maxima.py")
+    assert not any("not applied" in c.value for c in plain.caption)
+
+
+@pytest.mark.app
+def test_export_names_never_end_in_head(tiny_bert_dir):
+    """Issue 28: with the heads reduced (no one head) the export names ended in "-head"."""
+    import json
+
+    from tests.test_app import open_app
+
+    for query in ({}, {"heads": "one head", "head": "1"}):
+        at = open_app({"model": tiny_bert_dir} | query, page="app_pages/maxima.py")
+        names = [json.loads(c.proto.config)["toImageButtonOptions"]["filename"] for c in at.get("plotly_chart")]
+        assert names and not [n for n in names if n.endswith("-head")], names
+        if query:
+            assert names[0].endswith("-head-1") and names[1].endswith("-head-1"), names
+        else:
+            assert names[0].endswith("-heads-max") and names[1].endswith("-heads-mean"), names

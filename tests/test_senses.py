@@ -291,3 +291,29 @@ def test_readers_return_nfc_so_spans_point_into_the_sentences(tiny_bert):
     assert occurrences.count == 1 and occurrences.sentences[0] == "the café by the bank"
     start, end = occurrences.spans[0]
     assert occurrences.sentences[0][start:end] == "café"
+
+
+@pytest.mark.app
+@pytest.mark.integration
+def test_hidden_state_0_says_at_or_below_chance_with_both_numbers():
+    """Issue 28, checked independently: "bank" at hidden state 0 of the bundled model has 1-NN accuracy 0.429
+    (identical vectors tie: (k − 1)/(2k − 1) = 3/7) against a chance line of 11/23 = 0.478; "at chance" was false."""
+    from tests.test_app import open_app, page_errors
+
+    at = open_app({"layer": "0", "method": "PCA", "word": "bank"}, page="app_pages/senses.py")
+    assert not page_errors(at), page_errors(at)
+    said = " ".join(c.value for c in at.caption if "hidden state 0" in c.value)
+    assert f"{3 / 7:.3f}" in said and f"{11 / 23:.3f}" in said, said
+    assert "at or below chance" in said and "is at chance" not in said
+
+
+@pytest.mark.app
+def test_t_sne_says_it_takes_seconds(tiny_bert_dir):
+    """Issue 28: t-SNE's ~10 s came without a note."""
+    from tests.test_app import open_app, page_errors
+
+    at = open_app({"model": tiny_bert_dir, "method": "t-SNE", "word": "bank"}, page="app_pages/senses.py")
+    assert not page_errors(at), page_errors(at)
+    assert any("t-SNE is fitted anew" in c.value and "seconds" in c.value for c in at.caption)
+    at = open_app({"model": tiny_bert_dir, "method": "PCA", "word": "bank"}, page="app_pages/senses.py")
+    assert not any("t-SNE is fitted anew" in c.value for c in at.caption)

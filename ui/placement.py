@@ -64,6 +64,7 @@ def place_text(model_name: str, word: str, sentences: tuple[str, ...], point_lab
 def verdict(placed: PlacedSentence, layer: int) -> str:
     """One markdown sentence, written from the numbers: which sense the neighbours vote for at ``layer``,
     and from which layer on the vote stays the same as at the last layer."""
+    from core.layers import hidden_state_label, since_hidden_state
     from core.placement import first_settled_layer
     from viz.common import markdown_safe
 
@@ -71,14 +72,14 @@ def verdict(placed: PlacedSentence, layer: int) -> str:
         return "None of the sentences has a sense label, so there is no sense to vote for; label some (`river: …`)."
     row = placed.votes[placed.votes["layer"] == layer].iloc[0]
     last = placed.votes.iloc[-1]
-    settled = first_settled_layer(placed.votes, last["sense"])
+    settled, final = first_settled_layer(placed.votes, last["sense"]), int(last["layer"])  # "layer": hidden state
     since = (
-        f"From layer {settled} to the last layer ({int(last['layer'])}) the vote is **{markdown_safe(last['sense'])}**."
-        if settled is not None and settled < int(last["layer"]) else ""
+        f"{since_hidden_state(settled, final).capitalize()} the vote is **{markdown_safe(last['sense'])}**."
+        if settled is not None and settled < final else ""
     )
     held_out = " Your sentence is one of the labelled sentences; it is left out of its own neighbours." if placed.in_set else ""
     return (
-        f"At layer {layer} the {int(row['k'])} most similar labelled occurrences (cosine, in the model's full space) "
+        f"At {hidden_state_label(layer, final)} the {int(row['k'])} most similar labelled occurrences (cosine, in the model's full space) "
         f"are {markdown_safe(row['tally'])}: the vote is **{markdown_safe(row['sense'])}**. {since}{held_out}"
     )
 
@@ -87,6 +88,7 @@ def show_placement(placed: PlacedSentence | None, word: str, layer: int) -> None
     """The senses page's block under the map: where the sidebar's sentence landed, and its neighbours per layer."""
     import streamlit as st
 
+    from core.layers import hidden_state_label
     from viz.common import markdown_safe
 
     word_md = markdown_safe(word)
@@ -103,5 +105,5 @@ def show_placement(placed: PlacedSentence | None, word: str, layer: int) -> None
     with st.expander("The nearest labelled occurrences, layer by layer"):
         st.dataframe(placed.votes, hide_index=True)
         here = placed.neighbours[placed.neighbours["layer"] == layer]
-        st.caption(f"At layer {layer}:")
+        st.caption(f"At {hidden_state_label(layer)}:")
         st.dataframe(here, hide_index=True)

@@ -72,6 +72,8 @@ def current_analysis(max_tokens: int | None = None) -> Analysis:
         reason = (
             f"{model.name} reads at most {model.max_tokens}"
             if analysis.num_tokens >= model.max_tokens
+            else f"this page analyses at most {analysis.num_tokens}"
+            if max_tokens is not None and max_tokens < current_token_limit()
             else f"this app is set to analyse at most {analysis.num_tokens}"
         )
         st.info(

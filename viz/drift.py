@@ -29,6 +29,11 @@ def _violins(x: pd.Series, y: pd.Series, names: pd.Series, *, name: str, x_label
     )
 
 
+def documents_phrase(n: int) -> str:
+    """``1 document``, ``12 documents``: for captions and titles."""
+    return f"{n} document{'' if n == 1 else 's'}"
+
+
 def layer_violin_figure(
     table: pd.DataFrame,
     titles: list[str],
@@ -38,11 +43,13 @@ def layer_violin_figure(
     title: str,
     baseline: pd.DataFrame | None = None,
     token_baseline: pd.DataFrame | None = None,
+    adjusted: bool = False,
 ) -> go.Figure:
     """Violins of ``table[value]`` per ``table.layer`` (1..L); ``table.document`` indexes ``titles``.
 
     ``baseline``: optional rows ``layer``, ``baseline``, ``anisotropy`` drawn as lines beside the
-    violins (raw view); when ``value`` is already baseline-adjusted, pass None and a zero line is drawn.
+    violins (raw view). ``adjusted``: ``value`` is already similarity − baseline, and a zero line marks the
+    baseline (no line otherwise: a single document has no baseline).
     ``token_baseline``: optional rows ``layer``, ``anisotropy`` of single words (random word pairs from
     different documents, ``core.contextuality``), drawn beside the pooled baseline in the raw view.
     """
@@ -77,7 +84,7 @@ def layer_violin_figure(
                     hovertemplate="single words, different documents<br>hidden state %{x}<br>%{y:.3f}<extra></extra>",
                 )
             )
-    else:
+    if adjusted:
         fig.add_hline(y=0, line_dash="dash", line_color=OKABE_ITO[1], annotation_text="baseline")
     layers = sorted(table["layer"].unique())
     fig.update_layout(

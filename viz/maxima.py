@@ -12,6 +12,14 @@ from viz.common import OKABE_ITO, SEQUENTIAL, plotly_safe, token_axis
 
 DISTANCE_SCALE = "PuOr"  # diverging, colour-blind safe: orange = left, white = the token itself, purple = right
 MAX_CELL_TEXT = 60  # above this many query columns the target labels are left to the hover
+MAX_LABEL_CHARS = 24  # a longer token label (an [UNK] standing for 400 emoji) is cut on axes and in cells; hovers keep it
+
+
+def short_label(label: str, limit: int = MAX_LABEL_CHARS) -> str:
+    """``label`` cut to ``limit`` characters with an ellipsis: Plotly places an axis title below its tick labels, and
+    below one label hundreds of characters long it computed the position −∞ (Chromium: "attribute y: Expected
+    length, "-Infinity"")."""
+    return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
 def maxima_grid(maxima: Maxima, *, title: str, weight_name: str = "weight") -> go.Figure:
@@ -21,6 +29,7 @@ def maxima_grid(maxima: Maxima, *, title: str, weight_name: str = "weight") -> g
     layers, q = distances.shape
     query_labels = [maxima.labels[i] for i in maxima.queries]
     target_labels = np.array([[plotly_safe(maxima.labels[t]) for t in row] for row in maxima.targets], dtype=object)
+    cell_labels = np.array([[plotly_safe(short_label(maxima.labels[t])) for t in row] for row in maxima.targets], dtype=object)
     queries = np.array([[plotly_safe(label) for label in query_labels]] * layers, dtype=object)
     customdata = np.stack([queries, target_labels, maxima.weights.astype(object)], axis=-1)
     reach = max(1.0, float(np.abs(distances).max(initial=0)))
@@ -29,7 +38,7 @@ def maxima_grid(maxima: Maxima, *, title: str, weight_name: str = "weight") -> g
             z=distances,
             x=list(range(q)),
             y=list(range(layers)),
-            text=target_labels if q <= MAX_CELL_TEXT else None,
+            text=cell_labels if q <= MAX_CELL_TEXT else None,
             texttemplate="%{text}" if q <= MAX_CELL_TEXT else None,
             textfont={"size": 10},
             customdata=customdata,
@@ -48,7 +57,7 @@ def maxima_grid(maxima: Maxima, *, title: str, weight_name: str = "weight") -> g
     )
     fig.update_layout(
         title=title,
-        xaxis=token_axis(query_labels) | {"title": "query token", "tickangle": -45},
+        xaxis=token_axis([short_label(label) for label in query_labels]) | {"title": "query token", "tickangle": -45},
         yaxis={"title": BLOCK_AXIS, "dtick": 1},
         height=220 + 34 * layers,
         margin={"l": 60, "r": 20, "t": 50, "b": 90},
@@ -76,8 +85,9 @@ def attention_panels(panels: list[tuple[str, np.ndarray]], labels: list[str]) ->
             row=1,
             col=col,
         )
-        fig.update_xaxes(token_axis(labels) | {"tickangle": -45, "title": "key"}, row=1, col=col)
-        fig.update_yaxes(token_axis(labels) | {"autorange": "reversed", "showticklabels": col == 1}, row=1, col=col)
+        shown = [short_label(label) for label in labels]
+        fig.update_xaxes(token_axis(shown) | {"tickangle": -45, "title": "key"}, row=1, col=col)
+        fig.update_yaxes(token_axis(shown) | {"autorange": "reversed", "showticklabels": col == 1}, row=1, col=col)
     fig.update_yaxes(title="query", row=1, col=1)
     fig.update_layout(
         coloraxis={"colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": top, "colorbar": {"title": {"text": "share of row"}}},

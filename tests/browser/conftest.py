@@ -118,7 +118,10 @@ def browser():
 class AppPage:
     """One browser tab on the app, recording blocked requests, console errors and dialogs."""
 
+    opened: list[AppPage] = []  # every tab of the running test, for ``no_console_errors``
+
     def __init__(self, browser, base_url: str):
+        AppPage.opened.append(self)
         self.base_url = base_url
         self.blocked: list[str] = []
         self.console_errors: list[str] = []
@@ -217,3 +220,13 @@ def app_page(browser, app_server):
     tab = AppPage(browser, app_server)
     yield tab
     tab.close()
+
+
+@pytest.fixture(autouse=True)
+def no_console_errors():
+    """Every browser test fails on a console error in any tab it opened (less the known base-path probes)."""
+    AppPage.opened.clear()
+    yield
+    errors = [e for tab in AppPage.opened for e in tab.unexplained_console_errors()]
+    AppPage.opened.clear()
+    assert not errors, f"console errors: {errors}"

@@ -123,7 +123,7 @@ CHANGES = {
     "senses": [
         (press_segment, "Sentences", "Your sentences", "source"), (choose, "Word", "bass", "word"),
         (write, "One sentence per line", BASS_LINES, "lines"),
-        (press_segment, "Projection", "PCA", "method"), (slide_left, "Layer", None, "layer"),  # PCA first: no UMAP per layer
+        (press_segment, "Projection", "PCA", "method"), (slide_left, "Hidden state", None, "layer"),  # PCA first: no UMAP per layer
     ],
 }
 # Option keys that are not a literal in the page's source (``key=f"text_{name.lower()}"``), by page and the key

@@ -44,3 +44,13 @@ def test_word_level_option_merges_pieces(app_page):
     ticks = page.locator(".js-plotly-plot").first.locator(".xtick text").all_text_contents()
     assert "Unbelievably" in ticks and "riverbank" in ticks
     app_page.assert_clean()
+
+
+def test_one_unknown_token_standing_for_400_emoji_draws_without_console_errors(app_page):
+    """Issue 28: "🙂" × 400 is one [UNK] labelled with all 400; Plotly put the axis title under that tick label at
+    y = −∞ (Chromium logged "<text> attribute y: Expected length, "-Infinity"" twice). Labels are now cut."""
+    page = app_page.open("maxima", {"text": "🙂" * 400})
+    page.wait_for_selector(".js-plotly-plot .heatmaplayer text", timeout=60_000)
+    assert page.locator(".js-plotly-plot").count() == 3
+    assert [t for t in _grid_cell_texts(page) if t.endswith("…")]
+    app_page.assert_clean()

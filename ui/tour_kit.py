@@ -1,0 +1,68 @@
+"""What every step of the guided tour (app_pages/tour.py) draws with: its sentences, its one figure, its prompts and
+links, and the previous-token head of the sidebar's text."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from core.tour import clearest_head, uniform_previous_share
+from ui.cache import cached_head_stats
+from ui.figures import PRESENTATION_WIDTH, show_figure
+from ui.page_state import link_url
+from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
+from viz.common import file_stem
+from viz.tour import SLIDE_WIDTH, as_slide
+
+PRESENTATION_CSS = """<style>
+[data-testid="stMain"] { background: white; }
+[data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
+[data-testid="stMain"] [data-testid="stMarkdownContainer"] li { font-size: 1.6rem; line-height: 1.45; }
+[data-testid="stMain"] h2 { font-size: 2.8rem; }
+</style>"""
+
+
+def say(text: str) -> None:
+    """The step's plain sentences (markdown; anything the user typed must already be escaped)."""
+    st.markdown(text)
+
+
+def figure(fig, what: str, data: pd.DataFrame | None = None) -> None:
+    """The step's one live figure: 16:9 in presentation mode, CSV of its numbers otherwise."""
+    name = file_stem(current_model().name, "tour", what)
+    if presentation_mode():
+        # as_slide draws it SLIDE_WIDTH px wide: fit titles, ticks and legend to that width, not the page's
+        show_figure(as_slide(fig), name=name, key=f"tour-{what}", width="content",
+                    share=SLIDE_WIDTH / PRESENTATION_WIDTH)
+    else:
+        show_figure(fig, name=name, data=data, key=f"tour-{what}")
+
+
+def try_this(text: str) -> None:
+    if not presentation_mode():
+        st.info(f"**Try this:** {text}", icon=":material/touch_app:")
+
+
+def full_page(page: str, label: str, params: dict[str, object] | None = None) -> None:
+    """A link (new tab) to the full page at ``page`` (its url path) showing the same state: the sidebar's model and
+    text plus ``params``, the target page's options as its URL holds them."""
+    if not presentation_mode():
+        st.markdown(f":material/open_in_new: [{label}]({link_url(page, **(params or {}))})")
+
+
+def not_here(text: str) -> None:
+    """This step does not apply to the model or text on screen: say why, and let the reader move on."""
+    st.info(text + " Use **Next** to go on.", icon=":material/info:")
+
+
+def previous_token_head(analysis):
+    """``((layer, head, share) or None, chance level, head-statistics table, token roles)`` for the sidebar's text."""
+    table, roles = cached_head_stats(current_model_name(), current_text(), current_token_limit())
+    best = clearest_head(table, "previous")
+    return best, uniform_previous_share(roles), table, roles
+
+
+def sink_names(roles) -> str:
+    if roles.start_is_first_token:
+        return "the first token" + (" and end-of-text tokens" if roles.end.any() else "")
+    return "[CLS]/[SEP]-like special tokens"

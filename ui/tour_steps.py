@@ -1,0 +1,113 @@
+"""The guided tour's last two steps (app_pages/tour.py): does attention explain, and a whole corpus."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core.drift import drift_table
+from core.heads import UnsupportedArchitecture
+from core.layers import hidden_state_label
+from core.tour import previous_is_sink
+from ui.cache import cached_corpus_embeddings
+from ui.corpus_state import current_corpus, current_corpus_name
+from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
+from ui.tour_kit import figure, full_page, not_here, previous_token_head, say, sink_names, try_this
+from viz.common import markdown_safe
+from viz.drift import documents_phrase, layer_violin_figure
+
+
+def step_explain() -> None:
+    model, name, limit = current_model(), current_model_name(), current_token_limit()
+    from core.effects import EffectsError
+    from core.effects_compare import sentence_cosine
+    from core.tour import clearest_sink_head
+    from ui.cache import cached_ablated_analysis
+    from viz.effects import knockout_figure
+
+    analysis = current_analysis()
+    previous, chance, table, roles = previous_token_head(analysis)
+    if previous_is_sink(roles):  # "the token before" is the sink itself: no previous-token head to contrast
+        previous = None
+    sink = clearest_sink_head(table)
+    caveat = ("A heatmap shows where a head looks, not what it changes (Jain & Wallace 2019): whether a head matters is "
+              "a question for an experiment, switching it off and measuring what changes.")
+    chosen = list(dict.fromkeys(h[:2] for h in (sink, previous) if h is not None))  # the same head once
+    if not chosen:
+        say(caveat)
+        not_here("Your text has no ordinary token to measure where a head looks, so there is no head to single out.")
+        return
+    try:
+        with st.spinner("Running your text with one head switched off…"):
+            ablated = [cached_ablated_analysis(name, current_text(), limit, (head,), "zero") for head in chosen]
+    except (UnsupportedArchitecture, EffectsError) as err:
+        say(caveat)
+        not_here(f"Switching a head off is not possible here: {markdown_safe(str(err))}")
+        return
+    changes = [1.0 - sentence_cosine(analysis, run) for run in ablated]
+    effect = dict(zip(chosen, changes))
+    row = table.set_index(["layer", "head"])
+    sinks_of = [float(row.loc[h, "first"] + row.loc[h, "end"]) for h in chosen]
+    previous_of = [float(row.loc[h, "previous"]) for h in chosen]
+    total = model.num_layers * model.num_heads
+    mean_sink = float(np.nanmean(table["first"] + table["end"]))
+    said = [caveat]
+    if sink is not None:
+        said.append(f"On your text **layer {sink[0]}, head {sink[1]}** gives the largest share of its attention to "
+                    f"{sink_names(roles)}, **{sink[2]:.0%}** (the mean over all {total} heads is {mean_sink:.1%}); "
+                    f"zero-ablated, it leaves the sentence embedding at cosine **{1 - effect[sink[:2]]:.4f}** to the "
+                    "original run.")
+    if previous is not None and (sink is None or previous[:2] != sink[:2]):
+        said.append(f"The previous-token head of step 4, **layer {previous[0]}, head {previous[1]}** "
+                    f"({previous[2]:.0%} to the token before; an even spread gives {chance:.0%}), leaves it at cosine "
+                    f"**{1 - effect[previous[:2]]:.4f}**.")
+    if len(chosen) == 2:
+        more = "less" if effect[sink[:2]] < effect[previous[:2]] else "more"
+        said.append(f"So the head that looks hardest at {sink_names(roles)} changes your sentence {more} than the "
+                    f"previous-token head ({effect[sink[:2]]:.2g} vs {effect[previous[:2]]:.2g} in 1 − cosine): one "
+                    "knock-out on one text, and where attention and importance disagree the importance map shows it.")
+    else:
+        said.append(f"1 − cosine is {changes[0]:.2g}; the importance map compares it with every other head.")
+    say(" ".join(said))
+    names = [f"L{layer}H{head}" for layer, head in chosen]
+    fig = knockout_figure(names, {f"on {sink_names(roles)}": sinks_of, "on the previous token": previous_of}, changes,
+                          chance=chance, title=f"{model.name}: switching one head off (zero ablation)")
+    figure(fig, "knock-out", pd.DataFrame({"head": names, "attention share on start/end tokens": sinks_of,
+                                           "attention share on the previous token": previous_of,
+                                           "cosine, plain vs ablated sentence embedding": [1 - c for c in changes]}))
+    try_this("knock out a head of your own on the Does it matter? page, or several at once, and compare the importance map "
+             "with the attention those heads give a token.")
+    full_page("effects", "Open this knock-out on the Does it matter? page",
+              {"heads": " ".join(names), "ablation": "zero", "measure": "sentence embedding"})
+
+
+def step_corpus() -> None:
+    model, name, limit = current_model(), current_model_name(), current_token_limit()
+    corpus = current_corpus()
+    bar = st.empty()
+    embeddings = cached_corpus_embeddings(
+        name, tuple(doc.text for doc in corpus), limit,
+        progress=lambda done, total: bar.progress(done / total, text=f"Running the model: {done} of {documents_phrase(total)}"),
+    )
+    bar.empty()
+    titles = [doc.title for doc in corpus]
+    table = drift_table(embeddings, reference="static", pooling="mean")
+    medians = table.groupby("layer")["cosine_similarity"].median()
+    first, last = int(medians.index.min()), int(medians.index.max())
+    steady = bool((np.diff(medians.to_numpy()) < 0).all())
+    anisotropy = table.loc[table["layer"] == last, "anisotropy"].iloc[0]
+    say(
+        f"Now every document of {markdown_safe(current_corpus_name())} ({documents_phrase(len(corpus))}), each pooled into one "
+        f"vector per layer (mean over its tokens) and compared with its own static embedding, `hidden_states[0]`. The "
+        f"median cosine is **{medians.loc[first]:.2f}** at {hidden_state_label(first, model.num_layers)} and "
+        f"**{medians.loc[last]:.2f}** at {hidden_state_label(last, model.num_layers)}" + (": each layer moves the text further from where it started. " if steady else ". ")
+        + (f"Mind the baseline: at hidden state {last} two *different* documents already have a mean cosine of "
+           f"{anisotropy:.2f} (the dotted line), so compare with that, not with 0." if np.isfinite(anisotropy) else "")
+    )
+    figure(layer_violin_figure(table, titles, value="cosine_similarity", value_label="cosine similarity",
+                               title="static → layer: cosine similarity per document (mean pooling)",
+                               baseline=table.drop_duplicates("layer") if len(corpus) > 1 else None),
+           "drift", table)
+    try_this("paste your own documents on the Drift page and come back: this step uses the same corpus.")
+    full_page("drift", "Open the Drift page")
