@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test bench browser clean
+.PHONY: setup run test bench browser clean deploy-local
 
 setup: $(STAMP)
 
@@ -24,10 +24,16 @@ run: setup
 	$(BIN)/python -m streamlit run serve.py
 
 test: setup browser
+	bash scripts/ensure_nginx.sh
 	$(BIN)/python -m pytest
 
 bench: setup browser
 	$(BIN)/python -m bench
+
+# N app replicas behind Debian's nginx on 127.0.0.1 (see docs/deploy.md): make deploy-local N=3
+N ?= 2
+deploy-local: setup
+	N=$(N) $(BIN)/python deploy/local.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
