@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test test-fast bench browser clean
+.PHONY: setup run test test-fast bench browser clean deploy-local
 
 setup: $(STAMP)
 
@@ -25,11 +25,12 @@ run: setup
 
 # Every tier, on both cores (pytest-xdist; a file's tests stay on one worker, so its fixtures are built once).
 test: setup browser
+	bash scripts/ensure_nginx.sh
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # The inner loop: unit tests on tiny models and pure functions, no bundled model, no app, no browser.
 test-fast: setup
-	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not integration and not app and not browser and not slow"
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not integration and not app and not browser and not deploy and not slow"
 
 bench: setup browser
 	$(BIN)/python -m bench
@@ -38,6 +39,11 @@ bench: setup browser
 .PHONY: screenshots
 screenshots: setup browser
 	$(BIN)/python scripts/screenshots.py
+
+# N app replicas behind Debian's nginx on 127.0.0.1 (see docs/deploy.md): make deploy-local N=3
+N ?= 2
+deploy-local: setup
+	N=$(N) $(BIN)/python deploy/local.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -26,6 +26,7 @@ class PageView:
     bytes_received: int = 0
     errors: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)  # markdown/alert bodies, to check what the page said
+    response_headers: dict[str, str] = field(default_factory=dict)  # the websocket handshake's (e.g. nginx's X-Replica)
 
 
 def _rerun(query: dict[str, str], page: str, widget_states=None) -> bytes:
@@ -51,8 +52,11 @@ def _error_of(delta) -> str | None:
     return None
 
 
-async def view_page(base_url: str, page: str, query: dict[str, str], *, timeout: float = 600.0) -> PageView:
-    """Open ``page`` (its url path, e.g. ``"attention"``) with ``query`` and wait until the server is idle."""
+async def view_page(base_url: str, page: str, query: dict[str, str], *, timeout: float = 600.0,
+                    headers: dict[str, str] | None = None) -> PageView:
+    """Open ``page`` (its url path, e.g. ``"attention"``) with ``query`` and wait until the server is idle.
+
+    ``headers`` go with the websocket handshake (a browser's cookie, for a sticky load balancer)."""
     import websockets
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
@@ -62,7 +66,9 @@ async def view_page(base_url: str, page: str, query: dict[str, str], *, timeout:
     last_finished = None
     running = False
     try:
-        async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=timeout) as ws:
+        async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=timeout,
+                                      additional_headers=headers) as ws:
+            view.response_headers = {k.lower(): v for k, v in ws.response.headers.raw_items()}
             await ws.send(_rerun(query, page))
             deadline = started + timeout
             while True:

@@ -1,0 +1,1 @@
+"""Deployment: nginx in front of app replicas, a container image, compose and Kubernetes manifests."""
