@@ -26,6 +26,7 @@ class PageView:
     bytes_received: int = 0
     errors: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)  # markdown/alert bodies, to check what the page said
+    figures: list[str] = field(default_factory=list)  # each Plotly chart's JSON spec, as the browser receives it
     response_headers: dict[str, str] = field(default_factory=dict)  # the websocket handshake's (e.g. nginx's X-Replica)
 
 
@@ -102,6 +103,8 @@ async def view_page(base_url: str, page: str, query: dict[str, str], *, timeout:
                         element = msg.delta.new_element
                         if element.WhichOneof("type") == "markdown":
                             view.texts.append(element.markdown.body)
+                        elif element.WhichOneof("type") == "plotly_chart":
+                            view.figures.append(element.plotly_chart.spec)
                 elif kind == "script_finished":
                     view.script_runs += 1
                     last_finished = time.perf_counter()
