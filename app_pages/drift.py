@@ -160,10 +160,10 @@ def drift_violins() -> None:
 drift_violins()
 embeddings = corpus_embeddings()
 
-st.subheader("[CLS] static vs contextual")
+st.subheader(("First token" if model.is_decoder else "[CLS]") + ": static vs contextual")
 if model.is_decoder:
     st.caption(
-        f"{model.name} is a decoder: it has no [CLS], and under causal attention its first token sees only itself, "
+        f"{model.name} is a decoder: under causal attention its first token sees only itself, "
         "so the first token's vectors do not depend on the rest of the document."
     )
 else:

@@ -31,7 +31,7 @@ PAGE_LINKS = [
     ("app_pages/tour.py", "Guided tour: ten steps from tokens to a whole corpus, each with a live figure."),
     ("app_pages/attention.py", "Attention: every head of every layer as heatmaps, and BertViz's views."),
     ("app_pages/maxima.py", "Maxima: which token each token attends to most, layer by layer; rollout and norm-weighted attention."),
-    ("app_pages/stats.py", "Head statistics: find the heads that look at the previous token, at [SEP], or everywhere."),
+    ("app_pages/stats.py", "Head statistics: find the heads that look at the previous token, at one sink token, or everywhere."),
     ("app_pages/inside.py", "Inside one head: the query, key and value arithmetic, step by step, from the real weights."),
     ("app_pages/compare.py", "Compare two sentences: does a word get a different embedding in every sentence?"),
     ("app_pages/predictions.py", "Predictions: what the model itself would fill in or say next."),

@@ -20,27 +20,33 @@ from viz.head_stats import head_heatmap, head_heatmaps
 ATTENTION_PAGE = "attention"  # url path: ranked heads link there
 # Display labels are what the URL holds (?over=corpus&stat=previous+token), so they are short.
 SOURCES = {"text": "this text", "examples": "example sentences", "corpus": "corpus"}
+NOT_SHARES = ("entropy", "distance")
+model = current_model()
+# What the first and end tokens are called in sentences: a decoder has no [CLS] or [SEP]. The picker's labels, which
+# links hold, are the same for every model.
+FIRST, END = ("the first token", "end-of-text tokens") if model.is_decoder else ("[CLS] / the first token", "[SEP] / end tokens")
 SHORT_NAMES = {
-    "entropy": "entropy", "first": "[CLS] / first token", "end": "[SEP] / end tokens", "punctuation": "punctuation",
+    "entropy": "entropy", "first": "first token", "end": "end tokens", "punctuation": "punctuation",
     "self": "self", "previous": "previous token", "next": "next token", "distance": "distance",
 }
+NAMES = {**STATISTICS, "first": f"Share to {FIRST}", "end": f"Share to {END}"}  # as this model's page names them
 RANKINGS = {
     "previous": "The heads that most attend to the previous token",
     "entropy": "The broadest heads (highest entropy)",
-    "end": "The heads that park attention on [SEP] / end tokens",
-    "first": "The heads that park attention on [CLS] / the first token",
+    "end": f"The heads that park attention on {END}",
+    "first": f"The heads that park attention on {FIRST}",
 }
-NOT_SHARES = ("entropy", "distance")
 
 st.title("Head statistics")
 explain(
-    "Which heads look at the previous token, which spread their attention broadly, which park it on [SEP]? "
+    f"Which heads look at the previous token, which spread their attention broadly, which park it on "
+    f"{FIRST if model.is_decoder else '[SEP]'}? "
     "These are the per-head numbers of Clark et al. (2019) and Vig & Belinkov (2019). Each is averaged over the **query "
-    "tokens**: every token except special ones ([CLS], [SEP], …); for a decoder the first token is left out too, since "
-    "it can only attend to itself. " + numbering_caption(current_model().num_layers)
+    + ("tokens**: every token except the first, which can only attend to itself. " if model.is_decoder else
+       "tokens**: every token except special ones ([CLS], [SEP], …). ")
+    + numbering_caption(model.num_layers)
 )
 attention_caveat()
-model = current_model()
 if model.is_encoder_decoder:
     from ui.seq2seq_views import stats_page
 
@@ -89,7 +95,7 @@ def statistic_views(source: str, table, roles, about: str) -> None:
     statistic = option(st.columns(2)[0].selectbox, "Statistic", list(STATISTICS), format_func=SHORT_NAMES.get, key="stat")
     share = statistic not in NOT_SHARES
     show_figure(
-        head_heatmap(statistic_grid(table, statistic), title=f"{STATISTICS[statistic]}: {about}", colorbar=statistic, share=share),
+        head_heatmap(statistic_grid(table, statistic), title=f"{NAMES[statistic]}: {about}", colorbar=statistic, share=share),
         name=file_stem(model.name, "head-stats", statistic, source),
         data=table,
         key="stats-heatmap",
@@ -122,7 +128,7 @@ def statistic_views(source: str, table, roles, about: str) -> None:
         explain(
             "Norm-weighted attention (Kobayashi et al. 2020) weights each attention weight by the length of what the key "
             "token actually adds, ‖f(x_j)‖ (its value vector through the head's slice of the output projection); each row "
-            "is then taken as a share of its norm-weighted total. Attention parked on [CLS] or [SEP] whose value vectors "
+            f"is then taken as a share of its norm-weighted total. Attention parked on {FIRST} or {END} whose value vectors "
             "(after the output projection W_O) are short adds little to the output, though not nothing (Kobayashi et al. "
             "2020): it shrinks on the right."
         )
@@ -141,7 +147,7 @@ def statistic_views(source: str, table, roles, about: str) -> None:
             )
             st.caption(
                 " ".join(
-                    f"{STATISTICS[sink]}, mean over all heads: {table[sink].mean():.1%} of attention, "
+                    f"{NAMES[sink]}, mean over all heads: {table[sink].mean():.1%} of attention, "
                     f"{weighted[sink].mean():.1%} of norm-weighted attention."
                     for sink in ("first", "end")
                     if sink == "first" or roles.end.any()

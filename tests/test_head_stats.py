@@ -250,7 +250,7 @@ def test_stats_page_averages_over_many_texts(over, expected, model_fixture, requ
 def test_gpt2_has_no_end_tokens_to_rank_and_a_first_token_sink(tiny_gpt2_dir):
     from tests.test_app import open_app, page_errors
 
-    at = open_app({"model": tiny_gpt2_dir, "text": "the cat sat on the mat", "stat": "[CLS] / first token"}, page="app_pages/stats.py")
+    at = open_app({"model": tiny_gpt2_dir, "text": "the cat sat on the mat", "stat": "first token"}, page="app_pages/stats.py")
     assert not page_errors(at)
     assert any("No head attends to these tokens here." == c.value for c in at.caption)
     assert any("it is the first token, a well-known attention sink" in c.value for c in at.caption)

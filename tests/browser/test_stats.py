@@ -43,7 +43,7 @@ def test_the_statistic_comes_from_the_url_and_the_ranked_lists_switch_it(app_pag
 
 
 def test_the_example_sentences_are_averaged_with_a_progress_bar_and_cached(app_page):
-    page = app_page.open("stats", {"text": TEXT, "over": "example sentences", "stat": "[SEP] / end tokens"})
+    page = app_page.open("stats", {"text": TEXT, "over": "example sentences", "stat": "end tokens"})
     page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=120_000)
     assert any(re.match(r"Share to \[SEP\] / end tokens: 6 texts from the example sentences", t) for t in figure_titles(page))
     assert page.locator(".js-plotly-plot .heatmaplayer").count() == 1  # norm-weighted is for one text only
