@@ -6,6 +6,7 @@ from functools import partial
 
 import streamlit as st
 
+from core.attention import window_hidden
 from core.heads import UnsupportedArchitecture
 from core.tokens import token_labels
 from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed
@@ -73,6 +74,17 @@ except UnsupportedArchitecture as err:
 layers, heads = view.matrices.shape[:2]
 head_names = ["all heads (rollout)"] if source == "rollout" else [f"head {h}" for h in range(heads)]
 style = {"causal": model.is_decoder, "colorscale": colorscale, "per_head_scale": per_head, "large": present}
+# cells a layer's sliding window masked: drawn as masked, never as a head's zero (rollout mixes layers: not masked)
+hidden = None if source == "rollout" else window_hidden(view, analysis.sliding_windows)
+if hidden is not None and hidden.any():
+    windowed = [l for l, w in enumerate(analysis.sliding_windows) if w is not None]
+    sizes = sorted({analysis.sliding_windows[l] for l in windowed})
+    st.caption(
+        f"Layer{'s' if len(windowed) > 1 else ''} {', '.join(map(str, windowed))} of {model.name} attend{'' if len(windowed) > 1 else 's'} "
+        f"through a sliding window of {' or '.join(map(str, sizes))} tokens: a token sees only the "
+        f"{'last few' if len(sizes) > 1 else sizes[0]} tokens up to itself there, so the keys further back are drawn "
+        "grey (masked by the model), not as weights of 0."
+    )
 if len(view.labels) == 0:
     st.info("Every token is a special token, so hiding them leaves nothing to show. Choose *Show* for special tokens.")
     end_page()
@@ -84,20 +96,22 @@ show_figure(
     cached_figure(
         current_model_name(), ("attention-overview", *inputs, colorscale, per_head, present),
         lambda: va.overview_figure(view.matrices, title=overview_title, head_names=[n.removeprefix("head ") for n in head_names],
-                                   **style),
+                                   hidden=None if hidden is None else hidden[:, None], **style),
         ablation=ablation,
     ),
     name=file_stem(model.name, source, "overview"),
     data=partial(va.cells_table, view.matrices, view.labels, causal=model.is_decoder, max_cells=va.OVERVIEW_MAX_CELLS,
-                 outer={"layer": list(range(layers)), "head": head_names}),
+                 outer={"layer": list(range(layers)), "head": head_names}, hidden=None if hidden is None else hidden[:, None]),
     key="attention-overview",
 )
 
 @friendly_fragment
-def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict, ablation) -> None:
+def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict, ablation, hidden=None,
+                      windows=None) -> None:
     """Layer, head and view pickers and the figure they choose: a click here reruns only this part.
 
-    ``ablation``: the knock-out shown instead of the plain run (part of every figure's cache key), or None."""
+    ``ablation``: the knock-out shown instead of the plain run (part of every figure's cache key), or None.
+    ``hidden``/``windows``: each layer's sliding-window cells and window (``core.attention.window_hidden``), or None."""
     source = inputs[2]
     layers, heads = view.matrices.shape[:2]
     left, right, mode = st.columns([1, 1, 3])
@@ -107,15 +121,16 @@ def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict, a
     shown = option(mode.segmented_control, "View", VIEWS, key="view", default=VIEWS[0], required=True)
     matrix = view.matrices[layer, head]
     options = (*inputs, style["colorscale"], style["per_head_scale"], style["large"])
+    window = {} if hidden is None else {"hidden": hidden[layer], "window": windows[layer]}
     run = " (ablated run)" if ablation else ""
 
     if shown == "one head":
         show_figure(
             cached_figure(current_model_name(), ("attention-head", *options, layer, head), lambda: va.head_figure(
-                matrix, view.labels, title=f"{model.name}{run} · layer {layer}, {head_names[head]}", **style),
+                matrix, view.labels, title=f"{model.name}{run} · layer {layer}, {head_names[head]}", **style, **window),
                 ablation=ablation),
             name=file_stem(model.name, source, "layer", layer, "head", head),
-            data=partial(va.matrix_table, matrix, view.labels, causal=model.is_decoder),
+            data=partial(va.matrix_table, matrix, view.labels, causal=model.is_decoder, hidden=window.get("hidden")),
             key="attention-head",
             reserve_margins=True,
         )
@@ -123,10 +138,10 @@ def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict, a
         show_figure(
             cached_figure(current_model_name(), ("attention-layer", *options, layer), lambda: va.layer_grid_figure(
                 view.matrices[layer], view.labels, title=f"{model.name}{run} · layer {layer}, every head", head_names=head_names,
-                **style), ablation=ablation),
+                **style, **window), ablation=ablation),
             name=file_stem(model.name, source, "layer", layer),
             data=partial(va.cells_table, view.matrices[layer], view.labels, causal=model.is_decoder, max_cells=va.GRID_MAX_CELLS,
-                         outer={"head": head_names}),
+                         outer={"head": head_names}, hidden=window.get("hidden")),
             key="attention-layer",
         )
     else:
@@ -165,4 +180,4 @@ def bertviz(view, layer: int, head: int, ablation) -> None:
     if html is not None:
         st.iframe(html, height=height)
 
-one_head_or_layer(inputs, view, head_names, style, ablation)
+one_head_or_layer(inputs, view, head_names, style, ablation, hidden, analysis.sliding_windows)

@@ -116,6 +116,21 @@ def attention_view(
     return special_tokens(view, special)
 
 
+def window_hidden(view: AttentionView, windows: tuple[int | None, ...] | None) -> np.ndarray | None:
+    """bool ``[layers, n, n]``: True where layer ``l``'s sliding window hides every token of the key unit from every
+    token of the query unit (a query at ``i`` sees keys ``j > i - w``), or None when no layer has a window.
+
+    Those weights are exactly 0 because the model masked them, not because the head chose to look away; the views
+    draw them as masked cells. ``windows`` is ``Analysis.sliding_windows``.
+    """
+    if windows is None or all(w is None for w in windows):
+        return None
+    first = np.array([min(p) for p in view.positions])
+    last = np.array([max(p) for p in view.positions])
+    gap = first[:, None] - last[None, :]  # the smallest distance back from a query unit to a key unit
+    return np.stack([gap >= w if w is not None else np.zeros(gap.shape, dtype=bool) for w in windows])
+
+
 # --- Beyond raw attention: rollout (Abnar & Zuidema 2020), norm-weighted (Kobayashi et al. 2020) ---
 
 

@@ -44,6 +44,9 @@ class Analysis:
     ``pooler_output``: ``[hidden]`` for models whose checkpoint has pooler weights
     (``LoadedModel.has_pooler``: a dense + tanh layer on the last [CLS] state, trained or not,
     see ``LoadedModel.pooler_trained``; it is not the [CLS] hidden state), else None.
+    ``sliding_windows``: per layer, the sliding window its attention call masked with (a query at ``i`` sees keys
+    ``j`` with ``i - w < j <= i``; Mistral, Gemma 2/3, Qwen 2 with windows) or None for a full layer; None when no layer
+    has one or the pass was not recorded (a batch of several texts).
     Arrays are read-only: an Analysis is shared between sessions through the cache.
     """
 
@@ -60,6 +63,7 @@ class Analysis:
     num_input_tokens: int
     is_decoder: bool
     pooler_output: np.ndarray | None = None
+    sliding_windows: tuple[int | None, ...] | None = None
 
     def __post_init__(self) -> None:
         t = len(self.tokens)
@@ -150,10 +154,13 @@ def _forward(model: LoadedModel, encoding, attentions: bool):
     with torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()), \
             Recorder(model.model, keep_weights=False) if record else nullcontext() as rec:
         out = model.model(**inputs, output_attentions=attentions, output_hidden_states=True, return_dict=True)
+    windows = None
     if record and len(rec.records) == model.num_layers:
         print_ = fingerprint(out.hidden_states[-1][0].float().cpu().numpy())
         remember(model.model, inputs["input_ids"][0].tolist(), print_, rec.records)
-    return out
+        recorded = tuple(None if r.sliding_window is None else int(r.sliding_window) for _, r in sorted(rec.records.items()))
+        windows = recorded if any(w is not None for w in recorded) else None
+    return out, windows
 
 
 def _refuse_encoder_decoder(model: LoadedModel) -> None:
@@ -222,7 +229,7 @@ def iter_analyses(
         encoding = _encode(model, [texts[i] for i in batch], limit)
         if encoding["input_ids"].shape[1] == 0:
             raise AnalysisError("The tokenizer produced no tokens for this text.")
-        out = _forward(model, encoding, attentions)
+        out, windows = _forward(model, encoding, attentions)
         hidden = torch.stack(out.hidden_states, dim=1).float().cpu().numpy()  # [B, L+1, Tmax, D]
         att = torch.stack(out.attentions, dim=1).float().cpu().numpy() if attentions else None  # [B, L, H, Tmax, Tmax]
         pooler = getattr(out, "pooler_output", None) if model.has_pooler else None  # a random pooler means nothing
@@ -248,6 +255,7 @@ def iter_analyses(
                 num_input_tokens=lengths[index],
                 is_decoder=model.is_decoder,
                 pooler_output=pooler[row] if pooler is not None else None,
+                sliding_windows=windows,
             )
         done += len(batch)
         if progress is not None:

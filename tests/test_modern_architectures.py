@@ -112,6 +112,41 @@ def test_sliding_windows_are_masked_cells(family):
         assert c.sliding_window == window
 
 
+def test_attention_page_draws_a_sliding_window_as_masked_cells(family):
+    """``Analysis.sliding_windows`` comes from the attention calls; the views' hidden cells are exactly the cells the
+    plain eager model gives weight 0 below the diagonal, and the head figure draws them as masked (NaN), not 0."""
+    from core.attention import attention_view, window_hidden
+    from viz.attention import head_figure, shown_values
+
+    name, _, model, plain = family
+    analysis = analyze(model, TEXT)
+    windows = _window_layers(name)
+    expected_windows = None if all(w is None for w in windows.values()) else tuple(windows[l] for l in range(2))
+    assert analysis.sliding_windows == expected_windows
+    view = attention_view(analysis)
+    hidden = window_hidden(view, analysis.sliding_windows)
+    if expected_windows is None:
+        assert hidden is None
+        return
+    eager = torch.stack(_plain_forward(plain, analysis.input_ids).attentions, 1)[0].numpy()
+    below = np.tril(np.ones(eager.shape[-2:], dtype=bool))
+    for layer in range(2):
+        zero_in_past = below & (eager[layer] == 0).all(axis=0)
+        np.testing.assert_array_equal(hidden[layer], zero_in_past)
+    layer = next(l for l, w in windows.items() if w)
+    fig = head_figure(view.matrices[layer, 0], view.labels, title="t", causal=True, colorscale="Blues",
+                      hidden=hidden[layer], window=windows[layer])
+    drawn = shown_values(fig.data[-1])
+    assert np.isnan(drawn[hidden[layer]]).all() and np.isfinite(drawn[below & ~hidden[layer]]).all()
+    assert "sliding window" in fig.layout.title.text
+    # words: a word is masked only when the window hides all of its pieces
+    words = attention_view(analysis, words=True)
+    word_hidden = window_hidden(words, analysis.sliding_windows)
+    for q, qs in enumerate(words.positions):
+        for k, ks in enumerate(words.positions):
+            assert word_hidden[layer, q, k] == all(hidden[layer, a, b] for a in qs for b in ks)
+
+
 def test_gemma2_scores_are_soft_capped(decoders):
     _, _, model, _ = decoders("gemma2")
     analysis = analyze(model, TEXT)
@@ -382,3 +417,14 @@ def test_a_recorder_acts_only_in_its_own_thread(decoders):
         knocked = model.model(ids).last_hidden_state
     torch.testing.assert_close(seen["other"], clean)
     assert (knocked - clean).abs().max() > 1e-4 and set(rec.records) == {0, 1}
+
+
+@pytest.mark.app
+def test_attention_page_says_which_layers_have_a_sliding_window(decoders):
+    from tests.test_app import open_app, page_errors
+
+    _, folder, _, _ = decoders("gemma2")
+    at = open_app({"model": str(folder), "text": TEXT}, page="app_pages/attention.py")
+    assert not page_errors(at)
+    said = [c.value for c in at.caption if "sliding window" in c.value]
+    assert said and "Layer 0 of" in said[0] and "window of 4 tokens" in said[0], said

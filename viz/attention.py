@@ -128,13 +128,24 @@ def _colour_ticks(top: float, scale: int) -> dict:
     return {"tickvals": [float(v * scale) for v in values], "ticktext": [f"{v:.6g}" for v in values]}
 
 
-def masked_upper(matrices: np.ndarray, causal: bool) -> np.ndarray:
-    """float32 copy of ``[..., n, n]`` with the cells above the diagonal set to NaN when ``causal``."""
+def masked_upper(matrices: np.ndarray, causal: bool, hidden: np.ndarray | None = None) -> np.ndarray:
+    """float32 copy of ``[..., n, n]`` with the cells above the diagonal set to NaN when ``causal``, and the cells
+    ``hidden`` marks (bool, broadcast against ``matrices``: a sliding window's, ``core.attention.window_hidden``)."""
     out = np.array(matrices, dtype=np.float32, copy=True)
     if causal:
         n = out.shape[-1]
         out[..., np.triu(np.ones((n, n), dtype=bool), k=1)] = np.nan
+    if hidden is not None:
+        out[np.broadcast_to(hidden, out.shape)] = np.nan
     return out
+
+
+def mask_note(hidden: np.ndarray | None, window: int | None = None) -> str:
+    """What a figure's grey cells are: the future, and tokens further back than a sliding window when it hides some."""
+    if hidden is None or not hidden.any():
+        return MASK_NOTE
+    back = f"more than {window - 1} back" if window else "outside a layer's sliding window"
+    return f"{MASK_NOTE}, nor to tokens {back} (sliding window)"
 
 
 def block_mean(matrices: np.ndarray, max_cells: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
@@ -245,17 +256,20 @@ def head_figure(
     colorbar: str = "weight",
     key_labels: list[str] | None = None,
     axis_titles: tuple[str, str] = ("query (attending)", "key (attended to)"),
+    hidden: np.ndarray | None = None,
+    window: int | None = None,
 ) -> go.Figure:
     """One head ``[n, n]`` as a large heatmap, every cell its own (rows = queries); the hover shows
     ``hover_digits`` decimals, exactly the value rounded.
 
     ``key_labels``: the column labels of a non-square ``[t, s]`` head (cross-attention); ``axis_titles``: (rows, columns).
+    ``hidden``: bool ``[n, n]``, cells a sliding window of ``window`` tokens masked (drawn grey, like the future).
     """
     n = matrix.shape[-1]
     key_labels = labels if key_labels is None else key_labels
     if matrix.shape != (len(labels), len(key_labels)) or (causal and len(labels) != n):
         raise ValueError(f"expected a [{len(labels)}, {len(key_labels)}] matrix, got {matrix.shape}")
-    z = masked_upper(matrix, causal)
+    z = masked_upper(matrix, causal, hidden)
     names, key_names = unique_labels(labels), unique_labels(key_labels)
     traces = [_mask_trace(z, names)] if causal else []
     traces.append(
@@ -274,7 +288,7 @@ def head_figure(
     fig = go.Figure(traces, layout={"template": NO_TEMPLATE})
     side = min(1400, max(420, 22 * len(labels) + 200)) + (200 if large else 0)
     fig.update_layout(
-        title=plotly_safe(title) + (f"<br><sub>{MASK_NOTE}</sub>" if causal else ""),
+        title=plotly_safe(title) + (f"<br><sub>{mask_note(hidden, window)}</sub>" if causal else ""),
         xaxis=_category_axis() | {"title": axis_titles[1], "side": "bottom"},
         yaxis=_category_axis(0) | {"title": axis_titles[0], "autorange": "reversed"},
         height=side,
@@ -352,14 +366,16 @@ def layer_grid_figure(
     large: bool = False,
     max_cells: int = GRID_MAX_CELLS,
     key_labels: list[str] | None = None,
+    hidden: np.ndarray | None = None,
+    window: int | None = None,
 ) -> go.Figure:
     """One layer's heads ``[heads, n, n]`` (or ``[heads, t, s]`` with ``key_labels``) as a grid of heatmaps;
-    long inputs are block-averaged to ``max_cells``."""
+    long inputs are block-averaged to ``max_cells``. ``hidden``/``window``: as ``head_figure``'s."""
     heads, n = matrices.shape[0], matrices.shape[-1]
     key_labels = labels if key_labels is None else key_labels
     if matrices.shape[1:] != (len(labels), len(key_labels)) or (causal and len(labels) != n):
         raise ValueError(f"expected [heads, {len(labels)}, {len(key_labels)}], got {matrices.shape}")
-    z, row_bins, bins = block_mean_2d(masked_upper(matrices, causal), max_cells)
+    z, row_bins, bins = block_mean_2d(masked_upper(matrices, causal, hidden), max_cells)
     names, key_names = bin_labels(labels, row_bins), bin_labels(key_labels, bins)
     head_names = head_names or [f"head {h}" for h in range(heads)]
     cols = min(heads, 3 if large else 4)
@@ -394,7 +410,7 @@ def layer_grid_figure(
     if per_head_scale:
         subtitle.append("each head coloured to its own maximum")
     if causal:
-        subtitle.append(MASK_NOTE)
+        subtitle.append(mask_note(hidden, window))
     fig.update_layout(
         title=plotly_safe(title) + (f"<br><sub>{'; '.join(subtitle)}</sub>" if subtitle else ""),
         height=rows * (420 if large else 300) + 120,
@@ -468,14 +484,16 @@ def overview_figure(
     large: bool = False,
     max_cells: int = OVERVIEW_MAX_CELLS,
     gap: int = 2,
+    hidden: np.ndarray | None = None,
 ) -> go.Figure:
     """All layers × heads ``[layers, heads, n, n]`` as one image of thumbnails (8-bit, ≤ ``max_cells`` per side).
 
     One picture instead of layers × heads subplots: a few hundred kB at any length. An
-    invisible coarse grid on top answers hover with "layer L, head H".
+    invisible coarse grid on top answers hover with "layer L, head H". ``hidden``: bool ``[layers, 1, n, n]``, the
+    cells each layer's sliding window masked (``core.attention.window_hidden``), drawn as masked.
     """
     layers, heads = matrices.shape[:2]
-    small, row_bins, bins = block_mean_2d(masked_upper(matrices, causal), max_cells)
+    small, row_bins, bins = block_mean_2d(masked_upper(matrices, causal, hidden), max_cells)
     png, zoom = mosaic_png(small, colorscale=colorscale, per_head_scale=per_head_scale, gap=gap)
     pitch, row_pitch = len(bins) * zoom + gap, len(row_bins) * zoom + gap
     head_names = head_names or [str(h) for h in range(heads)]
@@ -488,7 +506,7 @@ def overview_figure(
         notes.append(f"each pixel averages {step} × {step} tokens")
     notes.append("each head coloured to its own maximum" if per_head_scale else "colour 0 → 1 fixed")
     if causal:
-        notes.append(MASK_NOTE)
+        notes.append(mask_note(hidden))
     width_px = heads * pitch
     # Built on every new text, so without plotly's property validation (10-15 ms of the page view): every property
     # below is already in the form validation would give it (tests/test_viz_attention.py checks that it is).
@@ -529,12 +547,13 @@ def overview_figure(
     )
 
 
-def matrix_table(matrix: np.ndarray, labels: list[str], *, causal: bool, key_labels: list[str] | None = None) -> pd.DataFrame:
+def matrix_table(matrix: np.ndarray, labels: list[str], *, causal: bool, key_labels: list[str] | None = None,
+                 hidden: np.ndarray | None = None) -> pd.DataFrame:
     """``[n, n]`` (or ``[t, s]`` with ``key_labels``) at full precision as a wide table: a ``query`` column,
-    then one column per key (labels made unique); masked cells of a decoder are empty."""
+    then one column per key (labels made unique); masked cells of a decoder (and ``hidden`` ones) are empty."""
     names = unique_labels(labels)
     key_names = names if key_labels is None else unique_labels(key_labels)
-    table = pd.DataFrame(masked_upper(matrix, causal).astype(np.float64), columns=key_names)
+    table = pd.DataFrame(masked_upper(matrix, causal, hidden).astype(np.float64), columns=key_names)
     table.insert(0, "query", names)
     return table
 
@@ -547,13 +566,14 @@ def cells_table(
     max_cells: int,
     outer: dict[str, list],
     key_labels: list[str] | None = None,
+    hidden: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """The numbers a grid or overview draws: ``[*outer, n, n]`` block-averaged to ``max_cells``, as one wide table.
 
     ``outer`` names the leading axes in order, e.g. ``{"layer": [...], "head": [...]}``; each
-    row is one query (or block of queries) of one matrix; masked cells are empty.
+    row is one query (or block of queries) of one matrix; masked cells (and ``hidden`` ones) are empty.
     """
-    small, row_bins, bins = block_mean_2d(masked_upper(matrices, causal), max_cells)
+    small, row_bins, bins = block_mean_2d(masked_upper(matrices, causal, hidden), max_cells)
     names = bin_labels(labels, row_bins)
     key_names = bin_labels(labels if key_labels is None else key_labels, bins)
     c, r = len(key_names), len(names)
