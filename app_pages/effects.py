@@ -15,10 +15,8 @@ from core.heads import UnsupportedArchitecture
 from core.layers import example_head_codes, head_code
 from core.tokens import token_labels
 from ui.ablation import METHOD_NAMES, head_label, remember_knockout
-from ui.cache import (
-    cached_ablated_analysis, cached_analysis, cached_attribution, cached_head_importance, cached_language_model,
-    cached_lens, cached_rollout, cached_target_change,
-)
+from ui.cache import cached_ablated_analysis, cached_analysis, cached_language_model, cached_rollout
+from ui.cache_effects import cached_attribution, cached_head_importance, cached_lens, cached_target_change
 from ui.errors import friendly_errors
 from ui.explain import explain
 from ui.figures import show_figure

@@ -13,7 +13,7 @@ from core.layers import HIDDEN_STATE_SELECT_LABEL, hidden_state_label, numbering
 from core.senses import (
     MAX_SENTENCES, knn_chance_level, token_positions, builtin_set, builtin_words, measured_labels, parse_labelled_lines, read_sentence_csv, sentences_with_word,
 )
-from ui.cache import (
+from ui.cache_senses import (
     cached_aligned_projection, cached_occurrences, cached_separation, cached_separation_interval, start_umap_warmup,
 )
 from ui.errors import friendly_fragment

@@ -14,7 +14,8 @@ from core.senses import builtin_set
 from core.similarity import cosine
 from core.tokens import token_labels
 from core.tour import first_builtin_word, layers_where, previous_is_sink, sink_heads
-from ui.cache import cached_analysis, cached_occurrences
+from ui.cache import cached_analysis
+from ui.cache_senses import cached_occurrences
 from ui.page_state import option, option_value, set_option
 from ui.placement import place_text, verdict
 from ui.session import (

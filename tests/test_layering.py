@@ -160,3 +160,14 @@ def test_no_application_module_patches_a_library():
 ])
 def test_the_patch_check_finds_each_kind_of_patch(source):
     assert _patches(ast.parse(source))
+
+
+MAX_MODULE_LINES = 400
+
+
+def test_every_application_module_holds_one_thing():
+    """Issue 30: no application module over ~400 lines (split by what it is about instead)."""
+    sizes = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in MODULES.items()}
+    assert len(sizes) > 60  # the walk saw the application
+    too_long = {name: lines for name, lines in sizes.items() if lines > MAX_MODULE_LINES}
+    assert not too_long, f"modules over {MAX_MODULE_LINES} lines: {too_long}"

@@ -125,7 +125,7 @@ def _forget_results_of(name: str) -> None:
     log.info("model folder %s changed on disk: loading it again", name)
     for store in BoundedCache.instances():
         store.discard(lambda key: isinstance(key, tuple) and bool(key) and key[0] == name)
-    for cached in (cached_head_stats, cached_separation, cached_language_model, cached_predictions):
+    for cached in (cached_head_stats, cached_language_model, cached_predictions):
         cached.clear()  # Streamlit's caches cannot drop entries by argument; a re-saved folder is rare
 
 
@@ -139,7 +139,7 @@ def cached_analysis(model_name: str, text: str, max_tokens: int | None = None) -
     """One ``Analysis`` per (model, text, token limit), so changing a view never re-runs the model."""
     model = cached_model(model_name)
     store = bounded_store("analyses", MAX_ANALYSES, MAX_ANALYSIS_BYTES)
-    return store.get_or_compute((model_name, text, max_tokens), lambda: _in_turn(analyze, model, text, max_tokens=max_tokens))
+    return store.get_or_compute((model_name, text, max_tokens), lambda: in_model_turn(analyze, model, text, max_tokens=max_tokens))
 
 
 # Derived attention (maxima page; reused by the attention and head-statistics pages).
@@ -157,6 +157,22 @@ def analysis_for(model_name: str, text: str, max_tokens: int | None = None, abla
     return cached_ablated_analysis(model_name, text, max_tokens, tuple(heads), method)
 
 
+MAX_ABLATED_ANALYSES = 32
+
+
+def cached_ablated_analysis(model_name: str, text: str, max_tokens: int | None, heads: tuple, method: str) -> Analysis:
+    """``core.effects.ablate_heads``: the ``Analysis`` of ``text`` with ``heads`` ((layer, head) pairs) knocked out."""
+    from core.effects import ablate_heads
+
+    if not heads:
+        return cached_analysis(model_name, text, max_tokens)
+    store = bounded_store("ablated-analyses", MAX_ABLATED_ANALYSES, MAX_ANALYSIS_BYTES)
+    return store.get_or_compute(
+        (model_name, text, max_tokens, tuple(heads), method),
+        lambda: ablate_heads(cached_model(model_name), text, heads, method=method, max_tokens=max_tokens),
+    )
+
+
 def cached_rollout(model_name: str, text: str, max_tokens: int | None = None, ablation: tuple | None = None) -> np.ndarray:
     """``core.attention.rollout`` of ``analysis_for(model_name, text, max_tokens, ablation)``: read-only ``[layers, T, T]``.
 
@@ -164,7 +180,7 @@ def cached_rollout(model_name: str, text: str, max_tokens: int | None = None, ab
     """
     analysis = analysis_for(model_name, text, max_tokens, ablation)
     store = bounded_store("rollouts", MAX_DERIVED_ENTRIES, MAX_DERIVED_BYTES)
-    return store.get_or_compute((model_name, text, max_tokens, ablation), lambda: _read_only(rollout(analysis)))
+    return store.get_or_compute((model_name, text, max_tokens, ablation), lambda: read_only(rollout(analysis)))
 
 
 def cached_norm_weighted(model_name: str, text: str, max_tokens: int | None = None, ablation: tuple | None = None) -> np.ndarray:
@@ -178,16 +194,16 @@ def cached_norm_weighted(model_name: str, text: str, max_tokens: int | None = No
     analysis = analysis_for(model_name, text, max_tokens, ablation)
     store = bounded_store("norm-weighted", MAX_DERIVED_ENTRIES, MAX_DERIVED_BYTES)
     return store.get_or_compute((model_name, text, max_tokens, ablation),
-                                lambda: _read_only(_in_turn(norm_weighted, model, analysis)))
+                                lambda: read_only(in_model_turn(norm_weighted, model, analysis)))
 
 
-def _in_turn(run, *args, **kwargs):
+def in_model_turn(run, *args, **kwargs):
     """``run(*args, **kwargs)`` once it is this session's turn to use the model (see ``model_turn``)."""
     with model_turn():
         return run(*args, **kwargs)
 
 
-def _read_only(array: np.ndarray) -> np.ndarray:
+def read_only(array: np.ndarray) -> np.ndarray:
     array.setflags(write=False)  # shared by every session
     return array
 
@@ -220,7 +236,7 @@ def cached_corpus_head_stats(model_name: str, texts: tuple[str, ...], max_tokens
     store = bounded_store("corpus-head-stats", MAX_HEAD_STATS, 50_000_000)
     return store.get_or_compute(
         (model_name, tuple(texts), max_tokens),
-        lambda: _in_turn(corpus_statistics, model, texts, max_tokens=max_tokens, progress=progress),
+        lambda: in_model_turn(corpus_statistics, model, texts, max_tokens=max_tokens, progress=progress),
     )
 
 
@@ -240,7 +256,7 @@ def cached_corpus_embeddings(model_name: str, texts: tuple[str, ...], max_tokens
     model = cached_model(model_name)
     store = bounded_store("corpus-embeddings", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
     return store.get_or_compute(
-        (model_name, tuple(texts), max_tokens), lambda: _in_turn(embed_corpus, model, texts, max_tokens=max_tokens, progress=progress)
+        (model_name, tuple(texts), max_tokens), lambda: in_model_turn(embed_corpus, model, texts, max_tokens=max_tokens, progress=progress)
     )
 
 
@@ -272,7 +288,7 @@ def cached_predictions(model_name: str, text: str):
     language_model = cached_language_model(model_name)
     if isinstance(language_model, Exception):
         raise language_model
-    return _in_turn(predict, language_model, text, MAX_TOP_K)
+    return in_model_turn(predict, language_model, text, MAX_TOP_K)
 
 
 # Attention page: the matrices a view shows, per (source, special tokens, word level), so
@@ -308,64 +324,8 @@ def cached_queries_keys(model_name: str, text: str, max_tokens: int | None = Non
     store = bounded_store("queries-keys", MAX_ATTENTION_VIEWS, MAX_ATTENTION_VIEW_BYTES)
     return store.get_or_compute(
         (model_name, text, max_tokens, ablation),
-        lambda: _in_turn(queries_and_keys, cached_model(model_name), analysis_for(model_name, text, max_tokens, ablation)),
+        lambda: in_model_turn(queries_and_keys, cached_model(model_name), analysis_for(model_name, text, max_tokens, ablation)),
     )
-
-
-# Senses page: every occurrence of a word at every layer (one pass), then 2-D projections per layer.
-# 2,000 occurrences × 13 layers × 768 dims (float32) is about 80 MB.
-MAX_OCCURRENCE_SETS = 8
-MAX_OCCURRENCE_BYTES = 400_000_000
-MAX_PROJECTIONS = 128
-
-
-def cached_occurrences(model_name: str, word: str, sentences: tuple[str, ...], progress=None):
-    """``core.senses.occurrence_embeddings`` keyed by (model, word, sentences); ``progress(done, total)`` only when the model runs."""
-    from core.senses import occurrence_embeddings
-
-    store = bounded_store("occurrences", MAX_OCCURRENCE_SETS, MAX_OCCURRENCE_BYTES)
-    return store.get_or_compute(
-        (model_name, word, sentences),
-        lambda: _in_turn(occurrence_embeddings, cached_model(model_name), list(sentences), word, progress=progress),
-    )
-
-
-def cached_projection(model_name: str, word: str, sentences: tuple[str, ...], layer: int, method: str) -> np.ndarray:
-    """``core.projection.project`` of layer ``layer`` of ``cached_occurrences(...)``: read-only ``[N, 2]``, random state 0,
-    so moving the layer slider never re-runs the model and a view is drawn the same way every time."""
-    from core.projection import project
-
-    occurrences = cached_occurrences(model_name, word, sentences)
-    store = bounded_store("projections", MAX_PROJECTIONS, MAX_OCCURRENCE_BYTES)
-    return store.get_or_compute(
-        (model_name, word, sentences, layer, method),
-        lambda: _read_only(project(occurrences.vectors[layer], method, random_state=0)),
-    )
-
-
-MAX_FITTED_PROJECTIONS = 16
-
-
-def cached_fitted_projection(model_name: str, word: str, sentences: tuple[str, ...], layer: int, method: str):
-    """``core.projection.fit_projection`` of layer ``layer`` of ``cached_occurrences(...)`` (random state 0): a
-    ``FittedProjection`` whose ``transform`` places a new occurrence into the same map. Keeps the fitted
-    estimator, so fewer entries than ``cached_projection``."""
-    from core.projection import fit_projection
-
-    occurrences = cached_occurrences(model_name, word, sentences)
-    store = bounded_store("fitted-projections", MAX_FITTED_PROJECTIONS, MAX_OCCURRENCE_BYTES)
-    return store.get_or_compute(
-        (model_name, word, sentences, layer, method),
-        lambda: fit_projection(occurrences.vectors[layer], method, random_state=0),
-    )
-
-
-@st.cache_data(max_entries=MAX_PROJECTIONS, show_spinner=False)
-def cached_separation(model_name: str, word: str, sentences: tuple[str, ...], labels: tuple[str, ...]):
-    """``core.senses.separation`` of ``cached_occurrences(...)``, one label per occurrence: a small table per layer."""
-    from core.senses import separation
-
-    return separation(cached_occurrences(model_name, word, sentences).vectors, list(labels))
 
 
 # Figures and the tables under them, per small key: a control that changes only one figure
@@ -381,124 +341,6 @@ def cached_figure(model_name: str, key: tuple, build, ablation: tuple | None = N
     The figure is shared by every session: never modify it (``ui.figures.fitted`` restyles a copy, kept on it).
     """
     return bounded_store("figures", MAX_FIGURES, MAX_FIGURE_BYTES).get_or_compute((model_name, ablation, *key), build)
-
-
-_UMAP_WANTED = threading.Event()  # set by a page that shows UMAP: the warm-up stops waiting for an idle server
-
-
-def start_umap_warmup(now: bool = False) -> threading.Thread:
-    """Start compiling UMAP (numba, about 10 CPU-s holding the interpreter) in a daemon thread, once per process;
-    returns the ``threading.Thread``. ``ui.warmup`` calls it after the bundled model is loaded.
-
-    The thread first waits until no page has run for ten seconds (``ui.idle.wait_until_idle``), so the
-    compilation never slows a page being drawn; ``now=True`` (the senses page about to show UMAP) ends that wait.
-    (Not at a lower OS priority: the senses page waits for this thread, and a starved thread would make it wait longest.)
-    """
-    if now and not _UMAP_WANTED.is_set():
-        from ui.idle import wake_idle_waiters
-
-        _UMAP_WANTED.set()
-        wake_idle_waiters()
-    return _umap_warmup_thread()
-
-
-@st.cache_resource(show_spinner=False)
-def _umap_warmup_thread() -> threading.Thread:
-    from ui.idle import wait_until_idle
-
-    def warm_up():
-        wait_until_idle(wake=_UMAP_WANTED)
-        from core.projection import warm_up_umap
-
-        log.info("compiling UMAP (%s)", "a page asked for it" if _UMAP_WANTED.is_set() else "no page is running")
-        started = time.perf_counter()
-        warm_up_umap()
-        log.info("UMAP compiled in %.1f s", time.perf_counter() - started)
-        freeze_long_lived()  # numba's compiled functions and their ~190,000 objects live as long as the process
-
-    thread = threading.Thread(target=warm_up, name="umap-warmup", daemon=True)
-    thread.start()
-    return thread
-
-
-# Encoder-decoder models (T5, BART, Marian …): the model's own targets, and one PairAnalysis per
-# (model, source, target, token limit). A PairAnalysis holds its encoder's and decoder's attentions too.
-MAX_PAIRS = 16
-MAX_PAIR_BYTES = 1_000_000_000
-
-
-def cached_generated_target(model_name: str, source: str, max_tokens: int | None, progress=None) -> str:
-    """``core.seq2seq.generate_target`` keyed by (model, source, token limit); ``progress(done, total)``
-    only when the model runs."""
-    from core.seq2seq import generate_target
-
-    store = bounded_store("generated-targets", MAX_ANALYSES, 10_000_000)
-    return store.get_or_compute(
-        (model_name, source, max_tokens),
-        lambda: generate_target(cached_model(model_name), source, max_tokens=max_tokens, progress=progress),
-    )
-
-
-def generated_target_if_cached(model_name: str, source: str, max_tokens: int | None) -> str | None:
-    """The target ``cached_generated_target`` wrote for this source, or None when it has not run."""
-    return bounded_store("generated-targets", MAX_ANALYSES, 10_000_000).get((model_name, source, max_tokens))
-
-
-def _pair_bytes(pair) -> int:
-    from ui.bounded_cache import nbytes_of
-
-    return nbytes_of(pair.cross_attentions) + nbytes_of(pair.source) + nbytes_of(pair.target)
-
-
-@st.cache_resource(show_spinner=False)
-def _pair_store() -> BoundedCache:
-    return BoundedCache(max_entries=MAX_PAIRS, max_bytes=MAX_PAIR_BYTES, size_of=_pair_bytes)
-
-
-def cached_pair(model_name: str, source: str, target: str, max_tokens: int | None = None):
-    """``core.seq2seq.analyze_pair`` of a given (non-empty) target, per (model, source, target, token limit)."""
-    from core.seq2seq import analyze_pair
-
-    model = cached_model(model_name)
-    return _pair_store().get_or_compute(
-        (model_name, source, target, max_tokens), lambda: analyze_pair(model, source, target, max_tokens=max_tokens)
-    )
-
-
-def cached_pair_view(model_name: str, source: str, target: str, max_tokens: int | None, stack: str, special: str, words: bool):
-    """``core.cross_attention.pair_attention_view`` of one stack ("encoder", "decoder", "cross") of ``cached_pair``."""
-    from core.cross_attention import pair_attention_view
-
-    store = bounded_store("pair-views", MAX_ATTENTION_VIEWS, MAX_ATTENTION_VIEW_BYTES)
-    return store.get_or_compute(
-        (model_name, source, target, max_tokens, stack, special, words),
-        lambda: pair_attention_view(cached_pair(model_name, source, target, max_tokens), stack, special=special, words=words),
-    )
-
-
-def cached_aligned_projection(model_name: str, word: str, sentences: tuple[str, ...], layer: int, method: str) -> np.ndarray:
-    """``cached_projection`` of ``layer`` rotated, reflected, shifted and scaled (``core.alignment.align_layout``)
-    onto the same method's layout of the last hidden state, so every layer is drawn in one frame and
-    moving the slider moves the same points instead of redrawing them."""
-    from core.alignment import align_layout
-
-    last = cached_occurrences(model_name, word, sentences).num_layers
-    reference = cached_projection(model_name, word, sentences, last, method)
-    if layer == last:
-        return reference
-    store = bounded_store("aligned-projections", MAX_PROJECTIONS, MAX_OCCURRENCE_BYTES)
-    return store.get_or_compute(
-        (model_name, word, sentences, layer, method),
-        lambda: _read_only(align_layout(cached_projection(model_name, word, sentences, layer, method), reference)),
-    )
-
-
-@st.cache_data(max_entries=MAX_PROJECTIONS, show_spinner=False)
-def cached_separation_interval(model_name: str, word: str, sentences: tuple[str, ...], labels: tuple[str, ...]):
-    """``core.senses.separation_interval`` of ``cached_occurrences(...)`` (90% bootstrap), one label per occurrence."""
-    from core.senses import separation_interval
-
-    return separation_interval(cached_occurrences(model_name, word, sentences).vectors, list(labels))
 
 
 def cached_contextuality(model_name: str, texts: tuple[str, ...], max_tokens: int | None = None, progress=None):
@@ -520,89 +362,10 @@ def cached_model_facts(model_name: str, text: str, max_tokens: int | None = None
 
     model = cached_model(model_name)
     anisotropy = bounded_store("reference-anisotropy", MAX_MODELS, 1_000_000).get_or_compute(
-        (model_name,), lambda: _read_only(_in_turn(reference_anisotropy, model)))
+        (model_name,), lambda: read_only(in_model_turn(reference_anisotropy, model)))
     store = bounded_store("model-facts", 32, 50_000_000)
     return store.get_or_compute(
         (model_name, text, max_tokens),
         lambda: model_facts(model, cached_analysis(model_name, text, max_tokens), anisotropy),
     )
 
-
-# Effects page ("Does it matter?"): knock-out runs, importance maps, attributions and the logit lens,
-# each keyed by (model, text, token limit, options). Bounded stores rather than st.cache_data, because
-# ``progress`` draws into the page and a cache that records page updates would replay them on a hit.
-MAX_EFFECTS = 32
-MAX_EFFECTS_BYTES = 400_000_000
-
-
-def _effects_model(model_name: str, measure: str):
-    """The base model ("embedding") or the model with its language-model head ("target"; raises its ``NoLanguageModelHead``)."""
-    if measure != "target":
-        return cached_model(model_name)
-    language_model = cached_language_model(model_name)
-    if isinstance(language_model, Exception):
-        raise language_model
-    return language_model
-
-
-def cached_ablated_analysis(model_name: str, text: str, max_tokens: int | None, heads: tuple, method: str) -> Analysis:
-    """``core.effects.ablate_heads``: the ``Analysis`` of ``text`` with ``heads`` ((layer, head) pairs) knocked out."""
-    from core.effects import ablate_heads
-
-    if not heads:
-        return cached_analysis(model_name, text, max_tokens)
-    store = bounded_store("ablated-analyses", MAX_EFFECTS, MAX_ANALYSIS_BYTES)
-    return store.get_or_compute(
-        (model_name, text, max_tokens, tuple(heads), method),
-        lambda: ablate_heads(cached_model(model_name), text, heads, method=method, max_tokens=max_tokens),
-    )
-
-
-def cached_head_importance(model_name: str, text: str, max_tokens: int | None, measure: str, method: str,
-                           target: str | None = None, progress=None) -> np.ndarray:
-    """``core.effects.head_importance``: read-only ``[layers, heads]``; ``progress(done, total)`` only when the model runs."""
-    from core.effects import head_importance
-
-    store = bounded_store("head-importance", MAX_EFFECTS, MAX_EFFECTS_BYTES)
-    return store.get_or_compute(
-        (model_name, text, max_tokens, measure, method, target),
-        lambda: _read_only(head_importance(_effects_model(model_name, measure), text, measure=measure, method=method,
-                                           target=target, progress=progress, max_tokens=max_tokens)),
-    )
-
-
-def cached_target_change(model_name: str, text: str, max_tokens: int | None, heads: tuple, method: str,
-                         target: str | None = None, k: int = 5):
-    """``core.effects_compare.target_change``: top-``k`` predictions and log p(target) before and after the knock-out."""
-    from core.effects_compare import target_change
-
-    store = bounded_store("target-changes", MAX_EFFECTS, MAX_EFFECTS_BYTES)
-    return store.get_or_compute(
-        (model_name, text, max_tokens, tuple(heads), method, target, k),
-        lambda: target_change(_effects_model(model_name, "target"), text, heads, method=method, target=target, k=k,
-                              max_tokens=max_tokens),
-    )
-
-
-def cached_attribution(model_name: str, text: str, max_tokens: int | None, method: str, measure: str,
-                       steps: int = 32, target: str | None = None, progress=None):
-    """``core.attribution.token_attribution`` of ``text``; ``progress(done, total)`` only when the model runs."""
-    from core.attribution import token_attribution
-
-    store = bounded_store("attributions", MAX_EFFECTS, MAX_EFFECTS_BYTES)
-    return store.get_or_compute(
-        (model_name, text, max_tokens, method, measure, steps, target),
-        lambda: token_attribution(_effects_model(model_name, measure), text, method=method, measure=measure,
-                                  steps=steps, target=target, max_tokens=max_tokens, progress=progress),
-    )
-
-
-def cached_lens(model_name: str, text: str, max_tokens: int | None, k: int = 5):
-    """``core.lens.logit_lens`` of ``cached_analysis(model_name, text, max_tokens)`` through the model's own head."""
-    from core.lens import logit_lens
-
-    store = bounded_store("logit-lens", MAX_EFFECTS, MAX_EFFECTS_BYTES)
-    return store.get_or_compute(
-        (model_name, text, max_tokens, k),
-        lambda: logit_lens(_effects_model(model_name, "target"), cached_analysis(model_name, text, max_tokens), k=k),
-    )

@@ -10,7 +10,10 @@ import streamlit as st
 
 from ui.explain import PAGE_PADDING_PX
 from ui.session import image_format, presentation_mode
-from viz.common import export_options, file_stem, fit_for_page, fit_for_slide
+from viz.common import file_stem
+from viz.page_fit import fit_for_page
+from viz.slide_text import export_options
+from viz.slides import fit_for_slide
 
 # The width a full-page figure is drawn at on the smallest screen we fit (a 1280 × 720 projector):
 # presentation mode collapses the sidebar; otherwise the open sidebar and Streamlit's padding take their share.
@@ -31,7 +34,7 @@ def plotly_config(name: str, width_px: float = NORMAL_WIDTH) -> dict:
 
 def fitted(fig: go.Figure, width_px: float, *, slide: bool, reserve: bool = False) -> go.Figure:
     """``fig`` restyled for a ``width_px`` column on the page or on a slide: a copy, never the caller's figure.
-    ``reserve``: on the page, set its margins up front (``viz.common.fit_for_page``).
+    ``reserve``: on the page, set its margins up front (``viz.page_fit.fit_for_page``).
 
     The copy is kept on ``fig`` (a private attribute; plotly allows those), so a figure from a cache is fitted
     once per width and mode, not on every rerun (fitting costs 25-50 ms of CPU per figure).
@@ -74,7 +77,7 @@ def show_figure(
     ``"content"`` (the figure's own layout width). ``share``: the fraction of the page's width the figure's
     column takes (0.5 in one of two columns); presentation mode fits fonts, titles and tick labels to that width.
     ``reserve_margins``: a figure redrawn on every click, whose ``share`` is exact, gets the margins its labels take
-    up front, so the browser draws it once (``viz.common.reserve_margins``).
+    up front, so the browser draws it once (``viz.page_fit.reserve_margins``).
     """
     slide = presentation_mode()
     width_px = (PRESENTATION_WIDTH if slide else NORMAL_WIDTH) * share - (COLUMN_GAP_PX if share < 1 else 0)

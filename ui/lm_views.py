@@ -213,7 +213,7 @@ def induction_view(model) -> None:
 def lens_view(text: str) -> None:
     """The logit lens at every position: each layer's top token, coloured by the final prediction's rank."""
     from core.lens_grid import lens_summary
-    from ui.cache import cached_lens
+    from ui.cache_effects import cached_lens
     from ui.session import current_token_limit
     from viz.lens_grid import final_rank_grid, lens_sentence
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -53,6 +52,9 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
 
 from ui.bounded_cache import BoundedCache
+from ui.option_values import (
+    DEFAULT_ARGUMENTS, MISSING, OptionSpec, option_spec, valid_value, value_from_url, value_to_url,
+)
 
 URL_TEXT_MAX_BYTES = 2_000  # percent-encoded bytes of one text parameter; far below every server's limit
 LINKED_TEXTS = 2_000  # long texts kept per process for links
@@ -60,14 +62,6 @@ LINKED_TEXT_BYTES = 100_000_000
 ID_SUFFIX = "_id"
 HOME = "home"
 
-SELECTIONS = {"selectbox", "radio", "segmented_control", "pills", "select_slider"}
-BOOLEANS = {"toggle", "checkbox"}
-NUMBERS = {"slider", "number_input"}
-TEXTS = {"text_area", "text_input"}
-# The arguments that set a widget's starting value; ``option`` sets the value through session state instead.
-DEFAULT_ARGUMENTS = ("index", "value", "default")
-
-_MISSING = object()
 # Parameters each page has declared in this process: decides whether a link names a page's options.
 _PAGE_PARAMS: dict[str, set[str]] = {}
 _APP_PARAMS: set[str] = set()
@@ -237,105 +231,11 @@ def _write_param(name: str, value: str | None, *, app: bool) -> None:
 # --- one option ----------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Spec:
-    kind: str
-    default: Any
-    options: list | None = None
-    labels: list[str] | None = None
-    low: float | None = None
-    high: float | None = None
-    max_chars: int | None = None
-    open_options: bool = False  # selectbox(accept_new_options=True)
-
-
-def _spec(name: str, arguments: dict) -> _Spec:
-    if name in SELECTIONS:
-        options = list(arguments.get("options") or [])
-        format_func = arguments.get("format_func")
-        labels = [str(format_func(o)) for o in options] if format_func else [str(o) for o in options]
-        if name in ("selectbox", "radio"):
-            index = arguments.get("index", 0)
-            default = options[index] if index is not None and options else None
-        elif name == "select_slider":
-            default = arguments.get("value", options[0] if options else None)
-        else:
-            if arguments.get("selection_mode", "single") != "single":
-                raise TypeError("option() supports single-choice widgets only")
-            default = arguments.get("default")
-        return _Spec("choice", default, options, labels, open_options=bool(arguments.get("accept_new_options")))
-    if name in BOOLEANS:
-        return _Spec("bool", bool(arguments.get("value", False)))
-    if name in NUMBERS:
-        low, high = arguments.get("min_value"), arguments.get("max_value")
-        default = arguments.get("value", low if low is not None else 0)
-        return _Spec("number", default, low=low, high=high)
-    if name in TEXTS:
-        return _Spec("text", arguments.get("value") or "", max_chars=arguments.get("max_chars"))
-    raise TypeError(f"option() does not know how to keep the state of st.{name}")
-
-
-def _valid(spec: _Spec, value: Any) -> Any:
-    """``value`` if the widget can show it, clamped into range when it is a number, else the default."""
-    if value is _MISSING or value is None:
-        return spec.default
-    if spec.kind == "choice":
-        if value in spec.options or (spec.open_options and isinstance(value, str) and value.strip()):
-            return value
-        numbers = [o for o in spec.options if isinstance(o, int) and not isinstance(o, bool)]
-        if numbers and len(numbers) == len(spec.options) and isinstance(value, int) and not isinstance(value, bool):
-            return min(max(value, min(numbers)), max(numbers))
-        return spec.default
-    if spec.kind == "bool":
-        return value if isinstance(value, bool) else spec.default
-    if spec.kind == "number":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and math.isnan(value)):
-            return spec.default
-        if spec.low is not None:
-            value = max(value, spec.low)
-        if spec.high is not None:
-            value = min(value, spec.high)
-        return type(spec.default)(value) if isinstance(spec.default, (int, float)) else value
-    if not isinstance(value, str):
-        return spec.default
-    return value[: spec.max_chars] if spec.max_chars else value
-
-
-def _from_url(spec: _Spec, raw: str) -> Any:
-    if spec.kind == "choice":
-        for option_value, label in zip(spec.options, spec.labels):
-            if str(option_value) == raw:
-                return option_value
-        for option_value, label in zip(spec.options, spec.labels):
-            if label == raw:  # links written when the URL held the label
-                return option_value
-        return raw if spec.open_options else _MISSING
-    if spec.kind == "bool":
-        return {"true": True, "1": True, "false": False, "0": False}.get(raw.strip().lower(), _MISSING)
-    if spec.kind == "number":
-        try:
-            number = float(raw)
-        except ValueError:
-            return _MISSING
-        if isinstance(spec.default, int) and number.is_integer():
-            return int(number)
-        return number if not isinstance(spec.default, int) else _MISSING
-    return raw
-
-
-def _to_url(spec: _Spec, value: Any) -> str:
-    if spec.kind == "bool":
-        return "true" if value else "false"
-    if spec.kind == "number" and isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _url_value(spec: _Spec, param: str) -> Any:
+def _url_value(spec: OptionSpec, param: str) -> Any:
     state = _state()
     raw = st.query_params.get(param)
     if raw is not None:
-        return _from_url(spec, raw)
+        return value_from_url(spec, raw)
     if spec.kind == "text":
         content_id = st.query_params.get(param + ID_SUFFIX)
         if content_id:
@@ -345,9 +245,9 @@ def _url_value(spec: _Spec, param: str) -> Any:
                     "This link named a long text kept on the server that made the link; this server does not "
                     "have it (links to long texts work only while that server runs), so the default text is shown."
                 )
-                return _MISSING
+                return MISSING
             return text
-    return _MISSING
+    return MISSING
 
 
 def option(widget: Callable, *args, key: str, app: bool = False, **kwargs) -> Any:
@@ -361,7 +261,7 @@ def option(widget: Callable, *args, key: str, app: bool = False, **kwargs) -> An
     """
     name = getattr(widget, "__name__", "")
     arguments = inspect.signature(widget).bind_partial(*args, **kwargs).arguments
-    spec = _spec(name, arguments)
+    spec = option_spec(name, arguments)
     for argument in DEFAULT_ARGUMENTS:
         arguments.pop(argument, None)
     state = _state()
@@ -374,17 +274,17 @@ def option(widget: Callable, *args, key: str, app: bool = False, **kwargs) -> An
         # browser would keep showing the old label; the value itself is kept below.
         widget_key += "~" + hashlib.md5("\x1f".join(spec.labels).encode()).hexdigest()[:8]
 
-    live = st.session_state.get(widget_key, _MISSING)
+    live = st.session_state.get(widget_key, MISSING)
     if full in state.pending:
         value = state.pending.pop(full)
-    elif live is not _MISSING:
+    elif live is not MISSING:
         value = live
     elif full in state.values:
         value = state.values[full]
     else:
         value = _url_value(spec, key)
-    value = _valid(spec, value)
-    if live is _MISSING or live != value:
+    value = valid_value(spec, value)
+    if live is MISSING or live != value:
         st.session_state[widget_key] = value
     result = widget(**arguments, key=widget_key)
     state.values[full] = result
@@ -392,7 +292,7 @@ def option(widget: Callable, *args, key: str, app: bool = False, **kwargs) -> An
     return result
 
 
-def _write(spec: _Spec, param: str, value: Any, *, app: bool, container) -> None:
+def _write(spec: OptionSpec, param: str, value: Any, *, app: bool, container) -> None:
     if spec.kind == "text":
         for notice in _state().notices:
             (container or st).warning(notice, icon=":material/link_off:")
@@ -413,7 +313,7 @@ def _write(spec: _Spec, param: str, value: Any, *, app: bool, container) -> None
                 "short id instead: it works while this server runs."
             )
         return
-    _write_param(param, None if value == spec.default else _to_url(spec, value), app=app)
+    _write_param(param, None if value == spec.default else value_to_url(spec, value), app=app)
 
 
 def set_option(key: str, value: Any, *, app: bool = False, page: str | None = None) -> None:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from core.placement import DEFAULT_K, nearest_occurrences, sense_votes
 from core.projection import METHOD_NAMES, PLACEABLE, ProjectionError
-from ui.cache import cached_fitted_projection, cached_occurrences
+from ui.cache_senses import cached_fitted_projection, cached_occurrences
 
 
 @dataclass(frozen=True)

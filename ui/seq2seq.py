@@ -8,7 +8,7 @@ import dataclasses
 import streamlit as st
 
 from core.seq2seq import MAX_GENERATED_TOKENS, PairAnalysis
-from ui.cache import cached_generated_target, cached_pair, generated_target_if_cached
+from ui.cache_seq2seq import cached_generated_target, cached_pair, generated_target_if_cached
 from ui.page_state import end_page, option, option_value, set_option
 from ui.session import MAX_TEXT_CHARS, current_model, current_model_name, current_text, current_token_limit
 

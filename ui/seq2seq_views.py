@@ -18,7 +18,7 @@ from core.cross_attention import (
 from core.head_stats import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, analysis_statistics, statistic_grid
 from core.heads import UnsupportedArchitecture
 from core.seq2seq import PairAnalysis
-from ui.cache import cached_pair_view
+from ui.cache_seq2seq import cached_pair_view
 from ui.figures import show_figure
 from ui.page_state import end_page, option
 from ui.seq2seq import CROSS, DECODER, ENCODER, STACKS, current_pair, current_target, pair_caption

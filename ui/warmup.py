@@ -21,7 +21,8 @@ def _warm_up(collector_was_on: bool) -> None:
     try:
         try:
             from core.models import DEFAULT_MODEL
-            from ui.cache import cached_model, start_umap_warmup
+            from ui.cache import cached_model
+            from ui.cache_senses import start_umap_warmup
         finally:
             _importing.release()
         try:

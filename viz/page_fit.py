@@ -1,0 +1,91 @@
+"""Figures at the page's own size (outside presentation mode): margins reserved for the labels Streamlit's
+chart theme draws, so a figure redrawn on every click is drawn once."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.slide_text import LINE_HEIGHT, line_count, text_width
+from viz.slides import (
+    PAGE_AXIS_TITLE_PX, PAGE_FONT_PX, axes_of, category_labels, copy_figure, fit_legend, fit_titles, legend_traces, thin_ticks, tick_labels, write_layout,
+)
+
+# Streamlit's chart theme sets an axis title this far from its tick labels (y: spacing twoXL, x: xl), and Plotly puts
+# tick labels about this far from the plot (tick mark and padding; measured in Chromium, rounded up).
+PAGE_TITLE_GAP_PX = {"y": 32, "x": 24}
+PAGE_TICK_GAP_PX = {"y": 14, "x": 20}
+# A colour bar: Plotly's default thickness and padding; it stands at x = 1.02, 2 % of the plotting width past the plot
+# (counted as 2.5 % of the assumed width: a page figure is often drawn a little wider than assumed).
+COLORBAR_PX, COLORBAR_X = 40, 0.025
+
+
+def _drawn_tick_texts(fig: go.Figure, name: str) -> list[str]:
+    """The tick labels an axis draws, as far as the figure fixes them (a number's width when Plotly chooses)."""
+    axis = fig.layout[name]
+    if axis.showticklabels is False:
+        return []
+    categories = category_labels(fig, name)
+    if axis.tickmode == "linear" and categories and axis.dtick:
+        return categories[int(axis.tick0 or 0):: int(axis.dtick)]
+    found = tick_labels(fig, name)
+    return found[1] if found else ["-0.00"]
+
+
+def reserve_margins(fig: go.Figure, width_px: float) -> go.Figure:
+    """Set a single-plot figure's margins to what its tick labels, axis titles and colour bar will take at the
+    page's font sizes (estimated generously; never less than the figure asks for), so that Plotly need not push
+    them out after drawing. Each push redraws the whole figure once more: 40-50 ms of the browser's main thread
+    for a 128-token head. A label longer than estimated is still pushed (one redraw, as before). Mutates ``fig``.
+    """
+    if axes_of(fig, "x") != ["xaxis"] or axes_of(fig, "y") != ["yaxis"] or fig.layout.yaxis.scaleanchor or (
+            fig.layout.showlegend is not False and len(legend_traces(fig)) > 1):
+        return fig  # several plots, a legend or an aspect ratio to keep: Plotly places them as before
+    margin, font = fig.layout.margin, PAGE_FONT_PX
+    need: dict[str, float] = {}
+    for letter, side in (("y", "l"), ("x", "b")):
+        axis = fig.layout[letter + "axis"]
+        if not axis.automargin:
+            continue
+        texts = _drawn_tick_texts(fig, letter + "axis")
+        widest = max((text_width(t, font) for t in texts), default=0.0)
+        lines = max((line_count(t) for t in texts), default=1)
+        if letter == "y":
+            reach = widest
+        else:
+            angle = abs(axis.tickangle or 0)
+            reach = widest if angle >= 90 else (widest + font) * 0.71 if angle else LINE_HEIGHT * font * lines
+            reach += axis.ticklabelstandoff or 0
+        title_lines = line_count(axis.title.text)
+        title = PAGE_TITLE_GAP_PX[letter] + title_lines * LINE_HEIGHT * (axis.title.font.size or PAGE_AXIS_TITLE_PX)
+        need[side] = (reach + PAGE_TICK_GAP_PX[letter] if texts else 0) + (title if title_lines else 0)
+    bars = [t for t in fig.data if t.type in ("heatmap", "contour") and t.showscale is not False and not t.coloraxis]
+    if bars:
+        bar = bars[0].colorbar
+        ticks = [str(t) for t in bar.ticktext] if bar.ticktext is not None else ["0.00"]
+        title = LINE_HEIGHT * (bar.title.font.size or PAGE_AXIS_TITLE_PX) + font if bar.title.text else 0
+        need["r"] = (COLORBAR_PX + max(text_width(t, font) for t in ticks) + 2 * font + title
+                     + COLORBAR_X * width_px)
+    defaults = {"l": 80, "r": 80, "b": 80}
+    write_layout(fig.layout, margin={side: max(margin[side] if margin[side] is not None else defaults[side], int(np.ceil(px)))
+                               for side, px in need.items()})
+    fig.__dict__["_margins_reserved"] = bool(need)  # plot_area: the margins are final (a private attribute, as fitted's)
+    return fig
+
+
+def fit_for_page(fig: go.Figure, width_px: float, *, reserve: bool = False) -> go.Figure:
+    """A copy of ``fig`` fitted to ``width_px`` at the page's own font sizes (outside presentation mode):
+    titles wrapped (y titles in at most two lines, the figure taller if need be), colour bar titles along
+    the bar, ticks thinned so that no two labels overlap, a legend of several entries under the plot.
+
+    ``reserve``: also set a single plot's margins to what its labels take (``reserve_margins``: Plotly draws it
+    once, not twice). Only for a figure drawn at ``width_px`` or wider: the reserved room is taken from the plot,
+    where the labels of a narrower figure had their slack."""
+    fig = copy_figure(fig)
+    fit_legend(fig, width_px, PAGE_FONT_PX)
+    fit_titles(fig, width_px, PAGE_FONT_PX, PAGE_AXIS_TITLE_PX)
+    thin_ticks(fig, width_px, PAGE_FONT_PX)
+    if reserve and reserve_margins(fig, width_px).__dict__.get("_margins_reserved"):
+        thin_ticks(fig, width_px, PAGE_FONT_PX)  # again, on the plotting area the reserved margins leave
+        reserve_margins(fig, width_px)  # labels turned further take more room (margins only ever grow)
+    return fig

@@ -1,0 +1,390 @@
+"""Slide rules: pure functions that fit a figure to the width it is drawn at (presentation mode): tick labels
+thinned, titles, axis titles and legends wrapped or moved so that nothing overlaps or leaves the figure."""
+
+from __future__ import annotations
+
+import re
+from numbers import Real
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.slide_text import (
+    AXIS_TITLE_LINES, LINE_BREAK, LINE_HEIGHT, SMALL_LINE, TICK_PITCH, _longest_line, line_count, slide_font_size, text_width, wrap_text,
+)
+
+# Plotly validates every property written through its objects again (0.2-0.6 ms per update, about half of the 35 ms a
+# 128-token head's fitting took on every click). What the fitting writes are plain numbers, strings and dicts computed
+# here, so ``write_layout`` merges them into the figure's own dicts instead. True: write through Plotly's validated path
+# (tests/test_slide_rules.py fits every figure of the app both ways and compares them).
+VALIDATE_WRITES = False
+
+
+def _merge(target: dict, changes: dict) -> None:
+    for key, value in changes.items():
+        if isinstance(value, dict):
+            if not isinstance(target.get(key), dict):
+                target[key] = {}
+            _merge(target[key], value)
+        else:
+            target[key] = value
+
+
+def write_layout(obj, **changes) -> None:
+    """``obj.update(**changes)`` for a layout or a trace of a figure, nested dicts merged, without validation."""
+    props = getattr(obj, "_props", None)
+    if VALIDATE_WRITES or not isinstance(props, dict):
+        obj.update(changes)
+    else:
+        _merge(props, changes)
+
+
+def axes_of(fig: go.Figure, letter: str) -> list[str]:
+    """Names of the figure's x (or y) axes, "xaxis" first, including the default one when only traces use it."""
+    names = {k for k in fig.layout.to_plotly_json() if re.fullmatch(letter + r"axis\d*", k)}
+    if fig.data:
+        names.add(letter + "axis")
+    return sorted(names, key=lambda k: int(k[5:] or 1))
+
+
+def _axis_id(name: str) -> str:
+    return name[0] + name[5:]  # "xaxis2" -> "x2"
+
+
+def _traces_on(fig: go.Figure, name: str) -> list:
+    axis_id = _axis_id(name)
+    return [t for t in fig.data if (getattr(t, name[0] + "axis", None) or name[0]) == axis_id]
+
+
+def _domain(axis) -> float:
+    domain = axis.domain or (0.0, 1.0)
+    return max(0.05, float(domain[1]) - float(domain[0]))
+
+
+def _coordinates(trace, letter: str) -> list:
+    """A trace's x (or y) values as a list (empty when it has none)."""
+    data = getattr(trace, letter, None)
+    return [] if data is None else list(np.asarray(data, dtype=object).ravel())
+
+
+def category_labels(fig: go.Figure, name: str) -> list[str] | None:
+    """The category names drawn on a category axis (from its traces), in order; None if not one."""
+    axis = fig.layout[name]
+    values = []
+    for trace in _traces_on(fig, name):
+        data = _coordinates(trace, name[0])
+        if data and isinstance(data[0], str):
+            seen = set(values)
+            values.extend(v for v in data if not (v in seen or seen.add(v)))
+    if axis.type == "category" or (values and axis.type in (None, "-")):
+        return values or None
+    return None
+
+
+def tick_labels(fig: go.Figure, name: str) -> tuple[list, list[str], float] | None:
+    """``(positions, texts, units spanned)`` of an axis whose labels the figure fixes; None when Plotly places them."""
+    axis = fig.layout[name]
+    if axis.showticklabels is False:
+        return None
+    if axis.tickmode == "array" and axis.tickvals is not None and len(axis.tickvals):
+        values = list(axis.tickvals)
+        texts = [str(t) for t in (axis.ticktext if axis.ticktext is not None else values)]
+        if all(isinstance(v, Real) for v in values):
+            low, high = (min(axis.range), max(axis.range)) if axis.range else (min(values) - 0.5, max(values) + 0.5)
+            return values, texts, max(1.0, float(high - low))
+        return values, texts, float(len(values))
+    categories = category_labels(fig, name)
+    if categories:
+        return categories, categories, float(len(categories))
+    if axis.dtick is not None and isinstance(axis.dtick, Real):
+        data = [float(v) for t in _traces_on(fig, name) for v in _coordinates(t, name[0]) if isinstance(v, Real)]
+        if not data:
+            return None
+        low, high = min(data), max(data)
+        values = list(np.arange(low, high + axis.dtick / 2, axis.dtick))
+        return values, [f"{v:g}" for v in values], max(1.0, float(high - low) + 1)
+    return None
+
+
+def _numbered_in_order(axis, categories: list[str] | None) -> bool:
+    """Whether an axis declared ``category`` numbers ``categories`` 0, 1, … in the order the traces give them
+    (Plotly's default), so that a linear ``tick0``/``dtick`` picks the same labels as a list of them would."""
+    return (bool(categories) and axis.type == "category" and axis.tickmode in (None, "auto", "linear")
+            and axis.categoryarray is None
+            and axis.categoryorder in (None, "trace"))
+
+
+def legend_traces(fig: go.Figure) -> list:
+    """Traces that may have a legend entry (an image or a heatmap never does)."""
+    return [t for t in fig.data if getattr(t, "showlegend", None) is not False and getattr(t, "name", None) is not None
+            and t.type not in ("image", "heatmap")]
+
+
+def _right_extra(fig: go.Figure, font_px: float) -> float:
+    """Room a colour bar or a vertical legend on the right takes (Plotly pushes the margin by it)."""
+    extra = 0.0
+    has_bar = any(getattr(t, "showscale", None) is not False and t.type in ("heatmap", "contour") for t in fig.data)
+    if has_bar or fig.layout.coloraxis.colorbar.title.text is not None:
+        extra += 40 + 3 * font_px
+    legend = fig.layout.legend
+    if fig.layout.showlegend is not False and legend.orientation != "h" and len(legend_traces(fig)) > 1:
+        extra += max((text_width(str(t.name), font_px) for t in legend_traces(fig)), default=0) + 50
+    return extra
+
+
+def plot_area(fig: go.Figure, width_px: float, font_px: float) -> tuple[float, float]:
+    """Estimated ``(width, height)`` in px of the plotting area of the whole figure (all subplots' span)."""
+    margin = fig.layout.margin
+    left = max(margin.l if margin.l is not None else 80, 0)
+    for name in axes_of(fig, "y"):
+        labels = tick_labels(fig, name)
+        widest = max((text_width(t, font_px) for t in labels[1]), default=0) if labels else 3 * font_px
+        title = line_count(fig.layout[name].title.text) * LINE_HEIGHT * font_px
+        left = max(left, widest + title + 12)
+        break
+    # margins set by reserve_margins already hold the colour bar and the labels: Plotly draws them as they are
+    reserved = fig.__dict__.get("_margins_reserved", False)
+    right = (margin.r if margin.r is not None else 80) + (0 if reserved else _right_extra(fig, font_px))
+    top = margin.t if margin.t is not None else 100
+    bottom = margin.b if margin.b is not None else 80
+    height = fig.layout.height or 450
+    return max(60.0, width_px - left - right), max(60.0, height - top - bottom)
+
+
+def thin_ticks(fig: go.Figure, width_px: float, font_px: float, height_px: float | None = None) -> go.Figure:
+    """Label every k-th tick, and turn x labels, so that neighbouring labels never overlap.
+
+    For each axis whose labels the figure fixes (token lists, categories, a fixed ``dtick``):
+    x labels stay flat when they fit, else turn 45° or 90° and keep every k-th label so that
+    their pitch across the text is at least ``TICK_PITCH`` font sizes; y labels keep every k-th.
+    The hover still names every cell. ``height_px`` caps the height used (a 16:9 export is
+    shorter than a tall figure). Mutates and returns ``fig``.
+    """
+    area_w, area_h = plot_area(fig, width_px, font_px)
+    if height_px is not None:
+        area_h = min(area_h, area_h - ((fig.layout.height or 450) - height_px))
+    margin_b = fig.layout.margin.b if fig.layout.margin.b is not None else 80
+    below = 0.0  # how far the x labels and title reach under the plot
+    for name in axes_of(fig, "x") + axes_of(fig, "y"):
+        found = tick_labels(fig, name)
+        axis = fig.layout[name]
+        if name[0] == "y" and below > margin_b:
+            area_h, margin_b = area_h - (below - margin_b), below
+        if not found:
+            continue
+        values, texts, units = found
+        length = (area_w if name[0] == "x" else max(40.0, area_h)) * _domain(axis)
+        numeric = len(values) > 1 and all(isinstance(v, Real) for v in values[:2])
+        pitch = max(1e-6, length / units * (values[1] - values[0] if numeric else 1))
+        widest = max((text_width(t, font_px) for t in texts), default=0.0)
+        across = TICK_PITCH * font_px
+        wrapped = None
+        if name[0] == "x" and widest + font_px > pitch and len(texts) <= 6:
+            wrapped = [wrap_text(t, pitch - font_px, font_px) for t in texts]
+            fits = all(text_width(line, font_px) + font_px <= pitch for t in wrapped for line in LINE_BREAK.split(t))
+            wrapped = wrapped if fits and max(line_count(t) for t in wrapped) <= 3 else None
+        if name[0] == "x" and wrapped is not None:
+            angle, step, texts = 0, 1, wrapped
+        elif name[0] == "x" and widest + font_px <= pitch:
+            angle, step = (0 if axis.tickangle is None else axis.tickangle), 1
+        elif name[0] == "x":
+            step45 = int(np.ceil(across / (pitch * np.sin(np.pi / 4))))
+            angle, step = (-45, 1) if step45 == 1 else (-90, int(np.ceil(across / pitch)))
+        else:
+            angle, step = None, int(np.ceil(across / pitch))
+        # a turned x label leans into the corner where the y axis's bottom label sits: set it off the plot
+        standoff = round(font_px / 2) if name[0] == "x" and angle in (-45, -90) else 0
+        if name[0] == "x":
+            reach = {0: LINE_HEIGHT * font_px * max(line_count(t) for t in texts), -45: widest * 0.72 + font_px}
+            title = line_count(axis.title.text) * LINE_HEIGHT * font_px
+            below = max(below, reach.get(angle, widest + font_px) + standoff + title + 10)
+        changes: dict = {"automargin": True}
+        if angle is not None:
+            changes["tickangle"] = angle
+        if standoff:
+            changes["ticklabelstandoff"] = standoff
+        categories = category_labels(fig, name)
+        if axis.dtick is not None and axis.tickmode != "array" and categories is None:
+            changes["dtick"] = axis.dtick * step
+        elif wrapped is None and _numbered_in_order(axis, categories) and texts == categories:
+            # Every step-th category as Plotly numbers them (0, 1, … in order): the same labels, without sending
+            # the list twice more (a 128-token head's labels were a fifth of its layout's bytes)
+            changes |= {"tickmode": "linear", "tick0": 0, "dtick": step}
+        elif step > 1 or wrapped is not None or axis.type == "category" or categories:
+            changes |= {"tickmode": "array", "tickvals": values[::step], "ticktext": texts[::step]}
+        write_layout(fig.layout, **{name: changes})
+    return fig
+
+
+def _subplot_width(fig: go.Figure, annotation, area_w: float) -> float:
+    """Width a subplot title may take: its x axis's domain, or the whole plotting area."""
+    xref = annotation.xref or "paper"
+    if xref.endswith(" domain"):
+        name = "xaxis" + xref.split(" ")[0][1:]
+        return area_w * _domain(fig.layout[name])
+    columns = len({tuple(fig.layout[n].domain or (0, 1)) for n in axes_of(fig, "x")}) or 1
+    return area_w / columns
+
+
+def _top_annotations_px(fig: go.Figure, font_px: float) -> float:
+    """Height of the text set on top of the plot (subplot titles: no arrow, at the top of the paper or of a domain)."""
+    tallest = 0.0
+    for annotation in fig.layout.annotations:
+        ref = str(annotation.yref or "paper")
+        on_top = (ref == "paper" or ref.endswith(" domain")) and annotation.y is not None and annotation.y >= 0.99
+        if annotation.text and annotation.showarrow is False and on_top and annotation.yanchor in (None, "auto", "bottom"):
+            tallest = max(tallest, line_count(annotation.text) * LINE_HEIGHT * (annotation.font.size or font_px))
+    return tallest
+
+
+def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: float | None = None) -> go.Figure:
+    """Wrap the title, subplot titles, axis titles and legend names to the space they have.
+
+    The title is set left in the figure and the top margin grows to hold its lines; y titles take at
+    most two lines (see ``fit_y_titles``). ``axis_title_px``: axis titles' size when an axis does not
+    set one (default ``font_px``). Mutates and returns ``fig``.
+    """
+    area_w, area_h = plot_area(fig, width_px, font_px)
+    for annotation in fig.layout.annotations:
+        if annotation.text:
+            size = annotation.font.size or font_px
+            room = _subplot_width(fig, annotation, area_w) if annotation.showarrow is False else area_w * 0.8
+            annotation.text = wrap_text(annotation.text, room - 8, size)
+            if annotation.x is not None and annotation.x >= 1 and str(annotation.xref or "").endswith("domain"):
+                annotation.xanchor = "right"  # a note at the right edge grows leftwards, into the figure
+    title_px = round(font_px * 1.25)
+    title = fig.layout.title.text
+    if title:
+        wrapped = wrap_text(title, width_px - 30, title_px)
+        # The title sits just above the plot, clear of the top tick label (which reaches about half a
+        # font size above the plot) and of any subplot titles set on the plot's top edge.
+        pad = int(round(0.9 * font_px) + 4 + _top_annotations_px(fig, font_px))
+        # automargin: Plotly grows the top margin until every line of the title is inside the figure
+        write_layout(fig.layout, title={"text": wrapped, "x": 0.01, "xanchor": "left", "xref": "container", "yref": "paper",
+                                  "automargin": True, "pad": {"b": pad}, "font": {"size": title_px}})
+        small = sum(1 for line in LINE_BREAK.split(wrapped) if SMALL_LINE.match(line))
+        needed = 6 + pad + LINE_HEIGHT * title_px * (line_count(wrapped) - small * 0.25) + LINE_HEIGHT * font_px
+        write_layout(fig.layout, margin={"t": max(fig.layout.margin.t or 0, int(needed))})
+    for name in axes_of(fig, "x"):
+        axis = fig.layout[name]
+        if axis.title.text:
+            size = axis.title.font.size or axis_title_px or font_px
+            text = wrap_text(axis.title.text, area_w * _domain(axis) - 8, size)
+            write_layout(fig.layout, **{name: {"title": {"text": text, "font": {"size": size}}, "automargin": True}})
+    fit_y_titles(fig, width_px, font_px, axis_title_px)
+    # a colour bar's title runs along the bar, where Plotly reserves room for it
+    colorbar = fig.layout.coloraxis.colorbar
+    if colorbar.title.text:
+        text = wrap_text(colorbar.title.text, 12 * font_px, font_px)
+        write_layout(fig.layout, coloraxis={"colorbar": {"title": {"text": text, "side": "right"}}})
+    for trace in fig.data:
+        bar = getattr(trace, "colorbar", None)
+        if bar is not None and bar.title.text:
+            write_layout(trace, colorbar={"title": {"text": wrap_text(bar.title.text, 12 * font_px, font_px), "side": "right"}})
+    return fig
+
+
+def _below_plot(fig: go.Figure, font_px: float) -> float:
+    """Estimated room under the plotting area: x tick labels (turned 45° when they do not fit flat), x title, a legend below."""
+    below = float(fig.layout.margin.b if fig.layout.margin.b is not None else 80)
+    for name in axes_of(fig, "x"):
+        axis = fig.layout[name]
+        found = tick_labels(fig, name)
+        texts = found[1] if found else ["0.00"]
+        widest = max((text_width(t, font_px) for t in texts), default=0.0)
+        lines = max((line_count(t) for t in texts), default=1)
+        reach = LINE_HEIGHT * font_px * lines if axis.tickangle in (None, 0) and found is None else widest * 0.72 + font_px
+        title = line_count(axis.title.text) * LINE_HEIGHT * (axis.title.font.size or font_px)
+        below = max(below, reach + title + 16)
+    legend = fig.layout.legend
+    if legend.orientation == "h" and fig.layout.showlegend is not False and len(legend_traces(fig)) > 1:
+        below += LINE_HEIGHT * font_px * max(line_count(str(t.name)) for t in legend_traces(fig)) + 10
+    return below
+
+
+def _span_px(fig: go.Figure, name: str, area_w: float, area_h: float) -> float:
+    """Drawn height of y axis ``name``: its domain's share of the plotting height, or less when the axis keeps
+    its scale equal to an x axis (``scaleanchor``) and the width is what limits it."""
+    axis = fig.layout[name]
+    span = area_h * _domain(axis)
+    anchor = axis.scaleanchor
+    if anchor and anchor.startswith("x") and axis.range is not None:
+        x = fig.layout["xaxis" + anchor[1:]]
+        if x.range is not None:
+            ratio = abs(axis.range[1] - axis.range[0]) / max(1e-9, abs(x.range[1] - x.range[0])) * (axis.scaleratio or 1)
+            span = min(span, area_w * _domain(x) * ratio)
+    return span
+
+
+def fit_y_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: float | None = None) -> go.Figure:
+    """Wrap each y axis title to the height its axis is drawn at, in at most ``AXIS_TITLE_LINES`` lines.
+
+    A y title runs along its axis and is centred on it, so one longer than the axis reaches into the
+    figure's title or under the x labels. When it would need more lines, the figure grows taller (an
+    axis whose scale is tied to its x axis cannot: its title wraps to the height it has). Mutates and
+    returns ``fig``.
+    """
+    names = [n for n in axes_of(fig, "y") if fig.layout[n].title.text]
+    if not names:
+        return fig
+    height = fig.layout.height or 450
+    top = fig.layout.margin.t if fig.layout.margin.t is not None else 100
+    area_w, _ = plot_area(fig, width_px, font_px)
+    area_h = max(60.0, height - top - _below_plot(fig, font_px))
+    grow = 0.0
+    for name in names:
+        axis = fig.layout[name]
+        size = axis.title.font.size or axis_title_px or font_px
+        text = LINE_BREAK.sub(" ", axis.title.text)
+        # the estimate of text widths is rough, so a title keeps a margin of one font size plus 10 % at both ends
+        room = 0.9 * _span_px(fig, name, area_w, area_h) - 2 * size
+        wrapped = wrap_text(text, room, size)
+        if not axis.scaleanchor and (line_count(wrapped) > AXIS_TITLE_LINES or _longest_line(wrapped, size) > room):
+            room = max(text_width(text, size) / AXIS_TITLE_LINES, max(text_width(w, size) for w in text.split(" ")))
+            while line_count(wrap_text(text, room, size)) > AXIS_TITLE_LINES:
+                room += size
+            wrapped = wrap_text(text, room, size)
+            grow = max(grow, (_longest_line(wrapped, size) + 2 * size) / 0.9 / _domain(axis) - area_h)
+        write_layout(fig.layout, **{name: {"title": {"text": wrapped, "font": {"size": size}}, "automargin": True}})
+    if grow > 0:
+        write_layout(fig.layout, height=int(height + np.ceil(grow)))
+    return fig
+
+
+def fit_legend(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
+    """A legend of several entries goes under the plot, across the figure, its names wrapped to fit.
+
+    Below the x axis (pushing the bottom margin) it never covers data. Mutates and returns ``fig``.
+    """
+    shown = legend_traces(fig)
+    if fig.layout.showlegend is False or (len(shown) < 2 and fig.layout.showlegend is not True):
+        return fig
+    for trace in shown:
+        trace.name = wrap_text(trace.name, width_px - 80, font_px)
+    fig.layout.legend.update(orientation="h", x=0, xanchor="left", xref="container", y=0, yanchor="bottom",
+                             yref="container", font={"size": font_px})
+    return fig
+
+
+def copy_figure(fig: go.Figure) -> go.Figure:
+    """A deep copy of a figure, without plotly's property validation (``fig`` was validated when it was built;
+    validating again costs tens of ms per figure on every rerun)."""
+    return go.Figure(fig.to_dict(), _validate=False)
+
+
+def fit_for_slide(fig: go.Figure, width_px: float, export_height_px: float | None = None) -> go.Figure:
+    """A copy of ``fig`` fitted to ``width_px``: font from the width, titles wrapped, ticks thinned, legend below.
+
+    ``export_height_px``: the height the camera button saves at; ticks are thinned for the
+    shorter of it and the figure's own height.
+    """
+    fig = copy_figure(fig)
+    font_px = slide_font_size(width_px)
+    fig.update_layout(font={"size": font_px}, margin={"r": max(fig.layout.margin.r or 0, 2 * font_px)})
+    fit_legend(fig, width_px, font_px)
+    fit_titles(fig, width_px, font_px)
+    thin_ticks(fig, width_px, font_px, export_height_px)
+    return fig
+
+
+PAGE_FONT_PX, PAGE_AXIS_TITLE_PX = 12, 14  # Streamlit's chart theme: tick labels and legend 12 px, axis titles 14 px
