@@ -11,9 +11,10 @@ from core.generation import Distribution, branch_from_param, branch_to_param, ge
 from core.lm_parts import encode
 from core.heads import UnsupportedArchitecture
 from core.patching import UnequalLengths
-from ui.cache import bounded_store, cached_language_model, model_turn
+from ui.cache import cached_language_model, model_turn
 from ui.errors import friendly_fragment
 from ui.explain import explain
+from ui.lm_writer import keep_writing, lm_store, resume, stopped, write_chunk
 from ui.figures import show_figure
 from ui.page_state import option, set_option
 from ui.session import current_model_name
@@ -21,7 +22,6 @@ from viz.common import file_stem, markdown_safe
 from viz.generation import distribution_bars, distribution_sentence, distribution_table, steps_figure
 from viz.patching import dla_heatmap, dla_sentence, dla_table, patching_heatmap, patching_sentence, patching_table
 
-MAX_RESULTS, MAX_BYTES = 64, 200_000_000
 MAX_STEPS = 40
 
 
@@ -31,13 +31,18 @@ def cached_lm_result(kind: str, model_name: str, run, *args, progress=None, **kw
     lm = cached_language_model(model_name)
     if isinstance(lm, Exception):
         raise lm
-    store = bounded_store("lm-tools", MAX_RESULTS, MAX_BYTES)
-    key = (kind, model_name, args, tuple(sorted(kwargs.items())))
+    store = lm_store()
+    key = lm_result_key(kind, model_name, *args, **kwargs)
 
     def compute():
         with model_turn():
             return run(lm, *args, **kwargs, **({} if progress is None else {"progress": progress}))
     return store.get_or_compute(key, compute)
+
+
+def lm_result_key(kind: str, model_name: str, *args, **kwargs) -> tuple:
+    """The store key of ``cached_lm_result(kind, model_name, run, *args, **kwargs)``."""
+    return kind, model_name, args, tuple(sorted(kwargs.items()))
 
 
 def token_texts(tokenizer, ids) -> list[str]:
@@ -94,13 +99,23 @@ def generation_view(text: str, controls: dict) -> None:
     steps = option(c.slider, "Tokens to write", 1, MAX_STEPS, 10, key="steps")
     branch = branch_from_param(option(st.text_input, "Branch (token ids chosen by hand)", "", key="branch"),
                                len(lm.tokenizer))
-    bar = st.progress(0.0, text="Writing…")
     controls = controls if sample else {}  # greedy ignores them: the same cached text for every slider position
-    g = cached_lm_result("generate", current_model_name(), run_generate, text, steps=int(steps), sample=bool(sample),
-                         seed=int(seed), branch=tuple(branch), progress=lambda done, total: bar.progress(
-                             done / total, text=f"Token {done} of {total}"), **controls)
-    bar.empty()
+    kwargs = dict(steps=int(steps), sample=bool(sample), seed=int(seed), branch=tuple(branch), **controls)
+    key = lm_result_key("generate", current_model_name(), text, **kwargs)  # cached_lm_result's: the tour shares it
+    g = lm_store().get(key) or stopped(key)
+    if g is None:  # the first chunk now (a short generation ends here), the rest a chunk at a time, with Stop
+        bar = st.progress(0.0, text="Writing…")
+        g = write_chunk(key, current_model_name(), text, kwargs, bar)
+        bar.empty()
+    if g is None:
+        keep_writing(key, current_model_name(), text, kwargs)
+        return
     st.code(g.text, language=None, wrap_lines=True)
+    if g.stopped:
+        st.info(f"Stopped after {len(g.steps)} of {max(int(steps), len(branch))} tokens; the text so far is kept.",
+                icon=":material/stop_circle:")
+        st.button("Continue writing", key="generation-continue", icon=":material/play_arrow:", on_click=resume,
+                  args=(key,))
     if not g.steps:
         st.info("The model could not write any token (the text already fills its context).", icon=":material/info:")
         return
@@ -198,7 +213,7 @@ def cached_induction(model, length: int, seed: int):
     """``core.induction.induction_scores`` of ``model``, once per (model, length, seed) in this process."""
     from core.induction import induction_scores
 
-    store = bounded_store("lm-tools", MAX_RESULTS, MAX_BYTES)
+    store = lm_store()
     with model_turn():
         return store.get_or_compute(("induction", current_model_name(), length, seed),
                                     lambda: induction_scores(model, length=length, seed=seed))
@@ -279,7 +294,7 @@ def knockout_sentence(result) -> None:
         return
     order = np.argsort(result.scores.ravel())[::-1][:KNOCKED_OUT]
     heads = [tuple(int(v) for v in np.unravel_index(int(i), result.scores.shape)) for i in order]
-    store = bounded_store("lm-tools", MAX_RESULTS, MAX_BYTES)
+    store = lm_store()
     key = ("repeat-loss", current_model_name(), result.length, tuple(result.token_ids.tolist()))
     try:
         with model_turn():
