@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from core.examples import PATCHING_PRESETS
 from core.predictions import NoLanguageModelHead
 from ui.cache import cached_language_model
 from ui.explain import explain
@@ -9,12 +10,7 @@ from ui.lm_views import dla_view, patching_view
 from ui.page_state import end_page, option, set_option
 from ui.session import current_model, current_model_name
 
-PRESETS = {
-    "Who gets the drink (names)": ("When Mary and John went to the store, John gave a drink to",
-                                   "When Mary and John went to the store, Mary gave a drink to", " Mary", " John"),
-    "Capital cities": ("The capital of France is the city of", "The capital of Italy is the city of", " Paris",
-                       " Rome"),
-}
+PRESETS = PATCHING_PRESETS
 VIEWS = {"residual": "Residual stream", "heads": "Each head", "mlp": "Each MLP", "dla": "Direct logit attribution"}
 
 st.title("Patching and attribution")

@@ -25,6 +25,7 @@ from ui.session import (
 from ui.tour_kit import (
     PRESENTATION_CSS, figure, full_page, not_here, previous_token_head, say, sink_names, try_this,
 )
+from ui.tour_lm import choose_track
 from ui.tour_steps import step_corpus, step_explain
 from viz import attention as va
 from viz.common import COLORBLIND_SAFE, OKABE_ITO, markdown_safe, plotly_safe
@@ -332,24 +333,25 @@ STEPS: list[tuple[str, Callable[[], None]]] = [
 ]
 
 
-def _move(delta: int) -> None:
-    set_option("step", min(len(STEPS), max(1, int(option_value("step", 1)) + delta)))
+def _move(delta: int, count: int) -> None:
+    set_option("step", min(count, max(1, int(option_value("step", 1)) + delta)))
 
 
 if present:
     st.html(PRESENTATION_CSS)
 else:
     st.title("Guided tour")
-    st.caption("Ten steps from tokens to a whole corpus. Every number is computed now, for the model and text in the "
-               "sidebar. Use the buttons or the ← → keys.")
+steps, intro = choose_track(STEPS)  # a causal language model also has the LM track (ui/tour_lm.py)
+if not present:
+    st.caption(intro)
 back, where, forward = st.columns([1, 6, 1], vertical_alignment="center")
-number = option(where.slider, "Step", 1, len(STEPS), 1, key="step", label_visibility="collapsed")
+number = option(where.slider, "Step", 1, len(steps), 1, key="step", label_visibility="collapsed")
 # drawn after the slider (in columns left and right of it) so each knows whether it leads anywhere
-back.button("Back", key="tour_back", icon=":material/arrow_back:", shortcut="Left", on_click=_move, args=(-1,),
-            disabled=number <= 1)
-forward.button("Next", key="tour_next", icon=":material/arrow_forward:", shortcut="Right", on_click=_move, args=(1,),
-               disabled=number >= len(STEPS))
-title, render = STEPS[number - 1]
-st.progress(number / len(STEPS), text=f"Step {number} of {len(STEPS)}")
+back.button("Back", key="tour_back", icon=":material/arrow_back:", shortcut="Left", on_click=_move,
+            args=(-1, len(steps)), disabled=number <= 1)
+forward.button("Next", key="tour_next", icon=":material/arrow_forward:", shortcut="Right", on_click=_move,
+               args=(1, len(steps)), disabled=number >= len(steps))
+title, render = steps[number - 1]
+st.progress(number / len(steps), text=f"Step {number} of {len(steps)}")
 st.header(f"{number} · {title}")
 render()

@@ -20,3 +20,12 @@ SUGGESTED_MODELS: list[str] = [
     "roberta-base",
     "gpt2",
 ]
+
+# Clean and corrupted prompts of the same token length (on SmolLM2 and GPT-2), with the answer and the wrong token:
+# offered on the Patching page; the first is the guided tour's patching step.
+PATCHING_PRESETS: dict[str, tuple[str, str, str, str]] = {
+    "Who gets the drink (names)": ("When Mary and John went to the store, John gave a drink to",
+                                   "When Mary and John went to the store, Mary gave a drink to", " Mary", " John"),
+    "Capital cities": ("The capital of France is the city of", "The capital of Italy is the city of", " Paris",
+                       " Rome"),
+}

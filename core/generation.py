@@ -135,20 +135,25 @@ class Generation:
 def generate(lm: LanguageModel, text: str, *, steps: int = 10, sample: bool = False, seed: int = 0,
              temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, branch: Sequence[int] = (),
              alternatives: int = 5, progress: Callable[[int, int], None] | None = None,
-             should_stop: Callable[[], bool] | None = None) -> Generation:
+             should_stop: Callable[[], bool] | None = None, resume: Sequence[Step] = ()) -> Generation:
     """Write up to ``steps`` tokens after ``text``, one forward pass per token.
 
     ``branch``: token ids that replace the first generated tokens (continuing from a chosen alternative).
     Greedy takes the top token; sampling draws step ``i`` with ``numpy.random.default_rng([seed, i])`` from the
     shaped distribution, so the same seed, controls and branch give the same text. ``progress(done, total)`` is
     called after each token; generation stops early when ``should_stop()`` is true or the end-of-text token comes.
+    ``resume``: the steps of an earlier call with the same arguments that stopped early; they are kept and writing
+    goes on after them, so the result is the one an uninterrupted call gives.
     """
     ids = encode(lm, text)
     eos = lm.tokenizer.eos_token_id
-    out: list[Step] = []
-    stopped = ended = False
+    out: list[Step] = list(resume)
+    if out:
+        ids = torch.cat([ids, ids.new_tensor([s.token_id for s in out])])
+    stopped = False
+    ended = bool(out) and eos is not None and out[-1].token_id == eos
     total = max(int(steps), len(branch))
-    for i in range(total):
+    for i in range(len(out), total if not ended else 0):
         if should_stop is not None and should_stop():
             stopped = True
             break

@@ -85,6 +85,17 @@ def test_stop_and_progress(tiny_lm):
     assert g.stopped and len(g.steps) == 2 and seen == [(1, 5), (2, 5)]
 
 
+def test_a_stopped_generation_resumes_to_the_uninterrupted_text(tiny_lm):
+    kwargs = dict(steps=6, sample=True, seed=4, temperature=1.4)
+    whole = generate(tiny_lm, TEXT, **kwargs)
+    seen = []
+    first = generate(tiny_lm, TEXT, **kwargs, progress=lambda done, total: seen.append(done),
+                     should_stop=lambda: len(seen) >= 2)
+    assert first.stopped and len(first.steps) == 2
+    rest = generate(tiny_lm, TEXT, **kwargs, resume=first.steps)
+    assert not rest.stopped and rest.steps == whole.steps and rest.text == whole.text
+
+
 def test_bad_links_and_controls():
     assert branch_from_param("12.7.x.3", 100) == [12, 7]
     assert branch_from_param("<script>", 100) == [] and branch_from_param("5.500", 100) == [5]

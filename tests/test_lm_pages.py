@@ -90,3 +90,34 @@ def test_sampling_uses_the_sliders_and_top_k_one_is_greedy(lm_dirs):
     assert not page_errors(at)
     assert at.code[0].value == greedy != hot
     assert at.query_params["topk"] == "1" and at.query_params["sample"] == "true"
+
+
+def test_stop_keeps_the_text_so_far_and_continue_writes_the_same_text(lm_dirs, monkeypatch):
+    """Issue 27, item 2: a generation written a chunk at a time (one token per chunk here) can be stopped between
+    chunks; the tokens written stay, and Continue ends on the text an uninterrupted generation writes."""
+    import ui.lm_writer as writer
+    from core.generation import generate
+    from core.models import load_model
+    from core.predictions import load_language_model
+
+    monkeypatch.setattr(writer, "CHUNK_SECONDS", 0.0)
+    monkeypatch.setattr(writer, "MIN_CHUNK", 1)
+    text = "the bass player sat on the"  # a text no other test writes after: nothing cached
+    at = open_app({"model": lm_dirs["gpt2"], "text": text, "steps": "7", "sample": "true", "seed": "5"},
+                  page="app_pages/predictions.py")
+    assert not page_errors(at)
+    whole = generate(load_language_model(load_model(lm_dirs["gpt2"])), text, steps=7, sample=True, seed=5)
+    so_far = at.code[-1].value  # the page's run wrote one token, the writing fragment one more
+    assert so_far == whole.prompt + "".join(s.text for s in whole.steps[:2])
+    at.button(key="generation-stop").click().run()
+    assert not page_errors(at)
+    assert "Stopped after 2 of 7 tokens" in " ".join(i.value for i in at.info)
+    assert at.code[-1].value == so_far and "2 tokens written (sampled with seed 5)" in _text(at)
+    at.button(key="generation-continue").click().run()
+    for _ in range(7):  # each run writes two more tokens; a browser reruns the writing fragment by itself
+        if "7 tokens written" in _text(at):
+            break
+        assert not page_errors(at)
+        at.run()
+    assert not page_errors(at)
+    assert "7 tokens written (sampled with seed 5)" in _text(at) and at.code[-1].value == whole.text

@@ -13,7 +13,8 @@ STEPS = 10
 
 
 def _tour(query: dict[str, str]):
-    return open_app(query, page=TOUR)
+    # the ten steps: a language model (the tiny GPT-2 has its tied head) opens on the LM track (tests/test_tour_lm.py)
+    return open_app({"track": "attention"} | query, page=TOUR)
 
 
 def _charts(at) -> int:

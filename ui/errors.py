@@ -48,8 +48,8 @@ def friendly_errors(what: str = "") -> Iterator[None]:
         st.error(user_message(err), icon=":material/error:")
 
 
-def friendly_fragment(func: Callable) -> Callable:
-    """``st.fragment`` whose failures are a sentence too.
+def friendly_fragment(func: Callable, *, run_every: float | None = None) -> Callable:
+    """``st.fragment`` (rerunning itself every ``run_every`` seconds when given) whose failures are a sentence too.
 
     A fragment that reruns on its own runs outside the page's ``friendly_errors`` block, and
     Streamlit would draw its exception as a traceback; this puts the boundary inside it. It also runs
@@ -62,4 +62,4 @@ def friendly_fragment(func: Callable) -> Callable:
         with page_running(), friendly_errors(f"running {func.__name__}"):
             return func(*args, **kwargs)
 
-    return st.fragment(body)
+    return st.fragment(body, run_every=run_every)

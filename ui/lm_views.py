@@ -11,9 +11,10 @@ from core.generation import Distribution, branch_from_param, branch_to_param, ge
 from core.lm_parts import encode
 from core.heads import UnsupportedArchitecture
 from core.patching import UnequalLengths
-from ui.cache import bounded_store, cached_language_model, model_turn
+from ui.cache import cached_language_model, model_turn
 from ui.errors import friendly_fragment
 from ui.explain import explain
+from ui.lm_writer import keep_writing, lm_store, resume, stopped, write_chunk
 from ui.figures import show_figure
 from ui.page_state import option, set_option
 from ui.session import current_model_name
@@ -21,7 +22,6 @@ from viz.common import file_stem, markdown_safe
 from viz.generation import distribution_bars, distribution_sentence, distribution_table, steps_figure
 from viz.patching import dla_heatmap, dla_sentence, dla_table, patching_heatmap, patching_sentence, patching_table
 
-MAX_RESULTS, MAX_BYTES = 64, 200_000_000
 MAX_STEPS = 40
 
 
@@ -31,8 +31,8 @@ def cached_lm_result(kind: str, model_name: str, run, *args, progress=None, **kw
     lm = cached_language_model(model_name)
     if isinstance(lm, Exception):
         raise lm
-    store = bounded_store("lm-tools", MAX_RESULTS, MAX_BYTES)
-    key = (kind, model_name, args, tuple(sorted(kwargs.items())))
+    store = lm_store()
+    key = lm_result_key(kind, model_name, *args, **kwargs)
 
     def compute():
         with model_turn():
@@ -40,7 +40,12 @@ def cached_lm_result(kind: str, model_name: str, run, *args, progress=None, **kw
     return store.get_or_compute(key, compute)
 
 
-def _labels(tokenizer, ids) -> list[str]:
+def lm_result_key(kind: str, model_name: str, *args, **kwargs) -> tuple:
+    """The store key of ``cached_lm_result(kind, model_name, run, *args, **kwargs)``."""
+    return kind, model_name, args, tuple(sorted(kwargs.items()))
+
+
+def token_texts(tokenizer, ids) -> list[str]:
     return [tokenizer.decode([int(i)], clean_up_tokenization_spaces=False) for i in ids]
 
 
@@ -51,7 +56,7 @@ def _heading(title: str, about: str):
     return cached_language_model(current_model_name()), st.columns(3)
 
 
-def _next_logits(lm, text: str):
+def next_logits(lm, text: str):
     return last_logits(lm, encode(lm, text))
 
 
@@ -73,9 +78,9 @@ def sampling_view(text: str) -> dict:
     temperature = option(a.slider, "Temperature", 0.05, 3.0, 1.0, 0.05, key="temp")
     top_k = option(b.slider, "Top-k (0 = off)", 0, 100, 0, key="topk")
     top_p = option(c.slider, "Top-p", 0.05, 1.0, 1.0, 0.05, key="topp")
-    logits = cached_lm_result("next-logits", current_model_name(), _next_logits, text)
+    logits = cached_lm_result("next-logits", current_model_name(), next_logits, text)
     d: Distribution = shape_distribution(logits, temperature=float(temperature), top_k=int(top_k), top_p=float(top_p))
-    labels = _labels(lm.tokenizer, d.order[:50])
+    labels = token_texts(lm.tokenizer, d.order[:50])
     st.markdown(markdown_safe(distribution_sentence(d, labels)))
     show_figure(distribution_bars(d, labels), name=file_stem(current_model_name(), "sampling", temperature, top_k, top_p),
                 data=lambda: pd.DataFrame(distribution_table(d, labels)), key="sampling-bars")
@@ -94,13 +99,23 @@ def generation_view(text: str, controls: dict) -> None:
     steps = option(c.slider, "Tokens to write", 1, MAX_STEPS, 10, key="steps")
     branch = branch_from_param(option(st.text_input, "Branch (token ids chosen by hand)", "", key="branch"),
                                len(lm.tokenizer))
-    bar = st.progress(0.0, text="Writing…")
     controls = controls if sample else {}  # greedy ignores them: the same cached text for every slider position
-    g = cached_lm_result("generate", current_model_name(), _generate, text, steps=int(steps), sample=bool(sample),
-                         seed=int(seed), branch=tuple(branch), progress=lambda done, total: bar.progress(
-                             done / total, text=f"Token {done} of {total}"), **controls)
-    bar.empty()
+    kwargs = dict(steps=int(steps), sample=bool(sample), seed=int(seed), branch=tuple(branch), **controls)
+    key = lm_result_key("generate", current_model_name(), text, **kwargs)  # cached_lm_result's: the tour shares it
+    g = lm_store().get(key) or stopped(key)
+    if g is None:  # the first chunk now (a short generation ends here), the rest a chunk at a time, with Stop
+        bar = st.progress(0.0, text="Writing…")
+        g = write_chunk(key, current_model_name(), text, kwargs, bar)
+        bar.empty()
+    if g is None:
+        keep_writing(key, current_model_name(), text, kwargs)
+        return
     st.code(g.text, language=None, wrap_lines=True)
+    if g.stopped:
+        st.info(f"Stopped after {len(g.steps)} of {max(int(steps), len(branch))} tokens; the text so far is kept.",
+                icon=":material/stop_circle:")
+        st.button("Continue writing", key="generation-continue", icon=":material/play_arrow:", on_click=resume,
+                  args=(key,))
     if not g.steps:
         st.info("The model could not write any token (the text already fills its context).", icon=":material/info:")
         return
@@ -128,7 +143,7 @@ def generation_view(text: str, controls: dict) -> None:
         st.button("Back to the model's own choices", on_click=set_option, args=("branch", ""), key="branch-clear")
 
 
-def _generate(lm, text, **kwargs):
+def run_generate(lm, text, **kwargs):
     return generate(lm, text, **kwargs)
 
 
@@ -176,9 +191,6 @@ def dla_view(text: str, answer: str, wrong: str) -> None:
 
 def induction_view(model) -> None:
     """Induction scores of every head of ``model`` on repeated random tokens (length and seed in the link)."""
-    from core.induction import induction_scores
-    from viz.head_stats import head_heatmap
-
     st.subheader("Induction heads")
     explain("A sequence of random tokens is shown twice. At each token of the second copy, an **induction head** "
             "attends to the token that came right after the same token in the first copy, so the model can predict "
@@ -186,57 +198,88 @@ def induction_view(model) -> None:
     left, right = st.columns(2)
     length = option(left.slider, "Random tokens per copy", 5, 100, 40, key="ind_len")
     seed = option(right.number_input, "Seed", 0, 10**6, 0, key="ind_seed")
-    store = bounded_store("lm-tools", MAX_RESULTS, MAX_BYTES)
     try:
-        with model_turn():
-            result = store.get_or_compute(("induction", current_model_name(), int(length), int(seed)),
-                                          lambda: induction_scores(model, length=int(length), seed=int(seed)))
+        result = cached_induction(model, int(length), int(seed))
     except ValueError as err:
         st.warning(markdown_safe(str(err)), icon=":material/warning:")
         return
+    st.markdown(markdown_safe(induction_sentence(result)))
+    knockout_sentence(result)
+    show_figure(induction_figure(result), name=file_stem(current_model_name(), "induction", length, seed),
+                key="stats-induction", data=lambda: induction_table(result))
+
+
+def cached_induction(model, length: int, seed: int):
+    """``core.induction.induction_scores`` of ``model``, once per (model, length, seed) in this process."""
+    from core.induction import induction_scores
+
+    store = lm_store()
+    with model_turn():
+        return store.get_or_compute(("induction", current_model_name(), length, seed),
+                                    lambda: induction_scores(model, length=length, seed=seed))
+
+
+def induction_even_share(result) -> float:
+    """The mean attention a head spreading its attention evenly over what it can see gives the induction target."""
+    queries = np.arange(result.prefix + result.length, result.prefix + 2 * result.length)
+    return float(np.mean(1 / (queries + 1)))
+
+
+def induction_sentence(result) -> str:
+    """The strongest induction head against an even spread, and how many heads score above 40% (plain text)."""
     layer, head = np.unravel_index(int(np.argmax(result.scores)), result.scores.shape)
     strong = int((result.scores > 0.4).sum())
-    queries = np.arange(result.prefix + result.length, result.prefix + 2 * result.length)
-    even = float(np.mean(1 / (queries + 1)))  # a head spreading attention evenly over the tokens it can see
-    st.markdown(markdown_safe(
-        f"The strongest is head {head} of layer {layer}: {result.scores[layer, head]:.0%} of its attention goes to the "
-        f"token after the earlier occurrence (a head spreading its attention evenly over the tokens it can see would "
-        f"give {even:.1%}). {strong} head{'s' if strong != 1 else ''} score above 40%."))
-    knockout_sentence(result)
-    show_figure(head_heatmap(result.scores, title="Induction score", colorbar="score", share=True),
-                name=file_stem(current_model_name(), "induction", length, seed), key="stats-induction",
-                data=lambda: pd.DataFrame([{"layer": l, "head": h, "induction_score": float(result.scores[l, h])}
-                                           for l in range(result.scores.shape[0])
-                                           for h in range(result.scores.shape[1])]))
+    return (f"The strongest is head {head} of layer {layer}: {result.scores[layer, head]:.0%} of its attention goes to "
+            f"the token after the earlier occurrence (a head spreading its attention evenly over the tokens it can see "
+            f"would give {induction_even_share(result):.1%}). {strong} head{'s' if strong != 1 else ''} score above 40%.")
 
 
-def lens_view(text: str) -> None:
-    """The logit lens at every position: each layer's top token, coloured by the final prediction's rank."""
+def induction_figure(result):
+    from viz.head_stats import head_heatmap
+
+    return head_heatmap(result.scores, title="Induction score", colorbar="score", share=True)
+
+
+def induction_table(result) -> pd.DataFrame:
+    return pd.DataFrame([{"layer": l, "head": h, "induction_score": float(result.scores[l, h])}
+                         for l in range(result.scores.shape[0]) for h in range(result.scores.shape[1])])
+
+
+def lens_parts(text: str):
+    """``(sentence, figure, table)`` of the logit lens at every position of ``text``: a plain-text sentence, and the
+    table as a function (built for the CSV only). Raises ``UnsupportedArchitecture`` where the lens does not apply."""
     from core.lens_grid import lens_summary
     from ui.cache_effects import cached_lens
     from ui.session import current_token_limit
     from viz.lens_grid import final_rank_grid, lens_sentence
 
+    lens = cached_lens(current_model_name(), text, current_token_limit(), 1)
+    summary = lens_summary(lens.final_ranks)
+    top = [[c[0] for c in layer] for layer in lens.candidates]
+    final = top[-1]
+
+    def table() -> pd.DataFrame:
+        return pd.DataFrame([{"hidden_state": l, "position": t, "token": lens.tokens[t], "top_token": top[l][t],
+                              "final_prediction": final[t], "rank_of_final": int(lens.final_ranks[l, t]) + 1,
+                              "stays_top_from": int(summary.settled[t])}
+                             for l in range(len(top)) for t in range(len(final))])
+    return (lens_sentence(lens.tokens, final, summary, lens.final_ranks.shape[0] - 1),
+            final_rank_grid(lens.tokens, top, lens.final_ranks, summary, final), table)
+
+
+def lens_view(text: str) -> None:
+    """The logit lens at every position: each layer's top token, coloured by the final prediction's rank."""
     st.subheader("Where the prediction is decided: the logit lens")
     explain("The model's own head applied to the hidden state after every layer shows what it would predict if it "
             "stopped there. Each cell is that layer's top token; its colour is the rank there of the token the "
             "model finally predicts (dark = already on top). A ring marks the layer from which it stays on top.")
     try:
-        lens = cached_lens(current_model_name(), text, current_token_limit(), 1)
+        sentence, fig, table = lens_parts(text)
     except UnsupportedArchitecture as err:
         st.info(str(err), icon=":material/info:")
         return
-    summary = lens_summary(lens.final_ranks)
-    top = [[c[0] for c in layer] for layer in lens.candidates]
-    final = top[-1]
-    st.markdown(markdown_safe(lens_sentence(lens.tokens, final, summary, lens.final_ranks.shape[0] - 1)))
-    show_figure(final_rank_grid(lens.tokens, top, lens.final_ranks, summary, final),
-                name=file_stem(current_model_name(), "lens-final-rank"), key="predictions-lens",
-                data=lambda: pd.DataFrame([{"hidden_state": l, "position": t, "token": lens.tokens[t],
-                                            "top_token": top[l][t], "final_prediction": final[t],
-                                            "rank_of_final": int(lens.final_ranks[l, t]) + 1,
-                                            "stays_top_from": int(summary.settled[t])}
-                                           for l in range(len(top)) for t in range(len(final))]))
+    st.markdown(markdown_safe(sentence))
+    show_figure(fig, name=file_stem(current_model_name(), "lens-final-rank"), key="predictions-lens", data=table)
 
 
 KNOCKED_OUT = 3
@@ -251,7 +294,7 @@ def knockout_sentence(result) -> None:
         return
     order = np.argsort(result.scores.ravel())[::-1][:KNOCKED_OUT]
     heads = [tuple(int(v) for v in np.unravel_index(int(i), result.scores.shape)) for i in order]
-    store = bounded_store("lm-tools", MAX_RESULTS, MAX_BYTES)
+    store = lm_store()
     key = ("repeat-loss", current_model_name(), result.length, tuple(result.token_ids.tolist()))
     try:
         with model_turn():

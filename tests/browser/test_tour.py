@@ -77,6 +77,7 @@ def test_arrow_keys_move_between_steps(app_page):
 @pytest.mark.parametrize("model_fixture", [None, "tiny_gpt2_dir"])
 def test_every_step_from_a_deep_link_with_hostile_text(app_page, step, model_fixture, request):
     query = {"step": str(step), "text": ATTACK} | ({"model": request.getfixturevalue(model_fixture)} if model_fixture else {})
+    query["track"] = "attention"  # the ten steps: a language model (the tiny GPT-2's head is tied) opens on the LM track
     page = app_page.open("tour", query, timeout_ms=300_000)
     _wait_for_step(page, step)
     shown = _figure_or_reason(page)
@@ -105,4 +106,30 @@ def test_the_explain_step_paints_its_knock_out_and_links_to_the_effects_page(app
     page = app_page.open(href.lstrip("/"), timeout_ms=300_000)  # the link, as a new tab would open it
     box = page.get_by_role("textbox", name="Heads to knock out")
     assert box.input_value() == " ".join(heads)
+    app_page.assert_clean()
+
+
+LM_STEPS = 5
+
+
+def test_the_lm_track_walks_through_its_steps_on_a_tiny_language_model(app_page, tmp_path_factory):
+    """Issue 27, item 7: a causal language model opens on the LM track; Next walks its five steps, each painting its
+    figure (or, for the names preset the tiny tokenizer cuts into pieces, saying why), and the switch goes back."""
+    from tests.model_factory import build_tiny_gpt2_lm
+
+    model = str(build_tiny_gpt2_lm(tmp_path_factory.mktemp("models") / "tour-lm"))
+    page = app_page.open("tour", {"model": model, "text": "the cat sat on the mat"}, timeout_ms=300_000)
+    _wait_for_step(page, 1)
+    for step in range(1, LM_STEPS + 1):
+        if step > 1:
+            page.get_by_role("button", name="Next").click()
+            _wait_for_step(page, step)
+            app_page.wait_until_idle(timeout_ms=300_000)
+        shown = _figure_or_reason(page)
+        assert shown == "figure" or step == LM_STEPS, (step, shown)
+    assert page.get_by_role("button", name="Next").is_disabled()
+    assert not _injected(page), _injected(page)
+    page.locator('[data-testid="stMain"] button', has_text="From tokens to a corpus").click()
+    _wait_for_step(page, 1)
+    page.wait_for_function("() => new URLSearchParams(location.search).get('track') === 'attention'")
     app_page.assert_clean()

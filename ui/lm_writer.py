@@ -1,0 +1,110 @@
+"""Generation that the reader can stop (issue 27, item 2): the text is written a short chunk at a time, so a Stop
+button can end it between chunks and the tokens written so far stay on screen.
+
+A Streamlit click inside a fragment waits for the run in progress to finish; a generation written in one run could
+not be stopped. So the first chunk is written in the run that asks for the text (a tiny model or a short text is
+done there: at least ``MIN_CHUNK`` tokens), and the rest by a fragment that reruns itself every ``POLL_SECONDS``
+while tokens remain, writing for up to ``CHUNK_SECONDS`` each time and showing the text so far, the progress and
+Stop. Stop keeps what was written (in the session, by the generation's arguments); Continue writes on from there, to
+the same text an uninterrupted generation gives (``core.generation.generate(resume=...)``). A finished text goes to
+the same process-wide store as every other language-model result, then the page is drawn again around it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from core.generation import Generation, generate
+from ui.bounded_cache import BoundedCache
+from ui.cache import bounded_store, cached_language_model, model_turn
+from ui.errors import friendly_fragment
+
+CHUNK_SECONDS = 0.3  # one run writes at least MIN_CHUNK tokens, then stops after this long
+MIN_CHUNK = 5  # so a short generation always ends in the run that asks for it, however busy the machine
+POLL_SECONDS = 0.1
+KEPT = 8  # unfinished or stopped generations kept per session
+LM_RESULTS, LM_RESULT_BYTES = 64, 200_000_000
+
+
+def lm_store() -> BoundedCache:
+    """The language-model views' results (generations, patching, attribution, induction), process-wide."""
+    return bounded_store("lm-tools", LM_RESULTS, LM_RESULT_BYTES)
+
+
+def _session(name: str) -> dict:
+    if name not in st.session_state:
+        st.session_state[name] = {}
+    return st.session_state[name]
+
+
+def _keep(name: str, key, value) -> None:
+    kept = _session(name)
+    kept.pop(key, None)
+    kept[key] = value
+    while len(kept) > KEPT:
+        kept.pop(next(iter(kept)))
+
+
+def stopped(key) -> Generation | None:
+    """The generation the reader stopped, with the tokens written until then."""
+    return _session("lm-stopped").get(key)
+
+
+def stop(key) -> None:
+    """Stop's callback: keep the tokens written so far as a stopped generation."""
+    partial = _session("lm-writing").get(key)
+    if partial is not None:
+        _keep("lm-stopped", key, Generation(partial.prompt, partial.steps, True, False))
+
+
+def resume(key) -> None:
+    """Continue's callback: write on from the stopped tokens."""
+    _session("lm-stopped").pop(key, None)
+
+
+def write_chunk(key, model_name: str, text: str, kwargs: dict, bar) -> Generation | None:
+    """Write on for up to ``CHUNK_SECONDS`` (at least ``MIN_CHUNK`` tokens); the finished generation (also put in
+    the store under ``key``, ``ui.lm_views.lm_result_key``'s), or None while tokens remain."""
+    lm = cached_language_model(model_name)
+    if isinstance(lm, Exception):
+        raise lm
+    partial = _session("lm-writing").get(key)
+    written = list(partial.steps) if partial is not None else []
+    total = max(int(kwargs["steps"]), len(kwargs.get("branch", ())))
+    deadline = time.monotonic() + CHUNK_SECONDS
+    count = [len(written)]
+
+    def progress(done: int, total: int) -> None:
+        count[0] = done
+        bar.progress(done / total, text=f"Token {done} of {total}")
+
+    with model_turn():
+        g = generate(lm, text, **kwargs, resume=written, progress=progress,
+                     should_stop=lambda: count[0] >= len(written) + MIN_CHUNK and time.monotonic() > deadline)
+    if g.stopped and len(g.steps) < total:
+        _keep("lm-writing", key, g)
+        return None
+    g = Generation(g.prompt, g.steps, False, g.ended)
+    _session("lm-writing").pop(key, None)
+    lm_store().put(key, g)
+    return g
+
+
+def _writing(key, model_name: str, text: str, kwargs: dict) -> None:
+    """One chunk, the text so far, and Stop; once finished or stopped, the page is drawn again around the text."""
+    if stopped(key) is not None or lm_store().get(key) is not None:
+        st.rerun(scope="app")
+    bar = st.progress(0.0, text="Writing…")
+    if write_chunk(key, model_name, text, kwargs, bar) is not None:
+        st.rerun(scope="app")
+    partial = _session("lm-writing")[key]
+    st.code(partial.text, language=None, wrap_lines=True)
+    st.button("Stop", key="generation-stop", icon=":material/stop_circle:", on_click=stop, args=(key,),
+              help="Stop writing; the tokens written so far stay")
+
+
+def keep_writing(key, model_name: str, text: str, kwargs: dict) -> None:
+    """The fragment that writes the rest, a chunk per rerun (``POLL_SECONDS`` apart), with Stop."""
+    friendly_fragment(_writing, run_every=POLL_SECONDS)(key, model_name, text, kwargs)

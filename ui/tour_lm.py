@@ -1,0 +1,264 @@
+"""The guided tour's language-model track (app_pages/tour.py): predict → sample → the lens → induction → patching,
+each step computed now for the causal language model and the text on screen.
+
+The tour offers the track when the model on screen is a causal language model (a decoder with its language-model
+head) and opens on it; the switch at the top (``?track=attention``) goes back to the ten steps from tokens to a
+corpus, which every model has. ``?track=lm&step=N`` reproduces a step, with its own options in the link too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core.examples import PATCHING_PRESETS
+from core.generation import shape_distribution
+from core.heads import UnsupportedArchitecture
+from core.lm_parts import encode
+from core.patching import UnequalLengths, patch_residual
+from ui.cache import cached_language_model
+from ui.lm_views import (
+    cached_induction, cached_lm_result, induction_even_share, induction_figure, induction_sentence, induction_table,
+    lens_parts, next_logits, run_generate, token_texts,
+)
+from ui.page_state import option, set_option
+from ui.session import current_model, current_model_name, current_text
+from ui.tour_kit import figure, full_page, not_here, say, try_this
+from viz.common import OKABE_ITO, markdown_safe
+from viz.generation import distribution_bars, distribution_table, steps_figure
+from viz.patching import patching_heatmap, patching_sentence, patching_table
+from viz.predictions import visible_spaces
+
+LM, ATTENTION = "lm", "attention"
+TRACKS = {ATTENTION: "From tokens to a corpus", LM: "How a language model predicts"}
+INTROS = {
+    ATTENTION: "Ten steps from tokens to a whole corpus. Every number is computed now, for the model and text in the "
+               "sidebar. Use the buttons or the ← → keys.",
+    LM: "Five steps through how a language model writes: what it predicts, how a sampler draws, where in the layers "
+        "the answer is decided, which heads copy, and which activations carry a detail. Every number is computed "
+        "now, for the model and text in the sidebar. Use the buttons or the ← → keys.",
+}
+SAMPLED = 12  # tokens the sampling step writes, greedy and sampled
+INDUCTION_LENGTH, INDUCTION_SEED = 40, 0  # the Head statistics page's defaults: its link shows the same scores
+IOI = next(iter(PATCHING_PRESETS.values()))
+
+
+def is_language_model() -> bool:
+    """The model on screen is a causal language model with its head (the LM track applies)."""
+    model = current_model()
+    if not model.is_decoder or model.is_encoder_decoder:
+        return False
+    lm = cached_language_model(current_model_name())
+    return not isinstance(lm, Exception) and lm.kind == "next"
+
+
+def choose_track(attention_steps: list) -> tuple[list, str]:
+    """The tour's steps and its introduction: for a causal language model a switch between the two tracks (the LM
+    track by default), otherwise the attention track alone, as it always was."""
+    if not is_language_model():
+        return attention_steps, INTROS[ATTENTION]
+    track = option(st.segmented_control, "Track", list(TRACKS), format_func=TRACKS.get, default=LM, required=True,
+                   key="track", label_visibility="collapsed", on_change=set_option, args=("step", 1))
+    return (LM_STEPS if track == LM else attention_steps), INTROS[track]
+
+
+def _text() -> str | None:
+    text = current_text()
+    if not text.strip():
+        not_here("There is no text yet: type a sentence in the sidebar.")
+        return None
+    return text
+
+
+def _q(label: str) -> str:
+    """A token as the sentences quote it: its repr with spaces made visible, escaped for markdown."""
+    return markdown_safe(repr(label))
+
+
+# --- the steps ---------------------------------------------------------------------------------
+
+
+def step_predict() -> None:
+    text = _text()
+    if text is None:
+        return
+    lm, name = cached_language_model(current_model_name()), current_model().name
+    ids = encode(lm, text)
+    d = shape_distribution(cached_lm_result("next-logits", current_model_name(), next_logits, text))
+    labels = token_texts(lm.tokenizer, d.order[:50])
+    last = token_texts(lm.tokenizer, ids[-1:])[0]
+    best = ", then " + " and ".join(f"{_q(labels[i])} ({d.raw[i]:.1%})" for i in (1, 2) if i < len(labels))
+    say(
+        f"A language model does one thing: after reading a text it gives every entry of its vocabulary "
+        f"({len(d.order):,} tokens for {markdown_safe(name)}) a probability of coming next. After the {len(ids)} "
+        f"tokens of your text, the last one {_q(last)}, its top guess is **{_q(labels[0])} at {d.raw[0]:.1%}**"
+        f"{best}; the ten best together hold {d.raw[:10].sum():.0%}. The entropy is {d.entropy_before:.2f} nats: as "
+        f"uncertain as a fair choice among {math.exp(d.entropy_before):,.1f} tokens."
+    )
+    figure(distribution_bars(d, labels), "next-token", pd.DataFrame(distribution_table(d, labels)))
+    try_this("add a word to the end of the sidebar's text, or cut one, and watch the top guess change.")
+    full_page("predictions", "Open the next-token guesses at every position on the Predictions page")
+
+
+def step_sample() -> None:
+    text = _text()
+    if text is None:
+        return
+    left, right = st.columns(2)
+    temperature = float(option(left.slider, "Temperature", 0.05, 3.0, 1.0, 0.05, key="temp"))
+    seed = int(option(right.number_input, "Seed", 0, 10**6, 0, key="seed"))
+    bar = st.progress(0.0, text="Writing…")
+    runs = {}
+    for sample in (False, True):
+        extra = {"temperature": temperature, "top_k": 0, "top_p": 1.0} if sample else {}
+        runs[sample] = cached_lm_result(
+            "generate", current_model_name(), run_generate, text, steps=SAMPLED, sample=sample, seed=seed if sample
+            else 0, branch=(), progress=lambda done, total, s=sample: bar.progress(
+                (done + s * total) / (2 * total), text=f"{'Sampling' if s else 'Greedy'}: token {done} of {total}"),
+            **extra)
+    bar.empty()
+    greedy, sampled = runs[False].steps, runs[True].steps
+    if not sampled or not greedy:
+        not_here("The text already fills the model's context, so it cannot write another token.")
+        return
+    part = next((i for i, (g, s) in enumerate(zip(greedy, sampled)) if g.token_id != s.token_id), None)
+    low = min(range(len(sampled)), key=lambda i: sampled[i].probability)
+    written = lambda steps: markdown_safe("".join(s.text for s in steps))  # noqa: E731
+    say(
+        f"**Greedy** decoding always takes the top token; after your text it writes “{written(greedy)}”. A "
+        f"**sampler** draws each token at random from the distribution, here divided by a temperature of "
+        f"{temperature:g} (below 1 sharpens it, above 1 flattens it) with seed {seed}, and writes “{written(sampled)}”. "
+        + (f"The two part at token {part + 1}, where the sampler drew {_q(sampled[part].text)} (the model gives it "
+           f"{sampled[part].probability:.1%}) instead of {_q(greedy[part].text)} ({greedy[part].probability:.1%}). "
+           if part is not None else f"Here both write the same {len(sampled)} tokens. ")
+        + f"The least likely token the sampler drew is {_q(sampled[low].text)} at **{sampled[low].probability:.1%}**; "
+        f"the mean probability of its tokens is {np.mean([s.probability for s in sampled]):.1%}, against "
+        f"{np.mean([s.probability for s in greedy]):.1%} for greedy's."
+    )
+    fig = steps_figure([s.text for s in sampled], [s.probability for s in sampled], [False] * len(sampled))
+    fig.data[0].name = "sampled token"
+    fig.add_scatter(x=list(range(len(greedy))), y=[s.probability for s in greedy], mode="markers", name="greedy's token",
+                    marker={"color": OKABE_ITO[1], "size": 11, "symbol": "diamond"},
+                    customdata=[visible_spaces(s.text) for s in greedy],
+                    hovertemplate="greedy: %{customdata} %{y:.4f}<extra></extra>")
+    fig.update_layout(title="The model's probability of each sampled token (bars) and of greedy's (diamonds)",
+                      showlegend=True, legend={"orientation": "h", "y": -0.35})
+    width = max(len(sampled), len(greedy))
+    cell = lambda steps, i, f: f(steps[i]) if i < len(steps) else None  # noqa: E731
+    figure(fig, f"sampling-t{temperature:g}-seed{seed}", pd.DataFrame({
+        "step": range(1, width + 1),
+        "sampled_token": [cell(sampled, i, lambda s: s.text) for i in range(width)],
+        "sampled_probability": [cell(sampled, i, lambda s: s.probability) for i in range(width)],
+        "greedy_token": [cell(greedy, i, lambda s: s.text) for i in range(width)],
+        "greedy_probability": [cell(greedy, i, lambda s: s.probability) for i in range(width)]}))
+    try_this("raise the temperature to 2 and the sampler's text falls apart; lower it to 0.1 and it writes greedy's.")
+    full_page("predictions", "Open this sampler on the Predictions page (top-k, top-p, branches)",
+              {"sample": "true", "temp": temperature, "seed": seed, "steps": SAMPLED})
+
+
+def step_lens() -> None:
+    text = _text()
+    if text is None:
+        return
+    try:
+        sentence, fig, table = lens_parts(text)
+    except UnsupportedArchitecture as err:
+        not_here(markdown_safe(str(err)))
+        return
+    say(
+        "Where in the network is the next token decided? The **logit lens** applies the model's own final norm and "
+        "head to the hidden state after every layer, as if the model stopped there. Each cell is that layer's top "
+        "guess at one position of your text; dark cells already rank the final prediction first. "
+        + markdown_safe(sentence)
+    )
+    figure(fig, "logit-lens", table)
+    try_this("find a position whose final guess settles only in the last layers: that is where the late layers matter.")
+    full_page("predictions", "Open the lens on the Predictions page")
+
+
+def step_induction() -> None:
+    model = current_model()
+    length = induction_length(model)
+    try:
+        result = cached_induction(model, length, INDUCTION_SEED)
+    except ValueError as err:
+        not_here(markdown_safe(str(err)))
+        return
+    layer, head = np.unravel_index(int(np.argmax(result.scores)), result.scores.shape)
+    ratio = float(result.scores[layer, head]) / induction_even_share(result)
+    say(
+        "Language models copy: if a token appeared before, the token that followed it then is a good guess now. "
+        f"An **induction head** does this. To find them, the tour shows {markdown_safe(model.name)} "
+        f"{result.length} random tokens twice and measures, for every head, how much attention each token of the "
+        f"second copy gives the token right after its earlier occurrence. " + markdown_safe(induction_sentence(result))
+        + f" The strongest is {ratio:,.1f} times the even spread."
+    )
+    figure(induction_figure(result), "induction", induction_table(result))
+    try_this("open the Head statistics page and change the seed: a real induction head keeps its score on any tokens.")
+    full_page("stats", "Open the induction scores on the Head statistics page",
+              {"ind_len": length, "ind_seed": INDUCTION_SEED})
+
+
+def induction_length(model) -> int:
+    """The Head statistics page's 40 random tokens per copy, or fewer when two copies (and a BOS) would not fit."""
+    return max(1, min(INDUCTION_LENGTH, (model.max_tokens - 1) // 2))
+
+
+def step_patching() -> None:
+    left, right = st.columns(2)
+    clean = option(left.text_input, "Clean prompt", IOI[0], key="clean", max_chars=400)
+    corrupted = option(right.text_input, "Corrupted prompt (same number of tokens)", IOI[1], key="corrupted",
+                       max_chars=400)
+    left, right = st.columns(2)
+    answer = option(left.text_input, "Answer (one token)", IOI[2], key="answer", max_chars=40)
+    wrong = option(right.text_input, "Wrong token", IOI[3], key="wrong", max_chars=40)
+    if not (clean.strip() and corrupted.strip() and answer and wrong):
+        not_here("Fill in both prompts, the answer and the wrong token.")
+        return
+    bar = st.progress(0.0, text="Patching…")
+    try:
+        result = cached_lm_result("patch-residual", current_model_name(), patch_residual, clean, corrupted, answer,
+                                  wrong, progress=lambda done, total: bar.progress(
+                                      done / total, text=f"{done} of {total} patched runs"))
+    except (UnequalLengths, ValueError, UnsupportedArchitecture) as err:
+        bar.empty()
+        not_here(markdown_safe(str(err)))
+        return
+    bar.empty()
+    grid, tokens = result.grid, result.tokens
+    changed = [t for t, (a, b) in enumerate(zip(tokens, result.corrupted_tokens)) if a != b]
+    last, layers = len(tokens) - 1, grid.shape[0]
+    said = [f"Two prompts of {len(tokens)} tokens differ in {len(changed)} token{'s' if len(changed) != 1 else ''}, "
+            "and the model's preference between the answer and the wrong token changes with them. "
+            "**Activation patching** runs the corrupted prompt but copies one hidden state (a layer's input at one "
+            "position) from the clean run, and measures how much of the clean answer comes back. "
+            + markdown_safe(patching_sentence(result, answer, wrong))]
+    if changed and changed[0] != last:
+        p = changed[0]
+        moved = next((l for l in range(layers) if grid[l, last] > grid[l, p]), None)
+        said.append(
+            f"The prompts differ at position {p} ({_q(tokens[p])} against {_q(result.corrupted_tokens[p])}): patched "
+            f"there, layer 0 restores {grid[0, p]:.0%} and layer {layers - 1} {grid[-1, p]:.0%}. At the last position "
+            f"({_q(tokens[last])}) layer 0 restores {grid[0, last]:.0%} and layer {layers - 1} {grid[-1, last]:.0%}. "
+            + (f"From layer {moved} on the last position restores more than the changed one: by then the detail has "
+               "been moved to where the answer is written." if moved is not None else
+               "The changed position restores more at every layer here.")
+        )
+    say(" ".join(said))
+    figure(patching_heatmap(result), "patching-residual", pd.DataFrame(patching_table(result)))
+    try_this("swap the names in the clean prompt and watch the bright cells follow the changed name.")
+    full_page("patching", "Open these prompts on the Patching page (heads, MLPs, attribution)",
+              {"clean": clean, "corrupted": corrupted, "answer": answer, "wrong": wrong})
+
+
+LM_STEPS: list[tuple[str, Callable[[], None]]] = [
+    ("What comes next?", step_predict),
+    ("Sampling: greedy against a sampler", step_sample),
+    ("Where the answer is decided: the logit lens", step_lens),
+    ("Induction heads: copying what came before", step_induction),
+    ("Patching: which activations carry a detail", step_patching),
+]
