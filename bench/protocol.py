@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
@@ -54,10 +55,11 @@ def _error_of(delta) -> str | None:
 
 
 async def view_page(base_url: str, page: str, query: dict[str, str], *, timeout: float = 600.0,
-                    headers: dict[str, str] | None = None) -> PageView:
+                    headers: dict[str, str] | None = None, on_open: Callable[[], None] | None = None) -> PageView:
     """Open ``page`` (its url path, e.g. ``"attention"``) with ``query`` and wait until the server is idle.
 
-    ``headers`` go with the websocket handshake (a browser's cookie, for a sticky load balancer)."""
+    ``headers`` go with the websocket handshake (a browser's cookie, for a sticky load balancer); ``on_open`` is
+    called once the websocket is open, before the page is asked for (a test that kills a server waits for it)."""
     import websockets
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
@@ -70,6 +72,8 @@ async def view_page(base_url: str, page: str, query: dict[str, str], *, timeout:
         async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=timeout,
                                       additional_headers=headers) as ws:
             view.response_headers = {k.lower(): v for k, v in ws.response.headers.raw_items()}
+            if on_open is not None:
+                on_open()
             await ws.send(_rerun(query, page))
             deadline = started + timeout
             while True:

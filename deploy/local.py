@@ -68,14 +68,18 @@ class Deployment:
         return next((r for r in self.replicas if r.addr == addr), None)
 
 
-def start_replica(port: int, log_path: Path, env: dict[str, str] | None = None) -> Replica:
-    """Spawn ``streamlit run serve.py`` in server mode on ``127.0.0.1:port`` (does not wait for it)."""
+def start_replica(port: int, log_path: Path, env: dict[str, str] | None = None,
+                  cpus: list[int] | None = None) -> Replica:
+    """Spawn ``streamlit run serve.py`` in server mode on ``127.0.0.1:port`` (does not wait for it).
+
+    ``cpus``: run it under ``taskset -c`` on those cores only (every thread it starts inherits them)."""
     python = str(PYTHON if PYTHON.exists() else Path(sys.executable))
     full_env = dict(os.environ, EXPLORER_MODE="server", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
                     **(env or {}))
+    pin = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
     log = open(log_path, "w")  # noqa: SIM115 - the child writes to it for its whole life
     proc = subprocess.Popen(
-        [python, "-m", "streamlit", "run", "serve.py", "--server.port", str(port),
+        [*pin, python, "-m", "streamlit", "run", "serve.py", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true"],
         cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT,
     )
@@ -150,8 +154,10 @@ def stop(proc: subprocess.Popen, timeout: float = 10) -> None:
 
 @contextlib.contextmanager
 def deployment(n: int, prefix: Path | None = None, port: int | None = None,
-               env: dict[str, str] | None = None) -> Iterator[Deployment]:
-    """``n`` healthy replicas behind nginx; everything is stopped on exit. Logs stay in ``prefix``."""
+               env: dict[str, str] | None = None, pin: bool = False) -> Iterator[Deployment]:
+    """``n`` healthy replicas behind nginx; everything is stopped on exit. Logs stay in ``prefix``.
+
+    ``pin``: replica i runs on core i only (``taskset``; modulo the cores this process may use), one replica per core."""
     owned = prefix is None
     prefix = Path(tempfile.mkdtemp(prefix="explorer-deploy-")) if owned else prefix
     prefix.mkdir(parents=True, exist_ok=True)
@@ -159,8 +165,10 @@ def deployment(n: int, prefix: Path | None = None, port: int | None = None,
     replicas: list[Replica] = []
     nginx = None
     try:
+        cores = sorted(os.sched_getaffinity(0))
         for i in range(n):
-            replicas.append(start_replica(free_port(), prefix / f"replica-{i}.log", env))
+            cpus = [cores[i % len(cores)]] if pin else None
+            replicas.append(start_replica(free_port(), prefix / f"replica-{i}.log", env, cpus))
         for r in replicas:
             wait_healthy(r.url, r.proc, r.log_path)
         url, nginx = start_nginx([r.addr for r in replicas], prefix, port)

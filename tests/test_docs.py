@@ -79,7 +79,7 @@ def test_every_relative_link_leads_to_a_file_and_its_heading(path):
 
 def test_the_readme_links_into_docs():
     targets = {t.partition("#")[0] for t in _links(README)}
-    for name in ("pages.md", "architecture.md", "benchmarks.md", "language-model.md", "test-suite.md"):
+    for name in ("pages.md", "architecture.md", "benchmarks.md", "language-model.md", "test-suite.md", "deploy.md"):
         assert f"docs/{name}" in targets, f"README.md does not link docs/{name}"
 
 

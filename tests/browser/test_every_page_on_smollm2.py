@@ -12,7 +12,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 MODEL = "SmolLM2-135M-Instruct"
 TEXT = "When Mary and John went to the store, John gave a drink to"
-VIEWS = [(path, {}) for _file, path in landed_pages()] + [("tour", {"step": str(s)}) for s in range(1, 11)]
+VIEWS = ([(path, {}) for _file, path in landed_pages()]
+         + [("tour", {"track": "lm", "step": str(s)}) for s in range(1, 6)]  # the language-model track
+         + [("tour", {"track": "attention", "step": str(s)}) for s in range(1, 11)])
 PAINTED = """() => [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot:not(.st-key-plotly-preload *)')]
                    .some(p => p._fullLayout && p.data.length > 0 && p.querySelector('.main-svg'))"""
 
@@ -23,7 +25,7 @@ def lm_server(bundled_lm, app_server):
     return app_server
 
 
-@pytest.mark.parametrize(("path", "extra"), VIEWS, ids=[f"{p or 'home'}{'-step' + e['step'] if e else ''}" for p, e in VIEWS])
+@pytest.mark.parametrize(("path", "extra"), VIEWS, ids=[f"{p or 'home'}{'-' + e['track'] + e['step'] if e else ''}" for p, e in VIEWS])
 def test_view_paints_on_smollm2(browser, lm_server, path, extra):
     from tests.browser.conftest import AppPage
 
