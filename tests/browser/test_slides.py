@@ -26,6 +26,8 @@ PAGES = [path for _, path in landed_pages()]
 # Pages whose figures draw the sidebar's text (the others have their own inputs or corpus).
 TEXT_PAGES = ["", "attention", "maxima", "stats", "inside"]
 NO_HEAD = "has no language-model head"  # the predictions page on the bundled model draws no figure
+# What the language-model pages say on the bundled encoder instead of a figure; they are measured on a tiny GPT-2 LM.
+NOT_AN_LM = {"predictions": NO_HEAD, "patching": "is not a causal language model"}
 # The first page a fresh server draws also holds a hidden, empty chart that loads Plotly early (ui.startup).
 FIGURES = '[data-testid="stMain"] .js-plotly-plot:not(.st-key-plotly-preload *)'
 CAMERA = '.modebar-btn[data-title^="Download plot"]'
@@ -111,25 +113,25 @@ def _download_png(tab: AppPage) -> tuple[str, tuple[int, int]]:
 
 @pytest.mark.parametrize("path", PAGES, ids=[p or "home" for p in PAGES])
 def test_default_view_fits_every_screen_and_exports_a_slide(tab, tiny_gpt2_lm, path):
-    page = _open(tab, path, {}, figures=path != "predictions")
-    if path == "predictions":
-        page.wait_for_selector(f"text={NO_HEAD}")
+    page = _open(tab, path, {}, figures=path not in NOT_AN_LM)
+    if path in NOT_AN_LM:
+        page.wait_for_selector(f"text={NOT_AN_LM[path]}")
         assert page.locator(FIGURES).count() == 0
-        page = _open(tab, path, {"model": tiny_gpt2_lm})  # a model with a head draws the next-token chart
+        page = _open(tab, path, {"model": tiny_gpt2_lm})  # a model with a head draws the page's figure
     assert page.locator(FIGURES).count() >= 1
     problems = _problems_at_every_size(tab) + _in_dark_theme(tab)
     assert not problems, "\n".join(problems)
 
     name, size = _download_png(tab)  # still in the 1280 × 720 window
     assert size == (1920, 1080), f"{name} is {size[0]} × {size[1]} pixels"
-    assert name.endswith(".png") and ("tiny-gpt2-lm" if path == "predictions" else "all-MiniLM-L6-v2") in name, name
+    assert name.endswith(".png") and ("tiny-gpt2-lm" if path in NOT_AN_LM else "all-MiniLM-L6-v2") in name, name
     tab.assert_clean()
 
 
 @pytest.mark.parametrize("path", PAGES, ids=[p or "home" for p in PAGES])
 def test_default_view_fits_every_screen_outside_presentation_mode(tab, tiny_gpt2_lm, path):
     """The same measurement at the page's own size: sidebar open, the theme's fonts, every figure of the page."""
-    query = {"model": tiny_gpt2_lm} if path == "predictions" else {}  # the bundled model has no head to draw
+    query = {"model": tiny_gpt2_lm} if path in NOT_AN_LM else {}  # the bundled model has no head to draw
     page = _open(tab, path, query, present=False)
     assert page.locator(FIGURES).count() >= 1
     problems = _problems_at_every_size(tab)
