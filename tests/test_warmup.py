@@ -88,7 +88,7 @@ def test_a_fragment_rerun_counts_as_a_page_run(monkeypatch):
 
     from ui import errors
 
-    monkeypatch.setattr(st, "fragment", lambda func: func)  # the fragment's body, as Streamlit calls it on a rerun
+    monkeypatch.setattr(st, "fragment", lambda func=None, **_options: func if func is not None else (lambda f: f))  # the fragment's body, as Streamlit calls it on a rerun
     seen = []
 
     @errors.friendly_fragment
@@ -105,6 +105,7 @@ def test_the_collector_is_off_while_the_warm_up_imports_and_loads_and_on_after(m
     """Start-up: full collections over the freshly imported libraries cost ~0.9 CPU-s, so the warm-up runs with the
     cyclic collector off; it must be on again afterwards, also when the model could not be loaded."""
     import ui.cache
+    import ui.cache_senses
 
     seen = []
 
@@ -113,7 +114,7 @@ def test_the_collector_is_off_while_the_warm_up_imports_and_loads_and_on_after(m
         raise RuntimeError("the bundled model could not be loaded")
 
     monkeypatch.setattr(ui.cache, "cached_model", load)
-    monkeypatch.setattr(ui.cache, "start_umap_warmup", lambda: seen.append("umap"))
+    monkeypatch.setattr(ui.cache_senses, "start_umap_warmup", lambda: seen.append("umap"))
     monkeypatch.setattr(warmup, "_started", threading.Event())
     assert gc.isenabled()
     thread = warmup.start_warmup()
@@ -160,9 +161,10 @@ def test_waiting_for_the_imports_can_be_bounded(monkeypatch):
 def test_the_warm_up_leaves_a_collector_that_was_off_off(monkeypatch):
     """A host that switched the collector off itself (a notebook, a profiler) keeps it off after the warm-up."""
     import ui.cache
+    import ui.cache_senses
 
     monkeypatch.setattr(ui.cache, "cached_model", lambda name: None)
-    monkeypatch.setattr(ui.cache, "start_umap_warmup", lambda: None)
+    monkeypatch.setattr(ui.cache_senses, "start_umap_warmup", lambda: None)
     monkeypatch.setattr(warmup, "_started", threading.Event())
     gc.disable()
     try:
