@@ -6,7 +6,7 @@ from core.examples import PATCHING_PRESETS
 from core.predictions import NoLanguageModelHead
 from ui.cache import cached_language_model
 from ui.explain import explain
-from ui.lm_views import dla_view, patching_view
+from ui.lm_views import dla_view, patching_prompts, patching_view
 from ui.page_state import end_page, option, set_option
 from ui.session import current_model, current_model_name
 
@@ -44,13 +44,7 @@ buttons = st.columns(len(PRESETS))
 for column, name in zip(buttons, PRESETS):
     column.button(name, on_click=use_preset, args=(name,), key=f"preset-{name}")
 default = next(iter(PRESETS.values()))
-left, right = st.columns(2)
-clean = option(left.text_input, "Clean prompt", default[0], key="clean", max_chars=400)
-corrupted = option(right.text_input, "Corrupted prompt (same number of tokens)", default[1], key="corrupted",
-                   max_chars=400)
-left, right = st.columns(2)
-answer = option(left.text_input, "Answer (one token, with its leading space)", default[2], key="answer", max_chars=40)
-wrong = option(right.text_input, "Wrong token", default[3], key="wrong", max_chars=40)
+clean, corrupted, answer, wrong = patching_prompts(default)
 view = option(st.segmented_control, "Show", list(VIEWS), format_func=VIEWS.get, default="residual", required=True,
               key="view")
 if not (clean.strip() and corrupted.strip() and answer and wrong):

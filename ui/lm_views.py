@@ -155,6 +155,20 @@ def friendly_lm_error(err: Exception) -> None:
         st.warning(markdown_safe(str(err)), icon=":material/warning:")
 
 
+def patching_prompts(defaults: tuple[str, str, str, str]) -> tuple[str, str, str, str]:
+    """The clean and corrupted prompts, the answer and the wrong token, as four text boxes in two rows (options
+    ``clean``, ``corrupted``, ``answer`` and ``wrong`` of the page, ``defaults`` in that order); their values."""
+    left, right = st.columns(2)
+    clean = option(left.text_input, "Clean prompt", defaults[0], key="clean", max_chars=400)
+    corrupted = option(right.text_input, "Corrupted prompt (same number of tokens)", defaults[1], key="corrupted",
+                       max_chars=400)
+    left, right = st.columns(2)
+    answer = option(left.text_input, "Answer (one token, with its leading space)", defaults[2], key="answer",
+                    max_chars=40)
+    wrong = option(right.text_input, "Wrong token", defaults[3], key="wrong", max_chars=40)
+    return clean, corrupted, answer, wrong
+
+
 def patching_view(kind: str, clean: str, corrupted: str, answer: str, wrong: str) -> None:
     """One patching grid, with progress, its sentence and its exports."""
     from core import patching

@@ -23,7 +23,7 @@ from core.patching import UnequalLengths, patch_residual
 from ui.cache import cached_language_model
 from ui.lm_views import (
     cached_induction, cached_lm_result, induction_even_share, induction_figure, induction_sentence, induction_table,
-    lens_parts, next_logits, run_generate, token_texts,
+    lens_parts, next_logits, patching_prompts, run_generate, token_texts,
 )
 from ui.page_state import option, set_option
 from ui.session import current_model, current_model_name, current_text
@@ -209,13 +209,7 @@ def induction_length(model) -> int:
 
 
 def step_patching() -> None:
-    left, right = st.columns(2)
-    clean = option(left.text_input, "Clean prompt", IOI[0], key="clean", max_chars=400)
-    corrupted = option(right.text_input, "Corrupted prompt (same number of tokens)", IOI[1], key="corrupted",
-                       max_chars=400)
-    left, right = st.columns(2)
-    answer = option(left.text_input, "Answer (one token)", IOI[2], key="answer", max_chars=40)
-    wrong = option(right.text_input, "Wrong token", IOI[3], key="wrong", max_chars=40)
+    clean, corrupted, answer, wrong = patching_prompts(IOI)
     if not (clean.strip() and corrupted.strip() and answer and wrong):
         not_here("Fill in both prompts, the answer and the wrong token.")
         return
