@@ -47,3 +47,24 @@ def tiny_lm(request, tmp_path_factory):
     build = build_tiny_llama_lm if request.param == "llama" else build_tiny_gpt2_lm
     folder = build(tmp_path_factory.mktemp("models") / f"tiny-{request.param}-lm")
     return load_language_model(load_model(str(folder)))
+
+
+def token_id(lm, token: str) -> int:
+    """The id of ``token``, which must be a single token of ``lm``'s tokenizer."""
+    (i,) = lm.tokenizer(token, add_special_tokens=False)["input_ids"]
+    return i
+
+
+def logit_difference(lm, ids, answer: str, wrong: str, hook_module=None, hook=None, *, pre: bool = False) -> float:
+    """logit(answer) − logit(wrong) at the last position of a plain forward pass of ``lm.model`` over ``ids``
+    ``[1, T]``, with ``hook`` on ``hook_module`` for that pass (a forward pre-hook when ``pre``)."""
+    handle = None
+    if hook_module is not None:
+        handle = hook_module.register_forward_pre_hook(hook) if pre else hook_module.register_forward_hook(hook)
+    try:
+        with torch.no_grad():
+            logits = lm.model(input_ids=ids).logits[0, -1].double()
+    finally:
+        if handle is not None:
+            handle.remove()
+    return float(logits[token_id(lm, answer)] - logits[token_id(lm, wrong)])

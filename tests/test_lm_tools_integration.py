@@ -10,6 +10,7 @@ from core.attribution import direct_logit_attribution
 from core.generation import generate, next_token_distribution
 from core.head_stats import induction_scores
 from core.patching import patch_heads, patch_residual
+from tests.lm_factory import logit_difference
 
 pytestmark = pytest.mark.integration
 CLEAN = "When Mary and John went to the store, John gave a drink to"
@@ -28,20 +29,8 @@ def _ids(lm, text):
     return lm.tokenizer(text, return_tensors="pt")["input_ids"]
 
 
-def _one(lm, token):
-    (i,) = lm.tokenizer(token, add_special_tokens=False)["input_ids"]
-    return i
-
-
 def _diff(lm, ids, module=None, hook=None):
-    handle = None if module is None else module.register_forward_pre_hook(hook)
-    try:
-        with torch.no_grad():
-            logits = lm.model(input_ids=ids).logits[0, -1].double()
-    finally:
-        if handle is not None:
-            handle.remove()
-    return float(logits[_one(lm, " Mary")] - logits[_one(lm, " John")])
+    return logit_difference(lm, ids, " Mary", " John", module, hook, pre=True)
 
 
 def test_sampling_distribution_and_greedy_text(smollm2):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from core.patching import UnequalLengths, patch_heads, patch_mlps, patch_residual
-from tests.lm_factory import tiny_lm  # noqa: F401 (fixture)
+from tests.lm_factory import logit_difference, tiny_lm  # noqa: F401 (fixture)
 
 CLEAN, CORRUPTED = "I will hike along the bank of a", "I will open along the bank of a"
 ANSWER, WRONG = " home", " river"
@@ -15,11 +15,6 @@ ANSWER, WRONG = " home", " river"
 
 def _ids(lm, text):
     return lm.tokenizer(text, return_tensors="pt")["input_ids"]
-
-
-def _one(lm, token):
-    (i,) = lm.tokenizer(token, add_special_tokens=False)["input_ids"]
-    return i
 
 
 def _blocks(lm):
@@ -33,16 +28,7 @@ def _embedding_module(lm):
 
 
 def _diff(lm, ids, hook_module=None, hook=None, pre=False):
-    handle = None
-    if hook_module is not None:
-        handle = (hook_module.register_forward_pre_hook(hook) if pre else hook_module.register_forward_hook(hook))
-    try:
-        with torch.no_grad():
-            logits = lm.model(input_ids=ids).logits[0, -1].double()
-    finally:
-        if handle is not None:
-            handle.remove()
-    return float(logits[_one(lm, ANSWER)] - logits[_one(lm, WRONG)])
+    return logit_difference(lm, ids, ANSWER, WRONG, hook_module, hook, pre=pre)
 
 
 def _output_tensor(output):
