@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
@@ -29,6 +30,13 @@ class PageView:
     texts: list[str] = field(default_factory=list)  # markdown/alert bodies, to check what the page said
     figures: list[str] = field(default_factory=list)  # each Plotly chart's JSON spec, as the browser receives it
     response_headers: dict[str, str] = field(default_factory=dict)  # the websocket handshake's (e.g. nginx's X-Replica)
+
+
+def run_apart(coroutine):
+    """``asyncio.run`` on a thread of its own, so it also works where an event loop already runs on this thread
+    (Playwright's sync API keeps one running in a pytest worker that has run a browser test)."""
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, coroutine).result()
 
 
 def _rerun(query: dict[str, str], page: str, widget_states=None) -> bytes:

@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from bench.protocol import PageView, view_page
+from bench.protocol import PageView, run_apart, view_page
 from deploy.local import NGINX, Deployment, deployment
 
 pytestmark = pytest.mark.deploy
@@ -73,7 +73,7 @@ def _run_all(coros, timeout: float) -> list:
     """Run ``coros`` at the same moment; fail if they take longer than ``timeout`` altogether."""
     async def together():
         return await asyncio.wait_for(asyncio.gather(*coros), timeout)
-    return asyncio.run(together())
+    return run_apart(together())
 
 
 def _texts(n: int) -> list[str]:
@@ -154,7 +154,7 @@ def test_sessions_stay_on_one_replica_and_survive_a_replica_dying(deployed: Depl
         return killed_at
 
     started = time.perf_counter()
-    killed_at = asyncio.run(run_and_kill()) - started
+    killed_at = run_apart(run_and_kill()) - started
     victim.proc.wait(timeout=10)
     print(f"killed {victim.addr} after {killed_at:.2f} s; its {len(on_victim)} sessions: "
           f"{sum(bool(s.view.errors) for s in on_victim)} cut off; survivor's {len(on_survivor)} finished after "

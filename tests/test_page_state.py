@@ -14,6 +14,7 @@ from core.corpus import CorpusError, guess_text_column, read_table
 from core.inference import AnalysisError
 from core.senses import read_sentence_csv
 from tests.model_factory import build_tiny_bert, build_tiny_bert_mlm
+from ui import option_values as ov
 from ui import page_state as ps
 
 CJK = "銀行の川岸で座った。"  # 10 characters, 3 bytes each in UTF-8, 9 bytes each percent-encoded
@@ -45,37 +46,37 @@ def test_content_id_is_short_stable_and_distinct():
 
 
 def _spec(widget: str, **arguments):
-    return ps._spec(widget, arguments)
+    return ov.option_spec(widget, arguments)
 
 
 def test_selection_values_round_trip_as_the_option_not_the_label():
     spec = _spec("selectbox", options=range(8), format_func=lambda i: f"{i}: token", index=1)
     assert spec.default == 1
-    assert ps._to_url(spec, 6) == "6"
-    assert ps._from_url(spec, "6") == 6
-    assert ps._from_url(spec, "6: token") == 6  # older links held the label
-    assert ps._from_url(spec, "mat") is ps._MISSING
+    assert ov.value_to_url(spec, 6) == "6"
+    assert ov.value_from_url(spec, "6") == 6
+    assert ov.value_from_url(spec, "6: token") == 6  # older links held the label
+    assert ov.value_from_url(spec, "mat") is ov.MISSING
 
 
 def test_invalid_values_are_clamped_or_fall_back_to_the_default():
     layers = _spec("selectbox", options=range(2))
-    assert ps._valid(layers, 4) == 1  # a layer past a smaller model: the last one
-    assert ps._valid(layers, "4") == 0  # a string on an integer option (the old shared-key crash): the default
+    assert ov.valid_value(layers, 4) == 1  # a layer past a smaller model: the last one
+    assert ov.valid_value(layers, "4") == 0  # a string on an integer option (the old shared-key crash): the default
     special = _spec("toggle")
-    assert ps._valid(special, "hide") is False
+    assert ov.valid_value(special, "hide") is False
     sources = _spec("selectbox", options=["show", "hide", "renormalise"])
-    assert ps._valid(sources, True) == "show"
+    assert ov.valid_value(sources, True) == "show"
     slider = _spec("slider", min_value=0, max_value=2, value=2)
-    assert ps._valid(slider, 6) == 2 and ps._from_url(slider, "1") == 1 and ps._from_url(slider, "x") is ps._MISSING
+    assert ov.valid_value(slider, 6) == 2 and ov.value_from_url(slider, "1") == 1 and ov.value_from_url(slider, "x") is ov.MISSING
     text = _spec("text_area", value="default", max_chars=5)
-    assert ps._valid(text, "abcdefgh") == "abcde" and ps._valid(text, 3) == "default"
+    assert ov.valid_value(text, "abcdefgh") == "abcde" and ov.valid_value(text, 3) == "default"
 
 
 def test_booleans_in_the_url():
     spec = _spec("toggle")
-    assert ps._to_url(spec, True) == "true"
-    assert [ps._from_url(spec, raw) for raw in ("true", "True", "1", "false")] == [True, True, True, False]
-    assert ps._from_url(spec, "hide") is ps._MISSING
+    assert ov.value_to_url(spec, True) == "true"
+    assert [ov.value_from_url(spec, raw) for raw in ("true", "True", "1", "false")] == [True, True, True, False]
+    assert ov.value_from_url(spec, "hide") is ov.MISSING
 
 
 def test_multi_select_is_refused_with_a_clear_error():

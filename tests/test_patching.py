@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.patching import UnequalLengths, patch_heads, patch_mlps, patch_residual
+from core.patching import Patching, UnequalLengths, patch_heads, patch_mlps, patch_residual
 from tests.lm_factory import logit_difference, tiny_lm  # noqa: F401 (fixture)
+from viz.patching import patching_heatmap, patching_sentence
 
 CLEAN, CORRUPTED = "I will hike along the bank of a", "I will open along the bank of a"
 ANSWER, WRONG = " home", " river"
@@ -126,3 +127,22 @@ def test_unequal_lengths_show_both_tokenisations(tiny_lm):
     assert "' a'" in message and "' river'" in message and "same length" in message
     with pytest.raises(ValueError, match="not one"):
         patch_heads(tiny_lm, CLEAN, CORRUPTED, " hippopotamus", WRONG)
+
+
+def _two_layer_result(clean_diff: float, corrupted_diff: float) -> Patching:
+    grid = np.array([[0.0, 0.2, 1.0], [0.1, 0.9, 0.3]])
+    raw = corrupted_diff + grid * (clean_diff - corrupted_diff)
+    return Patching("residual", grid, raw, clean_diff, corrupted_diff, ["a", " b", " c"], ["a", " d", " c"], 5, 6)
+
+
+def test_a_two_layer_grid_has_one_tick_per_layer_and_room_for_its_colour_bar():
+    fig = patching_heatmap(_two_layer_result(3.0, -1.0))
+    assert fig.layout.yaxis.dtick == 1 and fig.layout.yaxis.tick0 == 0  # no "0.5" layer
+    assert fig.layout.height >= 300  # the colour bar's five labels do not overlap (tests/browser/test_slides.py)
+
+
+def test_the_sentence_names_the_strongest_cell_and_warns_when_the_prompts_barely_differ():
+    clear = patching_sentence(_two_layer_result(3.0, -1.0), " Mary", " John")
+    assert "layer 0 at position 2 (' c'): 100%" in clear and "noise" not in clear
+    close = patching_sentence(_two_layer_result(0.05, 0.04), " Mary", " John")
+    assert "by only 0.01" in close and "mostly noise" in close

@@ -86,7 +86,7 @@ def test_thinned_token_labels_are_spaced_across_their_direction(n):
 def test_token_categories_are_thinned_by_a_step_not_a_resent_list_of_labels(n):
     """A head's token axes are categories: the thinned labels are every k-th category from the first, which Plotly
     draws from ``tick0``/``dtick`` alone; a list would send every kept label twice more (``tickvals``, ``ticktext``)."""
-    from viz.common import PAGE_FONT_PX
+    from viz.slides import PAGE_FONT_PX
     from viz.page_fit import fit_for_page
 
     labels = [f"tok{i}" for i in range(n)]
@@ -108,7 +108,7 @@ def test_token_categories_are_thinned_by_a_step_not_a_resent_list_of_labels(n):
 def test_a_single_plot_gets_the_margins_its_labels_and_colour_bar_take_so_plotly_draws_it_once():
     """Plotly pushes a margin that is too small for the labels out after drawing, and then draws the whole figure again;
     page figures reserve the room up front (tests/browser/test_attention.py checks that Plotly pushes nothing)."""
-    from viz.common import PAGE_FONT_PX
+    from viz.slides import PAGE_FONT_PX
     from viz.page_fit import fit_for_page, reserve_margins
 
     labels = [f"account{i}" for i in range(128)]

@@ -11,8 +11,18 @@ from viz.common import token_axis
 from viz.predictions import visible_spaces
 
 DIVERGING_SCALE = "RdBu"
+# Below this gap between the clean and corrupted logit differences, a fraction of it is mostly noise.
+SMALL_GAP = 0.5
 WHAT = {"residual": "the residual stream (input of each block)", "mlp": "each MLP's output",
         "heads": "each head's output (all positions)"}
+
+
+LAYER_AXIS = {"title": "layer", "autorange": "reversed", "tickmode": "linear", "tick0": 0, "dtick": 1}
+
+
+def layer_grid_height(layers: int) -> int:
+    """Pixels for a layer-per-row heatmap: rows of 22 px, and room for a readable colour bar with two layers."""
+    return min(900, 260 + 22 * layers)
 
 
 def patching_heatmap(result: Patching) -> go.Figure:
@@ -32,8 +42,8 @@ def patching_heatmap(result: Patching) -> go.Figure:
                                zmid=0, zmin=-bound, zmax=bound, hovertemplate=hover,
                                colorbar={"title": {"text": "restored"}}))
     fig.update_layout(title=f"Patching {WHAT[result.kind]} from the clean run",
-                      xaxis=xaxis, yaxis={"title": "layer", "autorange": "reversed"},
-                      height=min(900, 140 + 18 * layers), margin={"l": 60, "r": 20, "t": 50, "b": 80})
+                      xaxis=xaxis, yaxis=LAYER_AXIS, height=layer_grid_height(layers),
+                      margin={"l": 60, "r": 20, "t": 50, "b": 80})
     return fig
 
 
@@ -42,9 +52,12 @@ def patching_sentence(result: Patching, answer: str, wrong: str) -> str:
     layer, column = np.unravel_index(int(np.nanargmax(result.grid)), result.grid.shape)
     where = (f"head {column} of layer {layer}" if result.kind == "heads"
              else f"layer {layer} at position {column} ({result.tokens[column]!r})")
+    gap = abs(result.clean_diff - result.corrupted_diff)
+    caution = (f" The prompts move the logit difference by only {gap:.2f}, so these fractions are mostly noise: "
+               "choose prompts the model tells apart more clearly." if gap < SMALL_GAP else "")
     return (f"logit({answer!r}) − logit({wrong!r}) is {result.clean_diff:.2f} on the clean prompt and "
             f"{result.corrupted_diff:.2f} on the corrupted one. Patching {WHAT[result.kind]} restores most at "
-            f"{where}: {result.grid[layer, column]:.0%} of the way from corrupted (0) to clean (1).")
+            f"{where}: {result.grid[layer, column]:.0%} of the way from corrupted (0) to clean (1).{caution}")
 
 
 def patching_table(result: Patching) -> dict[str, list]:
@@ -70,7 +83,7 @@ def dla_heatmap(result: LogitAttribution) -> go.Figure:
     fig.update_layout(title="Direct contribution of each head and MLP to the logit difference",
                       xaxis={"title": "head (last column: the MLP)", "tickmode": "array",
                              "tickvals": list(range(heads + 1)), "ticktext": [str(h) for h in range(heads)] + ["MLP"]},
-                      yaxis={"title": "layer", "autorange": "reversed"}, height=min(900, 140 + 18 * len(z)),
+                      yaxis=LAYER_AXIS, height=layer_grid_height(len(z)),
                       margin={"l": 60, "r": 20, "t": 50, "b": 60})
     return fig
 

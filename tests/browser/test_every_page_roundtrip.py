@@ -174,6 +174,23 @@ def declared_options(page_file: str, url_path: str) -> set[str]:
             argument = node.args[helpers[node.func.id]]
             assert isinstance(argument, ast.Constant), f"{page_file}: {ast.unparse(node)} names its key indirectly"
             keys.add(argument.value)
+    return keys | shared_options(tree)
+
+
+def shared_options(page: ast.Module) -> set[str]:
+    """The literal option keys declared inside the ``ui`` functions a page imports and calls
+    (``patching_prompts`` of ``ui/lm_views.py``, shared by the Patching page and the tour)."""
+    called = {node.func.id for node in ast.walk(page) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    keys: set[str] = set()
+    for node in page.body:
+        if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ui.")):
+            continue
+        module = ast.parse((ROOT / (node.module.replace(".", "/") + ".py")).read_text())
+        for function in module.body:
+            if isinstance(function, ast.FunctionDef) and function.name in called & {a.name for a in node.names}:
+                keys |= {k.value.value for call in ast.walk(function)
+                         if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "option"
+                         for k in call.keywords if k.arg == "key" and isinstance(k.value, ast.Constant)}
     return keys
 
 

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from bench.protocol import view_page
+from bench.protocol import run_apart, view_page
 from tests.browser.conftest import serve_app
 from tests.browser.load import SESSION_WORDS, PeakRSS, session_text
 
@@ -44,7 +44,7 @@ def test_twenty_concurrent_sessions_get_their_own_results(tmp_path):
     log_path = tmp_path / "server.log"
     words = SESSION_WORDS[:SESSIONS]
     with serve_app(log_path) as (url, proc), PeakRSS(proc.pid) as rss:
-        views = asyncio.run(_all_sessions(url, words))
+        views = run_apart(_all_sessions(url, words))
     failed = [(w, v.errors) for w, v in zip(words, views) if v.errors or not v.figures]
     assert not failed, failed
     shown = {w: set().union(*(_tick_labels(f) for f in v.figures)) for w, v in zip(words, views)}

@@ -45,7 +45,7 @@ def test_pages_do_not_overwrite_each_other(app_page):
         navigate(app, "senses")
         assert query(app.page) == {}  # nothing of the attention page
         values = widget_values(app.page)
-        assert [v for v in values if v.startswith("slider")] == ["slider Layer=6"], values  # its own default: the last
+        assert [v for v in values if v.startswith("slider")] == ["slider Hidden state=6"], values  # its own default: the last
         navigate(app, "attention")
         assert query(app.page) == attention
         values = widget_values(app.page)

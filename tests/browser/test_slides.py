@@ -28,6 +28,10 @@ TEXT_PAGES = ["", "attention", "maxima", "stats", "inside"]
 NO_HEAD = "has no language-model head"  # the predictions page on the bundled model draws no figure
 # What the language-model pages say on the bundled encoder instead of a figure; they are measured on a tiny GPT-2 LM.
 NOT_AN_LM = {"predictions": NO_HEAD, "patching": "is not a causal language model"}
+# The tiny LM's tokenizer splits the Patching page's example names into letters: prompts whose answer and wrong token
+# are one token each in its vocabulary, and which differ in one token.
+LM_PROMPTS = {"patching": {"clean": "We sat on the bank and the", "corrupted": "We sat on a bank and the",
+                           "answer": " bank", "wrong": " the"}}
 # The first page a fresh server draws also holds a hidden, empty chart that loads Plotly early (ui.startup).
 FIGURES = '[data-testid="stMain"] .js-plotly-plot:not(.st-key-plotly-preload *)'
 CAMERA = '.modebar-btn[data-title^="Download plot"]'
@@ -59,7 +63,8 @@ def _open(tab: AppPage, path: str, query: dict[str, str], *, figures: bool = Tru
     page.wait_for_function(EVERY_CHART_DRAWN, timeout=120_000)
     if figures:
         page.wait_for_function(
-            """() => { const charts = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')];
+            """() => { const charts = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')]
+                       .filter(c => !c.closest('.st-key-plotly-preload'));
                        return charts.length > 0 && charts.every(c => c.querySelector('.js-plotly-plot .main-svg')); }""",
             timeout=120_000,
         )
@@ -117,7 +122,7 @@ def test_default_view_fits_every_screen_and_exports_a_slide(tab, tiny_gpt2_lm, p
     if path in NOT_AN_LM:
         page.wait_for_selector(f"text={NOT_AN_LM[path]}")
         assert page.locator(FIGURES).count() == 0
-        page = _open(tab, path, {"model": tiny_gpt2_lm})  # a model with a head draws the page's figure
+        page = _open(tab, path, {"model": tiny_gpt2_lm} | LM_PROMPTS.get(path, {}))  # a model with a head draws its figure
     assert page.locator(FIGURES).count() >= 1
     problems = _problems_at_every_size(tab) + _in_dark_theme(tab)
     assert not problems, "\n".join(problems)
@@ -131,7 +136,7 @@ def test_default_view_fits_every_screen_and_exports_a_slide(tab, tiny_gpt2_lm, p
 @pytest.mark.parametrize("path", PAGES, ids=[p or "home" for p in PAGES])
 def test_default_view_fits_every_screen_outside_presentation_mode(tab, tiny_gpt2_lm, path):
     """The same measurement at the page's own size: sidebar open, the theme's fonts, every figure of the page."""
-    query = {"model": tiny_gpt2_lm} if path in NOT_AN_LM else {}  # the bundled model has no head to draw
+    query = {"model": tiny_gpt2_lm} | LM_PROMPTS.get(path, {}) if path in NOT_AN_LM else {}  # the bundled model has no head
     page = _open(tab, path, query, present=False)
     assert page.locator(FIGURES).count() >= 1
     problems = _problems_at_every_size(tab)
