@@ -55,6 +55,7 @@ NOT_CHANGED = {
     ("tour", "sentence"): "a step shows only its own options; this box is on step 8, and only when the sidebar's text "
                           "has no word with a built-in sense set; the test stays on step 7",
     ("tour", "layer"): "a step shows only its own options; this slider is on step 8, the test stays on step 7",
+    ("tour", "track"): "shown only for a causal language model; tests/test_tour_lm.py round-trips ?track= on one",
     ("effects", "target"): "shown only while measuring the prediction; the test measures the sentence embedding",
     **{("patching", key): "patching needs a causal language model: with the test's masked LM the page is a sentence"
        for key in ("clean", "corrupted", "answer", "wrong", "view")},
