@@ -48,3 +48,18 @@ def test_switching_pages_keeps_the_text(app_page):
     assert path in page.url and "Keep+this+text" in page.url.replace("%20", "+")
     assert page.locator('[data-testid="stSidebar"]').get_by_label("Text to analyse").input_value() == "Keep this text."
     app_page.assert_clean()
+
+
+def test_a_deep_link_asks_the_server_only_at_its_base_path(app_page):
+    """Loaded from /tour, the frontend used to probe /tour/_stcore/health and /tour/_stcore/host-config first: two
+    404s in the console on every page but Home. serve.py's middleware gives it the base URL up front."""
+    requested: list[str] = []
+    app_page.page.on("request", lambda r: requested.append(r.url))
+    for path in ("tour", "attention"):
+        app_page.open(path)
+    assert app_page.page.evaluate("() => window.__streamlit && window.__streamlit.BACKEND_BASE_URL") == (
+        app_page.base_url + "/")
+    probes = [url for url in requested if "/tour/_stcore/" in url or "/attention/_stcore/" in url]
+    assert not probes, probes
+    assert not app_page.failed_responses, app_page.failed_responses
+    app_page.assert_clean()
