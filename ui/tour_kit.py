@@ -19,7 +19,7 @@ from viz.tour import SLIDE_WIDTH, as_slide
 # widgets take the light theme's colours (.streamlit/config.toml [theme.light]) in both themes.
 PRESENTATION_CSS = """<style>
 [data-testid="stHeader"], [data-testid="stMain"] { background: #ffffff; color: #121110; }
-[data-testid="stHeader"] button { color: #121110; }
+[data-testid="stHeader"] :is(button, button *) { color: rgba(18, 17, 16, 0.6); }
 [data-testid="stMain"] :is(h1, h2, h3, p, li, strong, em, label, span, [data-testid="stMarkdownContainer"]) {
   color: #121110;
 }
