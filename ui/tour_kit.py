@@ -63,9 +63,10 @@ def try_this(text: str) -> None:
 
 def full_page(page: str, label: str, params: dict[str, object] | None = None) -> None:
     """A link (new tab) to the full page at ``page`` (its url path) showing the same state: the sidebar's model and
-    text plus ``params``, the target page's options as its URL holds them."""
+    text plus ``params``, the target page's options as its URL holds them. A link button, whose icon is hidden from
+    screen readers: a ``:material/…:`` icon in markdown is read aloud by name ("open_in_new icon")."""
     if not presentation_mode():
-        st.markdown(f":material/open_in_new: [{label}]({link_url(page, **(params or {}))})")
+        st.link_button(label, link_url(page, **(params or {})), icon=":material/open_in_new:")
 
 
 def not_here(text: str) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from tests.pages_registry import landed_pages
@@ -62,4 +65,26 @@ def test_a_deep_link_asks_the_server_only_at_its_base_path(app_page):
     probes = [url for url in requested if "/tour/_stcore/" in url or "/attention/_stcore/" in url]
     assert not probes, probes
     assert not app_page.failed_responses, app_page.failed_responses
+    app_page.assert_clean()
+
+
+def _material_icon_names() -> set[str]:
+    """Every Material icon the app names in its source (``:material/arrow_back:`` → ``arrow_back``)."""
+    root = Path(__file__).resolve().parents[2]
+    sources = [*root.glob("*.py"), *root.glob("app_pages/*.py"), *root.glob("ui/*.py")]
+    return {name for path in sources for name in re.findall(r":material/(\w+):", path.read_text())}
+
+
+@pytest.mark.parametrize("query", [{"step": "2"}, {"step": "2", "present": "true"}], ids=["page", "present"])
+def test_no_icon_name_is_read_aloud(app_page, query):
+    """A Material icon is a ligature: its name is the element's text ("arrow_back Back ←"). Every icon the app draws
+    must be hidden from assistive technology, so no accessible name or text a screen reader reads contains one."""
+    page = app_page.open("tour", query)
+    tree = page.locator("body").aria_snapshot()
+    icons = _material_icon_names()
+    # a ligature is read first ("info About this"); a name with an underscore is no English word anywhere
+    words = [re.findall(r"[\w]+", re.sub(r"^\s*- [\w ]+?[:\s\"']+", "", line)) for line in tree.splitlines()]
+    read_aloud = [" ".join(w) for w in words if w and (w[0] in icons or any("_" in x and x in icons for x in w))]
+    assert not read_aloud, read_aloud
+    assert page.get_by_role("button", name=re.compile(r"^Back\b")).count() == 1  # not "arrow_back Back"
     app_page.assert_clean()
