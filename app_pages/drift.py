@@ -43,7 +43,7 @@ documents = pd.DataFrame({"document": range(len(corpus)), "title": titles, "genr
 
 def self_similarity(context, adjusted: bool) -> None:
     """Self-similarity and intra-sentence similarity (Ethayarajh 2019) beside their random-word baseline."""
-    st.subheader("Does a word get a different vector in every context?")
+    st.header("Does a word get a different vector in every context?")
     st.markdown(
         "**Self-similarity** (Ethayarajh 2019): for each word that occurs at least "
         f"{MIN_OCCURRENCES} times in the corpus, the mean cosine between its vectors in different documents, averaged "
@@ -160,7 +160,7 @@ def drift_violins() -> None:
 drift_violins()
 embeddings = corpus_embeddings()
 
-st.subheader(("First token" if model.is_decoder else "[CLS]") + ": static vs contextual")
+st.header(("First token" if model.is_decoder else "[CLS]") + ": static vs contextual")
 if model.is_decoder:
     st.caption(
         f"{model.name} is a decoder: under causal attention its first token sees only itself, "

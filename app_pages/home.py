@@ -43,7 +43,7 @@ PAGE_LINKS = [
 for page_file, description in PAGE_LINKS:
     st.page_link(page_file, label=description)
 
-st.subheader("What the model saw")
+st.header("What the model saw")
 model = current_model()
 if model.is_encoder_decoder:
     from ui.seq2seq_views import tokens_page

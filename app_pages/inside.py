@@ -61,7 +61,7 @@ def one_head_step_by_step() -> None:
     def explain(title: str, text: str):
         """A step: its title and explanation on the left; returns the right-hand column for its figures."""
         text_side, figure_side = beside([2, 3])
-        text_side.subheader(title)
+        text_side.header(title)
         with text_side:
             explain_text(text)
         return text_side, figure_side

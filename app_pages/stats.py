@@ -108,7 +108,7 @@ def statistic_views(source: str, table, roles, about: str) -> None:
         )
     explain(note, caption=True)
 
-    st.subheader("Ranked heads")
+    st.header("Ranked heads")
     explain("Each head opens on the attention page in a new tab, with the same model and text.", caption=True)
     for column, (name, heading) in zip(st.columns(len(RANKINGS)), RANKINGS.items()):
         with column:
@@ -124,7 +124,7 @@ def statistic_views(source: str, table, roles, about: str) -> None:
                 st.markdown(f"[{text}]({link_url(ATTENTION_PAGE, source='raw', layer=row.layer, head=row.head)})")
 
     if source == "text":
-        st.subheader("The same statistic over norm-weighted attention")
+        st.header("The same statistic over norm-weighted attention")
         explain(
             "Norm-weighted attention (Kobayashi et al. 2020) weights each attention weight by the length of what the key "
             "token actually adds, ‖f(x_j)‖ (its value vector through the head's slice of the output projection); each row "

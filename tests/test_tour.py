@@ -66,7 +66,7 @@ def test_presentation_mode_drops_the_prompts_and_links_and_sizes_figures_16_by_9
     at = _tour({"model": tiny_bert_dir, "step": "4", "present": "true"})
     assert not page_errors(at)
     assert not [i for i in at.info if "Try this" in i.value]
-    assert not [m for m in at.markdown if "open_in_new" in m.value]
+    assert not at.get("link_button")
     import json
 
     figure = json.loads(at.get("plotly_chart")[0].proto.spec)
@@ -77,8 +77,8 @@ def test_presentation_mode_drops_the_prompts_and_links_and_sizes_figures_16_by_9
 def test_try_this_and_the_full_page_link_carry_the_state(tiny_bert_dir):
     at = _tour({"model": tiny_bert_dir, "step": "4"})
     assert [i for i in at.info if "Try this" in i.value]
-    links = [m.value for m in at.markdown if "open_in_new" in m.value]
-    assert len(links) == 1 and "](attention?" in links[0]
+    links = [b.proto.url for b in at.get("link_button")]
+    assert len(links) == 1 and links[0].startswith("attention?")
     header = _header(at)  # "4 · One attention head": the head the step shows is the one the link opens
     shown = next(m.value for m in at.markdown if "attends most to the previous" in m.value)
     layer, head = shown.split("**layer ")[1].split("**")[0].split(", head ")
@@ -125,7 +125,7 @@ def test_the_explain_step_knocks_out_the_heads_it_names_and_links_to_the_effects
     for (layer, head), cosine in zip(heads, cosines):
         assert f"**layer {layer}, head {head}**" in said
         assert f"**{cosine:.4f}**" in said
-    link = next(m.value for m in at.markdown if "open_in_new" in m.value).split("](")[1].rstrip(")")
+    [link] = [b.proto.url for b in at.get("link_button")]
     assert urlsplit(link).path == "effects"
     query = parse_qs(urlsplit(link).query)
     assert query["heads"] == [" ".join(f"L{layer}H{head}" for layer, head in heads)] and query["ablation"] == ["zero"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import Callable
 
 import pandas as pd
@@ -51,6 +53,38 @@ def fitted(fig: go.Figure, width_px: float, *, slide: bool, reserve: bool = Fals
     return memo[key]
 
 
+# Read by a screen reader, never drawn: the standard visually-hidden pattern (not display:none, which hides it from both).
+VISUALLY_HIDDEN = ("position:absolute;width:1px;height:1px;margin:-1px;padding:0;border:0;overflow:hidden;"
+                   "clip-path:inset(50%);white-space:nowrap")
+_TAG = re.compile(r"<[^>]+>")
+
+
+def _plain(text) -> str:
+    """A Plotly title as plain words: its <br> a space, its other tags and surplus spaces gone."""
+    return " ".join(_TAG.sub("", re.sub(r"<br\s*/?>", " ", str(text or ""), flags=re.I)).split())
+
+
+def text_alternative(fig: go.Figure, sentence: str | None = None) -> str:
+    """What a screen reader says for ``fig``: the page's own ``sentence`` about it, if any, then what the figure
+    names itself: its title, each subplot's title, its axes and colour bar, and its kind of chart."""
+    layout = fig.layout
+    parts = [sentence.strip()] if sentence and sentence.strip() else []
+    title = _plain(layout.title.text)
+    kinds = sorted({trace.type for trace in fig.data if trace.type})
+    parts.append(f"{' and '.join(kinds) or 'empty'} chart" + (f": {title}" if title else ""))
+    subtitles = [_plain(a.text) for a in layout.annotations or () if a.xref == "paper" and a.yref == "paper"]
+    if 1 < len(subtitles) <= 12:
+        parts.append("panels: " + "; ".join(t for t in subtitles if t))
+    for name in sorted(k for k in layout.to_plotly_json() if re.fullmatch(r"[xy]axis\d*", k)):
+        axis_title = _plain(layout[name].title.text)
+        if axis_title:
+            parts.append(f"{'horizontal' if name[0] == 'x' else 'vertical'} axis: {axis_title}")
+    bars = [_plain(t.colorbar.title.text) for t in fig.data if getattr(t, "colorbar", None) is not None]
+    if any(bars):
+        parts.append("colour: " + next(b for b in bars if b))
+    return ". ".join(p[0].upper() + p[1:].rstrip(".") for p in parts if p) + "."
+
+
 def csv_download(label: str, data: pd.DataFrame | Callable[[], pd.DataFrame], *, file_name: str, key: str | None) -> None:
     """A download button for ``data`` as CSV, built only when the user clicks it (never on a rerun).
 
@@ -70,19 +104,24 @@ def csv_download(label: str, data: pd.DataFrame | Callable[[], pd.DataFrame], *,
 
 def show_figure(
     fig: go.Figure, *, name: str, data: pd.DataFrame | Callable[[], pd.DataFrame] | None = None, key: str | None = None,
-    width: str | int = "stretch", share: float = 1.0, reserve_margins: bool = False,
+    width: str | int = "stretch", share: float = 1.0, reserve_margins: bool = False, alt: str | None = None,
 ) -> None:
     """Draw ``fig``; offer ``data`` (a table, or a function building it) as CSV under it, serialised only when
     clicked. ``name`` becomes the download file name. ``width``: ``"stretch"`` (the column's width) or
     ``"content"`` (the figure's own layout width). ``share``: the fraction of the page's width the figure's
     column takes (0.5 in one of two columns); presentation mode fits fonts, titles and tick labels to that width.
     ``reserve_margins``: a figure redrawn on every click, whose ``share`` is exact, gets the margins its labels take
-    up front, so the browser draws it once (``viz.page_fit.reserve_margins``).
+    up front, so the browser draws it once (``viz.page_fit.reserve_margins``). ``alt``: the page's sentence about the
+    figure, read by a screen reader before what the figure names itself (``text_alternative``).
     """
     slide = presentation_mode()
     width_px = (PRESENTATION_WIDTH if slide else NORMAL_WIDTH) * share - (COLUMN_GAP_PX if share < 1 else 0)
     theme = None if slide else "streamlit"
     fig = fitted(fig, width_px, slide=slide, reserve=reserve_margins)
-    st.plotly_chart(fig, theme=theme, config=plotly_config(name, width_px), key=key, width=width)
+    # The figure's text alternative just before it, in one gapless container with it, so it is read with the chart
+    # and takes no space on the page (WCAG 1.1.1).
+    with st.container(gap=None):
+        st.html(f'<p class="figure-alt" style="{VISUALLY_HIDDEN}">Figure: {html.escape(text_alternative(fig, alt))}</p>')
+        st.plotly_chart(fig, theme=theme, config=plotly_config(name, width_px), key=key, width=width)
     if data is not None:
         csv_download("Download data (CSV)", data, file_name=f"{file_stem(name)}.csv", key=None if key is None else f"{key}-csv")

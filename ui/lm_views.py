@@ -51,7 +51,7 @@ def token_texts(tokenizer, ids) -> list[str]:
 
 def _heading(title: str, about: str):
     """The section's title and explanation; returns the language model and three columns for its controls."""
-    st.subheader(title)
+    st.header(title)
     explain(about)
     return cached_language_model(current_model_name()), st.columns(3)
 
@@ -205,7 +205,7 @@ def dla_view(text: str, answer: str, wrong: str) -> None:
 
 def induction_view(model) -> None:
     """Induction scores of every head of ``model`` on repeated random tokens (length and seed in the link)."""
-    st.subheader("Induction heads")
+    st.header("Induction heads")
     explain("A sequence of random tokens is shown twice. At each token of the second copy, an **induction head** "
             "attends to the token that came right after the same token in the first copy, so the model can predict "
             "what comes next by copying. The score is that attention, averaged over the second copy (1 = all of it).")
@@ -283,7 +283,7 @@ def lens_parts(text: str):
 
 def lens_view(text: str) -> None:
     """The logit lens at every position: each layer's top token, coloured by the final prediction's rank."""
-    st.subheader("Where the prediction is decided: the logit lens")
+    st.header("Where the prediction is decided: the logit lens")
     explain("The model's own head applied to the hidden state after every layer shows what it would predict if it "
             "stopped there. Each cell is that layer's top token; its colour is the rank there of the token the "
             "model finally predicts (dark = already on top). A ring marks the layer from which it stays on top.")

@@ -14,8 +14,26 @@ from ui.session import current_model, current_model_name, current_text, current_
 from viz.common import file_stem
 from viz.tour import SLIDE_WIDTH, as_slide
 
+# A slide is white whatever the viewer's theme: with the system in dark mode Streamlit's dark theme would write its
+# light text, and draw its dark widgets, on the white slide (contrast 1.18:1). So the slide, its header and its
+# widgets take the light theme's colours (.streamlit/config.toml [theme.light]) in both themes.
 PRESENTATION_CSS = """<style>
-[data-testid="stMain"] { background: white; }
+[data-testid="stHeader"], [data-testid="stMain"] { background: #ffffff; color: #121110; }
+[data-testid="stHeader"] :is(button, button *) { color: rgba(18, 17, 16, 0.6); }
+[data-testid="stMain"] :is(h1, h2, h3, p, li, strong, em, label, span, [data-testid="stMarkdownContainer"]) {
+  color: #121110;
+}
+[data-testid="stMain"] [data-testid="stCaptionContainer"],
+[data-testid="stMain"] [data-testid="stCaptionContainer"] * { color: rgba(18, 17, 16, 0.6); }
+[data-testid="stMain"] :is(button, [data-baseweb="input"], [data-baseweb="base-input"], [data-baseweb="textarea"],
+  [data-baseweb="select"] > div, input, textarea, [data-testid="stExpander"] details, [data-testid="stExpander"] summary) {
+  background-color: #ffffff; color: #121110; -webkit-text-fill-color: #121110; border-color: rgba(18, 17, 16, 0.2);
+}
+[data-testid="stMain"] :is(input, textarea):disabled { background-color: #f8f8f7; }
+[data-testid="stMain"] button:disabled, [data-testid="stMain"] button:disabled * { color: rgba(18, 17, 16, 0.4); }
+[data-testid="stMain"] [data-testid="stProgress"] [role="progressbar"] > div { background-color: #f1f0ee; }
+[data-testid="stMain"] [data-testid="stProgress"] [role="progressbar"] > div > div { background-color: #b8323f; }
+[data-testid="stMain"] [data-testid="stSliderTickBar"] * { color: rgba(18, 17, 16, 0.6); }
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] li { font-size: 1.6rem; line-height: 1.45; }
 [data-testid="stMain"] h2 { font-size: 2.8rem; }
@@ -45,9 +63,10 @@ def try_this(text: str) -> None:
 
 def full_page(page: str, label: str, params: dict[str, object] | None = None) -> None:
     """A link (new tab) to the full page at ``page`` (its url path) showing the same state: the sidebar's model and
-    text plus ``params``, the target page's options as its URL holds them."""
+    text plus ``params``, the target page's options as its URL holds them. A link button, whose icon is hidden from
+    screen readers: a ``:material/…:`` icon in markdown is read aloud by name ("open_in_new icon")."""
     if not presentation_mode():
-        st.markdown(f":material/open_in_new: [{label}]({link_url(page, **(params or {}))})")
+        st.link_button(label, link_url(page, **(params or {})), icon=":material/open_in_new:")
 
 
 def not_here(text: str) -> None:

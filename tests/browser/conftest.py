@@ -7,7 +7,6 @@ there were none. In CI (``CI`` set) a missing Chromium fails the run instead of 
 from __future__ import annotations
 
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -33,10 +32,10 @@ CHROMIUM_FLAGS = [
     "--disable-quic",
 ]
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
-NOT_FOUND = "Failed to load resource: the server responded with a status of 404 (Not Found)"
-# On a deep link (/attention) Streamlit's frontend first probes /attention/_stcore/health and
-# /attention/_stcore/host-config, which 404, before it finds the real base path (streamlit#7074).
-BASE_PATH_PROBE = re.compile(r"^/[^/]+/_stcore/(health|host-config)$")
+# The entry point `make run`, the replicas and the container start: app.py behind st.App, whose middleware tells the
+# frontend where the server is (without it, every deep link such as /attention first probes /attention/_stcore/health
+# and /attention/_stcore/host-config, two 404s in the console; serve.BaseUrlMiddleware).
+ENTRY = "serve.py"
 
 
 def _require_browser() -> None:
@@ -62,9 +61,9 @@ def _free_port() -> int:
 
 @contextmanager
 def serve_app(
-    log_path: Path, extra_env: dict[str, str] | None = None, script: str = "app.py"
+    log_path: Path, extra_env: dict[str, str] | None = None, script: str = ENTRY
 ) -> Iterator[tuple[str, subprocess.Popen]]:
-    """``streamlit run app.py`` (or ``script``) on a free localhost port with the hub switched off; yields
+    """``streamlit run serve.py`` (or ``script``) on a free localhost port with the hub switched off; yields
     (url, process) once the server answers."""
     port = _free_port()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", **(extra_env or {}))
@@ -132,7 +131,7 @@ class AppPage:
         self.page.on("console", self._console)
         self.page.on("dialog", self._dialog)
         self.page.on("pageerror", lambda err: self.console_errors.append(f"pageerror: {err}"))
-        self.base_path_probes = 0
+        self.failed_responses: list[str] = []  # every 4xx/5xx answer from the app, as "status url"
         self.page.on("response", self._response)
         self.patience_ms = 120_000  # the default wait for a page load or a rerun; tests on slow pages raise it
 
@@ -145,8 +144,8 @@ class AppPage:
             route.abort()
 
     def _response(self, response):
-        if response.status == 404 and BASE_PATH_PROBE.match(urlparse(response.url).path):
-            self.base_path_probes += 1
+        if response.status >= 400 and (urlparse(response.url).hostname or "") in LOCAL_HOSTS:
+            self.failed_responses.append(f"{response.status} {response.url}")
 
     def _console(self, msg):
         if msg.type == "error":
@@ -198,16 +197,14 @@ class AppPage:
         return [locator.nth(i).inner_text() for i in range(locator.count())]
 
     def unexplained_console_errors(self) -> list[str]:
-        """Console errors, less one 404 message per known base-path probe (and nothing else)."""
-        errors = list(self.console_errors)
-        for _ in range(self.base_path_probes):
-            if NOT_FOUND in errors:
-                errors.remove(NOT_FOUND)
-        return errors
+        """Console errors and the app's 4xx/5xx answers: a failed request is an error even when the browser logs
+        nothing for it."""
+        return self.console_errors + [f"HTTP {r}" for r in self.failed_responses]
 
     def assert_clean(self) -> None:
         assert not self.error_texts(), self.error_texts()
         assert not self.blocked, f"requests to other hosts: {self.blocked}"
+        assert not self.failed_responses, f"the app answered with an error: {self.failed_responses}"
         assert not self.unexplained_console_errors(), self.unexplained_console_errors()
         assert not self.dialogs, f"a dialog opened: {self.dialogs}"
 
@@ -224,7 +221,7 @@ def app_page(browser, app_server):
 
 @pytest.fixture(autouse=True)
 def no_console_errors():
-    """Every browser test fails on a console error in any tab it opened (less the known base-path probes)."""
+    """Every browser test fails on a console error, or a 4xx/5xx answer from the app, in any tab it opened."""
     AppPage.opened.clear()
     yield
     errors = [e for tab in AppPage.opened for e in tab.unexplained_console_errors()]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from tests.pages_registry import landed_pages
@@ -47,4 +50,41 @@ def test_switching_pages_keeps_the_text(app_page):
     app_page.wait_until_idle()
     assert path in page.url and "Keep+this+text" in page.url.replace("%20", "+")
     assert page.locator('[data-testid="stSidebar"]').get_by_label("Text to analyse").input_value() == "Keep this text."
+    app_page.assert_clean()
+
+
+def test_a_deep_link_asks_the_server_only_at_its_base_path(app_page):
+    """Loaded from /tour, the frontend used to probe /tour/_stcore/health and /tour/_stcore/host-config first: two
+    404s in the console on every page but Home. serve.py's middleware gives it the base URL up front."""
+    requested: list[str] = []
+    app_page.page.on("request", lambda r: requested.append(r.url))
+    for path in ("tour", "attention"):
+        app_page.open(path)
+    assert app_page.page.evaluate("() => window.__streamlit && window.__streamlit.BACKEND_BASE_URL") == (
+        app_page.base_url + "/")
+    probes = [url for url in requested if "/tour/_stcore/" in url or "/attention/_stcore/" in url]
+    assert not probes, probes
+    assert not app_page.failed_responses, app_page.failed_responses
+    app_page.assert_clean()
+
+
+def _material_icon_names() -> set[str]:
+    """Every Material icon the app names in its source (``:material/arrow_back:`` → ``arrow_back``)."""
+    root = Path(__file__).resolve().parents[2]
+    sources = [*root.glob("*.py"), *root.glob("app_pages/*.py"), *root.glob("ui/*.py")]
+    return {name for path in sources for name in re.findall(r":material/(\w+):", path.read_text())}
+
+
+@pytest.mark.parametrize("query", [{"step": "2"}, {"step": "2", "present": "true"}], ids=["page", "present"])
+def test_no_icon_name_is_read_aloud(app_page, query):
+    """A Material icon is a ligature: its name is the element's text ("arrow_back Back ←"). Every icon the app draws
+    must be hidden from assistive technology, so no accessible name or text a screen reader reads contains one."""
+    page = app_page.open("tour", query)
+    tree = page.locator("body").aria_snapshot()
+    icons = _material_icon_names()
+    # a ligature is read first ("info About this"); a name with an underscore is no English word anywhere
+    words = [re.findall(r"[\w]+", re.sub(r"^\s*- [\w ]+?[:\s\"']+", "", line)) for line in tree.splitlines()]
+    read_aloud = [" ".join(w) for w in words if w and (w[0] in icons or any("_" in x and x in icons for x in w))]
+    assert not read_aloud, read_aloud
+    assert page.get_by_role("button", name=re.compile(r"^Back\b")).count() == 1  # not "arrow_back Back"
     app_page.assert_clean()
