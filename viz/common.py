@@ -19,12 +19,30 @@ def plotly_safe(text: object) -> str:
     ``<``, ``>`` and ``&`` become entities (Plotly shows them as the characters),
     so a token such as ``<img src=x onerror=...>`` is shown, never interpreted. Control
     characters (a byte-level token can decode to one) become their visible symbols (U+2400…):
-    XML forbids them, and one in a label would break the figure's SVG and PNG export.
+    XML forbids them, and one in a label would break the figure's SVG and PNG export. Right-to-left
+    words are isolated (see ``isolate_rtl``) so that ``##`` or ``·2`` around them stay where they are written.
     """
-    return html.escape(str(text), quote=False).translate(CONTROL_PICTURES)
+    return isolate_rtl(html.escape(str(text), quote=False).translate(CONTROL_PICTURES))
 
 
 CONTROL_PICTURES = {c: 0x2400 + c for c in range(0x20)} | {0x7F: 0x2421}
+
+# A run of right-to-left letters (Hebrew, Arabic, Syriac, Thaana, N'Ko, their presentation forms), with the
+# marks and spaces between them.
+RTL_RUN = re.compile(
+    r"[\u0590-\u08FF\uFB1D-\uFDFF\uFE70-\uFEFF]+(?:[\s\u064B-\u065F\u0670]*[\u0590-\u08FF\uFB1D-\uFDFF\uFE70-\uFEFF]+)*"
+)
+FIRST_STRONG_ISOLATE, POP_DIRECTIONAL_ISOLATE = "\u2068", "\u2069"
+
+
+def isolate_rtl(text: str) -> str:
+    """Each right-to-left run wrapped in Unicode isolates (FSI … PDI, invisible).
+
+    Without them the bidirectional algorithm carries the neutral and number characters beside an Arabic token
+    into its right-to-left run: ``##ل`` is drawn "ل##" and the repeated label ``ل·2`` is drawn "2·ل". Isolated,
+    the run is read right to left inside itself and labels keep the app's left-to-right order.
+    """
+    return RTL_RUN.sub(lambda m: FIRST_STRONG_ISOLATE + m.group(0) + POP_DIRECTIONAL_ISOLATE, text)
 
 
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")

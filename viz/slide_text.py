@@ -22,9 +22,12 @@ SMALL_LINE = re.compile(r"^\s*<(sub|sup)>(.*)</\1>\s*$", re.IGNORECASE | re.DOTA
 NARROW, WIDE = set("iljtfrI.,:;'!|()[] "), set("mwMWOQGDHNU@%")
 
 
+INVISIBLE = dict.fromkeys(map(ord, "\u2066\u2067\u2068\u2069"))  # bidirectional isolates draw nothing
+
+
 def text_width(text: str, font_px: float) -> float:
     """Estimated drawn width of one line of Plotly text (tags dropped, entities as one character)."""
-    plain = html.unescape(TAG.sub("", text))
+    plain = html.unescape(TAG.sub("", text)).translate(INVISIBLE)
     units = sum(0.32 if c in NARROW else 0.9 if c in WIDE else 0.68 if c.isupper() else 0.58 for c in plain)
     return units * font_px
 
