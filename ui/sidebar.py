@@ -6,6 +6,7 @@ import streamlit as st
 
 from core.examples import BANK_RIVER, EXAMPLE_SENTENCES
 from core.models import BUNDLED_KINDS, bundled_name
+from viz.common import markdown_safe
 from ui.page_state import option, option_value, set_option
 from ui.seq2seq import render_target_box
 from ui.session import MAX_TEXT_CHARS, current_model_name, current_settings, offered_models
@@ -37,11 +38,18 @@ def render_sidebar() -> None:
             "SmolLM2-135M-Instruct, a language model that predicts the next token (its first load takes "
             "about half a minute). Type any Hugging Face id (needs network) or the path of a local model folder."
         )
+    refused = None
     if chosen and chosen not in options:
-        options.append(chosen)  # a model named in a link; refused with a message if not allowed
+        if settings.model_allowed(bundled_name(chosen) or chosen):
+            options.append(chosen)  # a model named in a link
+        else:
+            refused = chosen  # never offered: the picker falls back to the first model and says why
     with st.sidebar:
-        option(st.selectbox, "Model", options, key="model", app=True, format_func=model_label,
-               accept_new_options=not settings.server_mode, help=help_text)
+        shown = option(st.selectbox, "Model", options, key="model", app=True, format_func=model_label,
+                       accept_new_options=not settings.server_mode, help=help_text)
+        if refused is not None:
+            st.warning(f"The link asked for the model “{markdown_safe(refused)}”, which this workshop server does not "
+                       f"load, so {markdown_safe(shown)} is shown instead.", icon=":material/block:")
         option(st.text_area, "Text to analyse", value=BANK_RIVER, key="text", app=True,
                max_chars=MAX_TEXT_CHARS, height=120)
         st.pills("Examples", list(EXAMPLE_SENTENCES), key="example", on_change=_use_example)
