@@ -131,6 +131,27 @@ def test_overview_is_one_image_with_a_thumbnail_per_head(tiny_model):
     assert np.abs(thumbnail[keep].astype(int) - expected[keep]).max() <= 1
 
 
+def test_rollout_overview_puts_its_layers_side_by_side(tiny_model):
+    """Issue 28: one map per layer (rollout) was one narrow column in a wide, empty figure."""
+    a = analyze(tiny_model, "the cat sat on the mat")
+    layers, n = a.num_layers, a.num_tokens
+    rollout = a.attentions.mean(axis=1, keepdims=True)  # [layers, 1, n, n]
+    fig = va.overview_figure(rollout, title="t", causal=a.is_decoder, colorscale="Viridis", gap=2,
+                             head_names=["all heads (rollout)"])
+    image = _mosaic(fig)
+    pitch = n * -(-va.OVERVIEW_MIN_PIXELS // n) + 2
+    assert image.shape == (pitch, layers * pitch)  # one row, a thumbnail per layer
+    assert list(fig.layout.xaxis.ticktext) == [str(layer) for layer in range(layers)]
+    assert fig.layout.xaxis.title.text.startswith("layer")
+    hover = fig.data[1]
+    assert np.asarray(hover.customdata).shape == (1, layers, 1) and "through layer" in hover.hovertemplate
+    zoom = -(-va.OVERVIEW_MIN_PIXELS // n)
+    last = image[0 : n * zoom, (layers - 1) * pitch : (layers - 1) * pitch + n * zoom][::zoom, ::zoom]
+    expected = np.round(np.clip(rollout[-1, 0], 0, 1) * (va.LEVELS - 1))
+    keep = np.tril(np.ones((n, n), dtype=bool)) if a.is_decoder else np.ones((n, n), dtype=bool)
+    assert np.abs(last[keep].astype(int) - expected[keep]).max() <= 1  # the last thumbnail is the last layer
+
+
 def test_overview_of_512_tokens_on_12_by_12_heads_stays_small():
     rng = np.random.default_rng(0)
     m = rng.random((12, 12, 512, 512), dtype=np.float32)

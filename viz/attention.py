@@ -280,7 +280,14 @@ def overview_figure(
     One picture instead of layers × heads subplots: a few hundred kB at any length. An
     invisible coarse grid on top answers hover with "layer L, head H". ``hidden``: bool ``[layers, 1, n, n]``, the
     cells each layer's sliding window masked (``core.attention.window_hidden``), drawn as masked.
+
+    One map per layer (``heads == 1``, attention rollout) is drawn as a row, layers across, instead of one narrow
+    column in a wide figure.
     """
+    if matrices.shape[1] == 1 and matrices.shape[0] > 1:
+        return _overview_row(matrices, title=title, causal=causal, colorscale=colorscale,
+                             per_head_scale=per_head_scale, name=(head_names or ["all heads"])[0], large=large,
+                             max_cells=max_cells, gap=gap, hidden=hidden)
     layers, heads = matrices.shape[:2]
     small, row_bins, bins = block_mean_2d(masked_upper(matrices, causal, hidden), max_cells)
     png, zoom = mosaic_png(small, colorscale=colorscale, per_head_scale=per_head_scale, gap=gap)
@@ -334,6 +341,19 @@ def overview_figure(
         },
         _validate=False,
     )
+
+
+def _overview_row(matrices: np.ndarray, *, title: str, causal: bool, colorscale: str, per_head_scale: bool, name: str,
+                  large: bool, max_cells: int, gap: int, hidden: np.ndarray | None) -> go.Figure:
+    """``overview_figure`` for one map per layer ``[layers, 1, n, n]``: the maps side by side, layer 0 first."""
+    layers = matrices.shape[0]
+    figure = overview_figure(matrices.transpose(1, 0, 2, 3), title=title, causal=causal, colorscale=colorscale, per_head_scale=per_head_scale,
+                             head_names=[str(layer) for layer in range(layers)], large=large, max_cells=max_cells,
+                             gap=gap, hidden=None if hidden is None else hidden.transpose(1, 0, 2, 3))
+    figure.update_layout(xaxis_title_text=BLOCK_AXIS, yaxis={"showticklabels": False, "title": None}, margin_l=20,
+                         height=int((260 if large else 200) + 900 / layers))  # the title names the one row
+    return figure.update_traces(customdata=np.arange(layers)[None, :, None], selector={"type": "heatmap"},
+                                hovertemplate=f"{plotly_safe(name)} through layer %{{customdata[0]}}<extra></extra>")
 
 
 def matrix_table(matrix: np.ndarray, labels: list[str], *, causal: bool, key_labels: list[str] | None = None,
