@@ -18,7 +18,7 @@ wait_for_startup()  # the first visit to a server that has just started: a few s
 import transformers  # noqa: E402
 
 from ui.errors import friendly_errors  # noqa: E402
-from ui.explain import presentation_page_style  # noqa: E402
+from ui.explain import page_style  # noqa: E402
 from ui.page_state import page_run  # noqa: E402
 from ui.sidebar import render_sidebar  # noqa: E402
 
@@ -59,7 +59,7 @@ def run() -> None:
     page = st.navigation(pages)
     with friendly_errors(f"showing {page.title}"), page_run(page.url_path):
         render_sidebar()  # inside the boundary: a bad deployment setting is a sentence too
-        presentation_page_style()
+        page_style()
         page.run()
 
 

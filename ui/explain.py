@@ -48,7 +48,12 @@ def beside(spec: list[float], *, gap: str = "large") -> list:
     return st.columns(spec, gap=gap)
 
 
-def presentation_page_style() -> None:
-    """Smaller page padding in presentation mode (call once per run, from app.py)."""
-    if presentation_mode():
-        st.html(PRESENTATION_CSS)
+# Plotly announces a download ("Taking snapshot…", then "Snapshot succeeded – name.png") in boxes fixed near the
+# window's top right for seconds, over the figure being saved and its toolbar, and in the screenshot a presenter
+# takes next. The browser's own download indicator already says it.
+PAGE_CSS = "<style>.plotly-notifier { display: none !important; }</style>"
+
+
+def page_style() -> None:
+    """The app's few style rules, and smaller page padding in presentation mode (call once per run, from app.py)."""
+    st.html(PAGE_CSS + (PRESENTATION_CSS if presentation_mode() else ""))

@@ -112,6 +112,10 @@ def _download_png(tab: AppPage) -> tuple[str, tuple[int, int]]:
     with page.expect_download(timeout=60_000) as download:
         camera.click()
     saved = download.value
+    # Plotly's "Taking snapshot…" / "Snapshot succeeded" boxes covered the figure's top right (issue 28)
+    notices = page.locator(".plotly-notifier").evaluate_all(
+        "els => els.filter(e => e.getBoundingClientRect().height > 0).map(e => e.textContent)")
+    assert not notices, f"Plotly's download notices are drawn over the page: {notices}"
     with open(saved.path(), "rb") as handle:
         return saved.suggested_filename, Image.open(io.BytesIO(handle.read())).size
 
