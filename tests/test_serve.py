@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 
+from bench.protocol import run_apart
 from serve import BaseUrlMiddleware, base_url_script
 
 PAGE = b"<!DOCTYPE html><html><head><title>x</title></head><body></body></html>"
@@ -26,7 +26,7 @@ def _call(body: bytes, content_type: bytes, *, encoding: bytes | None = None, me
         sent.append(message)
 
     scope = {"type": "http", "method": method, "path": "/tour", "headers": []}
-    asyncio.run(BaseUrlMiddleware(app)(scope, None, send))
+    run_apart(BaseUrlMiddleware(app)(scope, None, send))  # its own thread: a browser test's loop may be running here
     headers = dict(sent[0]["headers"])
     return headers, b"".join(m.get("body", b"") for m in sent[1:])
 

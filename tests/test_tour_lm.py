@@ -61,7 +61,7 @@ def _figure(at) -> dict:
 
 
 def _link(at) -> tuple[str, dict[str, str]]:
-    link = next(m.value for m in at.markdown if "open_in_new" in m.value).split("](")[1].rstrip(")")
+    link = next(b.proto.url for b in at.get("link_button"))  # the step's "open the full page" button
     return urlsplit(link).path, {key: values[0] for key, values in parse_qs(urlsplit(link).query).items()}
 
 

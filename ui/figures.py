@@ -14,24 +14,36 @@ from ui.explain import PAGE_PADDING_PX
 from ui.session import image_format, presentation_mode
 from viz.common import file_stem
 from viz.page_fit import fit_for_page
-from viz.slide_text import export_options
+from viz.slide_text import SLIDE_PIXELS, export_options
 from viz.slides import fit_for_slide
 
 # The width a full-page figure is drawn at on the smallest screen we fit (a 1280 × 720 projector):
 # presentation mode collapses the sidebar; otherwise the open sidebar and Streamlit's padding take their share.
 PRESENTATION_WIDTH = 1280 - 2 * PAGE_PADDING_PX
 NORMAL_WIDTH = 820
+# Plotly's own font stack (the slides' too), instead of the theme's web font: a saved PNG is the SVG drawn as an image,
+# which cannot load web fonts, so text laid out in the page's Source Sans was drawn wider in a fallback font and cut.
+EXPORT_FONT_FAMILY = '"Open Sans", verdana, arial, sans-serif'
+PLOTLY_DEFAULT_HEIGHT = 450  # what Plotly (and Streamlit's chart) draws a figure without a layout height at
 COLUMN_GAP_PX = 8  # a figure in a column loses its share of the gap between columns
 
 
-def plotly_config(name: str, width_px: float = NORMAL_WIDTH) -> dict:
-    """Plotly config: the camera button saves ``name``.png or .svg (as chosen in the sidebar) at 1920 × 1080.
+def plotly_config(name: str, width_px: float = NORMAL_WIDTH, height_px: float | None = None) -> dict:
+    """Plotly config: the camera button saves ``name``.png or .svg (as chosen in the sidebar), 1920 pixels wide.
 
-    The export is 16:9 at the CSS size nearest the figure's own width, scaled up to 1920 × 1080
-    pixels, so its fonts keep their size relative to the figure. No Plotly logo and no box or lasso select
-    buttons: Streamlit's frontend removes them from every chart without selections, so they are not sent.
+    A slide (no ``height_px``: presentation mode, whose figures are fitted to it) is saved 16:9 at the CSS size
+    nearest the figure's own width, scaled up to 1920 × 1080 pixels, so its fonts keep their size relative to the
+    figure. A page's figure is saved at the size it was laid out for, ``width_px`` × ``height_px``, scaled to 1920
+    wide: Plotly lays a figure out again at the size it saves, and a page figure squeezed into 16:9 lost its text
+    (titles over ticks, colour-bar titles over their ticks, legend entries cut). No Plotly logo and no box or lasso
+    select buttons: Streamlit's frontend removes them from every chart without selections, so they are not sent.
     """
-    return {"toImageButtonOptions": {"format": image_format(), "filename": file_stem(name)} | export_options(width_px)}
+    if height_px is None:
+        size = export_options(width_px)
+    else:
+        width = round(width_px)
+        size = {"width": width, "height": round(height_px), "scale": SLIDE_PIXELS[0] / width}
+    return {"toImageButtonOptions": {"format": image_format(), "filename": file_stem(name)} | size}
 
 
 def fitted(fig: go.Figure, width_px: float, *, slide: bool, reserve: bool = False) -> go.Figure:
@@ -49,6 +61,7 @@ def fitted(fig: go.Figure, width_px: float, *, slide: bool, reserve: bool = Fals
             copy.update_layout(template="plotly_white", paper_bgcolor="white", plot_bgcolor="white")
         else:
             copy = fit_for_page(fig, width_px, reserve=reserve)
+            copy.update_layout(font_family=EXPORT_FONT_FAMILY, title_font_family=EXPORT_FONT_FAMILY)
         memo[key] = copy
     return memo[key]
 
@@ -122,6 +135,7 @@ def show_figure(
     # and takes no space on the page (WCAG 1.1.1).
     with st.container(gap=None):
         st.html(f'<p class="figure-alt" style="{VISUALLY_HIDDEN}">Figure: {html.escape(text_alternative(fig, alt))}</p>')
-        st.plotly_chart(fig, theme=theme, config=plotly_config(name, width_px), key=key, width=width)
+        height = None if slide else fig.layout.height or PLOTLY_DEFAULT_HEIGHT
+        st.plotly_chart(fig, theme=theme, config=plotly_config(name, width_px, height), key=key, width=width)
     if data is not None:
         csv_download("Download data (CSV)", data, file_name=f"{file_stem(name)}.csv", key=None if key is None else f"{key}-csv")

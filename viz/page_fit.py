@@ -83,7 +83,7 @@ def fit_for_page(fig: go.Figure, width_px: float, *, reserve: bool = False) -> g
     where the labels of a narrower figure had their slack."""
     fig = copy_figure(fig)
     fit_legend(fig, width_px, PAGE_FONT_PX)
-    fit_titles(fig, width_px, PAGE_FONT_PX, PAGE_AXIS_TITLE_PX)
+    fit_titles(fig, width_px, PAGE_FONT_PX, PAGE_AXIS_TITLE_PX, bold_title=True)
     thin_ticks(fig, width_px, PAGE_FONT_PX)
     if reserve and reserve_margins(fig, width_px).__dict__.get("_margins_reserved"):
         thin_ticks(fig, width_px, PAGE_FONT_PX)  # again, on the plotting area the reserved margins leave

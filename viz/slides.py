@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.slide_text import (
-    AXIS_TITLE_LINES, LINE_BREAK, LINE_HEIGHT, SMALL_LINE, TICK_PITCH, _longest_line, line_count, slide_font_size, text_width, wrap_text,
+    AXIS_TITLE_LINES, BOLD_WIDER, LINE_BREAK, LINE_HEIGHT, SMALL_LINE, TICK_PITCH, _longest_line, line_count, slide_font_size, text_width, wrap_text,
 )
 
 # Plotly validates every property written through its objects again (0.2-0.6 ms per update, about half of the 35 ms a
@@ -237,12 +237,14 @@ def _top_annotations_px(fig: go.Figure, font_px: float) -> float:
     return tallest
 
 
-def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: float | None = None) -> go.Figure:
+def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: float | None = None, *,
+               bold_title: bool = False) -> go.Figure:
     """Wrap the title, subplot titles, axis titles and legend names to the space they have.
 
     The title is set left in the figure and the top margin grows to hold its lines; y titles take at
     most two lines (see ``fit_y_titles``). ``axis_title_px``: axis titles' size when an axis does not
-    set one (default ``font_px``). Mutates and returns ``fig``.
+    set one (default ``font_px``). ``bold_title``: the title will be drawn bold (Streamlit's theme bolds it on the
+    page), so it is wrapped to the width of bold glyphs. Mutates and returns ``fig``.
     """
     area_w, area_h = plot_area(fig, width_px, font_px)
     for annotation in fig.layout.annotations:
@@ -255,7 +257,7 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: f
     title_px = round(font_px * 1.25)
     title = fig.layout.title.text
     if title:
-        wrapped = wrap_text(title, width_px - 30, title_px)
+        wrapped = wrap_text(title, (width_px - 30) / (BOLD_WIDER if bold_title else 1.0), title_px)
         # The title sits just above the plot, clear of the top tick label (which reaches about half a
         # font size above the plot) and of any subplot titles set on the plot's top edge.
         pad = int(round(0.9 * font_px) + 4 + _top_annotations_px(fig, font_px))

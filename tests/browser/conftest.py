@@ -99,7 +99,14 @@ def serve_app(
 def app_server(tmp_path_factory):
     """The app served once for the whole browser tier."""
     _require_browser()
+    from bench.protocol import run_apart, view_page
+
     with serve_app(tmp_path_factory.mktemp("server") / "streamlit.log") as (url, _proc):
+        # One view of the home page before any test, from a protocol-level client: the server's first view waits for
+        # its imports and draws a hidden chart that loads Plotly early (ui.startup), which would otherwise be one more
+        # chart on whichever page a test happened to open first.
+        first = run_apart(view_page(url, "", {}, timeout=300))
+        assert not first.errors, first.errors
         yield url
 
 
@@ -112,6 +119,12 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
         yield b
         b.close()
+
+
+def drawn_count(page, text: str) -> int:
+    """How many elements show ``text`` on the page, leaving out the figures' visually hidden text alternatives
+    (``ui.figures``: a figure's title is also in the sentence a screen reader reads before it)."""
+    return page.locator(f"text={text}").evaluate_all("els => els.filter(e => !e.closest('.figure-alt')).length")
 
 
 class AppPage:

@@ -16,7 +16,7 @@ VIEWPORTS = [(1920, 1080), (1366, 768), (1280, 720)]
 # Texts are oriented rectangles (Plotly rotates tick labels and the y title with a transform):
 # two overlap when neither one's sides separate them, each side shrunk by the tolerance.
 MEASURE_JS = r"""
-(tolerance) => {
+([tolerance, scope]) => {
   const problems = [];
   const rect = (el) => el.getBoundingClientRect();
   const outside = (r, f) => r.left < f.left - tolerance || r.right > f.right + tolerance
@@ -58,7 +58,7 @@ MEASURE_JS = r"""
     ['tick label', '.xaxislayer-above text, .yaxislayer-above text'],
     ['bar label', '.bartext'],
   ];
-  const plots = [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot:not(.st-key-plotly-preload *)')];
+  const plots = [...document.querySelectorAll(scope)];
   plots.forEach((plot, index) => {
     const frame = rect(plot);
     if (frame.width === 0 || frame.height === 0) return;  // folded away (closed expander or popover)
@@ -123,9 +123,22 @@ MEASURE_JS = r"""
 """
 
 
-def measure(page, tolerance: float = 1.0) -> list[str]:
-    """Problems of every figure drawn in the page's main area (empty when it is slide-ready)."""
-    return page.evaluate(MEASURE_JS, tolerance)
+# Every figure the app draws in its main area (the first page of a fresh server also holds a hidden chart, ui.startup).
+PAGE_FIGURES = '[data-testid="stMain"] .js-plotly-plot:not(.st-key-plotly-preload *)'
+
+
+def measure(page, tolerance: float = 1.0, scope: str = PAGE_FIGURES) -> list[str]:
+    """Problems of every figure drawn in the page's main area, or of the figures ``scope`` selects
+    (empty when they are slide-ready)."""
+    return page.evaluate(MEASURE_JS, [tolerance, scope])
+
+
+def measure_exported_svg(page, svg: str, tolerance: float = 1.0) -> list[str]:
+    """The same measurement on a figure as the camera button saved it (SVG; a PNG is this SVG drawn), shown alone
+    in ``page`` at its own size: every title, legend entry, tick label and colour-bar title whole and apart."""
+    page.set_content(f"<!doctype html><html><body style='margin:0'>{svg}</body></html>")
+    page.set_viewport_size({"width": 4000, "height": 3000})  # larger than any export, so none runs past the window
+    return measure(page, tolerance, "body > svg")
 
 
 def long_text(min_words: int = 520) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.browser.conftest import drawn_count
+
 pytestmark = pytest.mark.browser
 
 TEXT = "I will hike along the bank of a river."
@@ -34,7 +36,7 @@ def test_a_link_opens_rollout_with_special_tokens(app_page):
     assert page.get_by_role("radio", name="rollout").is_checked()
     cells = _grid_cell_texts(page)
     assert len(cells) == 6 * 12 and "[CLS]" in cells
-    assert page.locator("text=rollout, layers 0–5").count() == 1
+    assert drawn_count(page, "rollout, layers 0–5") == 1  # the figure, not its text alternative for screen readers
     app_page.assert_clean()
 
 

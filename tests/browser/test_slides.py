@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from tests.browser.conftest import AppPage
-from tests.browser.slide_checks import VIEWPORTS, long_text, measure
+from tests.browser.slide_checks import PAGE_FIGURES, VIEWPORTS, long_text, measure, measure_exported_svg
 from tests.model_factory import build_tiny_gpt2_lm
 from tests.pages_registry import landed_pages
 
@@ -33,7 +33,7 @@ NOT_AN_LM = {"predictions": NO_HEAD, "patching": "is not a causal language model
 LM_PROMPTS = {"patching": {"clean": "We sat on the bank and the", "corrupted": "We sat on a bank and the",
                            "answer": " bank", "wrong": " the"}}
 # The first page a fresh server draws also holds a hidden, empty chart that loads Plotly early (ui.startup).
-FIGURES = '[data-testid="stMain"] .js-plotly-plot:not(.st-key-plotly-preload *)'
+FIGURES = PAGE_FIGURES
 CAMERA = '.modebar-btn[data-title^="Download plot"]'
 # Tour steps after the first (the first is the tour's default view, checked with every page); on the
 # bundled model each draws its one live figure through ``as_slide`` in presentation mode.
@@ -95,17 +95,9 @@ def _in_dark_theme(tab: AppPage) -> list[str]:
         page.emulate_media(color_scheme="light")
 
 
-def _download_png(tab: AppPage) -> tuple[str, tuple[int, int]]:
-    """Click the first figure's camera button; return the file name and the PNG's pixel size.
-
-    The button sits at the figure's top right corner. A figure taller than the window (the attention
-    overview at 1280 × 720) scrolled into view puts that corner under Streamlit's fixed header, where a
-    click lands on the header and saves nothing, as it would for a person; so the button itself is
-    scrolled to the middle of the window, and clicked as a person would (no forced click: Playwright
-    refuses a click that something else would receive).
-    """
+def _download(tab: AppPage, figure) -> tuple[str, bytes]:
+    """Click ``figure``'s camera button as a person would (see ``_download_png``); the file's name and bytes."""
     page = tab.page
-    figure = page.locator(FIGURES).first
     camera = figure.locator(CAMERA)
     camera.evaluate("button => button.scrollIntoView({block: 'center', inline: 'nearest'})")
     figure.hover()  # Plotly shows its toolbar while the pointer is over the figure
@@ -117,7 +109,40 @@ def _download_png(tab: AppPage) -> tuple[str, tuple[int, int]]:
         "els => els.filter(e => e.getBoundingClientRect().height > 0).map(e => e.textContent)")
     assert not notices, f"Plotly's download notices are drawn over the page: {notices}"
     with open(saved.path(), "rb") as handle:
-        return saved.suggested_filename, Image.open(io.BytesIO(handle.read())).size
+        return saved.suggested_filename, handle.read()
+
+
+def _exported_svg_problems(tab: AppPage) -> list[str]:
+    """Every drawn figure of the page saved as SVG (the sidebar's format) and measured alone at its export size."""
+    problems = []
+    figures = tab.page.locator(FIGURES)
+    saved = []
+    for index in range(figures.count()):
+        figure = figures.nth(index)
+        if figure.evaluate("f => f.getBoundingClientRect().width > 0"):  # not folded away in an expander
+            saved.append(_download(tab, figure))
+    assert saved, "no figure could be saved"
+    viewer = tab.page.context.new_page()
+    try:
+        for name, svg in saved:
+            assert name.endswith(".svg"), name
+            problems += [f"exported {name}: {p}" for p in measure_exported_svg(viewer, svg.decode("utf-8"))]
+    finally:
+        viewer.close()
+    return problems
+
+
+def _download_png(tab: AppPage) -> tuple[str, tuple[int, int]]:
+    """Click the first figure's camera button; return the file name and the PNG's pixel size.
+
+    The button sits at the figure's top right corner. A figure taller than the window (the attention
+    overview at 1280 × 720) scrolled into view puts that corner under Streamlit's fixed header, where a
+    click lands on the header and saves nothing, as it would for a person; so the button itself is
+    scrolled to the middle of the window, and clicked as a person would (no forced click: Playwright
+    refuses a click that something else would receive).
+    """
+    name, data = _download(tab, tab.page.locator(FIGURES).first)
+    return name, Image.open(io.BytesIO(data)).size
 
 
 @pytest.mark.parametrize("path", PAGES, ids=[p or "home" for p in PAGES])
@@ -139,20 +164,22 @@ def test_default_view_fits_every_screen_and_exports_a_slide(tab, tiny_gpt2_lm, p
 
 @pytest.mark.parametrize("path", PAGES, ids=[p or "home" for p in PAGES])
 def test_default_view_fits_every_screen_outside_presentation_mode(tab, tiny_gpt2_lm, path):
-    """The same measurement at the page's own size: sidebar open, the theme's fonts, every figure of the page."""
+    """The same measurement at the page's own size: sidebar open, the theme's fonts, every figure of the page; then
+    every figure as its camera button saves it (SVG), measured alone at its export size (issue 28: exported PNGs
+    lost legend entries and titles that the page showed whole)."""
     query = {"model": tiny_gpt2_lm} | LM_PROMPTS.get(path, {}) if path in NOT_AN_LM else {}  # the bundled model has no head
-    page = _open(tab, path, query, present=False)
+    page = _open(tab, path, query | {"img": "SVG"}, present=False)
     assert page.locator(FIGURES).count() >= 1
-    problems = _problems_at_every_size(tab)
+    problems = _problems_at_every_size(tab) + _exported_svg_problems(tab)
     assert not problems, "\n".join(problems)
     tab.assert_clean()
 
 
 @pytest.mark.parametrize("step", TOUR_STEPS)
 def test_every_tour_step_outside_presentation_mode_fits_every_screen(tab, step):
-    page = _open(tab, "tour", {"step": str(step)}, present=False)
+    page = _open(tab, "tour", {"step": str(step), "img": "SVG"}, present=False)
     page.wait_for_selector(f"text=Step {step} of")
-    problems = _problems_at_every_size(tab)
+    problems = _problems_at_every_size(tab) + _exported_svg_problems(tab)
     assert not problems, "\n".join(problems)
     tab.assert_clean()
 
