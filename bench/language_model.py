@@ -97,7 +97,7 @@ def main() -> dict:
     from core.logit_attribution import direct_logit_attribution
     from core.models import load_model
     from core.patching import patch_heads, patch_residual
-    from core.predictions import load_language_model
+    from core.predictions import NoLanguageModelHead, load_language_model
     from core.tokens import token_labels
     from viz.attention import head_figure, overview_figure
 
@@ -106,9 +106,12 @@ def main() -> dict:
     minilm = load_model("all-MiniLM-L6-v2")
     model = load_model(MODEL)
     lm = load_language_model(model)
-    minilm_lm = load_language_model(minilm)
-    result["rss_both_models_and_heads_mb"] = round(psutil.Process().memory_info().rss / 2**20)
-    del minilm, minilm_lm
+    try:
+        load_language_model(minilm)  # as the Predictions page tries it: the sentence encoder has no head to load
+    except NoLanguageModelHead:
+        pass
+    result["rss_both_models_and_lm_head_mb"] = round(psutil.Process().memory_info().rss / 2**20)
+    del minilm
 
     analysis = analyze(model, LONG_TEXT, max_tokens=128)
     inputs = {"input_ids": torch.tensor([analysis.input_ids])}
