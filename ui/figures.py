@@ -21,9 +21,6 @@ from viz.slides import fit_for_slide
 # presentation mode collapses the sidebar; otherwise the open sidebar and Streamlit's padding take their share.
 PRESENTATION_WIDTH = 1280 - 2 * PAGE_PADDING_PX
 NORMAL_WIDTH = 820
-# Plotly's own font stack (the slides' too), instead of the theme's web font: a saved PNG is the SVG drawn as an image,
-# which cannot load web fonts, so text laid out in the page's Source Sans was drawn wider in a fallback font and cut.
-EXPORT_FONT_FAMILY = '"Open Sans", verdana, arial, sans-serif'
 PLOTLY_DEFAULT_HEIGHT = 450  # what Plotly (and Streamlit's chart) draws a figure without a layout height at
 COLUMN_GAP_PX = 8  # a figure in a column loses its share of the gap between columns
 
@@ -61,7 +58,6 @@ def fitted(fig: go.Figure, width_px: float, *, slide: bool, reserve: bool = Fals
             copy.update_layout(template="plotly_white", paper_bgcolor="white", plot_bgcolor="white")
         else:
             copy = fit_for_page(fig, width_px, reserve=reserve)
-            copy.update_layout(font_family=EXPORT_FONT_FAMILY, title_font_family=EXPORT_FONT_FAMILY)
         memo[key] = copy
     return memo[key]
 

@@ -73,8 +73,14 @@ def reserve_margins(fig: go.Figure, width_px: float) -> go.Figure:
     return fig
 
 
+# Plotly's own font stack (the slides' too), not the theme's web font: a saved PNG is the SVG drawn as an image, which
+# cannot load web fonts, so text laid out in the page's Source Sans was drawn wider in a fallback font and cut off.
+EXPORT_FONT_FAMILY = '"Open Sans", verdana, arial, sans-serif'
+
+
 def fit_for_page(fig: go.Figure, width_px: float, *, reserve: bool = False) -> go.Figure:
-    """A copy of ``fig`` fitted to ``width_px`` at the page's own font sizes (outside presentation mode):
+    """A copy of ``fig`` fitted to ``width_px`` at the page's own font sizes, in ``EXPORT_FONT_FAMILY`` (outside
+    presentation mode):
     titles wrapped (y titles in at most two lines, the figure taller if need be), colour bar titles along
     the bar, ticks thinned so that no two labels overlap, a legend of several entries under the plot.
 
@@ -82,6 +88,7 @@ def fit_for_page(fig: go.Figure, width_px: float, *, reserve: bool = False) -> g
     once, not twice). Only for a figure drawn at ``width_px`` or wider: the reserved room is taken from the plot,
     where the labels of a narrower figure had their slack."""
     fig = copy_figure(fig)
+    write_layout(fig.layout, font={"family": EXPORT_FONT_FAMILY}, title={"font": {"family": EXPORT_FONT_FAMILY}})
     fit_legend(fig, width_px, PAGE_FONT_PX)
     fit_titles(fig, width_px, PAGE_FONT_PX, PAGE_AXIS_TITLE_PX, bold_title=True)
     thin_ticks(fig, width_px, PAGE_FONT_PX)
