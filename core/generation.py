@@ -86,6 +86,17 @@ def last_logits(lm: LanguageModel, ids: torch.Tensor) -> torch.Tensor:
         return lm.model(input_ids=ids[None]).logits[0, -1]
 
 
+def _next_logits(lm: LanguageModel, ids: torch.Tensor, cache) -> tuple[torch.Tensor, object]:
+    """``last_logits`` of ``ids`` ``[T]`` and the model's key/value cache after it. With ``cache`` (the cache of
+    ``ids[:-1]``) only the last token is run: one token's work per generated token instead of the whole text's."""
+    with torch.inference_mode():
+        if cache is None:
+            out = lm.model(input_ids=ids[None], use_cache=True)
+        else:
+            out = lm.model(input_ids=ids[None, -1:], past_key_values=cache, use_cache=True)
+    return out.logits[0, -1], getattr(out, "past_key_values", None)
+
+
 def sampling_distribution(lm: LanguageModel, text: str, *, temperature: float = 1.0, top_k: int = 0,
                           top_p: float = 1.0) -> Distribution:
     """``shape_distribution`` of the token after ``text``: the kept and the cut tokens, entropies before and after."""
@@ -136,7 +147,8 @@ def generate(lm: LanguageModel, text: str, *, steps: int = 10, sample: bool = Fa
              temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, branch: Sequence[int] = (),
              alternatives: int = 5, progress: Callable[[int, int], None] | None = None,
              should_stop: Callable[[], bool] | None = None, resume: Sequence[Step] = ()) -> Generation:
-    """Write up to ``steps`` tokens after ``text``, one forward pass per token.
+    """Write up to ``steps`` tokens after ``text``, one forward pass per token (the first over the whole text, then
+    one token at a time through the model's key/value cache).
 
     ``branch``: token ids that replace the first generated tokens (continuing from a chosen alternative).
     Greedy takes the top token; sampling draws step ``i`` with ``numpy.random.default_rng([seed, i])`` from the
@@ -153,13 +165,14 @@ def generate(lm: LanguageModel, text: str, *, steps: int = 10, sample: bool = Fa
     stopped = False
     ended = bool(out) and eos is not None and out[-1].token_id == eos
     total = max(int(steps), len(branch))
+    cache = None
     for i in range(len(out), total if not ended else 0):
         if should_stop is not None and should_stop():
             stopped = True
             break
         if len(ids) >= lm.max_tokens:
             break
-        logits = last_logits(lm, ids)
+        logits, cache = _next_logits(lm, ids, cache)
         d = shape_distribution(logits, temperature=temperature, top_k=top_k, top_p=top_p)
         raw = logits.double().softmax(-1)
         if i < len(branch):

@@ -93,7 +93,23 @@ def test_a_stopped_generation_resumes_to_the_uninterrupted_text(tiny_lm):
                      should_stop=lambda: len(seen) >= 2)
     assert first.stopped and len(first.steps) == 2
     rest = generate(tiny_lm, TEXT, **kwargs, resume=first.steps)
-    assert not rest.stopped and rest.steps == whole.steps and rest.text == whole.text
+    assert not rest.stopped and rest.token_ids == whole.token_ids and rest.text == whole.text
+    # the same probabilities to float32's precision: the resumed call runs its first pass over the whole text where
+    # the uninterrupted one ran a token at a time through its key/value cache
+    assert np.allclose([s.probability for s in rest.steps], [s.probability for s in whole.steps], rtol=1e-5, atol=0)
+
+
+def test_the_key_value_cache_gives_the_full_passes_probabilities(tiny_lm):
+    """Generation runs one token at a time through the model's cache; each step's distribution must be the one a
+    full forward pass over the text so far gives."""
+    g = generate(tiny_lm, TEXT, steps=5, alternatives=3)
+    ids = tiny_lm.tokenizer(TEXT, return_tensors="pt")["input_ids"][0]
+    for step in g.steps:
+        with torch.no_grad():
+            probs = tiny_lm.model(input_ids=ids[None]).logits[0, -1].double().softmax(-1)
+        assert step.probability == pytest.approx(float(probs[step.token_id]), rel=1e-5)
+        assert [t for t, _, _ in step.alternatives] == [t for t in probs.topk(4).indices.tolist() if t != step.token_id][:3]
+        ids = torch.cat([ids, ids.new_tensor([step.token_id])])
 
 
 def test_bad_links_and_controls():
