@@ -40,7 +40,9 @@ from bench import cpu_seconds
 from ui.idle import IDLE_SECONDS
 
 LENGTHS = (12, 128, 512)
-# A subset for a quick look: BENCH_LENGTHS=12,128 and/or BENCH_MODELS=bundled (or bert-base); default: all.
+# A subset for a quick look: BENCH_LENGTHS=12,128 and/or BENCH_MODELS=bundled (or bert-base); default: both.
+# BENCH_MODELS=smollm2 measures the bundled language model (30 layers × 9 heads) too.
+BUNDLED_LM = "SmolLM2-135M-Instruct"
 REPEATS = 3
 OPEN_TIMEOUT_MS = 600_000
 CLICK_TIMEOUT_MS = 120_000
@@ -261,16 +263,19 @@ def main() -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         bert_base = str(build_bert_base_size(Path(tmp) / "bert-base-size"))
         bundled = load_model(None)
+        lm = load_model(BUNDLED_LM) if "smollm2" in wanted else None
         models = [
             (DEFAULT_MODEL, bundled.name, bundled.tokenizer, bundled.num_layers, bundled.num_heads),
             (bert_base, bert_base, AutoTokenizer.from_pretrained(bert_base), 12, 12),
-        ]
-        del bundled
+        ] + ([(BUNDLED_LM, lm.name, lm.tokenizer, lm.num_layers, lm.num_heads)] if lm is not None else [])
+        del bundled, lm
         with serve_app(Path(tmp) / "server.log") as (url, server), sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
             for model_name, label, tokenizer, layers, heads in models:
-                key = "bundled (all-MiniLM-L6-v2)" if model_name == DEFAULT_MODEL else "random bert-base size"
-                if ("bundled" if model_name == DEFAULT_MODEL else "bert-base") not in wanted:
+                short = {DEFAULT_MODEL: "bundled", BUNDLED_LM: "smollm2"}.get(model_name, "bert-base")
+                key = {"bundled": "bundled (all-MiniLM-L6-v2)", "smollm2": f"bundled language model ({BUNDLED_LM})",
+                       "bert-base": "random bert-base size"}[short]
+                if short not in wanted:
                     continue
                 results["models"][key] = {}
                 for n in lengths:
