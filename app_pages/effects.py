@@ -19,6 +19,7 @@ from ui.cache import cached_ablated_analysis, cached_analysis, cached_language_m
 from ui.cache_effects import cached_attribution, cached_head_importance, cached_lens, cached_target_change
 from ui.errors import friendly_errors
 from ui.explain import explain
+from ui.lm_views import induction_knockout
 from ui.figures import show_figure
 from ui.page_state import end_page, option, option_value
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
@@ -187,6 +188,7 @@ else:
                 st.markdown(f"“{markdown_safe(word)}” in the compare page's two texts, last hidden state: cosine "
                             f"**{before:.4f}** → **{after:.4f}** with the knock-out ({after - before:+.4f}).")
     st.caption("The attention, maxima and compare pages offer an **Ablated run** toggle for these heads.")
+induction_knockout(model, heads)  # a causal language model only
 
 # --- 2. importance map ----------------------------------------------------------------------------
 st.header("2. Which heads matter, and do they attend to the token?")

@@ -79,6 +79,38 @@ def test_head_statistics_show_induction_scores_for_a_decoder(lm_dirs):
     assert "strongest induction heads (L" in _text(at)
 
 
+def test_does_it_matter_knocks_out_the_strongest_induction_heads_on_the_repeated_tokens(lm_dirs):
+    """Issue 27, item 6: on Does it matter?, a button chooses the strongest induction heads, and the page measures
+    their knock-out on the induction test's repeated random tokens, loss on each copy, as core.induction computes it."""
+    import numpy as np
+
+    from core.induction import induction_scores, repeat_loss
+    from core.models import load_model
+    from core.predictions import load_language_model
+
+    at = open_app({"model": lm_dirs["llama"], "text": "the cat sat on the mat", "measure": "sentence embedding"},
+                  page="app_pages/effects.py")
+    assert not page_errors(at)
+    model = load_model(lm_dirs["llama"])
+    scores = induction_scores(model, length=min(40, (model.max_tokens - 1) // 2), seed=0)  # 31 in its 64 tokens
+    order = np.argsort(scores.scores.ravel())[::-1][:3]
+    strongest = [tuple(int(v) for v in np.unravel_index(int(i), scores.scores.shape)) for i in order]
+    codes = " ".join(f"L{l}H{h}" for l, h in strongest)
+    at.button(key="effects-induction-heads").click().run()
+    assert not page_errors(at)
+    assert at.text_input(key="effects.heads").value == codes and at.query_params["heads"] == codes
+    lm = load_language_model(model)
+    plain, knocked = repeat_loss(lm, scores), repeat_loss(lm, scores, strongest)
+    assert (f"moves the loss on the second copy from {plain.second:.2f} to {knocked.second:.2f} nats per token, and on "
+            f"the first copy from {plain.first:.2f} to {knocked.first:.2f}") in _text(at)
+
+
+def test_the_bundled_encoder_offers_no_induction_knock_out():
+    at = open_app({"text": "the cat sat on the mat"}, page="app_pages/effects.py")
+    assert not page_errors(at)
+    assert not [b for b in at.button if b.key == "effects-induction-heads"]
+
+
 def test_sampling_uses_the_sliders_and_top_k_one_is_greedy(lm_dirs):
     at = open_app({"model": lm_dirs["gpt2"], "text": "the cat sat on the", "steps": "5"}, page="app_pages/predictions.py")
     greedy = at.code[0].value

@@ -299,22 +299,61 @@ def lens_view(text: str) -> None:
 KNOCKED_OUT = 3
 
 
-def knockout_sentence(result) -> None:
-    """The loss on each copy, and on the second with the strongest induction heads knocked out (measured)."""
+def strongest_induction_heads(result, count: int = KNOCKED_OUT) -> list[tuple[int, int]]:
+    """The ``count`` heads with the highest induction scores, strongest first."""
+    order = np.argsort(result.scores.ravel())[::-1][:count]
+    return [tuple(int(v) for v in np.unravel_index(int(i), result.scores.shape)) for i in order]
+
+
+def repeat_losses(result, heads):
+    """``(plain, knocked)``: ``core.induction.repeat_loss`` on the induction test's tokens without and with ``heads``
+    knocked out, once per process; None where the model is not a causal LM or its heads cannot be taken apart."""
     from core.induction import repeat_loss
 
     lm = cached_language_model(current_model_name())
     if isinstance(lm, Exception) or lm.kind != "next":
-        return
-    order = np.argsort(result.scores.ravel())[::-1][:KNOCKED_OUT]
-    heads = [tuple(int(v) for v in np.unravel_index(int(i), result.scores.shape)) for i in order]
-    store = lm_store()
-    key = ("repeat-loss", current_model_name(), result.length, tuple(result.token_ids.tolist()))
+        return None
+    heads = tuple(heads)
+    key = ("repeat-loss", current_model_name(), result.length, tuple(result.token_ids.tolist()), heads)
     try:
         with model_turn():
-            plain, knocked = store.get_or_compute(key, lambda: (repeat_loss(lm, result), repeat_loss(lm, result, heads)))
+            return lm_store().get_or_compute(key, lambda: (repeat_loss(lm, result), repeat_loss(lm, result, heads)))
     except UnsupportedArchitecture:
+        return None
+
+
+def induction_knockout(model, heads) -> None:
+    """Does it matter? on a causal LM: the chosen heads knocked out on the induction test's repeated random tokens
+    (Head statistics' defaults), measured on each copy; and a button that chooses the strongest induction heads."""
+    lm = cached_language_model(current_model_name())
+    if isinstance(lm, Exception) or lm.kind != "next":
         return
+    length = min(40, (model.max_tokens - 1) // 2)  # two copies and a BOS token within the model's window
+    try:
+        result = cached_induction(model, length, 0)
+    except (ValueError, UnsupportedArchitecture):
+        return
+    strongest = " ".join(f"L{l}H{h}" for l, h in strongest_induction_heads(result))
+    st.button(f"Choose the {KNOCKED_OUT} strongest induction heads ({strongest})", key="effects-induction-heads",
+              on_click=set_option, args=("heads", strongest), icon=":material/repeat:")
+    losses = repeat_losses(result, heads) if heads else None
+    if losses is None:
+        return
+    plain, knocked = losses
+    st.markdown(markdown_safe(
+        f"On {result.length} random tokens shown twice (Head statistics' induction test), knocking out these heads "
+        f"(set to zero) moves the loss on the second copy from {plain.second:.2f} to {knocked.second:.2f} nats per "
+        f"token, and on the first copy from {plain.first:.2f} to {knocked.first:.2f}. Induction heads lower the loss "
+        "on the second copy only, where the first copy can be copied from."))
+
+
+def knockout_sentence(result) -> None:
+    """The loss on each copy, and on the second with the strongest induction heads knocked out (measured)."""
+    heads = strongest_induction_heads(result)
+    losses = repeat_losses(result, heads)
+    if losses is None:
+        return
+    plain, knocked = losses
     names = ", ".join(f"L{l}H{h}" for l, h in heads)
     change = "rises" if knocked.second > plain.second else "does not rise"
     st.markdown(markdown_safe(
