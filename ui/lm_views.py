@@ -10,6 +10,7 @@ import streamlit as st
 from core.generation import Distribution, branch_from_param, branch_to_param, generate, last_logits, shape_distribution
 from core.lm_parts import encode
 from core.heads import UnsupportedArchitecture
+from core.layers import head_code
 from core.patching import UnequalLengths
 from ui.cache import cached_language_model, model_turn
 from ui.errors import friendly_fragment
@@ -333,7 +334,7 @@ def induction_knockout(model, heads) -> None:
         result = cached_induction(model, length, 0)
     except (ValueError, UnsupportedArchitecture):
         return
-    strongest = " ".join(f"L{l}H{h}" for l, h in strongest_induction_heads(result))
+    strongest = " ".join(head_code(l, h, model.num_layers, model.num_heads) for l, h in strongest_induction_heads(result))
     st.button(f"Choose the {KNOCKED_OUT} strongest induction heads ({strongest})", key="effects-induction-heads",
               on_click=set_option, args=("heads", strongest), icon=":material/repeat:")
     losses = repeat_losses(result, heads) if heads else None
