@@ -19,6 +19,7 @@ import transformers  # noqa: E402
 
 from ui.errors import friendly_errors  # noqa: E402
 from ui.explain import page_style  # noqa: E402
+from ui.figures import measure_main_column  # noqa: E402
 from ui.page_state import page_run  # noqa: E402
 from ui.sidebar import render_sidebar  # noqa: E402
 
@@ -60,6 +61,7 @@ def run() -> None:
     with friendly_errors(f"showing {page.title}"), page_run(page.url_path):
         render_sidebar()  # inside the boundary: a bad deployment setting is a sentence too
         page_style()
+        measure_main_column()
         page.run()
 
 

@@ -16,7 +16,7 @@ from ui.errors import friendly_fragment
 from ui.figures import show_figure
 from ui.explain import beside, explain as explain_text
 from ui.page_state import end_page, option
-from ui.session import current_analysis, current_model
+from ui.session import current_analysis, current_model, presentation_mode
 from viz.common import file_stem
 from viz.common import markdown_safe
 from viz.inside import component_bars, matrix_heatmap, rotation_bars, stacked_token_bars
@@ -68,7 +68,8 @@ def one_head_step_by_step() -> None:
 
     def show(fig, what: str, data) -> None:
         show_figure(fig, name=file_stem(model.name, f"layer{layer}", f"head{head}", f"query{query}", what), data=data,
-                    key=f"inside-{what}")
+                    key=f"inside-{what}", share=1 if presentation_mode() else 3 / 5,
+                    column_gap="large")  # beside([2, 3]): side by side on the page, stacked on a slide
 
     def per_token(matrix: np.ndarray, prefix: str) -> pd.DataFrame:
         return pd.DataFrame({"position": range(t), "token": labels} | {f"{prefix}{c}": matrix[:, c] for c in range(d)})

@@ -14,7 +14,7 @@ from ui.caveats import NORM_WEIGHTED, WORD_LEVEL_HELP, attention_caveat, word_le
 from ui.ablation import knockout, with_ablation
 from ui.cache import cached_figure, cached_norm_weighted, cached_rollout
 from ui.errors import friendly_fragment
-from ui.figures import csv_download, show_figure
+from ui.figures import columns_stacked, csv_download, show_figure
 from ui.explain import controls, explain
 from ui.page_state import end_page, option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
@@ -130,10 +130,11 @@ def raw_norm_rollout(head: int | None) -> None:
     panels[f"rollout, layers 0–{layer}"] = rolled[layer]
     st.caption(f"{f'Head {head}' if head is not None else 'Mean over heads'}; every token, special ones included.")
     labels = token_labels(analysis)
+    stacked = columns_stacked()
     if analysis.num_tokens <= MAX_PANEL_TOKENS:
         show_figure(
-            cached_figure(name, ("maxima-panels", text, limit, layer, head, weighted is not None),
-                          lambda: attention_panels(list(panels.items()), labels), ablation=ablation),
+            cached_figure(name, ("maxima-panels", text, limit, layer, head, weighted is not None, stacked),
+                          lambda: attention_panels(list(panels.items()), labels, stacked=stacked), ablation=ablation),
             name=file_stem(model.name, "raw-norm-weighted-rollout", "layer", layer,
                            *(("head", head) if head is not None else ("heads", "mean"))),
             data=partial(pairs_table, labels, panels),

@@ -12,7 +12,7 @@ import pytest
 from core.attention import attention_maxima
 from core.inference import analyze
 from viz import attention as va
-from viz import slides
+from viz import figure_reading, slides
 from viz.common import token_axis
 from viz.slide_text import LINE_BREAK, TICK_PITCH, export_options, slide_font_size, text_width, wrap_text
 from viz.slides import fit_for_slide, thin_ticks
@@ -270,7 +270,7 @@ def test_fitting_writes_what_plotlys_validated_updates_would(tiny_bert, monkeypa
     for fig in figures:
         fits = {}
         for validated in (True, False):
-            monkeypatch.setattr(slides, "VALIDATE_WRITES", validated)
+            monkeypatch.setattr(figure_reading, "VALIDATE_WRITES", validated)
             fits[validated] = [_as_json(fit_for_page(fig, width)), _as_json(fit_for_page(fig, width, reserve=True)),
                                _as_json(fit_for_slide(fig, width, export_options(width)["height"]))]
         assert fits[False] == fits[True], fig.layout.title.text

@@ -42,7 +42,8 @@ def controls(label: str = "Options"):
 
 
 def beside(spec: list[float], *, gap: str = "large") -> list:
-    """Text beside a figure: columns normally; in presentation mode stacked, so the figure gets the full width."""
+    """Text beside a figure: columns normally; in presentation mode stacked, so the figure gets the full width.
+    A figure in one of the columns says so to ``show_figure`` (its ``share`` and ``column_gap``)."""
     if presentation_mode():
         return [st.container() for _ in spec]
     return st.columns(spec, gap=gap)
@@ -51,7 +52,10 @@ def beside(spec: list[float], *, gap: str = "large") -> list:
 # Plotly announces a download ("Taking snapshot…", then "Snapshot succeeded – name.png") in boxes fixed near the
 # window's top right for seconds, over the figure being saved and its toolbar, and in the screenshot a presenter
 # takes next. The browser's own download indicator already says it.
-PAGE_CSS = "<style>.plotly-notifier { display: none !important; }</style>"
+PAGE_CSS = ("<style>.plotly-notifier { display: none !important; }"
+            # a page link's label keeps to one line and is cut at the column's edge (Home's list on a phone): wrap it
+            '[data-testid="stPageLink-NavLink"] { height: auto; } '
+            '[data-testid="stPageLink-NavLink"] * { white-space: normal !important; text-overflow: clip; }</style>')
 
 
 def page_style() -> None:

@@ -12,6 +12,7 @@ import streamlit as st
 
 from ui.explain import PAGE_PADDING_PX
 from ui.session import image_format, presentation_mode
+from ui.viewport import current_column, main_column
 from viz.common import file_stem
 from viz.page_fit import fit_for_page
 from viz.slide_text import SLIDE_PIXELS, export_options
@@ -22,7 +23,19 @@ from viz.slides import fit_for_slide
 PRESENTATION_WIDTH = 1280 - 2 * PAGE_PADDING_PX
 NORMAL_WIDTH = 820
 PLOTLY_DEFAULT_HEIGHT = 450  # what Plotly (and Streamlit's chart) draws a figure without a layout height at
-COLUMN_GAP_PX = 8  # a figure in a column loses its share of the gap between columns
+# The gap between neighbouring columns for each of st.columns' gap sizes (1, 2 and 4 rem)
+COLUMN_GAP_PX = {"small": 16, "medium": 32, "large": 64}
+
+
+def measure_main_column() -> None:
+    """Mount the probe that measures the main column in the browser (``ui.viewport``); once per run, before figures."""
+    main_column(PRESENTATION_WIDTH if presentation_mode() else NORMAL_WIDTH)
+
+
+def columns_stacked() -> bool:
+    """Whether the browser said its window is so narrow that Streamlit puts columns under each other (a phone): a
+    figure of side-by-side panels is then better drawn one panel under another."""
+    return current_column(NORMAL_WIDTH).stacked
 
 
 def plotly_config(name: str, width_px: float = NORMAL_WIDTH, height_px: float | None = None) -> dict:
@@ -114,6 +127,7 @@ def csv_download(label: str, data: pd.DataFrame | Callable[[], pd.DataFrame], *,
 def show_figure(
     fig: go.Figure, *, name: str, data: pd.DataFrame | Callable[[], pd.DataFrame] | None = None, key: str | None = None,
     width: str | int = "stretch", share: float = 1.0, reserve_margins: bool = False, alt: str | None = None,
+    column_gap: str = "small",
 ) -> None:
     """Draw ``fig``; offer ``data`` (a table, or a function building it) as CSV under it, serialised only when
     clicked. ``name`` becomes the download file name. ``width``: ``"stretch"`` (the column's width) or
@@ -121,16 +135,20 @@ def show_figure(
     column takes (0.5 in one of two columns); presentation mode fits fonts, titles and tick labels to that width.
     ``reserve_margins``: a figure redrawn on every click, whose ``share`` is exact, gets the margins its labels take
     up front, so the browser draws it once (``viz.page_fit.reserve_margins``). ``alt``: the page's sentence about the
-    figure, read by a screen reader before what the figure names itself (``text_alternative``).
+    figure, read by a screen reader before what the figure names itself (``text_alternative``). ``column_gap``: the
+    ``gap`` of the columns the figure is in. In a window narrower than the width assumed, figures are fitted to the
+    main column the browser measured (``ui.viewport``), and to all of it where Streamlit stacks its columns.
     """
     slide = presentation_mode()
-    width_px = (PRESENTATION_WIDTH if slide else NORMAL_WIDTH) * share - (COLUMN_GAP_PX if share < 1 else 0)
+    # Fitted for the smaller of the width assumed and the main column the browser measured (a narrow window).
+    column = current_column(PRESENTATION_WIDTH if slide else NORMAL_WIDTH)
+    width_px = column.figure_width(share, COLUMN_GAP_PX[column_gap])
     theme = None if slide else "streamlit"
     fig = fitted(fig, width_px, slide=slide, reserve=reserve_margins)
     # The figure's text alternative just before it, in one gapless container with it, so it is read with the chart
     # and takes no space on the page (WCAG 1.1.1).
     with st.container(gap=None):
-        st.html(f'<p class="figure-alt" style="{VISUALLY_HIDDEN}">Figure: {html.escape(text_alternative(fig, alt))}</p>')
+        st.html(f'<p class="figure-alt" data-main-column="{column}" style="{VISUALLY_HIDDEN}">Figure: {html.escape(text_alternative(fig, alt))}</p>')
         height = None if slide else fig.layout.height or PLOTLY_DEFAULT_HEIGHT
         st.plotly_chart(fig, theme=theme, config=plotly_config(name, width_px, height), key=key, width=width)
     if data is not None:

@@ -50,10 +50,13 @@ def similarity_by_layer_chart(frame: pd.DataFrame, word: str, lookup: float, con
         annotation_position="top right",
     )
     low = float(min(frame["cosine_similarity"].min(), lookup, *([] if control is None else [control["cosine_similarity"].min()])))
+    bottom = min(0.0, low - 0.05)
+    # room above the reference line for its label (a 16-px line on the 140-px plot a phone leaves), inside the plot
+    top = max(1.05, lookup + 0.15 * (1.05 - bottom))
     fig.update_layout(
         title=f"“{safe_word}” in text A vs text B: cosine similarity at every layer",
         xaxis={"title": HIDDEN_STATE_AXIS, "dtick": 1},
-        yaxis={"title": "cosine similarity", "range": [min(0.0, low - 0.05), 1.05]},
+        yaxis={"title": "cosine similarity", "range": [bottom, top]},
         height=380,
         showlegend=control is not None,
         legend={"orientation": "h", "y": -0.3},

@@ -65,14 +65,19 @@ def maxima_grid(maxima: Maxima, *, title: str, weight_name: str = "weight") -> g
     return fig
 
 
-def attention_panels(panels: list[tuple[str, np.ndarray]], labels: list[str]) -> go.Figure:
-    """Side-by-side heatmaps ``[T, T]`` (query rows, key columns) on one shared colour scale from 0."""
+def attention_panels(panels: list[tuple[str, np.ndarray]], labels: list[str], *, stacked: bool = False) -> go.Figure:
+    """Side-by-side heatmaps ``[T, T]`` (query rows, key columns) on one shared colour scale from 0; one under
+    another when ``stacked`` (a phone's column has no room for three)."""
     safe = [plotly_safe(label) for label in labels]
     t = len(labels)
     hover = np.array([[[safe[i], safe[j]] for j in range(t)] for i in range(t)], dtype=object)
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[title for title, _ in panels], horizontal_spacing=0.03)
+    rows, cols = (len(panels), 1) if stacked else (1, len(panels))
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[title for title, _ in panels], horizontal_spacing=0.03,
+                        vertical_spacing=0.5 / len(panels) if stacked else None)
     top = max(float(np.max(matrix)) for _, matrix in panels)
-    for col, (_, matrix) in enumerate(panels, start=1):
+    shown = [short_label(label) for label in labels]
+    for index, (_, matrix) in enumerate(panels):
+        row, col = (index + 1, 1) if stacked else (1, index + 1)
         fig.add_trace(
             go.Heatmap(
                 z=np.asarray(matrix, dtype=np.float32),
@@ -82,16 +87,16 @@ def attention_panels(panels: list[tuple[str, np.ndarray]], labels: list[str]) ->
                 coloraxis="coloraxis",
                 hovertemplate="%{customdata[0]} → %{customdata[1]}: %{z:.3f}<extra></extra>",
             ),
-            row=1,
+            row=row,
             col=col,
         )
-        shown = [short_label(label) for label in labels]
-        fig.update_xaxes(token_axis(shown) | {"tickangle": -45, "title": "key"}, row=1, col=col)
-        fig.update_yaxes(token_axis(shown) | {"autorange": "reversed", "showticklabels": col == 1}, row=1, col=col)
-    fig.update_yaxes(title="query", row=1, col=1)
+        fig.update_xaxes(token_axis(shown) | {"tickangle": -45, "title": "key"}, row=row, col=col)
+        first = col == 1  # the query labels and title once, on the left
+        fig.update_yaxes(token_axis(shown) | {"autorange": "reversed", "showticklabels": first, "title": "query" if first else None},
+                         row=row, col=col)
     fig.update_layout(
         coloraxis={"colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": top, "colorbar": {"title": {"text": "share of row"}}},
-        height=260 + 14 * min(t, 40),
+        height=(260 + 14 * min(t, 40)) * (len(panels) if stacked else 1),
         margin={"l": 60, "r": 20, "t": 60, "b": 90},
     )
     return fig

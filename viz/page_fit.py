@@ -8,17 +8,10 @@ import plotly.graph_objects as go
 
 from viz.slide_text import LINE_HEIGHT, line_count, text_width
 from viz.slides import (
-    PAGE_AXIS_TITLE_PX, PAGE_FONT_PX, axes_of, category_labels, copy_figure, fit_legend, fit_titles, legend_traces, thin_ticks, tick_labels, write_layout,
+    COLORBAR_PX, COLORBAR_X, PAGE_AXIS_TITLE_PX, PAGE_FONT_PX, PAGE_TICK_GAP_PX, PAGE_TITLE_GAP_PX, axes_of,
+    category_labels, copy_figure, fit_legend, fit_titles, hide_cramped_cell_text, plot_area, legend_traces, thin_ticks,
+    tick_labels, write_layout,
 )
-
-# Streamlit's chart theme sets an axis title this far from its tick labels (y: spacing twoXL, x: xl), and Plotly puts
-# tick labels about this far from the plot (tick mark and padding; measured in Chromium, rounded up).
-PAGE_TITLE_GAP_PX = {"y": 32, "x": 24}
-PAGE_TICK_GAP_PX = {"y": 14, "x": 20}
-# A colour bar: Plotly's default thickness and padding; it stands at x = 1.02, 2 % of the plotting width past the plot
-# (counted as 2.5 % of the assumed width: a page figure is often drawn a little wider than assumed).
-COLORBAR_PX, COLORBAR_X = 40, 0.025
-
 
 def _drawn_tick_texts(fig: go.Figure, name: str) -> list[str]:
     """The tick labels an axis draws, as far as the figure fixes them (a number's width when Plotly chooses)."""
@@ -78,6 +71,19 @@ def reserve_margins(fig: go.Figure, width_px: float) -> go.Figure:
 EXPORT_FONT_FAMILY = '"Open Sans", verdana, arial, sans-serif'
 
 
+def _colour_bars_apart(fig: go.Figure, width_px: float) -> None:
+    """Set a colour bar that stands where Plotly puts it (x = 1.02, its background starting there) a few pixels further
+    right: on a narrow figure 2 % of the plot is less than the room the plot's square cells leave it (3 px short)."""
+    shift = 8 / plot_area(fig, width_px, PAGE_FONT_PX)[0]
+    if fig.layout.coloraxis.colorbar.title.text is not None and fig.layout.coloraxis.colorbar.x is None:
+        write_layout(fig.layout, coloraxis={"colorbar": {"x": 1.02 + shift}})
+    for trace in fig.data:
+        bar = getattr(trace, "colorbar", None)
+        if bar is not None and trace.type in ("heatmap", "contour") and trace.showscale is not False and bar.x is None \
+                and not trace.coloraxis:
+            write_layout(trace, colorbar={"x": 1.02 + shift})
+
+
 def fit_for_page(fig: go.Figure, width_px: float, *, reserve: bool = False) -> go.Figure:
     """A copy of ``fig`` fitted to ``width_px`` at the page's own font sizes, in ``EXPORT_FONT_FAMILY`` (outside
     presentation mode):
@@ -88,10 +94,13 @@ def fit_for_page(fig: go.Figure, width_px: float, *, reserve: bool = False) -> g
     once, not twice). Only for a figure drawn at ``width_px`` or wider: the reserved room is taken from the plot,
     where the labels of a narrower figure had their slack."""
     fig = copy_figure(fig)
+    fig.__dict__["_page_theme"] = True  # plot_area: Streamlit's theme sets titles and colour bars further out
     write_layout(fig.layout, font={"family": EXPORT_FONT_FAMILY}, title={"font": {"family": EXPORT_FONT_FAMILY}})
     fit_legend(fig, width_px, PAGE_FONT_PX)
     fit_titles(fig, width_px, PAGE_FONT_PX, PAGE_AXIS_TITLE_PX, bold_title=True)
     thin_ticks(fig, width_px, PAGE_FONT_PX)
+    hide_cramped_cell_text(fig, width_px, PAGE_FONT_PX)
+    _colour_bars_apart(fig, width_px)
     if reserve and reserve_margins(fig, width_px).__dict__.get("_margins_reserved"):
         thin_ticks(fig, width_px, PAGE_FONT_PX)  # again, on the plotting area the reserved margins leave
         reserve_margins(fig, width_px)  # labels turned further take more room (margins only ever grow)

@@ -3,121 +3,25 @@ thinned, titles, axis titles and legends wrapped or moved so that nothing overla
 
 from __future__ import annotations
 
-import re
 from numbers import Real
 
 import numpy as np
 import plotly.graph_objects as go
 
+from viz.figure_reading import (  # noqa: F401 (axes_of, category_labels, copy_figure, tick_labels: read from here too)
+    _domain, _numbered_in_order, axes_of, category_labels, copy_figure, legend_traces, tick_labels, write_layout,
+)
 from viz.slide_text import (
-    AXIS_TITLE_LINES, BOLD_WIDER, LINE_BREAK, LINE_HEIGHT, SMALL_LINE, TICK_PITCH, _longest_line, line_count, slide_font_size, text_width, wrap_text,
+    AXIS_TITLE_LINES, BOLD_WIDER, LINE_BREAK, LINE_HEIGHT, SMALL_LINE, TAG, TICK_PITCH, _longest_line, line_count, slide_font_size, text_width, wrap_text,
 )
 
-# Plotly validates every property written through its objects again (0.2-0.6 ms per update, about half of the 35 ms a
-# 128-token head's fitting took on every click). What the fitting writes are plain numbers, strings and dicts computed
-# here, so ``write_layout`` merges them into the figure's own dicts instead. True: write through Plotly's validated path
-# (tests/test_slide_rules.py fits every figure of the app both ways and compares them).
-VALIDATE_WRITES = False
-
-
-def _merge(target: dict, changes: dict) -> None:
-    for key, value in changes.items():
-        if isinstance(value, dict):
-            if not isinstance(target.get(key), dict):
-                target[key] = {}
-            _merge(target[key], value)
-        else:
-            target[key] = value
-
-
-def write_layout(obj, **changes) -> None:
-    """``obj.update(**changes)`` for a layout or a trace of a figure, nested dicts merged, without validation."""
-    props = getattr(obj, "_props", None)
-    if VALIDATE_WRITES or not isinstance(props, dict):
-        obj.update(changes)
-    else:
-        _merge(props, changes)
-
-
-def axes_of(fig: go.Figure, letter: str) -> list[str]:
-    """Names of the figure's x (or y) axes, "xaxis" first, including the default one when only traces use it."""
-    names = {k for k in fig.layout.to_plotly_json() if re.fullmatch(letter + r"axis\d*", k)}
-    if fig.data:
-        names.add(letter + "axis")
-    return sorted(names, key=lambda k: int(k[5:] or 1))
-
-
-def _axis_id(name: str) -> str:
-    return name[0] + name[5:]  # "xaxis2" -> "x2"
-
-
-def _traces_on(fig: go.Figure, name: str) -> list:
-    axis_id = _axis_id(name)
-    return [t for t in fig.data if (getattr(t, name[0] + "axis", None) or name[0]) == axis_id]
-
-
-def _domain(axis) -> float:
-    domain = axis.domain or (0.0, 1.0)
-    return max(0.05, float(domain[1]) - float(domain[0]))
-
-
-def _coordinates(trace, letter: str) -> list:
-    """A trace's x (or y) values as a list (empty when it has none)."""
-    data = getattr(trace, letter, None)
-    return [] if data is None else list(np.asarray(data, dtype=object).ravel())
-
-
-def category_labels(fig: go.Figure, name: str) -> list[str] | None:
-    """The category names drawn on a category axis (from its traces), in order; None if not one."""
-    axis = fig.layout[name]
-    values = []
-    for trace in _traces_on(fig, name):
-        data = _coordinates(trace, name[0])
-        if data and isinstance(data[0], str):
-            seen = set(values)
-            values.extend(v for v in data if not (v in seen or seen.add(v)))
-    if axis.type == "category" or (values and axis.type in (None, "-")):
-        return values or None
-    return None
-
-
-def tick_labels(fig: go.Figure, name: str) -> tuple[list, list[str], float] | None:
-    """``(positions, texts, units spanned)`` of an axis whose labels the figure fixes; None when Plotly places them."""
-    axis = fig.layout[name]
-    if axis.showticklabels is False:
-        return None
-    if axis.tickmode == "array" and axis.tickvals is not None and len(axis.tickvals):
-        values = list(axis.tickvals)
-        texts = [str(t) for t in (axis.ticktext if axis.ticktext is not None else values)]
-        if all(isinstance(v, Real) for v in values):
-            low, high = (min(axis.range), max(axis.range)) if axis.range else (min(values) - 0.5, max(values) + 0.5)
-            return values, texts, max(1.0, float(high - low))
-        return values, texts, float(len(values))
-    categories = category_labels(fig, name)
-    if categories:
-        return categories, categories, float(len(categories))
-    if axis.dtick is not None and isinstance(axis.dtick, Real):
-        data = [float(v) for t in _traces_on(fig, name) for v in _coordinates(t, name[0]) if isinstance(v, Real)]
-        if not data:
-            return None
-        low, high = min(data), max(data)
-        values = list(np.arange(low, high + axis.dtick / 2, axis.dtick))
-        return values, [f"{v:g}" for v in values], max(1.0, float(high - low) + 1)
-    return None
-
-
-def _numbered_in_order(axis, categories: list[str] | None) -> bool:
-    """Whether an axis declared ``category`` numbers ``categories`` 0, 1, … in the order the traces give them
-    (Plotly's default), so that a linear ``tick0``/``dtick`` picks the same labels as a list of them would."""
-    return (bool(categories) and axis.type == "category" and axis.tickmode in (None, "auto", "linear")
-            and axis.categoryarray is None
-            and axis.categoryorder in (None, "trace"))
-
-
-def legend_traces(fig: go.Figure) -> list:
-    """Traces that may have a legend entry (an image or a heatmap never does)."""
-    return [t for t in fig.data if getattr(t, "showlegend", None) is not False and getattr(t, "name", None) is not None
-            and t.type not in ("image", "heatmap")]
+# Streamlit's chart theme sets an axis title this far from its tick labels (y: spacing twoXL, x: xl), and Plotly puts
+# tick labels about this far from the plot (tick mark and padding; measured in Chromium, rounded up).
+PAGE_TITLE_GAP_PX = {"y": 32, "x": 24}
+PAGE_TICK_GAP_PX = {"y": 14, "x": 20}
+# A colour bar: Plotly's default thickness and padding; it stands at x = 1.02, 2 % of the plotting width past the plot
+# (counted as 2.5 % of the assumed width: a page figure is often drawn a little wider than assumed).
+COLORBAR_PX, COLORBAR_X = 40, 0.025
 
 
 def _right_extra(fig: go.Figure, font_px: float) -> float:
@@ -135,16 +39,24 @@ def _right_extra(fig: go.Figure, font_px: float) -> float:
 def plot_area(fig: go.Figure, width_px: float, font_px: float) -> tuple[float, float]:
     """Estimated ``(width, height)`` in px of the plotting area of the whole figure (all subplots' span)."""
     margin = fig.layout.margin
+    page = fig.__dict__.get("_page_theme", False)  # drawn on the page in Streamlit's theme (viz.page_fit)
     left = max(margin.l if margin.l is not None else 80, 0)
     for name in axes_of(fig, "y"):
         labels = tick_labels(fig, name)
         widest = max((text_width(t, font_px) for t in labels[1]), default=0) if labels else 3 * font_px
-        title = line_count(fig.layout[name].title.text) * LINE_HEIGHT * font_px
-        left = max(left, widest + title + 12)
+        lines = line_count(fig.layout[name].title.text)
+        if page:
+            title = lines * LINE_HEIGHT * PAGE_AXIS_TITLE_PX + PAGE_TITLE_GAP_PX["y"] if lines else 0
+            left = max(left, widest + title + PAGE_TICK_GAP_PX["y"])
+        else:
+            left = max(left, widest + lines * LINE_HEIGHT * font_px + 12)
         break
     # margins set by reserve_margins already hold the colour bar and the labels: Plotly draws them as they are
     reserved = fig.__dict__.get("_margins_reserved", False)
-    right = (margin.r if margin.r is not None else 80) + (0 if reserved else _right_extra(fig, font_px))
+    extra = _right_extra(fig, font_px)
+    if page and extra:  # the theme's colour bar: thicker, its title along it, set 2.5 % of the plot past it
+        extra += COLORBAR_X * width_px + font_px
+    right = (margin.r if margin.r is not None else 80) + (0 if reserved else extra)
     top = margin.t if margin.t is not None else 100
     bottom = margin.b if margin.b is not None else 80
     height = fig.layout.height or 450
@@ -171,6 +83,9 @@ def thin_ticks(fig: go.Figure, width_px: float, font_px: float, height_px: float
         if name[0] == "y" and below > margin_b:
             area_h, margin_b = area_h - (below - margin_b), below
         if not found:
+            if name[0] == "x" and axis.side == "top" and fig.layout.title.text and axis.showticklabels is not False:
+                title = line_count(axis.title.text) * LINE_HEIGHT * (axis.title.font.size or font_px)
+                _clear_title_of_top_labels(fig, LINE_HEIGHT * font_px + (title + PAGE_TITLE_GAP_PX["x"] if title else 0), font_px)
             continue
         values, texts, units = found
         length = (area_w if name[0] == "x" else max(40.0, area_h)) * _domain(axis)
@@ -198,6 +113,9 @@ def thin_ticks(fig: go.Figure, width_px: float, font_px: float, height_px: float
             reach = {0: LINE_HEIGHT * font_px * max(line_count(t) for t in texts), -45: widest * 0.72 + font_px}
             title = line_count(axis.title.text) * LINE_HEIGHT * font_px
             below = max(below, reach.get(angle, widest + font_px) + standoff + title + 10)
+            if axis.side == "top" and fig.layout.title.text:  # labels, and the axis title past them, above the plot
+                _clear_title_of_top_labels(fig, reach.get(angle, widest + font_px) + standoff
+                                           + (title + PAGE_TITLE_GAP_PX["x"] if title else 0), font_px)
         changes: dict = {"automargin": True}
         if angle is not None:
             changes["tickangle"] = angle
@@ -213,6 +131,43 @@ def thin_ticks(fig: go.Figure, width_px: float, font_px: float, height_px: float
         elif step > 1 or wrapped is not None or axis.type == "category" or categories:
             changes |= {"tickmode": "array", "tickvals": values[::step], "ticktext": texts[::step]}
         write_layout(fig.layout, **{name: changes})
+    return fig
+
+
+def _clear_title_of_top_labels(fig: go.Figure, reach_px: float, font_px: float) -> None:
+    """Set the title (``fit_titles`` put it just above the plot) clear of tick labels drawn ``reach_px`` above the
+    plot (an x axis on top, its labels turned when the figure is narrow), the top margin grown by as much."""
+    title = fig.layout.title
+    pad = title.pad.b or 0
+    hanging = LINE_HEIGHT * (title.font.size or font_px) * (line_count(title.text) - 1)  # see fit_titles
+    needed = int(np.ceil(reach_px + 6 + _top_annotations_px(fig, font_px) + hanging))
+    if needed > pad:
+        write_layout(fig.layout, title={"pad": {"b": needed}}, margin={"t": (fig.layout.margin.t or 0) + needed - pad})
+
+
+MIN_CELL_TEXT_PX = 9  # in-cell numbers smaller than this are noise: the hover still gives each cell's value
+
+
+def hide_cramped_cell_text(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
+    """Drop the numbers written in a heatmap's cells when its cells, at ``width_px``, are too small to hold them at
+    ``MIN_CELL_TEXT_PX`` (Plotly shrinks in-cell text to fit: 3-pixel digits on a phone). Mutates and returns ``fig``."""
+    area_w, area_h = plot_area(fig, width_px, font_px)
+    for trace in fig.data:
+        if trace.type != "heatmap" or not trace.texttemplate or trace.z is None:
+            continue
+        z = np.asarray(trace.z, dtype=object)
+        if z.ndim != 2 or not z.size:
+            continue
+        x_axis = fig.layout["xaxis" + (trace.xaxis or "x")[1:]]
+        y_axis = fig.layout["yaxis" + (trace.yaxis or "y")[1:]]
+        cell_w = area_w * _domain(x_axis) / z.shape[1]
+        cell_h = max(40.0, area_h) * _domain(y_axis) / z.shape[0]
+        if y_axis.scaleanchor or x_axis.scaleanchor:  # square cells: the smaller side sets both
+            cell_w = cell_h = min(cell_w, cell_h)
+        texts = [str(t) for t in np.asarray(trace.text, dtype=object).ravel()[:2000]] if trace.text is not None else []
+        widest = max((text_width(t, MIN_CELL_TEXT_PX) for t in texts), default=text_width("0.00", MIN_CELL_TEXT_PX))
+        if cell_w < widest + 2 or cell_h < LINE_HEIGHT * MIN_CELL_TEXT_PX:
+            trace.texttemplate = None
     return fig
 
 
@@ -251,6 +206,10 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: f
         if annotation.text:
             size = annotation.font.size or font_px
             room = _subplot_width(fig, annotation, area_w) if annotation.showarrow is False else area_w * 0.8
+            longest = max((text_width(word, 1.0) for word in TAG.sub(" ", annotation.text).split()), default=0.0)
+            if longest * size > room - 8:  # a word wider than its room (narrow panels): a smaller font, down to 9 px
+                size = max(MIN_CELL_TEXT_PX, int((room - 8) / longest))
+                annotation.font.size = size
             annotation.text = wrap_text(annotation.text, room - 8, size)
             if annotation.x is not None and annotation.x >= 1 and str(annotation.xref or "").endswith("domain"):
                 annotation.xanchor = "right"  # a note at the right edge grows leftwards, into the figure
@@ -261,12 +220,21 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: f
         # The title sits just above the plot, clear of the top tick label (which reaches about half a
         # font size above the plot) and of any subplot titles set on the plot's top edge.
         pad = int(round(0.9 * font_px) + 4 + _top_annotations_px(fig, font_px))
-        # automargin: Plotly grows the top margin until every line of the title is inside the figure
-        write_layout(fig.layout, title={"text": wrapped, "x": 0.01, "xanchor": "left", "xref": "container", "yref": "paper",
-                                  "automargin": True, "pad": {"b": pad}, "font": {"size": title_px}})
         small = sum(1 for line in LINE_BREAK.split(wrapped) if SMALL_LINE.match(line))
-        needed = 6 + pad + LINE_HEIGHT * title_px * (line_count(wrapped) - small * 0.25) + LINE_HEIGHT * font_px
+        # Where Plotly sets the lines of a title of several lines depends on the title (measured in Chromium: a bold
+        # title's second line hung below the pad, over the plot; a plain title of three lines stood half a line
+        # higher): lift it by all the extra lines, and give the top margin half as much again
+        hanging = int(round(LINE_HEIGHT * title_px * (line_count(wrapped) - 1 - small * 0.25)))
+        # automargin: Plotly grows the top margin until every line of the title is inside the figure
+        write_layout(fig.layout, title={"text": wrapped, "x": 0.01, "xanchor": "left", "xref": "container", "yref": "paper", "y": 1, "yanchor": "bottom",
+                                  "automargin": True, "pad": {"b": pad + hanging}, "font": {"size": title_px}})
+        needed = (6 + pad + LINE_HEIGHT * title_px * (line_count(wrapped) - small * 0.25) + LINE_HEIGHT * font_px
+                  + hanging / 2)
         write_layout(fig.layout, margin={"t": max(fig.layout.margin.t or 0, int(needed))})
+    elif _top_annotations_px(fig, font_px):
+        # no title: the top margin still holds the subplot titles' lines, which now may be several
+        needed = _top_annotations_px(fig, font_px) + round(0.5 * font_px) + 4
+        write_layout(fig.layout, margin={"t": max(fig.layout.margin.t if fig.layout.margin.t is not None else 100, int(needed))})
     for name in axes_of(fig, "x"):
         axis = fig.layout[name]
         if axis.title.text:
@@ -341,6 +309,9 @@ def fit_y_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px:
         # the estimate of text widths is rough, so a title keeps a margin of one font size plus 10 % at both ends
         room = 0.9 * _span_px(fig, name, area_w, area_h) - 2 * size
         wrapped = wrap_text(text, room, size)
+        if axis.scaleanchor and (line_count(wrapped) > 2 * AXIS_TITLE_LINES or _longest_line(wrapped, size) > room):
+            # square cells leave the axis shorter than a word of its title (a grid on a phone): readable beats square
+            write_layout(fig.layout, **{name: {"scaleanchor": False}})
         if not axis.scaleanchor and (line_count(wrapped) > AXIS_TITLE_LINES or _longest_line(wrapped, size) > room):
             room = max(text_width(text, size) / AXIS_TITLE_LINES, max(text_width(w, size) for w in text.split(" ")))
             while line_count(wrap_text(text, room, size)) > AXIS_TITLE_LINES:
@@ -368,12 +339,6 @@ def fit_legend(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
     return fig
 
 
-def copy_figure(fig: go.Figure) -> go.Figure:
-    """A deep copy of a figure, without plotly's property validation (``fig`` was validated when it was built;
-    validating again costs tens of ms per figure on every rerun)."""
-    return go.Figure(fig.to_dict(), _validate=False)
-
-
 def fit_for_slide(fig: go.Figure, width_px: float, export_height_px: float | None = None) -> go.Figure:
     """A copy of ``fig`` fitted to ``width_px``: font from the width, titles wrapped, ticks thinned, legend below.
 
@@ -386,6 +351,7 @@ def fit_for_slide(fig: go.Figure, width_px: float, export_height_px: float | Non
     fit_legend(fig, width_px, font_px)
     fit_titles(fig, width_px, font_px)
     thin_ticks(fig, width_px, font_px, export_height_px)
+    hide_cramped_cell_text(fig, width_px, font_px)
     return fig
 
 

@@ -8,6 +8,18 @@ from __future__ import annotations
 
 # Viewports a workshop meets: full HD, the common laptop, and the usual projector.
 VIEWPORTS = [(1920, 1080), (1366, 768), (1280, 720)]
+# And where people read the page itself (issue 28): a small laptop with the sidebar open, and a phone held upright.
+NARROW_VIEWPORTS = [(1024, 768), (390, 844)]
+
+# True once every figure of the page is fitted to the main column the browser last measured (ui.viewport writes it on
+# the page; ui.figures writes what each figure was fitted for beside it) and drawn.
+REFITTED_JS = """() => {
+  const column = document.documentElement.dataset.mainColumn;
+  const alts = [...document.querySelectorAll('[data-testid="stMain"] .figure-alt')];
+  const charts = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')];
+  return Boolean(column) && alts.every(a => a.dataset.mainColumn === column)
+    && charts.every(c => c.querySelector('.js-plotly-plot .main-svg'));
+}"""
 
 # Returns a list of problems, one sentence each, for every Plotly figure that is drawn in the
 # main area: text (title and subtitle, axis titles, tick labels, legend, annotations, colour bar

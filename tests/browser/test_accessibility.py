@@ -1,6 +1,6 @@
 """WCAG 2 A/AA in a real browser: axe-core (npm, pinned in package-lock.json) on every page and tour step.
 
-Each view is loaded as a page (and a few also in presentation mode, see PRESENTED) and checked in the light
+Each view is loaded as a page and in presentation mode, and checked in the light
 system theme, then again after the system switches to dark (Streamlit follows it without a reload). A serious or critical violation fails the test,
 listed by rule, impact, element and axe's own summary of what is wrong.
 """
@@ -24,16 +24,9 @@ VIEWS = [(path, {}) for _, path in landed_pages() if path != "tour"] + [
     ("tour", {"step": str(step)}) for step in range(1, TOUR_STEPS + 1)
 ]
 VIEW_IDS = [f"tour-{query['step']}" if query else (path or "home") for path, query in VIEWS]
-# Presentation mode restyles the shell and the figures the same way on every page (one stylesheet, one figure
-# template), so it is checked on views that between them draw each kind of element: prose, a heatmap grid with
-# sliders, the tour's step navigation and a two-column step.
-PRESENTED = {"home", "attention", "tour-1", "tour-5"}
-CASES = [(path, query, False) for path, query in VIEWS] + [
-    (path, query, True) for (path, query), view_id in zip(VIEWS, VIEW_IDS) if view_id in PRESENTED
-]
-CASE_IDS = [f"{view_id}-page" for view_id in VIEW_IDS] + [
-    f"{view_id}-present" for view_id in VIEW_IDS if view_id in PRESENTED
-]
+# Every view in both modes: presentation mode restyles the shell, folds the explanations and draws figures as slides.
+CASES = [(path, query, present) for present in (False, True) for path, query in VIEWS]
+CASE_IDS = [f"{view_id}-{'present' if present else 'page'}" for present in (False, True) for view_id in VIEW_IDS]
 BLOCKING = ("serious", "critical")
 EVERY_CHART_DRAWN = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')]
     .every(c => c.querySelector('.js-plotly-plot .main-svg'))"""

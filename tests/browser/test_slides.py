@@ -4,8 +4,10 @@ One tab is reused for every page; each page is loaded once per text and measured
 window size by resizing (Plotly redraws at the new width). Measured from the drawn SVG: no
 title, axis title, tick label, annotation, colour bar title or legend entry outside its figure,
 no two of these texts over each other (rotated ones compared as oriented rectangles), no colour
-bar or legend over the plotting area. The same holds outside presentation mode. Then, still in the smallest window, the camera button must save a
-1920 × 1080 PNG named after the model and the view.
+bar or legend over the plotting area. Then, still in the smallest window, the camera button must save a
+1920 × 1080 PNG named after the model and the view. The same holds outside presentation mode, where the page is also
+measured on a 1024 × 768 laptop with its sidebar open and a 390 × 844 phone (figures fitted to the main column the
+browser measured, ``ui.viewport``; side-by-side figures stacked), and every figure is saved as SVG and measured alone.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import pytest
 from PIL import Image
 
 from tests.browser.conftest import AppPage
-from tests.browser.slide_checks import PAGE_FIGURES, VIEWPORTS, long_text, measure, measure_exported_svg
+from tests.browser.slide_checks import (
+    NARROW_VIEWPORTS, PAGE_FIGURES, REFITTED_JS, VIEWPORTS, long_text, measure, measure_exported_svg,
+)
 from tests.model_factory import build_tiny_gpt2_lm
 from tests.pages_registry import landed_pages
 
@@ -71,13 +75,29 @@ def _open(tab: AppPage, path: str, query: dict[str, str], *, figures: bool = Tru
     return page
 
 
-def _problems_at_every_size(tab: AppPage) -> list[str]:
+def _problems_at_every_size(tab: AppPage, viewports=VIEWPORTS) -> list[str]:
     problems = []
-    for width, height in VIEWPORTS:
+    for width, height in viewports:
         tab.page.set_viewport_size({"width": width, "height": height})
-        tab.page.wait_for_timeout(600)  # Streamlit and Plotly redraw on resize
+        tab.page.wait_for_timeout(600)  # Streamlit and Plotly redraw on resize; the page measures its column again
+        tab.page.wait_for_function(REFITTED_JS, timeout=60_000)  # a narrower column reran the page: figures refitted
+        tab.page.wait_for_timeout(300)
         problems += [f"{width}×{height}: {p}" for p in measure(tab.page)]
+        if (width, height) in NARROW_VIEWPORTS:  # a link's label wraps; it was cut at the column's edge (Home's list)
+            cut = tab.page.evaluate("""() => [...document.querySelectorAll('[data-testid="stPageLink-NavLink"]')]
+                .filter(a => a.scrollWidth > a.clientWidth + 1).map(a => a.textContent.trim().slice(0, 50))""")
+            problems += [f"{width}×{height}: the link “{text}” is cut at the column's edge" for text in cut]
     return problems
+
+
+ON_THE_PAGE = VIEWPORTS + NARROW_VIEWPORTS  # outside presentation mode: a phone and a small laptop too
+
+
+def _restore_full_hd(tab: AppPage) -> None:
+    """Back to full HD after the narrow windows, figures refitted, so each figure is saved as a desktop user saves it."""
+    tab.page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS[0])))
+    tab.page.wait_for_timeout(600)
+    tab.page.wait_for_function(REFITTED_JS, timeout=60_000)
 
 
 def _in_dark_theme(tab: AppPage) -> list[str]:
@@ -170,7 +190,9 @@ def test_default_view_fits_every_screen_outside_presentation_mode(tab, tiny_gpt2
     query = {"model": tiny_gpt2_lm} | LM_PROMPTS.get(path, {}) if path in NOT_AN_LM else {}  # the bundled model has no head
     page = _open(tab, path, query | {"img": "SVG"}, present=False)
     assert page.locator(FIGURES).count() >= 1
-    problems = _problems_at_every_size(tab) + _exported_svg_problems(tab)
+    problems = _problems_at_every_size(tab, ON_THE_PAGE)
+    _restore_full_hd(tab)
+    problems += _exported_svg_problems(tab)
     assert not problems, "\n".join(problems)
     tab.assert_clean()
 
@@ -179,7 +201,9 @@ def test_default_view_fits_every_screen_outside_presentation_mode(tab, tiny_gpt2
 def test_every_tour_step_outside_presentation_mode_fits_every_screen(tab, step):
     page = _open(tab, "tour", {"step": str(step), "img": "SVG"}, present=False)
     page.wait_for_selector(f"text=Step {step} of")
-    problems = _problems_at_every_size(tab) + _exported_svg_problems(tab)
+    problems = _problems_at_every_size(tab, ON_THE_PAGE)
+    _restore_full_hd(tab)
+    problems += _exported_svg_problems(tab)
     assert not problems, "\n".join(problems)
     tab.assert_clean()
 

@@ -1,0 +1,99 @@
+"""Figures on a narrow screen (issue 28): fitted to the main column the browser measured, side-by-side panels stacked
+on a phone, in-cell numbers dropped when cells are too small, titles of several lines clear of the plot.
+
+The browser half (every page at 1024 × 768 and 390 × 844) is tests/browser/test_slides.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from ui.viewport import MainColumn
+from viz import attention as va
+from viz.compare import similarity_by_layer_chart
+from viz.maxima import attention_panels
+from viz.page_fit import fit_for_page
+from viz.slide_text import LINE_HEIGHT, line_count
+from viz.slides import hide_cramped_cell_text, plot_area
+
+LABELS = ["[CLS]", "I", "will", "hike", "along", "the", "bank", "of", "a", "river", ".", "[SEP]"]
+RNG = np.random.default_rng(3)
+
+
+def test_a_figure_in_a_column_gets_its_share_of_the_column_less_the_gaps():
+    column = MainColumn(560)
+    assert column.figure_width(1.0, 16) == 560
+    assert column.figure_width(0.5, 16) == pytest.approx((560 - 16) / 2)  # two columns, one gap
+    assert column.figure_width(1 / 3, 16) == pytest.approx((560 - 32) / 3)  # three, two gaps
+    assert column.figure_width(0.6, 64) == pytest.approx((560 - 64) * 0.6)  # beside([2, 3]) with its large gap
+    assert MainColumn(340, stacked=True).figure_width(0.5, 16) == 340  # a phone stacks the columns
+    assert str(MainColumn(340, stacked=True)) == "340 stacked" and str(MainColumn(820)) == "820"
+
+
+def _head(width_px: float):
+    fig = va.head_figure(RNG.random((12, 12)), LABELS, title="all-MiniLM-L6-v2 · layer 0, head 0", causal=False,
+                         colorscale="Cividis")
+    return fit_for_page(fig, width_px, reserve=True)
+
+
+def test_cell_numbers_are_dropped_only_where_cells_are_too_small_for_them():
+    assert _head(820).data[0].texttemplate, "a 12-token head at 820 px has room for its numbers"
+    assert not _head(340).data[0].texttemplate, "on a phone the 12 cells are about 10 px wide: no 3-pixel digits"
+
+
+def test_dropping_cell_numbers_is_decided_by_the_cells_own_size():
+    fig = va.head_figure(RNG.random((4, 4)), LABELS[:4], title="t", causal=False, colorscale="Cividis")
+    assert hide_cramped_cell_text(fig, 340, 12).data[0].texttemplate, "four cells fit a phone"
+    area_w, _ = plot_area(fig, 340, 12)
+    assert area_w / 4 > 30
+
+
+def test_a_title_of_several_lines_is_lifted_clear_of_the_plot():
+    one_line, two_lines = _head(820), _head(340)
+    assert line_count(one_line.layout.title.text) == 1 and line_count(two_lines.layout.title.text) == 2
+    # the extra line hangs under the pad in Chromium: the pad grows by that line and the top margin with it
+    title_px = two_lines.layout.title.font.size
+    assert two_lines.layout.title.pad.b - one_line.layout.title.pad.b >= LINE_HEIGHT * title_px - 1
+    assert two_lines.layout.margin.t >= two_lines.layout.title.pad.b + 2 * LINE_HEIGHT * title_px
+
+
+def test_three_panels_stack_on_a_phone_and_keep_their_query_labels():
+    panels = [(f"panel {i}", RNG.random((12, 12))) for i in range(3)]
+    side, stacked = attention_panels(panels, LABELS), attention_panels(panels, LABELS, stacked=True)
+    assert len({tuple(side.layout[f"xaxis{s}"].domain) for s in ("", "2", "3")}) == 3
+    assert len({tuple(stacked.layout[f"yaxis{s}"].domain) for s in ("", "2", "3")}) == 3
+    assert all(stacked.layout[f"yaxis{s}"].showticklabels for s in ("", "2", "3"))
+    assert stacked.layout.height == 3 * side.layout.height
+
+
+def test_a_word_too_wide_for_its_panel_shrinks_the_panel_title():
+    panels = [("norm-weighted, layer 0 (share of row)", RNG.random((12, 12)))] * 3
+    narrow = fit_for_page(attention_panels(panels, LABELS), 340)
+    assert all(9 <= a.font.size < 16 for a in narrow.layout.annotations)
+    assert all(a.font.size == 16 for a in fit_for_page(attention_panels(panels, LABELS), 1600).layout.annotations)
+
+
+def test_the_lookup_line_label_has_room_inside_the_plot():
+    frame = {"layer": list(range(7)), "cosine_similarity": [0.95, 0.8, 0.8, 0.78, 0.8, 0.82, 0.72]}
+    fig = similarity_by_layer_chart(pd.DataFrame(frame), "bank", 1.0)
+    low, high = fig.layout.yaxis.range
+    assert high - 1.0 >= 0.15 * (1.05 - low) - 1e-9
+
+
+def test_a_colour_bar_is_set_a_few_pixels_right_of_where_plotly_puts_it():
+    fitted = _head(274)
+    bars = [t.colorbar.x for t in fitted.data if t.type == "heatmap"] + [fitted.layout.coloraxis.colorbar.x]
+    assert any(x is not None and x > 1.02 for x in bars)
+
+
+@pytest.mark.app
+def test_the_app_mounts_the_column_probe_and_fits_figures_to_the_assumed_width_without_a_browser():
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=180)
+    at.run()
+    assert not at.exception
+    alts = [e.body for e in at.get("html") if "figure-alt" in str(getattr(e, "body", ""))]
+    assert alts and all('data-main-column="820"' in body for body in alts)

@@ -1,0 +1,92 @@
+"""The width of the page's main column, measured in the browser, so figures are fitted to the screen they are drawn on.
+
+Streamlit tells the server nothing about the window. A small component (``st.components.v2``, public API) measures the
+main column's content width and whether Streamlit has stacked its columns (a narrow window), and reports it only when
+it is narrower than the width figures are fitted for anyway (``ui.figures.NORMAL_WIDTH``): a desktop window never
+reruns for it, a 1024-pixel laptop with the sidebar open or a phone reruns once, and again when its width changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+PROBE_KEY = "main-column-probe"
+STEP_PX = 20  # widths are reported in steps, so a window being resized reruns the page a few times, not at every pixel
+# Streamlit puts columns under each other in a window narrower than this (its ``columns`` breakpoint, measured in
+# Chromium 1.67: side by side at 641 px, stacked at 640).
+STACK_BELOW_PX = 641
+
+# Runs in the page (the component is trusted code of ours; it reads only sizes). It reports {width, stacked} a
+# quarter second after the column stops changing size, and only when that differs from what the server fitted for.
+# ``documentElement.dataset.mainColumn`` says what was last measured, so a test can wait for the refitted figures.
+PROBE_JS = """
+export default function (component) {
+  const { setStateValue, data } = component;
+  const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+  if (!main) return;
+  let timer = null;
+  const measure = () => {
+    const style = getComputedStyle(main);
+    const inner = main.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    const width = Math.min(data.widest, Math.floor(inner / data.step) * data.step);
+    const stacked = window.innerWidth < data.stackBelow;
+    document.documentElement.dataset.mainColumn = `${width}${stacked ? ' stacked' : ''}`;
+    if (width !== data.width || stacked !== data.stacked) setStateValue('column', {width, stacked});
+  };
+  const later = () => { clearTimeout(timer); timer = setTimeout(measure, 250); };
+  const observer = new ResizeObserver(later);
+  observer.observe(main);
+  measure();
+  return () => { observer.disconnect(); clearTimeout(timer); };
+}
+"""
+CSS = f"<style>.st-key-{PROBE_KEY} {{ display: none; }}</style>"
+
+_probe = st.components.v2.component("main_column_probe", js=PROBE_JS)
+
+
+@dataclass(frozen=True)
+class MainColumn:
+    """The main column's content width in CSS pixels (at most the ``widest`` figures are fitted for) and whether
+    Streamlit draws ``st.columns`` under each other in this window."""
+
+    width: int
+    stacked: bool = False
+
+    def __str__(self) -> str:
+        """As the probe writes it on the page (``documentElement.dataset.mainColumn``): "564", or "358 stacked"."""
+        return f"{self.width}{' stacked' if self.stacked else ''}"
+
+    def figure_width(self, share: float, gap_px: float) -> float:
+        """The width of a figure in a column taking ``share`` of the main column's width less its gaps (``gap_px``
+        between neighbours; two columns, or ``1 / share`` equal ones), or all of it when columns are stacked."""
+        if share >= 1 or self.stacked:
+            return float(self.width)
+        gaps = max(1, round(1 / share) - 1) if share <= 0.5 else 1
+        return (self.width - gaps * gap_px) * share
+
+
+def main_column(widest: int) -> MainColumn:
+    """Mount the probe (once per run, before any figure) and return the column as last measured, or ``widest``
+    columns side by side until the browser has said otherwise (AppTest, a first paint, a wide window)."""
+    state = st.session_state.get(PROBE_KEY) or {}
+    column = state.get("column") if hasattr(state, "get") else None
+    measured = MainColumn(widest)
+    if isinstance(column, dict) and isinstance(column.get("width"), (int, float)) and column["width"] > 0:
+        measured = MainColumn(min(widest, int(column["width"])), bool(column.get("stacked")))
+    st.html(CSS)
+    _probe(key=PROBE_KEY, data={"width": measured.width, "stacked": measured.stacked, "widest": widest,
+                                "step": STEP_PX, "stackBelow": STACK_BELOW_PX},
+           on_column_change=lambda: None)
+    st.session_state["_main_column"] = measured
+    return measured
+
+
+def current_column(widest: int) -> MainColumn:
+    """The column measured for this run (``main_column`` mounted the probe), or ``widest`` outside the app."""
+    measured = st.session_state.get("_main_column")
+    if isinstance(measured, MainColumn):
+        return MainColumn(min(widest, measured.width), measured.stacked)
+    return MainColumn(widest)
