@@ -127,6 +127,14 @@ def drawn_count(page, text: str) -> int:
     return page.locator(f"text={text}").evaluate_all("els => els.filter(e => !e.closest('.figure-alt')).length")
 
 
+# Every chart drawn and every frame loaded (a frame the page cannot look into counts as loaded).
+EVERY_FIGURE_DRAWN = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')]
+    .every(c => c.querySelector('.js-plotly-plot .main-svg'))
+  && [...document.querySelectorAll('[data-testid="stMain"] iframe')].every(f => {
+       try { return f.contentDocument !== null && f.contentDocument.readyState === 'complete'; } catch (e) { return true; }
+     })"""
+
+
 class AppPage:
     """One browser tab on the app, recording blocked requests, console errors and dialogs."""
 
@@ -205,6 +213,17 @@ class AppPage:
             polling=100,
         )
 
+    def wait_until_drawn(self, settle_ms: int = 250) -> None:
+        """Wait until every chart of the page has drawn its SVG and every frame (BertViz, Plotly in HTML) has loaded,
+        then ``settle_ms`` for what they run on load (an injected handler would fire by then)."""
+        self.page.wait_for_function(EVERY_FIGURE_DRAWN, timeout=self.patience_ms, polling=100)
+        self.page.wait_for_timeout(settle_ms)
+
+    def forget(self) -> None:
+        """Start a test afresh on a tab shared by a module's tests: what earlier tests saw is theirs."""
+        for seen in (self.blocked, self.console_errors, self.dialogs, self.failed_responses):
+            seen.clear()
+
     def error_texts(self) -> list[str]:
         locator = self.page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]')
         return [locator.nth(i).inner_text() for i in range(locator.count())]
@@ -223,6 +242,15 @@ class AppPage:
 
     def close(self) -> None:
         self.context.close()
+
+
+@pytest.fixture(scope="module")
+def module_tab(browser, app_server):
+    """One tab (one browser context) for a module's tests: its pages load from the context's cache, not afresh. A
+    test calls ``forget()`` first and ``assert_clean()`` last."""
+    tab = AppPage(browser, app_server)
+    yield tab
+    tab.close()
 
 
 @pytest.fixture

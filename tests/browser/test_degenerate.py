@@ -18,11 +18,12 @@ DEGENERATE = {
 
 @pytest.mark.parametrize("kind", list(DEGENERATE))
 @pytest.mark.parametrize("path", [path for _, path in landed_pages()])
-def test_degenerate_text_draws_cleanly(app_page, path, kind):
+def test_degenerate_text_draws_cleanly(module_tab, path, kind):
     text = DEGENERATE[kind]
-    page = app_page.open(path, {"text": text, "text_a": text, "text_b": text})
-    page.wait_for_timeout(1500)  # let figures finish drawing
-    app_page.assert_clean()
+    module_tab.forget()
+    module_tab.open(path, {"text": text, "text_a": text, "text_b": text})
+    module_tab.wait_until_drawn()
+    module_tab.assert_clean()
 
 
 def test_all_unk_is_what_the_bundled_tokenizer_makes():

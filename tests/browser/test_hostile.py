@@ -29,11 +29,12 @@ def _injected(page) -> list[str]:
 
 
 @pytest.mark.parametrize("path", [path for _, path in landed_pages()])
-def test_a_crafted_link_runs_nothing(app_page, path):
-    page = app_page.open(path, {"text": ATTACK, "text_a": ATTACK, "word": "bank"})
-    page.wait_for_timeout(1500)  # let iframes and figures finish drawing
+def test_a_crafted_link_runs_nothing(module_tab, path):
+    module_tab.forget()
+    page = module_tab.open(path, {"text": ATTACK, "text_a": ATTACK, "word": "bank"})
+    module_tab.wait_until_drawn()  # iframes and figures drawn, and what they run on load run
     assert not _injected(page), _injected(page)
-    app_page.assert_clean()
+    module_tab.assert_clean()
 
 
 def test_hostile_text_typed_into_the_box_runs_nothing(app_page):
@@ -42,7 +43,7 @@ def test_hostile_text_typed_into_the_box_runs_nothing(app_page):
     box.fill(ATTACK)
     box.press("Control+Enter")
     app_page.wait_until_idle()
-    page.wait_for_timeout(1500)
+    app_page.wait_until_drawn()
     assert not _injected(page), _injected(page)
     app_page.assert_clean()
 

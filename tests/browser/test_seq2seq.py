@@ -20,14 +20,15 @@ def _texts(locator) -> list[str]:
 
 @pytest.mark.parametrize("model_fixture", MODELS)
 @pytest.mark.parametrize("path", [path for _, path in landed_pages()])
-def test_a_hostile_deep_link_runs_nothing_on_an_encoder_decoder(app_page, path, model_fixture, request):
+def test_a_hostile_deep_link_runs_nothing_on_an_encoder_decoder(module_tab, path, model_fixture, request):
     model = request.getfixturevalue(model_fixture)
-    page = app_page.open(path, {"model": model, "text": ATTACK, "target": ATTACK, "stack": "Cross-attention"})
-    page.wait_for_timeout(1500)  # let iframes and figures finish drawing
+    module_tab.forget()
+    page = module_tab.open(path, {"model": model, "text": ATTACK, "target": ATTACK, "stack": "Cross-attention"})
+    module_tab.wait_until_drawn()  # iframes and figures drawn, and what they run on load run
     assert not _injected(page), _injected(page)
     target_box = page.locator('[data-testid="stSidebar"]').get_by_role("textbox", name="Target text")
     assert target_box.input_value() == ATTACK  # the target survived, as typed
-    app_page.assert_clean()
+    module_tab.assert_clean()
 
 
 @pytest.mark.parametrize("model_fixture", MODELS)

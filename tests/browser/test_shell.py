@@ -21,12 +21,13 @@ def test_home_paints_on_the_bundled_model(app_page):
 
 
 @pytest.mark.parametrize("path", [path for _, path in landed_pages()])
-def test_every_page_opens_from_a_link_with_its_sidebar(app_page, path):
-    page = app_page.open(path, {"text": "The cat sat on the mat."})
+def test_every_page_opens_from_a_link_with_its_sidebar(module_tab, path):
+    module_tab.forget()
+    page = module_tab.open(path, {"text": "The cat sat on the mat."})
     sidebar = page.locator('[data-testid="stSidebar"]')
     assert sidebar.get_by_label("Text to analyse").input_value() == "The cat sat on the mat."
     assert page.locator('[data-testid="stMain"]').inner_text().strip()
-    app_page.assert_clean()
+    module_tab.assert_clean()
 
 
 def test_typed_text_reaches_the_model_and_the_url(app_page):

@@ -80,16 +80,17 @@ def test_arrow_keys_move_between_steps(app_page):
 # what the MiniLM draws, and tests/test_tour.py opens every step on both tiny models with hostile text in AppTest.
 @pytest.mark.parametrize("step", range(1, STEPS + 1))
 @pytest.mark.parametrize("model_fixture", [None, "tiny_gpt2_dir"])
-def test_every_step_from_a_deep_link_with_hostile_text(app_page, step, model_fixture, request):
+def test_every_step_from_a_deep_link_with_hostile_text(module_tab, step, model_fixture, request):
     query = {"step": str(step), "text": ATTACK} | ({"model": request.getfixturevalue(model_fixture)} if model_fixture else {})
     query["track"] = "attention"  # the ten steps: a language model (the tiny GPT-2's head is tied) opens on the LM track
-    page = app_page.open("tour", query, timeout_ms=300_000)
+    module_tab.forget()
+    page = module_tab.open("tour", query, timeout_ms=300_000)
     _wait_for_step(page, step)
     shown = _figure_or_reason(page)
     assert shown == "figure" or model_fixture is not None, f"the bundled model must paint step {step}: {shown}"
-    page.wait_for_timeout(500)
+    module_tab.wait_until_drawn()  # and what they run on load run
     assert not _injected(page), _injected(page)
-    app_page.assert_clean()
+    module_tab.assert_clean()
 
 
 def test_the_explain_step_paints_its_knock_out_and_links_to_the_effects_page(app_page):
