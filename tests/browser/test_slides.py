@@ -80,8 +80,8 @@ def _problems_at_every_size(tab: AppPage, viewports=VIEWPORTS) -> list[str]:
     for width, height in viewports:
         tab.page.set_viewport_size({"width": width, "height": height})
         tab.page.wait_for_timeout(600)  # Streamlit and Plotly redraw on resize; the page measures its column again
-        tab.page.wait_for_function(REFITTED_JS, timeout=60_000)  # a narrower column reran the page: figures refitted
-        tab.page.wait_for_timeout(300)
+        tab.page.wait_for_function(REFITTED_JS, timeout=120_000)  # a narrower column reran the page: figures refitted
+        tab.wait_until_idle(settle_ms=300, require_sidebar=False)  # and the rerun has ended (a phone folds the sidebar)
         problems += [f"{width}×{height}: {p}" for p in measure(tab.page)]
         if (width, height) in NARROW_VIEWPORTS:  # a link's label wraps; it was cut at the column's edge (Home's list)
             cut = tab.page.evaluate("""() => [...document.querySelectorAll('[data-testid="stPageLink-NavLink"]')]
@@ -97,7 +97,8 @@ def _restore_full_hd(tab: AppPage) -> None:
     """Back to full HD after the narrow windows, figures refitted, so each figure is saved as a desktop user saves it."""
     tab.page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS[0])))
     tab.page.wait_for_timeout(600)
-    tab.page.wait_for_function(REFITTED_JS, timeout=60_000)
+    tab.page.wait_for_function(REFITTED_JS, timeout=120_000)
+    tab.wait_until_idle(settle_ms=300, require_sidebar=False)
 
 
 def _in_dark_theme(tab: AppPage) -> list[str]:
