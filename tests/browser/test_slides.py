@@ -85,7 +85,8 @@ def _problems_at_every_size(tab: AppPage, viewports=VIEWPORTS) -> list[str]:
         problems += [f"{width}×{height}: {p}" for p in measure(tab.page)]
         if (width, height) in NARROW_VIEWPORTS:  # a link's label wraps; it was cut at the column's edge (Home's list)
             cut = tab.page.evaluate("""() => [...document.querySelectorAll('[data-testid="stPageLink-NavLink"]')]
-                .filter(a => a.scrollWidth > a.clientWidth + 1).map(a => a.textContent.trim().slice(0, 50))""")
+                .filter(a => [a, ...a.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1))
+                .map(a => a.textContent.trim().slice(0, 50))""")
             problems += [f"{width}×{height}: the link “{text}” is cut at the column's edge" for text in cut]
     return problems
 
