@@ -42,7 +42,7 @@ export default function (component) {
   return () => { observer.disconnect(); clearTimeout(timer); };
 }
 """
-CSS = f"<style>.st-key-{PROBE_KEY} {{ display: none; }}</style>"
+PROBE_CSS = f".st-key-{PROBE_KEY} {{ display: none; }}"  # a rule of ui.explain.PAGE_CSS: the probe takes no room
 
 _probe = st.components.v2.component("main_column_probe", js=PROBE_JS)
 
@@ -68,25 +68,21 @@ class MainColumn:
         return (self.width - gaps * gap_px) * share
 
 
-def main_column(widest: int) -> MainColumn:
-    """Mount the probe (once per run, before any figure) and return the column as last measured, or ``widest``
-    columns side by side until the browser has said otherwise (AppTest, a first paint, a wide window)."""
+def current_column(widest: int) -> MainColumn:
+    """The main column as the probe last measured it (this run's state), at most ``widest``; ``widest`` columns side
+    by side until the browser has said otherwise (AppTest, a first paint, a wide window, outside the app)."""
     state = st.session_state.get(PROBE_KEY) or {}
     column = state.get("column") if hasattr(state, "get") else None
-    measured = MainColumn(widest)
     if isinstance(column, dict) and isinstance(column.get("width"), (int, float)) and column["width"] > 0:
-        measured = MainColumn(min(widest, int(column["width"])), bool(column.get("stacked")))
-    st.html(CSS)
+        return MainColumn(min(widest, int(column["width"])), bool(column.get("stacked")))
+    return MainColumn(widest)
+
+
+def main_column(widest: int) -> MainColumn:
+    """Mount the probe (once per run, before any figure; ``PROBE_CSS`` on the page hides it) and return the column
+    as last measured (``current_column``)."""
+    measured = current_column(widest)
     _probe(key=PROBE_KEY, data={"width": measured.width, "stacked": measured.stacked, "widest": widest,
                                 "step": STEP_PX, "stackBelow": STACK_BELOW_PX},
            on_column_change=lambda: None)
-    st.session_state["_main_column"] = measured
     return measured
-
-
-def current_column(widest: int) -> MainColumn:
-    """The column measured for this run (``main_column`` mounted the probe), or ``widest`` outside the app."""
-    measured = st.session_state.get("_main_column")
-    if isinstance(measured, MainColumn):
-        return MainColumn(min(widest, measured.width), measured.stacked)
-    return MainColumn(widest)

@@ -83,9 +83,8 @@ def thin_ticks(fig: go.Figure, width_px: float, font_px: float, height_px: float
         if name[0] == "y" and below > margin_b:
             area_h, margin_b = area_h - (below - margin_b), below
         if not found:
-            if name[0] == "x" and axis.side == "top" and fig.layout.title.text and axis.showticklabels is not False:
-                title = line_count(axis.title.text) * LINE_HEIGHT * (axis.title.font.size or font_px)
-                _clear_title_of_top_labels(fig, LINE_HEIGHT * font_px + (title + PAGE_TITLE_GAP_PX["x"] if title else 0), font_px)
+            if name[0] == "x" and axis.side == "top" and axis.showticklabels is not False:  # numbers, one line
+                _clear_title_of_top_labels(fig, axis, LINE_HEIGHT * font_px, font_px)
             continue
         values, texts, units = found
         length = (area_w if name[0] == "x" else max(40.0, area_h)) * _domain(axis)
@@ -113,9 +112,8 @@ def thin_ticks(fig: go.Figure, width_px: float, font_px: float, height_px: float
             reach = {0: LINE_HEIGHT * font_px * max(line_count(t) for t in texts), -45: widest * 0.72 + font_px}
             title = line_count(axis.title.text) * LINE_HEIGHT * font_px
             below = max(below, reach.get(angle, widest + font_px) + standoff + title + 10)
-            if axis.side == "top" and fig.layout.title.text:  # labels, and the axis title past them, above the plot
-                _clear_title_of_top_labels(fig, reach.get(angle, widest + font_px) + standoff
-                                           + (title + PAGE_TITLE_GAP_PX["x"] if title else 0), font_px)
+            if axis.side == "top":
+                _clear_title_of_top_labels(fig, axis, reach.get(angle, widest + font_px) + standoff, font_px)
         changes: dict = {"automargin": True}
         if angle is not None:
             changes["tickangle"] = angle
@@ -134,13 +132,26 @@ def thin_ticks(fig: go.Figure, width_px: float, font_px: float, height_px: float
     return fig
 
 
-def _clear_title_of_top_labels(fig: go.Figure, reach_px: float, font_px: float) -> None:
-    """Set the title (``fit_titles`` put it just above the plot) clear of tick labels drawn ``reach_px`` above the
-    plot (an x axis on top, its labels turned when the figure is narrow), the top margin grown by as much."""
+def _title_hanging_px(text: str, title_px: float) -> int:
+    """How far the extra lines of a title of several lines reach below where one line would stand. Where Plotly sets
+    them depends on the title (measured in Chromium: a bold title's second line hung below the pad, over the plot; a
+    plain title of three lines stood half a line higher), so this counts all of them (a small line as 0.75)."""
+    small = sum(1 for line in LINE_BREAK.split(text) if SMALL_LINE.match(line))
+    return int(round(LINE_HEIGHT * title_px * (line_count(text) - 1 - small * 0.25)))
+
+
+def _clear_title_of_top_labels(fig: go.Figure, axis, labels_px: float, font_px: float) -> None:
+    """Set the title (``fit_titles`` put it just above the plot) clear of an x ``axis`` drawn on top: its tick labels
+    reach ``labels_px`` above the plot (turned when the figure is narrow), its title past them. The top margin grows by
+    as much."""
     title = fig.layout.title
+    if not title.text:
+        return
+    lines = line_count(axis.title.text)
+    axis_title = lines * LINE_HEIGHT * (axis.title.font.size or font_px) + PAGE_TITLE_GAP_PX["x"] if lines else 0
     pad = title.pad.b or 0
-    hanging = LINE_HEIGHT * (title.font.size or font_px) * (line_count(title.text) - 1)  # see fit_titles
-    needed = int(np.ceil(reach_px + 6 + _top_annotations_px(fig, font_px) + hanging))
+    needed = int(np.ceil(labels_px + axis_title + 6 + _top_annotations_px(fig, font_px)
+                         + _title_hanging_px(title.text, title.font.size or font_px)))
     if needed > pad:
         write_layout(fig.layout, title={"pad": {"b": needed}}, margin={"t": (fig.layout.margin.t or 0) + needed - pad})
 
@@ -221,10 +232,8 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: f
         # font size above the plot) and of any subplot titles set on the plot's top edge.
         pad = int(round(0.9 * font_px) + 4 + _top_annotations_px(fig, font_px))
         small = sum(1 for line in LINE_BREAK.split(wrapped) if SMALL_LINE.match(line))
-        # Where Plotly sets the lines of a title of several lines depends on the title (measured in Chromium: a bold
-        # title's second line hung below the pad, over the plot; a plain title of three lines stood half a line
-        # higher): lift it by all the extra lines, and give the top margin half as much again
-        hanging = int(round(LINE_HEIGHT * title_px * (line_count(wrapped) - 1 - small * 0.25)))
+        # lift the title by its extra lines, which may hang over the plot, and give the top margin half as much again
+        hanging = _title_hanging_px(wrapped, title_px)
         # automargin: Plotly grows the top margin until every line of the title is inside the figure
         write_layout(fig.layout, title={"text": wrapped, "x": 0.01, "xanchor": "left", "xref": "container", "yref": "paper", "y": 1, "yanchor": "bottom",
                                   "automargin": True, "pad": {"b": pad + hanging}, "font": {"size": title_px}})

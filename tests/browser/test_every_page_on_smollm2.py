@@ -25,22 +25,13 @@ def lm_server(bundled_lm, app_server):
     return app_server
 
 
-@pytest.fixture(scope="module")
-def lm_tab(browser, lm_server):
-    """One tab for every view: the frontend loads from its context's cache, not afresh each time."""
-    from tests.browser.conftest import AppPage
-
-    tab = AppPage(browser, lm_server)
-    yield tab
-    tab.close()
-
-
 @pytest.mark.parametrize(("path", "extra"), VIEWS, ids=[f"{p or 'home'}{'-' + e['track'] + e['step'] if e else ''}" for p, e in VIEWS])
-def test_view_paints_on_smollm2(lm_tab, path, extra):
-    lm_tab.forget()
-    page = lm_tab.open(path, {"model": MODEL, "text": TEXT, **extra}, timeout_ms=300_000)
+def test_view_paints_on_smollm2(lm_server, module_tab, path, extra):
+    """``lm_server``: SmolLM2 is in the app's cache before the module's one tab opens it."""
+    module_tab.forget()
+    page = module_tab.open(path, {"model": MODEL, "text": TEXT, **extra}, timeout_ms=300_000)
     page.wait_for_function(PAINTED, timeout=120_000)
     said = page.locator('[data-testid="stMain"]').inner_text()
     assert "not available for llama" not in said and "no language-model head" not in said, said[:800]
     assert "[CLS]" not in said and "[SEP]" not in said, "an encoder's sentence on a decoder: " + said[:800]
-    lm_tab.assert_clean()
+    module_tab.assert_clean()
