@@ -135,6 +135,22 @@ EVERY_FIGURE_DRAWN = """() => [...document.querySelectorAll('[data-testid="stMai
      })"""
 
 
+# Counts the app's script runs in every document of a tab (an init script, so from before the app's first run):
+# ``window.__runs.finished`` grows when ``data-test-script-state`` leaves "running". ``wait_until_idle`` compares it with
+# the count when it last returned, so it knows whether the run an action caused has been seen to end.
+WATCH_RUNS_JS = """(() => {
+    const runs = window.__runs = {finished: 0, atIdle: 0};
+    let last = null;
+    new MutationObserver(records => {
+        for (const record of records) {
+            const state = record.target.getAttribute('data-test-script-state');
+            if (last === 'running' && state !== 'running') runs.finished += 1;
+            last = state;
+        }
+    }).observe(document, {subtree: true, attributes: true, attributeFilter: ['data-test-script-state']});
+})()"""
+
+
 class AppPage:
     """One browser tab on the app, recording blocked requests, console errors and dialogs."""
 
@@ -147,6 +163,7 @@ class AppPage:
         self.console_errors: list[str] = []
         self.dialogs: list[str] = []
         self.context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        self.context.add_init_script(WATCH_RUNS_JS)
         self.context.route("**/*", self._route)
         self.page = self.context.new_page()
         self.page.on("console", self._console)
@@ -182,13 +199,16 @@ class AppPage:
         self.wait_until_idle(timeout_ms=timeout_ms)
         return self.page
 
-    def wait_until_idle(self, *, timeout_ms: int | None = None, settle_ms: int = 800,
+    def wait_until_idle(self, *, timeout_ms: int | None = None, settle_ms: int = 800, after_run_ms: int = 250,
                         require_sidebar: bool = True) -> None:
-        """Wait until Streamlit has run the script, drawn every element, and stayed so for ``settle_ms``.
+        """Wait until Streamlit has run the script, drawn every element, and stayed so for a while.
 
-        A freshly loaded page reports "not running" before its first run starts, so a
-        single check is not enough: the idle state must hold, with the sidebar drawn (``require_sidebar``:
-        the app's; a test script without one passes False).
+        A freshly loaded page reports "not running" before its first run starts, and an action's rerun starts a
+        moment after the action, so one idle check is not enough: the idle state must hold, with the sidebar drawn
+        (``require_sidebar``: the app's; a test script without one passes False). When a run has been seen to end
+        since this method last returned (``WATCH_RUNS_JS``), holding for ``after_run_ms`` is enough (a run started by
+        that one, such as the column probe's, has begun by then); otherwise it must hold for ``settle_ms``, time for
+        an action's run to start.
         "Not running" only means every element has arrived: the frontend loads the code of
         most element types (metrics, widgets, charts) on first use and shows a skeleton
         (``stSkeleton``) until it has, which on a loaded machine takes seconds after the run.
@@ -197,7 +217,7 @@ class AppPage:
         self.page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
         self.page.evaluate("window.__idleSince = undefined")
         self.page.wait_for_function(
-            """([settle, needSidebar]) => {
+            """([settle, afterRun, needSidebar]) => {
                 const app = document.querySelector('[data-testid="stApp"]');
                 const idle = app && app.getAttribute('data-test-script-state') === 'notRunning'
                     && (!needSidebar || document.querySelector('[data-testid="stSidebar"] textarea'))
@@ -206,9 +226,13 @@ class AppPage:
                 const now = performance.now();
                 if (!idle) { window.__idleSince = undefined; return false; }
                 if (window.__idleSince === undefined) { window.__idleSince = now; }
-                return now - window.__idleSince >= settle;
+                const runs = window.__runs;
+                const ran = runs !== undefined && runs.finished > runs.atIdle;
+                if (now - window.__idleSince < (ran ? Math.min(afterRun, settle) : settle)) { return false; }
+                if (runs !== undefined) { runs.atIdle = runs.finished; }
+                return true;
             }""",
-            arg=[settle_ms, require_sidebar],
+            arg=[settle_ms, after_run_ms, require_sidebar],
             timeout=timeout_ms,
             polling=100,
         )
