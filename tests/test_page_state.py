@@ -189,7 +189,7 @@ def test_a_page_ended_early_still_removes_the_parameters_it_does_not_own():
     assert not at.exception
     assert at.text_input[0].value == "L0H1"
     assert not [m for m in at.markdown if m.value == "not reached"]
-    assert dict(at.query_params) == {"heads": "L0H1"}
+    assert ps.view_query(at.session_state) == {"heads": "L0H1"}
 
 
 @pytest.mark.app
@@ -201,8 +201,8 @@ def test_a_page_that_ends_early_still_removes_other_pages_parameters(tiny_t5_dir
 
     at = open_app({"model": tiny_t5_dir, "text": "the cat sat", "measure": "sentence embedding"}, page=page)
     assert not page_errors(at)
-    assert "measure" not in dict(at.query_params)
-    assert dict(at.query_params).get("model") == tiny_t5_dir
+    assert "measure" not in ps.view_query(at.session_state)
+    assert ps.view_query(at.session_state).get("model") == tiny_t5_dir
 
 
 def test_pages_end_early_through_end_page_only():
