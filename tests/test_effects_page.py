@@ -6,6 +6,7 @@ import pytest
 
 from tests.model_factory import build_tiny_bert_mlm, build_tiny_gpt2_lm
 from tests.test_app import open_app, page_errors
+from ui.page_state import view_query
 
 PAGE = "app_pages/effects.py"
 HOSTILE = "<script>alert(1)</script> ![x](http://example.com/a.png) $x^2$ **bold** & \"the\" cat [MASK] `sat`"
@@ -134,7 +135,7 @@ def test_a_link_naming_heads_and_measure_shows_the_knock_out_on_its_first_run(la
     assert at.radio(key="effects.ablation").value == "mean"
     assert "Cosine, original vs ablated sentence embedding" in metrics(at)
     assert "is the top token from hidden state" in markdown_text(at)  # the run went on to the logit lens
-    assert {key: at.query_params[key] for key in ("heads", "ablation", "measure")} == {
+    assert {key: view_query(at.session_state)[key] for key in ("heads", "ablation", "measure")} == {
         "heads": "L1H0 L0H3", "ablation": "mean", "measure": "sentence embedding"}  # and the URL still says so
 
 
@@ -151,7 +152,7 @@ def test_a_model_without_a_head_ends_the_page_with_a_tidy_url(tiny_bert_dir):
     at = open_app({"model": tiny_bert_dir, "text": "the cat sat", "heads": "L1H0", "layer": "1", "stat": "x"}, page=PAGE)
     assert not page_errors(at)
     assert any("nothing to look through" in i.value for i in at.info)
-    assert dict(at.query_params) == {"model": tiny_bert_dir, "text": "the cat sat", "heads": "L1H0"}
+    assert view_query(at.session_state) == {"model": tiny_bert_dir, "text": "the cat sat", "heads": "L1H0"}
 
 
 @pytest.mark.app

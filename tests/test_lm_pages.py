@@ -9,6 +9,7 @@ import pytest
 from tests.lm_factory import build_tiny_llama_lm
 from tests.model_factory import build_tiny_gpt2_lm
 from tests.test_app import open_app, page_errors
+from ui.page_state import view_query
 
 pytestmark = pytest.mark.app
 HOSTILE = "<script>alert(1)</script> \"><img src=x onerror=alert(1)>"
@@ -40,7 +41,7 @@ def test_predictions_page_shapes_the_distribution_and_generates(lm_dirs, which):
     alternative.click().run()
     assert not page_errors(at)
     assert "the first 2 chosen by hand" in _text(at)
-    assert "." in at.query_params["branch"]
+    assert "." in view_query(at.session_state)["branch"]
 
 
 @pytest.mark.parametrize("view", ["residual", "heads", "mlp", "dla"])
@@ -98,7 +99,7 @@ def test_does_it_matter_knocks_out_the_strongest_induction_heads_on_the_repeated
     codes = " ".join(f"L{l}H{h}" for l, h in strongest)
     at.button(key="effects-induction-heads").click().run()
     assert not page_errors(at)
-    assert at.text_input(key="effects.heads").value == codes and at.query_params["heads"] == codes
+    assert at.text_input(key="effects.heads").value == codes and view_query(at.session_state)["heads"] == codes
     lm = load_language_model(model)
     plain, knocked = repeat_loss(lm, scores), repeat_loss(lm, scores, strongest)
     assert (f"moves the loss on the second copy from {plain.second:.2f} to {knocked.second:.2f} nats per token, and on "
@@ -121,7 +122,7 @@ def test_sampling_uses_the_sliders_and_top_k_one_is_greedy(lm_dirs):
     at.slider(key="predictions.topk").set_value(1).run()  # one token left: sampling writes the greedy text
     assert not page_errors(at)
     assert at.code[0].value == greedy != hot
-    assert at.query_params["topk"] == "1" and at.query_params["sample"] == "true"
+    assert view_query(at.session_state)["topk"] == "1" and view_query(at.session_state)["sample"] == "true"
 
 
 def test_stop_keeps_the_text_so_far_and_continue_writes_the_same_text(lm_dirs, monkeypatch):

@@ -7,6 +7,7 @@ import pytest
 
 from tests.test_app import open_app, page_errors
 from tests.test_robustness import HOSTILE_TEXTS
+from ui.page_state import view_query
 
 TOUR = "app_pages/tour.py"
 STEPS = 10
@@ -55,7 +56,7 @@ def test_next_and_back_move_one_step_and_stop_at_the_ends(tiny_bert_dir):
         assert not page_errors(at), (step, page_errors(at))
         assert _header(at).startswith(f"{step} ·")
         assert at.slider(key="tour.step").value == step
-        assert at.query_params["step"] == str(step)
+        assert view_query(at.session_state)["step"] == str(step)
     assert at.button(key="tour_next").disabled and not at.button(key="tour_back").disabled  # issue 28
     at.button(key="tour_back").click().run()
     assert _header(at).startswith(f"{STEPS - 1} ·")

@@ -13,6 +13,7 @@ import pytest
 from tests.model_factory import build_tiny_gpt2_lm
 from tests.test_ablated_views import _array
 from tests.test_app import open_app, page_errors
+from ui.page_state import view_query
 
 pytestmark = pytest.mark.app
 TOUR = "app_pages/tour.py"
@@ -69,15 +70,15 @@ def test_a_language_model_opens_on_the_lm_track_and_a_link_can_choose_the_other(
     at = _tour({"model": lm_dir})
     assert _track(at).value == "lm"
     assert at.header[0].value == "1 · What comes next?"
-    assert at.slider(key="tour.step").max == 5 and "track" not in at.query_params  # the default stays out of links
+    assert at.slider(key="tour.step").max == 5 and "track" not in view_query(at.session_state)  # the default stays out of links
     at = _tour({"model": lm_dir, "track": "attention", "step": "4"})
     assert at.header[0].value == "4 · One attention head" and at.slider(key="tour.step").max == 10
-    assert at.query_params["track"] == "attention"
+    assert view_query(at.session_state)["track"] == "attention"
 
 
 def test_the_encoder_tour_is_unchanged(tiny_bert_dir):
     at = _tour({"model": tiny_bert_dir, "track": "lm"})  # a link's LM track means nothing to an encoder
-    assert not at.get("segmented_control") and "track" not in at.query_params
+    assert not at.get("segmented_control") and "track" not in view_query(at.session_state)
     assert at.caption[0].value == ENCODER_CAPTION
     for step, title in enumerate(ENCODER_TITLES, start=1):
         at.slider(key="tour.step").set_value(step).run()
@@ -119,7 +120,7 @@ def test_the_sample_step_writes_what_generate_writes_and_its_link_reproduces_it(
     predictions = open_app(query, page="app_pages/predictions.py")
     assert not page_errors(predictions)
     assert predictions.code[0].value == sampled.text  # the full page writes the same text
-    assert at.query_params["temp"] == "1.5" and at.query_params["step"] == "2"  # the tour's own link, too
+    assert view_query(at.session_state)["temp"] == "1.5" and view_query(at.session_state)["step"] == "2"  # the tour's own link, too
 
 
 def test_the_lens_step_says_when_the_final_prediction_settles(lm_dir, lm):
@@ -182,11 +183,11 @@ def test_next_back_and_the_switch_move_within_the_track(lm_dir):
     for step in range(2, 6):
         at.button(key="tour_next").click().run()
         assert not page_errors(at), page_errors(at)
-        assert at.header[0].value.startswith(f"{step} ·") and at.query_params["step"] == str(step)
+        assert at.header[0].value.startswith(f"{step} ·") and view_query(at.session_state)["step"] == str(step)
     assert at.button(key="tour_next").disabled
     _track(at).set_value("attention").run()
     assert not page_errors(at)
-    assert at.header[0].value == "1 · Text becomes tokens and ids" and at.query_params["track"] == "attention"
+    assert at.header[0].value == "1 · Text becomes tokens and ids" and view_query(at.session_state)["track"] == "attention"
     assert at.caption[0].value == ENCODER_CAPTION
 
 

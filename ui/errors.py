@@ -15,6 +15,7 @@ from core.inference import AnalysisError
 from core.models import ModelLoadError
 from core.settings import SettingsError
 from ui.idle import page_running
+from ui.page_state import fragment_run
 
 log = logging.getLogger("transformer_lens_app")
 
@@ -54,12 +55,13 @@ def friendly_fragment(func: Callable, *, run_every: float | None = None) -> Call
     A fragment that reruns on its own runs outside the page's ``friendly_errors`` block, and
     Streamlit would draw its exception as a traceback; this puts the boundary inside it. It also runs
     outside ``app.py``'s ``page_running``, so it counts itself: a learner clicking through heads keeps
-    background work (UMAP's compilation) waiting, as a page run does.
+    background work (UMAP's compilation) waiting, as a page run does. Rerunning alone, it writes the options it
+    changed to the browser's URL (``ui.page_state.fragment_run``).
     """
 
     @functools.wraps(func)
     def body(*args, **kwargs):
-        with page_running(), friendly_errors(f"running {func.__name__}"):
+        with page_running(), friendly_errors(f"running {func.__name__}"), fragment_run(func.__name__):
             return func(*args, **kwargs)
 
     return st.fragment(body, run_every=run_every)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui.session import presentation_mode
+from ui.view_url import VIEW_URL_CSS
 from ui.viewport import PROBE_CSS
 
 # Presentation mode keeps the page's edge small: a slide has no room to spare.
@@ -57,7 +58,7 @@ PAGE_CSS = ("<style>.plotly-notifier { display: none !important; }"
             # a page link's label keeps to one line and is cut at the column's edge (Home's list on a phone): wrap it
             '[data-testid="stPageLink-NavLink"] { height: auto; } '
             '[data-testid="stPageLink-NavLink"] * { white-space: normal !important; text-overflow: clip; }'
-            + PROBE_CSS + "</style>")
+            + PROBE_CSS + VIEW_URL_CSS + "</style>")
 
 
 def page_style() -> None:

@@ -15,8 +15,15 @@ The rules, for every page (and the sidebar's app-wide options, declared with ``a
 - **The URL holds only the page on screen.** Each run writes the sidebar's parameters and the page's
   own; when the page has finished, every other parameter is removed, so no page's parameters leak
   into another page's URL. (Streamlit's ``bind="query-params"`` is not used: it names the parameter
-  after the session key, so short parameters would mean shared keys, and it would put a 100,000-character
-  text into the URL.)
+  after the session key, so short parameters would mean shared keys, it writes a choice's label, and it
+  would put a 100,000-character text into the URL.)
+- **Option changes replace the URL; pages push it.** The server does not write ``st.query_params``
+  (Streamlit adds a browser-history entry for every such write). At the end of a finished run (or of a
+  fragment rerunning alone) the parameters go to the browser through ``ui.view_url``, which replaces the
+  current history entry's URL (``history.replaceState``). Changing options adds no history entry, the URL
+  still shows (and a reload reproduces) the view; moving to another page with the navigation adds one.
+  So Back and Forward move between pages, and each page shows its options and texts as it was left
+  (a back/forward is a link: see below). Tests read the URL the last run wrote with ``view_query``.
 - **Coming back keeps the user's choices.** Moving between pages with the navigation, a page shows the
   options last chosen on it in this session (the browser drops the old page's parameters on the way).
 - **A link or reload reproduces the view.** A new tab or a reload starts a session from the URL: options
@@ -30,16 +37,17 @@ The rules, for every page (and the sidebar's app-wide options, declared with ``a
 - An invalid value (a layer past a smaller model, an option that no longer exists, a garbled link) is
   clamped when it is a number in range form and otherwise falls back to the default.
 
-``app.py`` wraps every run in ``page_run`` (which decides where values come from and removes foreign
-parameters); pages call ``option`` per widget, ``set_option`` from callbacks and buttons, and
+``app.py`` wraps every run in ``page_run`` (which decides where values come from, removes foreign
+parameters and writes the URL); pages call ``option`` per widget, ``set_option`` from callbacks and buttons, and
 ``link_url`` for links that open a view in a new tab. A page that ends early calls ``end_page()``,
-not ``st.stop()``: after ``st.stop()`` Streamlit sends nothing more, so the URL could not be tidied.
+not ``st.stop()``: after ``st.stop()`` Streamlit sends nothing more, so the URL could not be written.
 """
 
 from __future__ import annotations
 
 import hashlib
 import inspect
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -47,7 +55,6 @@ from typing import Any, NoReturn
 from urllib.parse import quote, urlencode
 
 import streamlit as st
-from streamlit.errors import StreamlitAPIException
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
 
@@ -55,6 +62,7 @@ from ui.bounded_cache import BoundedCache
 from ui.option_values import (
     DEFAULT_ARGUMENTS, MISSING, OptionSpec, option_spec, valid_value, value_from_url, value_to_url,
 )
+from ui.view_url import VIEW_URL_KEY, write_view_url
 
 URL_TEXT_MAX_BYTES = 2_000  # percent-encoded bytes of one text parameter; far below every server's limit
 LINKED_TEXTS = 2_000  # long texts kept per process for links
@@ -76,6 +84,10 @@ class _SessionPageState:
     values: dict[str, Any] = field(default_factory=dict)  # last value of every option, by session key
     pending: dict[str, Any] = field(default_factory=dict)  # values set by ``set_option`` for the next run
     written: set[str] = field(default_factory=set)  # parameters written in this run
+    query: dict[str, str] = field(default_factory=dict)  # the view's URL parameters, as the browser was last told
+    run_query: dict[str, str] = field(default_factory=dict)  # the parameters of the page run under way
+    url_writes: int = 0  # writes of the URL in this session (the browser applies only a newer one)
+    token: str = field(default_factory=lambda: uuid.uuid4().hex[:12])  # tells this session's writes from another's
     app_params: dict[str, str] = field(default_factory=dict)  # the sidebar's parameters, for links
     notices: list[str] = field(default_factory=list)
     running: bool = False  # inside ``page_run`` (a full run of a page, not a fragment's own rerun)
@@ -128,7 +140,28 @@ def session_key(key: str, *, app: bool = False, page: str | None = None) -> str:
 
 
 def _query_keys() -> set[str]:
+    """The parameters of the URL the browser sent (a link, a reload, back/forward: read on entering a page)."""
     return set(st.query_params.keys())
+
+
+def _view_query() -> dict[str, str]:
+    """The parameters being written: the page run's, or (a fragment rerunning alone) the view's own."""
+    state = _state()
+    return state.run_query if state.running else state.query
+
+
+def view_query(session_state: Any = None) -> dict[str, str]:
+    """The view's URL parameters as the last finished run (or fragment rerun) wrote them, in URL order.
+
+    ``session_state``: ``AppTest.session_state`` in tests; the running session's by default."""
+    states = st.session_state if session_state is None else session_state
+    return dict(states["page_state"].query) if "page_state" in states else {}
+
+
+def _write_url(key: str = VIEW_URL_KEY) -> None:
+    state = _state()
+    state.url_writes += 1
+    write_view_url(urlencode(state.query), session=state.token, seq=state.url_writes, key=key)
 
 
 def _forget(prefix_keys: list[str]) -> None:
@@ -146,8 +179,9 @@ def page_run(page: str) -> Iterator[None]:
     """Wrap one full run of ``page`` (its url path, "" for home); ``app.py`` does this for every page.
 
     On entering a page from a link or back/forward, the URL decides the options it names (see the
-    module docstring). When the page has finished (or stopped), every query parameter the run did
-    not write is removed. After an error the URL is left as it was.
+    module docstring). When the page has finished (or ended with ``end_page``), every query parameter
+    the run did not write is removed and the browser's URL is replaced with the result. After an error
+    (or ``st.stop()``) the URL is left as it was.
     """
     state = _state()
     page = page or HOME
@@ -157,6 +191,9 @@ def page_run(page: str) -> Iterator[None]:
     state.current = page
     state.written = set()
     state.notices = []
+    # What the URL holds now: the browser's own on entering a page; otherwise what this session last wrote (the
+    # browser may send the query string the tab was opened with, however often the URL was replaced since).
+    state.run_query = st.query_params.to_dict() if entered else dict(state.query)
     if entered:
         in_url = _query_keys()
         names = {name.removesuffix(ID_SUFFIX) for name in in_url} | in_url
@@ -180,7 +217,19 @@ def page_run(page: str) -> Iterator[None]:
         state.running = False
         if finished:
             state.page = page
-            _remove_unwritten()
+            state.query = {name: value for name, value in state.run_query.items() if name in state.written}
+            _write_url()
+
+
+@contextmanager
+def fragment_run(name: str) -> Iterator[None]:
+    """Wrap a fragment's body (``ui.errors.friendly_fragment`` does): when the fragment reruns alone, the options it
+    wrote go to the browser's URL at its end (from inside the fragment, the only place such a rerun can draw)."""
+    if _state().running:
+        yield  # part of a page run: page_run writes the URL
+        return
+    yield
+    _write_url(f"{VIEW_URL_KEY}-{name}")
 
 
 class _PageEnd(BaseException):
@@ -201,31 +250,18 @@ def end_page() -> NoReturn:
     raise _PageEnd
 
 
-def _remove_unwritten() -> None:
-    state = _state()
-    for name in _query_keys() - state.written:
-        try:
-            del st.query_params[name]
-        except (KeyError, StreamlitAPIException):  # bound to a widget by other code: leave it
-            pass
-
-
 def _write_param(name: str, value: str | None, *, app: bool) -> None:
     state = _state()
+    query = _view_query()
     if value is None:
-        if name in st.query_params:
-            try:
-                del st.query_params[name]
-            except (KeyError, StreamlitAPIException):
-                pass
+        query.pop(name, None)
         if app:
             state.app_params.pop(name, None)
         return
     state.written.add(name)
     if app:
         state.app_params[name] = value
-    if st.query_params.get(name) != value:
-        st.query_params[name] = value
+    query[name] = value  # a parameter already there keeps its place, as in the URL
 
 
 # --- one option ----------------------------------------------------------------------------------------
@@ -233,11 +269,12 @@ def _write_param(name: str, value: str | None, *, app: bool) -> None:
 
 def _url_value(spec: OptionSpec, param: str) -> Any:
     state = _state()
-    raw = st.query_params.get(param)
+    query = _view_query()
+    raw = query.get(param)
     if raw is not None:
         return value_from_url(spec, raw)
     if spec.kind == "text":
-        content_id = st.query_params.get(param + ID_SUFFIX)
+        content_id = query.get(param + ID_SUFFIX)
         if content_id:
             text = linked_texts().get(content_id)
             if text is None:
