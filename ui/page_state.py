@@ -139,11 +139,6 @@ def session_key(key: str, *, app: bool = False, page: str | None = None) -> str:
 # --- one run -------------------------------------------------------------------------------------------
 
 
-def _query_keys() -> set[str]:
-    """The parameters of the URL the browser sent (a link, a reload, back/forward: read on entering a page)."""
-    return set(st.query_params.keys())
-
-
 def _view_query() -> dict[str, str]:
     """The parameters being written: the page run's, or (a fragment rerunning alone) the view's own."""
     state = _state()
@@ -195,7 +190,7 @@ def page_run(page: str) -> Iterator[None]:
     # browser may send the query string the tab was opened with, however often the URL was replaced since).
     state.run_query = st.query_params.to_dict() if entered else dict(state.query)
     if entered:
-        in_url = _query_keys()
+        in_url = set(state.run_query)  # the URL the browser sent: a link, a reload, back/forward
         names = {name.removesuffix(ID_SUFFIX) for name in in_url} | in_url
         if history or names & _APP_PARAMS:
             _forget([key for key in list(state.values) if "." not in key])

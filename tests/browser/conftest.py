@@ -127,27 +127,34 @@ def drawn_count(page, text: str) -> int:
     return page.locator(f"text={text}").evaluate_all("els => els.filter(e => !e.closest('.figure-alt')).length")
 
 
+# Every chart of the page has drawn its SVG.
+EVERY_CHART_DRAWN = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')]
+    .every(c => c.querySelector('.js-plotly-plot .main-svg'))"""
 # Every chart drawn and every frame loaded (a frame the page cannot look into counts as loaded).
-EVERY_FIGURE_DRAWN = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')]
-    .every(c => c.querySelector('.js-plotly-plot .main-svg'))
-  && [...document.querySelectorAll('[data-testid="stMain"] iframe')].every(f => {
-       try { return f.contentDocument !== null && f.contentDocument.readyState === 'complete'; } catch (e) { return true; }
-     })"""
+EVERY_FIGURE_DRAWN = f"""() => ({EVERY_CHART_DRAWN})()
+  && [...document.querySelectorAll('[data-testid="stMain"] iframe')].every(f => {{
+       try {{ return f.contentDocument !== null && f.contentDocument.readyState === 'complete'; }} catch (e) {{ return true; }}
+     }})"""
 
 
 # Counts the app's script runs in every document of a tab (an init script, so from before the app's first run):
-# ``window.__runs.finished`` grows when ``data-test-script-state`` leaves "running". ``wait_until_idle`` compares it with
-# the count when it last returned, so it knows whether the run an action caused has been seen to end.
+# ``window.__runs.started`` grows when ``data-test-script-state`` becomes "running", ``finished`` when it leaves it.
+# ``wait_until_idle`` compares ``finished`` with the count when it last returned, so it knows whether the run an action
+# caused has been seen to end; ``test_navigation.settle`` watches ``started`` for an action's run. A batch of records
+# can hold a whole run (running, then not): each record's new value is the next record's old one.
 WATCH_RUNS_JS = """(() => {
-    const runs = window.__runs = {finished: 0, atIdle: 0};
+    const runs = window.__runs = {started: 0, finished: 0, atIdle: 0};
     let last = null;
     new MutationObserver(records => {
-        for (const record of records) {
-            const state = record.target.getAttribute('data-test-script-state');
+        records.forEach((record, i) => {
+            const next = records.slice(i + 1).find(r => r.target === record.target);
+            const state = next ? next.oldValue : record.target.getAttribute('data-test-script-state');
+            if (last !== 'running' && state === 'running') runs.started += 1;
             if (last === 'running' && state !== 'running') runs.finished += 1;
             last = state;
-        }
-    }).observe(document, {subtree: true, attributes: true, attributeFilter: ['data-test-script-state']});
+        });
+    }).observe(document, {subtree: true, attributes: true, attributeOldValue: true,
+                          attributeFilter: ['data-test-script-state']});
 })()"""
 
 

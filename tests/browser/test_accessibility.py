@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import ROOT, AppPage
+from tests.browser.conftest import EVERY_CHART_DRAWN, ROOT, AppPage
 from tests.pages_registry import landed_pages
 
 pytestmark = pytest.mark.browser
@@ -28,8 +28,6 @@ VIEW_IDS = [f"tour-{query['step']}" if query else (path or "home") for path, que
 CASES = [(path, query, present) for present in (False, True) for path, query in VIEWS]
 CASE_IDS = [f"{view_id}-{'present' if present else 'page'}" for present in (False, True) for view_id in VIEW_IDS]
 BLOCKING = ("serious", "critical")
-EVERY_CHART_DRAWN = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')]
-    .every(c => c.querySelector('.js-plotly-plot .main-svg'))"""
 APP_IS_DARK = """() => { const c = getComputedStyle(document.querySelector('[data-testid="stApp"]')).backgroundColor
     .match(/\\d+/g).map(Number); return c[0] + c[1] + c[2] < 200; }"""
 RUN_AXE = """async () => {

@@ -47,22 +47,13 @@ def settle(app, action) -> None:
     """Run ``action`` (a click, a key press) and wait for the rerun it causes to start and finish.
 
     On a loaded machine the rerun can start later than ``wait_until_idle``'s settling time, so
-    the start is watched for explicitly (briefly: an action that changes nothing starts no run).
+    the start is watched for explicitly (the tab's run counter, ``conftest.WATCH_RUNS_JS``; briefly: an action that
+    changes nothing starts no run).
     """
-    app.page.evaluate(
-        """() => {
-            const root = document.querySelector('[data-testid="stApp"]');
-            window.__sawRun = false;
-            if (window.__runWatch) window.__runWatch.disconnect();
-            window.__runWatch = new MutationObserver(() => {
-                if (root.getAttribute('data-test-script-state') === 'running') window.__sawRun = true;
-            });
-            window.__runWatch.observe(root, {attributes: true, attributeFilter: ['data-test-script-state']});
-        }"""
-    )
+    started = app.page.evaluate("window.__runs.started")
     action()
     try:
-        app.page.wait_for_function("() => window.__sawRun", timeout=15_000)
+        app.page.wait_for_function("(before) => window.__runs.started > before", arg=started, timeout=15_000)
     except PlaywrightTimeout:
         pass
     app.wait_until_idle()

@@ -17,7 +17,7 @@ import io
 import pytest
 from PIL import Image
 
-from tests.browser.conftest import AppPage
+from tests.browser.conftest import EVERY_CHART_DRAWN, AppPage
 from tests.browser.slide_checks import (
     NARROW_VIEWPORTS, PAGE_FIGURES, REFITTED_JS, VIEWPORTS, long_text, measure, measure_exported_svg,
 )
@@ -42,8 +42,6 @@ CAMERA = '.modebar-btn[data-title^="Download plot"]'
 # Tour steps after the first (the first is the tour's default view, checked with every page); on the
 # bundled model each draws its one live figure through ``as_slide`` in presentation mode.
 TOUR_STEPS = list(range(2, 11))
-EVERY_CHART_DRAWN = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')]
-    .every(c => c.querySelector('.js-plotly-plot .main-svg'))"""
 
 
 @pytest.fixture(scope="module")
@@ -75,13 +73,18 @@ def _open(tab: AppPage, path: str, query: dict[str, str], *, figures: bool = Tru
     return page
 
 
+def _resize(tab: AppPage, width: int, height: int) -> None:
+    """Set the window's size and wait until the page has been drawn for it."""
+    tab.page.set_viewport_size({"width": width, "height": height})
+    tab.page.wait_for_timeout(600)  # Streamlit and Plotly redraw on resize; the page measures its column again
+    tab.page.wait_for_function(REFITTED_JS, timeout=120_000)  # a narrower column reran the page: figures refitted
+    tab.wait_until_idle(settle_ms=300, require_sidebar=False)  # and the rerun has ended (a phone folds the sidebar)
+
+
 def _problems_at_every_size(tab: AppPage, viewports=VIEWPORTS) -> list[str]:
     problems = []
     for width, height in viewports:
-        tab.page.set_viewport_size({"width": width, "height": height})
-        tab.page.wait_for_timeout(600)  # Streamlit and Plotly redraw on resize; the page measures its column again
-        tab.page.wait_for_function(REFITTED_JS, timeout=120_000)  # a narrower column reran the page: figures refitted
-        tab.wait_until_idle(settle_ms=300, require_sidebar=False)  # and the rerun has ended (a phone folds the sidebar)
+        _resize(tab, width, height)
         problems += [f"{width}×{height}: {p}" for p in measure(tab.page)]
         if (width, height) in NARROW_VIEWPORTS:  # a link's label wraps; it was cut at the column's edge (Home's list)
             cut = tab.page.evaluate("""() => [...document.querySelectorAll('[data-testid="stPageLink-NavLink"]')]
@@ -96,10 +99,7 @@ ON_THE_PAGE = VIEWPORTS + NARROW_VIEWPORTS  # outside presentation mode: a phone
 
 def _restore_full_hd(tab: AppPage) -> None:
     """Back to full HD after the narrow windows, figures refitted, so each figure is saved as a desktop user saves it."""
-    tab.page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS[0])))
-    tab.page.wait_for_timeout(600)
-    tab.page.wait_for_function(REFITTED_JS, timeout=120_000)
-    tab.wait_until_idle(settle_ms=300, require_sidebar=False)
+    _resize(tab, *VIEWPORTS[0])
 
 
 def _in_dark_theme(tab: AppPage) -> list[str]:
