@@ -41,3 +41,20 @@ def test_a_page_is_not_idle_while_an_elements_code_is_still_loading(browser, tmp
             assert tab.page.locator('[data-testid="stMetric"]').count() == 1
         finally:
             tab.close()
+
+
+def test_a_request_to_another_host_is_blocked_in_chromium_and_recorded(app_page):
+    """Chromium itself fails it (the proxy on a closed port, not the missing network), and the tab records its URL."""
+    page = app_page.open("")
+    failures = {}
+    page.on("requestfailed", lambda request: failures.setdefault(request.url, request.failure))
+    outside = ["http://example.com/x.js", "https://93.184.216.34/font.woff2", "http://[2606:2800:220:1::]/y"]
+    said = page.evaluate("""async (urls) => Promise.all(urls.map(u => fetch(u, {mode: 'no-cors'})
+        .then(() => 'loaded', e => 'failed: ' + e.message)))""", outside)
+    assert all(s.startswith("failed") for s in said), said
+    assert app_page.blocked == outside
+    assert all("ERR_PROXY_CONNECTION_FAILED" in (failures.get(u) or "") for u in outside), failures
+    local = page.evaluate("async () => (await fetch('/_stcore/health')).status")
+    assert local == 200  # the app's own host is not proxied
+    assert sum("ERR_PROXY_CONNECTION_FAILED" in e for e in app_page.console_errors) == len(outside)
+    app_page.forget()  # requested on purpose: the fixture's checks are for the app's own requests

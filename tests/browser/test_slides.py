@@ -8,6 +8,8 @@ bar or legend over the plotting area. Then, still in the smallest window, the ca
 1920 × 1080 PNG named after the model and the view. The same holds outside presentation mode, where the page is also
 measured on a 1024 × 768 laptop with its sidebar open and a 390 × 844 phone (figures fitted to the main column the
 browser measured, ``ui.viewport``; side-by-side figures stacked), and every figure is saved as SVG and measured alone.
+Each default view and tour step is also checked with axe-core for WCAG 2 A/AA in the light and the dark theme, as a
+page and in presentation mode (``tests/browser/axe.py``), on the same page load.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import io
 import pytest
 from PIL import Image
 
+from tests.browser.axe import require_axe, violations_in_light_and_dark
 from tests.browser.conftest import EVERY_CHART_DRAWN, AppPage
 from tests.browser.slide_checks import (
     NARROW_VIEWPORTS, PAGE_FIGURES, REFITTED_JS, VIEWPORTS, long_text, measure, measure_exported_svg,
@@ -46,6 +49,7 @@ TOUR_STEPS = list(range(2, 11))
 
 @pytest.fixture(scope="module")
 def tab(browser, app_server):
+    require_axe()
     tab = AppPage(browser, app_server)
     yield tab
     tab.close()
@@ -168,14 +172,16 @@ def _download_png(tab: AppPage) -> tuple[str, tuple[int, int]]:
 
 
 @pytest.mark.parametrize("path", PAGES, ids=[p or "home" for p in PAGES])
-def test_default_view_fits_every_screen_and_exports_a_slide(tab, tiny_gpt2_lm, path):
+def test_default_view_fits_every_screen_exports_a_slide_and_passes_axe(tab, tiny_gpt2_lm, path):
     page = _open(tab, path, {}, figures=path not in NOT_AN_LM)
+    problems = violations_in_light_and_dark(page)
     if path in NOT_AN_LM:
         page.wait_for_selector(f"text={NOT_AN_LM[path]}")
         assert page.locator(FIGURES).count() == 0
         page = _open(tab, path, {"model": tiny_gpt2_lm} | LM_PROMPTS.get(path, {}))  # a model with a head draws its figure
+        problems += violations_in_light_and_dark(page)
     assert page.locator(FIGURES).count() >= 1
-    problems = _problems_at_every_size(tab) + _in_dark_theme(tab)
+    problems += _problems_at_every_size(tab) + _in_dark_theme(tab)
     assert not problems, "\n".join(problems)
 
     name, size = _download_png(tab)  # still in the 1280 × 720 window
@@ -185,14 +191,19 @@ def test_default_view_fits_every_screen_and_exports_a_slide(tab, tiny_gpt2_lm, p
 
 
 @pytest.mark.parametrize("path", PAGES, ids=[p or "home" for p in PAGES])
-def test_default_view_fits_every_screen_outside_presentation_mode(tab, tiny_gpt2_lm, path):
+def test_default_view_fits_every_screen_and_passes_axe_outside_presentation_mode(tab, tiny_gpt2_lm, path):
     """The same measurement at the page's own size: sidebar open, the theme's fonts, every figure of the page; then
     every figure as its camera button saves it (SVG), measured alone at its export size (issue 28: exported PNGs
     lost legend entries and titles that the page showed whole)."""
-    query = {"model": tiny_gpt2_lm} | LM_PROMPTS.get(path, {}) if path in NOT_AN_LM else {}  # the bundled model has no head
+    problems = []
+    if path in NOT_AN_LM:  # the bundled model has no head: its sentence, then a model with a head
+        page = _open(tab, path, {}, figures=False, present=False)
+        page.wait_for_selector(f"text={NOT_AN_LM[path]}")
+        problems += violations_in_light_and_dark(page)
+    query = {"model": tiny_gpt2_lm} | LM_PROMPTS.get(path, {}) if path in NOT_AN_LM else {}
     page = _open(tab, path, query | {"img": "SVG"}, present=False)
     assert page.locator(FIGURES).count() >= 1
-    problems = _problems_at_every_size(tab, ON_THE_PAGE)
+    problems += violations_in_light_and_dark(page) + _problems_at_every_size(tab, ON_THE_PAGE)
     _restore_full_hd(tab)
     problems += _exported_svg_problems(tab)
     assert not problems, "\n".join(problems)
@@ -200,10 +211,10 @@ def test_default_view_fits_every_screen_outside_presentation_mode(tab, tiny_gpt2
 
 
 @pytest.mark.parametrize("step", TOUR_STEPS)
-def test_every_tour_step_outside_presentation_mode_fits_every_screen(tab, step):
+def test_every_tour_step_outside_presentation_mode_fits_every_screen_and_passes_axe(tab, step):
     page = _open(tab, "tour", {"step": str(step), "img": "SVG"}, present=False)
     page.wait_for_selector(f"text=Step {step} of")
-    problems = _problems_at_every_size(tab, ON_THE_PAGE)
+    problems = violations_in_light_and_dark(page) + _problems_at_every_size(tab, ON_THE_PAGE)
     _restore_full_hd(tab)
     problems += _exported_svg_problems(tab)
     assert not problems, "\n".join(problems)
@@ -211,11 +222,11 @@ def test_every_tour_step_outside_presentation_mode_fits_every_screen(tab, step):
 
 
 @pytest.mark.parametrize("step", TOUR_STEPS)
-def test_every_tour_step_fits_every_screen(tab, step):
+def test_every_tour_step_fits_every_screen_and_passes_axe(tab, step):
     page = _open(tab, "tour", {"step": str(step)})
     page.wait_for_selector(f"text=Step {step} of")
     assert page.locator(FIGURES).count() == 1  # each step's one live figure, drawn through as_slide
-    problems = _problems_at_every_size(tab)
+    problems = violations_in_light_and_dark(page) + _problems_at_every_size(tab)
     assert not problems, "\n".join(problems)
     name, size = _download_png(tab)
     assert size == (1920, 1080), f"{name} is {size[0]} × {size[1]} pixels"

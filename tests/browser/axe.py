@@ -1,0 +1,57 @@
+"""WCAG 2 A/AA in a real browser: axe-core (npm, pinned in package-lock.json) on the page as drawn.
+
+``test_slides`` runs it on every page and tour step, as a page and in presentation mode, in the light system theme and
+again after the system switches to dark (Streamlit follows it without a reload): the same page load that is measured
+for slides, so each view is loaded once for both. A serious or critical violation fails the test, listed by rule,
+impact, element and axe's own summary of what is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.browser.conftest import ROOT
+
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+BLOCKING = ("serious", "critical")
+APP_IS_DARK = """() => { const c = getComputedStyle(document.querySelector('[data-testid="stApp"]')).backgroundColor
+    .match(/\\d+/g).map(Number); return c[0] + c[1] + c[2] < 200; }"""
+RUN_AXE = """async () => {
+    const results = await axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa']}});
+    return results.violations.flatMap(v => v.nodes.map(n => ({
+        rule: v.id, impact: n.impact || v.impact, target: n.target.join(' '),
+        summary: (n.failureSummary || v.help).replace(/\\s+/g, ' ')})));
+}"""
+
+
+def require_axe() -> None:
+    """Skip (fail in CI) when axe-core is not installed."""
+    if not AXE.exists():
+        reason = "axe-core is not installed: run scripts/ensure_axe.sh (make browser does)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def blocking_violations(page) -> list[str]:
+    """axe-core's serious and critical WCAG 2 A/AA violations on the page as drawn, one line per element."""
+    if not page.evaluate("() => typeof axe !== 'undefined'"):
+        page.add_script_tag(path=str(AXE))
+    found = page.evaluate(RUN_AXE)
+    return [f"{v['rule']} ({v['impact']}) at {v['target']}: {v['summary']}" for v in found if v["impact"] in BLOCKING]
+
+
+def violations_in_light_and_dark(page) -> list[str]:
+    """``blocking_violations`` in the light system theme, then in the dark one; the page is left light."""
+    page.emulate_media(color_scheme="light")
+    problems = [f"light: {v}" for v in blocking_violations(page)]
+    page.emulate_media(color_scheme="dark")
+    try:
+        page.wait_for_function(APP_IS_DARK, timeout=10_000)
+        page.wait_for_timeout(300)  # the theme's colours reach every element in the next frames
+        problems += [f"dark: {v}" for v in blocking_violations(page)]
+    finally:
+        page.emulate_media(color_scheme="light")
+    return [f"{len(problems)} serious/critical WCAG 2 A/AA violation(s): {p}" for p in problems]
