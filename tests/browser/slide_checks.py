@@ -21,6 +21,26 @@ REFITTED_JS = """() => {
     && charts.every(c => c.querySelector('.js-plotly-plot .main-svg'));
 }"""
 
+# True once the probe has measured the column again since ``before`` (its count of measurements then) and at least
+# ``least`` milliseconds have passed since ``since`` (``performance.now()``; the probe's own measurement comes a quarter
+# second after the column stops changing, an earlier one is a rerun's), or ``patience`` milliseconds when it has not
+# measured: a resize that leaves the column's width as it was is not measured at all (the probe watches the column).
+MEASURED_AGAIN_JS = """([before, since, least, patience]) => {
+  const waited = performance.now() - since;
+  return (Number(document.documentElement.dataset.mainColumnMeasured || 0) > before && waited >= least) || waited > patience;
+}"""
+
+
+def resize_and_wait_for_measurement(page, width: int, height: int, least_ms: int = 300, patience_ms: int = 600) -> None:
+    """Set the window's size, then wait until the main-column probe has measured the new column (a quarter second
+    after the column stops changing; at least ``least_ms``), or ``patience_ms`` when the column kept its size."""
+    if page.viewport_size == {"width": width, "height": height}:
+        return  # nothing changed
+    before, now = page.evaluate("() => [Number(document.documentElement.dataset.mainColumnMeasured || 0), performance.now()]")
+    page.set_viewport_size({"width": width, "height": height})
+    page.wait_for_function(MEASURED_AGAIN_JS, arg=[before, now, least_ms, patience_ms], polling=50, timeout=60_000)
+
+
 # Returns a list of problems, one sentence each, for every Plotly figure that is drawn in the
 # main area: text (title and subtitle, axis titles, tick labels, legend, annotations, colour bar
 # title and ticks) outside the figure's edge, and any two of these texts (or the labels on bars)

@@ -12,26 +12,29 @@ from tests.browser.test_bundled_lm import lm_server  # noqa: F401 (fixture: the 
 
 pytestmark = pytest.mark.browser
 HOSTILE = "<script>alert(1)</script> \"><img src=x onerror=alert(1)>"
-# Short prompts (about 20 tokens): residual patching runs the model once per layer and position, and the test is
-# about how hostile tokens are drawn, not about the circuit.
-PAIR = "{} met Mary and John, then {} waved to"
+# The patched pair is short (15 tokens): residual patching runs the model once per layer and position, so its cost
+# grows with the square of the length, and the test is about how hostile tokens are drawn, not about the circuit.
+# The longer HOSTILE (33 tokens with a pair around it) is drawn on the cheaper views after it.
+PATCHED_HOSTILE = "<img src=x onerror=alert(1)>"
+PAIR = "{} Then {} waved to"
 
 
 def test_patching_page_with_hostile_prompts(browser, lm_server):  # noqa: F811
     tab = AppPage(browser, lm_server)
     tab.patience_ms = 240_000
     try:
-        query = {"model": "SmolLM2-135M-Instruct", "clean": PAIR.format(HOSTILE, "John"),
-                 "corrupted": PAIR.format(HOSTILE, "Mary"), "answer": " Mary", "wrong": " John"}
+        query = {"model": "SmolLM2-135M-Instruct", "clean": PAIR.format(PATCHED_HOSTILE, "John"),
+                 "corrupted": PAIR.format(PATCHED_HOSTILE, "Mary"), "answer": " Mary", "wrong": " John"}
         page = tab.open("patching", query)
         page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=240_000)
         ticks = page.eval_on_selector_all(".js-plotly-plot .xtick text", "els => els.map(e => e.textContent)")
         assert any("<" in t for t in ticks), ticks  # the hostile tokens are labels, shown as text
-        assert page.locator("img[src='x']").count() == 0 and page.locator("script:text('alert(1)')").count() == 0
+        assert page.locator("img[src='x']").count() == 0
         assert page.get_by_text("of the way from corrupted").count() == 1
         tab.assert_clean()
 
-        page = tab.open("patching", query | {"corrupted": HOSTILE, "view": "dla"})
+        page = tab.open("patching", query | {"clean": PAIR.format(HOSTILE, "John"), "corrupted": HOSTILE, "view": "dla"})
+        assert page.locator("img[src='x']").count() == 0 and page.locator("script:text('alert(1)')").count() == 0
         assert page.get_by_text("same number of tokens").count() >= 1  # the label, and no grid for unequal lengths
         assert page.get_by_text("patching copies activations position by position").count() == 0  # DLA needs no pair
         assert page.get_by_text("All parts add up to the total").count() == 1

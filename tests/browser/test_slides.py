@@ -23,6 +23,7 @@ from tests.browser.axe import require_axe, violations_in_light_and_dark
 from tests.browser.conftest import EVERY_CHART_DRAWN, AppPage
 from tests.browser.slide_checks import (
     NARROW_VIEWPORTS, PAGE_FIGURES, REFITTED_JS, VIEWPORTS, long_text, measure, measure_exported_svg,
+    resize_and_wait_for_measurement,
 )
 from tests.model_factory import build_tiny_gpt2_lm
 from tests.pages_registry import landed_pages
@@ -79,8 +80,7 @@ def _open(tab: AppPage, path: str, query: dict[str, str], *, figures: bool = Tru
 
 def _resize(tab: AppPage, width: int, height: int) -> None:
     """Set the window's size and wait until the page has been drawn for it."""
-    tab.page.set_viewport_size({"width": width, "height": height})
-    tab.page.wait_for_timeout(600)  # Streamlit and Plotly redraw on resize; the page measures its column again
+    resize_and_wait_for_measurement(tab.page, width, height)  # the page measures its column again
     tab.page.wait_for_function(REFITTED_JS, timeout=120_000)  # a narrower column reran the page: figures refitted
     tab.wait_until_idle(settle_ms=300, require_sidebar=False)  # and the rerun has ended (a phone folds the sidebar)
 
