@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from core.compare import words
-from core.inference import iter_analyses
+from core.drift import DEFAULT_BATCH_SIZE, CorpusEmbeddings, CorpusEmbeddingsAccumulator
+from core.inference import Analysis, iter_analyses
 from core.models import LoadedModel
 
 MIN_OCCURRENCES = 5
@@ -56,14 +57,23 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
 
 def mean_cross_group_cosine(vectors: np.ndarray, groups: Sequence[int]) -> np.ndarray:
     """``vectors`` ``[n, L + 1, D]`` → ``[L + 1]``: mean cosine over pairs (i, j), i < j, with
-    ``groups[i] != groups[j]`` (NaN when there is no such pair)."""
+    ``groups[i] != groups[j]`` (NaN when there is no such pair).
+
+    Without the ``[n, n]`` matrix of cosines: the dot products of all pairs of unit vectors add up to the squared
+    length of their sum, so the cross-group pairs' sum is (|Σ u|² − Σ_g |Σ_{u in g} u|²) / 2 — O(n·D) time and memory
+    (the random-word baseline has over a thousand words; the matrix took seconds and hundreds of MB per layer set)."""
     groups = np.asarray(groups)
-    unit = _unit(vectors).transpose(1, 0, 2)  # [L + 1, n, D]
-    different = groups[:, None] != groups[None, :]
-    if not different.any():
-        return np.full(unit.shape[0], np.nan)
-    similarity = unit @ unit.transpose(0, 2, 1)  # [L + 1, n, n]
-    return similarity[:, different].mean(axis=1)
+    unit = _unit(vectors)  # [n, L + 1, D], float64
+    _, group_of, sizes = np.unique(groups, return_inverse=True, return_counts=True)
+    pairs = (len(groups) ** 2 - int((sizes.astype(np.int64) ** 2).sum())) // 2
+    if pairs == 0:
+        return np.full(unit.shape[1], np.nan)
+    membership = np.zeros((len(sizes), len(groups)))
+    membership[group_of.ravel(), np.arange(len(groups))] = 1.0
+    per_group = (membership @ unit.reshape(len(groups), -1)).reshape((len(sizes),) + unit.shape[1:])  # [G, L + 1, D]
+    everything = (unit.sum(axis=0) ** 2).sum(axis=-1)  # [L + 1]: all ordered pairs, each word with itself too
+    within = (per_group ** 2).sum(axis=-1).sum(axis=0)  # [L + 1]: the same within each group
+    return (everything - within) / 2 / pairs
 
 
 def intra_sentence_similarity(vectors: np.ndarray) -> np.ndarray:
@@ -87,13 +97,84 @@ def _sentence_index(text: str) -> Callable[[int], int]:
     return lambda position: int(np.searchsorted(ends, position, side="right"))
 
 
+class ContextualityAccumulator:
+    """Collects the word vectors ``contextuality`` measures from the analyses of one pass over ``documents``.
+
+    ``add(index, analysis)`` in the order ``iter_analyses`` yields them (the baseline's random words are drawn
+    in that order), then ``result()`` once.
+    """
+
+    def __init__(self, model: LoadedModel, documents: Sequence[str], *, min_occurrences: int = MIN_OCCURRENCES,
+                 seed: int = 0) -> None:
+        self._num_layers = model.num_layers
+        self._min_occurrences = min_occurrences
+        self._rng = np.random.default_rng(seed)
+        self._candidates = _candidate_words(documents, min_occurrences)
+        self._kept: dict[str, list[tuple[int, np.ndarray]]] = defaultdict(list)  # word → (document, [L + 1, D])
+        self._baseline_vectors: list[np.ndarray] = []  # per document [sampled words, L + 1, D]
+        self._baseline_documents: list[int] = []
+        self._intra: list[np.ndarray] = []  # per sentence [L + 1]
+
+    def add(self, index: int, analysis: Analysis) -> None:
+        found = words(analysis)
+        if not found:
+            return
+        vectors = np.stack([analysis.hidden_states[:, positions].mean(axis=1) for _, positions in found])  # [W, L+1, D]
+        for (word, _), vector in zip(found, vectors, strict=True):
+            if word in self._candidates and len(self._kept[word]) < MAX_OCCURRENCES_PER_WORD:
+                self._kept[word].append((index, vector))
+        sample = self._rng.choice(len(found), size=min(len(found), BASELINE_WORDS_PER_DOCUMENT), replace=False)
+        self._baseline_vectors.append(vectors[np.sort(sample)])
+        self._baseline_documents += [index] * len(sample)
+        sentence_of = _sentence_index(analysis.text)
+        sentences = np.array([sentence_of(analysis.offsets[positions[0]][0]) for _, positions in found])
+        for sentence in np.unique(sentences):
+            members = vectors[sentences == sentence]
+            if len(members) >= 2:
+                self._intra.append(intra_sentence_similarity(members))
+
+    def result(self) -> Contextuality:
+        word_rows = []
+        per_word = []
+        for word in sorted(self._kept):
+            occurrences = self._kept[word]
+            docs = [d for d, _ in occurrences]
+            if len(occurrences) < self._min_occurrences or len(set(docs)) < 2:
+                continue
+            similarity = mean_cross_group_cosine(np.stack([v for _, v in occurrences]), docs)
+            per_word.append(similarity)
+            word_rows += [
+                {"word": word, "occurrences": len(occurrences), "documents": len(set(docs)), "layer": layer, "self_similarity": s}
+                for layer, s in enumerate(similarity)
+            ]
+        nan = np.full(self._num_layers + 1, np.nan)
+        self_similarity = np.mean(per_word, axis=0) if per_word else nan
+        intra_sentence = np.mean(self._intra, axis=0) if self._intra else nan
+        anisotropy = (
+            mean_cross_group_cosine(np.concatenate(self._baseline_vectors), self._baseline_documents)
+            if self._baseline_vectors else nan
+        )
+        table = pd.DataFrame(
+            {
+                "layer": np.arange(self._num_layers + 1),
+                "self_similarity": self_similarity,
+                "intra_sentence": intra_sentence,
+                "anisotropy": anisotropy,
+                "self_similarity_adjusted": self_similarity - anisotropy,
+                "intra_sentence_adjusted": intra_sentence - anisotropy,
+            }
+        )
+        columns = ["word", "occurrences", "documents", "layer", "self_similarity"]
+        return Contextuality(table, pd.DataFrame(word_rows, columns=columns), len(per_word), len(self._intra))
+
+
 def contextuality(
     model: LoadedModel,
     documents: Sequence[str],
     *,
     min_occurrences: int = MIN_OCCURRENCES,
     max_tokens: int | None = None,
-    batch_size: int = 16,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
 ) -> Contextuality:
@@ -103,66 +184,38 @@ def contextuality(
     least two documents (its first ``MAX_OCCURRENCES_PER_WORD`` occurrences are used; only the
     ``MAX_WORDS`` most frequent such words are measured). The baseline
     uses up to ``BASELINE_WORDS_PER_DOCUMENT`` random words of each document (``seed``).
+    ``embed_corpus_and_contextuality`` gives this and ``core.drift.embed_corpus`` from one pass.
     """
     if len(documents) == 0:
         raise ValueError("the corpus has no documents")
-    rng = np.random.default_rng(seed)
-    candidates = _candidate_words(documents, min_occurrences)
-    kept: dict[str, list[tuple[int, np.ndarray]]] = defaultdict(list)
-    baseline_vectors, baseline_documents = [], []
-    intra: list[np.ndarray] = []
-    num_layers = model.num_layers
+    accumulator = ContextualityAccumulator(model, documents, min_occurrences=min_occurrences, seed=seed)
     for index, analysis in iter_analyses(
         model, list(documents), max_tokens=max_tokens, batch_size=batch_size, attentions=False, progress=progress
     ):
-        found = words(analysis)
-        if not found:
-            continue
-        vectors = np.stack([analysis.hidden_states[:, positions].mean(axis=1) for _, positions in found])  # [W, L+1, D]
-        for (word, _), vector in zip(found, vectors, strict=True):
-            if word in candidates and len(kept[word]) < MAX_OCCURRENCES_PER_WORD:
-                kept[word].append((index, vector))
-        sample = rng.choice(len(found), size=min(len(found), BASELINE_WORDS_PER_DOCUMENT), replace=False)
-        baseline_vectors.append(vectors[np.sort(sample)])
-        baseline_documents += [index] * len(sample)
-        sentence_of = _sentence_index(analysis.text)
-        sentences = np.array([sentence_of(analysis.offsets[positions[0]][0]) for _, positions in found])
-        for sentence in np.unique(sentences):
-            members = vectors[sentences == sentence]
-            if len(members) >= 2:
-                intra.append(intra_sentence_similarity(members))
+        accumulator.add(index, analysis)
+    return accumulator.result()
 
-    word_rows = []
-    per_word = []
-    for word in sorted(kept):
-        occurrences = kept[word]
-        docs = [d for d, _ in occurrences]
-        if len(occurrences) < min_occurrences or len(set(docs)) < 2:
-            continue
-        similarity = mean_cross_group_cosine(np.stack([v for _, v in occurrences]), docs)
-        per_word.append(similarity)
-        word_rows += [
-            {"word": word, "occurrences": len(occurrences), "documents": len(set(docs)), "layer": layer, "self_similarity": s}
-            for layer, s in enumerate(similarity)
-        ]
-    nan = np.full(num_layers + 1, np.nan)
-    self_similarity = np.mean(per_word, axis=0) if per_word else nan
-    intra_sentence = np.mean(intra, axis=0) if intra else nan
-    anisotropy = (
-        mean_cross_group_cosine(np.concatenate(baseline_vectors), baseline_documents) if baseline_vectors else nan
-    )
-    table = pd.DataFrame(
-        {
-            "layer": np.arange(num_layers + 1),
-            "self_similarity": self_similarity,
-            "intra_sentence": intra_sentence,
-            "anisotropy": anisotropy,
-            "self_similarity_adjusted": self_similarity - anisotropy,
-            "intra_sentence_adjusted": intra_sentence - anisotropy,
-        }
-    )
-    columns = ["word", "occurrences", "documents", "layer", "self_similarity"]
-    return Contextuality(table, pd.DataFrame(word_rows, columns=columns), len(per_word), len(intra))
+
+def embed_corpus_and_contextuality(
+    model: LoadedModel,
+    documents: Sequence[str],
+    *,
+    max_tokens: int | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[CorpusEmbeddings, Contextuality]:
+    """``core.drift.embed_corpus`` and ``contextuality`` (default options) of ``documents`` from one pass of ``model``
+    over them (the Drift page shows both); each equals the function called alone."""
+    if len(documents) == 0:
+        raise ValueError("the corpus has no documents")
+    embeddings = CorpusEmbeddingsAccumulator(model, len(documents))
+    context = ContextualityAccumulator(model, documents)
+    for index, analysis in iter_analyses(
+        model, list(documents), max_tokens=max_tokens, batch_size=batch_size, attentions=False, progress=progress
+    ):
+        embeddings.add(index, analysis)
+        context.add(index, analysis)
+    return embeddings.result(), context.result()
 
 
 def contextuality_sentence(table: pd.DataFrame) -> str:

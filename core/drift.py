@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core.inference import iter_analyses
+from core.inference import Analysis, iter_analyses
 from core.models import LoadedModel
 from core.similarity import cosine
 
@@ -91,6 +91,35 @@ def pool_hidden_states(hidden_states: np.ndarray, special_mask: np.ndarray, pool
     raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
 
 
+class CorpusEmbeddingsAccumulator:
+    """Pools the analyses of one pass over ``num_documents`` documents (any order) into ``CorpusEmbeddings``.
+
+    ``add(index, analysis)`` for every document, then ``result()`` once: the result freezes the arrays.
+    """
+
+    def __init__(self, model: LoadedModel, num_documents: int) -> None:
+        shape = (num_documents, model.num_layers + 1, model.hidden_size)
+        self._model_name, self._is_decoder = model.name, model.is_decoder
+        self._pooled = {p: np.zeros(shape, dtype=np.float32) for p in POOLINGS}
+        self._pooler = np.zeros((num_documents, model.hidden_size), dtype=np.float32) if model.has_pooler else None
+        self._num_input_tokens = np.zeros(num_documents, dtype=np.int64)
+        self._num_tokens = np.zeros(num_documents, dtype=np.int64)
+        self._truncated = np.zeros(num_documents, dtype=bool)
+
+    def add(self, index: int, analysis: Analysis) -> None:
+        for p in POOLINGS:
+            self._pooled[p][index] = pool_hidden_states(analysis.hidden_states, analysis.special_mask, p)
+        if self._pooler is not None and analysis.pooler_output is not None:
+            self._pooler[index] = analysis.pooler_output
+        self._num_input_tokens[index] = analysis.num_input_tokens
+        self._num_tokens[index] = analysis.num_tokens
+        self._truncated[index] = analysis.truncated
+
+    def result(self) -> CorpusEmbeddings:
+        return CorpusEmbeddings(self._model_name, self._is_decoder, self._pooled, self._pooler,
+                                self._num_input_tokens, self._num_tokens, self._truncated)
+
+
 def embed_corpus(
     model: LoadedModel,
     documents: Sequence[str],
@@ -101,28 +130,17 @@ def embed_corpus(
 ) -> CorpusEmbeddings:
     """Run ``model`` over ``documents`` once (length-sorted batches, dynamic padding) and pool every layer.
 
-    Raises ``AnalysisError`` for an empty document.
+    Raises ``AnalysisError`` for an empty document. ``core.contextuality.embed_corpus_and_contextuality``
+    gives this and ``contextuality`` from one pass.
     """
-    n = len(documents)
-    if n == 0:
+    if len(documents) == 0:
         raise ValueError("the corpus has no documents")
-    shape = (n, model.num_layers + 1, model.hidden_size)
-    pooled = {p: np.zeros(shape, dtype=np.float32) for p in POOLINGS}
-    pooler = np.zeros((n, model.hidden_size), dtype=np.float32) if model.has_pooler else None
-    num_input_tokens = np.zeros(n, dtype=np.int64)
-    num_tokens = np.zeros(n, dtype=np.int64)
-    truncated = np.zeros(n, dtype=bool)
+    accumulator = CorpusEmbeddingsAccumulator(model, len(documents))
     for index, analysis in iter_analyses(
         model, list(documents), max_tokens=max_tokens, batch_size=batch_size, attentions=False, progress=progress
     ):
-        for p in POOLINGS:
-            pooled[p][index] = pool_hidden_states(analysis.hidden_states, analysis.special_mask, p)
-        if pooler is not None and analysis.pooler_output is not None:
-            pooler[index] = analysis.pooler_output
-        num_input_tokens[index] = analysis.num_input_tokens
-        num_tokens[index] = analysis.num_tokens
-        truncated[index] = analysis.truncated
-    return CorpusEmbeddings(model.name, model.is_decoder, pooled, pooler, num_input_tokens, num_tokens, truncated)
+        accumulator.add(index, analysis)
+    return accumulator.result()
 
 
 def _check(reference: str, pooling: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -129,3 +130,63 @@ def test_figure_shows_baseline_beside_each_measure(tiny_bert):
     adjusted = contextuality_figure(table, adjusted=True, title="t")
     assert len(adjusted.data) == 2 and any(shape.y0 == 0 for shape in adjusted.layout.shapes)
     np.testing.assert_allclose(adjusted.data[0].y, table["self_similarity"] - table["anisotropy"])
+
+
+def _counting_forwards(model):
+    """``(calls, handle)``: ``calls`` grows by one per forward pass of ``model``'s module; ``handle.remove()`` stops it."""
+    calls = []
+    return calls, model.model.register_forward_hook(lambda *_: calls.append(1))
+
+
+def test_one_pass_gives_both_results_with_half_the_forward_passes(tiny_model):
+    from core.contextuality import embed_corpus_and_contextuality
+    from core.drift import POOLINGS, embed_corpus
+
+    calls, handle = _counting_forwards(tiny_model)
+    try:
+        embeddings = embed_corpus(tiny_model, DOCUMENTS, batch_size=2)
+        context = contextuality(tiny_model, DOCUMENTS, batch_size=2)
+        separate = len(calls)
+        calls.clear()
+        progress = []
+        joint_embeddings, joint_context = embed_corpus_and_contextuality(
+            tiny_model, DOCUMENTS, batch_size=2, progress=lambda done, total: progress.append((done, total)))
+        joint = len(calls)
+    finally:
+        handle.remove()
+    assert (separate, joint) == (6, 3)  # 5 documents in batches of 2: once per batch, not twice
+    assert progress == [(2, 5), (4, 5), (5, 5)]
+    for p in POOLINGS:
+        np.testing.assert_allclose(joint_embeddings.pooled[p], embeddings.pooled[p], atol=1e-6)
+    for field in ("num_input_tokens", "num_tokens", "truncated"):
+        np.testing.assert_array_equal(getattr(joint_embeddings, field), getattr(embeddings, field))
+    assert (joint_embeddings.pooler_output is None) == (embeddings.pooler_output is None)
+    if embeddings.pooler_output is not None:
+        np.testing.assert_allclose(joint_embeddings.pooler_output, embeddings.pooler_output, atol=1e-6)
+    pd.testing.assert_frame_equal(joint_context.table, context.table, atol=1e-6, rtol=0)
+    pd.testing.assert_frame_equal(joint_context.words, context.words, atol=1e-6, rtol=0)
+    assert (joint_context.num_words, joint_context.num_sentences) == (context.num_words, context.num_sentences)
+
+
+def test_the_one_pass_batches_as_each_function_does_by_default():
+    """The page's results equal the two functions called alone only if all three batch alike."""
+    import inspect
+
+    from core.contextuality import embed_corpus_and_contextuality
+    from core.drift import embed_corpus
+
+    defaults = {f.__name__: inspect.signature(f).parameters["batch_size"].default
+                for f in (embed_corpus, contextuality, embed_corpus_and_contextuality)}
+    assert len(set(defaults.values())) == 1, defaults
+
+
+def test_mean_cross_group_cosine_equals_the_pairwise_mean_on_many_anisotropic_words():
+    """The sum-of-vectors form against every cross-group pair's cosine, on vectors sharing a common direction (as a
+    layer's hidden states do) and groups given in no order, as the random-word baseline passes them."""
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(300, 4, 32)) + 6.0  # cosines near 0.97
+    groups = rng.integers(0, 9, size=300)
+    unit = vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
+    cosines = np.einsum("ild,jld->lij", unit, unit)
+    upper = np.triu(groups[:, None] != groups[None, :], k=1)
+    np.testing.assert_allclose(mean_cross_group_cosine(vectors, groups), cosines[:, upper].mean(axis=1), rtol=1e-12)

@@ -210,6 +210,76 @@ def test_page_options_never_rerun_the_model(tiny_bert_dir):
     assert any("more tokens than" in w.value for w in at.warning)  # the tiny model reads 64 tokens
 
 
+@pytest.mark.parametrize("first", ["embeddings", "contextuality"])
+def test_either_cached_wrapper_runs_the_pass_that_serves_both(tiny_bert_dir, first):
+    from core.contextuality import contextuality
+    from ui.cache import cached_contextuality, cached_corpus_embeddings, cached_model
+
+    texts = tuple(f"{text} ({first} first)" for text in DOCUMENTS)  # keys no other test has cached
+    model = cached_model(tiny_bert_dir)
+    forwards, progress = [], []
+    handle = model.model.register_forward_hook(lambda *_: forwards.append(1))
+    try:
+        wrappers = {"embeddings": cached_corpus_embeddings, "contextuality": cached_contextuality}
+        asked_first = wrappers.pop(first)(tiny_bert_dir, texts, None, progress=lambda *done: progress.append(done))
+        forwards_of_first = len(forwards)
+        asked_second = next(iter(wrappers.values()))(tiny_bert_dir, texts, None, progress=lambda *done: progress.append(done))
+    finally:
+        handle.remove()
+    assert forwards_of_first == 1 and len(forwards) == 1, "the second wrapper ran the model again"
+    assert progress == [(len(texts), len(texts))]
+    embeddings, context = (asked_first, asked_second) if first == "embeddings" else (asked_second, asked_first)
+    np.testing.assert_allclose(embeddings.pooled["mean"], embed_corpus(model, texts).pooled["mean"], atol=1e-6)
+    pd.testing.assert_frame_equal(context.table, contextuality(model, texts).table, atol=1e-6, rtol=0)
+    assert cached_corpus_embeddings(tiny_bert_dir, texts, None) is embeddings
+    assert cached_contextuality(tiny_bert_dir, texts, None) is context
+
+
+def test_two_sessions_asking_for_the_two_results_at_once_share_one_pass(tiny_bert_dir):
+    import threading
+    import time
+
+    from ui import cache
+
+    texts = tuple(f"{text} (two sessions)" for text in DOCUMENTS)
+    model = cache.cached_model(tiny_bert_dir)
+    forwards, results = [], {}
+    handle = model.model.register_forward_hook(lambda *_: forwards.append(1))
+    sessions = [
+        threading.Thread(target=lambda wrapper=wrapper: results.setdefault(wrapper.__name__, wrapper(tiny_bert_dir, texts)))
+        for wrapper in (cache.cached_corpus_embeddings, cache.cached_contextuality)
+    ]
+    try:
+        with cache.model_turn():  # both sessions miss their store and queue for the model behind this one
+            for session in sessions:
+                session.start()
+            deadline = time.monotonic() + 30
+            while len(cache._model_runs._queue) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        for session in sessions:
+            session.join(60)
+    finally:
+        handle.remove()
+    assert len(results) == 2 and len(forwards) == 1
+
+
+@pytest.mark.app
+def test_the_first_view_runs_one_pass_over_the_corpus(tiny_bert_dir, monkeypatch):
+    import core.contextuality
+    import core.drift
+    from ui.cache import MAX_CORPUS_EMBEDDING_BYTES, MAX_CORPUS_EMBEDDINGS, bounded_store
+
+    for name in ("corpus-embeddings", "contextuality"):
+        bounded_store(name, MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES).clear()
+    passes = []
+    for module in (core.drift, core.contextuality):
+        original = module.iter_analyses
+        monkeypatch.setattr(module, "iter_analyses", lambda *a, original=original, **k: passes.append(1) or original(*a, **k))
+    at = _drift_page(tiny_bert_dir)
+    assert not at.exception and not at.error
+    assert len(passes) == 1  # embeddings and self-similarity from one pass of the model over the corpus
+
+
 # --- baseline sentences written from the numbers --------------------------------------------
 
 

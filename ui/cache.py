@@ -240,7 +240,7 @@ def cached_corpus_head_stats(model_name: str, texts: tuple[str, ...], max_tokens
     )
 
 
-# Drift page: every pooling of every hidden state of a corpus, from one batched pass.
+# Drift page: every pooling of every hidden state of a corpus and its words' self-similarity, from one batched pass.
 # 500 documents × 13 hidden states × 768 dims × 4 poolings (float32) is about 80 MB.
 MAX_CORPUS_EMBEDDINGS = 8
 MAX_CORPUS_EMBEDDING_BYTES = 400_000_000
@@ -249,15 +249,33 @@ MAX_CORPUS_EMBEDDING_BYTES = 400_000_000
 def cached_corpus_embeddings(model_name: str, texts: tuple[str, ...], max_tokens: int | None = None, progress=None):
     """``core.drift.embed_corpus`` keyed by (model, texts, token limit): changing a plot option never re-runs the model.
 
-    ``progress(done, total)`` is called only when the model runs.
+    Computed with ``cached_contextuality``'s result in one pass (``_corpus_pass``). ``progress(done, total)`` is
+    called only when the model runs.
     """
-    from core.drift import embed_corpus
-
-    model = cached_model(model_name)
     store = bounded_store("corpus-embeddings", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
     return store.get_or_compute(
-        (model_name, tuple(texts), max_tokens), lambda: in_model_turn(embed_corpus, model, texts, max_tokens=max_tokens, progress=progress)
+        (model_name, tuple(texts), max_tokens), lambda: _corpus_pass(model_name, texts, max_tokens, progress)[0]
     )
+
+
+def _corpus_pass(model_name: str, texts: tuple[str, ...], max_tokens: int | None = None, progress=None):
+    """``(CorpusEmbeddings, Contextuality)`` of ``core.contextuality.embed_corpus_and_contextuality``, each put in
+    the store of its wrapper (``cached_corpus_embeddings``, ``cached_contextuality``), so the Drift page's two
+    calls run the model once."""
+    from core.contextuality import embed_corpus_and_contextuality
+
+    key = (model_name, tuple(texts), max_tokens)
+    embeddings_store = bounded_store("corpus-embeddings", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
+    contextuality_store = bounded_store("contextuality", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
+    model = cached_model(model_name)
+    with model_turn():
+        # Another session may have run this pass, for the other wrapper, while this one waited for its turn.
+        embeddings, context = embeddings_store.get(key), contextuality_store.get(key)
+        if embeddings is None or context is None:
+            embeddings, context = embed_corpus_and_contextuality(model, list(texts), max_tokens=max_tokens, progress=progress)
+            embeddings_store.put(key, embeddings)
+            contextuality_store.put(key, context)
+    return embeddings, context
 
 
 # Predictions page: the model with its language-model head, and its top-k predictions per text.
@@ -344,14 +362,12 @@ def cached_figure(model_name: str, key: tuple, build, ablation: tuple | None = N
 
 
 def cached_contextuality(model_name: str, texts: tuple[str, ...], max_tokens: int | None = None, progress=None):
-    """``core.contextuality.contextuality`` keyed by (model, texts, token limit): small tables, one model pass.
-    ``progress(done, total)`` is called only when the model runs."""
-    from core.contextuality import contextuality
-
+    """``core.contextuality.contextuality`` keyed by (model, texts, token limit): small tables. Computed with
+    ``cached_corpus_embeddings``'s result in one pass (``_corpus_pass``). ``progress(done, total)`` is called only
+    when the model runs."""
     store = bounded_store("contextuality", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
     return store.get_or_compute(
-        (model_name, tuple(texts), max_tokens),
-        lambda: contextuality(cached_model(model_name), list(texts), max_tokens=max_tokens, progress=progress),
+        (model_name, tuple(texts), max_tokens), lambda: _corpus_pass(model_name, texts, max_tokens, progress)[1]
     )
 
 
