@@ -28,11 +28,11 @@ run: setup
 # Every tier, on both cores (pytest-xdist; a file's tests stay on one worker, so its fixtures are built once).
 test: setup browser
 	bash scripts/ensure_nginx.sh
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # The inner loop: unit tests on tiny models and pure functions, no bundled model, no app, no browser.
 test-fast: setup
-	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not integration and not app and not browser and not deploy and not slow"
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not integration and not app and not browser and not deploy and not slow"
 
 bench: setup browser
 	$(BIN)/python -m bench

@@ -77,3 +77,28 @@ def bundled_lm() -> LoadedModel:
     once (about 30 s) on a machine that has no cache yet, shared by every test worker and the browser tier's servers
     after that. Tests of the conversion itself use their own temporary cache folders."""
     return load_model("SmolLM2-135M-Instruct")
+
+
+# The files that take longest, longest first (worker-seconds on the 2-core machine, docs/test-suite.md). `make test`
+# hands whole files to its two workers in collection order (``--dist loadfile --no-loadscope-reorder``); starting the
+# longest first and ending with the many short unit files leaves no worker alone with a long file at the end.
+# pytest-xdist's own order (most tests first) had put the one-test, two-minute round trip last.
+LONGEST_FIRST = [
+    "tests/browser/test_slides.py",  # 384 s
+    "tests/browser/test_every_page_roundtrip.py",  # 145 s
+    "tests/test_robustness.py",  # 117 s
+    "tests/browser/test_every_page_on_smollm2.py",  # 116 s
+    "tests/browser/test_degenerate.py",  # 84 s
+]
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest files first, then the rest of the browser tier, then every other file; each file's tests stay
+    together and in their order."""
+    def rank(item) -> tuple[int, int]:
+        path = item.nodeid.split("::")[0]
+        if path in LONGEST_FIRST:
+            return (0, LONGEST_FIRST.index(path))
+        return (1, 0) if path.startswith("tests/browser/") else (2, 0)
+
+    items.sort(key=rank)  # stable: the order within each rank is pytest's
