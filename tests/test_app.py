@@ -14,16 +14,13 @@ APP = str(ROOT / "app.py")
 
 
 def open_app(query: dict[str, str] | None = None, page: str | None = None) -> AppTest:
+    """The app opened as a link opens it: ``page`` (the home page when None) with ``query``, its first run."""
     at = AppTest.from_file(APP, default_timeout=180)
     for key, value in (query or {}).items():
         at.query_params[key] = value
-    at.run()
     if page is not None:
-        # Like following a link to the page: the home page removed the parameters it does not own.
-        for key, value in (query or {}).items():
-            at.query_params[key] = value
         at.switch_page(page)
-        at.run()
+    at.run()
     return at
 
 

@@ -242,7 +242,8 @@ def test_every_page_keeps_its_view_through_the_others_and_a_reload(app_page, tin
     pages = landed_pages()
     expected: dict[str, tuple[dict[str, str], tuple]] = {}
     for file, url_path in pages:
-        navigate(app, url_path)
+        if path(app.page) != url_path:  # the first page is open already (its own entry in the navigation runs nothing)
+            navigate(app, url_path)
         assert query(app.page) == app_params, url_path  # a page not yet changed shows no parameter of its own
         changes = CHANGES.get(url_path)
         if changes is None:

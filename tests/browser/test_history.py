@@ -54,7 +54,7 @@ def test_back_and_forward_move_between_pages_each_as_it_was_left(app_page, tiny_
 
     navigate(app, "attention")
     assert entries(page) == before + 1, "a page switch adds exactly one history entry"
-    choose(app, "Layer (counted from 0)", "1")
+    choose(app, "Layer (counted from 0)", "1", in_fragment=True)  # the attention view's layer reruns its fragment
     attention = {"model": tiny_model_dir, "layer": "1"}
     wait_for_url(page, attention)
     assert entries(page) == before + 1

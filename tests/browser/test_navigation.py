@@ -69,15 +69,20 @@ def main(page):
     return page.locator('[data-testid="stMain"]')
 
 
-def choose(app, label: str, choice: str | re.Pattern) -> None:
-    """Pick ``choice`` (exact text, or a pattern) in the selectbox labelled ``label``."""
+def choose(app, label: str, choice: str | re.Pattern, *, in_fragment: bool = False) -> None:
+    """Pick ``choice`` (exact text, or a pattern) in the selectbox labelled ``label``. ``in_fragment``: the box is in a
+    fragment, whose rerun alone is not a run of the app's script (nothing to watch start; it is waited for as idle)."""
     box = main(app.page).get_by_role("combobox", name=label, exact=True)
     box.click()
     if box.get_attribute("aria-expanded") != "true":  # a click can focus the box without opening its list
         box.press("ArrowDown")
     options = app.page.get_by_role("option")
     target = options.filter(has_text=choice) if isinstance(choice, re.Pattern) else app.page.get_by_role("option", name=choice, exact=True)
-    settle(app, target.first.click)
+    if in_fragment:
+        target.first.click()
+        app.wait_until_idle()
+    else:
+        settle(app, target.first.click)
 
 
 def pick_radio(app, label: str, choice: str) -> None:
