@@ -217,7 +217,7 @@ class AppPage:
         self.wait_until_idle(timeout_ms=timeout_ms)
         return self.page
 
-    def wait_until_idle(self, *, timeout_ms: int | None = None, settle_ms: int = 800, after_run_ms: int = 250,
+    def wait_until_idle(self, *, timeout_ms: int | None = None, settle_ms: int = 800, after_run_ms: int = 150,
                         require_sidebar: bool = True) -> None:
         """Wait until Streamlit has run the script, drawn every element, and stayed so for a while.
 
