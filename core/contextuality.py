@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from core.compare import words
-from core.drift import DEFAULT_BATCH_SIZE, CorpusEmbeddings, CorpusEmbeddingsAccumulator
-from core.inference import Analysis, iter_analyses
+from core.drift import DEFAULT_BATCH_SIZE, CorpusEmbeddings, CorpusEmbeddingsAccumulator, run_over_corpus
+from core.inference import Analysis
 from core.models import LoadedModel
 
 MIN_OCCURRENCES = 5
@@ -186,13 +186,8 @@ def contextuality(
     uses up to ``BASELINE_WORDS_PER_DOCUMENT`` random words of each document (``seed``).
     ``embed_corpus_and_contextuality`` gives this and ``core.drift.embed_corpus`` from one pass.
     """
-    if len(documents) == 0:
-        raise ValueError("the corpus has no documents")
     accumulator = ContextualityAccumulator(model, documents, min_occurrences=min_occurrences, seed=seed)
-    for index, analysis in iter_analyses(
-        model, list(documents), max_tokens=max_tokens, batch_size=batch_size, attentions=False, progress=progress
-    ):
-        accumulator.add(index, analysis)
+    run_over_corpus(model, documents, [accumulator], max_tokens=max_tokens, batch_size=batch_size, progress=progress)
     return accumulator.result()
 
 
@@ -206,15 +201,10 @@ def embed_corpus_and_contextuality(
 ) -> tuple[CorpusEmbeddings, Contextuality]:
     """``core.drift.embed_corpus`` and ``contextuality`` (default options) of ``documents`` from one pass of ``model``
     over them (the Drift page shows both); each equals the function called alone."""
-    if len(documents) == 0:
-        raise ValueError("the corpus has no documents")
     embeddings = CorpusEmbeddingsAccumulator(model, len(documents))
     context = ContextualityAccumulator(model, documents)
-    for index, analysis in iter_analyses(
-        model, list(documents), max_tokens=max_tokens, batch_size=batch_size, attentions=False, progress=progress
-    ):
-        embeddings.add(index, analysis)
-        context.add(index, analysis)
+    run_over_corpus(model, documents, [embeddings, context], max_tokens=max_tokens, batch_size=batch_size,
+                    progress=progress)
     return embeddings.result(), context.result()
 
 

@@ -133,14 +133,30 @@ def embed_corpus(
     Raises ``AnalysisError`` for an empty document. ``core.contextuality.embed_corpus_and_contextuality``
     gives this and ``contextuality`` from one pass.
     """
+    accumulator = CorpusEmbeddingsAccumulator(model, len(documents))
+    run_over_corpus(model, documents, [accumulator], max_tokens=max_tokens, batch_size=batch_size, progress=progress)
+    return accumulator.result()
+
+
+def run_over_corpus(
+    model: LoadedModel,
+    documents: Sequence[str],
+    accumulators: Sequence,
+    *,
+    max_tokens: int | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: Callable[[int, int], None] | None = None,
+) -> None:
+    """One pass of ``model`` over ``documents`` (length-sorted batches, no attention weights), each document's analysis
+    handed to every accumulator's ``add(index, analysis)`` (``CorpusEmbeddingsAccumulator``,
+    ``core.contextuality.ContextualityAccumulator``)."""
     if len(documents) == 0:
         raise ValueError("the corpus has no documents")
-    accumulator = CorpusEmbeddingsAccumulator(model, len(documents))
     for index, analysis in iter_analyses(
         model, list(documents), max_tokens=max_tokens, batch_size=batch_size, attentions=False, progress=progress
     ):
-        accumulator.add(index, analysis)
-    return accumulator.result()
+        for accumulator in accumulators:
+            accumulator.add(index, analysis)
 
 
 def _check(reference: str, pooling: str) -> None:

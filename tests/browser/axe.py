@@ -9,6 +9,8 @@ impact, element and axe's own summary of what is wrong.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -43,15 +45,22 @@ def blocking_violations(page) -> list[str]:
     return [f"{v['rule']} ({v['impact']}) at {v['target']}: {v['summary']}" for v in found if v["impact"] in BLOCKING]
 
 
+@contextmanager
+def dark_theme(page) -> Iterator[None]:
+    """The system switched to a dark colour scheme (Streamlit follows it without a reload), then back to light."""
+    page.emulate_media(color_scheme="dark")
+    try:
+        page.wait_for_function(APP_IS_DARK, timeout=10_000)
+        yield
+    finally:
+        page.emulate_media(color_scheme="light")
+
+
 def violations_in_light_and_dark(page) -> list[str]:
     """``blocking_violations`` in the light system theme, then in the dark one; the page is left light."""
     page.emulate_media(color_scheme="light")
     problems = [f"light: {v}" for v in blocking_violations(page)]
-    page.emulate_media(color_scheme="dark")
-    try:
-        page.wait_for_function(APP_IS_DARK, timeout=10_000)
+    with dark_theme(page):
         page.wait_for_timeout(300)  # the theme's colours reach every element in the next frames
         problems += [f"dark: {v}" for v in blocking_violations(page)]
-    finally:
-        page.emulate_media(color_scheme="light")
     return [f"{len(problems)} serious/critical WCAG 2 A/AA violation(s): {p}" for p in problems]

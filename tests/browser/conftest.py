@@ -195,7 +195,7 @@ class AppPage:
         self._record_if_foreign(request.url)
 
     def _record_if_foreign(self, url: str) -> None:
-        """Chromium's proxy setting has already failed a request to another host (``CHROMIUM_FLAGS``): record it."""
+        """Record a request to another host (Chromium's proxy setting fails it, ``CHROMIUM_FLAGS``)."""
         if not url.startswith(("data:", "blob:", "about:")) and (urlparse(url).hostname or "") not in LOCAL_HOSTS:
             self.blocked.append(url)
 

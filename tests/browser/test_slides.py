@@ -19,7 +19,7 @@ import io
 import pytest
 from PIL import Image
 
-from tests.browser.axe import require_axe, violations_in_light_and_dark
+from tests.browser.axe import dark_theme, require_axe, violations_in_light_and_dark
 from tests.browser.conftest import EVERY_CHART_DRAWN, AppPage
 from tests.browser.slide_checks import (
     NARROW_VIEWPORTS, PAGE_FIGURES, REFITTED_JS, VIEWPORTS, long_text, measure, measure_exported_svg,
@@ -110,17 +110,8 @@ def _restore_full_hd(tab: AppPage) -> None:
 
 def _in_dark_theme(tab: AppPage) -> list[str]:
     """The same measurement after the system switches to a dark colour scheme (Streamlit follows it)."""
-    page = tab.page
-    page.emulate_media(color_scheme="dark")
-    try:
-        page.wait_for_function(
-            """() => { const c = getComputedStyle(document.querySelector('[data-testid="stApp"]')).backgroundColor
-                       .match(/\\d+/g).map(Number); return c[0] + c[1] + c[2] < 200; }""",
-            timeout=10_000,
-        )
-        return [f"dark theme: {p}" for p in measure(page)]
-    finally:
-        page.emulate_media(color_scheme="light")
+    with dark_theme(tab.page):
+        return [f"dark theme: {p}" for p in measure(tab.page)]
 
 
 def _download(tab: AppPage, figure) -> tuple[str, bytes]:
