@@ -21,12 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.errors import AnalysisError
 from core.models import LoadedModel, threads_for_input
 from core.recording import Recorder, fingerprint, is_recordable, remember
-
-
-class AnalysisError(ValueError):
-    """The text cannot be analysed. The message is a sentence meant for the user."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.inference import AnalysisError
+from core.errors import AnalysisError
 
 METHODS = ("umap", "pca", "tsne")
 METHOD_NAMES = {"umap": "UMAP", "pca": "PCA", "tsne": "t-SNE"}

@@ -129,3 +129,24 @@ def test_non_finite_vectors_are_a_sentence():
     rows[2, 1] = np.nan
     with pytest.raises(ProjectionError, match="undefined"):
         project(rows, "pca")
+
+
+def test_the_helper_process_imports_neither_torch_nor_transformers():
+    """The t-SNE helper imports ``core.projection`` afresh for every projection; through ``core.inference`` that
+    pulled in torch and transformers, about 3 s of a 5 s t-SNE on 40 points."""
+    import subprocess
+    import sys
+
+    from tests.pages_registry import ROOT
+
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, core.projection; print(sorted(m for m in ('torch', 'transformers', 'streamlit') if m in sys.modules))"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    assert loaded == "[]", loaded
+
+
+def test_the_error_is_one_class_wherever_it_is_imported_from():
+    from core.errors import AnalysisError as from_errors
+
+    assert from_errors is AnalysisError and issubclass(ProjectionError, AnalysisError)

@@ -20,6 +20,11 @@ AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 BLOCKING = ("serious", "critical")
 APP_IS_DARK = """() => { const c = getComputedStyle(document.querySelector('[data-testid="stApp"]')).backgroundColor
     .match(/\\d+/g).map(Number); return c[0] + c[1] + c[2] < 200; }"""
+# Two animation frames: style changes made before the call have been computed and painted.
+NEXT_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+# No CSS transition is running (a colour read in the middle of one would be neither theme's).
+NO_COLOUR_TRANSITION = """() => document.getAnimations()
+    .every(a => !(a instanceof CSSTransition) || a.playState !== 'running')"""
 RUN_AXE = """async () => {
     const results = await axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa']}});
     return results.violations.flatMap(v => v.nodes.map(n => ({
@@ -61,6 +66,7 @@ def violations_in_light_and_dark(page) -> list[str]:
     page.emulate_media(color_scheme="light")
     problems = [f"light: {v}" for v in blocking_violations(page)]
     with dark_theme(page):
-        page.wait_for_timeout(300)  # the theme's colours reach every element in the next frames
+        page.evaluate(NEXT_FRAMES)  # the new theme's styles have been computed: its colour transitions have begun
+        page.wait_for_function(NO_COLOUR_TRANSITION, polling="raf", timeout=10_000)  # axe reads the colours they end at
         problems += [f"dark: {v}" for v in blocking_violations(page)]
     return [f"{len(problems)} serious/critical WCAG 2 A/AA violation(s): {p}" for p in problems]

@@ -252,7 +252,7 @@ class AppPage:
             }""",
             arg=[settle_ms, after_run_ms, require_sidebar],
             timeout=timeout_ms,
-            polling=100,
+            polling=50,
         )
 
     def wait_until_drawn(self, settle_ms: int = 250) -> None:

@@ -31,13 +31,23 @@ MEASURED_AGAIN_JS = """([before, since, least, patience]) => {
 }"""
 
 
+# The main column's width in CSS pixels, what the probe watches (ui.viewport), after two animation frames: time for
+# the app to lay itself out for a new window size (a phone's window folds the sidebar).
+COLUMN_WIDTH_JS = """() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() =>
+    done(document.querySelector('[data-testid="stMainBlockContainer"]').clientWidth))))"""
+
+
 def resize_and_wait_for_measurement(page, width: int, height: int, least_ms: int = 300, patience_ms: int = 600) -> None:
     """Set the window's size, then wait until the main-column probe has measured the new column (a quarter second
-    after the column stops changing; at least ``least_ms``), or ``patience_ms`` when the column kept its size."""
+    after the column stops changing; at least ``least_ms``; ``patience_ms`` when it does not measure). When the column
+    kept its width (figures and the column are as wide as they get), the probe has nothing to measure: no wait."""
     if page.viewport_size == {"width": width, "height": height}:
         return  # nothing changed
     before, now = page.evaluate("() => [Number(document.documentElement.dataset.mainColumnMeasured || 0), performance.now()]")
+    column = page.evaluate(COLUMN_WIDTH_JS)
     page.set_viewport_size({"width": width, "height": height})
+    if page.evaluate(COLUMN_WIDTH_JS) == column:
+        return
     page.wait_for_function(MEASURED_AGAIN_JS, arg=[before, now, least_ms, patience_ms], polling=50, timeout=60_000)
 
 

@@ -137,7 +137,10 @@ COMPUTED_KEYS = {
 
 
 def wait_for_param(app, param: str) -> None:
-    """A slider's key press can start its rerun after ``settle`` stopped watching: wait for the parameter it writes."""
+    """A slider's key press can start its rerun after ``settle`` stopped watching: wait for the parameter it writes.
+    When the URL holds it already, the rerun that wrote it is the one ``settle`` saw end."""
+    if app.page.evaluate("(p) => new URLSearchParams(location.search).has(p)", param):
+        return
     try:
         app.page.wait_for_function("(p) => new URLSearchParams(location.search).has(p)", arg=param, timeout=30_000)
     except PlaywrightTimeout:

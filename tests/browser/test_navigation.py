@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from tests.browser.conftest import EVERY_CHART_DRAWN
 from tests.model_factory import build_tiny_bert
 from tests.pages_registry import page_titles
 from ui.page_state import URL_TEXT_MAX_BYTES
@@ -138,7 +139,7 @@ def widget_values(page) -> list[str]:
 def view(app) -> tuple[list[str], list[str]]:
     """The page's widget values and its figure titles, once the figures have been drawn."""
     page = app.page
-    page.wait_for_timeout(300)
+    page.wait_for_function(EVERY_CHART_DRAWN)
     titles = page.locator(".js-plotly-plot .gtitle").evaluate_all("els => els.map(e => e.textContent)")
     return widget_values(page), sorted(titles)
 
