@@ -61,11 +61,10 @@ def tiny_gpt2_lm(tmp_path_factory):
     return str(build_tiny_gpt2_lm(tmp_path_factory.mktemp("slides") / "tiny-gpt2-lm"))
 
 
-def _open(tab: AppPage, path: str, query: dict[str, str], *, figures: bool = True, present: bool = True,
-          size: tuple[int, int] = VIEWPORTS[0]):
-    """Open ``path`` (in presentation mode unless ``present`` is False) in a window of ``size`` (full HD); wait until
-    every chart of the page has drawn, fitted to the column the page measured."""
-    tab.page.set_viewport_size(dict(zip(("width", "height"), size)))
+def _open(tab: AppPage, path: str, query: dict[str, str], *, figures: bool = True, present: bool = True):
+    """Open ``path`` (in presentation mode unless ``present`` is False) at full HD; wait until every chart of
+    the page has drawn."""
+    tab.page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS[0])))
     page = tab.open(path, ({"present": "true"} if present else {}) | query, timeout_ms=300_000)
     assert not tab.error_texts(), tab.error_texts()
     page.wait_for_function(EVERY_CHART_DRAWN, timeout=120_000)
@@ -76,9 +75,6 @@ def _open(tab: AppPage, path: str, query: dict[str, str], *, figures: bool = Tru
                        return charts.length > 0 && charts.every(c => c.querySelector('.js-plotly-plot .main-svg')); }""",
             timeout=120_000,
         )
-    if size != VIEWPORTS[0]:  # a column narrower than full HD's: the first run drew for the widest, the probe's reran
-        page.wait_for_function(REFITTED_JS, timeout=120_000)
-        tab.wait_until_idle(require_sidebar=False)
     return page
 
 
@@ -92,8 +88,8 @@ def _resize(tab: AppPage, width: int, height: int) -> None:
     tab.page.wait_for_function(REFITTED_JS, timeout=120_000)  # a narrower column reran the page: figures refitted
     if tab.page.evaluate(MAIN_COLUMN_JS) == column:
         return  # the column kept its width (figures are fitted to at most the widest): the probe asked for no rerun
-    # and any rerun has ended (a phone folds the sidebar); REFITTED_JS has already seen a needed refit drawn, so the
-    # idle state need only hold briefly
+    # Wait until the rerun has ended (a phone folds the sidebar); REFITTED_JS has already seen the refit drawn, so the
+    # idle state need only hold briefly.
     tab.wait_until_idle(settle_ms=150, require_sidebar=False)
 
 
@@ -110,11 +106,12 @@ def _problems_at_every_size(tab: AppPage, viewports=VIEWPORTS) -> list[str]:
     return problems
 
 
-# Outside presentation mode: a phone and a small laptop too, from the phone up, so the page ends in full HD, where each
-# figure is saved as a desktop user saves it (one window size fewer than coming back to it).
-ON_THE_PAGE = sorted(NARROW_VIEWPORTS + VIEWPORTS)
-PHONE = ON_THE_PAGE[0]
-assert ON_THE_PAGE[-1] == VIEWPORTS[0]
+ON_THE_PAGE = VIEWPORTS + NARROW_VIEWPORTS  # outside presentation mode: a phone and a small laptop too
+
+
+def _restore_full_hd(tab: AppPage) -> None:
+    """Back to full HD after the narrow windows, figures refitted, so each figure is saved as a desktop user saves it."""
+    _resize(tab, *VIEWPORTS[0])
 
 
 def _in_dark_theme(tab: AppPage) -> list[str]:
@@ -203,9 +200,10 @@ def test_default_view_fits_every_screen_and_passes_axe_outside_presentation_mode
         page.wait_for_selector(f"text={NOT_AN_LM[path]}")
         problems += violations_in_light_and_dark(page)
     query = {"model": tiny_gpt2_lm} | LM_PROMPTS.get(path, {}) if path in NOT_AN_LM else {}
-    page = _open(tab, path, query | {"img": "SVG"}, present=False, size=PHONE)
+    page = _open(tab, path, query | {"img": "SVG"}, present=False)
     assert page.locator(FIGURES).count() >= 1
-    problems += _problems_at_every_size(tab, ON_THE_PAGE) + violations_in_light_and_dark(page)  # axe in full HD
+    problems += violations_in_light_and_dark(page) + _problems_at_every_size(tab, ON_THE_PAGE)
+    _restore_full_hd(tab)
     problems += _exported_svg_problems(tab)
     assert not problems, "\n".join(problems)
     tab.assert_clean()
@@ -213,9 +211,10 @@ def test_default_view_fits_every_screen_and_passes_axe_outside_presentation_mode
 
 @pytest.mark.parametrize("step", TOUR_STEPS)
 def test_every_tour_step_outside_presentation_mode_fits_every_screen_and_passes_axe(tab, step):
-    page = _open(tab, "tour", {"step": str(step), "img": "SVG"}, present=False, size=PHONE)
+    page = _open(tab, "tour", {"step": str(step), "img": "SVG"}, present=False)
     page.wait_for_selector(f"text=Step {step} of")
-    problems = _problems_at_every_size(tab, ON_THE_PAGE) + violations_in_light_and_dark(page)  # axe in full HD
+    problems = violations_in_light_and_dark(page) + _problems_at_every_size(tab, ON_THE_PAGE)
+    _restore_full_hd(tab)
     problems += _exported_svg_problems(tab)
     assert not problems, "\n".join(problems)
     tab.assert_clean()
