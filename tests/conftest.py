@@ -90,12 +90,12 @@ def bundled_lm() -> LoadedModel:
 # hands whole files to its two workers in collection order (``--dist loadfile --no-loadscope-reorder``); starting the
 # longest first and ending with the many short unit files leaves no worker alone with a long file at the end.
 # pytest-xdist's own order (most tests first) had put the one-test, two-minute round trip last.
-LONGEST_FIRST = [
-    "tests/browser/test_slides.py",  # 384 s
-    "tests/browser/test_every_page_roundtrip.py",  # 145 s
-    "tests/test_robustness.py",  # 117 s
-    "tests/browser/test_every_page_on_smollm2.py",  # 116 s
-    "tests/browser/test_degenerate.py",  # 84 s
+LONGEST_FIRST = [  # seconds on a worker, clean clone of f675b9f (docs/test-suite.md)
+    "tests/browser/test_slides.py",  # 288 s
+    "tests/browser/test_every_page_roundtrip.py",  # 97 s
+    "tests/test_robustness.py",  # 87 s
+    "tests/browser/test_every_page_on_smollm2.py",  # 87 s
+    "tests/browser/test_degenerate.py",  # 60 s
 ]
 
 
