@@ -7,17 +7,11 @@ as users do, and reload.
 
 from __future__ import annotations
 
-import ast
-import re
-
 import pytest
 
 from tests.browser.test_navigation import (  # noqa: F401 - tiny_model_dir is a fixture used by name
-    choose, flip, main, navigate, path, pick_radio, press_segment, query, same_view, settle, slide_left, tiny_model_dir,
-    type_text, view, widget_values,
+    main, navigate, press_segment, query, settle, tiny_model_dir, type_text, widget_values,
 )
-from tests.model_factory import build_tiny_bert_mlm
-from tests.pages_registry import ROOT, landed_pages
 
 pytestmark = pytest.mark.browser
 
