@@ -18,6 +18,7 @@ import numpy as np
 from core.attention import attention_view
 from core.inference import analyze
 from core.models import load_model
+from tests.browser.conftest import NEXT_FRAMES
 from tests.model_factory import build_bert_base_size
 from viz import attention as va
 from viz import bertviz_offline as bv
@@ -26,7 +27,6 @@ LENGTHS = (128, 512)
 PAINT_TIMEOUT_MS = 120_000
 CHROMIUM = "/usr/bin/chromium"
 TEXT = "I will hike along the bank of a river and open a new account at my bank . " * 60
-NEXT_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
 
 
 def _blocked(route) -> None:

@@ -14,14 +14,12 @@ from contextlib import contextmanager
 
 import pytest
 
-from tests.browser.conftest import ROOT
+from tests.browser.conftest import NEXT_FRAMES, ROOT
 
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 BLOCKING = ("serious", "critical")
 APP_IS_DARK = """() => { const c = getComputedStyle(document.querySelector('[data-testid="stApp"]')).backgroundColor
     .match(/\\d+/g).map(Number); return c[0] + c[1] + c[2] < 200; }"""
-# Two animation frames: style changes made before the call have been computed and painted.
-NEXT_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
 # No CSS transition is running (a colour read in the middle of one would be neither theme's).
 NO_COLOUR_TRANSITION = """() => document.getAnimations()
     .every(a => !(a instanceof CSSTransition) || a.playState !== 'running')"""

@@ -137,6 +137,8 @@ def drawn_count(page, text: str) -> int:
     return page.locator(f"text={text}").evaluate_all("els => els.filter(e => !e.closest('.figure-alt')).length")
 
 
+# Resolves after two animation frames: style and layout changes made before the call have been computed and painted.
+NEXT_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
 # Every chart of the page has drawn its SVG.
 EVERY_CHART_DRAWN = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')]
     .every(c => c.querySelector('.js-plotly-plot .main-svg'))"""

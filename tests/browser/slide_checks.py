@@ -6,6 +6,8 @@ numbers are what a projector shows. Shared by ``test_slides.py`` and ``scripts/s
 
 from __future__ import annotations
 
+from tests.browser.conftest import NEXT_FRAMES
+
 # Viewports a workshop meets: full HD, the common laptop, and the usual projector.
 VIEWPORTS = [(1920, 1080), (1366, 768), (1280, 720)]
 # And where people read the page itself (issue 28): a small laptop with the sidebar open, and a phone held upright.
@@ -31,10 +33,17 @@ MEASURED_AGAIN_JS = """([before, since, least, patience]) => {
 }"""
 
 
-# The main column's width in CSS pixels, what the probe watches (ui.viewport), after two animation frames: time for
-# the app to lay itself out for a new window size (a phone's window folds the sidebar).
-COLUMN_WIDTH_JS = """() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() =>
-    done(document.querySelector('[data-testid="stMainBlockContainer"]').clientWidth))))"""
+# The main column's width in CSS pixels as laid out, the element the probe watches (ui.viewport).
+COLUMN_WIDTH_JS = """() => document.querySelector('[data-testid="stMainBlockContainer"]').clientWidth"""
+# The column as the probe last measured it and wrote it on the page ("564", "358 stacked"); figures are fitted to it.
+MEASURED_COLUMN_JS = "() => document.documentElement.dataset.mainColumn"
+
+
+def _laid_out_column_width(page) -> int:
+    """The main column's width after two animation frames: time for the app to lay itself out for a new window size
+    (a phone's window folds the sidebar)."""
+    page.evaluate(NEXT_FRAMES)
+    return page.evaluate(COLUMN_WIDTH_JS)
 
 
 def resize_and_wait_for_measurement(page, width: int, height: int, least_ms: int = 300, patience_ms: int = 600) -> None:
@@ -44,9 +53,9 @@ def resize_and_wait_for_measurement(page, width: int, height: int, least_ms: int
     if page.viewport_size == {"width": width, "height": height}:
         return  # nothing changed
     before, now = page.evaluate("() => [Number(document.documentElement.dataset.mainColumnMeasured || 0), performance.now()]")
-    column = page.evaluate(COLUMN_WIDTH_JS)
+    column = _laid_out_column_width(page)
     page.set_viewport_size({"width": width, "height": height})
-    if page.evaluate(COLUMN_WIDTH_JS) == column:
+    if _laid_out_column_width(page) == column:
         return
     page.wait_for_function(MEASURED_AGAIN_JS, arg=[before, now, least_ms, patience_ms], polling=50, timeout=60_000)
 

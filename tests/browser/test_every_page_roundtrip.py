@@ -135,13 +135,16 @@ COMPUTED_KEYS = {
 }
 
 
+HAS_PARAM_JS = "(p) => new URLSearchParams(location.search).has(p)"
+
+
 def wait_for_param(app, param: str) -> None:
     """A slider's key press can start its rerun after ``settle`` stopped watching: wait for the parameter it writes.
     When the URL holds it already, the rerun that wrote it is the one ``settle`` saw end."""
-    if app.page.evaluate("(p) => new URLSearchParams(location.search).has(p)", param):
+    if app.page.evaluate(HAS_PARAM_JS, param):
         return
     try:
-        app.page.wait_for_function("(p) => new URLSearchParams(location.search).has(p)", arg=param, timeout=30_000)
+        app.page.wait_for_function(HAS_PARAM_JS, arg=param, timeout=30_000)
     except PlaywrightTimeout:
         pass  # the assertion after it names the page and widget
     app.wait_until_idle()
