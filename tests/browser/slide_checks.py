@@ -6,8 +6,6 @@ numbers are what a projector shows. Shared by ``test_slides.py`` and ``scripts/s
 
 from __future__ import annotations
 
-from tests.browser.conftest import NEXT_FRAMES
-
 # Viewports a workshop meets: full HD, the common laptop, and the usual projector.
 VIEWPORTS = [(1920, 1080), (1366, 768), (1280, 720)]
 # And where people read the page itself (issue 28): a small laptop with the sidebar open, and a phone held upright.
@@ -33,30 +31,13 @@ MEASURED_AGAIN_JS = """([before, since, least, patience]) => {
 }"""
 
 
-# The main column's width in CSS pixels as laid out, the element the probe watches (ui.viewport).
-COLUMN_WIDTH_JS = """() => document.querySelector('[data-testid="stMainBlockContainer"]').clientWidth"""
-# The column as the probe last measured it and wrote it on the page ("564", "358 stacked"); figures are fitted to it.
-MEASURED_COLUMN_JS = "() => document.documentElement.dataset.mainColumn"
-
-
-def _laid_out_column_width(page) -> int:
-    """The main column's width after two animation frames: time for the app to lay itself out for a new window size
-    (a phone's window folds the sidebar)."""
-    page.evaluate(NEXT_FRAMES)
-    return page.evaluate(COLUMN_WIDTH_JS)
-
-
 def resize_and_wait_for_measurement(page, width: int, height: int, least_ms: int = 300, patience_ms: int = 600) -> None:
     """Set the window's size, then wait until the main-column probe has measured the new column (a quarter second
-    after the column stops changing; at least ``least_ms``; ``patience_ms`` when it does not measure). When the column
-    kept its width (figures and the column are as wide as they get), the probe has nothing to measure: no wait."""
+    after the column stops changing; at least ``least_ms``), or ``patience_ms`` when the column kept its size."""
     if page.viewport_size == {"width": width, "height": height}:
         return  # nothing changed
     before, now = page.evaluate("() => [Number(document.documentElement.dataset.mainColumnMeasured || 0), performance.now()]")
-    column = _laid_out_column_width(page)
     page.set_viewport_size({"width": width, "height": height})
-    if _laid_out_column_width(page) == column:
-        return
     page.wait_for_function(MEASURED_AGAIN_JS, arg=[before, now, least_ms, patience_ms], polling=50, timeout=60_000)
 
 

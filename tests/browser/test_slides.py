@@ -22,7 +22,7 @@ from PIL import Image
 from tests.browser.axe import dark_theme, require_axe, violations_in_light_and_dark
 from tests.browser.conftest import EVERY_CHART_DRAWN, AppPage
 from tests.browser.slide_checks import (
-    MEASURED_COLUMN_JS, NARROW_VIEWPORTS, PAGE_FIGURES, REFITTED_JS, VIEWPORTS, long_text, measure, measure_exported_svg,
+    NARROW_VIEWPORTS, PAGE_FIGURES, REFITTED_JS, VIEWPORTS, long_text, measure, measure_exported_svg,
     resize_and_wait_for_measurement,
 )
 from tests.model_factory import build_tiny_gpt2_lm
@@ -80,11 +80,8 @@ def _open(tab: AppPage, path: str, query: dict[str, str], *, figures: bool = Tru
 
 def _resize(tab: AppPage, width: int, height: int) -> None:
     """Set the window's size and wait until the page has been drawn for it."""
-    column = tab.page.evaluate(MEASURED_COLUMN_JS)
     resize_and_wait_for_measurement(tab.page, width, height)  # the page measures its column again
     tab.page.wait_for_function(REFITTED_JS, timeout=120_000)  # a narrower column reran the page: figures refitted
-    if tab.page.evaluate(MEASURED_COLUMN_JS) == column:
-        return  # the column kept its width (figures are fitted to at most the widest): the probe asked for no rerun
     # Wait until the rerun has ended (a phone folds the sidebar); REFITTED_JS has already seen the refit drawn, so the
     # idle state need only hold briefly.
     tab.wait_until_idle(settle_ms=150, require_sidebar=False)
