@@ -118,7 +118,8 @@ st.header("1. Knock out heads")
 explain("Remove heads and run the text again. **Zero** ablation sets the head's output to 0 before the attention "
         "output projection (its shared bias stays); **mean** ablation replaces the head's output at every token "
         "by its mean over the text's tokens, so only what differs between tokens is removed.")
-options = [f"L{layer}H{head}" for layer in range(model.num_layers) for head in range(model.num_heads)]
+options = [head_code(layer, head, model.num_layers, model.num_heads)
+           for layer in range(model.num_layers) for head in range(model.num_heads)]
 
 def parse_head(option: str) -> tuple[int, int]:
     layer, head = option[1:].split("H")

@@ -355,7 +355,7 @@ def knockout_sentence(result) -> None:
     if losses is None:
         return
     plain, knocked = losses
-    names = ", ".join(f"L{l}H{h}" for l, h in heads)
+    names = ", ".join(head_code(layer, head, *result.scores.shape) for layer, head in heads)
     change = "rises" if knocked.second > plain.second else "does not rise"
     st.markdown(markdown_safe(
         f"The model's loss is {plain.first:.2f} nats per token on the first copy and {plain.second:.2f} on the second. "

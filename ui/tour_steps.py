@@ -8,7 +8,7 @@ import streamlit as st
 
 from core.drift import drift_table
 from core.heads import UnsupportedArchitecture
-from core.layers import hidden_state_label
+from core.layers import head_code, hidden_state_label
 from core.tour import previous_is_sink
 from ui.cache import cached_corpus_embeddings
 from ui.corpus_state import current_corpus, current_corpus_name
@@ -70,7 +70,7 @@ def step_explain() -> None:
     else:
         said.append(f"1 − cosine is {changes[0]:.2g}; the importance map compares it with every other head.")
     say(" ".join(said))
-    names = [f"L{layer}H{head}" for layer, head in chosen]
+    names = [head_code(layer, head, model.num_layers, model.num_heads) for layer, head in chosen]
     fig = knockout_figure(names, {f"on {sink_names(roles)}": sinks_of, "on the previous token": previous_of}, changes,
                           chance=chance, title=f"{model.name}: switching one head off (zero ablation)")
     figure(fig, "knock-out", pd.DataFrame({"head": names, "attention share on start/end tokens": sinks_of,
