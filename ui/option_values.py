@@ -11,7 +11,8 @@ SELECTIONS = {"selectbox", "radio", "segmented_control", "pills", "select_slider
 BOOLEANS = {"toggle", "checkbox"}
 NUMBERS = {"slider", "number_input"}
 TEXTS = {"text_area", "text_input"}
-# The arguments that set a widget's starting value; ``option`` sets the value through session state instead.
+# The arguments that set a widget's starting value; ``option`` replaces them with the value it keeps
+# (``starting_value_argument``) and sets that value through session state as well.
 DEFAULT_ARGUMENTS = ("index", "value", "default")
 
 MISSING = object()
@@ -52,6 +53,21 @@ def option_spec(name: str, arguments: dict) -> OptionSpec:
     if name in TEXTS:
         return OptionSpec("text", arguments.get("value") or "", max_chars=arguments.get("max_chars"))
     raise TypeError(f"option() does not know how to keep the state of st.{name}")
+
+
+def starting_value_argument(name: str, spec: OptionSpec, value: Any) -> dict[str, Any]:
+    """The argument that makes ``value`` the widget ``st.<name>``'s default: {} when it cannot (an entry typed into
+    a selectbox that accepts new options, which no ``index`` names).
+
+    The browser falls back to a widget's default when it draws the widget without the value session state sent: when
+    a rerun started before the widget's code had loaded in a new tab, its value came only with the run before.
+    """
+    if spec.kind == "choice" and name in ("selectbox", "radio"):
+        index = next((i for i, option in enumerate(spec.options) if option == value), None)
+        return {} if index is None else {"index": index}
+    if name in ("segmented_control", "pills"):
+        return {"default": value}
+    return {"value": value}
 
 
 def valid_value(spec: OptionSpec, value: Any) -> Any:

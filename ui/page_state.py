@@ -34,6 +34,9 @@ The rules, for every page (and the sidebar's app-wide options, declared with ``a
   percent-encoded (about 2,000 ASCII or 220 CJK characters); a longer one is kept on the server in a
   bounded process-wide store under a short content id (``?text_id=3f9c…``). Such a link works while
   this server runs; the page says so.
+- **What the browser falls back to is the value.** Each widget is drawn with the option's value as its default
+  too (``starting_value_argument``): a tab that draws a widget after the run that set its value has passed (a
+  slow first load, with a second run already under way) shows the value, not the page's default.
 - An invalid value (a layer past a smaller model, an option that no longer exists, a garbled link) is
   clamped when it is a number in range form and otherwise falls back to the default.
 
@@ -60,7 +63,8 @@ from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, Stop
 
 from ui.bounded_cache import BoundedCache
 from ui.option_values import (
-    DEFAULT_ARGUMENTS, MISSING, OptionSpec, option_spec, valid_value, value_from_url, value_to_url,
+    DEFAULT_ARGUMENTS, MISSING, OptionSpec, option_spec, starting_value_argument, valid_value, value_from_url,
+    value_to_url,
 )
 from ui.view_url import VIEW_URL_KEY, write_view_url
 
@@ -318,7 +322,7 @@ def option(widget: Callable, *args, key: str, app: bool = False, **kwargs) -> An
     value = valid_value(spec, value)
     if live is MISSING or live != value:
         st.session_state[widget_key] = value
-    result = widget(**arguments, key=widget_key)
+    result = widget(**arguments, **starting_value_argument(name, spec, value), key=widget_key)
     state.values[full] = result
     _write(spec, key, result, app=app, container=getattr(widget, "__self__", None))
     return result

@@ -7,7 +7,7 @@ workshop participants do. See ``ui/page_state.py`` for the rules being tested.
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, urlencode, urlparse
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -70,15 +70,33 @@ def main(page):
     return page.locator('[data-testid="stMain"]')
 
 
+def open_list(app, box, target, attempts: int = 4) -> None:
+    """Open the selectbox ``box`` until its option ``target`` shows.
+
+    A rerun that redraws the box (a page's second run, a page switch replacing the last page's box of the same label)
+    can close a list opened a moment before it, or take the click: then the list is closed and opened again.
+    """
+    for attempt in range(attempts):
+        box.click()
+        if box.get_attribute("aria-expanded") != "true":  # a click can focus the box without opening its list
+            box.press("ArrowDown")
+        try:
+            target.first.wait_for(state="visible", timeout=10_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+            app.page.keyboard.press("Escape")
+            app.wait_until_idle()
+
+
 def choose(app, label: str, choice: str | re.Pattern, *, in_fragment: bool = False) -> None:
     """Pick ``choice`` (exact text, or a pattern) in the selectbox labelled ``label``. ``in_fragment``: the box is in a
     fragment, whose rerun alone is not a run of the app's script (nothing to watch start; it is waited for as idle)."""
     box = main(app.page).get_by_role("combobox", name=label, exact=True)
-    box.click()
-    if box.get_attribute("aria-expanded") != "true":  # a click can focus the box without opening its list
-        box.press("ArrowDown")
     options = app.page.get_by_role("option")
     target = options.filter(has_text=choice) if isinstance(choice, re.Pattern) else app.page.get_by_role("option", name=choice, exact=True)
+    open_list(app, box, target)
     if in_fragment:
         target.first.click()
         app.wait_until_idle()
@@ -277,4 +295,40 @@ def test_query_token_follows_a_new_text(app_page, tiny_model_dir):
     type_text(app, sidebar_text(app.page), "A cat.")  # fewer tokens: the index is clamped to the last one
     assert main(app.page).get_by_role("combobox", name="Query token").input_value() == "4: [SEP]"
     assert query(app.page)["query"] == "4"
+    app.assert_clean()
+
+
+# --- a link whose widgets are drawn late ------------------------------------------------------------------------
+
+# (url path, link parameters, the widget's code file in Streamlit's static/js, what widget_values shows for the link)
+LATE_WIDGETS = [
+    ("tour", {"step": "6"}, "Slider", "slider Step=6"),
+    ("attention", {"layer": "1"}, "Selectbox", "select Layer (counted from 0)=1"),
+    ("stats", {"over": "examples"}, "ButtonGroup", "segment example sentences=true"),
+]
+
+
+@pytest.mark.parametrize("url_path, params, code, shown", LATE_WIDGETS, ids=[c for _, _, c, _ in LATE_WIDGETS])
+def test_a_link_keeps_its_option_when_the_widget_is_drawn_after_the_second_run(app_page, tiny_model_dir, url_path,
+                                                                                params, code, shown):
+    """A new tab loads each widget type's code on first use. On a phone that code can arrive after the page's second
+    run (the column probe's, ui.viewport, within a second of the first) has started: the widget is then drawn from
+    the second run, which does not send the link's value again (the session already has it). Holding the widget's
+    code until the second run has ended makes that order certain; the widget must show the link's value, and keep it.
+    (Before ui.option_values.starting_value_argument it showed its default and wrote that back: a link to the tour's
+    step 6 opened in a 390-pixel window came up at step 1 in 2 of 4 fresh tabs, the widget's code not held.)"""
+    app = app_page
+    app.page.set_viewport_size({"width": 390, "height": 844})  # narrow: the probe reruns the page
+    held = []
+    app.context.route(f"**/static/js/{code}.*.js", lambda route: held.append(route))
+    query_string = urlencode({"model": tiny_model_dir} | params)
+    app.page.goto(f"{app.base_url}/{url_path}?{query_string}", wait_until="domcontentloaded")
+    app.page.wait_for_function("() => window.__runs && window.__runs.finished >= 2", timeout=120_000)
+    assert held, f"the page drew no {code} before its second run ended: nothing was held back"
+    for route in held:
+        route.continue_()
+    app.context.unroute(f"**/static/js/{code}.*.js")
+    app.wait_until_idle()
+    assert shown in widget_values(app.page), widget_values(app.page)
+    assert query(app.page) == {"model": tiny_model_dir} | params  # the sidebar's model picker (a Selectbox) kept its too
     app.assert_clean()
