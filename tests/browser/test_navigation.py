@@ -330,5 +330,5 @@ def test_a_link_keeps_its_option_when_the_widget_is_drawn_after_the_second_run(a
     app.context.unroute(f"**/static/js/{code}.*.js")
     app.wait_until_idle()
     assert shown in widget_values(app.page), widget_values(app.page)
-    assert query(app.page) == {"model": tiny_model_dir} | params  # the sidebar's model picker (a Selectbox) kept its too
+    assert query(app.page) == {"model": tiny_model_dir} | params  # the sidebar's model picker (a Selectbox) kept its value too
     app.assert_clean()
