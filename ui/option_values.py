@@ -62,7 +62,7 @@ def starting_value_argument(name: str, spec: OptionSpec, value: Any) -> dict[str
     The browser falls back to a widget's default when it draws the widget without the value session state sent: when
     a rerun started before the widget's code had loaded in a new tab, its value came only with the run before.
     """
-    if spec.kind == "choice" and name in ("selectbox", "radio"):
+    if name in ("selectbox", "radio"):
         index = next((i for i, option in enumerate(spec.options) if option == value), None)
         return {} if index is None else {"index": index}
     if name in ("segmented_control", "pills"):

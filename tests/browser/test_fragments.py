@@ -5,20 +5,13 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.fragments import Recorder
-from tests.browser.test_navigation import open_list
+from tests.browser.test_navigation import choose
 
 pytestmark = pytest.mark.browser
 
 TEXT = "The cat sat on the mat near the river bank."
 FIGURE_SHOWN = """(title) => [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot .gtitle')]
     .some(t => t.textContent.includes(title))"""
-
-
-def _select(app_page, label: str, option: str) -> None:
-    box = app_page.page.locator('[data-testid="stMain"]').get_by_role("combobox", name=label, exact=True)
-    target = app_page.page.get_by_role("option", name=option, exact=True)
-    open_list(app_page, box, target)
-    target.first.click()
 
 
 def _open(app_page, path: str, query: dict[str, str]) -> Recorder:
@@ -34,7 +27,7 @@ def test_attention_head_and_layer_rerun_only_the_head_figure(app_page):
     for click, (label, option, title) in enumerate((("Head (counted from 0)", "3", "layer 0, head 3"),
                                                      ("Layer (counted from 0)", "2", "layer 2, head 3"))):
         recorder.start()
-        _select(app_page, label, option)
+        choose(app_page, label, option, in_fragment=True)
         page.wait_for_function(FIGURE_SHOWN, arg=title, timeout=60_000)
         app_page.wait_until_idle()
         reply = recorder.reply()
@@ -53,7 +46,7 @@ def test_attention_page_option_still_redraws_the_overview(app_page):
     """The control: an option above the overview is a full run that sends the overview again."""
     recorder = _open(app_page, "attention", {"text": TEXT})
     recorder.start()
-    _select(app_page, "Palette", "viridis")
+    choose(app_page, "Palette", "viridis")
     app_page.wait_until_idle()
     reply = recorder.reply()
     assert reply.full_run and not reply.fragment_run, reply
@@ -81,7 +74,7 @@ def test_a_click_fetches_no_favicon_and_the_csv_is_the_head_on_screen(app_page):
     page.on("request", lambda r: requests.append(r.url))
     for label, option, title in (("Head (counted from 0)", "3", "layer 0, head 3"), ("Layer (counted from 0)", "2", "layer 2, head 3")):
         recorder.start()
-        _select(app_page, label, option)
+        choose(app_page, label, option, in_fragment=True)
         page.wait_for_function(FIGURE_SHOWN, arg=title, timeout=60_000)
         app_page.wait_until_idle()
         reply = recorder.reply()
