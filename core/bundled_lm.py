@@ -22,6 +22,8 @@ import time
 import uuid
 from pathlib import Path
 
+from core.errors import UserFacingError
+
 LM_NAME = "SmolLM2-135M-Instruct"
 # Names that all mean the bundled copy of HuggingFaceTB/SmolLM2-135M-Instruct.
 LM_ALIASES = frozenset({LM_NAME, "HuggingFaceTB/SmolLM2-135M-Instruct"})
@@ -33,10 +35,10 @@ FORMAT = 1  # bump when the conversion changes: every older cache is then rebuil
 VERSIONED = ("transformers", "gguf", "torch", "safetensors", "tokenizers")
 STALE_TEMP_S = 3600  # a temporary folder this old belongs to a conversion that died
 
-log = logging.getLogger("explorer")
+log = logging.getLogger(__name__)
 
 
-class BundledLMError(Exception):
+class BundledLMError(UserFacingError):
     """The bundled language model cannot be provided. The message is a sentence meant for the user."""
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from core.errors import UserFacingError
 from core.models import first_line
 
 SAMPLE_CORPUS_PATH = Path(__file__).parent / "data" / "sample_corpus.csv"
@@ -29,7 +30,7 @@ _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 _LETTER = re.compile(r"[^\W\d_]")
 
 
-class CorpusError(ValueError):
+class CorpusError(UserFacingError, ValueError):
     """An uploaded or pasted corpus cannot be used. The message is a sentence meant for the user."""
 
 

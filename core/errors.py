@@ -1,11 +1,15 @@
-"""The error every computation raises for input it cannot analyse; its message is a sentence for the user.
+"""The one base of every error ``core`` raises on purpose: its message is a sentence for the user.
 
 Its own module, with no heavy import, so that a helper process (``core.projection.run_isolated``) can raise and
-catch it without importing torch.
+catch these without importing torch. ``ui.errors`` shows any ``UserFacingError`` as its message and logs the rest.
 """
 
 from __future__ import annotations
 
 
-class AnalysisError(ValueError):
-    """The text cannot be analysed. The message is a sentence meant for the user."""
+class UserFacingError(Exception):
+    """An input or a model the app cannot handle. The message is a sentence meant for the user."""
+
+
+class AnalysisError(UserFacingError, ValueError):
+    """The text cannot be analysed (a ``ValueError`` too: it is a bad input)."""

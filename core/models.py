@@ -24,6 +24,7 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
 
+from core.errors import UserFacingError
 from core.recording import implementation_for
 
 from core.bundled_lm import LM_NAME, BundledLMError, cached_folder, is_bundled_lm
@@ -66,7 +67,7 @@ def threads_for_input(tokens: int):
         torch.set_num_threads(before)
 
 
-class ModelLoadError(Exception):
+class ModelLoadError(UserFacingError):
     """A model could not be loaded. The message is a sentence meant for the user."""
 
 

@@ -17,6 +17,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from core.errors import UserFacingError
 from core.lm_parts import Parts, encode, first_tensor, hooked, parts_of, replace_first, single_token
 from core.predictions import LanguageModel
 
@@ -24,7 +25,7 @@ Kind = Literal["residual", "heads", "mlp"]
 MAX_BATCH_TOKENS = 2048  # patched copies per forward pass = this // prompt length (memory bound, not speed)
 
 
-class UnequalLengths(ValueError):
+class UnequalLengths(UserFacingError, ValueError):
     """Clean and corrupted prompts tokenise to different lengths; the message shows both tokenisations."""
 
     def __init__(self, clean: list[str], corrupted: list[str]):

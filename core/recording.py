@@ -43,8 +43,9 @@ import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
 
+from core.errors import UserFacingError
 
-class UnsupportedArchitecture(ValueError):
+class UnsupportedArchitecture(UserFacingError, ValueError):
     """The model's attention is laid out in a way the app does not know. Message meant for the user."""
 
 

@@ -18,12 +18,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from core.errors import UserFacingError
 from core.models import BUNDLED_MODELS, bundled_name
 
 ANY_MODEL = "*"
 
 
-class SettingsError(ValueError):
+class SettingsError(UserFacingError, ValueError):
     """A setting has a value the app cannot use. The message names the setting."""
 
 

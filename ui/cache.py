@@ -23,7 +23,7 @@ from core.inference import Analysis, analyze
 from core.models import LoadedModel, load_model
 from ui.bounded_cache import BoundedCache
 
-log = logging.getLogger("explorer")
+log = logging.getLogger(__name__)
 
 MAX_MODELS = 3
 MAX_ANALYSES = 64

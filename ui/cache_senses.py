@@ -13,7 +13,7 @@ import streamlit as st
 
 from ui.cache import bounded_store, cached_model, freeze_long_lived, in_model_turn, read_only
 
-log = logging.getLogger("explorer")
+log = logging.getLogger(__name__)
 
 
 # Senses page: every occurrence of a word at every layer (one pass), then 2-D projections per layer.

@@ -9,23 +9,17 @@ from contextlib import contextmanager
 
 import streamlit as st
 
-from core.corpus import CorpusError
-from core.heads import UnsupportedArchitecture
-from core.inference import AnalysisError
-from core.models import ModelLoadError
-from core.settings import SettingsError
+from core.errors import UserFacingError
 from ui.idle import page_running
 from ui.page_state import fragment_run
 
-log = logging.getLogger("transformer_lens_app")
+log = logging.getLogger(__name__)
 
-# Errors whose message is already written for the user.
-USER_FACING = (ModelLoadError, AnalysisError, CorpusError, UnsupportedArchitecture, SettingsError)
 
 
 def user_message(err: Exception) -> str:
     """The sentence shown for ``err``."""
-    if isinstance(err, USER_FACING):
+    if isinstance(err, UserFacingError):
         return str(err)
     if isinstance(err, MemoryError):
         return "The computation needed more memory than this machine has. Try a shorter text or a smaller corpus."
@@ -44,7 +38,7 @@ def friendly_errors(what: str = "") -> Iterator[None]:
     try:
         yield
     except Exception as err:  # noqa: BLE001 - the point is to catch everything a page can raise
-        if not isinstance(err, USER_FACING):
+        if not isinstance(err, UserFacingError):
             log.exception("unexpected error%s", f" while {what}" if what else "")
         st.error(user_message(err), icon=":material/error:")
 

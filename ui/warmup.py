@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 
-log = logging.getLogger("explorer")
+log = logging.getLogger(__name__)
 
 _started = threading.Event()
 _lock = threading.Lock()
