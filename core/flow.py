@@ -1,0 +1,235 @@
+"""Information flow routes (Ferrando & Voita, 2024): which attention edges and MLPs carried what the model wrote.
+
+Each sub-block of a pre-norm block adds an update to the residual stream, and the update of attention is a sum of
+one term per (head, key position): ``residual_mid[i] = residual_pre[i] + Σ_h Σ_j t[i, j, h] (+ the output bias)``,
+``t[i, j, h] = A_h[i, j] · v_{kv(h)}[j] · W_Oʰ`` (times the frozen scale of a norm on the attention output, as in
+Gemma 2/3). The *contribution* of one part ``z`` of a sum ``y`` is its proximity ``max(0, ‖y‖₁ − ‖y − z‖₁)``,
+normalised over the parts so that each node's incoming contributions are ≥ 0 and add up to 1 (the measure of the
+paper and of Meta's LLM Transparency Tool). The output projection's bias is not a part (as there).
+
+Shapes (``L`` layers, ``T`` tokens, ``H`` query heads)::
+
+    Contributions.attention            [L, T (query), T (key), H]   into the residual after attention
+    Contributions.attention_residual   [L, T]                       the residual's own share there
+    Contributions.mlp                  [L, T]                       the MLP's share of the residual after the MLP
+    Contributions.mlp_residual         [L, T]                       the residual's share there
+
+For every layer and query ``i``: ``attention[l, i].sum() + attention_residual[l, i] == 1`` and
+``mlp[l, i] + mlp_residual[l, i] == 1``.
+
+The graph (``route_graph``) has a node per representation: ``("embedding", -1, p)`` the input token ``p``,
+``("attention", l, p)`` the residual after block ``l``'s attention, ``("mlp", l, p)`` block ``l``'s MLP, and
+``("block", l, p)`` the residual after block ``l``; it keeps the edges above the threshold that lead to the chosen
+token's last representation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from core.models import LoadedModel
+from core.recorded_pass import RecordedPass, record_pass
+from core.recording import UnsupportedArchitecture
+
+DEFAULT_THRESHOLD = 0.04  # an edge is drawn when it carries at least this share of its node's inputs
+QUERY_CHUNK_CELLS = 8_000_000  # floats of head terms held at once (queries × keys × heads × hidden)
+
+Node = tuple[str, int, int]  # (kind, layer, position); kind in embedding, attention, mlp, block
+
+
+@dataclass(frozen=True, eq=False)
+class Contributions:
+    """Each node's incoming contributions (see the module docstring for shapes)."""
+
+    attention: np.ndarray
+    attention_residual: np.ndarray
+    mlp: np.ndarray
+    mlp_residual: np.ndarray
+    tokens: list[str]
+
+    @property
+    def num_layers(self) -> int:
+        return self.attention.shape[0]
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One edge of the route graph: ``weight`` is the share of ``target``'s inputs that came from ``source``.
+
+    ``kind``: "attention" (through heads; ``heads`` [H] each head's share, summing to ``weight``), "residual" (the
+    stream passed on unchanged) or "mlp" (into and out of an MLP node)."""
+
+    source: Node
+    target: Node
+    weight: float
+    kind: str
+    heads: tuple[float, ...] = ()
+
+    @property
+    def top_head(self) -> int | None:
+        return int(np.argmax(self.heads)) if self.heads else None
+
+
+@dataclass(frozen=True)
+class RouteGraph:
+    """The edges above ``threshold`` reachable backwards from ``("block", L - 1, position)``, and their nodes."""
+
+    position: int
+    threshold: float
+    edges: tuple[Edge, ...]
+
+    @property
+    def nodes(self) -> list[Node]:
+        seen = dict.fromkeys(n for e in self.edges for n in (e.source, e.target))
+        return list(seen) or [("block", -1, self.position)]
+
+
+def proximity_shares(parts: torch.Tensor, whole: torch.Tensor) -> torch.Tensor:
+    """``parts`` ``[..., P, D]`` of ``whole`` ``[..., D]`` → shares ``[..., P]``: max(0, ‖y‖₁ − ‖y − z‖₁), normalised
+    to sum to 1 (all to the last part, the residual, in the degenerate case where every proximity is 0)."""
+    near = (whole.abs().sum(-1, keepdim=True) - (whole.unsqueeze(-2) - parts).abs().sum(-1)).clamp(min=0)
+    total = near.sum(-1, keepdim=True)
+    fallback = torch.zeros_like(near)
+    fallback[..., -1] = 1.0
+    return torch.where(total > 0, near / total.clamp(min=torch.finfo(near.dtype).tiny), fallback)
+
+
+def output_map(recorded: RecordedPass, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(W [Hq·d, D], b [D])`` of block ``layer``'s attention output projection, read off the module that turns the
+    heads' outputs into the recorded attention output (whatever it is called; ``nn.Linear`` or GPT-2's ``Conv1D``):
+    the affine map's value at 0 is ``b`` and at each unit vector ``b`` plus a row of ``W``."""
+    record = recorded.records[layer]
+    heads, d = record.queries.shape[1], record.queries.shape[3]
+    concat = recorded.head_outputs(layer).transpose(0, 1).reshape(recorded.num_tokens, heads * d)
+    target = recorded.attention_output[layer]
+    with torch.inference_mode():
+        for module in record.module.children():
+            weight = getattr(module, "weight", None)
+            if not isinstance(weight, torch.Tensor) or weight.ndim != 2 or heads * d not in weight.shape:
+                continue
+            try:
+                mapped = module(concat.to(weight.dtype)).float()
+            except RuntimeError:  # a map of another width (q_proj of a model whose hidden size differs)
+                continue
+            if mapped.shape == target.shape and torch.allclose(mapped, target, rtol=1e-3, atol=1e-4):
+                zero = module(torch.zeros(1, heads * d, dtype=weight.dtype)).float()[0]
+                if isinstance(module, torch.nn.Linear):  # y = x Wᵀ + b: no need to map the unit vectors
+                    return weight.detach().float().T, zero
+                return module(torch.eye(heads * d, dtype=weight.dtype)).float() - zero, zero
+    raise UnsupportedArchitecture(f"{type(record.module).__name__} has no output projection the app can find.")
+
+
+def head_terms(recorded: RecordedPass, layer: int, rows: slice | None = None, *,
+               projection: torch.Tensor | None = None, through_norm: bool = True) -> torch.Tensor:
+    """``[q, T (key), H, D]``: what each head wrote into each query's residual stream from each key position,
+    ``t[i, j, h]``, for the queries ``rows`` (all when None). Σ over keys and heads is the attention update less the
+    output bias (through the frozen scale of a norm on the attention output, where the block has one).
+    ``projection``: ``output_map(recorded, layer)[0]`` when the caller has it already; ``through_norm=False``: the
+    terms of the attention output itself, before such a norm."""
+    record = recorded.records[layer]
+    rows = slice(None) if rows is None else rows
+    heads, d = record.queries.shape[1], record.queries.shape[3]
+    w = output_map(recorded, layer)[0] if projection is None else projection
+    values = record.values[0].float()[[h // record.kv_groups for h in range(heads)]]  # [H, T, d]
+    with torch.inference_mode():
+        written = torch.einsum("hjd,hdD->hjD", values, w.reshape(heads, d, -1))  # [H, T, D]: what key j's value writes
+        weights = torch.from_numpy(recorded.attention(layer))[:, rows]  # [H, q, T]
+        terms = torch.einsum("hij,hjD->ijhD", weights, written)
+        if through_norm and recorded.attention_is_normed(layer):
+            # a norm on the attention output, its scale frozen at this pass: update = output ⊙ factor, per position
+            output = recorded.attention_output[layer, rows]
+            update = (recorded.residual_mid[layer] - recorded.residual_pre[layer])[rows]
+            safe = torch.where(output != 0, output, torch.ones_like(output))
+            terms = terms * torch.where(output != 0, update / safe, 0.0)[:, None, None, :]
+    return terms
+
+
+def _attention_layer(recorded: RecordedPass, layer: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(attention [T, T, H], residual [T])`` shares of block ``layer``'s residual after attention."""
+    t, heads = recorded.num_tokens, recorded.records[layer].queries.shape[1]
+    before, whole = recorded.residual_pre[layer], recorded.residual_mid[layer]
+    attention, residual = np.zeros((t, t, heads), np.float32), np.zeros(t, np.float32)
+    projection = output_map(recorded, layer)[0]
+    chunk = max(1, QUERY_CHUNK_CELLS // max(1, t * heads * whole.shape[1]))
+    with torch.inference_mode():
+        for start in range(0, t, chunk):
+            rows = slice(start, min(t, start + chunk))
+            terms = head_terms(recorded, layer, rows, projection=projection)
+            q = terms.shape[0]
+            parts = torch.cat([terms.reshape(q, t * heads, -1), before[rows].unsqueeze(1)], dim=1)
+            shares = proximity_shares(parts, whole[rows])
+            attention[rows] = shares[:, :-1].reshape(q, t, heads).numpy()
+            residual[rows] = shares[:, -1].numpy()
+    return attention, residual
+
+
+def contributions_of(recorded: RecordedPass, tokens: list[str],
+                     progress: Callable[[int, int], None] | None = None) -> Contributions:
+    """``Contributions`` from one recorded pass; ``progress(done, total)`` after each layer."""
+    layers, t = recorded.num_layers, recorded.num_tokens
+    attention = np.zeros((layers, t, t, recorded.records[0].queries.shape[1]), np.float32)
+    attention_residual, mlp, mlp_residual = (np.zeros((layers, t), np.float32) for _ in range(3))
+    for layer in range(layers):
+        attention[layer], attention_residual[layer] = _attention_layer(recorded, layer)
+        parts = torch.stack([recorded.mlp_update[layer], recorded.residual_mid[layer]], dim=1)  # [T, 2, D]
+        shares = proximity_shares(parts, recorded.residual_post[layer]).numpy()
+        mlp[layer], mlp_residual[layer] = shares[:, 0], shares[:, 1]
+        if progress is not None:
+            progress(layer + 1, layers)
+    return Contributions(attention, attention_residual, mlp, mlp_residual, list(tokens))
+
+
+def contributions(model: LoadedModel, text: str, *, max_tokens: int | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> Contributions:
+    """Record one pass of ``model`` over ``text`` and return every node's incoming contributions."""
+    from core.inference import analyze  # noqa: PLC0415 - core.inference imports the recording modules this one uses
+
+    analysis = analyze(model, text, max_tokens=max_tokens)
+    return contributions_of(record_pass(model, analysis.input_ids), analysis.tokens, progress)
+
+
+def route_graph(contributions: Contributions, position: int, threshold: float = DEFAULT_THRESHOLD) -> RouteGraph:
+    """The route to ``position``'s last representation: every edge whose weight is above ``threshold`` and from
+    whose target the chosen node can be reached along such edges (searched from the top down)."""
+    layers, t = contributions.num_layers, contributions.attention.shape[1]
+    if not 0 <= position < t:
+        raise ValueError(f"position {position} is outside the text's {t} tokens")
+
+    def below(layer: int, p: int) -> Node:
+        return ("block", layer - 1, p) if layer > 0 else ("embedding", -1, p)
+
+    def incoming(node: Node) -> list[Edge]:
+        kind, layer, p = node
+        if kind == "block":
+            into = ("attention", layer, p)
+            return [Edge(("mlp", layer, p), node, float(contributions.mlp[layer, p]), "mlp"),
+                    Edge(into, node, float(contributions.mlp_residual[layer, p]), "residual")]
+        if kind == "mlp":
+            return [Edge(("attention", layer, p), node, float(contributions.mlp[layer, p]), "mlp")]
+        if kind == "attention":
+            shares = contributions.attention[layer, p]  # [T, H]
+            edges = [Edge(below(layer, p), node, float(contributions.attention_residual[layer, p]), "residual")]
+            for key in np.flatnonzero(shares.sum(axis=1) > threshold):
+                edges.append(Edge(below(layer, int(key)), node, float(shares[key].sum()), "attention",
+                                  tuple(float(s) for s in shares[key])))
+            return edges
+        return []
+
+    kept: dict[tuple[Node, Node, str], Edge] = {}
+    stack, visited = [("block", layers - 1, position)], set()
+    while stack:
+        node = stack.pop()
+        if node in visited:
+            continue
+        visited.add(node)
+        for edge in incoming(node):
+            if edge.weight > threshold:
+                kept[(edge.source, edge.target, edge.kind)] = edge
+                stack.append(edge.source)
+    order = {"embedding": 0, "attention": 1, "mlp": 2, "block": 3}
+    edges = sorted(kept.values(), key=lambda e: (e.target[1], order[e.target[0]], e.target[2], e.source[2], e.kind))
+    return RouteGraph(position, float(threshold), tuple(edges))

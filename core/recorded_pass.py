@@ -1,0 +1,259 @@
+"""One recorded forward pass over one text: every quantity a view needs, under documented names.
+
+The idea of TransformerLens' ``ActivationCache``, on the model transformers loaded: the attention layers are recorded
+through the registered attention function (``core.recording``), and the residual stream around each block's two
+sub-blocks through forward hooks on the block and its norms (public API), found without a list of families:
+
+- a *block* is the element of the model's layer list (a ``ModuleList``) that holds an attention module;
+- the residual stream *between* attention and MLP is the input of the first norm the block calls after its
+  attention whose input is not the attention's own output (Llama's ``post_attention_layernorm``, GPT-2's ``ln_2``,
+  Gemma's ``pre_feedforward_layernorm``; Gemma's ``post_attention_layernorm`` normalises the attention output
+  itself and is skipped). A block with no such norm (GPT-J's parallel attention and MLP) has no point between the
+  two, and ``record_pass`` says so.
+
+Shapes (``L`` layers, ``T`` tokens, ``D`` hidden size, ``Hq`` query heads, ``Hkv`` key/value heads, ``d`` head size,
+``F`` the MLP's inner width), all float32 tensors on the CPU::
+
+    residual_pre        [L, T, D]   the block's input: the residual stream before layer l
+    residual_mid        [L, T, D]   after the attention sub-block has added its update
+    residual_post       [L, T, D]   the block's output: after the MLP sub-block (= residual_pre[l + 1])
+    attention_output    [L, T, D]   what the attention module returned (its output projection's result, bias included)
+    attention_update    [L, T, D]   residual_mid - residual_pre (attention_output, or its norm where the block has one)
+    mlp_update          [L, T, D]   residual_post - residual_mid
+    records[l]          LayerRecord  queries [1, Hq, T, d] after rotary and q/k-norm, keys/values [1, Hkv, T, d], mask …
+    mlp_activations     [L, T, F]   the input of each MLP's last linear map (its neurons), when asked for
+
+Attention weights are not stored: ``attention(layer, heads)`` computes them from the recorded queries and keys when a
+view needs them, exactly as the family's eager attention does (scaling, soft-cap, mask and sliding window included).
+
+Example::
+
+    recorded = record_pass(loaded_model, input_ids)           # input_ids: list[int]
+    recorded.attention(3, [5]).shape                           # (1, T, T): layer 3, head 5
+    recorded.residual_mid[3] - recorded.residual_pre[3]        # the attention update of layer 3
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from core.models import LoadedModel, threads_for_input
+from core.recording import LayerRecord, Recorder, UnsupportedArchitecture, attention_modules
+
+
+@dataclass(frozen=True, eq=False)
+class RecordedPass:
+    """One forward pass's recorded quantities (see the module docstring for names and shapes)."""
+
+    input_ids: tuple[int, ...]
+    records: dict[int, LayerRecord]
+    residual_pre: torch.Tensor
+    residual_mid: torch.Tensor
+    residual_post: torch.Tensor
+    attention_output: torch.Tensor
+    mlp_activations: torch.Tensor | None = None
+    _attention_norms: tuple[bool, ...] = field(default=())
+    _last_layer: tuple[int, np.ndarray] | None = field(default=None, repr=False)
+
+    @property
+    def num_layers(self) -> int:
+        return self.residual_pre.shape[0]
+
+    @property
+    def num_tokens(self) -> int:
+        return self.residual_pre.shape[1]
+
+    @property
+    def attention_update(self) -> torch.Tensor:
+        return self.residual_mid - self.residual_pre
+
+    @property
+    def mlp_update(self) -> torch.Tensor:
+        return self.residual_post - self.residual_mid
+
+    def attention_is_normed(self, layer: int) -> bool:
+        """True when block ``layer`` normalises its attention output before adding it (Gemma 2/3)."""
+        return bool(self._attention_norms and self._attention_norms[layer])
+
+    def attention(self, layer: int, heads: list[int] | None = None) -> np.ndarray:
+        """float32 ``[len(heads), T, T]`` (all heads when None): softmax(q·k × scaling, soft-capped, + mask).
+        The last layer asked for is kept, so views that read one layer several times compute it once."""
+        if self._last_layer is not None and self._last_layer[0] == layer:
+            weights = self._last_layer[1]
+        else:
+            weights = attention_weights(self.records[layer])
+            object.__setattr__(self, "_last_layer", (layer, weights))
+        return weights if heads is None else weights[list(heads)]
+
+    def head_outputs(self, layer: int, heads: list[int] | None = None) -> torch.Tensor:
+        """``[len(heads), T, d]``: each head's output before the output projection, Σ_j weight_ij · value_j."""
+        record = self.records[layer]
+        heads = list(range(record.queries.shape[1])) if heads is None else list(heads)
+        weights = torch.from_numpy(self.attention(layer, heads))
+        values = record.values[0, [h // record.kv_groups for h in heads]].float()
+        return weights @ values
+
+
+def attention_weights(record: LayerRecord, heads: list[int] | None = None) -> np.ndarray:
+    """float32 ``[len(heads), T, T]`` recomputed from ``record`` in the order of operations of transformers' eager
+    attention: q·kᵀ × scaling, then soft-cap (cap·tanh(x / cap)), then the additive mask, then a float32 softmax."""
+    queries = record.queries[0].float()
+    heads = list(range(queries.shape[0])) if heads is None else list(heads)
+    q = queries[heads]
+    k = record.keys[0].float()[[h // record.kv_groups for h in heads]]
+    with torch.inference_mode():
+        scores = torch.matmul(q, k.transpose(-1, -2)) * record.scaling
+        if record.softcap:
+            scores = torch.tanh(scores / record.softcap) * record.softcap
+        if record.mask is not None:
+            mask = record.mask[0, 0, : q.shape[1], : k.shape[1]]
+            if mask.dtype == torch.bool:
+                scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+            else:
+                scores = scores + mask.to(scores.dtype)
+        return torch.softmax(scores, dim=-1, dtype=torch.float32).numpy()
+
+
+def blocks_of(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's blocks in layer order: for each attention module (``core.recording.attention_modules``), its
+    nearest ancestor that is an element of a ``ModuleList``."""
+    parents: dict[int, tuple[torch.nn.Module, str]] = {}
+    for name, module in model.named_modules():
+        for child_name, child in module.named_children():
+            parents[id(child)] = (module, child_name)
+    blocks = []
+    for attention in sorted(attention_modules(model), key=lambda m: m.layer_idx):
+        node = attention
+        while id(node) in parents:
+            parent, _ = parents[id(node)]
+            if isinstance(parent, torch.nn.ModuleList):
+                break
+            node = parent
+        else:
+            raise UnsupportedArchitecture(f"{type(attention).__name__} is not inside a list of blocks the app can find.")
+        blocks.append(node)
+    return blocks
+
+
+def _is_norm(module: torch.nn.Module) -> bool:
+    return isinstance(module, torch.nn.LayerNorm) or type(module).__name__.endswith(("Norm", "RMSNorm", "LayerNorm"))
+
+
+def _first_tensor(value):
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (tuple, list)) and value and isinstance(value[0], torch.Tensor):
+        return value[0]
+    return None
+
+
+@dataclass
+class _BlockCalls:
+    """What one block's hooks saw in one pass, in call order."""
+
+    pre: torch.Tensor | None = None
+    post: torch.Tensor | None = None
+    attention_output: torch.Tensor | None = None
+    norm_inputs: list[torch.Tensor] = field(default_factory=list)  # norms called after the attention, in order
+    mlp_activations: torch.Tensor | None = None
+
+
+def record_pass(model: LoadedModel, input_ids: list[int], *, neurons: bool = False) -> RecordedPass:
+    """Run ``model`` once over ``input_ids`` and record it (see the module docstring). ``neurons`` also keeps each
+    MLP's inner activations ``[L, T, F]`` (the input of its last linear map whose output has the hidden size).
+    Raises ``UnsupportedArchitecture`` for a model that is not recorded or whose blocks have no point between
+    attention and MLP."""
+    base = model.model
+    blocks = blocks_of(base)
+    if not blocks:
+        raise UnsupportedArchitecture(f"{model.name} has no attention layers the app can record.")
+    attentions = sorted(attention_modules(base), key=lambda m: m.layer_idx)
+    calls = [_BlockCalls() for _ in blocks]
+    handles = []
+
+    def watch(layer: int, block: torch.nn.Module, attention: torch.nn.Module) -> None:
+        seen = calls[layer]
+
+        def block_pre(_module, args, kwargs):
+            seen.pre = _first_tensor(kwargs.get("hidden_states", args[0] if args else None)).detach()[0]
+
+        def block_post(_module, _args, output):
+            seen.post = _first_tensor(output).detach()[0]
+
+        def attention_post(_module, _args, output):
+            seen.attention_output = _first_tensor(output).detach()[0]
+
+        def norm_pre(_module, args, kwargs):
+            if seen.attention_output is not None:
+                seen.norm_inputs.append(_first_tensor(kwargs.get("hidden_states", args[0] if args else None)).detach()[0])
+
+        handles.append(block.register_forward_pre_hook(block_pre, with_kwargs=True))
+        handles.append(block.register_forward_hook(block_post))
+        handles.append(attention.register_forward_hook(attention_post))
+        for child in block.children():
+            if _is_norm(child):
+                handles.append(child.register_forward_pre_hook(norm_pre, with_kwargs=True))
+        if neurons:
+            last = _last_linear_to_hidden(block, attention, base.config.hidden_size)
+            if last is not None:
+                def neuron_pre(_module, args):
+                    seen.mlp_activations = args[0].detach()[0]
+
+                handles.append(last.register_forward_pre_hook(neuron_pre))
+
+    for layer, (block, attention) in enumerate(zip(blocks, attentions, strict=True)):
+        watch(layer, block, attention)
+    ids = torch.tensor([list(input_ids)], device=model.device)
+    try:
+        with torch.inference_mode(), threads_for_input(ids.numel()), Recorder(base, keep_weights=False) as rec:
+            base(input_ids=ids, attention_mask=torch.ones_like(ids))
+    finally:
+        for handle in handles:
+            handle.remove()
+    if len(rec.records) != len(blocks):
+        raise UnsupportedArchitecture(f"{model.name}'s attention is not recorded by the app (it was loaded without it).")
+    mids, normed = [], []
+    for layer, seen in enumerate(calls):
+        if seen.pre is None or seen.post is None or seen.attention_output is None:
+            raise UnsupportedArchitecture(f"Block {layer} of {model.name} did not run as the app expects.")
+        output = seen.attention_output
+        after = [x for x in seen.norm_inputs if not (x.shape == output.shape and torch.equal(x, output))]
+        if not after:
+            raise UnsupportedArchitecture(
+                f"{model.name}'s blocks run attention and MLP side by side, so there is no residual stream between them."
+            )
+        mids.append(after[0])
+        normed.append(len(after) < len(seen.norm_inputs))
+    activations = None
+    if neurons and all(seen.mlp_activations is not None for seen in calls):
+        activations = torch.stack([seen.mlp_activations.float() for seen in calls])
+    return RecordedPass(
+        input_ids=tuple(input_ids),
+        records=rec.records,
+        residual_pre=torch.stack([seen.pre.float() for seen in calls]),
+        residual_mid=torch.stack([m.float() for m in mids]),
+        residual_post=torch.stack([seen.post.float() for seen in calls]),
+        attention_output=torch.stack([seen.attention_output.float() for seen in calls]),
+        mlp_activations=activations,
+        _attention_norms=tuple(normed),
+    )
+
+
+def _last_linear_to_hidden(block: torch.nn.Module, attention: torch.nn.Module, hidden: int) -> torch.nn.Module | None:
+    """The MLP's output map: the last linear map (``nn.Linear`` or GPT-2's ``Conv1D``) registered in ``block`` outside
+    its attention whose output has the hidden size (``down_proj``, ``c_proj``, ``fc2``, ``dense_4h_to_h`` …)."""
+    inside_attention = {id(m) for m in attention.modules()}
+    found = None
+    for module in block.modules():
+        if id(module) in inside_attention:
+            continue
+        weight = getattr(module, "weight", None)
+        if not isinstance(weight, torch.Tensor) or weight.ndim != 2 or _is_norm(module):
+            continue
+        out_features = getattr(module, "out_features", None) or getattr(module, "nf", None)
+        if out_features == hidden:
+            found = module
+    return found
