@@ -97,19 +97,21 @@ class RecordedPass:
         return weights @ values
 
 
-def attention_weights(record: LayerRecord, heads: list[int] | None = None) -> np.ndarray:
-    """float32 ``[len(heads), T, T]`` recomputed from ``record`` in the order of operations of transformers' eager
-    attention: q·kᵀ × scaling, then soft-cap (cap·tanh(x / cap)), then the additive mask, then a float32 softmax."""
+def attention_weights(record: LayerRecord, heads: list[int] | None = None, rows=None) -> np.ndarray:
+    """float32 ``[len(heads), Q, T]`` recomputed from ``record`` in the order of operations of transformers' eager
+    attention: q·kᵀ × scaling, then soft-cap (cap·tanh(x / cap)), then the additive mask, then a float32 softmax.
+    ``rows``: the query positions to compute (a slice or a list; all ``T`` when None)."""
     queries = record.queries[0].float()
     heads = list(range(queries.shape[0])) if heads is None else list(heads)
-    q = queries[heads]
+    rows = slice(None) if rows is None else rows
+    q = queries[heads][:, rows]
     k = record.keys[0].float()[[h // record.kv_groups for h in heads]]
     with torch.inference_mode():
         scores = torch.matmul(q, k.transpose(-1, -2)) * record.scaling
         if record.softcap:
             scores = torch.tanh(scores / record.softcap) * record.softcap
         if record.mask is not None:
-            mask = record.mask[0, 0, : q.shape[1], : k.shape[1]]
+            mask = record.mask[0, 0][rows, : k.shape[1]]
             if mask.dtype == torch.bool:
                 scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
             else:
