@@ -118,3 +118,19 @@ def test_bad_links_and_controls():
     from core.generation import shape_distribution
     with pytest.raises(ValueError, match="temperature"):
         shape_distribution(torch.zeros(3), temperature=0)
+
+
+def test_the_sentence_says_when_nothing_is_cut_and_writes_no_negative_zero():
+    """Issue 40, item 8: "49,152 of 49,152 tokens can be drawn; the rest are cut." and "-0.00 after"."""
+    from core.generation import shape_distribution
+    from viz.generation import distribution_sentence
+
+    logits = torch.tensor([3.0, 1.0, 0.5, 0.0])
+    said = distribution_sentence(shape_distribution(logits), ["x", "y", "z", "w"])
+    assert said.startswith("All 4 tokens can be drawn; nothing is cut.") and "the rest are cut" not in said
+    cut = distribution_sentence(shape_distribution(logits, top_k=2), ["x", "y", "z", "w"])
+    assert cut.startswith("2 of 4 tokens can be drawn; the rest are cut.")
+    sharp = shape_distribution(torch.tensor([10.0, 0.0, 0.0]), temperature=0.05, top_k=1)
+    assert sharp.entropy_after == 0 and sharp.entropy_before < 5e-3  # -(1 · log 1) is -0.0
+    said = distribution_sentence(sharp, ["x", "y", "z"])
+    assert "Entropy 0.00 nats before the cuts, 0.00 after (one token left" in said and "-0.00" not in said, said

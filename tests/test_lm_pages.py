@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from tests.lm_factory import build_tiny_llama_lm
 from tests.model_factory import build_tiny_gpt2_lm
 from tests.test_app import open_app, page_errors
+from tests.test_tour_lm import _rank_one_colour, _shade
 from ui.page_state import view_query
 
 pytestmark = pytest.mark.app
@@ -37,6 +39,12 @@ def test_predictions_page_shapes_the_distribution_and_generates(lm_dirs, which):
     assert "4 tokens written (greedy)" in text
     if which == "gpt2":  # the lens of Llama-like models is issue 26's (core/lens.py)
         assert "the final prediction stays on top from hidden state" in text
+        # issue 40, items 5 and 10: a read-out, not where the answer is decided; rank 1 is the scale's light end
+        assert "When the prediction becomes readable: the logit lens" in [h.value for h in at.header]
+        assert "not where it is decided" in text and "dark = already on top" not in text
+        lens = next(json.loads(c.proto.spec)["data"][0] for c in at.get("plotly_chart")
+                    if "Logit lens" in json.loads(c.proto.spec)["layout"]["title"]["text"])
+        assert f"A {_shade(_rank_one_colour(lens))} " in text and "cell means rank 1" in text
     alternative = next(b for b in at.button if "alt-1-" in (b.key or ""))
     alternative.click().run()
     assert not page_errors(at)

@@ -5,6 +5,7 @@ reproduces the step, and the encoder tour is unchanged."""
 from __future__ import annotations
 
 import json
+import math
 from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
@@ -112,7 +113,8 @@ def test_the_sample_step_writes_what_generate_writes_and_its_link_reproduces_it(
     written = lambda g: "".join(s.text for s in g.steps)  # noqa: E731
     assert f"it writes “{written(greedy)}”" in said and f"and writes “{written(sampled)}”" in said
     low = min(s.probability for s in sampled.steps)
-    assert f"at **{low:.1%}**" in said
+    digits = 1 if low >= 0.001 else 1 - math.floor(math.log10(low * 100))  # two significant digits below 0.1 %
+    assert f"at **{low * 100:.{digits}f}%**" in said
     bars = _figure(at)["data"][0]
     assert np.allclose(_array(bars["y"]), [s.probability for s in sampled.steps])
     page, query = _link(at)
@@ -135,6 +137,29 @@ def test_the_lens_step_says_when_the_final_prediction_settles(lm_dir, lm):
     assert f"stays on top from hidden state {np.mean(summary.settled):.1f} on average" in said, said
     grid = _figure(at)["data"][0]
     assert np.allclose(_array(grid["z"]), np.log10(lens.final_ranks + 1))
+    assert at.header[0].value == "3 · When the answer becomes readable: the logit lens"
+    # issue 40, item 5: a read-out, not a locus; patching is where a detail is located
+    assert "not where it is decided" in said and "patching (step 5) measures where" in said
+    assert "Where in the network is the next token decided?" not in said
+    # issue 40, item 10: the words for rank 1's colour follow the figure's own scale
+    assert "dark cells already rank the final prediction first" not in said
+    assert f"A {_shade(_rank_one_colour(grid))} " in said and "cell means rank 1, the final prediction already on top" in said
+
+
+def _rank_one_colour(trace: dict) -> str:
+    """The colour the lens grid gives rank 1 (z = log10(1) = 0, the scale's low end unless it is reversed)."""
+    assert trace["zmin"] == 0
+    scale = trace["colorscale"]
+    return scale[-1][1] if trace.get("reversescale") else scale[0][1]
+
+
+def _shade(colour: str) -> str:
+    """'light' or 'dark' by WCAG relative luminance, worked by hand from the hex colour."""
+    channels = [int(colour.lstrip("#")[i:i + 2], 16) / 255 for i in (0, 2, 4)]
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    luminance = 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    assert not 0.1 <= luminance <= 0.4, colour  # an end of the scale is clearly light or dark
+    return "light" if luminance > 0.4 else "dark"
 
 
 def load_model_of(folder: str):
@@ -164,8 +189,13 @@ def test_the_patching_step_patches_the_residual_stream_of_its_prompts(lm_dir, lm
     assert f"is {result.clean_diff:.2f} on the clean prompt and {result.corrupted_diff:.2f} on the corrupted" in said
     p, last = result.tokens.index(" hike"), len(result.tokens) - 1
     assert f"differ at position {p} ('{result.tokens[p]}' against '{result.corrupted_tokens[p]}')" in said, said
-    assert f"layer 0 restores {result.grid[0, p]:.0%}" in said
-    assert f"At the last position ('{result.tokens[last]}') layer 0 restores {result.grid[0, last]:.0%}" in said
+    grid = result.grid  # the first layer from which the last position leads by 5 points at every layer after it
+    moved = next((l for l in range(len(grid)) if all(grid[k, last] > grid[k, p] + 0.05 for k in range(l, len(grid)))),
+                 None)
+    if moved is None:
+        assert "does not restore more than every changed position by more than 5 points" in said, said
+    else:
+        assert f"From layer {moved} on, the last position ('{result.tokens[last]}') restores more" in said, said
     assert np.allclose(_array(_figure(at)["data"][0]["z"]), result.grid)
     page, query = _link(at)
     assert page == "patching" and query["clean"] == CLEAN and query["answer"] == " river"

@@ -22,6 +22,7 @@ from ui.session import current_model_name
 from viz.common import file_stem, markdown_safe
 from viz.generation import distribution_bars, distribution_sentence, distribution_table, steps_figure
 from viz.patching import dla_heatmap, dla_sentence, dla_table, patching_heatmap, patching_sentence, patching_table
+from viz.wording import percent, probability, rank_colour_key
 
 MAX_STEPS = 40
 
@@ -125,8 +126,8 @@ def generation_view(text: str, controls: dict) -> None:
     st.markdown(markdown_safe(
         f"{len(g.steps)} tokens written ({'sampled with seed ' + str(seed) if sample else 'greedy'}"
         f"{', the first ' + str(len(branch)) + ' chosen by hand' if branch else ''}). The least certain step is "
-        f"{low + 1}, {g.steps[low].text!r} at {probs[low]:.1%}" + (" ; the model then wrote its end-of-text token."
-                                                                   if g.ended else ".")))
+        f"{low + 1}, {g.steps[low].text!r} at {probability(probs[low])}"
+        + (" ; the model then wrote its end-of-text token." if g.ended else ".")))
     show_figure(steps_figure([s.text for s in g.steps], probs, [s.chosen for s in g.steps]),
                 name=file_stem(current_model_name(), "generation"), key="generation-steps",
                 data=lambda: pd.DataFrame([{"step": i + 1, "token_id": s.token_id, "token": s.text,
@@ -135,10 +136,10 @@ def generation_view(text: str, controls: dict) -> None:
                                            for i, s in enumerate(g.steps)]))
     for i, step in enumerate(g.steps[:MAX_STEPS]):
         cols = st.columns([2] + [1] * len(step.alternatives))
-        cols[0].markdown(f"**{i + 1}.** `{markdown_safe(repr(step.text))}` {step.probability:.1%}")
+        cols[0].markdown(f"**{i + 1}.** `{markdown_safe(repr(step.text))}` {probability(step.probability)}")
         for col, (token, label, p) in zip(cols[1:], step.alternatives):
             new = branch_to_param(list(g.token_ids[:i]) + [token])
-            col.button(f"{label!r} {p:.0%}", key=f"alt-{i}-{token}", on_click=set_option, args=("branch", new),
+            col.button(f"{label!r} {percent(p, 0)}", key=f"alt-{i}-{token}", on_click=set_option, args=("branch", new),
                        help="Continue the text from this token instead")
     if branch:
         st.button("Back to the model's own choices", on_click=set_option, args=("branch", ""), key="branch-clear")
@@ -261,8 +262,9 @@ def induction_table(result) -> pd.DataFrame:
 
 
 def lens_parts(text: str):
-    """``(sentence, figure, table)`` of the logit lens at every position of ``text``: a plain-text sentence, and the
-    table as a function (built for the CSV only). Raises ``UnsupportedArchitecture`` where the lens does not apply."""
+    """``(sentence, figure, table)`` of the logit lens at every position of ``text``: a plain-text sentence (the
+    colours' key, then when the final predictions settle), and the table as a function (built for the CSV only).
+    Raises ``UnsupportedArchitecture`` where the lens does not apply."""
     from core.lens_grid import lens_summary
     from ui.cache_effects import cached_lens
     from ui.session import current_token_limit
@@ -278,16 +280,20 @@ def lens_parts(text: str):
                               "final_prediction": final[t], "rank_of_final": int(lens.final_ranks[l, t]) + 1,
                               "stays_top_from": int(summary.settled[t])}
                              for l in range(len(top)) for t in range(len(final))])
-    return (lens_sentence(lens.tokens, final, summary, lens.final_ranks.shape[0] - 1),
-            final_rank_grid(lens.tokens, top, lens.final_ranks, summary, final), table)
+    fig = final_rank_grid(lens.tokens, top, lens.final_ranks, summary, final)
+    return (f"{rank_colour_key(fig.data[0])}. " + lens_sentence(lens.tokens, final, summary,
+                                                                lens.final_ranks.shape[0] - 1), fig, table)
 
 
 def lens_view(text: str) -> None:
     """The logit lens at every position: each layer's top token, coloured by the final prediction's rank."""
-    st.header("Where the prediction is decided: the logit lens")
-    explain("The model's own head applied to the hidden state after every layer shows what it would predict if it "
-            "stopped there. Each cell is that layer's top token; its colour is the rank there of the token the "
-            "model finally predicts (dark = already on top). A ring marks the layer from which it stays on top.")
+    st.header("When the prediction becomes readable: the logit lens")
+    explain("The model's own final norm and head applied to the hidden state after every layer show what it would "
+            "predict if it stopped there. Each cell is that layer's top token; its colour is the rank there of the "
+            "token the model finally predicts (the sentence below gives the key). A ring marks the layer from which it "
+            "stays on top. The lens shows when the answer becomes readable through the final norm and head, not "
+            "where it is decided: a hidden state can carry the answer before the head can read it. Patching (the "
+            "Patching page) measures where a detail is carried.")
     try:
         sentence, fig, table = lens_parts(text)
     except UnsupportedArchitecture as err:

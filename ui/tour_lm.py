@@ -19,6 +19,7 @@ from core.examples import PATCHING_PRESETS
 from core.generation import shape_distribution
 from core.heads import UnsupportedArchitecture
 from core.lm_parts import encode
+from core.margins import leads_from
 from core.patching import UnequalLengths, patch_residual
 from ui.cache import cached_language_model
 from ui.lm_views import (
@@ -30,17 +31,18 @@ from ui.session import current_model, current_model_name, current_text
 from ui.tour_kit import figure, full_page, not_here, say, try_this
 from viz.common import OKABE_ITO, markdown_safe
 from viz.generation import distribution_bars, distribution_table, steps_figure
-from viz.patching import patching_heatmap, patching_sentence, patching_table
+from viz.patching import MARGIN, patching_heatmap, patching_sentence, patching_table
 from viz.predictions import visible_spaces
+from viz.wording import fixed, percent, percent_span, probability
 
 LM, ATTENTION = "lm", "attention"
 TRACKS = {ATTENTION: "From tokens to a corpus", LM: "How a language model predicts"}
 INTROS = {
     ATTENTION: "Ten steps from tokens to a whole corpus. Every number is computed now, for the model and text in the "
                "sidebar. Use the buttons or the ← → keys.",
-    LM: "Five steps through how a language model writes: what it predicts, how a sampler draws, where in the layers "
-        "the answer is decided, which heads copy, and which activations carry a detail. Every number is computed "
-        "now, for the model and text in the sidebar. Use the buttons or the ← → keys.",
+    LM: "Five steps through how a language model writes: what it predicts, how a sampler draws, when the answer "
+        "becomes readable in the layers, which heads copy, and which activations carry a detail. Every number is "
+        "computed now, for the model and text in the sidebar. Use the buttons or the ← → keys.",
 }
 SAMPLED = 12  # tokens the sampling step writes, greedy and sampled
 INDUCTION_LENGTH, INDUCTION_SEED = 40, 0  # the Head statistics page's defaults: its link shows the same scores
@@ -91,13 +93,14 @@ def step_predict() -> None:
     d = shape_distribution(cached_lm_result("next-logits", current_model_name(), next_logits, text))
     labels = token_texts(lm.tokenizer, d.order[:50])
     last = token_texts(lm.tokenizer, ids[-1:])[0]
-    best = ", then " + " and ".join(f"{_q(labels[i])} ({d.raw[i]:.1%})" for i in (1, 2) if i < len(labels))
+    best = ", then " + " and ".join(f"{_q(labels[i])} ({probability(d.raw[i])})" for i in (1, 2)
+                                    if i < len(labels))
     say(
         f"A language model does one thing: after reading a text it gives every entry of its vocabulary "
         f"({len(d.order):,} tokens for {markdown_safe(name)}) a probability of coming next. After the {len(ids)} "
-        f"tokens of your text, the last one {_q(last)}, its top guess is **{_q(labels[0])} at {d.raw[0]:.1%}**"
-        f"{best}; the ten best together hold {d.raw[:10].sum():.0%}. The entropy is {d.entropy_before:.2f} nats: as "
-        f"uncertain as a fair choice among {math.exp(d.entropy_before):,.1f} tokens."
+        f"tokens of your text, the last one {_q(last)}, its top guess is **{_q(labels[0])} at "
+        f"{probability(d.raw[0])}**{best}; the ten best together hold {percent(d.raw[:10].sum(), 0)}. The entropy is "
+        f"{fixed(d.entropy_before)} nats: as uncertain as a fair choice among {math.exp(d.entropy_before):,.1f} tokens."
     )
     figure(distribution_bars(d, labels), "next-token", pd.DataFrame(distribution_table(d, labels)))
     try_this("add a word to the end of the sidebar's text, or cut one, and watch the top guess change.")
@@ -133,11 +136,13 @@ def step_sample() -> None:
         f"**sampler** draws each token at random from the distribution, here divided by a temperature of "
         f"{temperature:g} (below 1 sharpens it, above 1 flattens it) with seed {seed}, and writes “{written(sampled)}”. "
         + (f"The two part at token {part + 1}, where the sampler drew {_q(sampled[part].text)} (the model gives it "
-           f"{sampled[part].probability:.1%}) instead of {_q(greedy[part].text)} ({greedy[part].probability:.1%}). "
-           if part is not None else f"Here both write the same {len(sampled)} tokens. ")
-        + f"The least likely token the sampler drew is {_q(sampled[low].text)} at **{sampled[low].probability:.1%}**; "
-        f"the mean probability of its tokens is {np.mean([s.probability for s in sampled]):.1%}, against "
-        f"{np.mean([s.probability for s in greedy]):.1%} for greedy's."
+           f"{probability(sampled[part].probability)}) instead of {_q(greedy[part].text)} "
+           f"({probability(greedy[part].probability)}). " if part is not None else
+           f"Here both write the same {len(sampled)} tokens. ")
+        + f"The least likely token the sampler drew is {_q(sampled[low].text)} at "
+        f"**{probability(sampled[low].probability)}**; the mean probability of its tokens is "
+        f"{probability(np.mean([s.probability for s in sampled]))}, against "
+        f"{probability(np.mean([s.probability for s in greedy]))} for greedy's."
     )
     fig = steps_figure([s.text for s in sampled], [s.probability for s in sampled], [False] * len(sampled))
     fig.data[0].name = "sampled token"
@@ -170,13 +175,15 @@ def step_lens() -> None:
         not_here(markdown_safe(str(err)))
         return
     say(
-        "Where in the network is the next token decided? The **logit lens** applies the model's own final norm and "
-        "head to the hidden state after every layer, as if the model stopped there. Each cell is that layer's top "
-        "guess at one position of your text; dark cells already rank the final prediction first. "
-        + markdown_safe(sentence)
+        "When can the next token be read from the layers? The **logit lens** applies the model's own final norm and "
+        "head to the hidden state after every layer, as if the model stopped there. It shows when the answer becomes "
+        "readable that way, not where it is decided: a hidden state can carry the answer before the head can read "
+        "it, and patching (step 5) measures where a detail is carried. Each cell is that layer's top guess at one "
+        "position of your text. " + markdown_safe(sentence)
     )
     figure(fig, "logit-lens", table)
-    try_this("find a position whose final guess settles only in the last layers: that is where the late layers matter.")
+    try_this("find a position whose final guess becomes readable only in the last layers, then patch a prompt that "
+             "changes it (step 5): the layers that carry the detail can come before the lens reads it.")
     full_page("predictions", "Open the lens on the Predictions page")
 
 
@@ -225,23 +232,15 @@ def step_patching() -> None:
     bar.empty()
     grid, tokens = result.grid, result.tokens
     changed = [t for t, (a, b) in enumerate(zip(tokens, result.corrupted_tokens)) if a != b]
-    last, layers = len(tokens) - 1, grid.shape[0]
+    last = len(tokens) - 1
     said = [f"Two prompts of {len(tokens)} tokens differ in {len(changed)} token{'s' if len(changed) != 1 else ''}, "
             "and the model's preference between the answer and the wrong token changes with them. "
             "**Activation patching** runs the corrupted prompt but copies one hidden state (a layer's input at one "
             "position) from the clean run, and measures how much of the clean answer comes back. "
             + markdown_safe(patching_sentence(result, answer, wrong))]
-    if changed and changed[0] != last:
-        p = changed[0]
-        moved = next((l for l in range(layers) if grid[l, last] > grid[l, p]), None)
-        said.append(
-            f"The prompts differ at position {p} ({_q(tokens[p])} against {_q(result.corrupted_tokens[p])}): patched "
-            f"there, layer 0 restores {grid[0, p]:.0%} and layer {layers - 1} {grid[-1, p]:.0%}. At the last position "
-            f"({_q(tokens[last])}) layer 0 restores {grid[0, last]:.0%} and layer {layers - 1} {grid[-1, last]:.0%}. "
-            + (f"From layer {moved} on the last position restores more than the changed one: by then the detail has "
-               "been moved to where the answer is written." if moved is not None else
-               "The changed position restores more at every layer here.")
-        )
+    before = [t for t in changed if t != last]  # a detail written at the last position has nowhere to move
+    if before:
+        said.append(moved_sentence(grid, tokens, result.corrupted_tokens, before))
     say(" ".join(said))
     figure(patching_heatmap(result), "patching-residual", pd.DataFrame(patching_table(result)))
     try_this("swap the names in the clean prompt and watch the bright cells follow the changed name.")
@@ -249,10 +248,41 @@ def step_patching() -> None:
               {"clean": clean, "corrupted": corrupted, "answer": answer, "wrong": wrong})
 
 
+def moved_sentence(grid: np.ndarray, tokens: list[str], corrupted: list[str], changed: list[int]) -> str:
+    """Where the detail is carried, from a residual patching ``grid`` ``[layers, T]`` and the ``changed`` positions
+    (none of them the last): the first layer from which the last position restores more than every changed position
+    by more than ``MARGIN`` at every later layer, and before it the changed position that restores most (markdown)."""
+    last, layers = grid.shape[1] - 1, grid.shape[0]
+    moved = leads_from(grid[:, last], grid[:, changed].T, MARGIN)
+    end = layers if moved is None else moved
+    carrier = max(changed, key=lambda t: float(np.mean(grid[:end, t])) if end else 0.0)
+    margin = f"by more than {MARGIN * 100:g} points of the way"
+    said = (f"The prompts differ at position{'s' if len(changed) > 1 else ''} {_positions(changed)} "
+            f"({', '.join(_q(tokens[t]) for t in changed)} against {', '.join(_q(corrupted[t]) for t in changed)}). ")
+    if end:
+        said += (f"Patched at {_q(tokens[carrier])} (position {carrier}), "
+                 + ("layer 0 restores " if end == 1 else f"layers 0–{end - 1} restore ")
+                 + f"{percent_span(grid[:end, carrier])}. ")
+    if moved is None:
+        return said + (
+            f"The last position ({_q(tokens[last])}) restores {percent_span(grid[:, last])} and does not restore more "
+            f"than every changed position {margin} even at the last layer: these numbers do not show the detail "
+            "moving to where the answer is written.")
+    return said + (
+        f"From layer {moved} on, the last position ({_q(tokens[last])}) restores more than every changed position "
+        f"{margin} at each layer ({percent_span(grid[moved:, last])}, against at most "
+        f"{percent(grid[moved:, changed].max())})"
+        + (": by then the detail has been moved to where the answer is written." if moved else "."))
+
+
+def _positions(positions: list[int]) -> str:
+    return f"{', '.join(map(str, positions[:-1]))} and {positions[-1]}" if len(positions) > 1 else str(positions[0])
+
+
 LM_STEPS: list[tuple[str, Callable[[], None]]] = [
     ("What comes next?", step_predict),
     ("Sampling: greedy against a sampler", step_sample),
-    ("Where the answer is decided: the logit lens", step_lens),
+    ("When the answer becomes readable: the logit lens", step_lens),
     ("Induction heads: copying what came before", step_induction),
     ("Patching: which activations carry a detail", step_patching),
 ]

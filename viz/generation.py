@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from core.generation import Distribution
 from viz.common import OKABE_ITO, plotly_safe, token_axis
 from viz.predictions import visible_spaces
+from viz.wording import fixed, probability
 
 CUT_GREY = "#BBBBBB"
 
@@ -40,10 +41,11 @@ def distribution_sentence(d: Distribution, labels: list[str]) -> str:
     """What the controls did, from the numbers (plain text; escape it for markdown)."""
     kept = int(d.kept.sum())
     best = labels[0]
-    return (f"{kept:,} of {len(d.order):,} tokens can be drawn; the rest are cut. The most likely, {best!r}, has "
-            f"{d.scaled[0]:.1%} at this temperature and {d.probs[0]:.1%} after the cuts. Entropy "
-            f"{d.entropy_before:.2f} nats before the cuts, {d.entropy_after:.2f} after"
-            + (" (one token left: sampling is greedy)." if kept == 1 else "."))
+    cuts = (f"{kept:,} of {len(d.order):,} tokens can be drawn; the rest are cut." if kept < len(d.order) else
+            f"All {kept:,} tokens can be drawn; nothing is cut.")
+    return (f"{cuts} The most likely, {best!r}, has {probability(d.scaled[0])} at this temperature and "
+            f"{probability(d.probs[0])} after the cuts. Entropy {fixed(d.entropy_before)} nats before the cuts, "
+            f"{fixed(d.entropy_after)} after" + (" (one token left: sampling is greedy)." if kept == 1 else "."))
 
 
 def distribution_table(d: Distribution, labels: list[str], *, shown: int = 50) -> dict[str, list]:

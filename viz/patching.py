@@ -6,13 +6,19 @@ import numpy as np
 import plotly.graph_objects as go
 
 from core.logit_attribution import LogitAttribution
+from core.margins import runs
 from core.patching import Patching
 from viz.common import token_axis
 from viz.predictions import visible_spaces
+from viz.wording import fixed, percent, percent_span
 
 DIVERGING_SCALE = "RdBu"
 # Below this gap between the clean and corrupted logit differences, a fraction of it is mostly noise.
 SMALL_GAP = 0.5
+# Restored fractions closer than this (5 points of the way) are not told apart: the sentences name every cell within it
+# of the best as a plateau, and say one cell restores more than another only when it does by more.
+MARGIN = 0.05
+NEAR_SHOWN = 3  # positions (or heads) the sentence names among those near the best
 WHAT = {"residual": "the residual stream (input of each block)", "mlp": "each MLP's output",
         "heads": "each head's output (all positions)"}
 
@@ -47,17 +53,51 @@ def patching_heatmap(result: Patching) -> go.Figure:
     return fig
 
 
+def _layers(first: int, last: int) -> str:
+    return f"layer {first}" if first == last else f"layers {first}–{last}"
+
+
+def _near_best(result: Patching) -> tuple[int, list[str]]:
+    """The cells within ``MARGIN`` of the best: their number, and in words each head, or each position with its runs
+    of layers (the ``NEAR_SHOWN`` best, then how many more)."""
+    grid = result.grid
+    near = grid >= np.nanmax(grid) - MARGIN  # NaN compares False
+    if result.kind == "heads":
+        cells = sorted(zip(*np.nonzero(near)), key=lambda c: -grid[c])
+        said = [f"head {h} of layer {l} ({percent(grid[l, h], 0)})" for l, h in cells]
+        unit = "head"
+    else:
+        columns = sorted(np.flatnonzero(near.any(axis=0)), key=lambda c: -np.nanmax(grid[:, c]))
+        said = [f"position {c} ({result.tokens[c]!r}) at " + " and ".join(_layers(a, b) for a, b in runs(near[:, c]))
+                + f" ({percent_span(grid[near[:, c], c])})" for c in columns]
+        unit = "position"
+    more = len(said) - NEAR_SHOWN
+    return int(near.sum()), said[:NEAR_SHOWN] + ([f"{more} more {unit}{'s' if more > 1 else ''}"] if more > 0 else [])
+
+
 def patching_sentence(result: Patching, answer: str, wrong: str) -> str:
-    """The strongest cell and what 0 and 1 mean here, from the numbers (plain text)."""
+    """What 0 and 1 mean here and where patching restores most: every cell within ``MARGIN`` of the best, as runs of
+    layers (a plateau is named as one, not by its noisy argmax), from the numbers (plain text)."""
     layer, column = np.unravel_index(int(np.nanargmax(result.grid)), result.grid.shape)
     where = (f"head {column} of layer {layer}" if result.kind == "heads"
              else f"layer {layer} at position {column} ({result.tokens[column]!r})")
     gap = abs(result.clean_diff - result.corrupted_diff)
-    caution = (f" The prompts move the logit difference by only {gap:.2f}, so these fractions are mostly noise: "
+    caution = (f" The prompts move the logit difference by only {fixed(gap)}, so these fractions are mostly noise: "
                "choose prompts the model tells apart more clearly." if gap < SMALL_GAP else "")
-    return (f"logit({answer!r}) − logit({wrong!r}) is {result.clean_diff:.2f} on the clean prompt and "
-            f"{result.corrupted_diff:.2f} on the corrupted one. Patching {WHAT[result.kind]} restores most at "
-            f"{where}: {result.grid[layer, column]:.0%} of the way from corrupted (0) to clean (1).{caution}")
+    points = f"{MARGIN * 100:g} points"
+    count, near = _near_best(result)
+    best = percent(result.grid[layer, column], 0)
+    where = (f"most at {where}: {best} of the way from corrupted (0) to clean (1); no other "
+             f"{'head' if result.kind == 'heads' else 'cell'} comes within {points} of it." if count == 1 else
+             f"up to {best} of the way from corrupted (0) to clean (1); {count} "
+             f"{'heads' if result.kind == 'heads' else 'cells'} are within {points} of that: {_listed(near)}.")
+    return (f"logit({answer!r}) − logit({wrong!r}) is {fixed(result.clean_diff)} on the clean prompt and "
+            f"{fixed(result.corrupted_diff)} on the corrupted one. Patching {WHAT[result.kind]} restores {where}"
+            f"{caution}")
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else "; ".join(items[:-1]) + "; and " + items[-1]
 
 
 def patching_table(result: Patching) -> dict[str, list]:
