@@ -38,6 +38,8 @@ def test_gemma_loads_from_its_checked_cache_with_its_shape(bundled_gemma):
         "gemma3_text", 18, 4, 640)
     assert (config.num_key_value_heads, config.head_dim, config.sliding_window) == (1, 256, 512)
     assert [i for i, kind in enumerate(config.layer_types) if kind == "full_attention"] == [5, 11, 17]
+    attention = bundled_gemma.model.layers[0].self_attn  # QK-norm: an RMSNorm on queries and on keys
+    assert type(attention.q_norm).__name__ == type(attention.k_norm).__name__ == "Gemma3RMSNorm"
     assert config.max_position_embeddings == 32768 and bundled_gemma.max_tokens == 4096  # the app's cap
     assert config._attn_implementation == IMPLEMENTATION and bundled_gemma.is_decoder
     assert all(p.dtype == torch.float32 for p in bundled_gemma.model.parameters())
