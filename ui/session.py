@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.bundled_lm import bundled_lm
 from core.inference import Analysis
 from core.examples import SUGGESTED_MODELS
 from core.models import BUNDLED_MODELS, DEFAULT_MODEL, LoadedModel, ModelLoadError, bundled_name
@@ -69,8 +70,14 @@ def current_analysis(max_tokens: int | None = None) -> Analysis:
     with st.spinner("Running the model…"):
         analysis = cached_analysis(current_model_name(), current_text(), limit)
     if analysis.truncated:
+        lm = bundled_lm(model.name)
+        window = getattr(model.model.config, "max_position_embeddings", None)
         reason = (
-            f"{model.name} reads at most {model.max_tokens}"
+            f"this app reads at most {model.max_tokens} with {model.name} (its window is {window:,} tokens, but this "
+            "machine cannot hold the attention weights of that many)"
+            if analysis.num_tokens >= model.max_tokens and lm is not None and lm.max_tokens == model.max_tokens
+            and isinstance(window, int) and window > model.max_tokens
+            else f"{model.name} reads at most {model.max_tokens}"
             if analysis.num_tokens >= model.max_tokens
             else f"this page analyses at most {analysis.num_tokens}"
             if max_tokens is not None and max_tokens < current_token_limit()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.bundled_lm import BUNDLED_LMS
 from core.examples import BANK_RIVER, EXAMPLE_SENTENCES
 from core.models import BUNDLED_KINDS, bundled_name
 from viz.common import markdown_safe
@@ -16,6 +17,11 @@ def model_label(name: str) -> str:
     """What the picker shows for ``name``: a bundled model with what it is, any other name as it is."""
     bundled = bundled_name(name) if isinstance(name, str) and name.strip() else None
     return f"{name} — {BUNDLED_KINDS[bundled]} (bundled)" if bundled else str(name)
+
+
+def _licences() -> str:
+    """The bundled language models' licences as Markdown links (text only: nothing is fetched)."""
+    return "; ".join(f"{lm.name}, [{lm.licence}]({lm.licence_url})" for lm in BUNDLED_LMS)
 
 
 def _use_example() -> None:
@@ -31,12 +37,13 @@ def render_sidebar() -> None:
     chosen = option_value("model", app=True) or st.query_params.get("model")
     options = offered_models(settings)
     if settings.server_mode:
-        help_text = "This workshop server offers only these models."
+        help_text = f"This workshop server offers only these models. Licences: {_licences()}."
     else:
         help_text = (
-            "The two bundled models work offline: all-MiniLM-L6-v2, a sentence encoder, and "
-            "SmolLM2-135M-Instruct, a language model that predicts the next token (its first load takes "
-            "about half a minute). Type any Hugging Face id (needs network) or the path of a local model folder."
+            "The bundled models work offline: all-MiniLM-L6-v2, a sentence encoder, and two language models "
+            "that predict the next token: SmolLM2-135M-Instruct, instruct-tuned (its first load takes about half "
+            "a minute), and gemma-3-270m, Google's Gemma 3 270M base model (its first load takes minutes). "
+            f"Licences: {_licences()}. Type any Hugging Face id (needs network) or the path of a local model folder."
         )
     refused = None
     if chosen and chosen not in options:
