@@ -15,6 +15,7 @@ import torch
 from core.drift import anisotropy_level
 from core.inference import Analysis, analyze_many
 from core.models import BUNDLED_LM, DEFAULT_MODEL, LoadedModel, bundled_name
+from core.tokens import token_labels
 
 BUNDLED_DESCRIPTION = (
     "all-MiniLM-L6-v2 is a sentence encoder from sentence-transformers: "
@@ -151,7 +152,7 @@ def model_facts(model: LoadedModel, analysis: Analysis, anisotropy: np.ndarray |
         num_heads=model.num_heads,
         hidden_size=model.hidden_size,
         is_decoder=model.is_decoder,
-        tokens=list(analysis.tokens),
+        tokens=token_labels(analysis),
         special_mask=np.asarray(analysis.special_mask),
         received=attention_received(analysis),
         anisotropy=reference_anisotropy(model) if anisotropy is None else anisotropy,

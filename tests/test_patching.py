@@ -124,7 +124,7 @@ def test_unequal_lengths_show_both_tokenisations(tiny_lm):
     with pytest.raises(UnequalLengths) as err:
         patch_residual(tiny_lm, CLEAN, CLEAN + " river", ANSWER, WRONG)
     message = str(err.value)
-    assert "' a'" in message and "' river'" in message and "same length" in message
+    assert "“·a”" in message and "“·river”" in message and "same length" in message
     with pytest.raises(ValueError, match="not one"):
         patch_heads(tiny_lm, CLEAN, CORRUPTED, " hippopotamus", WRONG)
 
@@ -143,6 +143,6 @@ def test_a_two_layer_grid_has_one_tick_per_layer_and_room_for_its_colour_bar():
 
 def test_the_sentence_names_the_strongest_cell_and_warns_when_the_prompts_barely_differ():
     clear = patching_sentence(_two_layer_result(3.0, -1.0), " Mary", " John")
-    assert "layer 0 at position 2 (' c'): 100%" in clear and "noise" not in clear
+    assert "layer 0 at position 2 (“·c”): 100%" in clear and "noise" not in clear
     close = patching_sentence(_two_layer_result(0.05, 0.04), " Mary", " John")
     assert "by only 0.01" in close and "mostly noise" in close

@@ -6,6 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from core.generation import Distribution
+from core.tokens import quoted_token
 from viz.common import OKABE_ITO, plotly_safe, token_axis
 from viz.predictions import visible_spaces
 
@@ -40,7 +41,8 @@ def distribution_sentence(d: Distribution, labels: list[str]) -> str:
     """What the controls did, from the numbers (plain text; escape it for markdown)."""
     kept = int(d.kept.sum())
     best = labels[0]
-    return (f"{kept:,} of {len(d.order):,} tokens can be drawn; the rest are cut. The most likely, {best!r}, has "
+    return (f"{kept:,} of {len(d.order):,} tokens can be drawn; the rest are cut. The most likely, "
+            f"{quoted_token(best)}, has "
             f"{d.scaled[0]:.1%} at this temperature and {d.probs[0]:.1%} after the cuts. Entropy "
             f"{d.entropy_before:.2f} nats before the cuts, {d.entropy_after:.2f} after"
             + (" (one token left: sampling is greedy)." if kept == 1 else "."))

@@ -6,6 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from core.lens_grid import LensSummary
+from core.tokens import quoted_token
 from viz.common import plotly_safe, token_axis
 from viz.predictions import visible_spaces
 
@@ -30,7 +31,8 @@ def final_rank_grid(labels: list[str], top_tokens: list[list[str]], final_ranks:
                     hovertemplate="position %{x}: top-1 from hidden state %{y} on<extra></extra>")
     fig.update_layout(
         title="Logit lens: each layer's top token, coloured by the rank of the final prediction",
-        xaxis=token_axis(labels) | {"title": "position (its own token)", "tickangle": -45},
+        xaxis=token_axis([visible_spaces(label) for label in labels]) | {"title": "position (its own token)",
+                                                                          "tickangle": -45},
         yaxis={"title": "hidden state (0 = embedding output)", "dtick": 1 if rows <= 16 else 2},
         height=min(1100, 200 + 26 * rows), margin={"l": 70, "r": 20, "t": 50, "b": 90},
         legend={"orientation": "h", "y": -0.25},
@@ -43,7 +45,8 @@ def lens_sentence(labels: list[str], final: list[str], summary: LensSummary, lay
     t_late = int(np.argmax(summary.settled))
     t_early = int(np.argmin(summary.settled))
     return (f"Over {len(labels)} positions, the final prediction stays on top from hidden state "
-            f"{np.mean(summary.settled):.1f} on average (of {layers}). Earliest: after {labels[t_early]!r} "
-            f"({final[t_early]!r}, from hidden state {summary.settled[t_early]}); latest: after {labels[t_late]!r} "
-            f"({final[t_late]!r}, only from hidden state {summary.settled[t_late]}). It first reaches the top at hidden "
+            f"{np.mean(summary.settled):.1f} on average (of {layers}). Earliest: after "
+            f"{quoted_token(labels[t_early])} ({quoted_token(final[t_early])}, from hidden state "
+            f"{summary.settled[t_early]}); latest: after {quoted_token(labels[t_late])} ({quoted_token(final[t_late])}, "
+            f"only from hidden state {summary.settled[t_late]}). It first reaches the top at hidden "
             f"state {np.mean(summary.first_top):.1f} on average.")

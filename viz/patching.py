@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 
 from core.logit_attribution import LogitAttribution
 from core.patching import Patching
+from core.tokens import quoted_token
 from viz.common import token_axis
 from viz.predictions import visible_spaces
 
@@ -51,11 +52,12 @@ def patching_sentence(result: Patching, answer: str, wrong: str) -> str:
     """The strongest cell and what 0 and 1 mean here, from the numbers (plain text)."""
     layer, column = np.unravel_index(int(np.nanargmax(result.grid)), result.grid.shape)
     where = (f"head {column} of layer {layer}" if result.kind == "heads"
-             else f"layer {layer} at position {column} ({result.tokens[column]!r})")
+             else f"layer {layer} at position {column} ({quoted_token(result.tokens[column])})")
     gap = abs(result.clean_diff - result.corrupted_diff)
     caution = (f" The prompts move the logit difference by only {gap:.2f}, so these fractions are mostly noise: "
                "choose prompts the model tells apart more clearly." if gap < SMALL_GAP else "")
-    return (f"logit({answer!r}) − logit({wrong!r}) is {result.clean_diff:.2f} on the clean prompt and "
+    return (f"logit({quoted_token(answer)}) − logit({quoted_token(wrong)}) is {result.clean_diff:.2f} on the clean "
+            f"prompt and "
             f"{result.corrupted_diff:.2f} on the corrupted one. Patching {WHAT[result.kind]} restores most at "
             f"{where}: {result.grid[layer, column]:.0%} of the way from corrupted (0) to clean (1).{caution}")
 
@@ -90,7 +92,7 @@ def dla_heatmap(result: LogitAttribution) -> go.Figure:
 
 def dla_sentence(result: LogitAttribution, answer: str, wrong: str | None) -> str:
     """The total and the biggest parts, from the numbers (plain text)."""
-    target = f"logit({answer!r})" + (f" − logit({wrong!r})" if wrong else "")
+    target = f"logit({quoted_token(answer)})" + (f" − logit({quoted_token(wrong)})" if wrong else "")
     layer, head = np.unravel_index(int(np.argmax(np.abs(result.heads))), result.heads.shape)
     mlp = int(np.argmax(np.abs(result.mlps)))
     return (f"{target} is {result.total:.2f}. The largest head contribution is head {head} of layer {layer} "
