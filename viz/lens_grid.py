@@ -13,8 +13,8 @@ from viz.predictions import visible_spaces
 
 
 CELL_FONT_PX = 12  # the cell tokens' size: legible at every window size (Plotly's automatic size fell to ~6 px)
-CHAR_PX = 0.62 * CELL_FONT_PX  # the width of a character of the sans-serif font, about
-ASSUMED_WIDTH_PX = 820 - 90  # the page's figure width (ui.figures.NORMAL_WIDTH) less the margins
+CHAR_PX = 0.7 * CELL_FONT_PX  # the width of a character of DejaVu Sans (Debian's), about; most fonts are narrower
+ASSUMED_WIDTH_PX = 820 - 90 - 100  # the page's figure width (ui.figures.NORMAL_WIDTH) less the margins and colour bar
 RANK_DECADES = 4  # the colour scale runs from rank 1 to 10,000 (log10 of rank 0 → 4); ranks past it saturate
 RING = "#D55E00"
 
