@@ -5,6 +5,7 @@ import streamlit as st
 
 from core.examples import BANK_RIVER
 from core.predictions import MAX_TOP_K, NoLanguageModelHead
+from core.tokens import BYTE_TOKEN, PARTIAL_BYTES_NOTE
 from ui.cache import cached_language_model, cached_predictions
 from ui.errors import friendly_fragment
 from ui.figures import show_figure
@@ -115,6 +116,8 @@ def candidates(text: str) -> None:
              "its probability": float(predictions.actual_probabilities[p])}
             for i, (p, candidates) in enumerate(zip(predictions.positions, predictions.candidates))
         ]
+    if any(BYTE_TOKEN.search(t) for t in [*predictions.tokens, *(c for row in predictions.candidates for c in row)]):
+        st.caption(markdown_safe(PARTIAL_BYTES_NOTE))
     st.dataframe(pd.DataFrame(rows), hide_index=True, height=min(420, 38 + 35 * len(rows)))
 
 candidates(text)

@@ -7,7 +7,7 @@ says it is and how it is shipped here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -15,6 +15,7 @@ import torch
 from core.drift import anisotropy_level
 from core.inference import Analysis, analyze_many
 from core.models import BUNDLED_LM, DEFAULT_MODEL, LoadedModel, bundled_name
+from core.tokens import token_labels
 
 BUNDLED_DESCRIPTION = (
     "all-MiniLM-L6-v2 is a sentence encoder from sentence-transformers: "
@@ -151,7 +152,7 @@ def model_facts(model: LoadedModel, analysis: Analysis, anisotropy: np.ndarray |
         num_heads=model.num_heads,
         hidden_size=model.hidden_size,
         is_decoder=model.is_decoder,
-        tokens=list(analysis.tokens),
+        tokens=token_labels(analysis),
         special_mask=np.asarray(analysis.special_mask),
         received=attention_received(analysis),
         anisotropy=reference_anisotropy(model) if anisotropy is None else anisotropy,
@@ -246,32 +247,64 @@ def static_similarity_sentence(similarity: np.ndarray, special_mask: np.ndarray)
     return text + "."
 
 
+SINK_MARGIN = 0.1  # shares of a few tokens move in steps of 1/T: a pattern must beat its opposite by this much
+
+
+def _layer_ranges(layers: np.ndarray) -> str:
+    """``[12, 13, 14, 17]`` as "12–14, 17"."""
+    runs: list[list[int]] = []
+    for layer in layers.tolist():
+        if runs and layer == runs[-1][-1] + 1:
+            runs[-1].append(layer)
+        else:
+            runs.append([layer])
+    return ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
 def neighbour_sink_sentence(analysis: Analysis, *, matrices: np.ndarray | None = None, heads="max") -> str:
     """Whether "early layers attend to neighbours, later ones to a few sink tokens" holds on this text, from
     ``core.attention.attention_maxima`` (token level; ``matrices`` default: the raw attention; empty when
-    every token is special)."""
+    every token is special). The sink candidates are the special tokens and the first token, special or not (a
+    decoder's first token is seen by every token and serves as its sink even without a BOS): the sentence
+    measures how many maxima land on them, it does not assume they do."""
     from core.attention import attention_maxima
 
     special = np.asarray(analysis.special_mask, dtype=bool)
     if special.all():
         return ""
-    text_only = attention_maxima(analysis, matrices=matrices, heads=heads, skip_special=True)
-    with_special = attention_maxima(analysis, matrices=matrices, heads=heads, skip_special=False)
-    asking = ~special[with_special.queries]
-    on_special = special[with_special.targets[:, asking]].mean(axis=1)  # [layers]
+    sink = special.copy()
+    sink[0] = True
+    first_is_plain = not special[0]
+    if sink.all():
+        return ""
+    as_sinks = replace(analysis, special_mask=sink)  # the maxima left out / included by the sink mask
+    text_only = attention_maxima(as_sinks, matrices=matrices, heads=heads, skip_special=True)
+    with_sinks = attention_maxima(as_sinks, matrices=matrices, heads=heads, skip_special=False)
+    asking = ~sink[with_sinks.queries]
+    on_sink = sink[with_sinks.targets[:, asking]].mean(axis=1)  # [layers]
     local = (np.abs(text_only.distances) <= 1).mean(axis=1)
     first, last = 0, len(local) - 1
+    first_token = f"“{token_labels(analysis)[0]}”"
+    if not first_is_plain:
+        what, them, target = "special tokens", "them", "a special token"
+    elif special.any():
+        what, them, target = f"the first token {first_token} and special tokens", "them", "one of them"
+    else:
+        what, them, target = f"the first token {first_token}", "it", "it"
     text = (
-        f"On this text, with special tokens left out, {local[first]:.0%} of tokens attend most to themselves or a "
-        f"neighbour in layer {first} and {local[last]:.0%} in layer {last}; with special tokens included, "
-        f"{on_special[first]:.0%} attend most to a special token in layer {first} and {on_special[last]:.0%} in layer {last}."
+        f"On this text, with {what} left out, {local[first]:.0%} of tokens attend most to themselves or a "
+        f"neighbour in layer {first} and {local[last]:.0%} in layer {last}; with {them} included, "
+        f"{on_sink[first]:.0%} attend most to {target} in layer {first} and {on_sink[last]:.0%} in layer {last}."
     )
-    if not special.any():
-        return text + " This text has no special tokens, so there is no sink token to attend to."
-    if local[first] > local[last] and on_special[last] > on_special[first]:
+    most = np.flatnonzero(on_sink >= 0.5)
+    if first_is_plain and len(most):
+        text += (f" At least half of them do in {len(most)} of the {len(on_sink)} layers ({_layer_ranges(most)}): "
+                 "a first token serves as the sink whether or not it is a special token.")
+    if local[first] - local[last] > SINK_MARGIN and on_sink[last] - on_sink[first] > SINK_MARGIN:
+        sinks = "special tokens" if not first_is_plain else "the first token"
         return text + (
-            " So here, as Clark et al. (2019) found for BERT, early layers look at their neighbours and later ones "
-            "park attention on special tokens; seeing it needs the special tokens both left out and included."
+            f" So here, as Clark et al. (2019) found for BERT, early layers look at their neighbours and later ones "
+            f"park attention on {sinks}; seeing it needs the {sinks} both left out and included."
         )
     return text + (
         " The pattern reported for BERT (early layers look at neighbours, later ones at a few sink tokens) does not "

@@ -38,6 +38,7 @@ from core.recording import is_recordable
 from core.inference import Analysis, AnalysisError, analyze
 from core.models import LoadedModel
 from core.predictions import LanguageModel
+from core.tokens import decoded_tokens, quoted_token
 
 Method = Literal["zero", "mean"]
 Measure = Literal["embedding", "target"]
@@ -288,7 +289,7 @@ def target_token_id(tokenizer, target: str | int, vocab_size: int) -> int:
         return int(target)
     ids = tokenizer(str(target), add_special_tokens=False)["input_ids"]
     if len(ids) != 1:
-        pieces = tokenizer.convert_ids_to_tokens(ids)
+        pieces = [quoted_token(t) for t in decoded_tokens(tokenizer, ids)]
         raise EffectsError(
             f"The target “{target}” is {len(ids)} tokens ({', '.join(pieces) or 'none'}); give a single token "
             "(for GPT-2, a word usually starts with a space)."

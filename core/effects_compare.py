@@ -12,6 +12,7 @@ import torch
 from core.effects import Method, Target, _check_measure, ablation, encode, network, resolve_target
 from core.inference import Analysis
 from core.predictions import LanguageModel
+from core.tokens import decoded_tokens
 
 def attention_to_token(analysis: Analysis, token: int) -> np.ndarray:
     """float32 ``[layers, heads]``: the attention each head gives key ``token``, averaged over the
@@ -108,7 +109,7 @@ def target_change(
                 logp = net.full(**inputs, return_dict=True).logits[0, resolved.position].double().log_softmax(-1)
             best = logp.topk(max(1, min(int(k), logp.shape[-1])))
             ids = best.indices.cpu().numpy()
-            candidates = [net.tokenizer.decode([int(i)], clean_up_tokenization_spaces=False) for i in ids]
+            candidates = decoded_tokens(net.tokenizer, ids)
             runs.append((ids, best.values.exp().cpu().numpy(), candidates, float(logp[resolved.token_id])))
     (b_ids, b_probs, b_cands, b_logp), (a_ids, a_probs, a_cands, a_logp) = runs
     return TargetChange(resolved, b_ids, b_probs, b_cands, a_ids, a_probs, a_cands, b_logp, a_logp)

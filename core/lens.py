@@ -19,6 +19,7 @@ from core.heads import UnsupportedArchitecture
 from core.inference import Analysis
 from core.models import LoadedModel
 from core.predictions import LanguageModel, NoLanguageModelHead, load_language_model
+from core.tokens import decoded_tokens
 
 MAX_K = 20
 LENS_SUPPORTED = ("GPT-2, decoders with a final norm (Llama, Mistral, Qwen, Gemma, Phi-3 …), and BERT, RoBERTa, "
@@ -36,7 +37,8 @@ class Lens:
     ``token_ids``: int ``[layers + 1, T, k]`` (row ``l`` = the head applied to ``hidden_states[l]``);
     ``probs``: float32 ``[layers + 1, T, k]``, best first; ``final_ranks``: int ``[layers + 1, T]``,
     the rank (0 = top) at each hidden state of the token the last layer puts first;
-    ``candidates``: ``token_ids`` decoded, each token on its own.
+    ``tokens``: the text's ``T`` tokens and ``candidates``: ``token_ids``, each token decoded on its own
+    (``core.tokens.decoded_tokens``: `` my``, not ``Ġmy``).
     """
 
     tokens: list[str]
@@ -109,10 +111,9 @@ def logit_lens(model: LoadedModel | LanguageModel, analysis: Analysis, *, k: int
             chosen = logp.gather(-1, final_top[:, None])  # [T, 1]
             ranks.append((logp > chosen).sum(-1).cpu().numpy())
     token_ids = np.stack(ids).astype(np.int64)
-    candidates = [[[lm.tokenizer.decode([i], clean_up_tokenization_spaces=False) for i in row] for row in layer]
-                  for layer in token_ids.tolist()]
+    candidates = [[decoded_tokens(lm.tokenizer, row) for row in layer] for layer in token_ids.tolist()]
     return Lens(
-        tokens=list(analysis.tokens),
+        tokens=decoded_tokens(lm.tokenizer, analysis.input_ids),
         token_ids=token_ids,
         probs=np.stack(probs).astype(np.float32),
         final_ranks=np.stack(ranks).astype(np.int64),

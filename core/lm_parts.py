@@ -15,6 +15,7 @@ import torch
 
 from core.heads import UnsupportedArchitecture
 from core.predictions import LanguageModel
+from core.tokens import decoded_tokens, quoted_token
 
 SUPPORTED = "causal language models built like GPT-2 or Llama (Llama, Mistral, Qwen, Gemma, Phi-3, SmolLM)"
 
@@ -93,7 +94,7 @@ def single_token(tokenizer, token: str | int, what: str) -> int:
         return token
     ids = tokenizer(token, add_special_tokens=False)["input_ids"]
     if len(ids) != 1:
-        pieces = " | ".join(repr(tokenizer.decode([i], clean_up_tokenization_spaces=False)) for i in ids)
+        pieces = " | ".join(quoted_token(t) for t in decoded_tokens(tokenizer, ids))
         raise ValueError(f"The {what} {token!r} is {len(ids)} tokens ({pieces}), not one; choose a single token "
                          "(often a word with its leading space, such as ' Mary').")
     return ids[0]

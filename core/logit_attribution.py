@@ -17,6 +17,7 @@ import torch
 from core.heads import UnsupportedArchitecture
 from core.lm_parts import encode, first_tensor, hooked, parts_of, single_token
 from core.predictions import LanguageModel
+from core.tokens import decoded_tokens
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,7 +123,7 @@ def direct_logit_attribution(lm: LanguageModel, text: str, answer: str | int,
         return frozen(c) @ u
 
     total = float(logits[answer_id] - (0 if wrong_id is None else logits[wrong_id]))
-    tokens = [lm.tokenizer.decode([i], clean_up_tokenization_spaces=False) for i in ids.tolist()]
+    tokens = decoded_tokens(lm.tokenizer, ids.tolist())
     return LogitAttribution(
         heads=through(heads_out).cpu().numpy(),
         mlps=through(mlps_out).cpu().numpy(),

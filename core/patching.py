@@ -20,6 +20,7 @@ import torch
 from core.errors import UserFacingError
 from core.lm_parts import Parts, encode, first_tensor, hooked, parts_of, replace_first, single_token
 from core.predictions import LanguageModel
+from core.tokens import decoded_tokens, quoted_token
 
 Kind = Literal["residual", "heads", "mlp"]
 MAX_BATCH_TOKENS = 2048  # patched copies per forward pass = this // prompt length (memory bound, not speed)
@@ -33,7 +34,7 @@ class UnequalLengths(UserFacingError, ValueError):
         super().__init__(
             f"The clean prompt is {len(clean)} tokens and the corrupted one {len(corrupted)}; patching copies "
             f"activations position by position, so both must have the same length. Clean: "
-            f"{' | '.join(map(repr, clean))}. Corrupted: {' | '.join(map(repr, corrupted))}."
+            f"{' | '.join(map(quoted_token, clean))}. Corrupted: {' | '.join(map(quoted_token, corrupted))}."
         )
 
 
@@ -63,7 +64,7 @@ class Patching:
 
 
 def _decode(lm: LanguageModel, ids: torch.Tensor) -> list[str]:
-    return [lm.tokenizer.decode([i], clean_up_tokenization_spaces=False) for i in ids.tolist()]
+    return decoded_tokens(lm.tokenizer, ids.tolist())
 
 
 def _metric(logits: torch.Tensor, answer: int, wrong: int) -> torch.Tensor:

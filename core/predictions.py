@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
+from core.tokens import decoded_tokens
 from core.models import BUNDLED_LM, WEIGHT_LOAD_LOCK, LoadedModel, ModelLoadError, cached_on_disk, first_line
 
 # Public checkpoints that include their language-model head (they need network to download once).
@@ -155,8 +156,8 @@ def _head_on_loaded_model(model: LoadedModel) -> torch.nn.Module | None:
 
 
 def _candidate_text(tokenizer, ids: list[int]) -> list[str]:
-    """Each token id decoded on its own, spaces kept."""
-    return [tokenizer.decode([i], clean_up_tokenization_spaces=False) for i in ids]
+    """Each token id decoded on its own, spaces kept, part of a character as its bytes (``core.tokens``)."""
+    return decoded_tokens(tokenizer, ids)
 
 
 def predict(lm: LanguageModel, text: str, top_k: int = 10, *, max_tokens: int | None = None) -> Predictions:

@@ -77,7 +77,7 @@ def test_the_tours_patching_step_says_where_the_detail_moves_from_every_changed_
     ahead = [bool(grid[l, last] > max(grid[l, p] for p in changed) + MARGIN) for l in range(len(grid))]
     moved = next(l for l in range(len(grid)) if all(ahead[l:]))
     assert moved == 24 and grid[23, 2] > 0.7 and grid[24, last] > 0.85  # what the reviewer measured
-    assert f"From layer {moved} on, the last position (' of') restores more than every changed position" in said, said
+    assert f"From layer {moved} on, the last position (“·of”) restores more than every changed position" in said, said
     assert "From layer 7 on" not in said and "-0%" not in said  # the old first crossing, with no margin
     assert "differ at positions 1, 2 and 3 (' E', 'iffel', ' Tower' against ' Col', 'osse', 'um')" in said
     low, high = grid[:moved, 2].min(), grid[:moved, 2].max()
@@ -97,7 +97,7 @@ def test_the_patching_sentence_names_the_plateau_not_its_argmax(smollm2):
     layers = np.flatnonzero(near[:, 9])
     assert list(layers) == list(range(21))  # one run: layers 0-20
     values = grid[layers, 9]
-    assert f"position 9 (' David') at layers 0–20 ({values.min():.0%}–{values.max():.0%})" in said, said
+    assert f"position 9 (“·David”) at layers 0–20 ({values.min():.0%}–{values.max():.0%})" in said, said
     assert f"{int(near.sum())} cells are within 5 points of that" in said
     assert "restores most at layer 20" not in said
 

@@ -124,7 +124,7 @@ def test_unequal_lengths_show_both_tokenisations(tiny_lm):
     with pytest.raises(UnequalLengths) as err:
         patch_residual(tiny_lm, CLEAN, CLEAN + " river", ANSWER, WRONG)
     message = str(err.value)
-    assert "' a'" in message and "' river'" in message and "same length" in message
+    assert "“·a”" in message and "“·river”" in message and "same length" in message
     with pytest.raises(ValueError, match="not one"):
         patch_heads(tiny_lm, CLEAN, CORRUPTED, " hippopotamus", WRONG)
 
@@ -143,7 +143,7 @@ def test_a_two_layer_grid_has_one_tick_per_layer_and_room_for_its_colour_bar():
 
 def test_the_sentence_names_the_strongest_cell_and_warns_when_the_prompts_barely_differ():
     clear = patching_sentence(_two_layer_result(3.0, -1.0), " Mary", " John")
-    assert "layer 0 at position 2 (' c'): 100%" in clear and "noise" not in clear
+    assert "layer 0 at position 2 (“·c”): 100%" in clear and "noise" not in clear
     close = patching_sentence(_two_layer_result(0.05, 0.04), " Mary", " John")
     assert "by only 0.01" in close and "mostly noise" in close
 
@@ -159,11 +159,11 @@ def test_the_sentence_names_a_plateau_as_a_range_of_layers_not_its_noisy_argmax(
                      [0.0, 0.500, 0.40], [0.0, -0.004, 0.98]])
     said = patching_sentence(_grid_result(grid), " Mary", " John")
     assert "restores up to 102% of the way from corrupted (0) to clean (1); 5 cells are within 5 points of that: " \
-           "position 1 (' b') at layers 0–3 (99%–102%); and position 2 (' c') at layer 5 (98%)." in said, said
+           "position 1 (“·b”) at layers 0–3 (99%–102%); and position 2 (“·c”) at layer 5 (98%)." in said, said
     assert "layer 2 at position 1" not in said
     heads = np.array([[0.10, 0.42], [0.40, 0.05]])
     said = patching_sentence(_grid_result(heads, "heads"), " Mary", " John")
     assert "2 heads are within 5 points of that: head 1 of layer 0 (42%); and head 0 of layer 1 (40%)." in said, said
     said = patching_sentence(_grid_result(np.array([[0.0, 0.9, -0.004], [0.0, -0.004, 0.5]])), " Mary", " John")
-    assert "most at layer 0 at position 1 (' b'): 90% of the way from corrupted (0) to clean (1); no other cell " \
+    assert "most at layer 0 at position 1 (“·b”): 90% of the way from corrupted (0) to clean (1); no other cell " \
            "comes within 5 points of it." in said, said

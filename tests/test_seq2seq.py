@@ -95,7 +95,7 @@ def test_decoder_reads_the_target_shifted_right_and_shows_those_tokens(pair, tin
     assert pair.source.input_ids == tokenizer(SOURCE)["input_ids"]
     # every word of the target the decoder read is labelled with its own text
     words = [label for label, special in zip(token_labels(pair.target), pair.target.special_mask) if not special]
-    assert "".join(w.removeprefix("##") for w in words) == TARGET.replace(" ", "")
+    assert "".join(w.removeprefix("##") for w in words) == TARGET.replace(" ", "·")  # a space a token carries: ·
 
 
 def test_the_decoder_start_token_is_the_models_own(pair, tiny_t5, tiny_bart, tiny_seq2seq):

@@ -15,11 +15,11 @@ def test_labels_come_from_the_text_spans(tiny_bert, tiny_gpt2):
     assert bert[0] == "[CLS]" and bert[-1] == "[SEP]"
     assert bert[1] == "Z" and bert[2].startswith("##")  # z ##e ##b ... keeps the case the user typed
     gpt = token_labels(analyze(tiny_gpt2, "the bank"))
-    assert "bank" in gpt and not any(label.startswith("Ġ") for label in gpt)
+    assert "·bank" in gpt and not any(label.startswith("Ġ") for label in gpt)  # its space, shown
 
 
 def test_unique_labels_mark_repeats_only():
-    assert unique_labels(["the", "cat", "the"]) == ["the·0", "cat", "the·2"]
+    assert unique_labels(["the", "cat", "the"]) == ["the (0)", "cat", "the (2)"]
 
 
 def test_cosine_known_values():

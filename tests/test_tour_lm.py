@@ -95,7 +95,7 @@ def test_the_predict_step_says_the_models_own_distribution(lm_dir, lm):
     d = shape_distribution(last_logits(lm, encode(lm, TEXT)))
     top = lm.tokenizer.decode([int(d.order[0])])
     said = _said(at)
-    assert f"its top guess is **{top!r} at {d.raw[0]:.1%}**" in said, said
+    assert f"its top guess is **“{top.replace(' ', '·')}” at {d.raw[0]:.1%}**" in said, said  # spaces shown as ·
     assert f"The entropy is {d.entropy_before:.2f} nats" in said
     bars = _figure(at)["data"][1]
     assert np.allclose(_array(bars["x"]), d.probs[:len(_array(bars["x"]))])
@@ -188,14 +188,15 @@ def test_the_patching_step_patches_the_residual_stream_of_its_prompts(lm_dir, lm
     said = _said(at)
     assert f"is {result.clean_diff:.2f} on the clean prompt and {result.corrupted_diff:.2f} on the corrupted" in said
     p, last = result.tokens.index(" hike"), len(result.tokens) - 1
-    assert f"differ at position {p} ('{result.tokens[p]}' against '{result.corrupted_tokens[p]}')" in said, said
+    shown = lambda token: "“" + token.replace(" ", "·") + "”"  # noqa: E731  the labelling rule, by hand
+    assert f"differ at position {p} ({shown(result.tokens[p])} against {shown(result.corrupted_tokens[p])})" in said, said
     grid = result.grid  # the first layer from which the last position leads by 5 points at every layer after it
     moved = next((l for l in range(len(grid)) if all(grid[k, last] > grid[k, p] + 0.05 for k in range(l, len(grid)))),
                  None)
     if moved is None:
         assert "does not restore more than every changed position by more than 5 points" in said, said
     else:
-        assert f"From layer {moved} on, the last position ('{result.tokens[last]}') restores more" in said, said
+        assert f"From layer {moved} on, the last position ({shown(result.tokens[last])}) restores more" in said, said
     assert np.allclose(_array(_figure(at)["data"][0]["z"]), result.grid)
     page, query = _link(at)
     assert page == "patching" and query["clean"] == CLEAN and query["answer"] == " river"

@@ -51,7 +51,7 @@ def test_head_figure_labels_and_values_for_an_encoder(tiny_bert):
     fig = va.head_figure(a.attentions[1, 2], ["[CLS]", "the", "bank", "of", "the", "river", "[SEP]"],
                          title="t", causal=False, colorscale="Cividis")
     (trace,) = fig.data
-    assert list(trace.x) == ["[CLS]", "the·1", "bank", "of", "the·4", "river", "[SEP]"]  # repeats kept apart
+    assert list(trace.x) == ["[CLS]", "the (1)", "bank", "of", "the (4)", "river", "[SEP]"]  # repeats kept apart
     # the weights as numbers that print like the weights (viz.attention.printed_numbers): within the hover's last digit
     assert np.allclose(va.shown_values(trace), a.attentions[1, 2], rtol=0, atol=0.5 * 10**-va.HEAD_DIGITS + 1e-9)
     assert (trace.zmin, trace.zmax) == (0.0, 1.0)

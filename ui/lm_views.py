@@ -12,6 +12,7 @@ from core.lm_parts import encode
 from core.heads import UnsupportedArchitecture
 from core.layers import head_code
 from core.patching import UnequalLengths
+from core.tokens import decoded_tokens, quoted_token
 from ui.cache import cached_language_model, model_turn
 from ui.errors import friendly_fragment
 from ui.explain import explain
@@ -48,7 +49,8 @@ def lm_result_key(kind: str, model_name: str, *args, **kwargs) -> tuple:
 
 
 def token_texts(tokenizer, ids) -> list[str]:
-    return [tokenizer.decode([int(i)], clean_up_tokenization_spaces=False) for i in ids]
+    """Each token id decoded on its own for display (``core.tokens.decoded_tokens``)."""
+    return decoded_tokens(tokenizer, ids)
 
 
 def _heading(title: str, about: str):
@@ -123,12 +125,14 @@ def generation_view(text: str, controls: dict) -> None:
         return
     probs = [s.probability for s in g.steps]
     low = min(range(len(probs)), key=probs.__getitem__)
+    ids = sorted({s.token_id for s in g.steps} | {t for s in g.steps for t, _, _ in s.alternatives})
+    shown = dict(zip(ids, token_texts(lm.tokenizer, ids)))  # for display: part of a character as <0xD8>, not "�"
     st.markdown(markdown_safe(
         f"{len(g.steps)} tokens written ({'sampled with seed ' + str(seed) if sample else 'greedy'}"
         f"{', the first ' + str(len(branch)) + ' chosen by hand' if branch else ''}). The least certain step is "
-        f"{low + 1}, {g.steps[low].text!r} at {probability(probs[low])}"
+        f"{low + 1}, {quoted_token(shown[g.steps[low].token_id])} at {probability(probs[low])}"
         + (" ; the model then wrote its end-of-text token." if g.ended else ".")))
-    show_figure(steps_figure([s.text for s in g.steps], probs, [s.chosen for s in g.steps]),
+    show_figure(steps_figure([shown[s.token_id] for s in g.steps], probs, [s.chosen for s in g.steps]),
                 name=file_stem(current_model_name(), "generation"), key="generation-steps",
                 data=lambda: pd.DataFrame([{"step": i + 1, "token_id": s.token_id, "token": s.text,
                                             "probability": s.probability, "chosen_by_hand": s.chosen,
@@ -136,10 +140,11 @@ def generation_view(text: str, controls: dict) -> None:
                                            for i, s in enumerate(g.steps)]))
     for i, step in enumerate(g.steps[:MAX_STEPS]):
         cols = st.columns([2] + [1] * len(step.alternatives))
-        cols[0].markdown(f"**{i + 1}.** `{markdown_safe(repr(step.text))}` {probability(step.probability)}")
-        for col, (token, label, p) in zip(cols[1:], step.alternatives):
+        cols[0].markdown(f"**{i + 1}.** {markdown_safe(quoted_token(shown[step.token_id]))} {probability(step.probability)}")
+        for col, (token, _, p) in zip(cols[1:], step.alternatives):
             new = branch_to_param(list(g.token_ids[:i]) + [token])
-            col.button(f"{label!r} {percent(p, 0)}", key=f"alt-{i}-{token}", on_click=set_option, args=("branch", new),
+            col.button(f"{markdown_safe(quoted_token(shown[token]))} {percent(p, 0)}", key=f"alt-{i}-{token}",
+                       on_click=set_option, args=("branch", new),
                        help="Continue the text from this token instead")
     if branch:
         st.button("Back to the model's own choices", on_click=set_option, args=("branch", ""), key="branch-clear")

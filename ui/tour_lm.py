@@ -21,6 +21,7 @@ from core.heads import UnsupportedArchitecture
 from core.lm_parts import encode
 from core.margins import leads_from
 from core.patching import UnequalLengths, patch_residual
+from core.tokens import quoted_token
 from ui.cache import cached_language_model
 from ui.lm_views import (
     cached_induction, cached_lm_result, induction_even_share, induction_figure, induction_sentence, induction_table,
@@ -77,8 +78,8 @@ def _text() -> str | None:
 
 
 def _q(label: str) -> str:
-    """A token as the sentences quote it: its repr with spaces made visible, escaped for markdown."""
-    return markdown_safe(repr(label))
+    """A token as the sentences quote it (``core.tokens.quoted_token``: “·Paris”), escaped for markdown."""
+    return markdown_safe(quoted_token(label))
 
 
 # --- the steps ---------------------------------------------------------------------------------

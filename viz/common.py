@@ -18,14 +18,15 @@ def plotly_safe(text: object) -> str:
 
     ``<``, ``>`` and ``&`` become entities (Plotly shows them as the characters),
     so a token such as ``<img src=x onerror=...>`` is shown, never interpreted. Control
-    characters (a byte-level token can decode to one) become their visible symbols (U+2400…):
-    XML forbids them, and one in a label would break the figure's SVG and PNG export. Right-to-left
-    words are isolated (see ``isolate_rtl``) so that ``##`` or ``·2`` around them stay where they are written.
+    characters (a byte-level token can decode to one) become ASCII escapes (``\\n``, ``\\x14``,
+    as ``core.tokens.readable_token`` writes them): XML forbids them, one in a label would break the figure's
+    SVG and PNG export, and the control pictures (U+2400…) are missing from the bundled fonts. Right-to-left
+    words are isolated (see ``isolate_rtl``) so that ``##`` or `` (2)`` around them stay where they are written.
     """
-    return isolate_rtl(html.escape(str(text), quote=False).translate(CONTROL_PICTURES))
+    return isolate_rtl(html.escape(str(text), quote=False).translate(CONTROL_ESCAPES))
 
 
-CONTROL_PICTURES = {c: 0x2400 + c for c in range(0x20)} | {0x7F: 0x2421}
+CONTROL_ESCAPES = {c: f"\\x{c:02x}" for c in range(0x20)} | {0x0A: "\\n", 0x09: "\\t", 0x0D: "\\r", 0x7F: "\\x7f"}
 
 # A run of right-to-left letters (Hebrew, Arabic, Syriac, Thaana, N'Ko, their presentation forms), with the
 # marks and spaces between them.

@@ -6,6 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from core.generation import Distribution
+from core.tokens import quoted_token
 from viz.common import OKABE_ITO, plotly_safe, token_axis
 from viz.predictions import visible_spaces
 from viz.wording import fixed, probability
@@ -43,7 +44,7 @@ def distribution_sentence(d: Distribution, labels: list[str]) -> str:
     best = labels[0]
     cuts = (f"{kept:,} of {len(d.order):,} tokens can be drawn; the rest are cut." if kept < len(d.order) else
             f"All {kept:,} tokens can be drawn; nothing is cut.")
-    return (f"{cuts} The most likely, {best!r}, has {probability(d.scaled[0])} at this temperature and "
+    return (f"{cuts} The most likely, {quoted_token(best)}, has {probability(d.scaled[0])} at this temperature and "
             f"{probability(d.probs[0])} after the cuts. Entropy {fixed(d.entropy_before)} nats before the cuts, "
             f"{fixed(d.entropy_after)} after" + (" (one token left: sampling is greedy)." if kept == 1 else "."))
 

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from core.logit_attribution import LogitAttribution
 from core.margins import runs
 from core.patching import Patching
+from core.tokens import quoted_token
 from viz.common import token_axis
 from viz.predictions import visible_spaces
 from viz.wording import fixed, percent, percent_span
@@ -68,7 +69,7 @@ def _near_best(result: Patching) -> tuple[int, list[str]]:
         unit = "head"
     else:
         columns = sorted(np.flatnonzero(near.any(axis=0)), key=lambda c: -np.nanmax(grid[:, c]))
-        said = [f"position {c} ({result.tokens[c]!r}) at " + " and ".join(_layers(a, b) for a, b in runs(near[:, c]))
+        said = [f"position {c} ({quoted_token(result.tokens[c])}) at " + " and ".join(_layers(a, b) for a, b in runs(near[:, c]))
                 + f" ({percent_span(grid[near[:, c], c])})" for c in columns]
         unit = "position"
     more = len(said) - NEAR_SHOWN
@@ -80,7 +81,7 @@ def patching_sentence(result: Patching, answer: str, wrong: str) -> str:
     layers (a plateau is named as one, not by its noisy argmax), from the numbers (plain text)."""
     layer, column = np.unravel_index(int(np.nanargmax(result.grid)), result.grid.shape)
     where = (f"head {column} of layer {layer}" if result.kind == "heads"
-             else f"layer {layer} at position {column} ({result.tokens[column]!r})")
+             else f"layer {layer} at position {column} ({quoted_token(result.tokens[column])})")
     gap = abs(result.clean_diff - result.corrupted_diff)
     caution = (f" The prompts move the logit difference by only {fixed(gap)}, so these fractions are mostly noise: "
                "choose prompts the model tells apart more clearly." if gap < SMALL_GAP else "")
@@ -91,7 +92,7 @@ def patching_sentence(result: Patching, answer: str, wrong: str) -> str:
              f"{'head' if result.kind == 'heads' else 'cell'} comes within {points} of it." if count == 1 else
              f"up to {best} of the way from corrupted (0) to clean (1); {count} "
              f"{'heads' if result.kind == 'heads' else 'cells'} are within {points} of that: {_listed(near)}.")
-    return (f"logit({answer!r}) − logit({wrong!r}) is {fixed(result.clean_diff)} on the clean prompt and "
+    return (f"logit({quoted_token(answer)}) − logit({quoted_token(wrong)}) is {fixed(result.clean_diff)} on the clean prompt and "
             f"{fixed(result.corrupted_diff)} on the corrupted one. Patching {WHAT[result.kind]} restores {where}"
             f"{caution}")
 
@@ -130,7 +131,7 @@ def dla_heatmap(result: LogitAttribution) -> go.Figure:
 
 def dla_sentence(result: LogitAttribution, answer: str, wrong: str | None) -> str:
     """The total and the biggest parts, from the numbers (plain text)."""
-    target = f"logit({answer!r})" + (f" − logit({wrong!r})" if wrong else "")
+    target = f"logit({quoted_token(answer)})" + (f" − logit({quoted_token(wrong)})" if wrong else "")
     layer, head = np.unravel_index(int(np.argmax(np.abs(result.heads))), result.heads.shape)
     mlp = int(np.argmax(np.abs(result.mlps)))
     return (f"{target} is {result.total:.2f}. The largest head contribution is head {head} of layer {layer} "

@@ -5,12 +5,14 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from core.tokens import readable_token
 from viz.common import OKABE_ITO, SEQUENTIAL, plotly_safe, token_axis
 
 
 def visible_spaces(token: str) -> str:
-    """A token as a label with its spaces shown as "·" (GPT-2's " bank" vs "bank"); not yet escaped."""
-    return token.replace(" ", "·") or "∅"
+    """A decoded token as its label, by the app's one rule (``core.tokens.readable_token``): spaces as "·" (GPT-2's
+    " bank" vs "bank"), a newline as ``\\n``; not yet escaped."""
+    return readable_token(token)
 
 
 def fill_in_bars(candidates: list[str], probabilities: np.ndarray, *, title: str) -> go.Figure:
