@@ -26,11 +26,11 @@ Shapes (``B`` batch, ``T`` query tokens, ``S`` key tokens (= ``T`` but for cross
     LayerRecord.queries   [B, Hq, T, d]   after rotary embedding (and q-norm); projection biases included
     LayerRecord.keys      [B, Hkv, S, d]  after rotary embedding (and k-norm)
     LayerRecord.values    [B, Hkv, S, d]
-    LayerRecord.mask      [B, 1, T, S] additive (0 = may attend, dtype minimum = masked; T5 adds its position
-                          bias here), or None
+    LayerRecord.mask      [B, 1, T, S] additive (0 = may attend, dtype minimum = masked), or None
     LayerRecord.weights   [B, Hq, T, S]   softmax weights, exactly the model's (None with keep_weights=False)
     LayerRecord.inputs    [B, T, hidden]  what the attention module read (after the block's pre-norm, if any)
     LayerRecord.cos/sin   [B, T, r] rotary tables the module received (None without rotary); r <= d
+    LayerRecord.position_bias  [1, Hq, T, S] T5's relative-position bias, added to the scores (None elsewhere)
     replace[(layer, head)]: None (zeros) or a tensor [B, T, d]: that head's output before the output projection
 
 Example::
@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+import weakref
 from collections import OrderedDict
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -83,6 +84,7 @@ class LayerRecord:
     inputs: torch.Tensor | None = None
     cos: torch.Tensor | None = None
     sin: torch.Tensor | None = None
+    position_bias: torch.Tensor | None = None
 
     @property
     def kv_groups(self) -> int:
@@ -157,6 +159,16 @@ def _family_eager(module: torch.nn.Module):
     return eager
 
 
+_SOFTCAPS: weakref.WeakKeyDictionary[torch.nn.Module, float | None] = weakref.WeakKeyDictionary()
+
+
+def _configured_softcap(module: torch.nn.Module) -> float | None:
+    """The module's configured ``attn_logit_softcapping`` (Gemma 2), read once per module (config reads are slow)."""
+    if module not in _SOFTCAPS:
+        _SOFTCAPS[module] = getattr(getattr(module, "config", None), "attn_logit_softcapping", None)
+    return _SOFTCAPS[module]
+
+
 def explorer_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """The registered attention function: the family's eager attention, recorded when a Recorder is active."""
     output, weights = _family_eager(module)(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
@@ -167,14 +179,14 @@ def explorer_attention(module, query, key, value, attention_mask, scaling=None, 
     if rec.wants(layer):
         softcap = kwargs.get("softcap", None)
         if softcap is None:
-            softcap = getattr(getattr(module, "config", None), "attn_logit_softcapping", None)
+            softcap = _configured_softcap(module)
         inputs, cos, sin = rec._inputs.pop(id(module), (None, None, None))
         rec.stacks.setdefault(stack, {})[layer] = LayerRecord(
             module, query.detach(), key.detach(), value.detach(),
             None if attention_mask is None else attention_mask.detach(),
             weights.detach() if rec.keep_weights and weights is not None else None,
             float(scaling if scaling is not None else query.shape[-1] ** -0.5), softcap, kwargs.get("sliding_window"),
-            inputs, cos, sin,
+            inputs, cos, sin, kwargs.get("position_bias"),
         )
     heads = [(h, new) for (lay, h), new in rec.replace.items() if lay == layer] if stack == SINGLE_STACK else []
     if heads:
