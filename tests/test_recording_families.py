@@ -160,3 +160,54 @@ def test_encoder_decoder_stacks_are_told_apart(tiny_seq2seq):
         assert sorted(rec.stacks[stack]) == list(range(len(expected)))
         for layer, weights in enumerate(expected):
             np.testing.assert_allclose(rec.stacks[stack][layer].weights.numpy(), weights.numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("stack", ["encoder", "decoder", "cross"])
+def test_pair_heads_equal_the_plain_model_taken_apart_by_hand(tiny_seq2seq, stack):
+    """core.seq2seq_heads reads every stack from the recorded pass: its queries, keys and values equal the plain
+    eager model's projections of the inputs a hook caught (numpy by hand), its weights the plain model's own."""
+    from core.seq2seq import analyze_pair
+    from core.seq2seq_heads import compute_pair_head
+
+    model = tiny_seq2seq
+    pair = analyze_pair(model, TEXTS[0], "the cat sat on the mat")
+    plain = AutoModelForSeq2SeqLM.from_pretrained(model.source, attn_implementation="eager").eval()
+    t5 = hasattr(plain, "encoder") and hasattr(plain.encoder, "block")
+    layer = 1
+    if t5:
+        blocks = (plain.encoder if stack == "encoder" else plain.decoder).block
+        module = blocks[layer].layer[1].EncDecAttention if stack == "cross" else blocks[layer].layer[0].SelfAttention
+        names = ("q", "k", "v")
+    else:
+        blocks = (plain.model.encoder if stack == "encoder" else plain.model.decoder).layers
+        module = blocks[layer].encoder_attn if stack == "cross" else blocks[layer].self_attn
+        names = ("q_proj", "k_proj", "v_proj")
+    seen = {}
+
+    def keep_inputs(_module, args, kwargs):
+        seen["x"] = kwargs.get("hidden_states", args[0] if args else None)
+        seen["kv"] = kwargs.get("key_value_states")
+
+    handle = module.register_forward_pre_hook(keep_inputs, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            out = plain(input_ids=torch.tensor([pair.source.input_ids]),
+                        decoder_input_ids=torch.tensor([pair.target.input_ids]), output_attentions=True)
+    finally:
+        handle.remove()
+    x = seen["x"][0].double().numpy()
+    memory = x if seen["kv"] is None else seen["kv"][0].double().numpy()
+
+    def project(name, inputs, head, d):
+        linear = getattr(module, name)
+        y = inputs @ linear.weight.detach().double().numpy().T + (0 if linear.bias is None else linear.bias.detach().double().numpy())
+        return y[:, head * d:(head + 1) * d]
+
+    expected = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}[stack]
+    for head in range(model.num_heads):
+        step = compute_pair_head(model, pair, stack, layer, head)
+        d = step.queries.shape[1]
+        np.testing.assert_allclose(step.queries, project(names[0], x, head, d), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(step.keys, project(names[1], memory, head, d), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(step.values, project(names[2], memory, head, d), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(step.weights, expected[layer][0, head].numpy(), atol=1e-5)
