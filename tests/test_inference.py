@@ -201,4 +201,4 @@ def test_the_old_analyze_pair_path_is_the_seq2seq_function():
 
     assert analyze_pair is seq2seq.analyze_pair
     with pytest.raises(AttributeError, match="no_such_name"):
-        getattr(inference, "no_such_name")
+        _ = inference.no_such_name
