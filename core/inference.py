@@ -14,6 +14,7 @@ Shapes, written once here (``T`` = number of tokens, special tokens included):
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -287,3 +288,14 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> 
     _refuse_encoder_decoder(model)
     _check_text(text)
     return next(iter_analyses(model, [text], max_tokens=max_tokens, batch_size=1))[1]
+
+
+# The documented path ``core.inference.analyze_pair`` (and its companions) from before encoder-decoders moved to
+# core/seq2seq.py, which imports this module: resolved on first use, by name, so no import circle comes back.
+_SEQ2SEQ_NAMES = frozenset({"PairAnalysis", "analyze_pair", "generate_target", "MAX_GENERATED_TOKENS"})
+
+
+def __getattr__(name: str):
+    if name in _SEQ2SEQ_NAMES:
+        return getattr(importlib.import_module("core.seq2seq"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

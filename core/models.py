@@ -3,9 +3,9 @@
 The bundled models work offline: all-MiniLM-L6-v2 (the default, a sentence encoder) and the language models
 SmolLM2-135M-Instruct and gemma-3-270m (each converted once from its GGUF file by ``core.bundled_lm``).
 
-Every model is loaded the same way, through ``load_model``: float32, ``eval()``,
-``attn_implementation="eager"`` (the default sdpa path returns no attention
-weights) and never ``trust_remote_code``.
+Every model is loaded the same way, through ``load_model``: float32, ``eval()``, never ``trust_remote_code``, with
+``core.recording``'s attention (``attn_implementation="explorer"``: the family's own eager attention, recorded when
+asked; sdpa returns no weights), kept when a probe pass finds every layer's attention called it, else eager.
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
 
-from core.errors import UserFacingError
-from core.recording import implementation_for
-
 from core.bundled_lm import BUNDLED_LMS, LM_NAME, BundledLMError, bundled_lm, cached_folder
+from core.errors import UserFacingError
+from core.recording import IMPLEMENTATION, Recorder, implementation_for, records_every_layer
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # Names that all mean the bundled copy of sentence-transformers/all-MiniLM-L6-v2.
@@ -201,13 +200,7 @@ def _load_parts(source: str, name: str, local_only: bool):
         ) from err
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only, trust_remote_code=False)
-        with WEIGHT_LOAD_LOCK:
-            load = partial(_model_class(config).from_pretrained, source, config=config, local_files_only=local_only,
-                           trust_remote_code=False, dtype=torch.float32, output_loading_info=True)
-            try:  # the recording attention (core.recording) where the family uses the attention interface
-                model, loading = load(attn_implementation=implementation_for(config))
-            except (ValueError, KeyError):
-                model, loading = load(attn_implementation="eager")
+        model, loading = _load_weights(config, source, local_only, implementation_for(config))
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
         raise ModelLoadError(
             f"`{name}` could not be loaded ({first_line(str(err))}). "
@@ -219,6 +212,18 @@ def _load_parts(source: str, name: str, local_only: bool):
             "offsets). Choose a model that ships `tokenizer.json`."
         )
     return config, tokenizer, model, loading
+
+
+def _load_weights(config, source: str, local_only: bool, implementation: str):
+    """``(model, loading info)``: the weights loaded with ``implementation``, or with eager attention when the
+    class refuses it (GPT-Neo picks its attention class by implementation name)."""
+    with WEIGHT_LOAD_LOCK:
+        load = partial(_model_class(config).from_pretrained, source, config=config, local_files_only=local_only,
+                       trust_remote_code=False, dtype=torch.float32, output_loading_info=True)
+        try:
+            return load(attn_implementation=implementation)
+        except (ValueError, KeyError):
+            return load(attn_implementation="eager")
 
 
 def _pooler_state(model: torch.nn.Module, loading: dict) -> tuple[bool, bool]:
@@ -271,12 +276,13 @@ def _seq2seq_head_trained(config, model: torch.nn.Module) -> bool:
     return any(arch in with_head for arch in (getattr(config, "architectures", None) or []))
 
 
-def _check_seq2seq_attentions(model: torch.nn.Module, tokenizer, device: str) -> None:
-    """A four-token probe: an encoder-decoder must return encoder, decoder and cross-attention weights."""
+def _check_seq2seq_attentions(model: torch.nn.Module, tokenizer, device: str) -> tuple[bool, bool]:
+    """A four-token probe: an encoder-decoder must return encoder, decoder and cross-attention weights.
+    ``(False, recorded)``: every layer of the three went through the recording function (``core.recording``)."""
     ids = torch.tensor([_probe_ids(tokenizer)], device=device)
     start = getattr(model.config, "decoder_start_token_id", None)
     start = start if isinstance(start, int) else int(ids[0, 0])
-    with torch.no_grad():
+    with torch.no_grad(), Recorder(model, keep_weights=False) as rec:
         out = model(input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=torch.tensor([[start]], device=device),
                     output_attentions=True)
     parts = (out.encoder_attentions, out.decoder_attentions, out.cross_attentions)
@@ -284,6 +290,7 @@ def _check_seq2seq_attentions(model: torch.nn.Module, tokenizer, device: str) ->
         raise ModelLoadError(
             "This model returned no attention weights even with eager attention, so the app cannot show it."
         )
+    return False, records_every_layer(rec, {"encoder": len(parts[0]), "decoder": len(parts[1]), "cross": len(parts[2])})
 
 
 def first_line(text: str) -> str:
@@ -311,20 +318,22 @@ def _max_tokens(config, tokenizer, lm=None) -> int:
     return int(min(positions, declared)) if declared < 1_000_000 else int(positions)
 
 
-def _attends_causally(model: torch.nn.Module, tokenizer, device: str) -> bool:
-    """True when the model's attention is causal: probed, not guessed from the name.
+def _attends_causally(model: torch.nn.Module, tokenizer, device: str) -> tuple[bool, bool]:
+    """``(causal, recorded)``: whether the model's attention is causal, probed, not guessed from the name, and
+    whether every attention layer went through the recording function (``core.recording``).
 
     A four-token forward pass; causal iff every weight above the diagonal is 0.
     """
     ids = torch.tensor([_probe_ids(tokenizer)], device=device)
-    with torch.no_grad(), threads_for_input(ids.numel()):
+    with torch.no_grad(), threads_for_input(ids.numel()), Recorder(model, keep_weights=False) as rec:
         out = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=True)
     if not out.attentions or out.attentions[0] is None:
         raise ModelLoadError(
             "This model returned no attention weights even with eager attention, so the app cannot show it."
         )
     upper = torch.triu(torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool, device=device), diagonal=1)
-    return all(bool((layer[..., upper] == 0).all()) for layer in out.attentions)
+    causal = all(bool((layer[..., upper] == 0).all()) for layer in out.attentions)
+    return causal, records_every_layer(rec, {"self": len(out.attentions)})
 
 
 def _probe_ids(tokenizer) -> list[int]:
@@ -344,7 +353,7 @@ def load_model(name: str | None = None, *, device: str | None = None) -> LoadedM
     display, source, local_only = _resolve_source(name)
     if not local_only and not cached_on_disk(source) and not _hub_reachable():
         raise _hub_error(display)
-    config, tokenizer, model, loading = _load_parts(source, display, local_only or cached_on_disk(source))
+    config, tokenizer, model, loading = _load_parts(source, display, local_only := local_only or cached_on_disk(source))
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     model = model.to(device=device, dtype=torch.float32).eval()
     if tokenizer.pad_token is None:  # GPT-2 has none; batching needs one, and it is masked out anyway
@@ -354,31 +363,23 @@ def load_model(name: str | None = None, *, device: str | None = None) -> LoadedM
     # Truncation keeps the start of a text, as every page says.
     tokenizer.padding_side = "right"
     tokenizer.truncation_side = "right"
-    has_pooler, pooler_trained = _pooler_state(model, loading)
     num_layers = _config_int(config, "num_hidden_layers", "n_layer", "num_layers")
     num_heads = _config_int(config, "num_attention_heads", "n_head", "num_heads")
     hidden = _config_int(config, "hidden_size", "n_embd", "d_model", "dim")
     if not (num_layers and num_heads and hidden):
         raise ModelLoadError(f"`{display}` does not say how many layers and heads it has; the app cannot show it.")
     encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
-    if encoder_decoder:
-        _check_seq2seq_attentions(model, tokenizer, device)
+    probe = partial(_check_seq2seq_attentions if encoder_decoder else _attends_causally, tokenizer=tokenizer, device=device)
+    causal, recorded = probe(model)
+    if not recorded and model.config._attn_implementation == IMPLEMENTATION:  # modules that compute attention
+        model, loading = _load_weights(config, source, local_only, "eager")  # themselves (MegatronBERT, RoFormer …)
+        causal, _ = probe(model := model.to(device=device, dtype=torch.float32).eval())
+    has_pooler, pooler_trained = _pooler_state(model, loading)
     return LoadedModel(
-        name=display,
-        source=source,
-        tokenizer=tokenizer,
-        model=model,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        hidden_size=hidden,
-        is_decoder=False if encoder_decoder else _attends_causally(model, tokenizer, device),
-        max_tokens=_max_tokens(config, tokenizer, bundled_lm(name)),
-        model_type=config.model_type,
-        device=device,
-        has_pooler=has_pooler,
-        pooler_trained=pooler_trained,
-        is_encoder_decoder=encoder_decoder,
-        can_generate=encoder_decoder and _seq2seq_head_trained(config, model),
+        name=display, source=source, tokenizer=tokenizer, model=model, num_layers=num_layers, num_heads=num_heads,
+        hidden_size=hidden, is_decoder=causal, max_tokens=_max_tokens(config, tokenizer, bundled_lm(name)),
+        model_type=config.model_type, device=device, has_pooler=has_pooler, pooler_trained=pooler_trained,
+        is_encoder_decoder=encoder_decoder, can_generate=encoder_decoder and _seq2seq_head_trained(config, model),
     )
 
 

@@ -1,57 +1,35 @@
-"""Query and key vectors of every head, from the model's own weights (for BertViz's neuron view)."""
+"""Query and key vectors of every head, from a recorded forward pass of the model (for BertViz's neuron view)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from core.heads import UnsupportedArchitecture, block_kind, head_weights, layer_input, verify_layer
+from core.heads import UnsupportedArchitecture, check_supported, verify_layer
 from core.inference import Analysis
 from core.models import LoadedModel
 
 
 def queries_and_keys(model: LoadedModel, analysis: Analysis) -> tuple[np.ndarray, np.ndarray]:
-    """``(queries, keys)``, each float32 ``[layers, heads, T, d]``: ``x W_Q + b_Q`` and ``x W_K + b_K``.
+    """``(queries, keys)``, each float32 ``[layers, heads, T, d]``: ``x W_Q + b_Q`` and ``x W_K + b_K`` as the
+    model's attention function received them (``core.recorded_heads.records``).
 
-    ``x`` is what block ``i`` reads (``core.heads.layer_input``). Raises
-    ``UnsupportedArchitecture`` (a sentence for the user) when the model's heads cannot be
+    Raises ``UnsupportedArchitecture`` (a sentence for the user) when the model's heads cannot be
     taken apart, when their recomputed attention differs from the model's own
     (``core.heads.verify_layer``), or when a head scales q·k by anything other than 1/√d,
-    the scale BertViz's neuron view assumes when it recomputes the weights. For a recorded decoder (Llama …)
-    the queries and keys are after the rotary embedding, keys repeated for the query heads that share them;
+    the scale BertViz's neuron view assumes when it recomputes the weights. For a decoder with rotary embeddings
+    (Llama …) the queries and keys are after the rotation, keys repeated for the query heads that share them;
     soft-capped or sliding-window layers are refused (the neuron view would not apply the cap or the window).
     """
-    if block_kind(model) == "recorded":
-        return _recorded(model, analysis)
-    d = model.hidden_size // model.num_heads
-    queries, keys = [], []
-    for layer in range(model.num_layers):
-        verify_layer(model, analysis, layer)
-        x = layer_input(model, analysis, layer)
-        q_layer, k_layer = [], []
-        for head in range(model.num_heads):
-            w = head_weights(model, layer, head)
-            if not np.isclose(w.scale, d**-0.5):
-                raise UnsupportedArchitecture(
-                    f"Layer {layer} of {model.name} scales q·k by {w.scale:.4g}, not 1/√{d}; "
-                    "BertViz's neuron view assumes 1/√d, so it would show wrong weights."
-                )
-            q_layer.append(x @ w.w_q + w.b_q)
-            k_layer.append(x @ w.w_k + w.b_k)
-        queries.append(q_layer)
-        keys.append(k_layer)
-    return np.asarray(queries, dtype=np.float32), np.asarray(keys, dtype=np.float32)
-
-
-def _recorded(model: LoadedModel, analysis: Analysis) -> tuple[np.ndarray, np.ndarray]:
     from core.recorded_heads import keep_mask, records
 
+    check_supported(model)
     t = analysis.num_tokens
+    visible = np.tril(np.ones((t, t), dtype=bool)) if analysis.is_decoder else np.ones((t, t), dtype=bool)
     queries, keys = [], []
     for layer, record in sorted(records(model, analysis).items()):
         verify_layer(model, analysis, layer)
         d = record.queries.shape[-1]
-        if record.softcap or not np.array_equal(keep_mask(record, t), np.tril(np.ones((t, t), dtype=bool))) \
-                or not np.isclose(record.scaling, d**-0.5):
+        if record.softcap or not np.array_equal(keep_mask(record, t), visible) or not np.isclose(record.scaling, d**-0.5):
             raise UnsupportedArchitecture(
                 f"Layer {layer} of {model.name} soft-caps its scores, masks a sliding window or scales q·k by "
                 f"{record.scaling:.4g} instead of 1/√{d}; BertViz's neuron view does none of that, so it would show "

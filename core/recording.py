@@ -1,39 +1,54 @@
 """Recording attention through transformers' public ``AttentionInterface``: one mechanism for every family.
 
-Models whose attention goes through the interface (Llama, Mistral, Qwen2/3, Gemma 1/2/3, Phi-3, SmolLM …)
-are loaded with ``attn_implementation=IMPLEMENTATION`` ("explorer"). The registered function calls the
-family's own ``eager_attention_forward`` (found in the module that defines the attention class), so every
-weight is what eager attention gives, scaling, mask, soft-cap and sliding window included. Outside a
-``Recorder`` it only does that. Inside ``with Recorder(model) as rec:`` (per thread: a ``ContextVar``) it
-also keeps, for each recorded layer, a ``LayerRecord``, and it can replace one head's output before the
-output projection (knock-out / patching).
+Every model is loaded with ``attn_implementation=IMPLEMENTATION`` ("explorer"), registered here with
+``AttentionInterface.register``. Whether a family's attention really goes through it is decided by what its modules
+do: ``core.models.load_model`` runs a probe pass inside a ``Recorder`` and keeps the implementation only when every
+layer's attention called it (``records_every_layer``); otherwise (MegatronBERT, RoFormer compute attention
+themselves, GPT-Neo picks its attention class by implementation name) the model is loaded with plain eager
+attention and ``is_recordable`` is False. BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, DistilBERT, GPT-2, the decoder
+families (Llama, Mistral, Qwen2/3, Gemma 1/2/3, Phi-3, SmolLM …) and the encoder-decoders T5, BART, Marian, mBART and
+Pegasus (encoder, decoder and cross-attention) all call it in transformers 5.23.
 
-Shapes (``B`` batch, ``T`` tokens, ``Hq`` query heads, ``Hkv`` key/value heads, ``d`` head size)::
+The registered function calls the family's own ``eager_attention_forward`` (found in the module that defines the
+attention class), so every weight is what eager attention gives, scaling, mask, position bias, soft-cap and sliding
+window included. Outside a ``Recorder`` it only does that. Inside ``with Recorder(model) as rec:`` (per thread: a
+``ContextVar``) it also keeps, for each recorded layer, a ``LayerRecord``, and it can replace one head's output before
+the output projection (knock-out / patching).
 
-    LayerRecord.queries   [B, Hq, T, d]   after rotary embedding (and q-norm)
-    LayerRecord.keys      [B, Hkv, T, d]  after rotary embedding (and k-norm)
-    LayerRecord.values    [B, Hkv, T, d]
-    LayerRecord.mask      [B, 1, T, T] additive (0 = may attend, dtype minimum = masked), or None
-    LayerRecord.weights   [B, Hq, T, T]   softmax weights, exactly the model's (None with keep_weights=False)
-    LayerRecord.inputs    [B, T, hidden]  what the attention module read (after the block's pre-norm)
+Calls are told apart by the module that makes them, not by ``layer_idx`` (DistilBERT has none, and an
+encoder-decoder's encoder, decoder and cross-attention share the same values): a call's key is ``(stack, layer)``,
+``layer`` the block number in the module's path (``encoder.layer.3.attention.self`` → 3) and ``stack`` "self" for a
+model with one stack, else "encoder" (inside ``model.get_encoder()``), "decoder" (a causal module) or "cross".
+
+Shapes (``B`` batch, ``T`` query tokens, ``S`` key tokens (= ``T`` but for cross-attention), ``Hq`` query heads,
+``Hkv`` key/value heads, ``d`` head size)::
+
+    LayerRecord.queries   [B, Hq, T, d]   after rotary embedding (and q-norm); projection biases included
+    LayerRecord.keys      [B, Hkv, S, d]  after rotary embedding (and k-norm)
+    LayerRecord.values    [B, Hkv, S, d]
+    LayerRecord.mask      [B, 1, T, S] additive (0 = may attend, dtype minimum = masked), or None
+    LayerRecord.weights   [B, Hq, T, S]   softmax weights, exactly the model's (None with keep_weights=False)
+    LayerRecord.inputs    [B, T, hidden]  what the attention module read (after the block's pre-norm, if any)
     LayerRecord.cos/sin   [B, T, r] rotary tables the module received (None without rotary); r <= d
+    LayerRecord.position_bias  [1, Hq, T, S] T5's relative-position bias, added to the scores (None elsewhere)
     replace[(layer, head)]: None (zeros) or a tensor [B, T, d]: that head's output before the output projection
 
 Example::
 
     with torch.inference_mode(), Recorder(loaded.model, layers={3}, replace={(5, 2): None}) as rec:
         loaded.model(input_ids)            # head 2 of layer 5 knocked out in this pass only
-    rec.records[3].queries                 # [1, Hq, T, d]
+    rec.records[3].queries                 # [1, Hq, T, d]; an encoder-decoder's: rec.stacks["cross"][3]
 
-``Recorder(model)`` installs, once per model and for good, forward pre-hooks (public API) on the attention
-modules that keep their input and rotary tables; outside a Recorder they return at once. Passes in other
-threads are never recorded or changed.
+``Recorder(model)`` registers forward pre-hooks (public API) on the attention modules that keep their input and
+rotary tables, and removes them on leaving; they act only in the Recorder's thread. Passes in other threads are
+never recorded or changed.
 """
 
 from __future__ import annotations
 
 import importlib
 import threading
+import weakref
 from collections import OrderedDict
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -51,6 +66,7 @@ class UnsupportedArchitecture(UserFacingError, ValueError):
 
 IMPLEMENTATION = "explorer"
 _ACTIVE: ContextVar[Recorder | None] = ContextVar("explorer_recorder", default=None)
+SINGLE_STACK = "self"  # the stack name of a model with one stack of attention layers (``Recorder.records``)
 
 
 @dataclass
@@ -69,6 +85,7 @@ class LayerRecord:
     inputs: torch.Tensor | None = None
     cos: torch.Tensor | None = None
     sin: torch.Tensor | None = None
+    position_bias: torch.Tensor | None = None
 
     @property
     def kv_groups(self) -> int:
@@ -80,8 +97,10 @@ class LayerRecord:
 class Recorder:
     """Context manager: records ``layers`` (None = all) of forward passes of ``model`` run in this thread.
 
-    ``replace`` maps ``(layer, head)`` to None (the head's output becomes zeros) or a ``[B, T, d]`` tensor.
-    ``keep_tensors=False`` records nothing (only the replacements act), for cheap knock-outs;
+    ``records``: ``{layer: LayerRecord}`` of a model with one stack; ``stacks``: ``{stack: {layer: LayerRecord}}``
+    for every stack ("self", or "encoder", "decoder" and "cross" for an encoder-decoder).
+    ``replace`` maps ``(layer, head)`` of the "self" stack to None (the head's output becomes zeros) or a
+    ``[B, T, d]`` tensor. ``keep_tensors=False`` records nothing (only the replacements act), for cheap knock-outs;
     ``keep_weights=False`` records everything but the attention weights (the caller has them already).
     """
 
@@ -91,35 +110,64 @@ class Recorder:
     keep_tensors: bool = True
     keep_weights: bool = True
     records: dict[int, LayerRecord] = field(default_factory=dict)
+    stacks: dict[str, dict[int, LayerRecord]] = field(default_factory=dict)
     _inputs: dict[int, tuple] = field(default_factory=dict)
+    _keys: dict[int, tuple[str, int]] = field(default_factory=dict)
+    _handles: list = field(default_factory=list)
     _token: object = None
 
     def __enter__(self) -> Recorder:
+        self.stacks[SINGLE_STACK] = self.records
         if self.model is not None:
-            install_input_hooks(self.model)
+            self._keys = _keys(self.model)
+            if self.keep_tensors:
+                self._handles = [m.register_forward_pre_hook(_input_hook, with_kwargs=True)
+                                 for m in attention_modules(self.model)]
         self._token = _ACTIVE.set(self)
         return self
 
     def __exit__(self, *exc) -> None:
         _ACTIVE.reset(self._token)
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
 
     def wants(self, layer: int) -> bool:
         return self.keep_tensors and (self.layers is None or layer in self.layers)
 
+    def key_of(self, module: torch.nn.Module) -> tuple[str, int]:
+        """``(stack, layer)`` of an attention module's call."""
+        key = self._keys.get(id(module))
+        if key is not None:
+            return key
+        layer = getattr(module, "layer_idx", None)  # a Recorder without its model: single-stack decoders
+        if not isinstance(layer, int):
+            raise RuntimeError(f"{type(module).__name__} is not inside a numbered block, so its calls cannot be told apart")
+        return SINGLE_STACK, layer
 
-def _layer_of(module: torch.nn.Module) -> int:
-    layer = getattr(module, "layer_idx", None)
-    if not isinstance(layer, int):
-        raise RuntimeError(f"{type(module).__name__} has no layer_idx, so its calls cannot be told apart")
-    return layer
+
+_EAGER: dict[type, object] = {}
 
 
 def _family_eager(module: torch.nn.Module):
     """The ``eager_attention_forward`` of the module's own family (the reference computation)."""
-    eager = getattr(importlib.import_module(type(module).__module__), "eager_attention_forward", None)
+    eager = _EAGER.get(type(module))
     if eager is None:
-        from transformers.models.llama.modeling_llama import eager_attention_forward as eager
+        eager = getattr(importlib.import_module(type(module).__module__), "eager_attention_forward", None)
+        if eager is None:
+            from transformers.models.llama.modeling_llama import eager_attention_forward as eager
+        _EAGER[type(module)] = eager
     return eager
+
+
+_SOFTCAPS: weakref.WeakKeyDictionary[torch.nn.Module, float | None] = weakref.WeakKeyDictionary()
+
+
+def _configured_softcap(module: torch.nn.Module) -> float | None:
+    """The module's configured ``attn_logit_softcapping`` (Gemma 2), read once per module (config reads are slow)."""
+    if module not in _SOFTCAPS:
+        _SOFTCAPS[module] = getattr(getattr(module, "config", None), "attn_logit_softcapping", None)
+    return _SOFTCAPS[module]
 
 
 def explorer_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -128,20 +176,20 @@ def explorer_attention(module, query, key, value, attention_mask, scaling=None, 
     rec = _ACTIVE.get()
     if rec is None:
         return output, weights
-    layer = _layer_of(module)
+    stack, layer = rec.key_of(module)
     if rec.wants(layer):
         softcap = kwargs.get("softcap", None)
         if softcap is None:
-            softcap = getattr(getattr(module, "config", None), "attn_logit_softcapping", None)
-        inputs, cos, sin = rec._inputs.pop(layer, (None, None, None))
-        rec.records[layer] = LayerRecord(
+            softcap = _configured_softcap(module)
+        inputs, cos, sin = rec._inputs.pop(id(module), (None, None, None))
+        rec.stacks.setdefault(stack, {})[layer] = LayerRecord(
             module, query.detach(), key.detach(), value.detach(),
             None if attention_mask is None else attention_mask.detach(),
             weights.detach() if rec.keep_weights and weights is not None else None,
-            float(scaling if scaling is not None else module.head_dim**-0.5), softcap, kwargs.get("sliding_window"),
-            inputs, cos, sin,
+            float(scaling if scaling is not None else query.shape[-1] ** -0.5), softcap, kwargs.get("sliding_window"),
+            inputs, cos, sin, kwargs.get("position_bias"),
         )
-    heads = [(h, new) for (lay, h), new in rec.replace.items() if lay == layer]
+    heads = [(h, new) for (lay, h), new in rec.replace.items() if lay == layer] if stack == SINGLE_STACK else []
     if heads:
         output = output.clone()  # [B, T, Hq, d]
         for h, new in heads:
@@ -153,51 +201,77 @@ def _input_hook(module, args, kwargs):
     rec = _ACTIVE.get()
     if rec is None:
         return
-    layer = _layer_of(module)
-    if not rec.wants(layer):
+    key = rec._keys.get(id(module))
+    if key is None or not rec.wants(key[1]):
         return
     hidden = kwargs.get("hidden_states", args[0] if args else None)
     rope = kwargs.get("position_embeddings")
     cos, sin = rope if isinstance(rope, tuple) and len(rope) == 2 else (None, None)
-    rec._inputs[layer] = (None if hidden is None else hidden.detach(), cos, sin)
+    rec._inputs[id(module)] = (None if hidden is None else hidden.detach(), cos, sin)
+
+
+def record_keys(model: torch.nn.Module) -> dict[int, tuple[str, int]]:
+    """``id(module) → (stack, layer)`` for every module of ``model`` inside a numbered block (see the module
+    docstring): the block number is the first number in the module's path."""
+    encoder = model.get_encoder() if getattr(model.config, "is_encoder_decoder", False) else None
+    in_encoder = {id(m) for m in encoder.modules()} if encoder is not None else set()
+    keys = {}
+    for name, module in model.named_modules():
+        layer = next((int(part) for part in name.split(".") if part.isdigit()), None)
+        if layer is None:
+            continue
+        if encoder is None:
+            stack = SINGLE_STACK
+        elif id(module) in in_encoder:
+            stack = "encoder"
+        else:  # a decoder's self-attention is causal, its cross-attention is not (what each module declares)
+            stack = "decoder" if getattr(module, "is_causal", True) else "cross"
+        keys[id(module)] = (stack, layer)
+    return keys
 
 
 def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The modules that call the attention interface: an ``int`` ``layer_idx`` and a ``config``."""
-    return [m for m in model.modules() if isinstance(getattr(m, "layer_idx", None), int) and hasattr(m, "config")
-            and type(m).__name__.endswith("Attention")]
+    """The modules that call the attention interface, in the model's order: attention classes (``…Attention``,
+    with a ``config``) inside a numbered block. Found once per model."""
+    found = getattr(model, "_explorer_attention_modules", None)
+    if found is None:
+        keys = _keys(model)
+        found = [m for m in model.modules()
+                 if id(m) in keys and hasattr(m, "config") and type(m).__name__.endswith("Attention")]
+        model._explorer_attention_modules = found
+    return found
 
 
-def install_input_hooks(model: torch.nn.Module) -> None:
-    """Once per model: forward pre-hooks (public API) that keep each attention module's input while recording."""
-    if getattr(model, "_explorer_input_hooks", False):
-        return
-    for module in attention_modules(model):
-        module.register_forward_pre_hook(_input_hook, with_kwargs=True)
-    model._explorer_input_hooks = True
-
-
-# Families whose heads core.heads already takes apart from their weights: they keep plain eager attention.
-_KEEP_EAGER = frozenset({"bert", "roberta", "xlm-roberta", "camembert", "electra", "distilbert", "gpt2"})
+def _keys(model: torch.nn.Module) -> dict[int, tuple[str, int]]:
+    """``record_keys(model)``, computed once per model."""
+    keys = getattr(model, "_explorer_keys", None)
+    if keys is None:
+        keys = record_keys(model)
+        model._explorer_keys = keys
+    return keys
 
 
 def implementation_for(config) -> str:
-    """The ``attn_implementation`` to load a model with: IMPLEMENTATION for decoders and other interface users."""
-    if getattr(config, "is_encoder_decoder", False) or config.model_type in _KEEP_EAGER:
-        return "eager"
-    from transformers.models.auto.modeling_auto import MODEL_MAPPING
+    """The ``attn_implementation`` to load a model with: IMPLEMENTATION, for every class.
 
-    try:
-        model_class = MODEL_MAPPING[type(config)]
-    except KeyError:
-        return "eager"
-    # a class declares whether its attention goes through the interface (GPT-Neo's does not)
-    return IMPLEMENTATION if getattr(model_class, "_supports_attention_backend", False) else "eager"
+    Whether the class's attention really calls it is decided afterwards from what its modules do
+    (``records_every_layer`` on a probe pass, in ``core.models.load_model``), never from a list of families.
+    """
+    return IMPLEMENTATION
+
+
+def records_every_layer(rec: Recorder, layers: dict[str, int]) -> bool:
+    """True when ``rec`` holds a record for every layer ``0 .. n-1`` of every stack in ``layers`` (``{stack: n}``),
+    each with the module's input: every attention call of the pass went through the recording function."""
+    return all(n > 0 and sorted(rec.stacks.get(stack, {})) == list(range(n))
+               and all(r.inputs is not None for r in rec.stacks[stack].values()) for stack, n in layers.items())
 
 
 def is_recordable(model: torch.nn.Module) -> bool:
-    """True when ``model`` was loaded with the recording attention implementation."""
-    return getattr(model.config, "_attn_implementation", None) == IMPLEMENTATION and bool(attention_modules(model))
+    """True when ``model`` was loaded with the recording attention implementation (``load_model`` keeps it only
+    for models whose every attention layer calls it)."""
+    config = getattr(model, "config", None)
+    return getattr(config, "_attn_implementation", None) == IMPLEMENTATION and bool(attention_modules(model))
 
 
 def rotate_back(x: torch.Tensor, record: LayerRecord) -> torch.Tensor | None:

@@ -315,6 +315,22 @@ def build_tiny_roformer(folder: Path, *, seed: int = 0) -> Path:
     return _bert_like(folder, RoFormerConfig(**_bert_like_sizes(), embedding_size=32), RoFormerModel, seed=seed)
 
 
+def build_tiny_roberta(folder: Path, *, seed: int = 0) -> Path:
+    """A random RoBERTa (positions counted from its padding id) with a BERT tokenizer."""
+    from transformers import RobertaConfig, RobertaModel
+
+    return _bert_like(folder, RobertaConfig(**_bert_like_sizes(), pad_token_id=0, type_vocab_size=1), RobertaModel, seed=seed)
+
+
+def build_tiny_distilbert(folder: Path, *, seed: int = 0) -> Path:
+    """A random DistilBERT (its attention modules carry no ``layer_idx``) with a BERT tokenizer."""
+    from transformers import DistilBertConfig, DistilBertModel
+
+    config = DistilBertConfig(vocab_size=len(bert_vocab()), dim=32, n_layers=2, n_heads=4, hidden_dim=64,
+                              max_position_embeddings=64)
+    return _bert_like(folder, config, DistilBertModel, seed=seed)
+
+
 def build_tiny_electra(folder: Path, *, seed: int = 0) -> Path:
     """A random ELECTRA whose embedding size (16) differs from its hidden size (32): it has ``embeddings_project``."""
     from transformers import ElectraConfig, ElectraModel

@@ -178,3 +178,27 @@ def test_batched_equals_single_with_a_left_padding_tokenizer(which, tmp_path):
     # and the truncation keeps the start of the text, not its end
     cut = analyze(model, TEXT, max_tokens=4)
     assert cut.offsets[0 if which == "gpt2" else 1][0] == 0
+
+
+# Issue 40 item 9: names the README and older notebooks use keep importing from where they were documented.
+PUBLIC_NAMES = ["core.inference.analyze", "core.inference.analyze_many", "core.inference.iter_analyses",
+                "core.inference.Analysis", "core.inference.AnalysisError", "core.inference.analyze_pair",
+                "core.inference.PairAnalysis", "core.inference.generate_target", "core.seq2seq.analyze_pair",
+                "core.heads.compute_head", "core.models.load_model"]
+
+
+@pytest.mark.parametrize("path", PUBLIC_NAMES)
+def test_public_names_import(path):
+    import importlib
+
+    module, name = path.rsplit(".", 1)
+    assert getattr(importlib.import_module(module), name) is not None
+
+
+def test_the_old_analyze_pair_path_is_the_seq2seq_function():
+    from core import inference, seq2seq
+    from core.inference import analyze_pair
+
+    assert analyze_pair is seq2seq.analyze_pair
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = inference.no_such_name

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.heads import block_kind
+from core.heads import architecture
 from tests.model_factory import build_tiny_gpt_neo
 from tests.test_app import open_app, page_errors
 
@@ -24,7 +24,7 @@ def _difference(at) -> float:
 
 
 def test_block_kinds(tiny_bert, tiny_gpt2, bundled):
-    assert (block_kind(tiny_bert), block_kind(tiny_gpt2), block_kind(bundled)) == ("bert", "gpt2", "bert")
+    assert tuple(architecture(m).kind for m in (tiny_bert, tiny_gpt2, bundled)) == ("bert", "gpt2", "bert")
 
 
 @pytest.mark.app
@@ -98,7 +98,7 @@ def test_a_bert_lookalike_is_refused_with_a_sentence(tmp_path):
     at = open_app({"model": str(build_tiny_megatron_bert(tmp_path / "megatron")), "text": TEXT}, page=PAGE)
     assert not at.exception
     notes = " ".join(i.value for i in at.info) + " ".join(e.value for e in at.error)
-    assert "megatron-bert" in notes and "pre-LN" in notes
+    assert "megatron-bert" in notes and "attention interface" in notes
     assert not any("post-LN" in m.value for m in at.markdown)  # the old page called it post-LN
 
 

@@ -10,9 +10,11 @@ import torch
 from core.models import DEFAULT_MODEL, ModelLoadError, load_model
 
 
-def test_tiny_models_load_with_eager_float32_eval(tiny_bert, tiny_gpt2):
+def test_tiny_models_load_with_the_recording_attention_float32_eval(tiny_bert, tiny_gpt2):
+    from core.recording import IMPLEMENTATION
+
     for model in (tiny_bert, tiny_gpt2):
-        assert model.model.config._attn_implementation == "eager"
+        assert model.model.config._attn_implementation == IMPLEMENTATION
         assert not model.model.training
         assert all(p.dtype == torch.float32 for p in model.model.parameters())
         assert (model.num_layers, model.num_heads, model.hidden_size) == (2, 4, 32)
