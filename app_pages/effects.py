@@ -48,6 +48,13 @@ def describe_correlation(rc, what: str) -> str:
     return (f"Spearman's ρ of {what}: **{rc.rho:+.2f}** over {rc.n} items, {strength}{direction} relation "
             f"(ρ = 0 means none; ρ = 1 the same order). A ρ this far from 0 {chance}.")
 
+def knockout_drop_words(drop: float) -> str:
+    """The drop in log p(target), the page's one sign convention (positive = less likely), and what its sign means."""
+    if round(drop, 3) == 0:
+        return f"drop in log p(target) **{drop:+.3f}**: the target is about as likely as before"
+    return (f"drop in log p(target) **{drop:+.3f}**: the target became "
+            f"{'less' if drop > 0 else 'more'} likely with the knock-out")
+
 st.title("Does it matter?")
 explain(
     "Attention shows where a head *looks*, not whether what it finds changes the output: a high weight does not "
@@ -112,6 +119,7 @@ else:
     explain("Measure: the log-probability the model gives the target token. A knock-out's effect is the drop in "
             "log-probability (positive = the target became less likely).", caption=True)
 effect_name = "1 − cosine" if measure == "embedding" else "drop in log p(target)"
+effect_column = "one_minus_cosine" if measure == "embedding" else "drop_in_log_p_target"  # the CSV's name for it
 
 # --- 1. knock out heads -----------------------------------------------------------------------------
 st.header("1. Knock out heads")
@@ -155,8 +163,8 @@ else:
             change = cached_target_change(name, text, limit, heads, method, target)
             token = markdown_safe(visible_spaces(change.target.token))
             st.markdown(f"**log p(“{token}”)**: {change.target_logp_before:.3f} → {change.target_logp_after:.3f} "
-                        f"(**{change.logp_change:+.3f}**; probability {np.exp(change.target_logp_before):.2%} → "
-                        f"{np.exp(change.target_logp_after):.2%}) at position {change.target.position}.")
+                        f"at position {change.target.position}; {knockout_drop_words(change.logp_drop)} "
+                        f"(probability {np.exp(change.target_logp_before):.2%} → {np.exp(change.target_logp_after):.2%}).")
             columns = st.columns(2)
             for column, title, candidates, probs, tag in (
                 (columns[0], "Before", change.before_candidates, change.before_probs, "before"),
@@ -218,7 +226,7 @@ else:
                        format_func=lambda i: f"{labels[i]} (position {i})")
         attention = attention_to_token(analysis, token)
         left, right = st.columns(2)
-        cells = [{"layer": layer, "head": head, "effect": float(importance[layer, head]),
+        cells = [{"layer": layer, "head": head, effect_column: float(importance[layer, head]),
                   "attention_to_token": float(attention[layer, head])}
                  for layer in range(model.num_layers) for head in range(model.num_heads)]
         with left:

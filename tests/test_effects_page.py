@@ -175,3 +175,57 @@ def test_the_pages_own_cap_is_called_the_pages_not_the_apps():
     said = " ".join(i.value for i in at.info)
     assert "this page analyses at most 128" in said, said
     assert "this app is set to" not in said
+
+
+def _bold_numbers(line: str) -> list[float]:
+    import re
+
+    return [float(n.replace("−", "-")) for n in re.findall(r"\*\*([+\-−]?\d+\.\d+)\*\*", line)]
+
+
+def test_the_knock_out_result_line_uses_the_pages_sign_convention(language_model_dirs):
+    """Issue 40, item 3: the caption says the effect is the drop in log p (positive = less likely); the result line
+    gives that drop, before − after, from log p computed here with a hook of its own on the plainly loaded model."""
+    import re
+
+    import torch
+
+    from core.models import load_model
+    from core.predictions import load_language_model
+
+    text = "the cat sat on the"
+    at = open_app({"model": language_model_dirs["gpt2"], "text": text, "heads": "L1H0 L0H2"}, page=PAGE)
+    assert not page_errors(at)
+    assert any("positive = the target became less likely" in c.value for c in at.caption)
+    line = next(m.value for m in at.markdown if m.value.startswith("**log p("))
+    lm = load_language_model(load_model(language_model_dirs["gpt2"]))
+    ids = lm.tokenizer(text, return_tensors="pt")["input_ids"]
+    width = lm.model.config.n_embd // lm.model.config.n_head
+
+    def log_probabilities(knocked: dict[int, list[int]]):
+        def zero(heads):
+            def hook(_module, args):
+                x = args[0].clone()
+                for head in heads:
+                    x[..., head * width:(head + 1) * width] = 0
+                return (x,)
+            return hook
+        handles = [lm.model.transformer.h[layer].attn.c_proj.register_forward_pre_hook(zero(heads))
+                   for layer, heads in knocked.items()]
+        try:
+            with torch.no_grad():
+                return lm.model(input_ids=ids).logits[0, -1].double().log_softmax(-1)
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    before, after = log_probabilities({}), log_probabilities({1: [0], 0: [2]})
+    target = int(before.argmax())
+    drop = float(before[target] - after[target])
+    assert abs(drop) >= 0.002  # the knock-out changes the target's log-probability visibly
+    shown = re.search(r"(-?\d+\.\d+) → (-?\d+\.\d+)", line.replace("−", "-"))
+    assert float(shown.group(1)) == pytest.approx(float(before[target]), abs=6e-4)
+    assert float(shown.group(2)) == pytest.approx(float(after[target]), abs=6e-4)
+    assert "drop in log p(target)" in line
+    assert _bold_numbers(line) == [pytest.approx(drop, abs=6e-4)]
+    assert f"became {'less' if drop > 0 else 'more'} likely" in line
