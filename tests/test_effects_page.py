@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tests.model_factory import build_tiny_bert_mlm, build_tiny_gpt2_lm
@@ -229,3 +230,38 @@ def test_the_knock_out_result_line_uses_the_pages_sign_convention(language_model
     assert "drop in log p(target)" in line
     assert _bold_numbers(line) == [pytest.approx(drop, abs=6e-4)]
     assert f"became {'less' if drop > 0 else 'more'} likely" in line
+
+
+def _repeat_loss(first, second):
+    from core.induction import RepeatLoss
+
+    first, second = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
+    return RepeatLoss(float(first.mean()), float(second.mean()), (), first, second)
+
+
+def _induction_result(scores):
+    from core.induction import InductionScores
+
+    return InductionScores(np.asarray(scores, dtype=np.float64), np.zeros(9, dtype=np.int64), 1, 4)
+
+
+def test_the_induction_sentence_is_written_from_the_heads_and_the_losses():
+    """Issue 40, item 4: "Induction heads lower the loss on the second copy only" was appended for any heads. The
+    reading now follows the measured change on each copy against 2 standard errors of its tokens' changes."""
+    from ui.lm_views import induction_knockout_sentence
+
+    result = _induction_result([[0.9, 0.02, 0.1], [0.5, 0.03, 0.05]])
+    plain = _repeat_loss([14.0, 14.5, 15.0], [5.0, 5.5, 6.0])
+    # A weak induction head (L0H1: 0.02, rank 6 of 6) whose knock-out raises both copies alike (like L23H3 on SmolLM2).
+    both = induction_knockout_sentence(result, ((0, 1),), plain, _repeat_loss([14.05, 14.7, 15.1], [5.2, 5.6, 6.2]))
+    assert "L0H1 0.020 (rank 6 of 6)" in both
+    assert "rises on both copies" in both and "as induction heads do" not in both
+    assert "lower the loss on the second copy only" not in both
+    # The strongest head: the second copy's loss rises by 3 nats, the first copy's does not move beyond its spread.
+    copying = induction_knockout_sentence(result, ((0, 0),), plain, _repeat_loss([14.1, 14.4, 15.0], [8.0, 8.6, 9.0]))
+    assert "L0H0 0.900 (rank 1 of 6)" in copying
+    assert "rises more than the first's" in copying and "as induction heads do" in copying
+    # changes and margins printed from the numbers: +3.03 on the second copy (mean of 3.0, 3.1, 3.0)
+    assert "changes +3.03 ± " in copying
+    unchanged = induction_knockout_sentence(result, ((1, 2),), plain, _repeat_loss([14.1, 14.4, 15.0], [5.1, 5.4, 6.0]))
+    assert "Neither copy's loss changes beyond its spread" in unchanged
