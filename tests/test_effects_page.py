@@ -248,7 +248,7 @@ def _induction_result(scores):
 def test_the_induction_sentence_is_written_from_the_heads_and_the_losses():
     """Issue 40, item 4: "Induction heads lower the loss on the second copy only" was appended for any heads. The
     reading now follows the measured change on each copy against 2 standard errors of its tokens' changes."""
-    from ui.lm_views import induction_knockout_sentence
+    from viz.induction import induction_knockout_sentence
 
     result = _induction_result([[0.9, 0.02, 0.1], [0.5, 0.03, 0.05]])
     plain = _repeat_loss([14.0, 14.5, 15.0], [5.0, 5.5, 6.0])

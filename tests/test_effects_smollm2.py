@@ -22,7 +22,7 @@ def test_a_weak_induction_head_that_raises_both_copies_is_not_called_an_inductio
     5.63 → 5.80, the reviewer's figures); the page used to add "Induction heads lower the loss on the second copy
     only" whatever the heads."""
     from core.induction import repeat_loss
-    from ui.lm_views import induction_knockout_sentence
+    from viz.induction import induction_knockout_sentence
 
     lm, result = induction_test
     plain, knocked = repeat_loss(lm, result), repeat_loss(lm, result, [(23, 3)])
@@ -36,7 +36,7 @@ def test_the_strongest_induction_heads_raise_the_second_copy_only(induction_test
     """L18H6, L17H4, L17H3 (the page's button): the second copy's loss rises from 5.63 to 9.60, the first's does not
     rise (14.55 → 14.50): the sentence calls that what induction heads do."""
     from core.induction import repeat_loss
-    from ui.lm_views import induction_knockout_sentence
+    from viz.induction import induction_knockout_sentence
 
     lm, result = induction_test
     heads = ((18, 6), (17, 4), (17, 3))
