@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.attribution import rollout_to_tokens
+from core.attribution import GAP_THRESHOLD, PANEL_NODES, REFINED_STEPS_FACTOR, rollout_to_tokens
 from core.compare import shared_words, word_similarity
 from core.effects import EffectsError, check_supported, target_token_id
 from core.effects_compare import attention_to_token, rank_correlation, sentence_cosine
@@ -54,6 +54,16 @@ def knockout_drop_words(drop: float) -> str:
         return f"drop in log p(target) **{drop:+.3f}**: the target is about as likely as before"
     return (f"drop in log p(target) **{drop:+.3f}**: the target became "
             f"{'less' if drop > 0 else 'more'} likely with the knock-out")
+
+def unconverged_words(attribution) -> str:
+    """Why integrated gradients that do not add up (``completeness_gap`` above the threshold) are not to be read."""
+    difference = attribution.output - attribution.baseline_output
+    return (f"The integrated gradients do not add up: their sum is {attribution.total:.4f} against a change of "
+            f"{difference:.4f} in the measure (completeness gap {attribution.completeness_gap:.0%}, above "
+            f"{GAP_THRESHOLD:.0%}) after {attribution.evaluations} gradients along the path. The gradient changes too "
+            "fast between the baseline and the input for this many points, so these scores are not the integral and "
+            "no conclusion is drawn from them."
+            + (" More integration steps may help." if attribution.steps < max(STEP_CHOICES) else ""))
 
 st.title("Does it matter?")
 explain(
@@ -245,16 +255,21 @@ else:
 # --- 3. token attribution ---------------------------------------------------------------------------
 st.header("3. Which input tokens does the output depend on?")
 explain("**Integrated gradients** (Sundararajan et al. 2017) accumulate the gradient along a straight path from a "
-        "baseline (the padding token's embedding at every non-special position) to the real input, so the scores "
-        "add up to the change in the measure. **Gradient × input** is the one-step shortcut. **Attention rollout** "
+        "baseline (the padding token's embedding at every non-special position) to the real input; taken at enough "
+        "points, the scores add up to the change in the measure (completeness, checked below). The path is cut into "
+        f"panels of {PANEL_NODES} Gauss–Legendre points, and where a panel's gradients do not add up to the measure's "
+        "change across it the panel is halved, up to "
+        f"{REFINED_STEPS_FACTOR}× the steps chosen: a language model's output can jump within a small stretch of the "
+        "path, where evenly spaced points miss it. **Gradient × input** is the one-step shortcut. **Attention rollout** "
         "(Abnar & Zuidema 2020) is how much each token reaches the output through attention alone.")
 steps = option(st.select_slider, "Integration steps", STEP_CHOICES, value=32, key="steps",
-               help="Points of the path where the gradient is taken (Gauss–Legendre quadrature).")
+               help=f"Points of the path where the gradient is taken at first (Gauss–Legendre quadrature); up to "
+                    f"{REFINED_STEPS_FACTOR}× as many where the scores do not add up.")
 with friendly_errors("attributing the output to tokens"):
     steps_bar = st.progress(0.0, text="Integrated gradients: taking the gradient along the path…")
 
     def report_steps(done: int, total: int) -> None:
-        steps_bar.progress(done / total, text=f"Integrated gradients: {done} of {total} steps…")
+        steps_bar.progress(done / total, text=f"Integrated gradients: {done} of up to {total} gradients…")
 
     integrated = cached_attribution(name, text, limit, "integrated_gradients", measure, steps, target,
                                     progress=report_steps)
@@ -262,6 +277,8 @@ with friendly_errors("attributing the output to tokens"):
         simple = cached_attribution(name, text, limit, "gradient_x_input", measure, steps, target)
     steps_bar.empty()
     flow = rollout_to_tokens(cached_rollout(name, text, limit), integrated)
+    if not integrated.converged:
+        st.warning(unconverged_words(integrated), icon=":material/warning:")
     st.html(attribution_html(labels, integrated.scores))
     difference = integrated.output - integrated.baseline_output
     c1, c2, c3 = st.columns(3)
@@ -269,7 +286,8 @@ with friendly_errors("attributing the output to tokens"):
     c2.metric("Measure: input − baseline", f"{difference:.4f}",
               help=f"{integrated.output:.4f} at the input, {integrated.baseline_output:.4f} at the baseline.")
     c3.metric("Completeness gap", f"{integrated.completeness_gap:.2%}",
-              help="|sum − difference| / |difference|: 0 with infinitely many steps; below 2 % the scores can be trusted to add up.")
+              help=f"|sum − difference| / |difference| after {integrated.evaluations} gradients: 0 with infinitely many "
+                   f"steps; up to {GAP_THRESHOLD:.0%} the scores add up.")
     show_figure(
         stacked_token_bars([("integrated gradients", integrated.scores, None), ("gradient × input", simple.scores, None),
                             ("attention rollout", flow, None)], labels, title="Per token: attributions and rollout"),
@@ -279,7 +297,10 @@ with friendly_errors("attributing the output to tokens"):
         key="effects-attribution",
     )
     keep = ~integrated.special_mask
-    if keep.sum() >= 3:
+    if not integrated.converged:
+        st.caption("No rank correlation of integrated gradients is computed: scores that do not add up to the change "
+                   "they share out are not yet the integral, and their order can change with more points.")
+    elif keep.sum() >= 3:
         st.markdown(describe_correlation(rank_correlation(np.abs(integrated.scores[keep]), flow[keep]),
                                          "|integrated gradients| and attention rollout over the non-special tokens"))
         st.caption(describe_correlation(rank_correlation(np.abs(integrated.scores[keep]), np.abs(simple.scores[keep])),

@@ -265,3 +265,46 @@ def test_the_induction_sentence_is_written_from_the_heads_and_the_losses():
     assert "changes +3.03 ± " in copying
     unchanged = induction_knockout_sentence(result, ((1, 2),), plain, _repeat_loss([14.1, 14.4, 15.0], [5.1, 5.4, 6.0]))
     assert "Neither copy's loss changes beyond its spread" in unchanged
+
+
+@pytest.fixture(scope="module")
+def unconverging_gpt2_dir(tmp_path_factory) -> str:
+    """The tiny GPT-2 language model with its query/key/value weights × 100, saved: attention so sharp that the
+    target's log-probability jumps along the integrated-gradients path and no affordable number of points adds up."""
+    import torch
+
+    from core.models import load_model
+    from core.predictions import load_language_model
+
+    folder = build_tiny_gpt2_lm(tmp_path_factory.mktemp("unconverging") / "gpt2")
+    lm = load_language_model(load_model(str(folder)))
+    with torch.no_grad():
+        for block in lm.model.transformer.h:
+            block.attn.c_attn.weight.mul_(100.0)
+    lm.model.save_pretrained(folder)
+    return str(folder)
+
+
+def test_integrated_gradients_that_do_not_add_up_are_flagged_and_not_correlated(unconverging_gpt2_dir):
+    """Issue 40, item 2: on SmolLM2 the page's own numbers were a sum of −34.91 against a change of 17.12, with no
+    warning, followed by rank correlations "unlikely by chance". Here the sum and the change are read off the page's
+    metrics: when they differ by more than 2 %, a visible warning names both and no correlation of the scores is shown."""
+    at = open_app({"model": unconverging_gpt2_dir, "text": "the cat sat on the"}, page=PAGE)
+    assert not page_errors(at)
+    shown = metrics(at)
+    total, change = float(shown["Sum of the attributions"]), float(shown["Measure: input − baseline"])
+    assert abs(total - change) > 0.02 * abs(change)  # the case this test is about
+    warning = next(w.value for w in at.warning if "do not add up" in w.value)
+    assert f"{total:.4f}" in warning and f"{change:.4f}" in warning
+    assert "|integrated gradients|" not in markdown_text(at)
+    assert any("No rank correlation of integrated gradients" in c.value for c in at.caption)
+
+
+def test_integrated_gradients_that_add_up_keep_their_correlations(language_model_dirs):
+    at = open_app({"model": language_model_dirs["gpt2"], "text": "the cat sat on the"}, page=PAGE)
+    assert not page_errors(at)
+    shown = metrics(at)
+    total, change = float(shown["Sum of the attributions"]), float(shown["Measure: input − baseline"])
+    assert abs(total - change) <= 0.02 * abs(change)
+    assert not [w for w in at.warning if "do not add up" in w.value]
+    assert "|integrated gradients| and attention rollout" in markdown_text(at)
