@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.attribution import GAP_THRESHOLD, PANEL_NODES, REFINED_STEPS_FACTOR, rollout_to_tokens
+from core.attribution import GAP_THRESHOLD, MAX_REFINED_EVALUATIONS, PANEL_NODES, REFINED_STEPS_FACTOR, rollout_to_tokens
 from core.compare import shared_words, word_similarity
 from core.effects import EffectsError, check_supported, target_token_id
 from core.effects_compare import attention_to_token, rank_correlation, sentence_cosine
@@ -258,13 +258,13 @@ explain("**Integrated gradients** (Sundararajan et al. 2017) accumulate the grad
         "baseline (the padding token's embedding at every non-special position) to the real input; taken at enough "
         "points, the scores add up to the change in the measure (completeness, checked below). The path is cut into "
         f"panels of {PANEL_NODES} Gauss–Legendre points, and where a panel's gradients do not add up to the measure's "
-        "change across it the panel is halved, up to "
-        f"{REFINED_STEPS_FACTOR}× the steps chosen: a language model's output can jump within a small stretch of the "
-        "path, where evenly spaced points miss it. **Gradient × input** is the one-step shortcut. **Attention rollout** "
+        f"change across it the panel is halved, up to {REFINED_STEPS_FACTOR}× the steps chosen (at most "
+        f"{MAX_REFINED_EVALUATIONS} gradients): a language model's output can jump within a small stretch of the path, "
+        "where evenly spaced points miss it. **Gradient × input** is the one-step shortcut. **Attention rollout** "
         "(Abnar & Zuidema 2020) is how much each token reaches the output through attention alone.")
 steps = option(st.select_slider, "Integration steps", STEP_CHOICES, value=32, key="steps",
-               help=f"Points of the path where the gradient is taken at first (Gauss–Legendre quadrature); up to "
-                    f"{REFINED_STEPS_FACTOR}× as many where the scores do not add up.")
+               help="Points of the path where the gradient is taken at first (Gauss–Legendre quadrature); more "
+                    "where the scores do not add up.")
 with friendly_errors("attributing the output to tokens"):
     steps_bar = st.progress(0.0, text="Integrated gradients: taking the gradient along the path…")
 

@@ -21,7 +21,7 @@ start). On language models the measure can jump by several nats within Δα = 0.
 (SmolLM2-135M: 4.5 nats near α ≈ 0.255 on "The Eiffel Tower stands in the city of"), which an even
 rule misses at any affordable number of points; so while the whole gap exceeds ``GAP_THRESHOLD`` the
 panels whose checks fail worst are halved (more points where the path is steep), up to
-``REFINED_STEPS_FACTOR`` × ``steps`` gradients in all. ``evaluations`` says how many were taken.
+``refinement_budget(steps)`` gradients in all. ``evaluations`` says how many were taken.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ MIN_STEPS = 1
 TOKENS_PER_BATCH = 2048
 PANEL_NODES = 4  # Gauss–Legendre points per panel of the path
 GAP_THRESHOLD = 0.02  # above this completeness gap the scores do not add up, and steep panels are refined
-REFINED_STEPS_FACTOR = 4  # at most this many times ``steps`` gradients when panels are refined
+REFINED_STEPS_FACTOR = 4  # at most this many times ``steps`` gradients when panels are refined …
+MAX_REFINED_EVALUATIONS = 256  # … and no more than this (or ``steps``), so the slowest choice stays within minutes
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,6 +116,11 @@ def _special_mask(net: Network, ids: list[int]) -> np.ndarray:
     return np.array([i in special for i in ids], dtype=bool)
 
 
+def refinement_budget(steps: int) -> int:
+    """The most gradients integrated gradients take for ``steps`` points when steep panels are refined."""
+    return max(steps, min(steps * REFINED_STEPS_FACTOR, MAX_REFINED_EVALUATIONS))
+
+
 def token_attribution(
     model: LoadedModel | LanguageModel,
     text: str,
@@ -174,7 +180,7 @@ def token_attribution(
 
     nodes, weights = np.polynomial.legendre.leggauss(PANEL_NODES)
     nodes, weights = (nodes + 1.0) / 2.0, torch.tensor(weights / 2.0, dtype=torch.float64, device=x.device)
-    budget = int(steps) * REFINED_STEPS_FACTOR
+    budget = refinement_budget(int(steps))
     done = 0
 
     def panel_scores(panels: list[tuple[float, float]], total: int) -> list[torch.Tensor]:
