@@ -279,6 +279,10 @@ with friendly_errors("attributing the output to tokens"):
     flow = rollout_to_tokens(cached_rollout(name, text, limit), integrated)
     if not integrated.converged:
         st.warning(unconverged_words(integrated), icon=":material/warning:")
+    if integrated.first_token_kept:
+        st.caption(f"The baseline keeps the first token, “{markdown_safe(labels[0])}”, so it gets no score: in a decoder "
+                   "every head can see it and parks spare attention there (an attention sink), and changing it makes "
+                   "the output jump along the path.")
     st.html(attribution_html(labels, integrated.scores))
     difference = integrated.output - integrated.baseline_output
     c1, c2, c3 = st.columns(3)
@@ -297,12 +301,14 @@ with friendly_errors("attributing the output to tokens"):
         key="effects-attribution",
     )
     keep = ~integrated.special_mask
+    keep[0] &= not integrated.first_token_kept  # its score is 0 by construction
     if not integrated.converged:
         st.caption("No rank correlation of integrated gradients is computed: scores that do not add up to the change "
                    "they share out are not yet the integral, and their order can change with more points.")
     elif keep.sum() >= 3:
         st.markdown(describe_correlation(rank_correlation(np.abs(integrated.scores[keep]), flow[keep]),
-                                         "|integrated gradients| and attention rollout over the non-special tokens"))
+                                         "|integrated gradients| and attention rollout over the non-special tokens"
+                                         + (" but the first" if integrated.first_token_kept else "")))
         st.caption(describe_correlation(rank_correlation(np.abs(integrated.scores[keep]), np.abs(simple.scores[keep])),
                                         "|integrated gradients| and |gradient × input| (two gradient methods, for reference)"))
     else:

@@ -135,7 +135,9 @@ def test_integrated_gradients_refine_a_steep_path_until_they_add_up(steep_gpt2):
     ids = torch.tensor([result.input_ids])
     embedding = steep_gpt2.model.get_input_embeddings().weight
     x = embedding[ids[0]].detach()
-    baseline = torch.where(torch.tensor(result.special_mask)[:, None], x, embedding[steep_gpt2.tokenizer.pad_token_id])
+    kept = torch.tensor(result.special_mask)
+    kept[0] = True  # a decoder's first token is kept: the attention sink
+    baseline = torch.where(kept[:, None], x, embedding[steep_gpt2.tokenizer.pad_token_id])
     with torch.no_grad():
         logits = steep_gpt2.model(inputs_embeds=torch.stack([x, baseline])).logits[:, -1].double()
     f_input, f_baseline = logits.log_softmax(-1)[:, result.target.token_id].tolist()
@@ -143,3 +145,4 @@ def test_integrated_gradients_refine_a_steep_path_until_they_add_up(steep_gpt2):
     assert result.total == pytest.approx(f_input - f_baseline, rel=0.02)
     assert result.evaluations > 32  # the even rule was not enough, so panels were refined
     assert result.converged and result.completeness_gap < 0.02
+    assert result.first_token_kept and result.scores[0] == 0

@@ -45,3 +45,28 @@ def test_the_strongest_induction_heads_raise_the_second_copy_only(induction_test
     assert "second copy from 5.63 to 9.60" in sentence
     assert "L18H6 0.768 (rank 1 of 270)" in sentence
     assert "rises more than the first's" in sentence and "as induction heads do" in sentence
+
+
+def test_integrated_gradients_add_up_on_the_eiffel_prompt(induction_test):
+    """Issue 40, item 2: with the pad token's embedding at every position the target's log-probability jumped by
+    several nats within a tiny stretch of the path (sum −34.91 against a change of 17.12 at 32 steps). The baseline
+    now keeps the first token (the attention sink): 32 points add up to f(input) − f(baseline), computed here from a
+    plain forward pass of the two embeddings."""
+    import torch
+
+    from core.attribution import token_attribution
+
+    lm, _ = induction_test
+    text = "The Eiffel Tower stands in the city of"
+    result = token_attribution(lm, text, measure="target", target=" Paris", steps=32)
+    ids = lm.tokenizer(text, return_tensors="pt")["input_ids"][0]
+    embedding = lm.model.get_input_embeddings().weight
+    x = embedding[ids].detach()
+    baseline = x.clone()
+    baseline[1:] = embedding[lm.tokenizer.pad_token_id]
+    with torch.no_grad():
+        logits = lm.model(inputs_embeds=torch.stack([x, baseline])).logits[:, -1].double()
+    f_input, f_baseline = logits.log_softmax(-1)[:, lm.tokenizer.convert_tokens_to_ids("ĠParis")].tolist()
+    assert result.first_token_kept and result.scores[0] == 0
+    assert result.total == pytest.approx(f_input - f_baseline, rel=0.02)
+    assert result.converged and result.evaluations == 32
