@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.attribution import rollout_to_tokens
+from core.attribution import GAP_THRESHOLD, MAX_REFINED_EVALUATIONS, PANEL_NODES, REFINED_STEPS_FACTOR, rollout_to_tokens
 from core.compare import shared_words, word_similarity
 from core.effects import EffectsError, check_supported, target_token_id
 from core.effects_compare import attention_to_token, rank_correlation, sentence_cosine
@@ -47,6 +47,23 @@ def describe_correlation(rc, what: str) -> str:
               else f"would be unlikely by chance (p = {rc.p_value:.2g})")
     return (f"Spearman's ρ of {what}: **{rc.rho:+.2f}** over {rc.n} items, {strength}{direction} relation "
             f"(ρ = 0 means none; ρ = 1 the same order). A ρ this far from 0 {chance}.")
+
+def knockout_drop_words(drop: float) -> str:
+    """The drop in log p(target), the page's one sign convention (positive = less likely), and what its sign means."""
+    if round(drop, 3) == 0:
+        return f"drop in log p(target) **{drop:+.3f}**: the target is about as likely as before"
+    return (f"drop in log p(target) **{drop:+.3f}**: the target became "
+            f"{'less' if drop > 0 else 'more'} likely with the knock-out")
+
+def unconverged_words(attribution) -> str:
+    """Why integrated gradients that do not add up (``completeness_gap`` above the threshold) are not to be read."""
+    difference = attribution.output - attribution.baseline_output
+    return (f"The integrated gradients do not add up: their sum is {attribution.total:.4f} against a change of "
+            f"{difference:.4f} in the measure (completeness gap {attribution.completeness_gap:.0%}, above "
+            f"{GAP_THRESHOLD:.0%}) after {attribution.evaluations} gradients along the path. The gradient changes too "
+            "fast between the baseline and the input for this many points, so these scores are not the integral and "
+            "no conclusion is drawn from them."
+            + (" More integration steps may help." if attribution.steps < max(STEP_CHOICES) else ""))
 
 st.title("Does it matter?")
 explain(
@@ -112,6 +129,7 @@ else:
     explain("Measure: the log-probability the model gives the target token. A knock-out's effect is the drop in "
             "log-probability (positive = the target became less likely).", caption=True)
 effect_name = "1 − cosine" if measure == "embedding" else "drop in log p(target)"
+effect_column = "one_minus_cosine" if measure == "embedding" else "drop_in_log_p_target"  # the CSV's name for it
 
 # --- 1. knock out heads -----------------------------------------------------------------------------
 st.header("1. Knock out heads")
@@ -155,8 +173,8 @@ else:
             change = cached_target_change(name, text, limit, heads, method, target)
             token = markdown_safe(visible_spaces(change.target.token))
             st.markdown(f"**log p(“{token}”)**: {change.target_logp_before:.3f} → {change.target_logp_after:.3f} "
-                        f"(**{change.logp_change:+.3f}**; probability {np.exp(change.target_logp_before):.2%} → "
-                        f"{np.exp(change.target_logp_after):.2%}) at position {change.target.position}.")
+                        f"at position {change.target.position}; {knockout_drop_words(change.logp_drop)} "
+                        f"(probability {np.exp(change.target_logp_before):.2%} → {np.exp(change.target_logp_after):.2%}).")
             columns = st.columns(2)
             for column, title, candidates, probs, tag in (
                 (columns[0], "Before", change.before_candidates, change.before_probs, "before"),
@@ -218,7 +236,7 @@ else:
                        format_func=lambda i: f"{labels[i]} (position {i})")
         attention = attention_to_token(analysis, token)
         left, right = st.columns(2)
-        cells = [{"layer": layer, "head": head, "effect": float(importance[layer, head]),
+        cells = [{"layer": layer, "head": head, effect_column: float(importance[layer, head]),
                   "attention_to_token": float(attention[layer, head])}
                  for layer in range(model.num_layers) for head in range(model.num_heads)]
         with left:
@@ -237,16 +255,21 @@ else:
 # --- 3. token attribution ---------------------------------------------------------------------------
 st.header("3. Which input tokens does the output depend on?")
 explain("**Integrated gradients** (Sundararajan et al. 2017) accumulate the gradient along a straight path from a "
-        "baseline (the padding token's embedding at every non-special position) to the real input, so the scores "
-        "add up to the change in the measure. **Gradient × input** is the one-step shortcut. **Attention rollout** "
+        "baseline (the padding token's embedding at every non-special position) to the real input; taken at enough "
+        "points, the scores add up to the change in the measure (completeness, checked below). The path is cut into "
+        f"panels of {PANEL_NODES} Gauss–Legendre points, and where a panel's gradients do not add up to the measure's "
+        f"change across it the panel is halved, up to {REFINED_STEPS_FACTOR}× the steps chosen (at most "
+        f"{MAX_REFINED_EVALUATIONS} gradients): a language model's output can jump within a small stretch of the path, "
+        "where evenly spaced points miss it. **Gradient × input** is the one-step shortcut. **Attention rollout** "
         "(Abnar & Zuidema 2020) is how much each token reaches the output through attention alone.")
 steps = option(st.select_slider, "Integration steps", STEP_CHOICES, value=32, key="steps",
-               help="Points of the path where the gradient is taken (Gauss–Legendre quadrature).")
+               help="Points of the path where the gradient is taken at first (Gauss–Legendre quadrature); more "
+                    "where the scores do not add up.")
 with friendly_errors("attributing the output to tokens"):
     steps_bar = st.progress(0.0, text="Integrated gradients: taking the gradient along the path…")
 
     def report_steps(done: int, total: int) -> None:
-        steps_bar.progress(done / total, text=f"Integrated gradients: {done} of {total} steps…")
+        steps_bar.progress(done / total, text=f"Integrated gradients: {done} of up to {total} gradients…")
 
     integrated = cached_attribution(name, text, limit, "integrated_gradients", measure, steps, target,
                                     progress=report_steps)
@@ -254,6 +277,12 @@ with friendly_errors("attributing the output to tokens"):
         simple = cached_attribution(name, text, limit, "gradient_x_input", measure, steps, target)
     steps_bar.empty()
     flow = rollout_to_tokens(cached_rollout(name, text, limit), integrated)
+    if not integrated.converged:
+        st.warning(unconverged_words(integrated), icon=":material/warning:")
+    if integrated.first_token_kept:
+        st.caption(f"The baseline keeps the first token, “{markdown_safe(labels[0])}”, so it gets no score: in a decoder "
+                   "every head can see it and parks spare attention there (an attention sink), and changing it makes "
+                   "the output jump along the path.")
     st.html(attribution_html(labels, integrated.scores))
     difference = integrated.output - integrated.baseline_output
     c1, c2, c3 = st.columns(3)
@@ -261,7 +290,8 @@ with friendly_errors("attributing the output to tokens"):
     c2.metric("Measure: input − baseline", f"{difference:.4f}",
               help=f"{integrated.output:.4f} at the input, {integrated.baseline_output:.4f} at the baseline.")
     c3.metric("Completeness gap", f"{integrated.completeness_gap:.2%}",
-              help="|sum − difference| / |difference|: 0 with infinitely many steps; below 2 % the scores can be trusted to add up.")
+              help=f"|sum − difference| / |difference| after {integrated.evaluations} gradients: 0 with infinitely many "
+                   f"steps; up to {GAP_THRESHOLD:.0%} the scores add up.")
     show_figure(
         stacked_token_bars([("integrated gradients", integrated.scores, None), ("gradient × input", simple.scores, None),
                             ("attention rollout", flow, None)], labels, title="Per token: attributions and rollout"),
@@ -271,9 +301,14 @@ with friendly_errors("attributing the output to tokens"):
         key="effects-attribution",
     )
     keep = ~integrated.special_mask
-    if keep.sum() >= 3:
+    keep[0] &= not integrated.first_token_kept  # its score is 0 by construction
+    if not integrated.converged:
+        st.caption("No rank correlation of integrated gradients is computed: scores that do not add up to the change "
+                   "they share out are not yet the integral, and their order can change with more points.")
+    elif keep.sum() >= 3:
         st.markdown(describe_correlation(rank_correlation(np.abs(integrated.scores[keep]), flow[keep]),
-                                         "|integrated gradients| and attention rollout over the non-special tokens"))
+                                         "|integrated gradients| and attention rollout over the non-special tokens"
+                                         + (" but the first" if integrated.first_token_kept else "")))
         st.caption(describe_correlation(rank_correlation(np.abs(integrated.scores[keep]), np.abs(simple.scores[keep])),
                                         "|integrated gradients| and |gradient × input| (two gradient methods, for reference)"))
     else:

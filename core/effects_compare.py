@@ -86,6 +86,11 @@ class TargetChange:
         """log p(target) after − before (negative: the ablation made the target less likely)."""
         return self.target_logp_after - self.target_logp_before
 
+    @property
+    def logp_drop(self) -> float:
+        """log p(target) before − after: the page's effect (positive: the ablation made the target less likely)."""
+        return self.target_logp_before - self.target_logp_after
+
 
 def target_change(
     model: LanguageModel,

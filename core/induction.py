@@ -59,13 +59,16 @@ def induction_scores(model, *, length: int = 40, seed: int = 0) -> InductionScor
     return InductionScores(scores.cpu().numpy(), ids.numpy(), prefix, int(length))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RepeatLoss:
-    """Mean next-token loss (nats) on the first and on the second repeat, with ``heads`` knocked out."""
+    """Mean next-token loss (nats) on the first and on the second repeat, with ``heads`` knocked out;
+    ``first_tokens``, ``second_tokens``: float64 ``[length − 1]``, the loss of each token those means average."""
 
     first: float
     second: float
     heads: tuple[tuple[int, int], ...]
+    first_tokens: np.ndarray | None = None
+    second_tokens: np.ndarray | None = None
 
 
 def repeat_loss(lm, scores: InductionScores, heads=()) -> RepeatLoss:
@@ -94,5 +97,6 @@ def repeat_loss(lm, scores: InductionScores, heads=()) -> RepeatLoss:
     loss = -logp.gather(-1, ids[0, 1:, None])[:, 0].cpu().numpy()  # loss[i]: predicting token i + 1
     p, n = scores.prefix, scores.length
     # first repeat: predicting tokens p+1 .. p+n-1; second: p+n+1 .. p+2n-1 (its first token is not predictable)
-    return RepeatLoss(float(loss[p:p + n - 1].mean()), float(loss[p + n:p + 2 * n - 1].mean()),
-                      tuple((int(l), int(h)) for l, h in heads))
+    first, second = loss[p:p + n - 1].astype(np.float64), loss[p + n:p + 2 * n - 1].astype(np.float64)
+    return RepeatLoss(float(first.mean()), float(second.mean()), tuple((int(l), int(h)) for l, h in heads),
+                      first, second)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tests.model_factory import build_tiny_bert_mlm, build_tiny_gpt2_lm
@@ -175,3 +176,135 @@ def test_the_pages_own_cap_is_called_the_pages_not_the_apps():
     said = " ".join(i.value for i in at.info)
     assert "this page analyses at most 128" in said, said
     assert "this app is set to" not in said
+
+
+def _bold_numbers(line: str) -> list[float]:
+    import re
+
+    return [float(n.replace("−", "-")) for n in re.findall(r"\*\*([+\-−]?\d+\.\d+)\*\*", line)]
+
+
+def test_the_knock_out_result_line_uses_the_pages_sign_convention(language_model_dirs):
+    """Issue 40, item 3: the caption says the effect is the drop in log p (positive = less likely); the result line
+    gives that drop, before − after, from log p computed here with a hook of its own on the plainly loaded model."""
+    import re
+
+    import torch
+
+    from core.models import load_model
+    from core.predictions import load_language_model
+
+    text = "the cat sat on the"
+    at = open_app({"model": language_model_dirs["gpt2"], "text": text, "heads": "L1H0 L0H2"}, page=PAGE)
+    assert not page_errors(at)
+    assert any("positive = the target became less likely" in c.value for c in at.caption)
+    line = next(m.value for m in at.markdown if m.value.startswith("**log p("))
+    lm = load_language_model(load_model(language_model_dirs["gpt2"]))
+    ids = lm.tokenizer(text, return_tensors="pt")["input_ids"]
+    width = lm.model.config.n_embd // lm.model.config.n_head
+
+    def log_probabilities(knocked: dict[int, list[int]]):
+        def zero(heads):
+            def hook(_module, args):
+                x = args[0].clone()
+                for head in heads:
+                    x[..., head * width:(head + 1) * width] = 0
+                return (x,)
+            return hook
+        handles = [lm.model.transformer.h[layer].attn.c_proj.register_forward_pre_hook(zero(heads))
+                   for layer, heads in knocked.items()]
+        try:
+            with torch.no_grad():
+                return lm.model(input_ids=ids).logits[0, -1].double().log_softmax(-1)
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    before, after = log_probabilities({}), log_probabilities({1: [0], 0: [2]})
+    target = int(before.argmax())
+    drop = float(before[target] - after[target])
+    assert abs(drop) >= 0.002  # the knock-out changes the target's log-probability visibly
+    shown = re.search(r"(-?\d+\.\d+) → (-?\d+\.\d+)", line.replace("−", "-"))
+    assert float(shown.group(1)) == pytest.approx(float(before[target]), abs=6e-4)
+    assert float(shown.group(2)) == pytest.approx(float(after[target]), abs=6e-4)
+    assert "drop in log p(target)" in line
+    assert _bold_numbers(line) == [pytest.approx(drop, abs=6e-4)]
+    assert f"became {'less' if drop > 0 else 'more'} likely" in line
+
+
+def _repeat_loss(first, second):
+    from core.induction import RepeatLoss
+
+    first, second = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
+    return RepeatLoss(float(first.mean()), float(second.mean()), (), first, second)
+
+
+def _induction_result(scores):
+    from core.induction import InductionScores
+
+    return InductionScores(np.asarray(scores, dtype=np.float64), np.zeros(9, dtype=np.int64), 1, 4)
+
+
+def test_the_induction_sentence_is_written_from_the_heads_and_the_losses():
+    """Issue 40, item 4: "Induction heads lower the loss on the second copy only" was appended for any heads. The
+    reading now follows the measured change on each copy against 2 standard errors of its tokens' changes."""
+    from viz.induction import induction_knockout_sentence
+
+    result = _induction_result([[0.9, 0.02, 0.1], [0.5, 0.03, 0.05]])
+    plain = _repeat_loss([14.0, 14.5, 15.0], [5.0, 5.5, 6.0])
+    # A weak induction head (L0H1: 0.02, rank 6 of 6) whose knock-out raises both copies alike (like L23H3 on SmolLM2).
+    both = induction_knockout_sentence(result, ((0, 1),), plain, _repeat_loss([14.05, 14.7, 15.1], [5.2, 5.6, 6.2]))
+    assert "L0H1 0.020 (rank 6 of 6)" in both
+    assert "rises on both copies" in both and "as induction heads do" not in both
+    assert "lower the loss on the second copy only" not in both
+    # The strongest head: the second copy's loss rises by 3 nats, the first copy's does not move beyond its spread.
+    copying = induction_knockout_sentence(result, ((0, 0),), plain, _repeat_loss([14.1, 14.4, 15.0], [8.0, 8.6, 9.0]))
+    assert "L0H0 0.900 (rank 1 of 6)" in copying
+    assert "rises more than the first's" in copying and "as induction heads do" in copying
+    # changes and margins printed from the numbers: +3.03 on the second copy (mean of 3.0, 3.1, 3.0)
+    assert "changes +3.03 ± " in copying
+    unchanged = induction_knockout_sentence(result, ((1, 2),), plain, _repeat_loss([14.1, 14.4, 15.0], [5.1, 5.4, 6.0]))
+    assert "Neither copy's loss changes beyond its spread" in unchanged
+
+
+@pytest.fixture(scope="module")
+def unconverging_gpt2_dir(tmp_path_factory) -> str:
+    """The tiny GPT-2 language model with its query/key/value weights × 100, saved: attention so sharp that the
+    target's log-probability jumps along the integrated-gradients path and no affordable number of points adds up."""
+    import torch
+
+    from core.models import load_model
+    from core.predictions import load_language_model
+
+    folder = build_tiny_gpt2_lm(tmp_path_factory.mktemp("unconverging") / "gpt2")
+    lm = load_language_model(load_model(str(folder)))
+    with torch.no_grad():
+        for block in lm.model.transformer.h:
+            block.attn.c_attn.weight.mul_(100.0)
+    lm.model.save_pretrained(folder)
+    return str(folder)
+
+
+def test_integrated_gradients_that_do_not_add_up_are_flagged_and_not_correlated(unconverging_gpt2_dir):
+    """Issue 40, item 2: on SmolLM2 the page's own numbers were a sum of −34.91 against a change of 17.12, with no
+    warning, followed by rank correlations "unlikely by chance". Here the sum and the change are read off the page's
+    metrics: when they differ by more than 2 %, a visible warning names both and no correlation of the scores is shown."""
+    at = open_app({"model": unconverging_gpt2_dir, "text": "the cat sat on the"}, page=PAGE)
+    assert not page_errors(at)
+    shown = metrics(at)
+    total, change = float(shown["Sum of the attributions"]), float(shown["Measure: input − baseline"])
+    assert abs(total - change) > 0.02 * abs(change)  # the case this test is about
+    warning = next(w.value for w in at.warning if "do not add up" in w.value)
+    assert f"{total:.4f}" in warning and f"{change:.4f}" in warning
+    assert "|integrated gradients|" not in markdown_text(at)
+    assert any("No rank correlation of integrated gradients" in c.value for c in at.caption)
+
+
+def test_integrated_gradients_that_add_up_keep_their_correlations(language_model_dirs):
+    at = open_app({"model": language_model_dirs["gpt2"], "text": "the cat sat on the"}, page=PAGE)
+    assert not page_errors(at)
+    shown = metrics(at)
+    total, change = float(shown["Sum of the attributions"]), float(shown["Measure: input − baseline"])
+    assert abs(total - change) <= 0.02 * abs(change)
+    assert not [w for w in at.warning if "do not add up" in w.value]
+    assert "|integrated gradients| and attention rollout" in markdown_text(at)

@@ -22,6 +22,7 @@ from ui.page_state import option, set_option
 from ui.session import current_model_name
 from viz.common import file_stem, markdown_safe
 from viz.generation import distribution_bars, distribution_sentence, distribution_table, steps_figure
+from viz.induction import induction_knockout_sentence
 from viz.patching import dla_heatmap, dla_sentence, dla_table, patching_heatmap, patching_sentence, patching_table
 from viz.wording import percent, probability, rank_colour_key
 
@@ -351,12 +352,7 @@ def induction_knockout(model, heads) -> None:
     losses = repeat_losses(result, heads) if heads else None
     if losses is None:
         return
-    plain, knocked = losses
-    st.markdown(markdown_safe(
-        f"On {result.length} random tokens shown twice (Head statistics' induction test), knocking out these heads "
-        f"(set to zero) moves the loss on the second copy from {plain.second:.2f} to {knocked.second:.2f} nats per "
-        f"token, and on the first copy from {plain.first:.2f} to {knocked.first:.2f}. Induction heads lower the loss "
-        "on the second copy only, where the first copy can be copied from."))
+    st.markdown(markdown_safe(induction_knockout_sentence(result, heads, *losses)))
 
 
 def knockout_sentence(result) -> None:
