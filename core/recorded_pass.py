@@ -127,7 +127,7 @@ def blocks_of(model: torch.nn.Module) -> list[torch.nn.Module]:
         for child_name, child in module.named_children():
             parents[id(child)] = (module, child_name)
     blocks = []
-    for attention in sorted(attention_modules(model), key=lambda m: m.layer_idx):
+    for attention in attention_modules(model):  # in the model's order
         node = attention
         while id(node) in parents:
             parent, _ = parents[id(node)]
@@ -172,7 +172,7 @@ def record_pass(model: LoadedModel, input_ids: list[int], *, neurons: bool = Fal
     blocks = blocks_of(base)
     if not blocks:
         raise UnsupportedArchitecture(f"{model.name} has no attention layers the app can record.")
-    attentions = sorted(attention_modules(base), key=lambda m: m.layer_idx)
+    attentions = attention_modules(base)
     calls = [_BlockCalls() for _ in blocks]
     handles = []
 

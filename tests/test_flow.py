@@ -12,21 +12,35 @@ from core.flow import (Contributions, contributions, contributions_of, head_term
 from core.models import load_model
 from core.recorded_pass import record_pass
 from tests.lm_factory import build_tiny_llama_lm
-from tests.model_factory import build_tiny_decoder
+from tests.model_factory import build_tiny_decoder, build_tiny_gpt2_lm
 
 TEXT = "the cat sat on the mat and the dog sat on the log"
 
 
-@pytest.fixture(scope="module", params=["llama", "gemma3_text", "qwen2"])
+@pytest.fixture(scope="module", params=["llama", "gemma3_text", "qwen2", "gpt2"])
 def tiny_decoder(request, tmp_path_factory):
     """(folder, LoadedModel): a Llama with grouped-query heads, a Gemma 3 (norms on the attention and MLP outputs,
-    sliding window, q/k-norm) and a Qwen2 (biases on q, k, v)."""
+    sliding window, q/k-norm), a Qwen2 (biases on q, k, v) and a GPT-2 (Conv1D projections with biases)."""
     folder = tmp_path_factory.mktemp("models") / request.param
     if request.param == "llama":
         build_tiny_llama_lm(folder)
+    elif request.param == "gpt2":
+        build_tiny_gpt2_lm(folder)
     else:
         build_tiny_decoder(folder, request.param)
     return folder, load_model(str(folder))
+
+
+def _blocks(plain):
+    return plain.transformer.h if hasattr(plain, "transformer") else plain.model.layers
+
+
+def _attention(block):
+    return block.attn if hasattr(block, "attn") else block.self_attn
+
+
+def _output_bias(block):
+    return block.attn.c_proj.bias if hasattr(block, "attn") else block.self_attn.o_proj.bias
 
 
 def _plain_pass(folder, ids):
@@ -35,10 +49,11 @@ def _plain_pass(folder, ids):
     plain = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
     seen: dict[tuple[str, int], torch.Tensor] = {}
     handles = []
-    for i, block in enumerate(plain.model.layers):
+    for i, block in enumerate(_blocks(plain)):
         handles.append(block.register_forward_pre_hook(lambda m, a, i=i: seen.__setitem__(("pre", i), a[0][0])))
-        handles.append(block.self_attn.register_forward_hook(lambda m, a, o, i=i: seen.__setitem__(("attn", i), o[0][0])))
-        after_attention = getattr(block, "pre_feedforward_layernorm", None) or block.post_attention_layernorm
+        handles.append(_attention(block).register_forward_hook(lambda m, a, o, i=i: seen.__setitem__(("attn", i), o[0][0])))
+        after_attention = (getattr(block, "pre_feedforward_layernorm", None) or getattr(block, "ln_2", None)
+                           or block.post_attention_layernorm)
         handles.append(after_attention.register_forward_pre_hook(lambda m, a, i=i: seen.__setitem__(("mid", i), a[0][0])))
         handles.append(block.register_forward_hook(lambda m, a, o, i=i: seen.__setitem__(
             ("post", i), (o[0] if isinstance(o, tuple) else o)[0])))
@@ -67,8 +82,8 @@ def test_head_terms_add_up_to_the_attention_update_less_its_bias(tiny_decoder):
     ids = model.tokenizer(TEXT)["input_ids"]
     recorded = record_pass(model, ids)
     plain, seen, _ = _plain_pass(folder, ids)
-    for layer, block in enumerate(plain.model.layers):
-        bias = block.self_attn.o_proj.bias
+    for layer, block in enumerate(_blocks(plain)):
+        bias = _output_bias(block)
         before_norm = head_terms(recorded, layer, through_norm=False).sum(dim=(1, 2))  # [T, D]
         torch.testing.assert_close(before_norm, seen[("attn", layer)] - (0 if bias is None else bias), rtol=1e-4, atol=2e-5)
         total = head_terms(recorded, layer).sum(dim=(1, 2))
