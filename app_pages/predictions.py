@@ -10,7 +10,7 @@ from ui.errors import friendly_fragment
 from ui.figures import show_figure
 from ui.explain import explain
 from ui.page_state import end_page, option, set_option
-from ui.session import current_model, current_model_name, current_text
+from ui.session import current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem
 from viz.common import markdown_safe
 from viz.predictions import fill_in_bars, next_token_heatmap
@@ -44,13 +44,16 @@ if not text.strip():
 def candidates(text: str) -> None:
     """The number of candidates and everything it changes: moving the slider reruns only this part."""
     top_k = option(st.slider, "Candidates to show", 1, MAX_TOP_K, 5, key="top_k")
+    limit = current_token_limit()
     with st.spinner("Running the model…"):
-        predictions = cached_predictions(current_model_name(), text).top(top_k)
+        predictions = cached_predictions(current_model_name(), text, limit).top(top_k)
     all_ids = language_model.tokenizer(text)["input_ids"]  # the whole text, to tell what the cut left out
-    limit = language_model.max_tokens
     if len(all_ids) > limit:
-        st.info(f"The text has {len(all_ids):,} tokens and {model.name} reads at most {limit}, so only the first "
-                f"{limit} are used.", icon=":material/content_cut:")
+        reason = (f"{markdown_safe(model.name)} reads at most {limit}" if limit >= model.max_tokens
+                  else f"this app is set to analyse at most {limit}")
+        whole_page = " (the guesses, the next token, the generation and the lens alike)" if predictions.kind == "next" else ""
+        st.info(f"The text has {len(all_ids):,} tokens and {reason}, so this page reads only the first "
+                f"{limit}{whole_page}.", icon=":material/content_cut:")
     rows = [
         {"position": int(p), "token": predictions.tokens[p], "rank": r + 1, "candidate": predictions.candidates[i][r],
          "probability": float(predictions.probabilities[i, r])}
