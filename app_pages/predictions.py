@@ -65,7 +65,7 @@ def candidates(text: str) -> None:
         masks_in_text = sum(1 for i in all_ids if i == model.tokenizer.mask_token_id)
         if masks_in_text > len(predictions.positions):
             st.warning(f"{masks_in_text - len(predictions.positions)} of the {masks_in_text} {markdown_safe(mask)} tokens "
-                       f"lie past the first {limit} tokens, which is all the model reads: move them earlier or "
+                       f"lie past the first {limit} tokens, which is all this page reads: move them earlier or "
                        "shorten the text to see their fill-ins.", icon=":material/content_cut:")
             if not len(predictions.positions):
                 return

@@ -18,6 +18,7 @@ import time
 import torch
 
 MODEL = "SmolLM2-135M-Instruct"
+TIMEOUT_S = 3600
 WORDS = ("the of and a to in is you that it he was for on are as with his they at be this have from or one had by "
          "word but not what all were we when your can said there use an each which she do how their if will up other "
          "about out many then them these so some her would make like him into time has look two more write go see "
@@ -31,10 +32,15 @@ def long_text(words: int = 3000, seed: int = 0) -> str:
 
 
 def _open(text: str):
-    from tests.test_app import open_app, page_errors
+    from streamlit.testing.v1 import AppTest
+
+    from tests.test_app import APP, page_errors
 
     wall, cpu = time.perf_counter(), time.process_time()
-    at = open_app({"model": MODEL, "text": text}, page="app_pages/predictions.py")
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)  # the old code took minutes on a busy machine
+    at.query_params["model"], at.query_params["text"] = MODEL, text
+    at.switch_page("app_pages/predictions.py")
+    at.run()
     seconds = time.perf_counter() - wall, time.process_time() - cpu
     errors = page_errors(at)
     if errors:

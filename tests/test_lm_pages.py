@@ -214,6 +214,7 @@ def test_the_patching_page_computes_only_the_grid_it_shows(lm_dirs):
 
     prompts = {"clean": CLEAN, "corrupted": CORRUPTED, "answer": " river", "wrong": " home"}
     keys = {kind: lm_result_key(f"patch-{kind}", lm_dirs["llama"], *prompts.values()) for kind in ("residual", "heads", "mlp")}
+    lm_store().discard(lambda key: key in keys.values())  # process-wide: other tests computed these prompts' grids
     at = open_app({"model": lm_dirs["llama"], **prompts}, page="app_pages/patching.py")
     assert not page_errors(at) and "of the way from corrupted" in _text(at)
     assert lm_store().get(keys["residual"]) is not None

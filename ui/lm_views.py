@@ -6,13 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import streamlit as st
+import torch
 
 from core.generation import Distribution, branch_from_param, branch_to_param, generate, last_logits, shape_distribution
 from core.lm_parts import encode
 from core.heads import UnsupportedArchitecture
 from core.layers import head_code
 from core.patching import UnequalLengths
-from ui.cache import cached_language_model, model_turn
+from ui.cache import cached_language_model, cached_predictions, model_turn
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.lm_writer import keep_writing, lm_store, resume, stopped, write_chunk
@@ -80,7 +81,9 @@ def sampling_view(text: str) -> dict:
     temperature = option(a.slider, "Temperature", 0.05, 3.0, 1.0, 0.05, key="temp")
     top_k = option(b.slider, "Top-k (0 = off)", 0, 100, 0, key="topk")
     top_p = option(c.slider, "Top-p", 0.05, 1.0, 1.0, 0.05, key="topp")
-    logits = cached_lm_result("next-logits", current_model_name(), next_logits, text, current_token_limit())
+    # The logits after the last token come from the Predictions page's own pass (a second pass over a 512-token
+    # text would cost seconds); they equal next_logits' bit for bit.
+    logits = torch.tensor(cached_predictions(current_model_name(), text, current_token_limit()).last_logits)
     d: Distribution = shape_distribution(logits, temperature=float(temperature), top_k=int(top_k), top_p=float(top_p))
     labels = token_texts(lm.tokenizer, d.order[:50])
     st.markdown(markdown_safe(distribution_sentence(d, labels)))
