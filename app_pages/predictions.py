@@ -51,9 +51,9 @@ def candidates(text: str) -> None:
     if len(all_ids) > limit:
         reason = (f"{markdown_safe(model.name)} reads at most {limit}" if limit >= model.max_tokens
                   else f"this app is set to analyse at most {limit}")
-        whole_page = " (the guesses, the next token, the generation and the lens alike)" if predictions.kind == "next" else ""
-        st.info(f"The text has {len(all_ids):,} tokens and {reason}, so this page reads only the first "
-                f"{limit}{whole_page}.", icon=":material/content_cut:")
+        whole_page = " by every part of this page (the guesses, the next token, the generation and the lens)"
+        st.info(f"The text has {len(all_ids):,} tokens and {reason}, so only the first {limit} are used"
+                f"{whole_page if predictions.kind == 'next' else ''}.", icon=":material/content_cut:")
     rows = [
         {"position": int(p), "token": predictions.tokens[p], "rank": r + 1, "candidate": predictions.candidates[i][r],
          "probability": float(predictions.probabilities[i, r])}

@@ -57,7 +57,8 @@ def main() -> dict:
         (first_wall, first_cpu), infos = _open(text)
         (again_wall, _), _ = _open(text)
         result[name] = {"first_wall_s": round(first_wall, 2), "first_cpu_s": round(first_cpu, 2),
-                        "cached_wall_s": round(again_wall, 2), "cut_notice": any("reads only the first" in i for i in infos)}
+                        "cached_wall_s": round(again_wall, 2),
+                        "cut_notice": any("only the first 512 are used" in i for i in infos)}
         print(f"{name}: first run {first_wall:.1f} s wall ({first_cpu:.1f} CPU-s), again {again_wall:.1f} s; "
               f"cut notice shown: {result[name]['cut_notice']}", flush=True)
     result["load_average_after"] = os.getloadavg()[0]

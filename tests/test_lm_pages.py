@@ -173,7 +173,7 @@ def test_predictions_read_only_the_token_limit_and_say_the_text_was_cut(lm_dirs,
     at = open_app({"model": lm_dirs["gpt2"], "text": text, "steps": "3"}, page="app_pages/predictions.py")
     assert not page_errors(at)
     notice = " ".join(i.value for i in at.info)
-    assert f"The text has {len(ids)} tokens" in notice and "reads only the first 16" in notice, notice
+    assert f"The text has {len(ids)} tokens" in notice and "only the first 16 are used by every part" in notice, notice
     with torch.no_grad():
         probs = lm.model(input_ids=ids[None, :16]).logits[0].double().softmax(-1).numpy()  # [16, vocab]
     table = at.dataframe[0].value
