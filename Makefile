@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test test-fast bench browser clean deploy-local
+.PHONY: setup run test test-fast bench browser clean deploy-local language-model
 
 setup: $(STAMP)
 
@@ -18,6 +18,7 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	# for newer Pythons that cannot compile (pip reports and skips them too), so its exit status is not checked.
 	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 	touch $(STAMP)
+	$(MAKE) --no-print-directory language-model
 
 # Debian's Chromium for the real-browser tests (installed with apt-get when run as root),
 # and axe-core from npm (package-lock.json) for the accessibility tests.
@@ -25,7 +26,12 @@ browser:
 	bash scripts/ensure_chromium.sh
 	bash scripts/ensure_axe.sh
 
-run: setup
+# The bundled language model converted once into its cache (half a minute on a quiet 2-core machine), so that
+# choosing it in the app does not wait; done at once when the cache is already sound.
+language-model:
+	$(BIN)/python scripts/prepare_language_model.py
+
+run: setup language-model
 	$(BIN)/python -m streamlit run serve.py
 
 # Every tier, on both cores (pytest-xdist; a file's tests stay on one worker, so its fixtures are built once).

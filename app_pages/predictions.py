@@ -11,7 +11,7 @@ from ui.errors import friendly_fragment
 from ui.figures import show_figure
 from ui.explain import explain
 from ui.page_state import end_page, option, set_option
-from ui.session import current_model, current_model_name, current_text
+from ui.session import current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem
 from viz.common import markdown_safe
 from viz.predictions import fill_in_bars, next_token_heatmap
@@ -45,13 +45,16 @@ if not text.strip():
 def candidates(text: str) -> None:
     """The number of candidates and everything it changes: moving the slider reruns only this part."""
     top_k = option(st.slider, "Candidates to show", 1, MAX_TOP_K, 5, key="top_k")
+    limit = current_token_limit()
     with st.spinner("Running the model…"):
-        predictions = cached_predictions(current_model_name(), text).top(top_k)
+        predictions = cached_predictions(current_model_name(), text, limit).top(top_k)
     all_ids = language_model.tokenizer(text)["input_ids"]  # the whole text, to tell what the cut left out
-    limit = language_model.max_tokens
     if len(all_ids) > limit:
-        st.info(f"The text has {len(all_ids):,} tokens and {model.name} reads at most {limit}, so only the first "
-                f"{limit} are used.", icon=":material/content_cut:")
+        reason = (f"{markdown_safe(model.name)} reads at most {limit}" if limit >= model.max_tokens
+                  else f"this app is set to analyse at most {limit}")
+        whole_page = " by every part of this page (the guesses, the next token, the generation and the lens)"
+        st.info(f"The text has {len(all_ids):,} tokens and {reason}, so only the first {limit} are used"
+                f"{whole_page if predictions.kind == 'next' else ''}.", icon=":material/content_cut:")
     rows = [
         {"position": int(p), "token": predictions.tokens[p], "rank": r + 1, "candidate": predictions.candidates[i][r],
          "probability": float(predictions.probabilities[i, r])}
@@ -63,7 +66,7 @@ def candidates(text: str) -> None:
         masks_in_text = sum(1 for i in all_ids if i == model.tokenizer.mask_token_id)
         if masks_in_text > len(predictions.positions):
             st.warning(f"{masks_in_text - len(predictions.positions)} of the {masks_in_text} {markdown_safe(mask)} tokens "
-                       f"lie past the first {limit} tokens, which is all the model reads: move them earlier or "
+                       f"lie past the first {limit} tokens, which is all this page reads: move them earlier or "
                        "shorten the text to see their fill-ins.", icon=":material/content_cut:")
             if not len(predictions.positions):
                 return

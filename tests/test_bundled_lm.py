@@ -432,3 +432,15 @@ def test_a_link_with_the_hub_name_opens_the_bundled_language_model(bundled_lm):
     table = at.dataframe[0].value  # the home page's token table: SmolLM2's tokens (no BOS), not MiniLM's [CLS] …
     assert list(table["id"]) == bundled_lm.tokenizer("The capital of France is")["input_ids"]
     assert any("9 query heads share 3 key/value heads" in md.value for md in at.markdown)
+
+
+def test_the_source_reached_through_a_symbolic_link_is_the_same_source(sound_cache, tmp_path):
+    """Issue 40, item 15: one virtual environment reached through a symlinked folder (several checkouts sharing a
+    ``.venv``) names the same GGUF file by another path; that must not count as another source and convert again."""
+    folder, source = sound_cache
+    link = tmp_path / "linked-venv"
+    link.symlink_to(source.parent, target_is_directory=True)
+    assert cache_problem(folder, link / source.name) is None
+    write_manifest(folder, link / source.name)  # converted from the linked path: the real one matches too
+    assert cache_problem(folder, source) is None
+    assert cache_problem(folder, source.with_name("elsewhere.gguf")) == "another source file"

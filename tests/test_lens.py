@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from core.tokens import decoded_tokens
 from core.inference import analyze
 from core.lens import MissingLanguageModelHead, logit_lens
 from core.models import load_model
@@ -63,3 +64,42 @@ def test_a_model_without_a_head_raises_missing_language_model_head(tiny_bert):
 def test_the_bundled_model_has_no_lens(bundled):
     with pytest.raises(MissingLanguageModelHead):
         logit_lens(bundled, analyze(bundled, "the bank of a river"))
+
+
+def test_a_window_of_positions_is_the_whole_lens_from_there(case):
+    """Issue 40, item 17: the head runs only at the positions shown, with the numbers of the whole lens there."""
+    model, lm, text = case
+    analysis = analyze(model, text)
+    whole, window = logit_lens(lm, analysis, k=3), logit_lens(lm, analysis, k=3, start=2)
+    assert window.start == 2 and window.tokens == decoded_tokens(lm.tokenizer, analysis.input_ids[2:])
+    np.testing.assert_array_equal(window.token_ids, whole.token_ids[:, 2:])
+    np.testing.assert_array_equal(window.final_ranks, whole.final_ranks[:, 2:])
+    np.testing.assert_allclose(window.probs, whole.probs[:, 2:], rtol=1e-6)
+    assert window.candidates == [layer[2:] for layer in whole.candidates]
+
+
+def test_ranks_and_probabilities_of_a_window_by_hand():
+    """The lens of a tiny GPT-2 at positions 3 on, against its head applied by hand to a plain run's hidden states
+    (ln_f first, except on the last state, which transformers returns with it) and ranked with numpy."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        model = load_model(str(build_tiny_gpt2_lm(Path(folder) / "gpt2")))
+        lm = load_language_model(model)
+        text = "the cat sat on the mat and the dog sat on the log"
+        lens = logit_lens(lm, analyze(model, text), k=2, start=3)
+        ids = model.tokenizer(text, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            states = lm.model(input_ids=ids, output_hidden_states=True).hidden_states
+            last = len(states) - 1
+            logits = np.stack([lm.model.lm_head(s[0] if l == last else lm.model.transformer.ln_f(s[0])).double().numpy()
+                               for l, s in enumerate(states)])[:, 3:]  # [layers + 1, T - 3, vocab]
+    final = logits[-1].argmax(-1)
+    ranks = (logits > np.take_along_axis(logits, np.broadcast_to(final[None, :, None], logits.shape[:2] + (1,)),
+                                          -1)).sum(-1)
+    np.testing.assert_array_equal(lens.final_ranks, ranks)
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    np.testing.assert_array_equal(lens.token_ids[..., 0], logits.argmax(-1))
+    np.testing.assert_allclose(lens.probs[..., 0], probs.max(-1), rtol=1e-5)

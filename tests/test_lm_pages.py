@@ -162,3 +162,71 @@ def test_stop_keeps_the_text_so_far_and_continue_writes_the_same_text(lm_dirs, m
         at.run()
     assert not page_errors(at)
     assert "7 tokens written (sampled with seed 5)" in _text(at) and at.code[-1].value == whole.text
+
+
+def test_predictions_read_only_the_token_limit_and_say_the_text_was_cut(lm_dirs, monkeypatch):
+    """Issue 40, item 17: every part of Predictions reads the first EXPLORER_MAX_TOKENS tokens, as Attention does, and
+    the page says the text was cut; the guesses and the written token are the model's own on those tokens."""
+    import numpy as np
+    import torch
+
+    from core.models import load_model
+    from core.predictions import load_language_model
+
+    monkeypatch.setenv("EXPLORER_MAX_TOKENS", "16")  # below the tiny model's own 64
+    text = "the cat sat on the mat and the dog sat on the log " * 3
+    lm = load_language_model(load_model(lm_dirs["gpt2"]))
+    ids = lm.tokenizer(text, return_tensors="pt")["input_ids"][0]
+    assert 16 < len(ids) <= 64
+    at = open_app({"model": lm_dirs["gpt2"], "text": text, "steps": "3"}, page="app_pages/predictions.py")
+    assert not page_errors(at)
+    notice = " ".join(i.value for i in at.info)
+    assert f"The text has {len(ids)} tokens" in notice and "only the first 16 are used by every part" in notice, notice
+    with torch.no_grad():
+        probs = lm.model(input_ids=ids[None, :16]).logits[0].double().softmax(-1).numpy()  # [16, vocab]
+    table = at.dataframe[0].value
+    assert len(table) == 16
+    np.testing.assert_allclose(table["probability"].to_numpy(), probs.max(-1), rtol=1e-6)
+    read = lm.tokenizer.decode(ids[:16])
+    written = at.code[0].value
+    assert written.startswith(read) and written[len(read):].startswith(lm.tokenizer.decode([int(probs[-1].argmax())]))
+    assert "Over 16 positions" in _text(at)
+
+
+def test_the_lens_grid_shows_a_window_of_positions_computed_when_shown(lm_dirs):
+    """Issue 40, item 17: past 32 tokens the lens shows 32 positions at a time, and a link can choose which."""
+    from ui.lm_views import LENS_POSITIONS
+
+    text = "the cat sat on the mat and the dog sat on the log " * 3
+    count = len(build_tokens(lm_dirs["gpt2"], text))
+    assert LENS_POSITIONS < count <= 64
+    at = open_app({"model": lm_dirs["gpt2"], "text": text}, page="app_pages/predictions.py")
+    assert not page_errors(at)
+    assert f"Over positions 0 to {LENS_POSITIONS - 1} (of the text's {count})" in _text(at)
+    at = open_app({"model": lm_dirs["gpt2"], "text": text, "lens_from": "5"}, page="app_pages/predictions.py")
+    assert not page_errors(at)
+    assert f"Over positions 5 to {5 + LENS_POSITIONS - 1} (of the text's {count})" in _text(at)
+    assert view_query(at.session_state)["lens_from"] == "5"
+
+
+def build_tokens(folder: str, text: str) -> list[int]:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder)(text)["input_ids"]
+
+
+def test_the_patching_page_computes_only_the_grid_it_shows(lm_dirs):
+    """Issue 40, item 15: the first Patching view computes its own grid alone, the others when they are chosen."""
+    from ui.lm_views import lm_result_key
+    from ui.lm_writer import lm_store
+
+    prompts = {"clean": CLEAN, "corrupted": CORRUPTED, "answer": " river", "wrong": " home"}
+    keys = {kind: lm_result_key(f"patch-{kind}", lm_dirs["llama"], *prompts.values()) for kind in ("residual", "heads", "mlp")}
+    lm_store().discard(lambda key: key in keys.values())  # process-wide: other tests computed these prompts' grids
+    at = open_app({"model": lm_dirs["llama"], **prompts}, page="app_pages/patching.py")
+    assert not page_errors(at) and "of the way from corrupted" in _text(at)
+    assert lm_store().get(keys["residual"]) is not None
+    assert lm_store().get(keys["heads"]) is None and lm_store().get(keys["mlp"]) is None
+    next(control for control in at.segmented_control if control.label == "Show").set_value("heads").run()
+    assert not page_errors(at)
+    assert lm_store().get(keys["heads"]) is not None and lm_store().get(keys["mlp"]) is None

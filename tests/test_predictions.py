@@ -187,3 +187,17 @@ def test_bundled_language_model_predicts_paris_and_five(bundled_lm):
     assert paris.probabilities[-1, 0] == pytest.approx(0.77, abs=0.02)
     five = predict(lm, "One, two, three, four,", top_k=3)
     assert five.candidates[-1][0] == " five"
+
+
+def test_next_token_predictions_keep_the_logits_after_the_last_token_read(gpt2_lm):
+    """Issue 40, item 17: the sampling view reads the logits after the text from the Predictions pass (no second
+    pass); they are the model's own there, after the first ``max_tokens`` tokens only."""
+    _, lm = gpt2_lm
+    text = "the cat sat on the mat and the dog sat on the log"
+    p = predict(lm, text, top_k=3, max_tokens=6)
+    ids = lm.tokenizer(text, return_tensors="pt")["input_ids"][:, :6]
+    with torch.no_grad():
+        expected = lm.model(input_ids=ids).logits[0, -1].numpy()
+    assert len(p.tokens) == 6 and p.last_logits.dtype == np.float32
+    np.testing.assert_array_equal(p.last_logits, expected)
+    np.testing.assert_array_equal(p.top(1).last_logits, expected)

@@ -172,3 +172,25 @@ def test_the_warm_up_leaves_a_collector_that_was_off_off(monkeypatch):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_the_warm_up_converts_the_bundled_language_model_once_and_the_sidebar_says_how_long(monkeypatch, tmp_path):
+    """Issue 40, item 15: a starting server converts SmolLM2 into its cache (the conversion itself stands in for
+    transformers' half-minute one here), says meanwhile that it is converting, and leaves a cache its load accepts."""
+    from core import bundled_lm
+    from ui.sidebar import language_model_wait
+
+    monkeypatch.setenv(bundled_lm.CACHE_ENV, str(tmp_path / "cache"))
+    said = []
+
+    def convert(target, source, name=bundled_lm.LM_NAME):
+        said.append(language_model_wait())  # what the sidebar's help says while it converts
+        (target / "config.json").write_text("{}")
+        bundled_lm.write_manifest(target, source, conversion_seconds=0.0, name=name)
+
+    monkeypatch.setattr(bundled_lm, "_convert_into", convert)
+    assert "its first load converts its weights once, about 30 s on a quiet 2-core machine" in language_model_wait()
+    assert warmup.prepare_language_model() is not None
+    assert "being converted since the server started" in said[0]
+    assert bundled_lm.cache_ready() and "converted on this machine already" in language_model_wait()
+    assert warmup.prepare_language_model() is None and len(said) == 1  # a sound cache is not converted again

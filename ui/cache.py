@@ -298,15 +298,15 @@ def cached_language_model(name: str):
 
 
 @st.cache_resource(max_entries=MAX_ANALYSES, show_spinner=False)
-def cached_predictions(model_name: str, text: str):
-    """The top ``core.predictions.MAX_TOP_K`` predictions for ``text``; pages cut them with ``.top(k)``,
-    so changing k never re-runs the model."""
+def cached_predictions(model_name: str, text: str, max_tokens: int | None = None):
+    """The top ``core.predictions.MAX_TOP_K`` predictions for the first ``max_tokens`` tokens of ``text``; pages cut
+    them with ``.top(k)``, so changing k never re-runs the model."""
     from core.predictions import MAX_TOP_K, predict
 
     language_model = cached_language_model(model_name)
     if isinstance(language_model, Exception):
         raise language_model
-    return in_model_turn(predict, language_model, text, MAX_TOP_K)
+    return in_model_turn(predict, language_model, text, MAX_TOP_K, max_tokens=max_tokens)
 
 
 # Attention page: the matrices a view shows, per (source, special tokens, word level), so

@@ -65,12 +65,14 @@ def cached_attribution(model_name: str, text: str, max_tokens: int | None, metho
     )
 
 
-def cached_lens(model_name: str, text: str, max_tokens: int | None, k: int = 5):
-    """``core.lens.logit_lens`` of ``cached_analysis(model_name, text, max_tokens)`` through the model's own head."""
+def cached_lens(model_name: str, text: str, max_tokens: int | None, k: int = 5, *, start: int = 0):
+    """``core.lens.logit_lens`` of ``cached_analysis(model_name, text, max_tokens)`` through the model's own head,
+    at the positions from ``start`` on."""
     from core.lens import logit_lens
 
     store = bounded_store("logit-lens", MAX_EFFECTS, MAX_EFFECTS_BYTES)
     return store.get_or_compute(
-        (model_name, text, max_tokens, k),
-        lambda: logit_lens(_effects_model(model_name, "target"), cached_analysis(model_name, text, max_tokens), k=k),
+        (model_name, text, max_tokens, k, start),
+        lambda: logit_lens(_effects_model(model_name, "target"), cached_analysis(model_name, text, max_tokens), k=k,
+                           start=start),
     )

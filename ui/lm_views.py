@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import streamlit as st
+import torch
 
 from core.generation import Distribution, branch_from_param, branch_to_param, generate, last_logits, shape_distribution
 from core.lm_parts import encode
@@ -13,13 +14,13 @@ from core.heads import UnsupportedArchitecture
 from core.layers import head_code
 from core.patching import UnequalLengths
 from core.tokens import decoded_tokens, quoted_token
-from ui.cache import cached_language_model, model_turn
+from ui.cache import cached_language_model, cached_predictions, model_turn
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.lm_writer import keep_writing, lm_store, resume, stopped, write_chunk
 from ui.figures import show_figure
 from ui.page_state import option, set_option
-from ui.session import current_model_name
+from ui.session import current_model_name, current_token_limit
 from viz.common import file_stem, markdown_safe
 from viz.generation import distribution_bars, distribution_sentence, distribution_table, steps_figure
 from viz.induction import induction_knockout_sentence
@@ -61,8 +62,9 @@ def _heading(title: str, about: str):
     return cached_language_model(current_model_name()), st.columns(3)
 
 
-def next_logits(lm, text: str):
-    return last_logits(lm, encode(lm, text))
+def next_logits(lm, text: str, max_tokens: int | None = None):
+    """The logits ``[V]`` after the first ``max_tokens`` tokens of ``text``."""
+    return last_logits(lm, encode(lm, text, max_tokens))
 
 
 @friendly_fragment
@@ -83,7 +85,9 @@ def sampling_view(text: str) -> dict:
     temperature = option(a.slider, "Temperature", 0.05, 3.0, 1.0, 0.05, key="temp")
     top_k = option(b.slider, "Top-k (0 = off)", 0, 100, 0, key="topk")
     top_p = option(c.slider, "Top-p", 0.05, 1.0, 1.0, 0.05, key="topp")
-    logits = cached_lm_result("next-logits", current_model_name(), next_logits, text)
+    # The logits after the last token come from the Predictions page's own pass (a second pass over a 512-token
+    # text would cost seconds); they equal next_logits' bit for bit.
+    logits = torch.tensor(cached_predictions(current_model_name(), text, current_token_limit()).last_logits)
     d: Distribution = shape_distribution(logits, temperature=float(temperature), top_k=int(top_k), top_p=float(top_p))
     labels = token_texts(lm.tokenizer, d.order[:50])
     st.markdown(markdown_safe(distribution_sentence(d, labels)))
@@ -105,7 +109,8 @@ def generation_view(text: str, controls: dict) -> None:
     branch = branch_from_param(option(st.text_input, "Branch (token ids chosen by hand)", "", key="branch"),
                                len(lm.tokenizer))
     controls = controls if sample else {}  # greedy ignores them: the same cached text for every slider position
-    kwargs = dict(steps=int(steps), sample=bool(sample), seed=int(seed), branch=tuple(branch), **controls)
+    kwargs = dict(steps=int(steps), sample=bool(sample), seed=int(seed), branch=tuple(branch),
+                  max_tokens=current_token_limit(), **controls)
     key = lm_result_key("generate", current_model_name(), text, **kwargs)  # cached_lm_result's: the tour shares it
     g = lm_store().get(key) or stopped(key)
     if g is None:  # the first chunk now (a short generation ends here), the rest a chunk at a time, with Stop
@@ -267,46 +272,67 @@ def induction_table(result) -> pd.DataFrame:
                          for l in range(result.scores.shape[0]) for h in range(result.scores.shape[1])])
 
 
-def lens_parts(text: str):
-    """``(sentence, figure, table)`` of the logit lens at every position of ``text``: a plain-text sentence (the
-    colours' key, then when the final predictions settle), and the table as a function (built for the CSV only).
-    Raises ``UnsupportedArchitecture`` where the lens does not apply."""
+LENS_POSITIONS = 32  # positions per lens grid: each costs the head over the whole vocabulary at every hidden state
+
+
+def lens_window(text: str, start: int = 0) -> tuple[int, int, int]:
+    """``(start, end, count)``: the positions ``start`` to ``end - 1`` the lens grid shows (at most
+    ``LENS_POSITIONS``), of the ``count`` tokens the app reads of ``text``."""
+    count = len(encode(cached_language_model(current_model_name()), text, current_token_limit()))
+    start = max(0, min(int(start), count - LENS_POSITIONS))
+    return start, min(count, start + LENS_POSITIONS), count
+
+
+def lens_parts(text: str, start: int = 0):
+    """``(sentence, figure, table)`` of the logit lens at the positions of ``lens_window(text, start)``: a plain-text
+    sentence (the colours' key, then when the final predictions settle), and the table as a function (built for the CSV only). Raises ``UnsupportedArchitecture`` where the lens
+    does not apply."""
     from core.lens_grid import lens_summary
     from ui.cache_effects import cached_lens
-    from ui.session import current_token_limit
     from viz.lens_grid import final_rank_grid, lens_sentence
 
-    lens = cached_lens(current_model_name(), text, current_token_limit(), 1)
+    start, end, count = lens_window(text, start)
+    # A decoder's hidden states at the first ``end`` tokens do not depend on later ones: the analysis of those
+    # tokens alone is enough (the whole text's, shared with the other pages, when the window reaches its end).
+    lens = cached_lens(current_model_name(), text, current_token_limit() if end == count else end, 1, start=start)
     summary = lens_summary(lens.final_ranks)
     top = [[c[0] for c in layer] for layer in lens.candidates]
     final = top[-1]
 
     def table() -> pd.DataFrame:
-        return pd.DataFrame([{"hidden_state": l, "position": t, "token": lens.tokens[t], "top_token": top[l][t],
+        return pd.DataFrame([{"hidden_state": l, "position": start + t, "token": lens.tokens[t], "top_token": top[l][t],
                               "final_prediction": final[t], "rank_of_final": int(lens.final_ranks[l, t]) + 1,
                               "stays_top_from": int(summary.settled[t])}
                              for l in range(len(top)) for t in range(len(final))])
-    fig = final_rank_grid(lens.tokens, top, lens.final_ranks, summary, final)
-    return (f"{rank_colour_key(fig.data[0])}. " + lens_sentence(lens.tokens, final, summary,
-                                                                lens.final_ranks.shape[0] - 1), fig, table)
+    fig = final_rank_grid(lens.tokens, top, lens.final_ranks, summary, final, first=start)
+    return (f"{rank_colour_key(fig.data[0])}. " + lens_sentence(lens.tokens, final, summary, lens.final_ranks.shape[0] - 1,
+                                                                first=start, total=count), fig, table)
 
 
+@friendly_fragment
 def lens_view(text: str) -> None:
-    """The logit lens at every position: each layer's top token, coloured by the final prediction's rank."""
+    """The logit lens at ``LENS_POSITIONS`` positions at a time (a slider moves them): each layer's top token,
+    coloured by the final prediction's rank."""
     st.header("When the prediction becomes readable: the logit lens")
     explain("The model's own final norm and head applied to the hidden state after every layer show what it would "
             "predict if it stopped there. Each cell is that layer's top token; its colour is the rank there of the "
-            "token the model finally predicts (the sentence below gives the key). A ring marks the layer from which it "
+            "token the model finally predicts (the sentence below gives the key). An outline marks the layer from which it "
             "stays on top. The lens shows when the answer becomes readable through the final norm and head, not "
             "where it is decided: a hidden state can carry the answer before the head can read it. Patching (the "
             "Patching page) measures where a detail is carried.")
     try:
-        sentence, fig, table = lens_parts(text)
+        _, _, count = lens_window(text)
+        start = 0
+        if count > LENS_POSITIONS:
+            start = option(st.slider, "First position shown", 0, count - LENS_POSITIONS, 0, key="lens_from",
+                           help=f"The grid shows {LENS_POSITIONS} positions at a time; each is computed when shown.")
+        sentence, fig, table = lens_parts(text, start)
     except UnsupportedArchitecture as err:
         st.info(str(err), icon=":material/info:")
         return
     st.markdown(markdown_safe(sentence))
-    show_figure(fig, name=file_stem(current_model_name(), "lens-final-rank"), key="predictions-lens", data=table)
+    show_figure(fig, name=file_stem(current_model_name(), "lens-final-rank", start or None), key="predictions-lens",
+                data=table)
 
 
 KNOCKED_OUT = 3

@@ -31,6 +31,19 @@ def _use_example() -> None:
     st.session_state["example"] = None
 
 
+def language_model_wait() -> str:
+    """What choosing the bundled language model costs now: its converted cache is ready, being made since the server
+    started, or made on its first load."""
+    from core.bundled_lm import WAIT, cache_ready
+    from ui.warmup import converting_language_model
+
+    if converting_language_model.is_set():
+        return f"its weights are being converted since the server started, {WAIT}; choosing it now waits for the rest"
+    if cache_ready():
+        return "converted on this machine already, it loads in seconds"
+    return f"its first load converts its weights once, {WAIT}"
+
+
 def render_sidebar() -> None:
     """Model picker, text box, examples and display options; app-wide options in the URL (``ui.page_state``)."""
     settings = current_settings()
@@ -41,9 +54,10 @@ def render_sidebar() -> None:
     else:
         help_text = (
             "The bundled models work offline: all-MiniLM-L6-v2, a sentence encoder, and two language models "
-            "that predict the next token: SmolLM2-135M-Instruct, instruct-tuned (its first load takes about half "
-            "a minute), and gemma-3-270m, Google's Gemma 3 270M base model (its first load takes minutes). "
-            f"Licences: {_licences()}. Type any Hugging Face id (needs network) or the path of a local model folder."
+            f"that predict the next token: SmolLM2-135M-Instruct, instruct-tuned ({language_model_wait()}), and "
+            "gemma-3-270m, Google's Gemma 3 270M base model (its first load, unless `make setup` did it, converts "
+            f"it for minutes). Licences: {_licences()}. Type any Hugging Face id (needs network) or the path of a "
+            "local model folder."
         )
     refused = None
     if chosen and chosen not in options:

@@ -28,7 +28,7 @@ from ui.lm_views import (
     lens_parts, next_logits, patching_prompts, run_generate, token_texts,
 )
 from ui.page_state import option, set_option
-from ui.session import current_model, current_model_name, current_text
+from ui.session import current_model, current_model_name, current_text, current_token_limit
 from ui.tour_kit import figure, full_page, not_here, say, try_this
 from viz.common import OKABE_ITO, markdown_safe
 from viz.generation import distribution_bars, distribution_table, steps_figure
@@ -90,8 +90,9 @@ def step_predict() -> None:
     if text is None:
         return
     lm, name = cached_language_model(current_model_name()), current_model().name
-    ids = encode(lm, text)
-    d = shape_distribution(cached_lm_result("next-logits", current_model_name(), next_logits, text))
+    ids = encode(lm, text, current_token_limit())
+    d = shape_distribution(cached_lm_result("next-logits", current_model_name(), next_logits, text,
+                                            current_token_limit()))
     labels = token_texts(lm.tokenizer, d.order[:50])
     last = token_texts(lm.tokenizer, ids[-1:])[0]
     best = ", then " + " and ".join(f"{_q(labels[i])} ({probability(d.raw[i])})" for i in (1, 2)
@@ -121,7 +122,7 @@ def step_sample() -> None:
         extra = {"temperature": temperature, "top_k": 0, "top_p": 1.0} if sample else {}
         runs[sample] = cached_lm_result(
             "generate", current_model_name(), run_generate, text, steps=SAMPLED, sample=sample, seed=seed if sample
-            else 0, branch=(), progress=lambda done, total, s=sample: bar.progress(
+            else 0, branch=(), max_tokens=current_token_limit(), progress=lambda done, total, s=sample: bar.progress(
                 (done + s * total) / (2 * total), text=f"{'Sampling' if s else 'Greedy'}: token {done} of {total}"),
             **extra)
     bar.empty()

@@ -1,5 +1,6 @@
-"""Start-up work done before the first visitor asks: import the heavy libraries and load the bundled model,
-then (only after that, and only once no page has run for ten seconds) let numba compile UMAP for the senses page."""
+"""Start-up work done before the first visitor asks: import the heavy libraries and load the bundled model, convert
+the bundled language model into its cache if it is not there yet, then (only after that, and only once no page has
+run for ten seconds) let numba compile UMAP for the senses page."""
 
 from __future__ import annotations
 
@@ -15,6 +16,33 @@ _lock = threading.Lock()
 # Held while the warm-up imports torch and transformers: transformers resolves its names lazily, and two
 # threads importing it at once can see a half-initialised module. A page run waits here instead.
 _importing = threading.Lock()
+# Set while the warm-up converts the bundled language model (the sidebar says so instead of quoting the wait).
+converting_language_model = threading.Event()
+
+
+def prepare_language_model() -> float | None:
+    """Convert the bundled language model into its cache when it is missing or unsound, as its first load would, so
+    that choosing it later does not wait. Returns the seconds it took, or None when there was nothing to do or it
+    could not be done (the first load then explains why)."""
+    from core.bundled_lm import BundledLMError, cache_ready, cached_folder
+    from core.models import WEIGHT_LOAD_LOCK
+
+    if cache_ready():
+        return None
+    started = time.perf_counter()
+    converting_language_model.set()
+    try:
+        with WEIGHT_LOAD_LOCK:  # a visitor choosing the model meanwhile waits for this conversion, never a second one
+            cached_folder()
+    except BundledLMError as err:
+        log.warning("the bundled language model was not prepared: %s", err)
+        return None
+    finally:
+        converting_language_model.clear()
+    seconds = time.perf_counter() - started
+    log.info("bundled language model converted into its cache in %.1f s", seconds)
+    return seconds
+
 
 def _warm_up(collector_was_on: bool) -> None:
     started = time.perf_counter()
@@ -35,6 +63,10 @@ def _warm_up(collector_was_on: bool) -> None:
         # Loading the model froze what it left alive (ui.cache.freeze_long_lived); collect as before from here.
         if collector_was_on:
             gc.enable()
+    try:
+        prepare_language_model()
+    except Exception:  # noqa: BLE001 - choosing the model converts it and explains any failure
+        log.exception("could not prepare the bundled language model at start-up")
     start_umap_warmup()  # after the model, not before; it then waits until no page has run for ten seconds
 
 def start_warmup() -> threading.Thread | None:

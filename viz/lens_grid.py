@@ -60,17 +60,20 @@ def fitted_cell_text(label: str, width_px: float) -> str:
 
 
 def final_rank_grid(labels: list[str], top_tokens: list[list[str]], final_ranks: np.ndarray, summary: LensSummary,
-                    final: list[str]) -> go.Figure:
-    """Cell ``[l, t]``: hidden state ``l``'s top token at position ``t`` (``top_tokens[l][t]``), coloured by the
-    rank there of the final prediction ``final[t]`` (log scale, reversed Viridis: rank 1 yellow); an outline
-    around the cell marks where it stays top-1. ``labels``: the text's ``T`` tokens, decoded."""
+                    final: list[str], *, first: int = 0) -> go.Figure:
+    """Cell ``[l, t]``: hidden state ``l``'s top token at position ``first + t`` (``top_tokens[l][t]``), coloured by
+    the rank there of the final prediction ``final[t]`` (log scale, reversed Viridis: rank 1 yellow); an outline
+    around the cell marks where it stays top-1. ``labels``: the ``T`` tokens from ``first`` on, decoded."""
     rows, columns = final_ranks.shape
+    positions = list(range(first, first + columns))
+    axis = token_axis([visible_spaces(label) for label in labels])
+    axis |= {"tickvals": [first + v for v in axis["tickvals"]], "range": [first - 0.5, first + columns - 0.5]}
     z = np.log10(final_ranks + 1)
     names = np.array([[visible_spaces(c) for c in row] for row in top_tokens], dtype=object)
     text = np.array([[plotly_safe(c) for c in row] for row in names], dtype=object)
     finals = np.array([[plotly_safe(visible_spaces(f)) for f in final]] * rows, dtype=object)
     fig = go.Figure(go.Heatmap(
-        z=z, x=list(range(columns)), y=list(range(rows)),
+        z=z, x=positions, y=list(range(rows)),
         customdata=np.dstack([text, finals, final_ranks + 1]), colorscale="Viridis", reversescale=True, zmin=0,
         zmax=RANK_DECADES,
         hovertemplate="hidden state %{y}, position %{x}: top %{customdata[0]}; final %{customdata[1]} at rank "
@@ -82,18 +85,18 @@ def final_rank_grid(labels: list[str], top_tokens: list[list[str]], final_ranks:
     cell_px = ASSUMED_WIDTH_PX / max(columns, 1)
     shown = [[plotly_safe(fitted_cell_text(c, cell_px)) for c in row] for row in names]
     fig.add_scatter(
-        x=[t for _ in range(rows) for t in range(columns)], y=[l for l in range(rows) for _ in range(columns)],
+        x=[first + t for _ in range(rows) for t in range(columns)], y=[l for l in range(rows) for _ in range(columns)],
         mode="text", text=[c for row in shown for c in row], hoverinfo="skip", showlegend=False,
         textfont={"size": CELL_FONT_PX, "color": text_colours(z).ravel().tolist()},
     )
     for t, l in enumerate(summary.settled.tolist()):  # outlines on the cell's edges, never over its text
-        fig.add_shape(type="rect", x0=t - 0.5, x1=t + 0.5, y0=l - 0.5, y1=l + 0.5, line={"color": RING, "width": 3})
+        fig.add_shape(type="rect", x0=first + t - 0.5, x1=first + t + 0.5, y0=l - 0.5, y1=l + 0.5,
+                      line={"color": RING, "width": 3})
     fig.add_scatter(x=[None], y=[None], mode="markers", name="stays top-1 from here (outlined)",
                     marker={"symbol": "square-open", "size": 14, "color": RING, "line": {"width": 3}})
     fig.update_layout(
         title="Logit lens: each layer's top token, coloured by the rank of the final prediction",
-        xaxis=token_axis([visible_spaces(label) for label in labels]) | {"title": "position (its own token)",
-                                                                          "tickangle": -45},
+        xaxis=axis | {"title": "position (its own token)", "tickangle": -45},
         yaxis={"title": "hidden state (0 = embedding output)", "dtick": 1 if rows <= 16 else 2,
                "range": [-0.5, rows - 0.5], "autorange": False},
         height=min(1100, 200 + 26 * rows), margin={"l": 70, "r": 20, "t": 50, "b": 90},
@@ -102,11 +105,15 @@ def final_rank_grid(labels: list[str], top_tokens: list[list[str]], final_ranks:
     return fig
 
 
-def lens_sentence(labels: list[str], final: list[str], summary: LensSummary, layers: int) -> str:
-    """When the final predictions settle, from the numbers (plain text)."""
+def lens_sentence(labels: list[str], final: list[str], summary: LensSummary, layers: int, *, first: int = 0,
+                  total: int | None = None) -> str:
+    """When the final predictions settle, from the numbers (plain text); ``labels`` are positions ``first`` on, of
+    ``total`` (default: ``labels`` are all of them)."""
     t_late = int(np.argmax(summary.settled))
     t_early = int(np.argmin(summary.settled))
-    return (f"Over {len(labels)} positions, the final prediction stays on top from hidden state "
+    shown = (f"Over positions {first} to {first + len(labels) - 1} (of the text's {total})"
+             if total is not None and total > len(labels) else f"Over {len(labels)} positions")
+    return (f"{shown}, the final prediction stays on top from hidden state "
             f"{np.mean(summary.settled):.1f} on average (of {layers}). Earliest: after "
             f"{quoted_token(labels[t_early])} ({quoted_token(final[t_early])}, from hidden state "
             f"{summary.settled[t_early]}); latest: after {quoted_token(labels[t_late])} ({quoted_token(final[t_late])}, "
