@@ -6,7 +6,8 @@ import streamlit as st
 from core.errors import AnalysisError
 from core.layers import head_code
 from core.predictions import NoLanguageModelHead
-from core.retrieval import HAYSTACK_SOURCE, contains_answer, top_and_random_heads
+from core.retrieval import (DEFAULT_ANSWER, DEFAULT_NEEDLE, DEFAULT_QUESTION, HAYSTACK_SOURCE, contains_answer,
+                            top_and_random_heads)
 from ui.cache import cached_language_model
 from ui.cache_needle import cached_knocked_out, cached_model_answer, cached_retrieval
 from ui.errors import friendly_errors
@@ -19,9 +20,6 @@ from viz.head_stats import head_heatmap
 from viz.needle import knockout_sentence, scores_sentence, scores_table
 from viz.wording import probability
 
-NEEDLE = "The secret ingredient of the lighthouse soup is purple basil."
-QUESTION = "What is the secret ingredient of the lighthouse soup? The secret ingredient is"
-ANSWER = "purple basil"
 LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 DEFAULT_LENGTH = 256
 KNOCKOUT_COUNTS = (1, 3, 5, 10, 20)
@@ -50,11 +48,11 @@ if isinstance(lm, NoLanguageModelHead):
     st.info(str(lm), icon=":material/info:")
     end_page()
 
-needle = option(st.text_input, "Needle (a sentence hidden in the haystack)", value=NEEDLE, key="needle",
+needle = option(st.text_input, "Needle (a sentence hidden in the haystack)", value=DEFAULT_NEEDLE, key="needle",
                 max_chars=MAX_INPUT_CHARS)
-question = option(st.text_input, "Question (after the haystack)", value=QUESTION, key="question",
+question = option(st.text_input, "Question (after the haystack)", value=DEFAULT_QUESTION, key="question",
                   max_chars=MAX_INPUT_CHARS)
-answer = option(st.text_input, "Expected answer (a phrase of the needle)", value=ANSWER, key="answer",
+answer = option(st.text_input, "Expected answer (a phrase of the needle)", value=DEFAULT_ANSWER, key="answer",
                 max_chars=MAX_INPUT_CHARS)
 if not (needle.strip() and question.strip() and answer.strip()):
     st.info("Write a needle sentence, a question and its expected answer.", icon=":material/edit:")

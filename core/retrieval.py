@@ -29,6 +29,13 @@ HAYSTACK_FILE = Path(__file__).parent / "data" / "haystack_alice.txt"
 HAYSTACK_SOURCE = ("Lewis Carroll, *Alice's Adventures in Wonderland* (1865), chapters I–III: public domain; the text of "
                    "Project Gutenberg eBook #11, as shipped in the examples of the wordcloud package's source on PyPI")
 
+# A needle and a question that SmolLM2-135M-Instruct answers: the question ends as a cloze, which a small model
+# completes far more often than a bare question (p(" purple basil") was 3e-7 after the question alone; 0.19 with the
+# cloze, 256 tokens, the needle at 50 %)
+DEFAULT_NEEDLE = "The secret ingredient of the lighthouse soup is purple basil."
+DEFAULT_QUESTION = "What is the secret ingredient of the lighthouse soup? The secret ingredient is"
+DEFAULT_ANSWER = "purple basil"
+
 
 @lru_cache(maxsize=1)
 def bundled_haystack() -> str:

@@ -112,3 +112,24 @@ def test_the_tiny_window_limits_the_lengths_offered(llama_dir):
     at = open_app({"model": llama_dir, **TINY}, page=PAGE)
     offered = at.select_slider[0].options
     assert offered[-1] == "32" and "64" not in offered  # 64 window − (needle, question, answer, spaces) < 64
+
+
+@pytest.mark.integration
+def test_smollm2_answers_the_default_needle_and_the_page_s_numbers_are_core_retrieval_s():
+    """The page's defaults at 256 tokens, the needle at 50 %: SmolLM2 answers them (measured p ≈ 0.19), and every
+    number the sentences state is the one core.retrieval gives when run directly."""
+    from core.retrieval import DEFAULT_ANSWER, DEFAULT_NEEDLE, DEFAULT_QUESTION
+    from viz.wording import probability
+
+    name = "SmolLM2-135M-Instruct"
+    at = open_app({"model": name}, page=PAGE)
+    assert not page_errors(at)
+    text = _text(at)
+    result, count, top, random, (after_top, after_random) = _direct(name, 256, DEFAULT_NEEDLE, DEFAULT_QUESTION, DEFAULT_ANSWER, 0.5)
+    assert "it contains the expected answer “purple basil”" in text
+    assert result.answer_probability > 0.05
+    np.testing.assert_allclose(_scores_grid(at), result.scores)
+    assert f"has probability {probability(result.answer_probability)}" in text
+    assert f"{int((result.scores > 0).sum())} of the {result.scores.size} heads copied" in text
+    assert (f"top {count} retrieval head(s) knocked out it is {probability(math.exp(after_top))}, with {count} random "
+            f"head(s) {probability(math.exp(after_random))}") in text
