@@ -37,6 +37,7 @@ PAGE_LINKS = [
     ("app_pages/predictions.py", "Predictions: what the model itself would fill in or say next."),
     ("app_pages/effects.py", "Does it matter?: knock heads out and measure what changes; attribution and the logit lens."),
     ("app_pages/patching.py", "Patching: for a language model, which layer, position, head or MLP carries the answer."),
+    ("app_pages/needle.py", "Needle in a haystack: for a language model, which heads fetch a fact hidden in a long text."),
     ("app_pages/drift.py", "Drift: how far each layer moves a whole corpus away from the static embeddings."),
     ("app_pages/senses.py", "Senses: one ambiguous word across many sentences, its senses pulled apart layer by layer."),
 ]

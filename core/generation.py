@@ -97,6 +97,24 @@ def _next_logits(lm: LanguageModel, ids: torch.Tensor, cache) -> tuple[torch.Ten
     return out.logits[0, -1], getattr(out, "past_key_values", None)
 
 
+def greedy_ids(lm: LanguageModel, ids: torch.Tensor, *, steps: int) -> list[int]:
+    """Up to ``steps`` token ids written greedily after ``ids`` ``[T]`` through the key/value cache; stops after the
+    end-of-text token or at the model's token limit."""
+    eos = lm.tokenizer.eos_token_id
+    written: list[int] = []
+    cache = None
+    for _ in range(steps):
+        if len(ids) >= lm.max_tokens:
+            break
+        logits, cache = _next_logits(lm, ids, cache)
+        token = int(logits.argmax())
+        written.append(token)
+        ids = torch.cat([ids, ids.new_tensor([token])])
+        if token == eos:
+            break
+    return written
+
+
 def sampling_distribution(lm: LanguageModel, text: str, *, temperature: float = 1.0, top_k: int = 0,
                           top_p: float = 1.0) -> Distribution:
     """``shape_distribution`` of the token after ``text``: the kept and the cut tokens, entropies before and after."""

@@ -12,14 +12,63 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from core.errors import AnalysisError
+from core.generation import greedy_ids
 from core.models import threads_for_input
 from core.recorded_pass import attention_weights
 from core.recording import Recorder
+
+
+HAYSTACK_FILE = Path(__file__).parent / "data" / "haystack_alice.txt"
+HAYSTACK_SOURCE = ("Lewis Carroll, *Alice's Adventures in Wonderland* (1865), chapters I–III: public domain; the text of "
+                   "Project Gutenberg eBook #11, as shipped in the examples of the wordcloud package's source on PyPI")
+
+# A needle and a question that SmolLM2-135M-Instruct answers: the question ends as a cloze, which a small model
+# completes far more often than a bare question (p(" purple basil") was 3e-7 after the question alone; 0.19 with the
+# cloze, 256 tokens, the needle at 50 %)
+DEFAULT_NEEDLE = "The secret ingredient of the lighthouse soup is purple basil."
+DEFAULT_QUESTION = "What is the secret ingredient of the lighthouse soup? The secret ingredient is"
+DEFAULT_ANSWER = "purple basil"
+
+
+@lru_cache(maxsize=1)
+def bundled_haystack() -> str:
+    """The bundled haystack text (``HAYSTACK_SOURCE``; about 31,000 characters, paragraphs separated by blank lines),
+    without its file's ``#`` header."""
+    lines = HAYSTACK_FILE.read_text(encoding="utf-8").splitlines()
+    return "\n".join(line for line in lines if not line.startswith("#")).strip()
+
+
+def _sentence_ends(text: str) -> list[int]:
+    """Every index just after a ".", "!" or "?" that whitespace or the end follows, ascending."""
+    return [i + 1 for i, c in enumerate(text) if c in ".!?" and (i + 1 == len(text) or text[i + 1].isspace())]
+
+
+def haystack_of_length(tokenizer, haystack: str, tokens: int) -> str:
+    """The longest start of ``haystack`` that ends a sentence and is at most ``tokens`` tokens (the whole text if it
+    is that short)."""
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    if count(haystack) <= tokens:
+        return haystack
+    ends = _sentence_ends(haystack)
+    low, high = 0, len(ends)  # ends[:low] fit; ends[high:] do not
+    while low < high:
+        middle = (low + high) // 2
+        if count(haystack[:ends[middle]]) <= tokens:
+            low = middle + 1
+        else:
+            high = middle
+    if low == 0:
+        raise AnalysisError(f"The haystack's first sentence is longer than {tokens:,} tokens: choose a longer length.")
+    return haystack[:ends[low - 1]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,6 +89,11 @@ class RetrievalScores:
     @property
     def answer_probability(self) -> float:
         return float(np.exp(self.answer_log_probability))
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        """The prompt without the appended answer: what the model answers."""
+        return self.token_ids[:self.answer_span[0]]
 
 
 def needle_cut(haystack: str, depth: float) -> int:
@@ -123,6 +177,20 @@ def answer_log_probability(lm, token_ids: Sequence[int], answer_span: tuple[int,
     rows = list(range(answer_span[0] - 1, answer_span[1] - 1))
     _, log_probs = _run(lm, list(token_ids), rows, replace={tuple(h): None for h in knocked_out} or None)
     return float(log_probs.sum())
+
+
+def model_answer(lm, prompt_ids: Sequence[int], steps: int = 12) -> str:
+    """The model's own greedy answer to ``prompt_ids`` (``RetrievalScores.prompt_ids``): up to ``steps`` tokens,
+    decoded, ending at its end-of-text token."""
+    ids = torch.tensor(list(prompt_ids), device=lm.device)
+    with threads_for_input(ids.numel()):
+        written = greedy_ids(lm, ids, steps=steps)
+    return lm.tokenizer.decode(written, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+
+def contains_answer(text: str, answer: str) -> bool:
+    """Whether ``text`` holds ``answer`` (case and surrounding spaces ignored)."""
+    return answer.strip().casefold() in text.casefold()
 
 
 def top_and_random_heads(scores: np.ndarray, count: int, seed: int = 0) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:

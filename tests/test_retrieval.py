@@ -114,3 +114,35 @@ def test_top_and_random_heads_do_not_overlap():
     top, random = top_and_random_heads(scores, 2)
     assert top == [(0, 1), (1, 2)]
     assert len(random) == 2 and not set(random) & set(top)
+
+
+def test_the_bundled_haystack_is_cut_at_a_sentence_end_within_the_length(tiny):
+    from core.retrieval import bundled_haystack, haystack_of_length
+
+    lm, _ = tiny
+    text = bundled_haystack()
+    assert text.startswith("CHAPTER I. Down the Rabbit-Hole") and "#" not in text[:200]
+    for tokens in (16, 40, 300):
+        cut = haystack_of_length(lm.tokenizer, text, tokens)
+        assert text.startswith(cut) and cut[-1] in ".!?"
+        assert len(lm.tokenizer(cut, add_special_tokens=False)["input_ids"]) <= tokens
+        # the next sentence end would not fit
+        following = min(i + 1 for i in range(len(cut), len(text)) if text[i] in ".!?" and (i + 1 == len(text) or text[i + 1].isspace()))
+        assert len(lm.tokenizer(text[:following], add_special_tokens=False)["input_ids"]) > tokens
+    with pytest.raises(AnalysisError):
+        haystack_of_length(lm.tokenizer, text, 1)
+
+
+def test_the_model_s_answer_is_the_plain_model_s_greedy_generation(tiny):
+    from core.retrieval import contains_answer, model_answer
+
+    lm, plain = tiny
+    result = retrieval_scores(lm, HAYSTACK, NEEDLE, QUESTION, ANSWER, 0.5)
+    with torch.no_grad():
+        out = plain.generate(torch.tensor([result.prompt_ids]), max_new_tokens=6, do_sample=False,
+                             pad_token_id=lm.tokenizer.eos_token_id)
+    expected = lm.tokenizer.decode(out[0, len(result.prompt_ids):], skip_special_tokens=True,
+                                   clean_up_tokenization_spaces=False)
+    assert model_answer(lm, result.prompt_ids, steps=6) == expected
+    assert result.prompt_ids == result.token_ids[:result.answer_span[0]]
+    assert contains_answer(" The Purple basil.", "purple basil ") and not contains_answer("purple", "purple basil")
