@@ -7,6 +7,7 @@ import streamlit as st
 
 from core.flow import (DEFAULT_THRESHOLD, head_terms, lens_logits, route_graph, route_sentence, top_tokens,
                        written_logits)
+from core.models import BUNDLED_LM
 from core.recording import UnsupportedArchitecture
 from core.tokens import token_labels
 from ui.cache import cached_language_model
@@ -53,8 +54,9 @@ try:
 except UnsupportedArchitecture as err:
     progress_slot.empty()
     st.info(f"The information-flow graph needs the parts of every attention update, which the app records for "
-            f"decoders such as SmolLM2, Llama, Qwen and Gemma, not for {markdown_safe(model.name)}: "
-            f"{markdown_safe(err)}", icon=":material/info:")
+            f"decoders such as SmolLM2, Llama, Qwen and Gemma, not for {markdown_safe(model.name)} "
+            f"({markdown_safe(str(err).rstrip('.'))}). Choose {markdown_safe(BUNDLED_LM)} in the sidebar to see the graph.",
+            icon=":material/info:")
     end_page()
 progress_slot.empty()
 recorded, contributions = flow.recorded, flow.contributions

@@ -285,7 +285,7 @@ def route_sentence(graph: RouteGraph, labels: list[str]) -> str:
 def unembedding_of(lm) -> tuple[torch.nn.Module, torch.Tensor]:
     """``(final norm, W_U [V, D])`` of a causal language model (``core.predictions.LanguageModel``); raises
     ``UnsupportedArchitecture`` (a sentence) for other layouts."""
-    from core.lm_parts import parts_of  # noqa: PLC0415 - loads the language-model helpers only when asked
+    from core.lm_parts import parts_of  # loaded only when asked
 
     return parts_of(lm).final_norm, lm.model.get_output_embeddings().weight.detach().float()
 
@@ -295,7 +295,7 @@ def written_logits(lm, write: torch.Tensor, final_residual: torch.Tensor) -> np.
     the final norm with its scale frozen at that position's last residual ``final_residual`` ``[D]`` and the
     unembedding (the norm's shift and the head's bias belong to no part and are left out, as in direct logit
     attribution)."""
-    from core.logit_attribution import _frozen_norm  # noqa: PLC0415
+    from core.logit_attribution import _frozen_norm
 
     norm, unembedding = unembedding_of(lm)
     frozen, _shift = _frozen_norm(norm, final_residual.float())

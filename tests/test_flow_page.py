@@ -206,7 +206,7 @@ def test_flow_page_on_smollm2_traces_the_capital_of_france(bundled_lm):
     ids = bundled_lm.tokenizer(text)["input_ids"]
     recorded = record_pass(bundled_lm, ids)
     graph = route_graph(contributions_of(recorded, ["x"] * len(ids)), len(ids) - 1)
-    top, (total, layers) = next(iter(carriers(graph).items()))
+    top, (total, _) = next(iter(carriers(graph).items()))
     said = _said(at)
     assert f"(token {top}) carry the most" in said and f"add up to {total:.2f}" in said
     box = _detail_box(at)

@@ -11,6 +11,7 @@ import pytest
 
 from core.attention import attention_maxima
 from core.inference import analyze
+from tests.test_flow_page import _graph as flow_graph
 from viz import attention as va
 from viz import figure_reading, slides
 from viz.common import token_axis
@@ -25,7 +26,6 @@ from viz.maxima import attention_panels, maxima_grid, special_share_chart
 from viz.predictions import fill_in_bars, next_token_heatmap
 from viz.senses import sense_projection_figure, separation_figure
 from viz.tokens import token_layer_heatmap
-from tests.test_flow_page import _graph as flow_graph
 
 RNG = np.random.default_rng(0)
 
