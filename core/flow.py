@@ -233,3 +233,85 @@ def route_graph(contributions: Contributions, position: int, threshold: float = 
     order = {"embedding": 0, "attention": 1, "mlp": 2, "block": 3}
     edges = sorted(kept.values(), key=lambda e: (e.target[1], order[e.target[0]], e.target[2], e.source[2], e.kind))
     return RouteGraph(position, float(threshold), tuple(edges))
+
+
+def carriers(graph: RouteGraph) -> dict[int, tuple[float, list[int]]]:
+    """``{position: (summed weight, layers)}`` of the graph's attention edges that move information from ``position``
+    to another position, heaviest first: which earlier tokens carry the route, and through which layers."""
+    found: dict[int, tuple[float, set[int]]] = {}
+    for edge in graph.edges:
+        if edge.kind == "attention" and edge.source[2] != edge.target[2]:
+            total, layers = found.get(edge.source[2], (0.0, set()))
+            found[edge.source[2]] = (total + edge.weight, layers | {edge.target[1]})
+    ordered = sorted(found.items(), key=lambda item: -item[1][0])
+    return {p: (total, sorted(layers)) for p, (total, layers) in ordered}
+
+
+def layer_runs(layers: list[int]) -> str:
+    """``[2, 5, 6, 7, 12]`` → ``"layers 2, 5–7 and 12"`` (``"layer 3"`` for one)."""
+    spans: list[list[int]] = []
+    for layer in sorted(set(layers)):
+        if spans and layer == spans[-1][1] + 1:
+            spans[-1][1] = layer
+        else:
+            spans.append([layer, layer])
+    parts = [f"{a}" if a == b else f"{a}–{b}" for a, b in spans]
+    if len(parts) == 1:
+        return ("layer " if spans[0][0] == spans[0][1] else "layers ") + parts[0]
+    return "layers " + ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def route_sentence(graph: RouteGraph, labels: list[str]) -> str:
+    """Plain text (escape it for markdown): which earlier token carries most of the route into the chosen token,
+    read off the graph's cross-position attention edges (each edge's weight: the share of its target's inputs)."""
+    chosen = f"“{labels[graph.position]}” (token {graph.position})"
+    found = carriers(graph)
+    if not found:
+        return (f"At this threshold no attention edge brings information from another position into {chosen}: every "
+                "edge kept stays at its own position.")
+    (top, (total, layers)), rest = next(iter(found.items())), list(found.items())[1:]
+    count = sum(1 for e in graph.edges if e.kind == "attention" and e.source[2] == top and e.target[2] != top)
+    sentence = (f"Of the edges that move information between positions on the route into {chosen}, those from "
+                f"“{labels[top]}” (token {top}) carry the most: {count} edge{'s' if count != 1 else ''} in "
+                f"{layer_runs(layers)}, whose shares add up to {total:.2f}.")
+    if rest:
+        second, (second_total, _) = rest[0]
+        sentence += (f" Next comes “{labels[second]}” (token {second}) with {second_total:.2f}"
+                     + (f"; {len(rest) - 1} more position{'s' if len(rest) > 2 else ''} send less." if len(rest) > 1
+                        else "."))
+    return sentence
+
+
+def unembedding_of(lm) -> tuple[torch.nn.Module, torch.Tensor]:
+    """``(final norm, W_U [V, D])`` of a causal language model (``core.predictions.LanguageModel``); raises
+    ``UnsupportedArchitecture`` (a sentence) for other layouts."""
+    from core.lm_parts import parts_of  # loaded only when asked
+
+    return parts_of(lm).final_norm, lm.model.get_output_embeddings().weight.detach().float()
+
+
+def written_logits(lm, write: torch.Tensor, final_residual: torch.Tensor) -> np.ndarray:
+    """``[V]``: what ``write`` ``[D]`` (a head's or an MLP's output at one position) adds to each logit there, through
+    the final norm with its scale frozen at that position's last residual ``final_residual`` ``[D]`` and the
+    unembedding (the norm's shift and the head's bias belong to no part and are left out, as in direct logit
+    attribution)."""
+    from core.logit_attribution import _frozen_norm
+
+    norm, unembedding = unembedding_of(lm)
+    frozen, _shift = _frozen_norm(norm, final_residual.float())
+    with torch.inference_mode():
+        return (frozen(write.double()).float() @ unembedding.T).numpy()  # float32: a copy of W_U in float64 is slow
+
+
+def lens_logits(lm, residual: torch.Tensor) -> np.ndarray:
+    """``[V]``: the logit lens of one residual ``[D]``: the final norm, then the unembedding."""
+    norm, unembedding = unembedding_of(lm)
+    with torch.inference_mode():
+        return (norm(residual.float()[None])[0] @ unembedding.T).numpy()
+
+
+def top_tokens(lm, logits: np.ndarray, k: int = 5, *, lowest: bool = False) -> list[tuple[str, float]]:
+    """The ``k`` highest (``lowest``: most negative) entries of ``logits`` ``[V]`` as ``(token text, value)``."""
+    order = np.argsort(logits)
+    picked = order[:k] if lowest else order[::-1][:k]
+    return [(lm.tokenizer.decode([int(i)], clean_up_tokenization_spaces=False), float(logits[i])) for i in picked]

@@ -11,6 +11,7 @@ import pytest
 
 from core.attention import attention_maxima
 from core.inference import analyze
+from tests.test_flow_page import _graph as flow_graph
 from viz import attention as va
 from viz import figure_reading, slides
 from viz.common import token_axis
@@ -18,6 +19,7 @@ from viz.slide_text import LINE_BREAK, TICK_PITCH, export_options, slide_font_si
 from viz.slides import fit_for_slide, thin_ticks
 from viz.compare import attention_heatmap, similarity_by_layer_chart
 from viz.drift import cls_violin_figure, layer_violin_figure
+from viz.flow import route_figure
 from viz.head_stats import head_heatmap, head_heatmaps
 from viz.inside import component_bars, matrix_heatmap, stacked_token_bars, token_bars
 from viz.maxima import attention_panels, maxima_grid, special_share_chart
@@ -186,6 +188,7 @@ def _every_figure(analysis) -> list[go.Figure]:
         sense_projection_figure(RNG.random((4, 2)), ["river", "money", "river", ""], ["h"] * 4, title="senses", axis="PCA"),
         separation_figure(pd.DataFrame({"layer": [0, 1], "knn_accuracy": [1, 1], "silhouette": [0.1, 0.2]}), 0),
         token_layer_heatmap(RNG.random((3, n)), labels, title="home", colorbar="cosine"),
+        route_figure(flow_graph(), labels, 2, title="route"),
     ]
 
 

@@ -1,0 +1,195 @@
+"""Information flow: which attention edges and MLPs carried what the model holds at one token, across all layers
+(Ferrando & Voita 2024)."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core.flow import (DEFAULT_THRESHOLD, head_terms, lens_logits, route_graph, route_sentence, top_tokens,
+                       written_logits)
+from core.models import BUNDLED_LM
+from core.recording import UnsupportedArchitecture
+from core.tokens import token_labels
+from ui.cache import cached_language_model
+from ui.cache_flow import cached_flow
+from ui.errors import friendly_fragment
+from ui.explain import explain
+from ui.figures import show_figure
+from ui.page_state import end_page, option
+from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
+from viz.common import file_stem, markdown_safe
+from viz.flow import edge_id, edge_name, edge_table, node_id, node_name, route_figure
+from viz.inside import token_bars
+
+FLOW_MAX_TOKENS = 128  # contributions of every (head, key) term: about 10 s for 128 tokens of SmolLM2
+TOP_K = 5
+NOTHING = "none"
+
+st.title("Information flow")
+explain(
+    "Which routes through the model carried what it holds at one token? Every layer adds two updates to each "
+    "token's residual stream: attention (a sum of one term per head and earlier token) and the MLP. Following "
+    "Ferrando & Voita (2024), each term's **share** of the result is how much closer it brings the result than "
+    "its absence would (the proximity max(0, ‖y‖₁ − ‖y − term‖₁), normalised so that a node's incoming shares add "
+    "up to 1). The graph keeps the edges whose share is above the threshold and that lead to the chosen token's "
+    "last representation: positions across, layers up, wider lines for larger shares, attention edges coloured by "
+    "the head that carries most of them, MLPs as small squares."
+)
+model = current_model()
+if model.is_encoder_decoder:
+    from ui.seq2seq_views import not_applicable
+
+    not_applicable("The information-flow graph is built here for one stack (a decoder), so this page does not apply.")
+name, text = current_model_name(), current_text()
+limit = min(current_token_limit(), FLOW_MAX_TOKENS)
+if current_token_limit() > FLOW_MAX_TOKENS:
+    st.caption(f"This page splits every attention update into one term per head and token, so it reads at most the "
+               f"first {FLOW_MAX_TOKENS} tokens.")
+analysis = current_analysis(limit)
+labels = token_labels(analysis)
+progress_slot = st.empty()
+try:
+    flow = cached_flow(name, text, limit, progress=lambda done, total: progress_slot.progress(
+        done / total, text=f"Splitting the updates into their parts: layer {done} of {total}"))
+except UnsupportedArchitecture as err:
+    progress_slot.empty()
+    st.info(f"The information-flow graph needs the parts of every attention update, which the app records for "
+            f"decoders such as SmolLM2, Llama, Qwen and Gemma, not for {markdown_safe(model.name)} "
+            f"({markdown_safe(str(err).rstrip('.'))}). Choose {markdown_safe(BUNDLED_LM)} in the sidebar to see the graph.",
+            icon=":material/info:")
+    end_page()
+progress_slot.empty()
+recorded, contributions = flow.recorded, flow.contributions
+t = recorded.num_tokens
+
+language_model = None
+if model.is_decoder:
+    with st.spinner(f"Loading the language-model head of {name}…"):
+        language_model = cached_language_model(name)
+if language_model is None or isinstance(language_model, Exception):
+    why = ("it is an encoder, which has no unembedding" if not model.is_decoder
+           else "its checkpoint has no language-model head (no unembedding)")
+    st.info(f"{markdown_safe(model.name)} cannot turn a vector into tokens ({why}), so the details below show the "
+            "shares and attention weights but no promoted or suppressed tokens.", icon=":material/info:")
+    language_model = None
+
+
+def token_table(logits: np.ndarray, what: str) -> pd.DataFrame:
+    """The ``TOP_K`` tokens ``logits`` raises most and lowers most, side by side."""
+    up, down = top_tokens(language_model, logits, TOP_K), top_tokens(language_model, logits, TOP_K, lowest=True)
+    return pd.DataFrame({"promoted": [tok for tok, _ in up], f"{what} (promoted)": [v for _, v in up],
+                         "suppressed": [tok for tok, _ in down], f"{what} (suppressed)": [v for _, v in down]})
+
+
+def write_of(node, position: int):
+    """What the sub-block that produced ``node`` added at ``position`` (None for the embedding)."""
+    kind, layer, _ = node
+    if kind == "attention":
+        return recorded.attention_update[layer, position], f"layer {layer}'s attention"
+    if kind in ("mlp", "block"):
+        return recorded.mlp_update[layer, position], f"layer {layer}'s MLP"
+    return None, ""
+
+
+def residual_of(node, position: int):
+    kind, layer, _ = node
+    if kind == "embedding":
+        return recorded.residual_pre[0, position]
+    return recorded.residual_mid[layer, position] if kind == "attention" else recorded.residual_post[layer, position]
+
+
+def node_detail(node) -> None:
+    kind, layer, p = node
+    st.subheader(markdown_safe(node_name(node, labels)))
+    final = recorded.residual_post[-1, p]
+    if kind != "mlp":
+        residual = residual_of(node, p)
+        if language_model is not None:
+            st.markdown("**Logit lens**: this representation through the final norm and the unembedding, as if it "
+                        "were the last layer's.")
+            lens = lens_logits(language_model, residual)
+            top = top_tokens(language_model, lens, TOP_K)
+            st.dataframe(pd.DataFrame({"token": [tok for tok, _ in top], "logit": [v for _, v in top]}),
+                         hide_index=True)
+    write, writer = write_of(node, p)
+    if write is not None and language_model is not None:
+        st.markdown(f"**What {writer} wrote here**, through the final norm (its scale frozen at this token's last "
+                    "residual) and the unembedding: the tokens it raised and lowered most.")
+        st.dataframe(token_table(written_logits(language_model, write, final), "logit change"), hide_index=True)
+    if kind == "mlp":
+        share = float(contributions.mlp[layer, p])
+        st.markdown(markdown_safe(f"The MLP's share of hidden state {layer + 1} at this token: {share:.1%}; the "
+                                  f"residual stream passed on carries the other {1 - share:.1%}."))
+
+
+def edge_detail(edge) -> None:
+    st.subheader(markdown_safe(edge_name(edge, labels)))
+    _, layer, query = edge.target
+    if edge.kind == "residual":
+        st.markdown(markdown_safe(f"The residual stream passed on unchanged carries {edge.weight:.1%} of "
+                                  f"{node_name(edge.target, labels)}."))
+        return
+    if edge.kind == "mlp":
+        node_detail(("mlp", layer, query))
+        return
+    key = edge.source[2]
+    heads = sorted(range(len(edge.heads)), key=lambda h: -edge.heads[h])
+    shares = pd.DataFrame({"head": heads, "share": [edge.heads[h] for h in heads]})
+    top = heads[0]
+    st.markdown(markdown_safe(
+        f"Through all heads of layer {layer}, token {key} sends {edge.weight:.1%} of what reaches token {query} after "
+        f"attention; head {top} alone carries {edge.heads[top]:.1%} "
+        f"({edge.heads[top] / edge.weight:.0%} of this edge)."))
+    head = option(st.selectbox, "Head", heads, key="head",
+                  format_func=lambda h: f"head {h} ({edge.heads[h]:.1%})")
+    left, right = st.columns(2)
+    with left:
+        st.dataframe(shares, hide_index=True)
+    row = recorded.attention(layer, [head])[0, query]
+    with right:
+        show_figure(token_bars(row, labels, title=f"Layer {layer}, head {head}: attention from “{labels[query]}”",
+                               y_title="weight", keep=np.arange(t) <= query if model.is_decoder else None),
+                    name=file_stem(model.name, "flow-row", f"layer{layer}", f"head{head}", f"query{query}"),
+                    data=pd.DataFrame({"position": range(t), "token": labels, "weight": row}),
+                    key="flow-row", share=0.5)
+    st.caption(markdown_safe(f"Head {head} gives “{labels[key]}” (token {key}) a weight of {row[key]:.3f} from "
+                             f"“{labels[query]}”; its largest weight, {row.max():.3f}, goes to "
+                             f"“{labels[int(row.argmax())]}” (token {int(row.argmax())})."))
+    if language_model is not None:
+        write = head_terms(recorded, layer, slice(query, query + 1))[0, :, head].sum(0)
+        st.markdown(f"**What head {head} writes at token {query}** (its output summed over the keys), through the final "
+                    "norm (its scale frozen at this token's last residual) and the unembedding: the tokens it raises "
+                    "and lowers most.")
+        st.dataframe(token_table(written_logits(language_model, write, recorded.residual_post[-1, query]),
+                                 "logit change"), hide_index=True)
+
+
+@friendly_fragment
+def route_view() -> None:
+    """Token and threshold, the graph they give, and the detail of an edge or node picked from it: a change reruns
+    only this part and reuses the cached contributions."""
+    left, right = st.columns(2)
+    position = option(left.selectbox, "Token", range(t), index=t - 1, key="token",
+                      format_func=lambda i: f"{i}: {labels[i]}")
+    threshold = option(right.slider, "Threshold (share of a node's inputs)", 0.01, 0.5, DEFAULT_THRESHOLD, 0.01,
+                       key="threshold", help=f"An edge is drawn when it carries more than this share of what reaches "
+                       f"its node; {DEFAULT_THRESHOLD} as in Ferrando & Voita (2024).")
+    graph = route_graph(contributions, position, threshold)
+    sentence = route_sentence(graph, labels)
+    show_figure(route_figure(graph, labels, contributions.num_layers,
+                             title=f"Route into “{labels[position]}” (token {position}), threshold {threshold:.2f}"),
+                name=file_stem(model.name, "flow", f"token{position}", f"threshold{threshold:.2f}"),
+                data=lambda: edge_table(graph, labels), key="flow-graph", alt=sentence)
+    st.markdown(markdown_safe(sentence))
+    edges = sorted(graph.edges, key=lambda e: -e.weight)
+    nodes = sorted(graph.nodes, key=lambda n: (-n[1], n[2]))
+    items = {NOTHING: None} | {edge_id(e): e for e in edges} | {node_id(n): n for n in nodes}
+    picked = option(st.selectbox, f"Details of an edge or a node ({len(edges)} edges, {len(nodes)} nodes)",
+                    list(items), key="item",
+                    format_func=lambda i: "Pick an edge or a node…" if i == NOTHING
+                    else edge_name(items[i], labels) if "|" in i else node_name(items[i], labels))
+    if picked != NOTHING:
+        (edge_detail if "|" in picked else node_detail)(items[picked])
+
+
+route_view()

@@ -1,0 +1,218 @@
+"""The Information flow page (issue 39): the route figure (viz.flow), the route sentence, the vocabulary projections
+against a plainly loaded model, and the page in AppTest on a tiny Llama, a tiny BERT and SmolLM2."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from core.flow import (Edge, RouteGraph, carriers, contributions_of, head_terms, lens_logits, route_graph,
+                       route_sentence, top_tokens, written_logits)
+from core.models import load_model
+from core.predictions import load_language_model
+from core.recorded_pass import record_pass
+from tests.lm_factory import build_tiny_llama_lm
+from tests.test_app import open_app, page_errors
+from viz.flow import edge_width, route_figure
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+TEXT = "the cat sat on the mat and the dog sat on the log"
+
+
+def _graph() -> RouteGraph:
+    """A hand-made route into token 2 of a 2-layer model: residual, MLP and attention edges of known weights."""
+    edges = (
+        Edge(("embedding", -1, 0), ("attention", 0, 1), 0.30, "attention", (0.05, 0.25)),
+        Edge(("embedding", -1, 1), ("attention", 0, 1), 0.70, "residual"),
+        Edge(("block", 0, 0), ("attention", 1, 2), 0.20, "attention", (0.15, 0.05)),
+        Edge(("block", 0, 1), ("attention", 1, 2), 0.10, "attention", (0.02, 0.08)),
+        Edge(("block", 0, 2), ("attention", 1, 2), 0.70, "residual"),
+        Edge(("attention", 0, 1), ("mlp", 0, 1), 0.45, "mlp"),
+        Edge(("mlp", 0, 1), ("block", 0, 1), 0.45, "mlp"),
+        Edge(("attention", 0, 1), ("block", 0, 1), 0.55, "residual"),
+        Edge(("attention", 1, 2), ("block", 1, 2), 0.95, "residual"),
+    )
+    return RouteGraph(2, 0.04, edges)
+
+
+def _segments(fig) -> list[tuple[float, float, float, float, float]]:
+    """(x0, y0, x1, y1, width) of every line segment the figure draws."""
+    found = []
+    for trace in fig.data:
+        if trace.mode != "lines":
+            continue
+        xs, ys = list(trace.x), list(trace.y)
+        for start in range(0, len(xs), 3):
+            assert xs[start + 2] is None and ys[start + 2] is None  # None-separated segments
+            found.append((xs[start], ys[start], xs[start + 1], ys[start + 1], trace.line.width))
+    return found
+
+
+def test_route_figure_draws_one_segment_per_edge_wider_for_heavier_edges():
+    graph = _graph()
+    fig = route_figure(graph, ["a", "b", "c"], 2, title="route")
+    segments = _segments(fig)
+    assert len(segments) == len(graph.edges)
+    heights = {"embedding": 0, "attention": 1, "mlp": 1.5, "block": 2}
+
+    def where(node):
+        kind, layer, p = node
+        return (p + (0.3 if kind == "mlp" else 0), heights[kind] + 2 * max(layer, 0) * (kind != "embedding"))
+
+    drawn = {(x0, y0, x1, y1): w for x0, y0, x1, y1, w in segments}
+    widths = [drawn[(*where(e.source), *where(e.target))] for e in graph.edges]
+    order = np.argsort([e.weight for e in graph.edges])
+    assert all(np.diff(np.array(widths)[order]) >= 0)  # never thinner for a heavier edge
+    assert widths[list(graph.edges).index(graph.edges[-1])] > widths[3]  # 0.95 wider than 0.10
+    line_traces = [t for t in fig.data if t.mode == "lines"]
+    assert len(line_traces) < len(graph.edges)  # grouped by colour and width, not one trace per edge
+    heads = {t.name for t in line_traces}
+    assert heads == {"attention, head 1", "attention, head 0", "MLP", "residual"}  # top head: 1, 0, 1
+
+
+def test_hostile_token_labels_are_escaped_in_hover_text_ticks_and_title():
+    labels = ["a", HOSTILE, "c"]
+    fig = route_figure(_graph(), labels, 2, title=f"Route into {HOSTILE}")
+    shown = json.dumps(fig.to_plotly_json(), ensure_ascii=False)
+    assert "<img" not in shown and "&lt;img src=x onerror=alert(1)&gt;" in shown
+    hovers = [h for t in fig.data if t.hovertext is not None for h in t.hovertext]
+    assert any("&lt;img" in h for h in hovers)
+
+
+def test_edge_width_grows_with_weight():
+    widths = [edge_width(w) for w in np.linspace(0, 1, 21)]
+    assert widths[0] == 1.0 and widths[-1] == 8.0 and all(np.diff(widths) >= 0)
+
+
+def test_route_sentence_names_the_position_whose_cross_position_edges_weigh_most():
+    graph = _graph()
+    # by hand: token 0 sends 0.30 (layer 0, into token 1) + 0.20 (layer 1, into token 2) = 0.50; token 1 sends 0.10
+    assert carriers(graph) == {0: (pytest.approx(0.5), [0, 1]), 1: (pytest.approx(0.1), [1])}
+    sentence = route_sentence(graph, ["a", "b", "c"])
+    assert "from “a” (token 0) carry the most: 2 edges in layers 0–1, whose shares add up to 0.50" in sentence
+    assert "Next comes “b” (token 1) with 0.10." in sentence
+    alone = RouteGraph(2, 0.04, tuple(e for e in graph.edges if e.kind != "attention"))
+    assert "no attention edge brings information from another position" in route_sentence(alone, ["a", "b", "c"])
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    """(folder, LoadedModel, LanguageModel) of a tiny random Llama with an untied head and uneven norm gains."""
+    folder = build_tiny_llama_lm(tmp_path_factory.mktemp("flow-page") / "llama")
+    model = load_model(str(folder))
+    return folder, model, load_language_model(model)
+
+
+def test_promoted_tokens_of_a_head_equal_its_output_through_the_frozen_final_norm_and_the_unembedding(tiny_llama):
+    folder, model, lm = tiny_llama
+    ids = model.tokenizer(TEXT)["input_ids"]
+    recorded = record_pass(model, ids)
+    plain = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    seen: dict[str, torch.Tensor] = {}
+    layer, query, head = 1, len(ids) - 3, 2
+    attention = plain.model.layers[layer].self_attn
+    hooks = [attention.o_proj.register_forward_pre_hook(lambda m, a: seen.__setitem__("z", a[0][0])),
+             plain.model.norm.register_forward_pre_hook(lambda m, a: seen.__setitem__("final", a[0][0]))]
+    with torch.no_grad():
+        logits = plain(torch.tensor([ids])).logits[0]
+    for hook in hooks:
+        hook.remove()
+    d = attention.head_dim
+    z = seen["z"][query, head * d:(head + 1) * d].double()
+    output = z @ attention.o_proj.weight.detach()[:, head * d:(head + 1) * d].double().T  # head's write, [D]
+    x = seen["final"][query].double()
+    norm = plain.model.norm
+    frozen = norm.weight.detach().double() * output / torch.sqrt((x**2).mean() + norm.variance_epsilon)
+    expected = (frozen @ plain.lm_head.weight.detach().double().T).numpy()
+
+    write = head_terms(recorded, layer, slice(query, query + 1))[0, :, head].sum(0)
+    got = written_logits(lm, write, recorded.residual_post[-1, query])
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+    assert [tok for tok, _ in top_tokens(lm, got, 5)] == [
+        lm.tokenizer.decode([int(i)]) for i in np.argsort(expected)[::-1][:5]]
+    assert [tok for tok, _ in top_tokens(lm, got, 5, lowest=True)] == [
+        lm.tokenizer.decode([int(i)]) for i in np.argsort(expected)[:5]]
+    # the logit lens of the last representation is the model's own logits there
+    np.testing.assert_allclose(lens_logits(lm, recorded.residual_post[-1, query]), logits[query].numpy(),
+                               rtol=1e-4, atol=1e-4)
+
+
+
+def _said(at) -> str:
+    return " ".join(m.value for m in [*at.markdown, *at.caption, *at.subheader]).replace("\\", "")
+
+
+def _detail_box(at):
+    return next(b for b in at.selectbox if b.label.startswith("Details of an edge or a node"))
+
+
+@pytest.mark.app
+def test_flow_page_draws_the_route_and_opens_an_edge_and_a_node(tiny_llama):
+    folder, model, _ = tiny_llama
+    text = "the cat sat"
+    at = open_app({"model": str(folder), "text": text, "threshold": "0.01"}, page="app_pages/flow.py")
+    assert not page_errors(at)
+    (chart,) = at.get("plotly_chart")
+    spec = json.loads(chart.proto.spec)
+    ids = model.tokenizer(text)["input_ids"]
+    graph = route_graph(contributions_of(record_pass(model, ids), ["x"] * len(ids)), len(ids) - 1, 0.01)
+    drawn = sum(len([v for v in t["x"] if v is None]) for t in spec["data"] if t.get("mode") == "lines")
+    assert drawn == len(graph.edges)  # the page's graph is core.flow's at the threshold of the link
+    assert f"({len(graph.edges)} edges, {len(graph.nodes)} nodes)" in _detail_box(at).label
+    box = _detail_box(at)
+    attention = next(i for i, o in enumerate(box.options) if o.startswith("attention (top head"))
+    box.select_index(attention).run()
+    assert not page_errors(at)
+    assert "What head" in _said(at) and "the tokens it raises and lowers most" in _said(at)
+    assert len(at.get("plotly_chart")) == 2 and len(at.dataframe) == 2  # the attention row; shares and tokens
+    box = _detail_box(at)
+    box.select_index(next(i for i, o in enumerate(box.options) if "→" not in o and "hidden state" in o)).run()
+    assert not page_errors(at) and "Logit lens" in _said(at)
+
+
+@pytest.mark.app
+def test_flow_page_escapes_hostile_text(tiny_llama):
+    folder, _, _ = tiny_llama
+    at = open_app({"model": str(folder), "text": f"the cat {HOSTILE}", "threshold": "0.01"},
+                  page="app_pages/flow.py")
+    assert not page_errors(at)
+    (chart,) = at.get("plotly_chart")
+    assert "&lt;" in chart.proto.spec and not re.findall(r"<(?!br>|b>|/b>)", chart.proto.spec)  # only our own tags
+    box = _detail_box(at)
+    box.select_index(next(i for i, o in enumerate(box.options) if ">" in o and "→" not in o)).run()
+    assert not page_errors(at)
+    shown = " ".join(m.value for m in [*at.markdown, *at.caption, *at.subheader])
+    assert "\\>" in shown and not re.search(r"(?<!\\)[<>]", shown)  # every < and > escaped: shown as text
+
+
+@pytest.mark.app
+def test_flow_page_on_an_encoder_says_why_in_a_sentence(tiny_bert_dir):
+    at = open_app({"model": tiny_bert_dir}, page="app_pages/flow.py")
+    assert not page_errors(at) and not at.get("plotly_chart")
+    assert "information-flow graph needs the parts of every attention update" in " ".join(i.value for i in at.info)
+
+
+@pytest.mark.app
+@pytest.mark.integration
+def test_flow_page_on_smollm2_traces_the_capital_of_france(bundled_lm):
+    text = "The capital of France is"
+    at = open_app({"model": "SmolLM2-135M-Instruct", "text": text}, page="app_pages/flow.py")
+    assert not page_errors(at)
+    ids = bundled_lm.tokenizer(text)["input_ids"]
+    recorded = record_pass(bundled_lm, ids)
+    graph = route_graph(contributions_of(recorded, ["x"] * len(ids)), len(ids) - 1)
+    top, (total, _) = next(iter(carriers(graph).items()))
+    said = _said(at)
+    assert f"(token {top}) carry the most" in said and f"add up to {total:.2f}" in said
+    box = _detail_box(at)
+    box.set_value(f"block:{recorded.num_layers - 1}:{len(ids) - 1}").run()
+    assert not page_errors(at)
+    lens = at.dataframe[0].value
+    with torch.no_grad():  # the model's own top prediction after the text
+        predicted = load_language_model(bundled_lm).model(torch.tensor([ids])).logits[0, -1].argmax()
+    assert lens["token"].iloc[0] == bundled_lm.tokenizer.decode([int(predicted)]) == " Paris"

@@ -1,0 +1,153 @@
+"""The information-flow route graph (``core.flow.route_graph``) as a Plotly figure, and its names and table.
+
+Positions run across (one column per token), layers up: the embedding at the bottom, then per layer the residual
+after attention and the residual after the block; each MLP is a small square beside its position. Edges are lines
+whose width grows with their weight; attention edges are coloured by the head that carries most of them.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.colors
+import plotly.graph_objects as go
+
+from core.flow import Edge, Node, RouteGraph
+from core.layers import BLOCK_AXIS
+from viz.common import plotly_safe, token_axis
+
+RESIDUAL_COLOUR = "#999999"
+MLP_COLOUR = "#000000"
+HEAD_COLOURS = plotly.colors.qualitative.Safe  # colour-blind safe, 11 colours, cycled past that
+MLP_OFFSET = 0.3  # an MLP square sits this far right of its position's column
+MIN_WIDTH, MAX_WIDTH, WIDTH_STEP = 1.0, 8.0, 0.5  # line widths (px) for weights 0 and 1, rounded to the step
+
+
+def node_y(node: Node) -> float:
+    """Height of a node: the embedding at 0, layer l's residual after attention at 2l + 1, its MLP at 2l + 1.5 and
+    the residual after the block at 2l + 2."""
+    kind, layer, _ = node
+    return {"embedding": 0.0, "attention": 2 * layer + 1.0, "mlp": 2 * layer + 1.5, "block": 2 * layer + 2.0}[kind]
+
+
+def node_x(node: Node) -> float:
+    return node[2] + (MLP_OFFSET if node[0] == "mlp" else 0.0)
+
+
+def edge_width(weight: float) -> float:
+    """Line width for an edge's weight (a share in [0, 1]), rounded so that edges of one colour share few traces."""
+    raw = MIN_WIDTH + (MAX_WIDTH - MIN_WIDTH) * min(max(weight, 0.0), 1.0)
+    return round(raw / WIDTH_STEP) * WIDTH_STEP
+
+
+def node_name(node: Node, labels: list[str]) -> str:
+    """Plain text: ``“Paris” (token 5), hidden state 3 (after layer 2)`` and the like."""
+    kind, layer, p = node
+    where = f"“{labels[p]}” (token {p})"
+    if kind == "embedding":
+        return f"{where}, embedding (hidden state 0)"
+    if kind == "attention":
+        return f"{where}, layer {layer} after attention"
+    if kind == "mlp":
+        return f"{where}, layer {layer} MLP"
+    return f"{where}, hidden state {layer + 1} (after layer {layer})"
+
+
+def edge_name(edge: Edge, labels: list[str]) -> str:
+    """Plain text naming an edge by its kind, ends and weight."""
+    what = {"attention": f"attention (top head {edge.top_head})", "residual": "residual", "mlp": "MLP"}[edge.kind]
+    return f"{what}: {node_name(edge.source, labels)} → {node_name(edge.target, labels)}, {edge.weight:.1%}"
+
+
+def node_id(node: Node) -> str:
+    """A short stable id for links: ``block:3:5``."""
+    return f"{node[0]}:{node[1]}:{node[2]}"
+
+
+def edge_id(edge: Edge) -> str:
+    """A short stable id for links: ``attention|block:2:3>attention:3:5``."""
+    return f"{edge.kind}|{node_id(edge.source)}>{node_id(edge.target)}"
+
+
+def _group(edge: Edge) -> tuple[str, str]:
+    """(legend name, colour) of an edge."""
+    if edge.kind == "attention":
+        head = edge.top_head
+        return f"attention, head {head}", HEAD_COLOURS[head % len(HEAD_COLOURS)]
+    if edge.kind == "mlp":
+        return "MLP", MLP_COLOUR
+    return "residual", RESIDUAL_COLOUR
+
+
+def _edge_hover(edge: Edge, labels: list[str]) -> str:
+    lines = [f"<b>{plotly_safe(edge.kind)} edge</b>", f"from {plotly_safe(node_name(edge.source, labels))}",
+             f"to {plotly_safe(node_name(edge.target, labels))}", f"share of the target's inputs: {edge.weight:.1%}"]
+    if edge.heads:
+        order = sorted(range(len(edge.heads)), key=lambda h: -edge.heads[h])[:3]
+        lines.append("heads: " + ", ".join(f"{h} ({edge.heads[h]:.1%})" for h in order))
+    return "<br>".join(lines)
+
+
+def route_figure(graph: RouteGraph, labels: list[str], num_layers: int, *, title: str) -> go.Figure:
+    """The route graph: one line trace per (colour, width) with None-separated segments, one segment per edge; an
+    invisible marker at each edge's middle carries its hover text; nodes as circles (MLPs as squares)."""
+    segments: dict[tuple[str, str, float], tuple[list, list]] = {}
+    middles_x, middles_y, middles_text = [], [], []
+    for edge in sorted(graph.edges, key=lambda e: e.weight):  # heavy edges drawn last, on top
+        name, colour = _group(edge)
+        xs, ys = segments.setdefault((name, colour, edge_width(edge.weight)), ([], []))
+        (x0, y0), (x1, y1) = (node_x(edge.source), node_y(edge.source)), (node_x(edge.target), node_y(edge.target))
+        xs += [x0, x1, None]
+        ys += [y0, y1, None]
+        middles_x.append((x0 + x1) / 2)
+        middles_y.append((y0 + y1) / 2)
+        middles_text.append(_edge_hover(edge, labels))
+    fig = go.Figure()
+    shown: set[str] = set()
+    legend_order = {"residual": 0, "MLP": 1}
+    for (name, colour, width), (xs, ys) in sorted(
+            segments.items(), key=lambda item: (legend_order.get(item[0][0], 2), item[0][0], item[0][2])):
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": colour, "width": width}, name=name,
+                                 legendgroup=name, showlegend=name not in shown, hoverinfo="skip",
+                                 meta="edges"))
+        shown.add(name)
+    fig.add_trace(go.Scatter(x=middles_x, y=middles_y, mode="markers", marker={"size": 8, "opacity": 0},
+                             hovertext=middles_text, hoverinfo="text", showlegend=False, name="edges"))
+    nodes = graph.nodes
+    for square in (False, True):
+        picked = [n for n in nodes if (n[0] == "mlp") == square]
+        if not picked:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[node_x(n) for n in picked], y=[node_y(n) for n in picked], mode="markers",
+            marker={"symbol": "square" if square else "circle", "size": 8 if square else 9, "color": "white",
+                    "line": {"color": "#444444", "width": 1.5}},
+            hovertext=[plotly_safe(node_name(n, labels)) for n in picked], hoverinfo="text",
+            name="MLP" if square else "representation", showlegend=False))
+    step = max(1, -(-num_layers // 16))  # at most about 16 layer labels
+    fig.update_layout(
+        title={"text": plotly_safe(title)},
+        xaxis={**token_axis(labels), "title": {"text": "token"}},
+        yaxis={"title": {"text": BLOCK_AXIS}, "tickmode": "array", "zeroline": False, "showgrid": False,
+               "tickvals": [0.0] + [2 * layer + 1.5 for layer in range(0, num_layers, step)],
+               "ticktext": ["embedding"] + [str(layer) for layer in range(0, num_layers, step)],
+               "range": [-0.6, 2 * num_layers + 0.6]},
+        height=max(450, 150 + 16 * num_layers),
+        hovermode="closest",
+        legend={"title": {"text": "edges"}},
+    )
+    return fig
+
+
+def edge_table(graph: RouteGraph, labels: list[str]) -> pd.DataFrame:
+    """One row per edge: kind, both ends (kind, layer, position, token), weight and the top head's share."""
+    rows = []
+    for edge in graph.edges:
+        row = {"kind": edge.kind, "weight": edge.weight}
+        for end, node in (("source", edge.source), ("target", edge.target)):
+            row |= {f"{end}_kind": node[0], f"{end}_layer": node[1], f"{end}_position": node[2],
+                    f"{end}_token": labels[node[2]]}
+        row |= {"top_head": edge.top_head, "top_head_share": max(edge.heads) if edge.heads else None}
+        rows.append(row)
+    columns = ["kind", "weight", "source_kind", "source_layer", "source_position", "source_token", "target_kind",
+               "target_layer", "target_position", "target_token", "top_head", "top_head_share"]
+    return pd.DataFrame(rows, columns=columns)
