@@ -42,6 +42,7 @@ PAGES = [
     ("app_pages/patching.py", "Patching", ":material/healing:", "patching"),
     ("app_pages/drift.py", "Drift", ":material/trending_down:", "drift"),
     ("app_pages/senses.py", "Senses", ":material/scatter_plot:", "senses"),
+    ("app_pages/qk-map.py", "Queries and keys", ":material/hub:", "qk-map"),
 ]
 
 

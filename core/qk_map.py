@@ -168,6 +168,10 @@ def record_corpus(
         raise QueryKeyMapError("Every document of the corpus needs some text.")
     tok = model.tokenizer
     limit = model.max_tokens if max_tokens is None else min(int(max_tokens), model.max_tokens)
+    floor = tok.num_special_tokens_to_add(pair=False) + 1
+    if limit < floor:
+        raise QueryKeyMapError(f"The token limit is {limit}, but {model.name} adds {floor - 1} special tokens to every "
+                               f"text, so it needs a limit of at least {floor} to read one token of it.")
     full_lengths = [len(ids) for ids in tok(texts, truncation=False)["input_ids"]]
     lengths = [min(n, limit) for n in full_lengths]
     used, total = 0, 0
@@ -442,3 +446,67 @@ def position_order(coords: np.ndarray, position: np.ndarray, neighbours: int = N
     around = np.asarray(position, dtype=np.float64)[index[:, 1:]].mean(axis=1)
     rho = spearmanr(position, around).statistic
     return float(rho) if np.isfinite(rho) else float("nan")
+
+
+def _compared(value: float, reference: float, count: int) -> int:
+    """+1 / 0 / −1: ``value`` above, within or below ``reference`` ± two binomial standard errors over ``count``."""
+    margin = 2 * np.sqrt(max(reference * (1 - reference), 1e-12) / max(count, 1))
+    return 1 if value > reference + margin else -1 if value < reference - margin else 0
+
+
+def agreement_sentence(agreement: Agreement, method_name: str, head_size: int, first_key_share: float) -> str:
+    """What the faithfulness figures say, from the numbers: how often the nearest key on the map (and in the
+    normalised ``head_size``-dimensional space) is the key attended to most, against a key picked at random.
+    ``first_key_share``: of those queries, the share whose top key is their text's first token."""
+    if agreement.count == 0:
+        return "No query here has two keys or more to choose from, so there is no nearest key to compare."
+    verdict = {1: "more often than", 0: "about as often as", -1: "less often than"}[
+        _compared(agreement.on_map, agreement.chance, agreement.count)]
+    sentence = (
+        f"For {agreement.on_map:.0%} of the {agreement.count:,} queries with two keys or more to choose from, the "
+        f"nearest key of their own text on this {method_name} map is the key they attend to most: {verdict} a key "
+        f"picked at random ({agreement.chance:.0%}). In the head's own {head_size}-dimensional space, after the "
+        f"normalisation, the nearest key is that key for {agreement.in_space:.0%}"
+        + (", so the 2-D picture loses most of what distance shows there." if agreement.in_space > 2 * agreement.on_map
+           and _compared(agreement.on_map, agreement.in_space, agreement.count) < 0 else ".")
+    )
+    if first_key_share >= 0.5:
+        sentence += (f" For {first_key_share:.0%} of these queries the key attended to most is their text's first "
+                     "token (an attention sink): a map can put a query next to that key only if it sits apart from "
+                     "the rest of its text.")
+    return sentence
+
+
+def first_key_share(qmap: QueryKeyMap) -> float:
+    """Of the queries with two keys or more to choose from, the share whose top key is their text's first token."""
+    hits = total = 0
+    for query in range(qmap.num_tokens):
+        keys, weights = qmap.attention(query)
+        if len(keys) < 2:
+            continue
+        total += 1
+        hits += qmap.position[keys[int(np.argmax(weights))]] == 0
+    return hits / total if total else float("nan")
+
+
+def order_sentence(orders: list[tuple[int, int, float]], shown: int = 3) -> str:
+    """The heads whose maps are most and least ordered by position, from ``(layer, head, order)`` triples."""
+    ranked = sorted(((o, layer, head) for layer, head, o in orders if np.isfinite(o)), reverse=True)
+    if not ranked:
+        return "No map here has tokens at more than one position, so none is ordered by position."
+    top = ", ".join(f"{layer}.{head} (ρ = {o:.2f})" for o, layer, head in ranked[:shown])
+    if len(ranked) <= 2 * shown:
+        every = ", ".join(f"{layer}.{head} (ρ = {o:.2f})" for o, layer, head in ranked)
+        return f"Maps ordered by position, most first: {every}."
+    low = ", ".join(f"{layer}.{head} (ρ = {o:.2f})" for o, layer, head in ranked[::-1][:shown])
+    return f"Most ordered by position: {top}; least: {low}."
+
+
+def rotary_sentence(after: float, before: float) -> str:
+    """How the rotary embedding changes the map's order by position (``position_order`` after and before it)."""
+    if not (np.isfinite(after) and np.isfinite(before)):
+        return ""
+    change = ("orders it more by position" if after > before + 0.05 else
+              "orders it less by position" if after < before - 0.05 else "changes its order by position little")
+    return (f"On this head the map after the rotary embedding is ordered by position at ρ = {after:.2f}, before it at "
+            f"ρ = {before:.2f}: the rotation {change}.")

@@ -6,6 +6,8 @@ projections, the rotary embedding applied by hand in numpy) and from numpy by ha
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -259,3 +261,68 @@ def test_smollm2_map_keeps_the_models_attention(bundled_lm):
                 assert len(keys) == i + 1
                 np.testing.assert_allclose(w, own[i, :i + 1], atol=2e-5)
     assert 0 <= nearest_key_agreement(qmap).on_map <= 1
+
+
+def test_sentences_from_the_numbers():
+    from core.qk_map import Agreement, agreement_sentence, order_sentence, rotary_sentence
+
+    better = agreement_sentence(Agreement(0.40, 0.55, 0.10, 1000), "PCA", 64, 0.2)
+    assert "40% of the 1,000 queries" in better and "more often than a key picked at random (10%)" in better
+    assert "55%" in better and "sink" not in better
+    worse = agreement_sentence(Agreement(0.01, 0.30, 0.08, 2000), "UMAP", 64, 0.8)
+    assert "less often than" in worse and "loses most" in worse and "80% of these queries" in worse
+    # 0.11 against 0.10 over 100 queries is within two standard errors (0.06)
+    assert "about as often as" in agreement_sentence(Agreement(0.11, 0.11, 0.10, 100), "PCA", 8, 0.0)
+    assert order_sentence([(0, 0, 0.2), (0, 1, 0.9), (1, 0, float("nan"))]) == \
+        "Maps ordered by position, most first: 0.1 (ρ = 0.90), 0.0 (ρ = 0.20)."
+    many = order_sentence([(0, h, h / 10) for h in range(8)])
+    assert many.startswith("Most ordered by position: 0.7 (ρ = 0.70), 0.6") and many.endswith("0.2 (ρ = 0.20).")
+    assert "orders it more by position" in rotary_sentence(0.8, 0.3)
+    assert "changes its order by position little" in rotary_sentence(0.5, 0.52)
+
+
+PAGE = "app_pages/qk-map.py"
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+
+def _charts(at):
+    """The page's figures (not the empty chart the start-up screen draws to load Plotly)."""
+    return [spec for chart in at.get("plotly_chart") if (spec := json.loads(chart.proto.spec))["layout"].get("title")]
+
+
+@pytest.mark.app
+def test_page_draws_the_map_the_chosen_querys_lines_and_the_matrix(tiny_llama):
+    """Pasted documents (one with a hostile token) through a link: the map, the matrix of every head of the layer, a
+    chosen query's lines to the keys it attends to most (the top one as the plain eager model says), hovers escaped."""
+    from tests.test_app import open_app
+
+    model, plain = tiny_llama
+    docs = f"{TEXTS[0]}\n\n{TEXTS[1]} {HOSTILE}"
+    at = open_app({"model": model.source, "corpus": "Your documents", "docs": docs, "layer": "1", "head": "3",
+                   "query": "4"}, page=PAGE)
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    charts = _charts(at)
+    assert len(charts) == 2
+    spec = json.dumps(charts[0])
+    assert "<img" not in spec, spec[spec.find("<img") - 300:spec.find("<img") + 60]
+    assert "&lt;" in spec and "&gt;" in spec  # the hostile tokens are shown, never interpreted
+    names = [trace.get("name") for trace in charts[0]["data"]]
+    assert "keys it attends to most" in names and "chosen query" in names
+    assert len(charts[1]["data"]) == 2 * model.num_heads  # queries and keys of every head of layer 1
+    # query 4 is "the" of the first document (position 4); its top key and weight from the plain model
+    ids = model.tokenizer(TEXTS[0])["input_ids"]
+    _, eager = _hooked_projections(plain, ids, 1, ())
+    row = eager[3, 4, :5]
+    listed = next(m.value for m in at.markdown if "attends most to" in m.value)
+    assert f"({row.max():.2f})" in listed.replace("\\", "")
+    assert "ordered by position, most first: 1." in "".join(m.value for m in at.markdown).replace("\\", "")
+
+
+@pytest.mark.app
+def test_page_on_a_model_that_is_not_recorded_says_so(tmp_path):
+    from tests.test_app import open_app
+
+    at = open_app({"model": str(build_tiny_gpt_neo(tmp_path / "neo"))}, page=PAGE)
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error and any("recording attention" in i.value for i in at.info)
