@@ -9,9 +9,9 @@ import streamlit as st
 
 from core.corpus import CorpusError, documents_from_text, sample_corpus
 from core.projection import METHOD_NAMES
-from core.qk_map import (
-    NEIGHBOURS_FOR_ORDER, QueryKeyMapError, agreement_sentence, first_key_share, order_sentence, position_order,
-    rotary_sentence,
+from core.qk_map import QueryKeyMapError
+from core.qk_measures import (
+    NEIGHBOURS_FOR_ORDER, agreement_sentence, first_key_share, order_sentence, position_order, rotary_sentence,
 )
 from ui.cache_qk import (
     bounded_store, cached_agreement, cached_corpus_queries_keys, cached_query_key_map, cached_thumbnails,

@@ -14,10 +14,8 @@ import torch
 from transformers import AutoModel
 
 from core.models import load_model
-from core.qk_map import (
-    CorpusQueriesKeys, QueryKeyMap, QueryKeyMapError, nearest_key_agreement, normalise, position_order, query_key_map,
-    record_corpus,
-)
+from core.qk_map import CorpusQueriesKeys, QueryKeyMap, QueryKeyMapError, normalise, query_key_map, record_corpus
+from core.qk_measures import nearest_key_agreement, position_order
 from tests.lm_factory import build_tiny_llama_lm
 from tests.model_factory import build_tiny_gpt_neo
 
@@ -264,7 +262,7 @@ def test_smollm2_map_keeps_the_models_attention(bundled_lm):
 
 
 def test_sentences_from_the_numbers():
-    from core.qk_map import Agreement, agreement_sentence, order_sentence, rotary_sentence
+    from core.qk_measures import Agreement, agreement_sentence, order_sentence, rotary_sentence
 
     better = agreement_sentence(Agreement(0.40, 0.55, 0.10, 1000), "PCA", 64, 0.2)
     assert "40% of the 1,000 queries" in better and "more often than a key picked at random (10%)" in better

@@ -48,7 +48,7 @@ def cached_query_key_map(model_name: str, texts: tuple[str, ...], max_tokens: in
 def cached_agreement(model_name: str, texts: tuple[str, ...], max_tokens: int | None, layers, layer: int, head: int,
                      rotary: bool, method: str):
     """``core.qk_map.nearest_key_agreement`` of ``cached_query_key_map(...)``."""
-    from core.qk_map import nearest_key_agreement
+    from core.qk_measures import nearest_key_agreement
 
     qmap = cached_query_key_map(model_name, texts, max_tokens, layers, layer, head, rotary, method)
     return bounded_store("qk-agreements", MAX_MAPS, 1_000_000).get_or_compute(
@@ -60,7 +60,7 @@ def cached_thumbnails(model_name: str, texts: tuple[str, ...], max_tokens: int |
     """For every head of the layers ``shown``: ``(layer, head, query_xy [n, 2], key_xy [n, 2], position order)``,
     the same ``n`` ≤ ``THUMBNAIL_POINTS`` tokens drawn in every panel (evenly spaced over the corpus); the order is
     measured on all points. ``method`` is PCA, or a method whose maps are already cached (never computed here)."""
-    from core.qk_map import position_order
+    from core.qk_measures import position_order
 
     corpus = cached_corpus_queries_keys(model_name, texts, max_tokens, layers)
 
