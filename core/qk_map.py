@@ -31,6 +31,7 @@ from core.recording import LayerRecord, Recorder, attention_modules, is_recordab
 MAX_CORPUS_TOKENS = 12_000
 BATCH_SIZE = 8
 METHODS = ("pca", "umap", "tsne")
+UMAP_EPOCHS = 200
 
 
 class QueryKeyMapError(UserFacingError, ValueError):
@@ -381,8 +382,9 @@ def project_points(points: np.ndarray, method: str = "pca", random_state: int = 
 def _umap_euclidean(x: np.ndarray, random_state: int) -> np.ndarray:
     import umap
 
+    # 200 epochs, umap-learn's own choice above 10,000 points, for every size: a corpus map has thousands
     reducer = umap.UMAP(n_components=2, n_neighbors=min(UMAP_NEIGHBOURS, x.shape[0] - 1), metric="euclidean",
-                        random_state=random_state, n_jobs=1)
+                        random_state=random_state, n_jobs=1, n_epochs=UMAP_EPOCHS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return np.asarray(reducer.fit_transform(x), dtype=np.float32)

@@ -324,3 +324,18 @@ def test_page_on_a_model_that_is_not_recorded_says_so(tmp_path):
     at = open_app({"model": str(build_tiny_gpt_neo(tmp_path / "neo"))}, page=PAGE)
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error and any("recording attention" in i.value for i in at.info)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["umap", "tsne"])
+def test_neighbourhood_maps_are_deterministic_and_keep_the_vectors(llama_corpus, method):
+    """UMAP (in process) and t-SNE (in its helper process) draw every query and key, the same way twice; the
+    normalised vectors do not depend on the projection."""
+    first = query_key_map(None, None, 1, 2, method=method, corpus=llama_corpus)
+    again = query_key_map(None, None, 1, 2, method=method, corpus=llama_corpus)
+    pca = query_key_map(None, None, 1, 2, corpus=llama_corpus)
+    assert first.coords.shape == (2 * llama_corpus.num_tokens, 2) and np.isfinite(first.coords).all()
+    assert np.ptp(first.coords, axis=0).min() > 0
+    np.testing.assert_array_equal(first.coords, again.coords)
+    np.testing.assert_array_equal(first.queries, pca.queries)
+    np.testing.assert_array_equal(first.keys, pca.keys)
