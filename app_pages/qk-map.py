@@ -18,6 +18,7 @@ from ui.cache_qk import (
     has_cached_maps, recorded_layers, MAX_MAP_BYTES, MAX_MAPS,
 )
 from ui.corpus_state import current_corpus, current_corpus_name, within_deployment_limits
+from ui.cache import cached_figure
 from ui.explain import controls, explain
 from ui.figures import show_figure
 from ui.page_state import end_page, option, set_option
@@ -157,11 +158,13 @@ if query >= 0:
     order = np.argsort(-weights, kind="stable")[:TOP_KEYS]
     lines = (query, keys[order], weights[order])
 
-contexts = [token_in_context(qmap.tokens, qmap.starts, qmap.text_index, i) for i in range(n)]
 title = (f"Layer {layer}, head {head}{'' if qmap.kv_head == head else f' (key head {qmap.kv_head})'}: {n:,} queries "
          f"and keys, {method_name}{'' if rotary or not recorded.has_rotary else ', before the rotary embedding'}")
-figure = query_key_figure(qmap.coords, qmap.tokens, contexts, qmap.position, colour_by=colour_by, title=title,
-                          axis=method_name, lines=lines)
+figure = cached_figure(current_model_name(), ("qk-map", texts, limit, layer, head, rotary, method, colour_by, query),
+                       lambda: query_key_figure(
+                           qmap.coords, qmap.tokens,
+                           [token_in_context(qmap.tokens, qmap.starts, qmap.text_index, i) for i in range(n)],
+                           qmap.position, colour_by=colour_by, title=title, axis=method_name, lines=lines))
 points = pd.DataFrame({
     "kind": ["query"] * n + ["key"] * n, "index": [*range(n), *range(n)],
     "document": np.concatenate([qmap.text_index, qmap.text_index]) + 1,
@@ -226,9 +229,10 @@ if picked and len(picked) == 2:
     set_option("query", -1)
     st.rerun()
 show_figure(
-    matrix_figure([(lay, h, xy_q, xy_k) for lay, h, xy_q, xy_k, _ in panels], model.num_heads,
-                  title=plotly_safe(f"{len(panels)} heads, {METHOD_NAMES[matrix_method]}: each panel is one head's map "
-                                    "(layer.head); click one to open it")),
+    cached_figure(current_model_name(), ("qk-matrix", texts, limit, shown, rotary, matrix_method), lambda: matrix_figure(
+        [(lay, h, xy_q, xy_k) for lay, h, xy_q, xy_k, _ in panels], model.num_heads,
+        title=plotly_safe(f"{len(panels)} heads, {METHOD_NAMES[matrix_method]}: each panel is one head's map "
+                          "(layer.head); click one to open it"))),
     name=file_stem(model.name, "qk-matrix", matrix_method), key=MATRIX_KEY, on_select="rerun",
     data=pd.DataFrame([{"layer": lay, "head": h, "position_order": o} for lay, h, _, _, o in panels]),
 )
