@@ -58,7 +58,7 @@ def run() -> None:
         st.Page(str(ROOT / file), title=title, icon=icon, url_path=path or None, default=not path)
         for file, title, icon, path in PAGES
     ]
-    page = st.navigation(pages)
+    page = st.navigation(pages, expanded=True)  # past twelve pages Streamlit would hide the last ones behind "View more"
     with friendly_errors(f"showing {page.title}"), page_run(page.url_path):
         render_sidebar()  # inside the boundary: a bad deployment setting is a sentence too
         page_style()

@@ -209,8 +209,9 @@ with text:
 st.header("Every head at a glance")
 shown: tuple[int, ...] = (layer,)
 if not model.is_decoder:
-    if option(st.toggle, "Every layer", value=True, key="all_layers",
-               help="Off: only the heads of the layer chosen above."):
+    if option(st.toggle, "Every layer", value=False, key="all_layers",
+               help="On: every head of every layer (one map each, from the same pass). Off: the heads of the layer "
+               "chosen above."):
         shown = tuple(range(model.num_layers))
 matrix_method = method if method != "pca" and has_cached_maps(
     current_model_name(), texts, limit, shown, model.num_heads, rotary, method) else "pca"

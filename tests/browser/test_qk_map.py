@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.lm_factory import build_tiny_llama_lm
+from tests.pages_registry import landed_pages
 
 pytestmark = pytest.mark.browser
 
@@ -45,6 +46,8 @@ def test_map_click_and_matrix(app_page, tiny_llama_dir):
     page.wait_for_selector(".js-plotly-plot .scatterlayer .point", timeout=120_000)
     app_page.wait_until_drawn()
     assert page.locator(".js-plotly-plot").count() == 2
+    # past twelve pages Streamlit's navigation would hide the last ones behind "View more" unless told not to
+    assert page.locator('[data-testid="stSidebarNav"] a').count() == len(landed_pages())
     traces = page.evaluate(FIGURE_DATA, 0)
     assert [name for name, _, _ in traces] == ["queries", "keys"]
     queries = traces[0][2]
