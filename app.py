@@ -44,6 +44,7 @@ PAGES = [
     ("app_pages/flow.py", "Information flow", ":material/account_tree:", "flow"),
     ("app_pages/drift.py", "Drift", ":material/trending_down:", "drift"),
     ("app_pages/senses.py", "Senses", ":material/scatter_plot:", "senses"),
+    ("app_pages/qk-map.py", "Queries and keys", ":material/hub:", "qk-map"),
 ]
 
 
@@ -59,7 +60,7 @@ def run() -> None:
         st.Page(str(ROOT / file), title=title, icon=icon, url_path=path or None, default=not path)
         for file, title, icon, path in PAGES
     ]
-    page = st.navigation(pages)
+    page = st.navigation(pages, expanded=True)  # past twelve pages Streamlit would hide the last ones behind "View more"
     with friendly_errors(f"showing {page.title}"), page_run(page.url_path):
         render_sidebar()  # inside the boundary: a bad deployment setting is a sentence too
         page_style()

@@ -40,6 +40,7 @@ PAGE_LINKS = [
     ("app_pages/needle.py", "Needle in a haystack: for a language model, which heads fetch a fact hidden in a long text."),
     ("app_pages/drift.py", "Drift: how far each layer moves a whole corpus away from the static embeddings."),
     ("app_pages/senses.py", "Senses: one ambiguous word across many sentences, its senses pulled apart layer by layer."),
+    ("app_pages/qk-map.py", "Queries and keys: one head's queries and keys over a whole corpus on one map, and every head's map at a glance."),
 ]
 for page_file, description in PAGE_LINKS:
     st.page_link(page_file, label=description)

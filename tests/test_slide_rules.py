@@ -24,6 +24,7 @@ from viz.head_stats import head_heatmap, head_heatmaps
 from viz.inside import component_bars, matrix_heatmap, stacked_token_bars, token_bars
 from viz.maxima import attention_panels, maxima_grid, special_share_chart
 from viz.predictions import fill_in_bars, next_token_heatmap
+from viz.qk_map import matrix_figure, query_key_figure
 from viz.senses import sense_projection_figure, separation_figure
 from viz.tokens import token_layer_heatmap
 
@@ -189,6 +190,10 @@ def _every_figure(analysis) -> list[go.Figure]:
         separation_figure(pd.DataFrame({"layer": [0, 1], "knn_accuracy": [1, 1], "silhouette": [0.1, 0.2]}), 0),
         token_layer_heatmap(RNG.random((3, n)), labels, title="home", colorbar="cosine"),
         route_figure(flow_graph(), labels, 2, title="route"),
+        *(query_key_figure(RNG.random((8, 2)), ("a", "b", "a", "c"), ["h"] * 4, np.array([0, 1, 0, 1]), colour_by=colour,
+                           title="queries and keys", axis="PCA", lines=(1, np.array([0, 1]), np.array([0.7, 0.3])))
+          for colour in ("kind", "position", "token")),
+        matrix_figure([(0, h, RNG.random((3, 2)), RNG.random((3, 2))) for h in range(4)], 4, title="every head"),
     ]
 
 

@@ -1,0 +1,250 @@
+"""Queries and keys: one head's queries and keys over a whole corpus on one map (AttentionViz), and every head's map
+as small multiples."""
+
+import time
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core.corpus import CorpusError, documents_from_text, sample_corpus
+from core.projection import METHOD_NAMES
+from core.qk_map import QueryKeyMapError
+from core.qk_measures import (
+    NEIGHBOURS_FOR_ORDER, agreement_sentence, first_key_share, order_sentence, position_order, rotary_sentence,
+)
+from ui.cache_qk import (
+    bounded_store, cached_agreement, cached_corpus_queries_keys, cached_query_key_map, cached_thumbnails,
+    has_cached_maps, recorded_layers, MAX_MAP_BYTES, MAX_MAPS,
+)
+from ui.corpus_state import current_corpus, current_corpus_name, within_deployment_limits
+from ui.cache import cached_figure
+from ui.explain import controls, explain
+from ui.figures import show_figure
+from ui.page_state import end_page, option, set_option
+from ui.session import current_model, current_model_name, current_token_limit
+from viz.common import file_stem, markdown_safe, plotly_safe
+from viz.qk_map import COLOUR_NAMES, matrix_figure, query_key_figure, token_in_context
+
+SOURCES = ["Sample corpus", "Your documents", "The Drift page's corpus"]
+METHODS = {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}
+COLOURS = {name: key for key, name in COLOUR_NAMES.items()}
+TOP_KEYS = 5
+MAP_KEY, MATRIX_KEY = "qk-map", "qk-matrix"
+
+st.title("Queries and keys: a whole corpus on one head's map")
+explain(
+    "A head compares every token's **query** with the **keys** of the tokens it may look at; the larger the dot "
+    "product, the more attention. Here every token of a corpus is drawn twice, as a query (circle) and as a key "
+    "(diamond), on one 2-D map of a head (AttentionViz, Yeh et al. 2023). Before projecting, queries are scaled by c "
+    "and keys by 1/c so their mean lengths match (every dot product unchanged), and one vector is added to every key "
+    "so both clouds share a centre (each query's attention unchanged: the same number is added to all its scores). "
+    "A query then tends to sit near the keys it attends to; the figure beside the map says how often it does."
+)
+model = current_model()
+if model.is_encoder_decoder:
+    from ui.seq2seq_views import not_applicable
+
+    not_applicable("This map reads one stack's queries and keys over a corpus, which has no targets for the decoder, "
+                   "so this page does not apply.")
+
+
+def chosen_documents() -> tuple[list[str], str]:
+    """The texts of the corpus picked on this page and its name for captions."""
+    source = option(st.segmented_control, "Corpus", SOURCES, default=SOURCES[0], key="corpus", required=True)
+    if source == SOURCES[0]:
+        return [doc.text for doc in sample_corpus()], "the sample corpus"
+    if source == SOURCES[2]:
+        st.caption("The corpus chosen on the Drift page lives in this session only; a link to this view opens the "
+                   "sample corpus unless it is pasted here.")
+        return [doc.text for doc in current_corpus()], current_corpus_name()
+    pasted = option(st.text_area, "Documents, separated by a blank line", value="", key="docs", height=140)
+    if not pasted.strip():
+        st.info("Paste some documents, separated by a blank line, to draw their queries and keys.", icon=":material/info:")
+        end_page()
+    try:
+        documents = within_deployment_limits(documents_from_text(pasted), len(pasted.encode()), "The pasted text")
+    except CorpusError as err:
+        st.error(str(err), icon=":material/error:")
+        end_page()
+    return [doc.text for doc in documents], "the pasted documents"
+
+
+def clicked(chart_key: str) -> list | None:
+    """The ``customdata`` of the point last clicked on chart ``chart_key``, once per click (None otherwise)."""
+    event = st.session_state.get(chart_key)
+    try:
+        points = event["selection"]["points"] if event else []
+    except (KeyError, TypeError):
+        points = []
+    data = list(points[0].get("customdata") or []) if points else None
+    handled = f"{chart_key}.handled"
+    if data == st.session_state.get(handled):
+        return None
+    st.session_state[handled] = data
+    return data
+
+
+with controls("Corpus"):
+    texts, corpus_name = chosen_documents()
+texts = tuple(texts)
+limit = current_token_limit()
+left, middle, right = st.columns(3)
+layer = option(left.selectbox, "Layer", list(range(model.num_layers)), key="layer")
+head = option(middle.selectbox, "Head", list(range(model.num_heads)), key="head")
+method_name = option(right.segmented_control, "Projection", list(METHODS), default="PCA", key="method", required=True)
+method = METHODS[method_name]
+
+layers = recorded_layers(current_model_name(), layer)
+bar = st.empty()
+try:
+    corpus = cached_corpus_queries_keys(current_model_name(), texts, limit, layers,
+                                        progress=lambda done, total: bar.progress(done / total, f"Running the model: {done} of {total} documents"))
+except QueryKeyMapError as err:
+    bar.empty()
+    st.info(str(err), icon=":material/info:")
+    end_page()
+bar.empty()
+recorded = corpus.layers[layer]
+left_out = corpus.num_texts - corpus.texts_used
+st.caption(markdown_safe(
+    f"{corpus.num_tokens:,} tokens of {corpus.texts_used:,} documents from {corpus_name}, through {model.name}"
+    + (f"; the last {left_out:,} documents are left out, past {corpus.num_tokens:,} tokens" if left_out else "")
+    + (f"; {corpus.truncated:,} documents are cut at {limit} tokens" if corpus.truncated else "") + "."))
+
+left, right = st.columns(2)
+colour_by = COLOURS[option(left.segmented_control, "Colour by", list(COLOURS), default=COLOUR_NAMES["kind"], key="colour",
+                           required=True)]
+rotary = True
+if recorded.has_rotary:
+    rotary = option(right.toggle, "After the rotary embedding", value=True, key="rotary",
+                    help="What the dot product compares: queries and keys turned by an angle that grows with their "
+                    "position. Off: the same vectors before that turn.")
+
+if method == "umap":
+    from ui.cache_senses import start_umap_warmup
+
+    warmup = start_umap_warmup(now=True)
+    if warmup.is_alive():
+        with st.status("Preparing UMAP: numba compiles it once per server start. PCA is ready at once.") as status:
+            warmup.join()
+            status.update(label="UMAP is ready.", state="complete")
+cached = bounded_store("qk-maps", MAX_MAPS, MAX_MAP_BYTES).get(
+    (current_model_name(), texts, limit, layer, head, rotary, method)) is not None
+started = time.perf_counter()
+with st.spinner(f"Projecting {2 * corpus.num_tokens:,} points with {method_name}…"):
+    qmap = cached_query_key_map(current_model_name(), texts, limit, layers, layer, head, rotary, method)
+if not cached and method != "pca":
+    st.caption(f"{method_name} projected {2 * corpus.num_tokens:,} points in {time.perf_counter() - started:.1f} s; "
+               "the map is kept for this corpus and head.")
+
+n = qmap.num_tokens
+click = clicked(MAP_KEY)
+if click and str(click[1]).startswith("query"):
+    set_option("query", int(click[0]))
+
+
+def query_label(i: int) -> str:
+    if i < 0:
+        return "none"
+    return f"{qmap.tokens[i]} (document {qmap.text_index[i] + 1}, position {qmap.position[i]})"
+
+
+query = option(st.selectbox, "Query: pick one, or click a circle on the map", [-1, *range(n)], key="query",
+               format_func=query_label)
+lines = None
+if query >= 0:
+    keys, weights = qmap.attention(query)
+    order = np.argsort(-weights, kind="stable")[:TOP_KEYS]
+    lines = (query, keys[order], weights[order])
+
+title = (f"Layer {layer}, head {head}{'' if qmap.kv_head == head else f' (key head {qmap.kv_head})'}: {n:,} queries "
+         f"and keys, {method_name}{'' if rotary or not recorded.has_rotary else ', before the rotary embedding'}")
+figure = cached_figure(current_model_name(), ("qk-map", texts, limit, layer, head, rotary, method, colour_by, query),
+                       lambda: query_key_figure(
+                           qmap.coords, qmap.tokens,
+                           [token_in_context(qmap.tokens, qmap.starts, qmap.text_index, i) for i in range(n)],
+                           qmap.position, colour_by=colour_by, title=title, axis=method_name, lines=lines))
+points = pd.DataFrame({
+    "kind": ["query"] * n + ["key"] * n, "index": [*range(n), *range(n)],
+    "document": np.concatenate([qmap.text_index, qmap.text_index]) + 1,
+    "position": np.concatenate([qmap.position, qmap.position]), "token": [*qmap.tokens, *qmap.tokens],
+    "x": qmap.coords[:, 0], "y": qmap.coords[:, 1],
+})
+plot, text = st.columns([3, 2])
+with plot:
+    show_figure(figure, name=file_stem(model.name, "qk-map", "layer", layer, "head", head, method,
+                                       None if rotary else "before-rotary"),
+                data=points, key=MAP_KEY, share=0.6, on_select="rerun")
+with text:
+    agreement = cached_agreement(current_model_name(), texts, limit, layers, layer, head, rotary, method)
+    st.markdown(markdown_safe(agreement_sentence(agreement, method_name, qmap.queries.shape[1], first_key_share(qmap))))
+    if query >= 0:
+        keys, weights = lines[1], lines[2]
+        near = qmap.allowed_keys(query)
+        nearest = near[int(np.argmin(((qmap.coords[n + near] - qmap.coords[query]) ** 2).sum(axis=1)))]
+        listed = ", ".join(f"“{qmap.tokens[k]}” ({w:.2f})" for k, w in zip(keys, weights, strict=True))
+        st.markdown(markdown_safe(
+            f"Query “{qmap.tokens[query]}” attends most to {listed} (the lines). Its nearest key of its own text on "
+            f"the map is “{qmap.tokens[nearest]}”"
+            + (", the one it attends to most." if nearest == keys[0] else f", which gets {dict(zip(near, qmap.attention(query)[1]))[nearest]:.2f}.")))
+    if recorded.has_rotary:
+        other = cached_query_key_map(current_model_name(), texts, limit, layers, layer, head, not rotary, "pca")
+        this = qmap if method == "pca" else cached_query_key_map(current_model_name(), texts, limit, layers, layer, head, rotary, "pca")
+        positions = np.concatenate([qmap.position, qmap.position])
+        after, before = (position_order(this.coords, positions), position_order(other.coords, positions))[::1 if rotary else -1]
+        explain(
+            f"**Rotary embedding.** {markdown_safe(model.name)} turns each query and key by angles that grow with its "
+            "position, so their dot product depends on how far apart the two tokens are. The map after the turn shows "
+            "what the dot product compares; before it, a query or key carries position only as far as the layers below "
+            "wrote it into the hidden state. " + markdown_safe(rotary_sentence(after, before)) + " (ρ: the Spearman "
+            "correlation between each point's "
+            f"position and the mean position of its {NEIGHBOURS_FOR_ORDER} nearest points on the PCA map.)",
+            caption=True,
+        )
+    if model.is_decoder:
+        st.caption(f"{markdown_safe(model.name)} is a decoder: each query looks only at its own key and the keys "
+                   "before it in its document; a document's first query has one key, so it is not counted above.")
+
+st.header("Every head at a glance")
+shown: tuple[int, ...] = (layer,)
+if not model.is_decoder:
+    if option(st.toggle, "Every layer", value=False, key="all_layers",
+               help="On: every head of every layer (one map each, from the same pass). Off: the heads of the layer "
+               "chosen above."):
+        shown = tuple(range(model.num_layers))
+matrix_method = method if method != "pca" and has_cached_maps(
+    current_model_name(), texts, limit, shown, model.num_heads, rotary, method) else "pca"
+if method != "pca" and matrix_method == "pca" and len(shown) == 1:
+    if st.button(f"Compute {method_name} for every head of layer {layer}", key="qk-compute-all"):
+        with st.spinner(f"{method_name} of {model.num_heads} heads…"):
+            for h in range(model.num_heads):
+                cached_query_key_map(current_model_name(), texts, limit, layers, layer, h, rotary, method)
+        st.rerun()
+with st.spinner(f"Drawing {len(shown) * model.num_heads} maps…"):
+    panels = cached_thumbnails(current_model_name(), texts, limit, layers, shown, rotary, matrix_method)
+picked = clicked(MATRIX_KEY)
+if picked and len(picked) == 2:
+    set_option("layer", int(picked[0]))
+    set_option("head", int(picked[1]))
+    set_option("query", -1)
+    st.rerun()
+show_figure(
+    cached_figure(current_model_name(), ("qk-matrix", texts, limit, shown, rotary, matrix_method), lambda: matrix_figure(
+        [(lay, h, xy_q, xy_k) for lay, h, xy_q, xy_k, _ in panels], model.num_heads,
+        title=plotly_safe(f"{len(panels)} heads, {METHOD_NAMES[matrix_method]}: each panel is one head's map "
+                          "(layer.head); click one to open it"))),
+    name=file_stem(model.name, "qk-matrix", matrix_method), key=MATRIX_KEY, on_select="rerun",
+    data=pd.DataFrame([{"layer": lay, "head": h, "position_order": o} for lay, h, _, _, o in panels]),
+)
+st.markdown(markdown_safe(order_sentence([(lay, h, o) for lay, h, _, _, o in panels])))
+explain(
+    "Heads whose panels look alike tend to compare tokens alike. A map ordered by position (ρ near 1: a point's "
+    "neighbours on the map sit at the same place in their documents) is what a head that attends by position, such "
+    "as to the previous token, tends to draw; ρ near 0 means position says nothing about where a point lands. "
+    + ("Panels are drawn with PCA, which is instant; with UMAP or t-SNE chosen above, compute every head's map with "
+       "the button to draw them that way. " if matrix_method == "pca" else "")
+    + f"Each panel draws the same {len(panels[0][2]) if panels else 0:,} tokens, evenly spread over the corpus; ρ is "
+    "measured on all of them.",
+    caption=True,
+)
