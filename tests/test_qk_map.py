@@ -210,7 +210,6 @@ def test_an_unrecorded_model_is_refused_with_a_sentence(tmp_path):
         record_corpus(model, TEXTS)
 
 
-@pytest.mark.xfail(strict=True, reason="BERT is recorded once issue 37 item 1 lands")
 def test_bert_queries_keys_equal_hooks_and_keep_attention(tiny_bert_dir):
     model = load_model(tiny_bert_dir)
     plain = AutoModel.from_pretrained(tiny_bert_dir, attn_implementation="eager").eval()
