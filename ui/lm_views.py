@@ -17,7 +17,7 @@ from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.lm_writer import keep_writing, lm_store, resume, stopped, write_chunk
 from ui.figures import show_figure
-from ui.page_state import option, set_option
+from ui.page_state import end_page, option, set_option
 from ui.session import current_model_name
 from viz.common import file_stem, markdown_safe
 from viz.generation import distribution_bars, distribution_sentence, distribution_table, steps_figure
@@ -156,17 +156,35 @@ def friendly_lm_error(err: Exception) -> None:
         st.warning(markdown_safe(str(err)), icon=":material/warning:")
 
 
+PROMPT_MAX_CHARS, TOKEN_MAX_CHARS = 400, 40
+
+
 def patching_prompts(defaults: tuple[str, str, str, str]) -> tuple[str, str, str, str]:
     """The clean and corrupted prompts, the answer and the wrong token, as four text boxes in two rows (options
-    ``clean``, ``corrupted``, ``answer`` and ``wrong`` of the page, ``defaults`` in that order); their values."""
+    ``clean``, ``corrupted``, ``answer`` and ``wrong`` of the page, ``defaults`` in that order); their values.
+
+    A value over its limit ends the page with a sentence saying so. The limits are checked here, not given to the
+    boxes as ``max_chars``: the browser drops a change longer than a box's ``max_chars`` without a word (a paste of
+    401 characters left the box as it was)."""
+    prompt_help, token_help = f"At most {PROMPT_MAX_CHARS} characters.", f"At most {TOKEN_MAX_CHARS} characters."
     left, right = st.columns(2)
-    clean = option(left.text_input, "Clean prompt", defaults[0], key="clean", max_chars=400)
+    clean = option(left.text_input, "Clean prompt", defaults[0], key="clean", help=prompt_help)
     corrupted = option(right.text_input, "Corrupted prompt (same number of tokens)", defaults[1], key="corrupted",
-                       max_chars=400)
+                       help=prompt_help)
     left, right = st.columns(2)
     answer = option(left.text_input, "Answer (one token, with its leading space)", defaults[2], key="answer",
-                    max_chars=40)
-    wrong = option(right.text_input, "Wrong token", defaults[3], key="wrong", max_chars=40)
+                    help=token_help)
+    wrong = option(right.text_input, "Wrong token", defaults[3], key="wrong", help=token_help)
+    too_long = [f"The {name} has {len(value):,} characters, more than the {limit} it may have."
+                for name, value, limit in (("clean prompt", clean, PROMPT_MAX_CHARS),
+                                           ("corrupted prompt", corrupted, PROMPT_MAX_CHARS),
+                                           ("answer", answer, TOKEN_MAX_CHARS), ("wrong token", wrong, TOKEN_MAX_CHARS))
+                if len(value) > limit]
+    if too_long:
+        st.warning(" ".join(too_long) + f" Shorten {'it' if len(too_long) == 1 else 'them'} to patch: nothing is "
+                   "computed until then.",
+                   icon=":material/warning:")
+        end_page()
     return clean, corrupted, answer, wrong
 
 
