@@ -54,6 +54,32 @@ def test_switching_pages_keeps_the_text(app_page):
     app_page.assert_clean()
 
 
+APP_BACKGROUND = "() => getComputedStyle(document.querySelector('[data-testid=\"stApp\"]')).backgroundColor"
+
+
+def _is_dark(rgb: str) -> bool:
+    red, green, blue = (int(c) for c in re.findall(r"\d+", rgb)[:3])
+    return (0.2126 * red + 0.7152 * green + 0.0722 * blue) / 255 < 0.3
+
+
+def test_a_presenter_chooses_the_dark_theme_in_the_app_and_a_dark_link_stays_dark(app_page):
+    """Issue 40, item 16. The ⋮ menu offers System, Light and Dark (Streamlit 1.67, toolbarMode "viewer"), and a link
+    with Streamlit's ``embed_options=dark_theme`` opens dark. Streamlit's page navigation dropped that parameter (it
+    keeps embed_options only with embed=true), so the address bar lost the theme at the first page switch."""
+    page = app_page.open("", {"text": "Keep this text.", "embed_options": "dark_theme", "img": "SVG"})
+    assert _is_dark(page.evaluate(APP_BACKGROUND)), page.evaluate(APP_BACKGROUND)
+    page.locator('[data-testid="stMainMenu"] button').click()
+    assert page.locator('[data-testid="stMainMenuItem-theme-Dark"]').is_visible()
+    assert page.locator('[data-testid="stMainMenuItem-theme-Light"]').is_visible()
+    page.keyboard.press("Escape")
+    page.locator('[data-testid="stSidebarNav"] a[href$="/attention"]').click()
+    app_page.wait_until_idle()
+    page.wait_for_function("() => location.pathname.endsWith('/attention') && location.search.includes('Keep')")
+    assert "embed_options=dark_theme" in page.url and "img=SVG" in page.url, page.url
+    assert _is_dark(page.evaluate(APP_BACKGROUND))
+    app_page.assert_clean()
+
+
 def test_a_deep_link_asks_the_server_only_at_its_base_path(app_page):
     """Loaded from /tour, the frontend used to probe /tour/_stcore/health and /tour/_stcore/host-config first: two
     404s in the console on every page but Home. serve.py's middleware gives it the base URL up front."""
