@@ -38,6 +38,12 @@ def columns_stacked() -> bool:
     return current_column(NORMAL_WIDTH).stacked
 
 
+def main_column_width() -> int:
+    """The main column's width in CSS pixels outside presentation mode: as the browser measured it when narrower than
+    ``NORMAL_WIDTH`` (a laptop with the sidebar open, a phone), else ``NORMAL_WIDTH``."""
+    return current_column(NORMAL_WIDTH).width
+
+
 def plotly_config(name: str, width_px: float = NORMAL_WIDTH, height_px: float | None = None) -> dict:
     """Plotly config: the camera button saves ``name``.png or .svg (as chosen in the sidebar), 1920 pixels wide.
 
