@@ -106,6 +106,22 @@ def test_cell_numbers_of_a_numpy_heatmap_are_dropped_when_cramped_too():
     assert fit_for_page(go.Figure(go.Heatmap(z=RNG.random((5, 4)), texttemplate="%{z:.2f}")), 340).data[0].texttemplate
 
 
+def test_the_overview_of_30_layers_on_a_phone_has_no_empty_band_around_its_square_cells():
+    """Issue 40, item 14: SmolLM2's 30 × 9 overview kept its 1600-px height on a phone, where its square cells take
+    about 830 px: Plotly centred them and left about 280 px empty above and below."""
+    matrices = RNG.random((30, 9, 16, 16))
+    fig = va.overview_figure(matrices, title="SmolLM2-135M-Instruct: raw attention weights, every layer × head",
+                             causal=True, colorscale="Cividis")
+    fitted = fit_for_page(fig, 340)
+    (x0, x1), (y0, y1) = fig.layout.xaxis.range, fig.layout.yaxis.range
+    widest_plot = 340 - 70 - 20  # the figure's own side margins: the cells are at most this wide
+    cells_px = widest_plot * abs(y1 - y0) / abs(x1 - x0)
+    band = fitted.layout.height - fitted.layout.margin.t - 50 - cells_px  # 50: the bottom margin, at least
+    assert band <= 120, (fitted.layout.height, fitted.layout.margin.t, cells_px)
+    assert fitted.layout.height - fitted.layout.margin.t - 110 >= 0.8 * cells_px  # the cells are not squeezed
+    assert fit_for_page(fig, 820).layout.height == fig.layout.height  # a desktop column: the height the cells take
+
+
 def test_a_colour_bar_is_set_a_few_pixels_right_of_where_plotly_puts_it():
     fitted = _head(274)
     bars = [t.colorbar.x for t in fitted.data if t.type == "heatmap"] + [fitted.layout.coloraxis.colorbar.x]
