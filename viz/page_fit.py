@@ -52,8 +52,7 @@ def reserve_margins(fig: go.Figure, width_px: float) -> go.Figure:
         title_lines = line_count(axis.title.text)
         title = PAGE_TITLE_GAP_PX[letter] + title_lines * LINE_HEIGHT * (axis.title.font.size or PAGE_AXIS_TITLE_PX)
         need[side] = (reach + PAGE_TICK_GAP_PX[letter] if texts else 0) + (title if title_lines else 0)
-    bars = [t for t in fig.data if t.type in ("heatmap", "contour") and t.showscale is not False and not t.coloraxis
-            and t.colorbar.orientation != "h"]  # a bar laid across (_colour_bar_below_when_narrow) is in the bottom margin
+    bars = [t for t in fig.data if t.type in ("heatmap", "contour") and t.showscale is not False and not t.coloraxis]
     if bars:
         bar = bars[0].colorbar
         ticks = [str(t) for t in bar.ticktext] if bar.ticktext is not None else ["0.00"]
@@ -81,7 +80,7 @@ def _colour_bars_apart(fig: go.Figure, width_px: float) -> None:
     for trace in fig.data:
         bar = getattr(trace, "colorbar", None)
         if bar is not None and trace.type in ("heatmap", "contour") and trace.showscale is not False and bar.x is None \
-                and not trace.coloraxis and bar.orientation != "h":
+                and not trace.coloraxis:
             write_layout(trace, colorbar={"x": 1.02 + shift})
 
 
@@ -120,24 +119,6 @@ def _height_of_square_cells(fig: go.Figure, width_px: float) -> None:
         write_layout(fig.layout, height=int(np.ceil(height - empty + keep)))
 
 
-COLORBAR_BELOW_PX = 56  # a colour bar laid across under the plot: 12 px thick, its numbers and its title
-
-
-def _colour_bar_below_when_narrow(fig: go.Figure, width_px: float) -> None:
-    """A single heatmap whose colour bar on the right would leave its plot under half the figure's width (a phone:
-    Predictions' top-next-tokens grid was about 110 px wide) gets the bar across the bottom of the figure instead,
-    under the x axis's labels and title; the figure grows by the bar's height."""
-    bars = [t for t in fig.data if t.type == "heatmap" and t.showscale is not False and not t.coloraxis]
-    if len(bars) != 1 or axes_of(fig, "x") != ["xaxis"] or plot_area(fig, width_px, PAGE_FONT_PX)[0] >= width_px / 2:
-        return
-    below = _below_plot(fig, PAGE_FONT_PX)
-    write_layout(bars[0], colorbar={"orientation": "h", "x": 0.5, "xanchor": "center", "xref": "container",
-                                    "y": 0, "yanchor": "bottom", "yref": "container", "thickness": 12,
-                                    "len": 0.8, "title": {"side": "top"}})
-    write_layout(fig.layout, margin={"b": int(np.ceil(below + COLORBAR_BELOW_PX))},
-                 height=int((fig.layout.height or 450) + COLORBAR_BELOW_PX))
-
-
 def fit_for_page(fig: go.Figure, width_px: float, *, reserve: bool = False) -> go.Figure:
     """A copy of ``fig`` fitted to ``width_px`` at the page's own font sizes, in ``EXPORT_FONT_FAMILY`` (outside
     presentation mode):
@@ -151,7 +132,6 @@ def fit_for_page(fig: go.Figure, width_px: float, *, reserve: bool = False) -> g
     fig.__dict__["_page_theme"] = True  # plot_area: Streamlit's theme sets titles and colour bars further out
     write_layout(fig.layout, font={"family": EXPORT_FONT_FAMILY}, title={"font": {"family": EXPORT_FONT_FAMILY}})
     fit_legend(fig, width_px, PAGE_FONT_PX)
-    _colour_bar_below_when_narrow(fig, width_px)
     fit_titles(fig, width_px, PAGE_FONT_PX, PAGE_AXIS_TITLE_PX, bold_title=True)
     thin_ticks(fig, width_px, PAGE_FONT_PX)
     hide_cramped_cell_text(fig, width_px, PAGE_FONT_PX)

@@ -28,8 +28,7 @@ COLORBAR_PX, COLORBAR_X = 40, 0.025
 def _right_extra(fig: go.Figure, font_px: float) -> float:
     """Room a colour bar or a vertical legend on the right takes (Plotly pushes the margin by it)."""
     extra = 0.0
-    has_bar = any(getattr(t, "showscale", None) is not False and t.type in ("heatmap", "contour")
-                  and t.colorbar.orientation != "h" for t in fig.data)  # a bar laid across is under the plot
+    has_bar = any(getattr(t, "showscale", None) is not False and t.type in ("heatmap", "contour") for t in fig.data)
     if has_bar or fig.layout.coloraxis.colorbar.title.text is not None:
         extra += 40 + 3 * font_px
     legend = fig.layout.legend
