@@ -103,7 +103,7 @@ def layer_head_and_word(texts: list[str], analyses: list, labels: list[list[str]
     st.header(f"Is “{word_md}” the same vector in both texts?")
     control_text = option(
         st.text_area, "Control text: the word in the same sense as in text A", value=SAME_SENSE_CONTROL, key="text_c",
-        max_chars=MAX_TEXT_CHARS, height=68,
+        max_chars=MAX_TEXT_CHARS, height=84,  # two lines above the character count (ui.explain.PAGE_CSS)
         help="Leave empty for no control. The default is a river bank, like the default text A.",
     )
     similarity = word_similarity(*analyses, word)

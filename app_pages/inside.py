@@ -13,13 +13,15 @@ from core.recorded_heads import norm_before_attention
 from core.tokens import token_labels
 from ui.caveats import attention_caveat
 from ui.errors import friendly_fragment
-from ui.figures import show_figure
+from ui.figures import main_column_width, show_figure
 from ui.explain import beside, explain as explain_text
 from ui.page_state import end_page, option
 from ui.session import current_analysis, current_model, presentation_mode
 from viz.common import file_stem
 from viz.common import markdown_safe
 from viz.inside import component_bars, matrix_heatmap, rotation_bars, stacked_token_bars
+
+INSIDE_SIDE_BY_SIDE_PX = 780
 
 st.title("Inside one head")
 explain_text(
@@ -58,9 +60,14 @@ def one_head_step_by_step() -> None:
     who = f"“{labels[query]}” (token {query})"  # for figure titles (escaped there); who_md for markdown
     who_md = f"“{markdown_safe(labels[query])}” (token {query})"
 
+    # Text and figures side by side only in a main column that gives the text two fifths of at least 780 px: in a
+    # 1024-pixel window with the sidebar open the headings broke word by word and the q·k table was cut at the right.
+    side_by_side = not presentation_mode() and main_column_width() >= INSIDE_SIDE_BY_SIDE_PX
+
     def explain(title: str, text: str):
-        """A step: its title and explanation on the left; returns the right-hand column for its figures."""
-        text_side, figure_side = beside([2, 3])
+        """A step: its title and explanation on the left; returns the right-hand column for its figures (one under
+        the other in a main column too narrow for both)."""
+        text_side, figure_side = beside([2, 3]) if side_by_side else (st.container(), st.container())
         text_side.header(title)
         with text_side:
             explain_text(text)
@@ -68,7 +75,7 @@ def one_head_step_by_step() -> None:
 
     def show(fig, what: str, data) -> None:
         show_figure(fig, name=file_stem(model.name, f"layer{layer}", f"head{head}", f"query{query}", what), data=data,
-                    key=f"inside-{what}", share=1 if presentation_mode() else 3 / 5,
+                    key=f"inside-{what}", share=3 / 5 if side_by_side else 1,
                     column_gap="large")  # beside([2, 3]): side by side on the page, stacked on a slide
 
     def per_token(matrix: np.ndarray, prefix: str) -> pd.DataFrame:

@@ -125,7 +125,8 @@ def candidates(text: str) -> None:
 
 candidates(text)
 if language_model.kind == "next":
-    from ui.lm_views import lens_view, sampling_and_generation
+    from ui.lm_lens import lens_view
+    from ui.lm_views import sampling_and_generation
 
     sampling_and_generation(text)
     lens_view(text)

@@ -223,9 +223,10 @@ def record_pass(model: LoadedModel, input_ids: list[int], *, neurons: bool = Fal
             raise UnsupportedArchitecture(f"Block {layer} of {model.name} did not run as the app expects.")
         output = seen.attention_output
         after = [x for x in seen.norm_inputs if not (x.shape == output.shape and torch.equal(x, output))]
-        if not after:
+        if not after:  # GPT-J-style blocks run attention and MLP side by side; BERT's add and normalise inside them
             raise UnsupportedArchitecture(
-                f"{model.name}'s blocks run attention and MLP side by side, so there is no residual stream between them."
+                f"The app cannot find the residual stream between attention and MLP in {model.name}'s blocks (no "
+                "norm of the block reads it), so this view is not available for this model yet."
             )
         mids.append(after[0])
         normed.append(len(after) < len(seen.norm_inputs))

@@ -68,9 +68,27 @@ def test_unequal_lengths_and_hostile_text_are_sentences(lm_dirs):
     warning = " ".join(w.value for w in at.warning)
     assert "same length" in warning and "alert" in warning
     assert "\\<" in warning and not re.search(r"(?<!\\)[<>]", warning)  # every < and > escaped: shown as text
-    at = open_app({"model": lm_dirs["gpt2"], "clean": CLEAN, "corrupted": CORRUPTED, "answer": HOSTILE,
-                   "wrong": " home"}, page="app_pages/patching.py")
+    at = open_app({"model": lm_dirs["gpt2"], "clean": CLEAN, "corrupted": CORRUPTED, "answer": HOSTILE[:40],
+                   "wrong": " home"}, page="app_pages/patching.py")  # an answer may have 40 characters
     assert not page_errors(at) and "not one" in " ".join(w.value for w in at.warning)
+
+
+def test_a_prompt_over_the_limit_is_kept_in_its_box_and_named_in_a_sentence(lm_dirs):
+    """Issue 40, item 18: the boxes had max_chars=400, and a longer paste was dropped without a word (AppTest's
+    ``input``, like the browser, leaves a box as it was when the value is longer than its max_chars)."""
+    at = open_app({"model": lm_dirs["gpt2"], "clean": CLEAN, "corrupted": CORRUPTED, "answer": " river",
+                   "wrong": " home"}, page="app_pages/patching.py")
+    pasted = ("word " * 120)[:600]
+    next(box for box in at.text_input if box.label == "Clean prompt").input(pasted).run()
+    assert not page_errors(at)
+    assert next(box for box in at.text_input if box.label == "Clean prompt").value == pasted
+    warning = " ".join(w.value for w in at.warning)
+    assert "clean prompt has 600 characters" in warning and "400" in warning, warning
+    assert "of the way from corrupted" not in _text(at)  # nothing patched on a prompt that is not the one shown
+    next(box for box in at.text_input if box.label == "Answer (one token, with its leading space)").input(
+        " " + "a" * 40).run()
+    warning = " ".join(w.value for w in at.warning)
+    assert "answer has 41 characters" in warning and "40" in warning and "Shorten them" in warning, warning
 
 
 def test_an_encoder_gets_a_sentence(tiny_bert_dir):
@@ -195,7 +213,7 @@ def test_predictions_read_only_the_token_limit_and_say_the_text_was_cut(lm_dirs,
 
 def test_the_lens_grid_shows_a_window_of_positions_computed_when_shown(lm_dirs):
     """Issue 40, item 17: past 32 tokens the lens shows 32 positions at a time, and a link can choose which."""
-    from ui.lm_views import LENS_POSITIONS
+    from ui.lm_lens import LENS_POSITIONS
 
     text = "the cat sat on the mat and the dog sat on the log " * 3
     count = len(build_tokens(lm_dirs["gpt2"], text))

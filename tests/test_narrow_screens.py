@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -82,6 +83,43 @@ def test_the_lookup_line_label_has_room_inside_the_plot():
     fig = similarity_by_layer_chart(pd.DataFrame(frame), "bank", 1.0)
     low, high = fig.layout.yaxis.range
     assert high - 1.0 >= 0.15 * (1.05 - low) - 1e-9
+
+
+def test_31_layer_ticks_are_thinned_on_a_phone():
+    """Issue 40, item 14: on SmolLM2 (31 hidden states) at 390 × 844 Compare's x labels overlapped. ``copy_figure``
+    writes numpy coordinates in Plotly's typed-array form, which the tick reading took for one value: no thinning."""
+    frame = pd.DataFrame({"layer": np.arange(31), "cosine_similarity": np.linspace(1.0, 0.6, 31)})
+    fitted = fit_for_page(similarity_by_layer_chart(frame, "bank", 1.0, frame), 340)
+    axis = fitted.layout.xaxis
+    step, angle = axis.dtick, axis.tickangle or 0
+    # Neighbouring labels stand at least this far apart even if margins took 150 of the 340 px; a label takes the
+    # width of "30" in 12-px digits (2 × 0.6 × 12 px) lying flat, a line of 12-px text (14 px) turned upright.
+    pitch = (340 - 150) / 31 * step
+    assert pitch >= (14 if abs(angle) == 90 else 15), (step, angle, pitch)
+    assert abs(angle) == 90 or step >= 3
+
+
+def test_cell_numbers_of_a_numpy_heatmap_are_dropped_when_cramped_too():
+    """The same typed-array form hid a numpy ``z`` from ``hide_cramped_cell_text``: 30 columns of digits on a phone."""
+    fig = go.Figure(go.Heatmap(z=RNG.random((5, 30)), texttemplate="%{z:.2f}"))
+    assert not fit_for_page(fig, 340).data[0].texttemplate
+    assert fit_for_page(go.Figure(go.Heatmap(z=RNG.random((5, 4)), texttemplate="%{z:.2f}")), 340).data[0].texttemplate
+
+
+def test_the_overview_of_30_layers_on_a_phone_has_no_empty_band_around_its_square_cells():
+    """Issue 40, item 14: SmolLM2's 30 × 9 overview kept its 1600-px height on a phone, where its square cells take
+    about 830 px: Plotly centred them and left about 280 px empty above and below."""
+    matrices = RNG.random((30, 9, 16, 16))
+    fig = va.overview_figure(matrices, title="SmolLM2-135M-Instruct: raw attention weights, every layer × head",
+                             causal=True, colorscale="Cividis")
+    fitted = fit_for_page(fig, 340)
+    (x0, x1), (y0, y1) = fig.layout.xaxis.range, fig.layout.yaxis.range
+    widest_plot = 340 - 70 - 20  # the figure's own side margins: the cells are at most this wide
+    cells_px = widest_plot * abs(y1 - y0) / abs(x1 - x0)
+    band = fitted.layout.height - fitted.layout.margin.t - 50 - cells_px  # 50: the bottom margin, at least
+    assert band <= 120, (fitted.layout.height, fitted.layout.margin.t, cells_px)
+    assert fitted.layout.height - fitted.layout.margin.t - 110 >= 0.8 * cells_px  # the cells are not squeezed
+    assert fit_for_page(fig, 820).layout.height == fig.layout.height  # a desktop column: the height the cells take
 
 
 def test_a_colour_bar_is_set_a_few_pixels_right_of_where_plotly_puts_it():

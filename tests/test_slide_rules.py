@@ -62,6 +62,25 @@ def test_export_is_16_9_at_1920_by_1080_pixels(width):
     assert options["width"] * options["scale"] == 1920 and options["height"] * options["scale"] == 1080
 
 
+def _png_size(options: dict) -> tuple[int, int]:
+    """The PNG Plotly's camera button saves with these ``toImageButtonOptions``: its canvas is CSS size × scale, and
+    a canvas's width and height are whole pixels, the fraction cut off (plotly.js ``snapshot/svgtoimg.js``)."""
+    return int(options["width"] * options["scale"]), int(options["height"] * options["scale"])
+
+
+def test_the_camera_saves_exactly_1920_pixels_wide_in_both_modes():
+    """Issue 40, item 21: a figure on the page at 749 CSS pixels saved 1919 pixels wide (1920 / 749 × 749 < 1920).
+    On the page: 1920 wide at the figure's own proportions; in presentation mode (no height): 1920 × 1080."""
+    from ui.figures import plotly_config
+
+    for width in range(200, 1921):
+        png_width, png_height = _png_size(plotly_config("f", width, 684)["toImageButtonOptions"])
+        assert png_width == 1920 and abs(png_height - 684 * 1920 / width) <= 1, (width, png_width, png_height)
+    for width in (300, 640, 749, 1232, 1280, 1920):
+        assert _png_size(plotly_config("f", width)["toImageButtonOptions"]) == (1920, 1080)
+    assert _png_size(plotly_config("f", 820.4, 684)["toImageButtonOptions"]) == (1920, 1601)  # 684 × 1920 / 820
+
+
 def _token_figure(n: int, height: int = 400) -> go.Figure:
     labels = [f"tok{i}" for i in range(n)]
     fig = go.Figure(go.Heatmap(z=RNG.random((3, n)), x=list(range(n)), y=[0, 1, 2]))

@@ -58,6 +58,9 @@ PAGE_CSS = ("<style>.plotly-notifier { display: none !important; }"
             # a page link's label keeps to one line and is cut at the column's edge (Home's list on a phone): wrap it
             '[data-testid="stPageLink-NavLink"] { height: auto; } '
             '[data-testid="stPageLink-NavLink"] * { white-space: normal !important; text-overflow: clip; }'
+            # a text box's character count ("17647/100000") and "Press Ctrl+Enter to apply" stand inside the box's
+            # bottom edge, one 19.6-px line over its 12-px padding: the last line of a long text was drawn under them
+            '[data-testid="stTextArea"] textarea { padding-bottom: 1.75rem; } '
             + PROBE_CSS + VIEW_URL_CSS + "</style>")
 
 

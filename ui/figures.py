@@ -15,7 +15,7 @@ from ui.session import image_format, presentation_mode
 from ui.viewport import current_column, main_column
 from viz.common import file_stem
 from viz.page_fit import fit_for_page
-from viz.slide_text import SLIDE_PIXELS, export_options
+from viz.slide_text import export_options, page_export_options
 from viz.slides import fit_for_slide
 
 # The width a full-page figure is drawn at on the smallest screen we fit (a 1280 × 720 projector):
@@ -38,21 +38,23 @@ def columns_stacked() -> bool:
     return current_column(NORMAL_WIDTH).stacked
 
 
+def main_column_width() -> int:
+    """The main column's width in CSS pixels outside presentation mode: as the browser measured it when narrower than
+    ``NORMAL_WIDTH`` (a laptop with the sidebar open, a phone), else ``NORMAL_WIDTH``."""
+    return current_column(NORMAL_WIDTH).width
+
+
 def plotly_config(name: str, width_px: float = NORMAL_WIDTH, height_px: float | None = None) -> dict:
     """Plotly config: the camera button saves ``name``.png or .svg (as chosen in the sidebar), 1920 pixels wide.
 
     A slide (no ``height_px``: presentation mode, whose figures are fitted to it) is saved 16:9 at the CSS size
     nearest the figure's own width, scaled up to 1920 × 1080 pixels, so its fonts keep their size relative to the
-    figure. A page's figure is saved at the size it was laid out for, ``width_px`` × ``height_px``, scaled to 1920
-    wide: Plotly lays a figure out again at the size it saves, and a page figure squeezed into 16:9 lost its text
+    figure. A page's figure is saved at the size it was laid out for, ``width_px`` × ``height_px``, scaled to exactly
+    1920 wide (``page_export_options``): Plotly lays a figure out again at the size it saves, and a page figure squeezed into 16:9 lost its text
     (titles over ticks, colour-bar titles over their ticks, legend entries cut). No Plotly logo and no box or lasso
     select buttons: Streamlit's frontend removes them from every chart without selections, so they are not sent.
     """
-    if height_px is None:
-        size = export_options(width_px)
-    else:
-        width = round(width_px)
-        size = {"width": width, "height": round(height_px), "scale": SLIDE_PIXELS[0] / width}
+    size = export_options(width_px) if height_px is None else page_export_options(width_px, height_px)
     return {"toImageButtonOptions": {"format": image_format(), "filename": file_stem(name)} | size}
 
 

@@ -30,9 +30,13 @@ export default function (component) {
   const [session, seq] = (root.dataset.viewUrl || ' -1').split(' ');
   if (session === data.session && Number(seq) >= data.seq) return;
   root.dataset.viewUrl = `${data.session} ${data.seq}`;
-  // Streamlit's own embedding parameters (?embed=true) stay as they are: the server never sees them as options.
+  // Streamlit's own embedding parameters (?embed=true, ?embed_options=dark_theme) stay as they are: the server never
+  // sees them as options. Streamlit's page navigation drops them unless embed=true, so the ones this tab was opened
+  // with are remembered and written again (a dark link stays dark from page to page).
   const kept = new URLSearchParams(location.search);
-  const embed = ['embed', 'embed_options'].flatMap((name) => kept.getAll(name).map((value) => [name, value]));
+  let embed = ['embed', 'embed_options'].flatMap((name) => kept.getAll(name).map((value) => [name, value]));
+  if (embed.length) root.dataset.embedParams = new URLSearchParams(embed).toString();
+  else if (root.dataset.embedParams) embed = [...new URLSearchParams(root.dataset.embedParams)];
   const query = [data.query, new URLSearchParams(embed).toString()].filter(Boolean).join('&');
   const search = query ? '?' + query : '';
   if (location.search !== search) {

@@ -3,6 +3,7 @@ entries) and writing its layout fast: shared by the slide rules (``viz.slides``)
 
 from __future__ import annotations
 
+import base64
 import re
 from numbers import Real
 
@@ -57,10 +58,22 @@ def _domain(axis) -> float:
     return max(0.05, float(domain[1]) - float(domain[0]))
 
 
+def plain_array(data) -> np.ndarray:
+    """A trace's data array as numpy: also when it is Plotly's typed-array form ``{"dtype", "bdata"[, "shape"]}``,
+    in which ``to_dict`` (and so ``copy_figure``) writes a numpy array; read as one value, it hid every coordinate."""
+    if isinstance(data, dict) and "bdata" in data and "dtype" in data:
+        flat = np.frombuffer(base64.b64decode(data["bdata"]), dtype=np.dtype(data["dtype"]))
+        shape = data.get("shape")
+        if shape is not None:
+            flat = flat.reshape([int(n) for n in str(shape).split(",")] if isinstance(shape, str) else shape)
+        return flat.astype(object)
+    return np.asarray(data, dtype=object)
+
+
 def _coordinates(trace, letter: str) -> list:
     """A trace's x (or y) values as a list (empty when it has none)."""
     data = getattr(trace, letter, None)
-    return [] if data is None else list(np.asarray(data, dtype=object).ravel())
+    return [] if data is None else [v.item() if isinstance(v, np.generic) else v for v in plain_array(data).ravel()]
 
 
 def category_labels(fig: go.Figure, name: str) -> list[str] | None:

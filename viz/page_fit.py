@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.slide_text import LINE_HEIGHT, line_count, text_width
+from viz.slide_text import BOLD_WIDER, LINE_HEIGHT, _longest_line, line_count, text_width
 from viz.slides import (
-    COLORBAR_PX, COLORBAR_X, PAGE_AXIS_TITLE_PX, PAGE_FONT_PX, PAGE_TICK_GAP_PX, PAGE_TITLE_GAP_PX, axes_of,
-    category_labels, copy_figure, fit_legend, fit_titles, hide_cramped_cell_text, plot_area, legend_traces, thin_ticks,
-    tick_labels, write_layout,
+    COLORBAR_PX, COLORBAR_X, PAGE_AXIS_TITLE_PX, PAGE_FONT_PX, PAGE_TICK_GAP_PX, PAGE_TITLE_GAP_PX, _below_plot, _domain,
+    axes_of, category_labels, copy_figure, fit_legend, fit_titles, hide_cramped_cell_text, plot_area, legend_traces,
+    thin_ticks, tick_labels, write_layout,
 )
 
 def _drawn_tick_texts(fig: go.Figure, name: str) -> list[str]:
@@ -84,6 +84,41 @@ def _colour_bars_apart(fig: go.Figure, width_px: float) -> None:
             write_layout(trace, colorbar={"x": 1.02 + shift})
 
 
+# Plotly's toolbar (camera, zoom, …) stands over the figure's top right corner, 2 px from the top, 26 px tall and up
+# to 224 px wide (measured in Chromium, the overview's); on a touch screen it stays shown.
+MODEBAR_PX, MODEBAR_WIDTH_PX = 30, 240
+
+
+def _title_clear_of_modebar(fig: go.Figure, width_px: float) -> None:
+    """Move the plot and its title (set just above it) down by the toolbar's height when a line of the title reaches
+    under the toolbar: a title of full width was drawn under it (a phone's Attention overview)."""
+    title = fig.layout.title
+    if not title.text:
+        return
+    size = title.font.size or round(1.25 * PAGE_FONT_PX)
+    if 0.01 * width_px + _longest_line(title.text, size) * BOLD_WIDER > width_px - MODEBAR_WIDTH_PX:
+        write_layout(fig.layout, margin={"t": (fig.layout.margin.t if fig.layout.margin.t is not None else 100) + MODEBAR_PX})
+
+
+def _height_of_square_cells(fig: go.Figure, width_px: float) -> None:
+    """A single plot whose y axis keeps its scale to x (square cells, ranges fixed) and is limited by its width: Plotly
+    shrinks the y domain and leaves the rest of the height empty above and below the cells (about 260 px each way for
+    SmolLM2's 30 × 9 overview on a phone). The figure's height is cut to what the cells take and four title lines:
+    the cells stay centred, up to two lines below the plot's top, where the last line of a long title may hang (the
+    plot's width, and so the cells' height, is an estimate: a few pixels of width are tens of pixels of height)."""
+    y, x = fig.layout.yaxis, fig.layout.xaxis
+    if axes_of(fig, "y") != ["yaxis"] or y.scaleanchor != "x" or y.range is None or x.range is None:
+        return
+    area_w, _ = plot_area(fig, width_px, PAGE_FONT_PX)
+    height = fig.layout.height or 450
+    area_h = height - (fig.layout.margin.t or 0) - _below_plot(fig, PAGE_FONT_PX)  # x labels and title push the margin
+    ratio = abs(y.range[1] - y.range[0]) / max(1e-9, abs(x.range[1] - x.range[0])) * (y.scaleratio or 1)
+    empty = area_h * _domain(y) - area_w * _domain(x) * ratio
+    keep = 4 * LINE_HEIGHT * round(1.25 * PAGE_FONT_PX)  # the title's font (fit_titles)
+    if empty > keep + PAGE_FONT_PX:
+        write_layout(fig.layout, height=int(np.ceil(height - empty + keep)))
+
+
 def fit_for_page(fig: go.Figure, width_px: float, *, reserve: bool = False) -> go.Figure:
     """A copy of ``fig`` fitted to ``width_px`` at the page's own font sizes, in ``EXPORT_FONT_FAMILY`` (outside
     presentation mode):
@@ -101,6 +136,8 @@ def fit_for_page(fig: go.Figure, width_px: float, *, reserve: bool = False) -> g
     thin_ticks(fig, width_px, PAGE_FONT_PX)
     hide_cramped_cell_text(fig, width_px, PAGE_FONT_PX)
     _colour_bars_apart(fig, width_px)
+    _height_of_square_cells(fig, width_px)
+    _title_clear_of_modebar(fig, width_px)
     if reserve and reserve_margins(fig, width_px).__dict__.get("_margins_reserved"):
         thin_ticks(fig, width_px, PAGE_FONT_PX)  # again, on the plotting area the reserved margins leave
         reserve_margins(fig, width_px)  # labels turned further take more room (margins only ever grow)

@@ -74,3 +74,14 @@ def export_options(width_px: float) -> dict:
     """``toImageButtonOptions`` size: 16:9 at the CSS width nearest ``width_px``, scaled to exactly 1920 × 1080."""
     scale = min(EXPORT_SCALES, key=lambda s: abs(SLIDE_PIXELS[0] / s - width_px))
     return {"width": round(SLIDE_PIXELS[0] / scale), "height": round(SLIDE_PIXELS[1] / scale), "scale": scale}
+
+
+def page_export_options(width_px: float, height_px: float) -> dict:
+    """``toImageButtonOptions`` size for a figure on the page: its own ``width_px`` × ``height_px`` (CSS pixels),
+    scaled to exactly 1920 pixels wide, the height in proportion.
+
+    Plotly sizes the PNG's canvas as CSS size × scale, cut to whole pixels: 1920 / width × width is 1919.999… for one
+    width in eight (1919 pixels wide), so the scale aims a thousandth of a pixel over, which the cut takes off again.
+    """
+    width = max(1, round(width_px))
+    return {"width": width, "height": round(height_px), "scale": (SLIDE_PIXELS[0] + 0.001) / width}

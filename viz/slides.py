@@ -9,7 +9,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.figure_reading import (  # noqa: F401 (axes_of, category_labels, copy_figure, tick_labels: read from here too)
-    _domain, _numbered_in_order, axes_of, category_labels, copy_figure, legend_traces, tick_labels, write_layout,
+    _domain, _numbered_in_order, axes_of, category_labels, copy_figure, legend_traces, plain_array, tick_labels,
+    write_layout,
 )
 from viz.slide_text import (
     AXIS_TITLE_LINES, BOLD_WIDER, LINE_BREAK, LINE_HEIGHT, SMALL_LINE, TAG, TICK_PITCH, _longest_line, line_count, slide_font_size, text_width, wrap_text,
@@ -166,7 +167,7 @@ def hide_cramped_cell_text(fig: go.Figure, width_px: float, font_px: float) -> g
     for trace in fig.data:
         if trace.type != "heatmap" or not trace.texttemplate or trace.z is None:
             continue
-        z = np.asarray(trace.z, dtype=object)
+        z = plain_array(trace.z)
         if z.ndim != 2 or not z.size:
             continue
         x_axis = fig.layout["xaxis" + (trace.xaxis or "x")[1:]]

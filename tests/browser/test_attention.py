@@ -36,6 +36,36 @@ def test_overview_and_large_head_paint(app_page):
     app_page.assert_clean()
 
 
+# The overview's title lines and Plotly's toolbar over its top right corner, as drawn (the toolbar shown by hovering).
+TITLE_AND_TOOLBAR_JS = """() => {
+    const chart = document.querySelector('[data-testid="stMain"] [data-testid="stPlotlyChart"]');
+    const box = (el) => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+    return {title: [...chart.querySelectorAll('.gtitle tspan.line, .gtitle')].map(box),
+            toolbar: [...chart.querySelectorAll('.modebar-group')].map(box)};
+}"""
+
+
+def test_the_overview_title_is_clear_of_the_toolbar_on_a_phone(app_page):
+    """Issue 40, item 14: at 390 × 844 the overview's title ran under Plotly's toolbar (shown on hover, and always
+    on a touch screen)."""
+    from tests.browser.slide_checks import REFITTED_JS
+
+    app_page.page.set_viewport_size({"width": 390, "height": 844})
+    page = app_page.open("attention", {"text": TEXT})
+    page.wait_for_function(REFITTED_JS, timeout=60_000, polling=100)
+    app_page.wait_until_idle()
+    chart = page.locator('[data-testid="stMain"] [data-testid="stPlotlyChart"]').first
+    chart.scroll_into_view_if_needed()
+    chart.hover(position={"x": 200, "y": 300})
+    page.wait_for_function("() => [...document.querySelectorAll('.modebar')].some(m => getComputedStyle(m).opacity === '1')")
+    drawn = page.evaluate(TITLE_AND_TOOLBAR_JS)
+    assert drawn["title"] and drawn["toolbar"], drawn
+    meets = [(t, b) for t in drawn["title"] for b in drawn["toolbar"]
+             if t[0] < b[2] and b[0] < t[2] and t[1] < b[3] and b[1] < t[3]]
+    assert not meets, meets
+    app_page.assert_clean()
+
+
 def test_layer_grid_paints_every_head(app_page):
     page = app_page.open("attention", {"text": TEXT, "view": "one layer", "layer": "1"})
     page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)

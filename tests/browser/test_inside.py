@@ -51,3 +51,32 @@ def test_decoder_shows_the_causal_mask(app_page, tmp_path):
     page.wait_for_selector(".js-plotly-plot .scatterlayer .point")
     assert page.locator("text=causal mask").count() >= 1
     app_page.assert_clean()
+
+
+# The lines step 4's heading is drawn on, and how far the q·k table's content reaches past
+# its frame (the grid scrolls sideways when it is cut).
+STEP_LAYOUT_JS = """() => {
+    const heading = [...document.querySelectorAll('[data-testid="stMain"] h2')].find(h => h.textContent.startsWith('4 ·'));
+    const range = document.createRange();
+    range.selectNodeContents(heading);
+    const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.bottom))).size;
+    const table = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stDataFrame"]')].pop();
+    const scroller = table.querySelector('.dvn-scroller') || table;
+    return {headingLines: lines,
+            tableCut: scroller.scrollWidth - scroller.clientWidth, column: document.documentElement.dataset.mainColumn};
+}"""
+
+
+def test_a_laptop_with_the_sidebar_open_stacks_text_and_figures(app_page):
+    """Issue 40, item 14: at 1024 × 768 with the sidebar open the text column got two fifths of a 600-px main column:
+    the headings broke word by word and the q·k table was cut at the right."""
+    from tests.browser.slide_checks import REFITTED_JS
+
+    app_page.page.set_viewport_size({"width": 1024, "height": 768})
+    page = app_page.open("inside", {"text": TEXT})
+    page.wait_for_function(REFITTED_JS, timeout=60_000, polling=100)
+    app_page.wait_until_idle()
+    layout = page.evaluate(STEP_LAYOUT_JS)
+    assert int(layout["column"]) < 780, layout  # the sidebar is open: a narrow main column
+    assert layout["headingLines"] <= 2 and layout["tableCut"] <= 1, layout
+    app_page.assert_clean()
