@@ -8,13 +8,13 @@ from core.predictions import MAX_TOP_K, NoLanguageModelHead
 from core.tokens import BYTE_TOKEN, PARTIAL_BYTES_NOTE
 from ui.cache import cached_language_model, cached_predictions
 from ui.errors import friendly_fragment
-from ui.figures import show_figure
+from ui.figures import main_column_width, show_figure
 from ui.explain import explain
 from ui.page_state import end_page, option, set_option
 from ui.session import current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem
 from viz.common import markdown_safe
-from viz.predictions import fill_in_bars, next_token_heatmap
+from viz.predictions import NARROW_PX, fill_in_bars, next_token_heatmap
 
 MAX_MASKS_SHOWN = 8
 MAX_ROWS_SHOWN = 64
@@ -104,8 +104,13 @@ def candidates(text: str) -> None:
                     "with everything before it (and nothing after: it is a decoder). The table also shows the token "
                     "that really came next and the probability the model gave it.")
         shown = slice(0, MAX_ROWS_SHOWN)
+        narrow = main_column_width() < NARROW_PX
+        if narrow:
+            st.caption("On this narrow screen the colour bar is left out: colours run from probability 0 to 1 as on a "
+                       "wide one; touch or hover a cell for its probability.")
         show_figure(
-            next_token_heatmap(predictions.tokens[shown], predictions.candidates[shown], predictions.probabilities[shown]),
+            next_token_heatmap(predictions.tokens[shown], predictions.candidates[shown], predictions.probabilities[shown],
+                               narrow=narrow),
             name=file_stem(model.name, "next-tokens"),
             data=pd.DataFrame(rows),
             key="predictions-next",

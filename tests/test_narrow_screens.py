@@ -135,3 +135,18 @@ def test_the_app_mounts_the_column_probe_and_fits_figures_to_the_assumed_width_w
     assert not at.exception
     alts = [e.body for e in at.get("html") if "figure-alt" in str(getattr(e, "body", ""))]
     assert alts and all('data-main-column="820"' in body for body in alts)
+
+
+def test_the_top_next_tokens_heatmap_keeps_its_cells_wide_on_a_phone():
+    """Issue 40, item 14: at 390 × 844 the heatmap's cells had ~110 px (colour bar, a title wrapped in four lines)."""
+    from viz.predictions import next_token_heatmap
+
+    context = ["Yesterday", "·my", "·grandmother", "·went", "·to", "·the", "·market"]
+    candidates = [[f"·w{i}{r}" for r in range(5)] for i in range(len(context))]
+    probabilities = RNG.dirichlet(np.ones(6), size=len(context))[:, :5]
+    wide = fit_for_page(next_token_heatmap(context, candidates, probabilities), 340)
+    narrow = fit_for_page(next_token_heatmap(context, candidates, probabilities, narrow=True), 340)
+    assert narrow.data[0].showscale is False and wide.data[0].showscale is not False
+    assert line_count(narrow.layout.xaxis.title.text) == 1
+    assert plot_area(narrow, 340, 12)[0] >= 2.5 * plot_area(wide, 340, 12)[0]  # 178 px against 63 here
+    assert plot_area(narrow, 340, 12)[0] >= 160

@@ -53,19 +53,26 @@ def candidate_heatmap(candidates: list[list[str]], probabilities: np.ndarray, *,
     )
 
 
-def next_token_heatmap(context: list[str], candidates: list[list[str]], probabilities: np.ndarray) -> go.Figure:
+NARROW_PX = 500  # below this width (a phone) the colour bar and the long axis titles would leave the cells ~110 px
+
+
+def next_token_heatmap(context: list[str], candidates: list[list[str]], probabilities: np.ndarray, *,
+                       narrow: bool = False) -> go.Figure:
     """Rows: positions of the text (``context[i]`` = the token read last); columns: rank 1..k.
 
-    Each cell shows the candidate next token; its colour is the probability ``probabilities[i, r]``.
+    Each cell shows the candidate next token; its colour is the probability ``probabilities[i, r]``. ``narrow`` (a
+    column under ``NARROW_PX``): no colour bar (the hover gives each probability) and short axis titles, so the cells
+    keep most of the width.
     """
     rows, k = probabilities.shape
     fig = go.Figure(candidate_heatmap(candidates, probabilities, x=list(range(1, k + 1)),
-                                      hovertemplate="rank %{x}: %{customdata} · %{z:.4f}<extra></extra>"))
+                                      hovertemplate="rank %{x}: %{customdata} · %{z:.4f}<extra></extra>",
+                                      showscale=not narrow))
     fig.update_layout(
         title="The model's top next tokens after each position",
-        xaxis={"title": "rank (1 = most likely next token)", "dtick": 1},
+        xaxis={"title": "rank" if narrow else "rank (1 = most likely next token)", "dtick": 1},
         yaxis=token_axis([visible_spaces(c) for c in context])
-        | {"title": "text so far ends with", "range": [rows - 0.5, -0.5]},
+        | {"title": "text so far" if narrow else "text so far ends with", "range": [rows - 0.5, -0.5]},
         height=min(1400, 160 + 26 * rows),
         margin={"l": 110, "r": 20, "t": 50, "b": 60},
     )
