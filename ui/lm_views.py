@@ -23,9 +23,12 @@ from ui.session import current_model_name
 from viz.common import file_stem, markdown_safe
 from viz.generation import distribution_bars, distribution_sentence, distribution_table, steps_figure
 from viz.patching import dla_heatmap, dla_sentence, dla_table, patching_heatmap, patching_sentence, patching_table
-from viz.wording import percent, probability, rank_colour_key
+from viz.wording import fixed, percent, probability, rank_colour_key
 
 MAX_STEPS = 40
+# The loss is a mean over at most 40 random tokens: a change below 0.05 nats per token (5% in perplexity) is too small
+# to read as the knocked-out heads' effect, so the knock-out sentence calls it "about the same".
+LOSS_MARGIN = 0.05
 
 
 def cached_lm_result(kind: str, model_name: str, run, *args, progress=None, **kwargs):
@@ -367,8 +370,15 @@ def knockout_sentence(result) -> None:
         return
     plain, knocked = losses
     names = ", ".join(head_code(layer, head, *result.scores.shape) for layer, head in heads)
-    change = "rises" if knocked.second > plain.second else "does not rise"
-    st.markdown(markdown_safe(
-        f"The model's loss is {plain.first:.2f} nats per token on the first copy and {plain.second:.2f} on the second. "
-        f"With the {len(heads)} strongest induction heads ({names}) knocked out, the second copy's loss {change}: "
-        f"{knocked.second:.2f} nats (first copy {knocked.first:.2f})."))
+    st.markdown(markdown_safe(knockout_text(plain, knocked, names, len(heads))))
+
+
+def knockout_text(plain, knocked, names: str, count: int) -> str:
+    """The knock-out sentence from the losses (``.first``, ``.second``: nats per token on each copy) without and with
+    the ``count`` heads ``names`` knocked out; a change within ``LOSS_MARGIN`` is "about the same"."""
+    change = knocked.second - plain.second
+    verb = ("rises" if change > LOSS_MARGIN else "falls" if change < -LOSS_MARGIN
+            else f"stays about the same (within {LOSS_MARGIN:.2f} nats)")
+    return (f"The model's loss is {fixed(plain.first)} nats per token on the first copy and {fixed(plain.second)} on "
+            f"the second. With the {count} strongest induction heads ({names}) knocked out, the second copy's loss "
+            f"{verb}: {fixed(knocked.second)} nats (first copy {fixed(knocked.first)}).")
