@@ -26,3 +26,15 @@ def test_the_knockout_sentence_says_about_the_same_within_the_loss_margin(plain,
     sentence = knockout_text(_losses(5.0, plain), _losses(5.1, knocked), "L1H2, L3H4", 2)
     assert f"the second copy's loss {verb}" in sentence
     assert f"{knocked:.2f} nats (first copy 5.10)" in sentence and "-0.00" not in sentence
+
+
+def test_the_generation_csv_writes_alternatives_by_the_token_label_rule():
+    from core.generation import Step
+    from ui.lm_views import generation_table
+
+    # id 7 is the first byte of "é" alone: decoded on its own it is "\ufffd", for display "<0xC3>"
+    steps = [Step(5, " my", 0.5, 0.5, False, [(5, " my", 0.5), (7, "\ufffd", 0.25), (9, "\n", 0.125)])]
+    shown = {5: " my", 7: "<0xC3>", 9: "\n"}
+    row = generation_table(steps, shown)[0]
+    assert row["alternatives"] == "·my 0.500 | <0xC3> 0.250 | \\n 0.125"  # was "' my' 0.500 | '\ufffd' 0.250 | ..."
+    assert (row["step"], row["token_id"], row["probability"]) == (1, 5, 0.5)

@@ -12,7 +12,7 @@ from core.lm_parts import encode
 from core.heads import UnsupportedArchitecture
 from core.layers import head_code
 from core.patching import UnequalLengths
-from core.tokens import decoded_tokens, quoted_token
+from core.tokens import decoded_tokens, quoted_token, readable_token
 from ui.cache import cached_language_model, model_turn
 from ui.errors import friendly_fragment
 from ui.explain import explain
@@ -137,10 +137,7 @@ def generation_view(text: str, controls: dict) -> None:
         + (" ; the model then wrote its end-of-text token." if g.ended else ".")))
     show_figure(steps_figure([shown[s.token_id] for s in g.steps], probs, [s.chosen for s in g.steps]),
                 name=file_stem(current_model_name(), "generation"), key="generation-steps",
-                data=lambda: pd.DataFrame([{"step": i + 1, "token_id": s.token_id, "token": s.text,
-                                            "probability": s.probability, "chosen_by_hand": s.chosen,
-                                            "alternatives": " | ".join(f"{t!r} {p:.3f}" for _, t, p in s.alternatives)}
-                                           for i, s in enumerate(g.steps)]))
+                data=lambda: pd.DataFrame(generation_table(g.steps, shown)))
     for i, step in enumerate(g.steps[:MAX_STEPS]):
         cols = st.columns([2] + [1] * len(step.alternatives))
         cols[0].markdown(f"**{i + 1}.** {markdown_safe(quoted_token(shown[step.token_id]))} {probability(step.probability)}")
@@ -151,6 +148,15 @@ def generation_view(text: str, controls: dict) -> None:
                        help="Continue the text from this token instead")
     if branch:
         st.button("Back to the model's own choices", on_click=set_option, args=("branch", ""), key="branch-clear")
+
+
+def generation_table(steps, shown: dict[int, str]) -> list[dict]:
+    """The generation's CSV rows, one per step of ``steps``; the alternatives written by the token-label rule from
+    ``shown`` (token id → its text decoded for display, ``token_texts``), "·my 0.123", not Python's repr."""
+    return [{"step": i + 1, "token_id": s.token_id, "token": s.text, "probability": s.probability,
+             "chosen_by_hand": s.chosen,
+             "alternatives": " | ".join(f"{readable_token(shown[t])} {p:.3f}" for t, _, p in s.alternatives)}
+            for i, s in enumerate(steps)]
 
 
 def run_generate(lm, text, **kwargs):
