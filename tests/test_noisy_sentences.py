@@ -38,3 +38,18 @@ def test_the_generation_csv_writes_alternatives_by_the_token_label_rule():
     row = generation_table(steps, shown)[0]
     assert row["alternatives"] == "·my 0.500 | <0xC3> 0.250 | \\n 0.125"  # was "' my' 0.500 | '\ufffd' 0.250 | ..."
     assert (row["step"], row["token_id"], row["probability"]) == (1, 5, 0.5)
+
+
+def test_the_tour_sampling_sentence_labels_tokens_by_the_rule_not_their_raw_text():
+    from core.generation import Step
+    from ui.tour_lm import sampling_sentence
+
+    # the sampler's second token is the first byte of "é" alone: its own text decodes to "\ufffd"
+    greedy = [Step(1, " the", 0.6, 0.6, False), Step(2, " cat", 0.5, 0.5, False)]
+    sampled = [Step(1, " the", 0.6, 0.6, False), Step(7, "\ufffd", 0.01, 0.02, False)]
+    shown = {1: " the", 2: " cat", 7: "<0xC3>"}
+    sentence = sampling_sentence(greedy, sampled, shown, " the cat", " theé", 1.0, 0)
+    assert "\ufffd" not in sentence
+    assert "The two part at token 2" in sentence
+    # where they part, and the least likely token (markdown-escaped)
+    assert sentence.count("“\\<0xC3\\>”") == 2 and "“·cat”" in sentence
