@@ -53,3 +53,49 @@ def test_the_tour_sampling_sentence_labels_tokens_by_the_rule_not_their_raw_text
     assert "The two part at token 2" in sentence
     # where they part, and the least likely token (markdown-escaped)
     assert sentence.count("“\\<0xC3\\>”") == 2 and "“·cat”" in sentence
+
+
+def _wcag_contrast(a, b) -> float:
+    """WCAG 2 contrast ratio of two sRGB colours in 0..255, by hand."""
+    def luminance(rgb):
+        c = np.asarray(rgb, dtype=float) / 255
+        c = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+        return float(c @ [0.2126, 0.7152, 0.0722])
+    la, lb = luminance(a), luminance(b)
+    return (max(la, lb) + 0.05) / (min(la, lb) + 0.05)
+
+
+def _viridis(p: float) -> np.ndarray:
+    """Plotly's Viridis at ``p`` in 0..1, interpolated by hand between its ten stops."""
+    import plotly.colors
+
+    stops = [tuple(int(h[k:k + 2], 16) for k in (1, 3, 5)) for h in plotly.colors.sequential.Viridis]
+    positions = np.linspace(0, 1, len(stops))
+    return np.array([np.interp(p, positions, [s[k] for s in stops]) for k in range(3)])
+
+
+def _figures():
+    from viz.effects import lens_grid
+    from viz.predictions import next_token_heatmap
+
+    probabilities = np.linspace(0, 1, 24).reshape(6, 4)  # every shade of the scale, the middle greens too
+    candidates = [[f"t{i}{j}" for j in range(4)] for i in range(6)]
+    return {"next tokens": next_token_heatmap([f"c{i}" for i in range(6)], candidates, probabilities),
+            "lens grid": lens_grid([f"c{j}" for j in range(4)], candidates, probabilities, title="lens")}, probabilities
+
+
+@pytest.mark.parametrize("which", ["next tokens", "lens grid"])
+def test_every_candidate_cells_text_contrasts_with_its_cell(which):
+    figures, probabilities = _figures()
+    fig = figures[which]
+    heatmap = next(t for t in fig.data if t.type == "heatmap")
+    assert not heatmap.texttemplate and heatmap.text is None  # no text in Plotly's one automatic colour
+    words = next(t for t in fig.data if t.type == "scatter" and t.mode == "text")
+    assert list(words.text) == [f"t{i}{j}" for i in range(6) for j in range(4)]
+    import plotly.colors
+
+    assert [c for _, c in heatmap.colorscale] == plotly.colors.sequential.Viridis and (heatmap.zmin, heatmap.zmax) == (0, 1)
+    for (x, y, colour) in zip(words.x, words.y, words.textfont.color):
+        row, column = int(y), list(heatmap.x).index(x)
+        text_rgb = [int(colour[k:k + 2], 16) for k in (1, 3, 5)]
+        assert _wcag_contrast(text_rgb, _viridis(probabilities[row, column])) >= 4.5, (which, row, column, colour)
