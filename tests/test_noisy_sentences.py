@@ -99,3 +99,19 @@ def test_every_candidate_cells_text_contrasts_with_its_cell(which):
         row, column = int(y), list(heatmap.x).index(x)
         text_rgb = [int(colour[k:k + 2], 16) for k in (1, 3, 5)]
         assert _wcag_contrast(text_rgb, _viridis(probabilities[row, column])) >= 4.5, (which, row, column, colour)
+
+
+@pytest.mark.parametrize("sink_change, previous_change, words", [
+    (0.0011, 0.0010, "about as much as"),   # 10% apart: was "more than"
+    (0.0010, 0.0012, "about as much as"),   # was "less than"
+    (0.0040, 0.0010, "more than"),
+    (0.0010, 0.0040, "less than"),
+])
+def test_the_tour_knockout_step_compares_two_heads_with_a_margin(sink_change, previous_change, words):
+    from ui.tour_steps import KNOCKOUT_RATIO, knockout_comparison
+
+    sentence = knockout_comparison(sink_change, previous_change, "the first token")
+    assert f"changes your sentence {words} the previous-token head" in sentence
+    assert f"({sink_change:.2g} vs {previous_change:.2g} in 1 − cosine)" in sentence
+    ratio = max(sink_change, previous_change) / min(sink_change, previous_change)
+    assert (ratio <= KNOCKOUT_RATIO) == (words == "about as much as")
