@@ -115,3 +115,14 @@ def test_the_tour_knockout_step_compares_two_heads_with_a_margin(sink_change, pr
     assert f"({sink_change:.2g} vs {previous_change:.2g} in 1 − cosine)" in sentence
     ratio = max(sink_change, previous_change) / min(sink_change, previous_change)
     assert (ratio <= KNOCKOUT_RATIO) == (words == "about as much as")
+
+
+def test_the_induction_sentence_names_the_heads_within_the_margin_of_the_strongest():
+    from ui.lm_views import induction_sentence
+
+    scores = np.array([[0.10, 0.91], [0.88, 0.30], [0.84, 0.02]])  # L1H0 is 3 points behind, L2H0 7 points
+    result = SimpleNamespace(scores=scores, length=10, prefix=1, token_ids=np.zeros(21, dtype=int))
+    sentence = induction_sentence(result)
+    assert sentence.startswith("The strongest is head 1 of layer 0: 91% of its attention")
+    assert "(within 5 points of it: head 0 of layer 1 at 88%)." in sentence
+    assert "layer 2" not in sentence and "3 heads score above 40%" in sentence

@@ -29,6 +29,9 @@ MAX_STEPS = 40
 # The loss is a mean over at most 40 random tokens: a change below 0.05 nats per token (5% in perplexity) is too small
 # to read as the knocked-out heads' effect, so the knock-out sentence calls it "about the same".
 LOSS_MARGIN = 0.05
+# Induction scores come from one draw of random tokens: a head within 5 points of the strongest is named beside it
+# rather than ranked below it (the same 5 points as the patching sentences' margin).
+INDUCTION_MARGIN = 0.05
 
 
 def cached_lm_result(kind: str, model_name: str, run, *args, progress=None, **kwargs):
@@ -258,10 +261,16 @@ def induction_even_share(result) -> float:
 def induction_sentence(result) -> str:
     """The strongest induction head against an even spread, and how many heads score above 40% (plain text)."""
     layer, head = np.unravel_index(int(np.argmax(result.scores)), result.scores.shape)
+    best = float(result.scores[layer, head])
     strong = int((result.scores > 0.4).sum())
-    return (f"The strongest is head {head} of layer {layer}: {result.scores[layer, head]:.0%} of its attention goes to "
+    near = [(l, h) for l, h in zip(*np.nonzero(result.scores >= best - INDUCTION_MARGIN)) if (l, h) != (layer, head)]
+    close = (f" (within {INDUCTION_MARGIN * 100:g} points of it: "
+             + ", ".join(f"head {h} of layer {l} at {result.scores[l, h]:.0%}" for l, h in near[:3])
+             + (f" and {len(near) - 3} more" if len(near) > 3 else "") + ")") if near else ""
+    return (f"The strongest is head {head} of layer {layer}: {best:.0%} of its attention goes to "
             f"the token after the earlier occurrence (a head spreading its attention evenly over the tokens it can see "
-            f"would give {induction_even_share(result):.1%}). {strong} head{'s' if strong != 1 else ''} score above 40%.")
+            f"would give {induction_even_share(result):.1%}){close}. {strong} head{'s' if strong != 1 else ''} score "
+            f"above 40%.")
 
 
 def induction_figure(result):
