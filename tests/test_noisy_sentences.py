@@ -126,3 +126,15 @@ def test_the_induction_sentence_names_the_heads_within_the_margin_of_the_stronge
     assert sentence.startswith("The strongest is head 1 of layer 0: 91% of its attention")
     assert "(within 5 points of it: head 0 of layer 1 at 88%)." in sentence
     assert "layer 2" not in sentence and "3 heads score above 40%" in sentence
+
+
+def test_the_tour_same_vector_step_counts_a_control_lead_only_beyond_the_margin():
+    from core.tour import CONTROL_MARGIN, control_lead
+
+    # cosine(A, C) − cosine(A, B) per hidden state: 0.005 and 0.01 are within the margin, 0.15 and 0.30 are not
+    sentence = control_lead(np.array([0.0, 0.005, 0.01, 0.15, 0.30]))
+    assert CONTROL_MARGIN == 0.02
+    assert "more similar by more than 0.02 in cosine at hidden states 3, 4." in sentence  # was "1, 2, 3, 4"
+    assert "grows from +0.000 at hidden state 0 (position only) to +0.300" in sentence
+    flat = control_lead(np.array([0.0, 0.004, 0.011]))  # a lead of 0.011 that "grew": within the margin
+    assert "never more similar by more than 0.02" in flat and "no clear growth" in flat and "grows" not in flat
