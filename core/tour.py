@@ -12,6 +12,9 @@ SINK_SHARE = 0.5  # a head "parks" its attention when more than half of it goes 
 # One pair of sentences and one control: a cosine lead below 0.02 is too small to tell the sense from the wording of the
 # sentences, so the same-vector step counts neither it nor a growth of it smaller than that.
 CONTROL_MARGIN = 0.02
+# The corpus step's medians move with the corpus chosen: a layer counts as moving the text further only when the
+# median cosine falls by more than 0.01 there.
+DRIFT_STEP_MARGIN = 0.01
 
 
 def clearest_head(table: pd.DataFrame, statistic: str = "previous") -> tuple[int, int, float] | None:
@@ -78,3 +81,9 @@ def control_lead(gap: np.ndarray) -> str:
     return said + (f"The control's lead is {gap[0]:+.3f} at hidden state 0 (position only) and {gap[-1]:+.3f} at the "
                    f"last, no clear growth (within {CONTROL_MARGIN:g}), so on these sentences this model does not pull "
                    "the two senses apart.")
+
+
+def falls_at_every_layer(medians: np.ndarray) -> bool:
+    """True when ``medians`` ``[hidden states]`` (median cosine to the static embedding) falls by more than
+    ``DRIFT_STEP_MARGIN`` from each hidden state to the next."""
+    return bool((np.diff(np.asarray(medians, dtype=float)) < -DRIFT_STEP_MARGIN).all())

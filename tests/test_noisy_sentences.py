@@ -138,3 +138,11 @@ def test_the_tour_same_vector_step_counts_a_control_lead_only_beyond_the_margin(
     assert "grows from +0.000 at hidden state 0 (position only) to +0.300" in sentence
     flat = control_lead(np.array([0.0, 0.004, 0.011]))  # a lead of 0.011 that "grew": within the margin
     assert "never more similar by more than 0.02" in flat and "no clear growth" in flat and "grows" not in flat
+
+
+def test_the_corpus_step_says_each_layer_moves_the_text_further_only_beyond_the_margin():
+    from core.tour import falls_at_every_layer
+
+    assert falls_at_every_layer(np.array([0.95, 0.80, 0.62, 0.41]))
+    assert not falls_at_every_layer(np.array([0.95, 0.80, 0.795, 0.41]))  # 0.005 at one layer: was "further" anyway
+    assert not falls_at_every_layer(np.array([0.95, 0.80, 0.81, 0.41]))

@@ -9,7 +9,7 @@ import streamlit as st
 from core.drift import drift_table
 from core.heads import UnsupportedArchitecture
 from core.layers import head_code, hidden_state_label
-from core.tour import previous_is_sink
+from core.tour import falls_at_every_layer, previous_is_sink
 from ui.cache import cached_corpus_embeddings
 from ui.corpus_state import current_corpus, current_corpus_name
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
@@ -109,7 +109,7 @@ def step_corpus() -> None:
     table = drift_table(embeddings, reference="static", pooling="mean")
     medians = table.groupby("layer")["cosine_similarity"].median()
     first, last = int(medians.index.min()), int(medians.index.max())
-    steady = bool((np.diff(medians.to_numpy()) < 0).all())
+    steady = falls_at_every_layer(medians.to_numpy())
     anisotropy = table.loc[table["layer"] == last, "anisotropy"].iloc[0]
     say(
         f"Now every document of {markdown_safe(current_corpus_name())} ({documents_phrase(len(corpus))}), each pooled into one "
