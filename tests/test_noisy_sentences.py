@@ -146,3 +146,18 @@ def test_the_corpus_step_says_each_layer_moves_the_text_further_only_beyond_the_
     assert falls_at_every_layer(np.array([0.95, 0.80, 0.62, 0.41]))
     assert not falls_at_every_layer(np.array([0.95, 0.80, 0.795, 0.41]))  # 0.005 at one layer: was "further" anyway
     assert not falls_at_every_layer(np.array([0.95, 0.80, 0.81, 0.41]))
+
+
+def test_the_senses_verdict_calls_a_tied_vote_a_tie_rather_than_naming_the_sense_the_cosines_pick():
+    import pandas as pd
+
+    from core.placement import sense_votes
+    from ui.placement import PlacedSentence, verdict
+
+    rows = [(0, "river", 0.61), (0, "river", 0.60), (0, "money", 0.63), (0, "money", 0.59),   # 2 : 2 at hidden state 0
+            (1, "river", 0.80), (1, "river", 0.79), (1, "money", 0.70), (1, "river", 0.69)]   # 3 : 1 at hidden state 1
+    neighbours = pd.DataFrame(rows, columns=["layer", "label", "cosine"])
+    placed = PlacedSentence("I sat on the bank.", (13, 17), 1, False, None, None, None, neighbours, sense_votes(neighbours))
+    tied = verdict(placed, 0)
+    assert "money 2, river 2: a tie: no sense wins the vote." in tied  # was "the vote is **money**" (1.22 against 1.21)
+    assert "the vote is **river**" in verdict(placed, 1) and "tie" not in verdict(placed, 1)
