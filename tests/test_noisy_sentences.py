@@ -161,3 +161,18 @@ def test_the_senses_verdict_calls_a_tied_vote_a_tie_rather_than_naming_the_sense
     tied = verdict(placed, 0)
     assert "money 2, river 2: a tie: no sense wins the vote." in tied  # was "the vote is **money**" (1.22 against 1.21)
     assert "the vote is **river**" in verdict(placed, 1) and "tie" not in verdict(placed, 1)
+
+
+def test_the_contextuality_sentence_names_every_hidden_state_within_the_margin_of_the_lowest():
+    import pandas as pd
+
+    from core.contextuality import contextuality_sentence
+
+    adjusted = [0.60, 0.30, 0.205, 0.20, 0.21, 0.35]  # 2-4 within 0.02 of the lowest (3); 1 and 5 are not
+    table = pd.DataFrame({"layer": range(6), "self_similarity": [a + 0.3 for a in adjusted],
+                          "anisotropy": [0.3] * 6, "self_similarity_adjusted": adjusted,
+                          "intra_sentence": [float("nan")] * 6})
+    sentence = contextuality_sentence(table)
+    assert "lowest at hidden states 2–4 (within 0.02 of its minimum, 0.200)." in sentence  # was "at hidden state 3"
+    single = contextuality_sentence(table.assign(self_similarity_adjusted=[0.6, 0.3, 0.1, 0.2, 0.25, 0.35]))
+    assert "lowest at hidden state 2 (0.100)." in single
