@@ -176,3 +176,14 @@ def test_the_contextuality_sentence_names_every_hidden_state_within_the_margin_o
     assert "lowest at hidden states 2–4 (within 0.02 of its minimum, 0.200)." in sentence  # was "at hidden state 3"
     single = contextuality_sentence(table.assign(self_similarity_adjusted=[0.6, 0.3, 0.1, 0.2, 0.25, 0.35]))
     assert "lowest at hidden state 2 (0.100)." in single
+
+
+def test_the_static_similarity_sentence_names_no_lowest_layer_within_the_margin_of_the_last():
+    from core.about import static_similarity_sentence
+
+    # mean over the text tokens per hidden state: 1.0, 0.6, 0.40, 0.41 (the last is 0.01 above the lowest)
+    similarity = np.array([[1.0, 1.0], [0.5, 0.7], [0.39, 0.41], [0.40, 0.42]])
+    text = static_similarity_sentence(similarity, np.array([False, False]))
+    assert text == "Over the tokens of your text it averages 0.41 at hidden state 3, the last."  # was "lowest at 2"
+    dipped = static_similarity_sentence(np.array([[1.0], [0.30], [0.31], [0.6]]), np.array([False]))
+    assert dipped.endswith("and is lowest at hidden states 1–2 (within 0.02 of 0.30).")
