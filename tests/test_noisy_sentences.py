@@ -187,3 +187,15 @@ def test_the_static_similarity_sentence_names_no_lowest_layer_within_the_margin_
     assert text == "Over the tokens of your text it averages 0.41 at hidden state 3, the last."  # was "lowest at 2"
     dipped = static_similarity_sentence(np.array([[1.0], [0.30], [0.31], [0.6]]), np.array([False]))
     assert dipped.endswith("and is lowest at hidden states 1–2 (within 0.02 of 0.30).")
+
+
+def test_the_dla_sentence_names_the_parts_within_the_margin_of_the_largest():
+    from viz.patching import dla_sentence
+
+    heads = np.array([[0.20, -1.50], [1.45, 0.30]])  # |−1.50| largest; 1.45 within 0.1 of it
+    mlps = np.array([0.90, -0.20, 0.40])              # 0.90 alone
+    result = SimpleNamespace(heads=heads, mlps=mlps, embeddings=0.5, biases=0.0,
+                             total=float(heads.sum() + mlps.sum() + 0.5))
+    sentence = dla_sentence(result, " Mary", " John")
+    assert ("The largest head contribution is head 1 of layer 0 (-1.50), with head 0 of layer 1 (+1.45) within 0.1 "
+            "of it; the largest MLP is layer 0's (+0.90); the embeddings") in sentence
