@@ -8,6 +8,7 @@ from plotly.colors import sample_colorscale, unlabel_rgb
 
 from core.tokens import readable_token
 from viz.common import OKABE_ITO, SEQUENTIAL, plotly_safe, token_axis
+from viz.lens_grid import ASSUMED_WIDTH_PX, CELL_FONT_PX, contrast_ratio, fitted_cell_text
 
 
 def visible_spaces(token: str) -> str:
@@ -48,8 +49,6 @@ def candidate_cells(candidates: list[list[str]], probabilities: np.ndarray, *, x
     of the token ``candidates[i][j]`` (named in the hover), and over it the tokens (escaped, spaces visible) as text,
     each black or white, whichever contrasts more with its cell (at least 4.5:1). ``trace``: further Heatmap
     options."""
-    from viz.lens_grid import ASSUMED_WIDTH_PX, CELL_FONT_PX, contrast_ratio, fitted_cell_text  # it imports this module
-
     names = [[visible_spaces(c) for c in row] for row in candidates]
     text = np.array([[plotly_safe(c) for c in row] for row in names], dtype=object)
     rows, columns = np.shape(probabilities)
