@@ -13,7 +13,7 @@ from core.layers import HIDDEN_STATE_SELECT_LABEL, hidden_state_label, numbering
 from core.senses import builtin_set
 from core.similarity import cosine
 from core.tokens import token_labels
-from core.tour import first_builtin_word, layers_where, previous_is_sink, sink_heads
+from core.tour import control_lead, first_builtin_word, previous_is_sink, sink_heads
 from ui.cache import cached_analysis
 from ui.cache_senses import cached_occurrences
 from ui.page_state import option, option_value, set_option
@@ -257,7 +257,6 @@ def step_same_vector() -> None:
     same = compare.word_similarity(analyses[0], control, word)
     lookup = compare.lookup_similarity(model, *analyses, word)
     gap = same["cosine_similarity"].to_numpy() - pair["cosine_similarity"].to_numpy()  # > 0: the control is closer
-    closer = layers_where(gap, np.zeros_like(gap))
     last = len(pair) - 1
     w = markdown_safe(word)
     say(
@@ -265,12 +264,7 @@ def step_same_vector() -> None:
         f"**{pair['cosine_similarity'].iloc[0]:.3f}** at hidden state 0 and **{pair['cosine_similarity'].iloc[-1]:.3f}** "
         f"at {hidden_state_label(last, model.num_layers)}. The control, A against C (the same sense as A), ends at "
         f"**{same['cosine_similarity'].iloc[-1]:.3f}**. "
-        + (f"The control pair is the more similar one at hidden states {', '.join(map(str, closer))}. "
-           if closer else "On these sentences the control pair is never the more similar one. ")
-        + (f"The control's lead grows from {gap[0]:+.3f} at hidden state 0 (position only) to {gap[-1]:+.3f} at the "
-           "last: context, not position, has pulled the senses apart." if gap[-1] > max(gap[0], 0) else
-           f"The control's lead is {gap[0]:+.3f} at hidden state 0 (position only) and {gap[-1]:+.3f} at the last, so "
-           "on these sentences this model does not pull the two senses apart.")
+        + control_lead(gap)
         + (f" (A decoder's token sees only the words before it: words after “{w}” cannot change its vector.)"
            if model.is_decoder else "")
     )

@@ -14,6 +14,7 @@ import torch
 
 from core.drift import anisotropy_level
 from core.inference import Analysis, analyze_many
+from core.margins import plateau
 from core.models import BUNDLED_LM, DEFAULT_MODEL, LoadedModel, bundled_name
 from core.tokens import token_labels
 
@@ -232,6 +233,11 @@ def facts_lines(facts: ModelFacts) -> list[str]:
     return lines
 
 
+# One text's mean cosine per hidden state: hidden states within 0.02 of the lowest are named together, and when the
+# last is among them the sentence names no other.
+LOWEST_MARGIN = 0.02
+
+
 def static_similarity_sentence(similarity: np.ndarray, special_mask: np.ndarray) -> str:
     """What ``core.similarity.token_static_similarity`` ``[L + 1, T]`` shows for one text, from its numbers
     (text tokens only; every token when all are special)."""
@@ -241,9 +247,11 @@ def static_similarity_sentence(similarity: np.ndarray, special_mask: np.ndarray)
     mean = similarity[:, keep].mean(axis=1)
     last = len(mean) - 1
     lowest = int(np.argmin(mean))
+    first, final = plateau(-mean, LOWEST_MARGIN)  # the hidden states within the margin of the lowest
     text = f"Over the tokens of your text it averages {mean[last]:.2f} at hidden state {last}, the last"
-    if lowest != last:
-        text += f", and is lowest at hidden state {lowest} ({mean[lowest]:.2f})"
+    if final != last:
+        text += (f", and is lowest at hidden state {lowest} ({mean[lowest]:.2f})" if first == final else
+                 f", and is lowest at hidden states {first}–{final} (within {LOWEST_MARGIN:g} of {mean[lowest]:.2f})")
     return text + "."
 
 

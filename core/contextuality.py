@@ -27,12 +27,16 @@ import pandas as pd
 from core.compare import words
 from core.drift import DEFAULT_BATCH_SIZE, CorpusEmbeddings, CorpusEmbeddingsAccumulator, run_over_corpus
 from core.inference import Analysis
+from core.margins import plateau
 from core.models import LoadedModel
 
 MIN_OCCURRENCES = 5
 MAX_OCCURRENCES_PER_WORD = 30
 MAX_WORDS = 150  # the most frequent words only: bounds memory on large corpora
 BASELINE_WORDS_PER_DOCUMENT = 24
+# Self-similarity is a mean over a corpus sample of words and contexts: hidden states within 0.02 of the lowest are
+# named together as where it is lowest, not the one that happens to be lowest.
+LOWEST_MARGIN = 0.02
 SENTENCE_END = re.compile(r"[.!?]+(?=\s)|\n\s*\n")
 
 
@@ -214,12 +218,16 @@ def contextuality_sentence(table: pd.DataFrame) -> str:
     if rows.empty:
         return "No word occurs often enough in two documents or more to measure self-similarity."
     first, last = rows.iloc[0], rows.iloc[-1]
-    lowest = rows.loc[rows["self_similarity_adjusted"].idxmin()]
+    adjusted = rows["self_similarity_adjusted"].to_numpy()
+    low, high = plateau(-adjusted, LOWEST_MARGIN)  # the lowest layers, not the noisy argmin among near-equal ones
+    best = int(np.nanargmin(adjusted))
+    where = (f"at hidden state {int(rows.iloc[best].layer)} ({adjusted[best]:.3f})" if low == high else
+             f"at hidden states {int(rows.iloc[low].layer)}–{int(rows.iloc[high].layer)} (within {LOWEST_MARGIN:g} of "
+             f"its minimum, {adjusted[best]:.3f})")
     text = (
         f"Self-similarity is {first.self_similarity:.3f} at hidden state {int(first.layer)} and "
         f"{last.self_similarity:.3f} at hidden state {int(last.layer)}, the last, where random words from different "
-        f"documents have {last.anisotropy:.3f}. Above that baseline it is lowest at hidden state {int(lowest.layer)} "
-        f"({lowest.self_similarity_adjusted:.3f})."
+        f"documents have {last.anisotropy:.3f}. Above that baseline it is lowest {where}."
     )
     if int(first.layer) == 0:
         text += " At hidden state 0 the same word differs only by its position embedding, so it is close to 1 there."

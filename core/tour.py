@@ -9,6 +9,12 @@ from core.head_stats import TokenRoles, rank_heads
 from core.senses import builtin_words, find_word
 
 SINK_SHARE = 0.5  # a head "parks" its attention when more than half of it goes to [CLS]/[SEP]-like tokens
+# One pair of sentences and one control: a cosine lead below 0.02 is too small to tell the sense from the wording of the
+# sentences, so the same-vector step counts neither it nor a growth of it smaller than that.
+CONTROL_MARGIN = 0.02
+# The corpus step's medians move with the corpus chosen: a layer counts as moving the text further only when the
+# median cosine falls by more than 0.01 there.
+DRIFT_STEP_MARGIN = 0.01
 
 
 def clearest_head(table: pd.DataFrame, statistic: str = "previous") -> tuple[int, int, float] | None:
@@ -59,3 +65,25 @@ def clearest_sink_head(table: pd.DataFrame) -> tuple[int, int, float] | None:
     """``(layer, head, share)`` of the head that gives the largest share of its attention to start and end tokens
     together (columns ``first`` + ``end`` of a ``core.head_stats`` table); None when no head has a share."""
     return clearest_head(table.assign(sink=table["first"] + table["end"]), "sink")
+
+
+def control_lead(gap: np.ndarray) -> str:
+    """The same-vector step's sentences on ``gap`` ``[hidden states]``: cosine(A, C) − cosine(A, B), > 0 where the
+    control pair is the more similar; a lead or its growth within ``CONTROL_MARGIN`` is not counted."""
+    gap = np.asarray(gap, dtype=float)
+    closer = layers_where(gap, np.full_like(gap, CONTROL_MARGIN))
+    said = (f"The control pair is more similar by more than {CONTROL_MARGIN:g} in cosine at hidden states "
+            f"{', '.join(map(str, closer))}. " if closer else
+            f"On these sentences the control pair is never more similar by more than {CONTROL_MARGIN:g} in cosine. ")
+    if gap[-1] > max(gap[0], 0) + CONTROL_MARGIN:
+        return said + (f"The control's lead grows from {gap[0]:+.3f} at hidden state 0 (position only) to {gap[-1]:+.3f} "
+                       "at the last: context, not position, has pulled the senses apart.")
+    return said + (f"The control's lead is {gap[0]:+.3f} at hidden state 0 (position only) and {gap[-1]:+.3f} at the "
+                   f"last, no clear growth (within {CONTROL_MARGIN:g}), so on these sentences this model does not pull "
+                   "the two senses apart.")
+
+
+def falls_at_every_layer(medians: np.ndarray) -> bool:
+    """True when ``medians`` ``[hidden states]`` (median cosine to the static embedding) falls by more than
+    ``DRIFT_STEP_MARGIN`` from each hidden state to the next."""
+    return bool((np.diff(np.asarray(medians, dtype=float)) < -DRIFT_STEP_MARGIN).all())

@@ -13,7 +13,7 @@ from core.lm_parts import encode
 from core.heads import UnsupportedArchitecture
 from core.layers import head_code
 from core.patching import UnequalLengths
-from core.tokens import decoded_tokens, quoted_token
+from core.tokens import decoded_tokens, quoted_token, readable_token
 from ui.cache import cached_language_model, cached_predictions, model_turn
 from ui.errors import friendly_fragment
 from ui.explain import explain
@@ -25,9 +25,15 @@ from viz.common import file_stem, markdown_safe
 from viz.generation import distribution_bars, distribution_sentence, distribution_table, steps_figure
 from viz.induction import induction_knockout_sentence
 from viz.patching import dla_heatmap, dla_sentence, dla_table, patching_heatmap, patching_sentence, patching_table
-from viz.wording import percent, probability
+from viz.wording import fixed, percent, probability
 
 MAX_STEPS = 40
+# The loss is a mean over at most 40 random tokens: a change below 0.05 nats per token (5% in perplexity) is too small
+# to read as the knocked-out heads' effect, so the knock-out sentence calls it "about the same".
+LOSS_MARGIN = 0.05
+# Induction scores come from one draw of random tokens: a head within 5 points of the strongest is named beside it
+# rather than ranked below it (the same 5 points as the patching sentences' margin).
+INDUCTION_MARGIN = 0.05
 
 
 def cached_lm_result(kind: str, model_name: str, run, *args, progress=None, **kwargs):
@@ -140,10 +146,7 @@ def generation_view(text: str, controls: dict) -> None:
         + (" ; the model then wrote its end-of-text token." if g.ended else ".")))
     show_figure(steps_figure([shown[s.token_id] for s in g.steps], probs, [s.chosen for s in g.steps]),
                 name=file_stem(current_model_name(), "generation"), key="generation-steps",
-                data=lambda: pd.DataFrame([{"step": i + 1, "token_id": s.token_id, "token": s.text,
-                                            "probability": s.probability, "chosen_by_hand": s.chosen,
-                                            "alternatives": " | ".join(f"{t!r} {p:.3f}" for _, t, p in s.alternatives)}
-                                           for i, s in enumerate(g.steps)]))
+                data=lambda: pd.DataFrame(generation_table(g.steps, shown)))
     for i, step in enumerate(g.steps[:MAX_STEPS]):
         cols = st.columns([2] + [1] * len(step.alternatives))
         cols[0].markdown(f"**{i + 1}.** {markdown_safe(quoted_token(shown[step.token_id]))} {probability(step.probability)}")
@@ -154,6 +157,15 @@ def generation_view(text: str, controls: dict) -> None:
                        help="Continue the text from this token instead")
     if branch:
         st.button("Back to the model's own choices", on_click=set_option, args=("branch", ""), key="branch-clear")
+
+
+def generation_table(steps, shown: dict[int, str]) -> list[dict]:
+    """The generation's CSV rows, one per step of ``steps``; the alternatives written by the token-label rule from
+    ``shown`` (token id → its text decoded for display, ``token_texts``), "·my 0.123", not Python's repr."""
+    return [{"step": i + 1, "token_id": s.token_id, "token": s.text, "probability": s.probability,
+             "chosen_by_hand": s.chosen,
+             "alternatives": " | ".join(f"{readable_token(shown[t])} {p:.3f}" for t, _, p in s.alternatives)}
+            for i, s in enumerate(steps)]
 
 
 def run_generate(lm, text, **kwargs):
@@ -273,10 +285,16 @@ def induction_even_share(result) -> float:
 def induction_sentence(result) -> str:
     """The strongest induction head against an even spread, and how many heads score above 40% (plain text)."""
     layer, head = np.unravel_index(int(np.argmax(result.scores)), result.scores.shape)
+    best = float(result.scores[layer, head])
     strong = int((result.scores > 0.4).sum())
-    return (f"The strongest is head {head} of layer {layer}: {result.scores[layer, head]:.0%} of its attention goes to "
+    near = [(l, h) for l, h in zip(*np.nonzero(result.scores >= best - INDUCTION_MARGIN)) if (l, h) != (layer, head)]
+    close = (f" (within {INDUCTION_MARGIN * 100:g} points of it: "
+             + ", ".join(f"head {h} of layer {l} at {result.scores[l, h]:.0%}" for l, h in near[:3])
+             + (f" and {len(near) - 3} more" if len(near) > 3 else "") + ")") if near else ""
+    return (f"The strongest is head {head} of layer {layer}: {best:.0%} of its attention goes to "
             f"the token after the earlier occurrence (a head spreading its attention evenly over the tokens it can see "
-            f"would give {induction_even_share(result):.1%}). {strong} head{'s' if strong != 1 else ''} score above 40%.")
+            f"would give {induction_even_share(result):.1%}){close}. {strong} head{'s' if strong != 1 else ''} score "
+            f"above 40%.")
 
 
 def induction_figure(result):
@@ -344,8 +362,15 @@ def knockout_sentence(result) -> None:
         return
     plain, knocked = losses
     names = ", ".join(head_code(layer, head, *result.scores.shape) for layer, head in heads)
-    change = "rises" if knocked.second > plain.second else "does not rise"
-    st.markdown(markdown_safe(
-        f"The model's loss is {plain.first:.2f} nats per token on the first copy and {plain.second:.2f} on the second. "
-        f"With the {len(heads)} strongest induction heads ({names}) knocked out, the second copy's loss {change}: "
-        f"{knocked.second:.2f} nats (first copy {knocked.first:.2f})."))
+    st.markdown(markdown_safe(knockout_text(plain, knocked, names, len(heads))))
+
+
+def knockout_text(plain, knocked, names: str, count: int) -> str:
+    """The knock-out sentence from the losses (``.first``, ``.second``: nats per token on each copy) without and with
+    the ``count`` heads ``names`` knocked out; a change within ``LOSS_MARGIN`` is "about the same"."""
+    change = knocked.second - plain.second
+    verb = ("rises" if change > LOSS_MARGIN else "falls" if change < -LOSS_MARGIN
+            else f"stays about the same (within {LOSS_MARGIN:.2f} nats)")
+    return (f"The model's loss is {fixed(plain.first)} nats per token on the first copy and {fixed(plain.second)} on "
+            f"the second. With the {count} strongest induction heads ({names}) knocked out, the second copy's loss "
+            f"{verb}: {fixed(knocked.second)} nats (first copy {fixed(knocked.first)}).")

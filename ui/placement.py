@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,13 +76,22 @@ def verdict(placed: PlacedSentence, layer: int) -> str:
     settled, final = first_settled_layer(placed.votes, last["sense"]), int(last["layer"])  # "layer": hidden state
     since = (
         f"{since_hidden_state(settled, final).capitalize()} the vote is **{markdown_safe(last['sense'])}**."
-        if settled is not None and settled < final else ""
+        if settled is not None and settled < final and not tied_vote(placed.neighbours, final) else ""
     )
     held_out = " Your sentence is one of the labelled sentences; it is left out of its own neighbours." if placed.in_set else ""
+    vote = ("a tie: no sense wins the vote" if tied_vote(placed.neighbours, layer)
+            else f"the vote is **{markdown_safe(row['sense'])}**")
     return (
         f"At {hidden_state_label(layer, final)} the {int(row['k'])} most similar labelled occurrences (cosine, in the model's full space) "
-        f"are {markdown_safe(row['tally'])}: the vote is **{markdown_safe(row['sense'])}**. {since}{held_out}"
+        f"are {markdown_safe(row['tally'])}: {vote}. {since}{held_out}"
     )
+
+
+def tied_vote(neighbours: pd.DataFrame, layer: int) -> bool:
+    """True when two senses share the most votes among the neighbours (``nearest_occurrences``) at ``layer``:
+    ``sense_votes`` then picks one by summed cosine, a difference too small to name a sense by."""
+    top = Counter(neighbours.loc[neighbours["layer"] == layer, "label"]).most_common(2)
+    return len(top) == 2 and top[0][1] == top[1][1]
 
 
 def show_placement(placed: PlacedSentence | None, word: str, layer: int) -> None:

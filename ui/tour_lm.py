@@ -31,7 +31,7 @@ from ui.lm_lens import lens_parts
 from ui.page_state import option, set_option
 from ui.session import current_model, current_model_name, current_text, current_token_limit
 from ui.tour_kit import figure, full_page, not_here, say, try_this
-from viz.common import OKABE_ITO, markdown_safe
+from viz.common import OKABE_ITO, markdown_safe, plotly_safe
 from viz.generation import distribution_bars, distribution_table, steps_figure
 from viz.patching import MARGIN, patching_heatmap, patching_sentence, patching_table
 from viz.predictions import visible_spaces
@@ -131,27 +131,17 @@ def step_sample() -> None:
     if not sampled or not greedy:
         not_here("The text already fills the model's context, so it cannot write another token.")
         return
-    part = next((i for i, (g, s) in enumerate(zip(greedy, sampled)) if g.token_id != s.token_id), None)
-    low = min(range(len(sampled)), key=lambda i: sampled[i].probability)
-    written = lambda steps: markdown_safe("".join(s.text for s in steps))  # noqa: E731
-    say(
-        f"**Greedy** decoding always takes the top token; after your text it writes “{written(greedy)}”. A "
-        f"**sampler** draws each token at random from the distribution, here divided by a temperature of "
-        f"{temperature:g} (below 1 sharpens it, above 1 flattens it) with seed {seed}, and writes “{written(sampled)}”. "
-        + (f"The two part at token {part + 1}, where the sampler drew {_q(sampled[part].text)} (the model gives it "
-           f"{probability(sampled[part].probability)}) instead of {_q(greedy[part].text)} "
-           f"({probability(greedy[part].probability)}). " if part is not None else
-           f"Here both write the same {len(sampled)} tokens. ")
-        + f"The least likely token the sampler drew is {_q(sampled[low].text)} at "
-        f"**{probability(sampled[low].probability)}**; the mean probability of its tokens is "
-        f"{probability(np.mean([s.probability for s in sampled]))}, against "
-        f"{probability(np.mean([s.probability for s in greedy]))} for greedy's."
-    )
-    fig = steps_figure([s.text for s in sampled], [s.probability for s in sampled], [False] * len(sampled))
+    lm = cached_language_model(current_model_name())
+    ids = sorted({s.token_id for s in greedy + sampled})
+    shown = dict(zip(ids, token_texts(lm.tokenizer, ids)))  # part of a character as <0xD8>, not "�"
+    written = {run: lm.tokenizer.decode([s.token_id for s in runs[run].steps], clean_up_tokenization_spaces=False)
+               for run in runs}  # decoded whole: bytes split across tokens join into their character
+    say(sampling_sentence(greedy, sampled, shown, written[False], written[True], temperature, seed))
+    fig = steps_figure([shown[s.token_id] for s in sampled], [s.probability for s in sampled], [False] * len(sampled))
     fig.data[0].name = "sampled token"
     fig.add_scatter(x=list(range(len(greedy))), y=[s.probability for s in greedy], mode="markers", name="greedy's token",
                     marker={"color": OKABE_ITO[1], "size": 11, "symbol": "diamond"},
-                    customdata=[visible_spaces(s.text) for s in greedy],
+                    customdata=[plotly_safe(visible_spaces(shown[s.token_id])) for s in greedy],
                     hovertemplate="greedy: %{customdata} %{y:.4f}<extra></extra>")
     fig.update_layout(title="The model's probability of each sampled token (bars) and of greedy's (diamonds)",
                       showlegend=True, legend={"orientation": "h", "y": -0.35})
@@ -159,13 +149,37 @@ def step_sample() -> None:
     cell = lambda steps, i, f: f(steps[i]) if i < len(steps) else None  # noqa: E731
     figure(fig, f"sampling-t{temperature:g}-seed{seed}", pd.DataFrame({
         "step": range(1, width + 1),
-        "sampled_token": [cell(sampled, i, lambda s: s.text) for i in range(width)],
+        "sampled_token": [cell(sampled, i, lambda s: shown[s.token_id]) for i in range(width)],
         "sampled_probability": [cell(sampled, i, lambda s: s.probability) for i in range(width)],
-        "greedy_token": [cell(greedy, i, lambda s: s.text) for i in range(width)],
+        "greedy_token": [cell(greedy, i, lambda s: shown[s.token_id]) for i in range(width)],
         "greedy_probability": [cell(greedy, i, lambda s: s.probability) for i in range(width)]}))
     try_this("raise the temperature to 2 and the sampler's text falls apart; lower it to 0.1 and it writes greedy's.")
     full_page("predictions", "Open this sampler on the Predictions page (top-k, top-p, branches)",
               {"sample": "true", "temp": temperature, "seed": seed, "steps": SAMPLED})
+
+
+def sampling_sentence(greedy, sampled, shown: dict[int, str], greedy_text: str, sampled_text: str,
+                      temperature: float, seed: int) -> str:
+    """The sampling step's sentence (markdown, escaped) from greedy's and the sampler's steps
+    (``core.generation.Step``); each token labelled by ``shown`` (token id → its text decoded for display, part of a
+    character as ``<0xD8>``), the written texts ``greedy_text`` and ``sampled_text`` decoded whole."""
+    part = next((i for i, (g, s) in enumerate(zip(greedy, sampled)) if g.token_id != s.token_id), None)
+    low = min(range(len(sampled)), key=lambda i: sampled[i].probability)
+    label = lambda step: _q(shown[step.token_id])  # noqa: E731
+    return (
+        f"**Greedy** decoding always takes the top token; after your text it writes “{markdown_safe(greedy_text)}”. A "
+        f"**sampler** draws each token at random from the distribution, here divided by a temperature of "
+        f"{temperature:g} (below 1 sharpens it, above 1 flattens it) with seed {seed}, and writes "
+        f"“{markdown_safe(sampled_text)}”. "
+        + (f"The two part at token {part + 1}, where the sampler drew {label(sampled[part])} (the model gives it "
+           f"{probability(sampled[part].probability)}) instead of {label(greedy[part])} "
+           f"({probability(greedy[part].probability)}). " if part is not None else
+           f"Here both write the same {len(sampled)} tokens. ")
+        + f"The least likely token the sampler drew is {label(sampled[low])} at "
+        f"**{probability(sampled[low].probability)}**; the mean probability of its tokens is "
+        f"{probability(np.mean([s.probability for s in sampled]))}, against "
+        f"{probability(np.mean([s.probability for s in greedy]))} for greedy's."
+    )
 
 
 def step_lens() -> None:

@@ -9,13 +9,17 @@ import streamlit as st
 from core.drift import drift_table
 from core.heads import UnsupportedArchitecture
 from core.layers import head_code, hidden_state_label
-from core.tour import previous_is_sink
+from core.tour import falls_at_every_layer, previous_is_sink
 from ui.cache import cached_corpus_embeddings
 from ui.corpus_state import current_corpus, current_corpus_name
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.tour_kit import figure, full_page, not_here, previous_token_head, say, sink_names, try_this
 from viz.common import markdown_safe
 from viz.drift import documents_phrase, layer_violin_figure
+
+# One knock-out on one text: two heads' changes of the sentence embedding (1 − cosine) within a factor of 1.5 of each
+# other are not told apart, since another text can swap their order; the step says "about as much".
+KNOCKOUT_RATIO = 1.5
 
 
 def step_explain() -> None:
@@ -63,10 +67,7 @@ def step_explain() -> None:
                     f"({previous[2]:.0%} to the token before; an even spread gives {chance:.0%}), leaves it at cosine "
                     f"**{1 - effect[previous[:2]]:.4f}**.")
     if len(chosen) == 2:
-        more = "less" if effect[sink[:2]] < effect[previous[:2]] else "more"
-        said.append(f"So the head that looks hardest at {sink_names(roles)} changes your sentence {more} than the "
-                    f"previous-token head ({effect[sink[:2]]:.2g} vs {effect[previous[:2]]:.2g} in 1 − cosine): one "
-                    "knock-out on one text, and where attention and importance disagree the importance map shows it.")
+        said.append(knockout_comparison(effect[sink[:2]], effect[previous[:2]], sink_names(roles)))
     else:
         said.append(f"1 − cosine is {changes[0]:.2g}; the importance map compares it with every other head.")
     say(" ".join(said))
@@ -82,6 +83,19 @@ def step_explain() -> None:
               {"heads": " ".join(names), "ablation": "zero", "measure": "sentence embedding"})
 
 
+def knockout_comparison(sink_change: float, previous_change: float, sinks: str) -> str:
+    """The sentence comparing two knock-outs' changes of the sentence embedding (1 − cosine): the head that looks
+    hardest at ``sinks`` and the previous-token head; within ``KNOCKOUT_RATIO`` of each other it is "about as much"."""
+    low, high = sorted((sink_change, previous_change))
+    if high <= low * KNOCKOUT_RATIO:
+        more = "about as much as"
+    else:
+        more = "less than" if sink_change < previous_change else "more than"
+    return (f"So the head that looks hardest at {sinks} changes your sentence {more} the previous-token head "
+            f"({sink_change:.2g} vs {previous_change:.2g} in 1 − cosine): one knock-out on one text, and where "
+            "attention and importance disagree the importance map shows it.")
+
+
 def step_corpus() -> None:
     model, name, limit = current_model(), current_model_name(), current_token_limit()
     corpus = current_corpus()
@@ -95,7 +109,7 @@ def step_corpus() -> None:
     table = drift_table(embeddings, reference="static", pooling="mean")
     medians = table.groupby("layer")["cosine_similarity"].median()
     first, last = int(medians.index.min()), int(medians.index.max())
-    steady = bool((np.diff(medians.to_numpy()) < 0).all())
+    steady = falls_at_every_layer(medians.to_numpy())
     anisotropy = table.loc[table["layer"] == last, "anisotropy"].iloc[0]
     say(
         f"Now every document of {markdown_safe(current_corpus_name())} ({documents_phrase(len(corpus))}), each pooled into one "

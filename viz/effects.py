@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from core.layers import HIDDEN_STATE_AXIS
 from viz.common import OKABE_ITO, plotly_safe, token_axis
-from viz.predictions import candidate_heatmap
+from viz.predictions import candidate_cells
 
 # Orange for positive, purple for negative (Okabe–Ito; distinguishable with common colour-vision deficiencies).
 POSITIVE_RGB = (230, 159, 0)
@@ -46,7 +46,7 @@ def lens_grid(labels: list[str], candidates: list[list[str]], probabilities: np.
     """Rows: hidden states 0..L (0 at the bottom); columns: positions. Each cell shows the top token
     ``candidates[l][t]``; its colour is that token's probability ``probabilities[l, t]``."""
     rows, columns = probabilities.shape
-    fig = go.Figure(candidate_heatmap(
+    fig = go.Figure(candidate_cells(
         candidates, probabilities, x=list(range(columns)),
         hovertemplate="hidden state %{y}, position %{x}: %{customdata} · %{z:.4f}<extra></extra>", xgap=1, ygap=1,
     ))

@@ -7,9 +7,8 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from core.lens_grid import LensSummary
-from core.tokens import quoted_token
+from core.tokens import quoted_token, readable_token
 from viz.common import plotly_safe, token_axis
-from viz.predictions import visible_spaces
 
 
 CELL_FONT_PX = 12  # the cell tokens' size: legible at every window size (Plotly's automatic size fell to ~6 px)
@@ -66,12 +65,12 @@ def final_rank_grid(labels: list[str], top_tokens: list[list[str]], final_ranks:
     around the cell marks where it stays top-1. ``labels``: the ``T`` tokens from ``first`` on, decoded."""
     rows, columns = final_ranks.shape
     positions = list(range(first, first + columns))
-    axis = token_axis([visible_spaces(label) for label in labels])
+    axis = token_axis([readable_token(label) for label in labels])
     axis |= {"tickvals": [first + v for v in axis["tickvals"]], "range": [first - 0.5, first + columns - 0.5]}
     z = np.log10(final_ranks + 1)
-    names = np.array([[visible_spaces(c) for c in row] for row in top_tokens], dtype=object)
+    names = np.array([[readable_token(c) for c in row] for row in top_tokens], dtype=object)
     text = np.array([[plotly_safe(c) for c in row] for row in names], dtype=object)
-    finals = np.array([[plotly_safe(visible_spaces(f)) for f in final]] * rows, dtype=object)
+    finals = np.array([[plotly_safe(readable_token(f)) for f in final]] * rows, dtype=object)
     fig = go.Figure(go.Heatmap(
         z=z, x=positions, y=list(range(rows)),
         customdata=np.dstack([text, finals, final_ranks + 1]), colorscale="Viridis", reversescale=True, zmin=0,

@@ -20,6 +20,9 @@ SMALL_GAP = 0.5
 # of the best as a plateau, and say one cell restores more than another only when it does by more.
 MARGIN = 0.05
 NEAR_SHOWN = 3  # positions (or heads) the sentence names among those near the best
+# Direct logit attribution: parts within a tenth of a logit of the largest (a factor of about 1.1 in the odds) are
+# named beside it rather than ranked below it.
+DLA_MARGIN = 0.1
 WHAT = {"residual": "the residual stream (input of each block)", "mlp": "each MLP's output",
         "heads": "each head's output (all positions)"}
 
@@ -134,8 +137,16 @@ def dla_sentence(result: LogitAttribution, answer: str, wrong: str | None) -> st
     target = f"logit({quoted_token(answer)})" + (f" − logit({quoted_token(wrong)})" if wrong else "")
     layer, head = np.unravel_index(int(np.argmax(np.abs(result.heads))), result.heads.shape)
     mlp = int(np.argmax(np.abs(result.mlps)))
+    near_heads = [f"head {h} of layer {l} ({result.heads[l, h]:+.2f})"
+                  for l, h in zip(*np.nonzero(np.abs(result.heads) >= abs(result.heads[layer, head]) - DLA_MARGIN))
+                  if (l, h) != (layer, head)]
+    near_mlps = [f"layer {l}'s ({result.mlps[l]:+.2f})"
+                 for l in np.flatnonzero(np.abs(result.mlps) >= abs(result.mlps[mlp]) - DLA_MARGIN) if l != mlp]
+    close = lambda near: (f", with {', '.join(near[:NEAR_SHOWN])}{' and more' if len(near) > NEAR_SHOWN else ''} "  # noqa: E731
+                          f"within {DLA_MARGIN:g} of it" if near else "")
     return (f"{target} is {result.total:.2f}. The largest head contribution is head {head} of layer {layer} "
-            f"({result.heads[layer, head]:+.2f}); the largest MLP is layer {mlp}'s ({result.mlps[mlp]:+.2f}); the "
+            f"({result.heads[layer, head]:+.2f}){close(near_heads)}; the largest MLP is layer {mlp}'s "
+            f"({result.mlps[mlp]:+.2f}){close(near_mlps)}; the "
             f"embeddings give {result.embeddings:+.2f}" + (f" and biases {result.biases:+.2f}" if abs(result.biases) > 5e-3
                                                           else "") + ". All parts add up to the total.")
 

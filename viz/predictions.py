@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale, unlabel_rgb
 
 from core.tokens import readable_token
 from viz.common import OKABE_ITO, SEQUENTIAL, plotly_safe, token_axis
+from viz.lens_grid import ASSUMED_WIDTH_PX, CELL_FONT_PX, contrast_ratio, fitted_cell_text
 
 
 def visible_spaces(token: str) -> str:
@@ -41,16 +43,30 @@ def fill_in_bars(candidates: list[str], probabilities: np.ndarray, *, title: str
     return fig
 
 
-def candidate_heatmap(candidates: list[list[str]], probabilities: np.ndarray, *, x: list[int], hovertemplate: str,
-                      **trace) -> go.Heatmap:
-    """A heatmap trace whose cell ``[i, j]`` writes the token ``candidates[i][j]`` (escaped, spaces visible)
-    and is coloured by its probability ``probabilities[i, j]`` (0 → 1). ``trace``: further Heatmap options."""
-    text = np.array([[plotly_safe(visible_spaces(c)) for c in row] for row in candidates], dtype=object)
-    return go.Heatmap(
-        z=probabilities, x=x, y=list(range(probabilities.shape[0])), text=text, texttemplate="%{text}",
-        customdata=text, colorscale=SEQUENTIAL, zmin=0.0, zmax=1.0, colorbar={"title": {"text": "probability"}},
-        hovertemplate=hovertemplate, **trace,
+def candidate_cells(candidates: list[list[str]], probabilities: np.ndarray, *, x: list[int], hovertemplate: str,
+                    **trace) -> list:
+    """Two traces: a heatmap whose cell ``[i, j]`` is coloured by the probability ``probabilities[i, j]`` (0 → 1)
+    of the token ``candidates[i][j]`` (named in the hover), and over it the tokens (escaped, spaces visible) as text,
+    each black or white, whichever contrasts more with its cell (at least 4.5:1). ``trace``: further Heatmap
+    options."""
+    names = [[visible_spaces(c) for c in row] for row in candidates]
+    text = np.array([[plotly_safe(c) for c in row] for row in names], dtype=object)
+    rows, columns = np.shape(probabilities)
+    heatmap = go.Heatmap(
+        z=probabilities, x=x, y=list(range(rows)), customdata=text, colorscale=SEQUENTIAL, zmin=0.0, zmax=1.0,
+        colorbar={"title": {"text": "probability"}}, hovertemplate=hovertemplate, **trace,
     )
+    # A heatmap's text takes one colour (Plotly's automatic one falls below 4.5:1 on Viridis's middle greens).
+    cells = np.array([unlabel_rgb(c) for c in sample_colorscale(SEQUENTIAL, np.clip(np.ravel(probabilities), 0, 1))])
+    black = contrast_ratio(cells, np.zeros(3)) >= contrast_ratio(cells, np.full(3, 255.0))
+    cell_px = ASSUMED_WIDTH_PX / max(columns, 1)
+    words = go.Scatter(
+        x=[x[j] for _ in range(rows) for j in range(columns)], y=[i for i in range(rows) for _ in range(columns)],
+        mode="text", text=[plotly_safe(fitted_cell_text(c, cell_px)) for row in names for c in row],
+        hoverinfo="skip", showlegend=False,
+        textfont={"size": CELL_FONT_PX, "color": np.where(black, "#000000", "#FFFFFF").tolist()},
+    )
+    return [heatmap, words]
 
 
 NARROW_PX = 500  # below this width (a phone) the colour bar and the long axis titles would leave the cells ~110 px
@@ -65,9 +81,9 @@ def next_token_heatmap(context: list[str], candidates: list[list[str]], probabil
     keep most of the width.
     """
     rows, k = probabilities.shape
-    fig = go.Figure(candidate_heatmap(candidates, probabilities, x=list(range(1, k + 1)),
-                                      hovertemplate="rank %{x}: %{customdata} · %{z:.4f}<extra></extra>",
-                                      showscale=not narrow))
+    fig = go.Figure(candidate_cells(candidates, probabilities, x=list(range(1, k + 1)),
+                                    hovertemplate="rank %{x}: %{customdata} · %{z:.4f}<extra></extra>",
+                                    showscale=not narrow))
     fig.update_layout(
         title="The model's top next tokens after each position",
         xaxis={"title": "rank" if narrow else "rank (1 = most likely next token)", "dtick": 1},
