@@ -79,7 +79,7 @@ def test_the_tours_patching_step_says_where_the_detail_moves_from_every_changed_
     assert moved == 24 and grid[23, 2] > 0.7 and grid[24, last] > 0.85  # what the reviewer measured
     assert f"From layer {moved} on, the last position (“·of”) restores more than every changed position" in said, said
     assert "From layer 7 on" not in said and "-0%" not in said  # the old first crossing, with no margin
-    assert "differ at positions 1, 2 and 3 (' E', 'iffel', ' Tower' against ' Col', 'osse', 'um')" in said
+    assert "differ at positions 1, 2 and 3 (“·E”, “iffel”, “·Tower” against “·Col”, “osse”, “um”)" in said
     low, high = grid[:moved, 2].min(), grid[:moved, 2].max()
     assert f"Patched at 'iffel' (position 2), layers 0–{moved - 1} restore {low:.0%}–{high:.0%}" in said
 
@@ -120,4 +120,5 @@ def test_the_sampling_step_writes_a_small_probability_with_its_digits(smollm2):
     low = min(drawn)
     assert low < 0.0005  # "0.0%" before
     digits = 1 - math.floor(math.log10(low * 100))
-    assert f"the sampler drew is '{sampled.steps[drawn.index(low)].text}' at **{low * 100:.{digits}f}%**" in _said(at)
+    shown = "“" + sampled.steps[drawn.index(low)].text.replace(" ", "·") + "”"  # the token-label rule, by hand
+    assert f"the sampler drew is {shown} at **{low * 100:.{digits}f}%**" in _said(at)

@@ -17,7 +17,7 @@ from ui.viewport import MainColumn
 from viz import attention as va
 from viz.compare import similarity_by_layer_chart
 from viz.maxima import attention_panels
-from viz.page_fit import fit_for_page
+from viz.page_fit import MODEBAR_PX, fit_for_page
 from viz.slide_text import LINE_HEIGHT, line_count
 from viz.slides import hide_cramped_cell_text, plot_area
 
@@ -119,7 +119,8 @@ def test_the_overview_of_30_layers_on_a_phone_has_no_empty_band_around_its_squar
     band = fitted.layout.height - fitted.layout.margin.t - 50 - cells_px  # 50: the bottom margin, at least
     assert band <= 120, (fitted.layout.height, fitted.layout.margin.t, cells_px)
     assert fitted.layout.height - fitted.layout.margin.t - 110 >= 0.8 * cells_px  # the cells are not squeezed
-    assert fit_for_page(fig, 820).layout.height == fig.layout.height  # a desktop column: the height the cells take
+    desktop = fit_for_page(fig, 820).layout  # a desktop column: the height the cells take, and the toolbar's room
+    assert desktop.height == fig.layout.height + (MODEBAR_PX if desktop.margin.t >= fig.layout.margin.t + MODEBAR_PX else 0)
 
 
 def test_a_colour_bar_is_set_a_few_pixels_right_of_where_plotly_puts_it():

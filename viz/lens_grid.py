@@ -91,15 +91,14 @@ def final_rank_grid(labels: list[str], top_tokens: list[list[str]], final_ranks:
     for t, l in enumerate(summary.settled.tolist()):  # outlines on the cell's edges, never over its text
         fig.add_shape(type="rect", x0=first + t - 0.5, x1=first + t + 0.5, y0=l - 0.5, y1=l + 0.5,
                       line={"color": RING, "width": 3})
-    fig.add_scatter(x=[None], y=[None], mode="markers", name="stays top-1 from here (outlined)",
-                    marker={"symbol": "square-open", "size": 14, "color": RING, "line": {"width": 3}})
     fig.update_layout(
-        title="Logit lens: each layer's top token, coloured by the rank of the final prediction",
+        # the outline is named in the title: a legend under the plot collided with the turned token labels
+        title="Logit lens: each layer's top token, coloured by the rank of the final prediction (outlined: from there "
+              "on it stays top-1)",
         xaxis=axis | {"title": "position (its own token)", "tickangle": -45},
         yaxis={"title": "hidden state (0 = embedding output)", "dtick": 1 if rows <= 16 else 2,
                "range": [-0.5, rows - 0.5], "autorange": False},
         height=min(1100, 200 + 26 * rows), margin={"l": 70, "r": 20, "t": 50, "b": 90},
-        legend={"orientation": "h", "y": -0.25},
     )
     return fig
 

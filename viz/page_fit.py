@@ -97,7 +97,9 @@ def _title_clear_of_modebar(fig: go.Figure, width_px: float) -> None:
         return
     size = title.font.size or round(1.25 * PAGE_FONT_PX)
     if 0.01 * width_px + _longest_line(title.text, size) * BOLD_WIDER > width_px - MODEBAR_WIDTH_PX:
-        write_layout(fig.layout, margin={"t": (fig.layout.margin.t if fig.layout.margin.t is not None else 100) + MODEBAR_PX})
+        # the figure grows by as much, so the plot keeps its height (a shorter plot crowded its colour bar's ticks)
+        write_layout(fig.layout, margin={"t": (fig.layout.margin.t if fig.layout.margin.t is not None else 100) + MODEBAR_PX},
+                     height=(fig.layout.height or 450) + MODEBAR_PX)
 
 
 def _height_of_square_cells(fig: go.Figure, width_px: float) -> None:

@@ -58,6 +58,11 @@ NOT_CHANGED = {
     ("effects", "target"): "shown only while measuring the prediction; the test measures the sentence embedding",
     **{("patching", key): "patching needs a causal language model: with the test's masked LM the page is a sentence"
        for key in ("clean", "corrupted", "answer", "wrong", "view")},
+    **{("needle", key): "a needle in a haystack needs a causal language model: with the test's masked LM the page is "
+                        "a sentence" for key in ("needle", "question", "answer", "depth", "length", "heads")},
+    **{("flow", key): "information flow needs a residual stream between attention and MLP, which BERT's blocks do "
+                      "not expose: with the test's masked LM the page is a sentence"
+       for key in ("token", "threshold", "item", "head")},
 }
 ABLATED_TOGGLE = {"attention", "maxima", "compare"}
 OFF_TOGGLE = "switch Ablated run=false"
@@ -109,6 +114,8 @@ CHANGES = {
     ],
     "predictions": [(slide_left, "Candidates to show", None, "top_k")],
     "patching": [],  # see NOT_CHANGED
+    "needle": [],  # see NOT_CHANGED
+    "flow": [],  # see NOT_CHANGED
     "effects": [  # the knock-out first: the token and position pickers appear below the parts it computes
         (pick_radio, "What to measure", "sentence embedding", "measure"),
         (write, "Heads to knock out", "L1H2", "heads"), (pick_radio, "Ablation", "mean", "ablation"),
