@@ -40,7 +40,9 @@ NOT_AN_LM = {"predictions": NO_HEAD, "patching": "is not a causal language model
 # The tiny LM's tokenizer splits the Patching page's example names into letters: prompts whose answer and wrong token
 # are one token each in its vocabulary, and which differ in one token.
 LM_PROMPTS = {"patching": {"clean": "We sat on the bank and the", "corrupted": "We sat on a bank and the",
-                           "answer": " bank", "wrong": " the"}}
+                           "answer": " bank", "wrong": " the"},
+              # short enough for the tiny model's 64 positions with a 16-token haystack; the answer is in the needle
+              "needle": {"needle": "A cat.", "question": "Who?", "answer": " cat", "length": "16"}}
 # The first page a fresh server draws also holds a hidden, empty chart that loads Plotly early (ui.startup).
 FIGURES = PAGE_FIGURES
 CAMERA = '.modebar-btn[data-title^="Download plot"]'
