@@ -81,7 +81,7 @@ def test_the_tours_patching_step_says_where_the_detail_moves_from_every_changed_
     assert "From layer 7 on" not in said and "-0%" not in said  # the old first crossing, with no margin
     assert "differ at positions 1, 2 and 3 (“·E”, “iffel”, “·Tower” against “·Col”, “osse”, “um”)" in said
     low, high = grid[:moved, 2].min(), grid[:moved, 2].max()
-    assert f"Patched at 'iffel' (position 2), layers 0–{moved - 1} restore {low:.0%}–{high:.0%}" in said
+    assert f"Patched at “iffel” (position 2), layers 0–{moved - 1} restore {low:.0%}–{high:.0%}" in said
 
 
 def test_the_patching_sentence_names_the_plateau_not_its_argmax(smollm2):

@@ -92,9 +92,8 @@ def final_rank_grid(labels: list[str], top_tokens: list[list[str]], final_ranks:
         fig.add_shape(type="rect", x0=first + t - 0.5, x1=first + t + 0.5, y0=l - 0.5, y1=l + 0.5,
                       line={"color": RING, "width": 3})
     fig.update_layout(
-        # the outline is named in the title: a legend under the plot collided with the turned token labels
-        title="Logit lens: each layer's top token, coloured by the rank of the final prediction (outlined: from there "
-              "on it stays top-1)",
+        # no legend for the outline (the page's text names it): one under the plot collided with the turned labels
+        title="Logit lens: each layer's top token, coloured by the rank of the final prediction",
         xaxis=axis | {"title": "position (its own token)", "tickangle": -45},
         yaxis={"title": "hidden state (0 = embedding output)", "dtick": 1 if rows <= 16 else 2,
                "range": [-0.5, rows - 0.5], "autorange": False},

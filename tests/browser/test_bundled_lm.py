@@ -28,7 +28,7 @@ def test_a_link_to_smollm2_paints_attention_and_predictions(browser, lm_server):
 
         page = tab.open("predictions", {"model": "SmolLM2-135M-Instruct", "text": "The capital of France is"})
         page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=120_000)
-        cells = page.eval_on_selector_all(".js-plotly-plot .heatmaplayer text", "els => els.map(e => e.textContent)")
+        cells = page.eval_on_selector_all(".js-plotly-plot .textpoint text", "els => els.map(e => e.textContent)")
         assert "·Paris" in cells, cells  # " Paris", its space shown as "·" (viz.predictions)
         assert page.get_by_text("has no language-model head").count() == 0
         tab.assert_clean()

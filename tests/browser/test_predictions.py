@@ -33,7 +33,7 @@ def test_next_tokens_paint_for_a_causal_lm(app_page, tmp_path):
     page = app_page.open("predictions", {"model": str(folder), "text": "the cat sat", "top_k": "3"})
     page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
     # the first figure is the next-token chart (the logit lens grid of a language model follows it)
-    cells = page.locator(".js-plotly-plot").first.locator(".heatmaplayer text").all_text_contents()
+    cells = page.locator(".js-plotly-plot").first.locator(".textpoint text").all_text_contents()
     tokens = AutoTokenizer.from_pretrained(folder)("the cat sat")["input_ids"]
     assert len(cells) == 3 * len(tokens)  # a candidate in every cell: 3 ranks after every token
     app_page.assert_clean()
