@@ -66,3 +66,14 @@ def softmax_weights(q: np.ndarray, k: np.ndarray, scale: float, keep: np.ndarray
     scaled = np.where(keep, q @ np.swapaxes(k, -1, -2) * scale, -np.inf)
     e = np.exp(scaled - scaled.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
+
+
+def zero_heads_hook(heads, head_dim: int):
+    """A forward pre-hook for a plain model's output projection that zeroes ``heads``' slices of its input: the
+    independent reference for a knock-out."""
+    def hook(_module, args):
+        x = args[0].clone()
+        for h in heads:
+            x[..., h * head_dim:(h + 1) * head_dim] = 0
+        return (x,)
+    return hook

@@ -204,14 +204,9 @@ def test_the_knock_out_result_line_uses_the_pages_sign_convention(language_model
     width = lm.model.config.n_embd // lm.model.config.n_head
 
     def log_probabilities(knocked: dict[int, list[int]]):
-        def zero(heads):
-            def hook(_module, args):
-                x = args[0].clone()
-                for head in heads:
-                    x[..., head * width:(head + 1) * width] = 0
-                return (x,)
-            return hook
-        handles = [lm.model.transformer.h[layer].attn.c_proj.register_forward_pre_hook(zero(heads))
+        from tests.plain_heads import zero_heads_hook
+
+        handles = [lm.model.transformer.h[layer].attn.c_proj.register_forward_pre_hook(zero_heads_hook(heads, width))
                    for layer, heads in knocked.items()]
         try:
             with torch.no_grad():

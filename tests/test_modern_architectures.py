@@ -21,6 +21,7 @@ from core.models import load_model
 from core.predictions import load_language_model
 from core.recorded_heads import sharing_groups
 from core.recording import IMPLEMENTATION, Recorder
+from tests.plain_heads import zero_heads_hook
 from tests.model_factory import DECODER_FAMILIES, build_tiny_decoder
 
 TEXT = "I will hike along the bank of a river. The cat sat on the mat."
@@ -225,18 +226,10 @@ def test_norm_weighted_with_hooks_on_value_and_output_projections(family):
 
 
 def _knocked_out(plain, ids, heads):
-    def hook_for(head_list, d):
-        def hook(_module, args):
-            x = args[0].clone()
-            for h in head_list:
-                x[..., h * d:(h + 1) * d] = 0
-            return (x,)
-        return hook
-
     hooks = []
     for layer in sorted({lay for lay, _ in heads}):
         attn = _attention(plain, layer)
-        hooks.append((attn.o_proj, hook_for([h for lay, h in heads if lay == layer], attn.head_dim)))
+        hooks.append((attn.o_proj, zero_heads_hook([h for lay, h in heads if lay == layer], attn.head_dim)))
     return torch.stack(_plain_forward(plain, ids, hooks).hidden_states, 1)[0].numpy()
 
 

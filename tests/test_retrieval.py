@@ -13,6 +13,7 @@ from core.predictions import load_language_model
 from core.retrieval import (answer_log_probability, build_prompt, needle_cut, retrieval_scores,
                             top_and_random_heads)
 from tests.lm_factory import build_tiny_llama_lm
+from tests.plain_heads import zero_heads_hook
 
 HAYSTACK = "The sun rose. A dog ran. The cat sat."
 NEEDLE = "The code is cat mat."
@@ -83,15 +84,8 @@ def test_knocking_heads_out_equals_zeroing_their_slice_on_a_plain_model(tiny):
     heads = [(1, 0), (2, 3)]
     d = plain.config.hidden_size // plain.config.num_attention_heads
 
-    def zero(layer_heads):
-        def hook(_module, args):
-            x = args[0].clone()
-            for h in layer_heads:
-                x[..., h * d:(h + 1) * d] = 0
-            return (x,)
-        return hook
-
-    handles = [plain.model.layers[layer].self_attn.o_proj.register_forward_pre_hook(zero([h for l2, h in heads if l2 == layer]))
+    handles = [plain.model.layers[layer].self_attn.o_proj.register_forward_pre_hook(
+                   zero_heads_hook([h for l2, h in heads if l2 == layer], d))
                for layer in {layer for layer, _ in heads}]
     try:
         _, _, expected = _plain_copies(plain, result.token_ids, result.needle_span, result.answer_span)
