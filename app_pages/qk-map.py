@@ -14,8 +14,8 @@ from core.qk_measures import (
     NEIGHBOURS_FOR_ORDER, agreement_sentence, first_key_share, order_sentence, position_order, rotary_sentence,
 )
 from ui.cache_qk import (
-    bounded_store, cached_agreement, cached_corpus_queries_keys, cached_query_key_map, cached_thumbnails,
-    has_cached_maps, recorded_layers, MAX_MAP_BYTES, MAX_MAPS,
+    cached_agreement, cached_corpus_queries_keys, cached_query_key_map, cached_thumbnails,
+    has_cached_maps, query_key_map_if_cached, recorded_layers,
 )
 from ui.corpus_state import current_corpus, current_corpus_name, within_deployment_limits
 from ui.cache import cached_figure
@@ -129,8 +129,7 @@ if method == "umap":
         with st.status("Preparing UMAP: numba compiles it once per server start. PCA is ready at once.") as status:
             warmup.join()
             status.update(label="UMAP is ready.", state="complete")
-cached = bounded_store("qk-maps", MAX_MAPS, MAX_MAP_BYTES).get(
-    (current_model_name(), texts, limit, layer, head, rotary, method)) is not None
+cached = query_key_map_if_cached(current_model_name(), texts, limit, layer, head, rotary, method) is not None
 started = time.perf_counter()
 with st.spinner(f"Projecting {2 * corpus.num_tokens:,} points with {method_name}…"):
     qmap = cached_query_key_map(current_model_name(), texts, limit, layers, layer, head, rotary, method)

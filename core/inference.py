@@ -17,14 +17,14 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from core.errors import AnalysisError
 from core.models import LoadedModel, threads_for_input
-from core.recording import Recorder, fingerprint, is_recordable, remember
+from core.recording import LayerRecord, Recorder, is_recordable
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,6 +45,9 @@ class Analysis:
     ``sliding_windows``: per layer, the sliding window its attention call masked with (a query at ``i`` sees keys
     ``j`` with ``i - w < j <= i``; Mistral, Gemma 2/3, Qwen 2 with windows) or None for a full layer; None when no layer
     has one or the pass was not recorded (a batch of several texts).
+    ``recorded``: ``{layer: core.recording.LayerRecord}`` of this very pass (queries, keys, values, mask; no weights)
+    when it was recorded (one text of a recordable model), else None: ``core.heads`` takes a head apart from it
+    without running the model again, and it is kept, like the arrays, wherever the Analysis is kept.
     Arrays are read-only: an Analysis is shared between sessions through the cache.
     """
 
@@ -62,6 +65,7 @@ class Analysis:
     is_decoder: bool
     pooler_output: np.ndarray | None = None
     sliding_windows: tuple[int | None, ...] | None = None
+    recorded: dict[int, LayerRecord] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         t = len(self.tokens)
@@ -152,13 +156,12 @@ def _forward(model: LoadedModel, encoding, attentions: bool):
     with torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()), \
             Recorder(model.model, keep_weights=False) if record else nullcontext() as rec:
         out = model.model(**inputs, output_attentions=attentions, output_hidden_states=True, return_dict=True)
-    windows = None
+    windows, records = None, None
     if record and len(rec.records) == model.num_layers:
-        print_ = fingerprint(out.hidden_states[-1][0].float().cpu().numpy())
-        remember(model.model, inputs["input_ids"][0].tolist(), print_, rec.records)
+        records = rec.records
         recorded = tuple(None if r.sliding_window is None else int(r.sliding_window) for _, r in sorted(rec.records.items()))
         windows = recorded if any(w is not None for w in recorded) else None
-    return out, windows
+    return out, windows, records
 
 
 def _refuse_encoder_decoder(model: LoadedModel) -> None:
@@ -227,7 +230,7 @@ def iter_analyses(
         encoding = _encode(model, [texts[i] for i in batch], limit)
         if encoding["input_ids"].shape[1] == 0:
             raise AnalysisError("The tokenizer produced no tokens for this text.")
-        out, windows = _forward(model, encoding, attentions)
+        out, windows, records = _forward(model, encoding, attentions)
         hidden = torch.stack(out.hidden_states, dim=1).float().cpu().numpy()  # [B, L+1, Tmax, D]
         att = torch.stack(out.attentions, dim=1).float().cpu().numpy() if attentions else None  # [B, L, H, Tmax, Tmax]
         pooler = getattr(out, "pooler_output", None) if model.has_pooler else None  # a random pooler means nothing
@@ -254,6 +257,7 @@ def iter_analyses(
                 is_decoder=model.is_decoder,
                 pooler_output=pooler[row] if pooler is not None else None,
                 sliding_windows=windows,
+                recorded=records if len(batch) == 1 else None,
             )
         done += len(batch)
         if progress is not None:

@@ -15,19 +15,17 @@ from transformers.pytorch_utils import Conv1D
 
 from core.inference import Analysis
 from core.models import LoadedModel, threads_for_input
-from core.recording import (LayerRecord, Recorder, attention_modules, fingerprint, recall, remember,
-                            rotate_back)
+from core.recording import LayerRecord, Recorder, attention_modules, rotate_back
 
 def records(model: LoadedModel, analysis: Analysis) -> dict[int, LayerRecord]:
-    """Every layer's ``LayerRecord`` for ``analysis``'s tokens: those ``analyze`` kept, else one recorded pass."""
-    print_ = fingerprint(analysis.hidden_states[-1])
-    found = recall(model.model, analysis.input_ids, print_)
+    """Every layer's ``LayerRecord`` for ``analysis``'s tokens: those of its own pass (``analysis.recorded``), else
+    (an analysis from a batch of texts) one recorded pass, not kept."""
+    found = analysis.recorded
     if found is not None and len(found) == model.num_layers:
         return found
     ids = torch.tensor([analysis.input_ids], device=model.device)
     with torch.inference_mode(), threads_for_input(ids.numel()), Recorder(model.model, keep_weights=False) as rec:
         model.model(input_ids=ids, attention_mask=torch.ones_like(ids))
-    remember(model.model, analysis.input_ids, print_, rec.records)
     return rec.records
 
 

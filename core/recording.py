@@ -47,13 +47,10 @@ never recorded or changed.
 from __future__ import annotations
 
 import importlib
-import threading
 import weakref
-from collections import OrderedDict
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
@@ -293,32 +290,3 @@ def rotate_back(x: torch.Tensor, record: LayerRecord) -> torch.Tensor | None:
 
 AttentionInterface.register(IMPLEMENTATION, explorer_attention)
 ALL_MASK_ATTENTION_FUNCTIONS.register(IMPLEMENTATION, eager_mask)
-
-
-# The records of the last few single-text passes (``core.inference.analyze`` keeps them), so that taking a head
-# apart needs no second forward pass. Keyed by the model object, the token ids and a fingerprint of the pass's
-# result (its last hidden state): a knocked-out pass over the same ids must not stand in for the plain one.
-_RECENT: OrderedDict[tuple, dict[int, LayerRecord]] = OrderedDict()
-_RECENT_LOCK = threading.Lock()
-RECENT_PASSES = 4
-
-
-def fingerprint(last_hidden: np.ndarray) -> bytes:
-    """What tells two passes over the same ids apart: the float32 bytes of the last token's last hidden state."""
-    return np.ascontiguousarray(last_hidden[-1], dtype=np.float32).tobytes()
-
-
-def remember(model: torch.nn.Module, input_ids: list[int], print_: bytes, records: dict[int, LayerRecord]) -> None:
-    """Keep ``records`` (every layer of one pass over ``input_ids``) among the last ``RECENT_PASSES``."""
-    key = (id(model), tuple(input_ids), print_)
-    with _RECENT_LOCK:
-        _RECENT[key] = records
-        _RECENT.move_to_end(key)
-        while len(_RECENT) > RECENT_PASSES:
-            _RECENT.popitem(last=False)
-
-
-def recall(model: torch.nn.Module, input_ids: list[int], print_: bytes) -> dict[int, LayerRecord] | None:
-    """The remembered records of ``model`` on ``input_ids`` whose pass ended in ``print_``, or None."""
-    with _RECENT_LOCK:
-        return _RECENT.get((id(model), tuple(input_ids), print_))

@@ -25,7 +25,7 @@ import torch
 from core.heads import UnsupportedArchitecture
 from core.heads import _np  # tensor → float64 array, as core.heads computes its heads
 from core.models import LoadedModel
-from core.recording import LayerRecord, Recorder, fingerprint, is_recordable, recall, remember
+from core.recording import LayerRecord, Recorder, is_recordable
 from core.seq2seq import PairAnalysis
 
 SUPPORTED = "T5 and the BART family (BART, Marian, mBART, Pegasus)"
@@ -76,18 +76,14 @@ def _softmax(scaled: np.ndarray) -> np.ndarray:
 
 
 def pair_records(model: LoadedModel, pair: PairAnalysis) -> dict[str, dict[int, LayerRecord]]:
-    """``{stack: {layer: LayerRecord}}`` of one recorded pass over ``pair``'s source and decoder tokens (the last
-    few are kept, so every head of one pair costs one pass)."""
-    ids = [*pair.source.input_ids, -1, *pair.target.input_ids]
-    print_ = fingerprint(pair.target.hidden_states[-1])
-    found = recall(model.model, ids, print_)
-    if found is not None:
-        return found
+    """``{stack: {layer: LayerRecord}}`` of the pass over ``pair``'s source and decoder tokens: the pair's own
+    (``pair.recorded``), else one recorded pass, not kept."""
+    if pair.recorded is not None:
+        return pair.recorded
     source = torch.tensor([pair.source.input_ids], device=model.device)
     with torch.inference_mode(), Recorder(model.model, keep_weights=False) as rec:
         model.model(input_ids=source, attention_mask=torch.ones_like(source),
                     decoder_input_ids=torch.tensor([pair.target.input_ids], device=model.device))
-    remember(model.model, ids, print_, rec.stacks)
     return rec.stacks
 
 

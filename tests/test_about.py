@@ -217,7 +217,7 @@ def test_reference_anisotropy_is_computed_once_per_model(tiny_bert_dir, monkeypa
     computed = []
     original = about.reference_anisotropy
     monkeypatch.setattr(about, "reference_anisotropy", lambda model: computed.append(model.name) or original(model))
-    cache.bounded_store("reference-anisotropy", cache.MAX_MODELS, 1_000_000).clear()
+    cache.results().shelf("reference-anisotropy").clear()
     first = cache.cached_model_facts(tiny_bert_dir, "the cat sat on the mat", None)
     second = cache.cached_model_facts(tiny_bert_dir, "a river bank in spring", None)
     assert len(computed) == 1, "the reference sentences went through the model again for a new text"

@@ -195,11 +195,11 @@ def _drift_page(model: str):
 
 @pytest.mark.app
 def test_page_options_never_rerun_the_model(tiny_bert_dir):
-    from ui.cache import MAX_CORPUS_EMBEDDING_BYTES, MAX_CORPUS_EMBEDDINGS, bounded_store
+    from ui.store import results
 
     at = _drift_page(tiny_bert_dir)
     assert not at.exception and not at.error
-    store = bounded_store("corpus-embeddings", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
+    store = results().shelf("corpus-embeddings")
     runs = store.computed
     assert runs >= 1
     at.radio(key="drift.reference").set_value("previous").run()
@@ -266,10 +266,10 @@ def test_two_sessions_asking_for_the_two_results_at_once_share_one_pass(tiny_ber
 @pytest.mark.app
 def test_the_first_view_runs_one_pass_over_the_corpus(tiny_bert_dir, monkeypatch):
     import core.drift
-    from ui.cache import MAX_CORPUS_EMBEDDING_BYTES, MAX_CORPUS_EMBEDDINGS, bounded_store
+    from ui.store import results
 
     for name in ("corpus-embeddings", "contextuality"):
-        bounded_store(name, MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES).clear()
+        results().shelf(name).clear()
     passes = []
     original = core.drift.iter_analyses  # every pass over a corpus, for either result, is core.drift.run_over_corpus's
     monkeypatch.setattr(core.drift, "iter_analyses", lambda *a, **k: passes.append(1) or original(*a, **k))

@@ -236,15 +236,16 @@ def build_tokens(folder: str, text: str) -> list[int]:
 def test_the_patching_page_computes_only_the_grid_it_shows(lm_dirs):
     """Issue 40, item 15: the first Patching view computes its own grid alone, the others when they are chosen."""
     from ui.lm_views import lm_result_key
-    from ui.lm_writer import lm_store
+    from ui.lm_writer import forget_lm_result, lm_result
 
     prompts = {"clean": CLEAN, "corrupted": CORRUPTED, "answer": " river", "wrong": " home"}
     keys = {kind: lm_result_key(f"patch-{kind}", lm_dirs["llama"], *prompts.values()) for kind in ("residual", "heads", "mlp")}
-    lm_store().discard(lambda key: key in keys.values())  # process-wide: other tests computed these prompts' grids
+    for key in keys.values():  # process-wide: other tests computed these prompts' grids
+        forget_lm_result(key)
     at = open_app({"model": lm_dirs["llama"], **prompts}, page="app_pages/patching.py")
     assert not page_errors(at) and "of the way from corrupted" in _text(at)
-    assert lm_store().get(keys["residual"]) is not None
-    assert lm_store().get(keys["heads"]) is None and lm_store().get(keys["mlp"]) is None
+    assert lm_result(keys["residual"]) is not None
+    assert lm_result(keys["heads"]) is None and lm_result(keys["mlp"]) is None
     next(control for control in at.segmented_control if control.label == "Show").set_value("heads").run()
     assert not page_errors(at)
-    assert lm_store().get(keys["heads"]) is not None and lm_store().get(keys["mlp"]) is None
+    assert lm_result(keys["heads"]) is not None and lm_result(keys["mlp"]) is None

@@ -2,37 +2,37 @@
 
 Streamlit's own caches bound only the number of entries; one analysis of 512 tokens on a
 12 × 12 model holds 150 MB of attention, so the app bounds its big results by size too.
-Plain Python (no Streamlit): one instance per name and process is created in ``ui/cache.py``.
+Plain Python (no Streamlit): ``ui/store.py`` makes one per kind of result (its shelves).
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 import cachetools
 import numpy as np
+import torch
 
 V = TypeVar("V")
 
 
 def nbytes_of(value: object) -> int:
-    """Bytes held by the NumPy arrays in ``value`` (an array, a dataclass or object of arrays, a tuple or list)."""
+    """Bytes held by the NumPy arrays and torch tensors in ``value`` (an array or tensor, a dataclass or object of
+    them, a tuple, list or dict). An object's other attributes (a torch module, say) are not followed."""
     if isinstance(value, np.ndarray):
         return int(value.nbytes)
+    if isinstance(value, torch.Tensor):
+        return int(value.nelement() * value.element_size())
     if isinstance(value, (tuple, list)):
         return sum(nbytes_of(v) for v in value)
     if isinstance(value, dict):
         return sum(nbytes_of(v) for v in value.values())
     fields = getattr(value, "__dict__", None)
     if fields:
-        return sum(nbytes_of(v) for v in fields.values() if isinstance(v, (np.ndarray, tuple, list, dict)))
+        return sum(nbytes_of(v) for v in fields.values() if isinstance(v, (np.ndarray, torch.Tensor, tuple, list, dict)))
     return 0
-
-
-_INSTANCES: weakref.WeakSet = weakref.WeakSet()
 
 
 class _EntryBoundedLRU(cachetools.LRUCache):
@@ -65,12 +65,6 @@ class BoundedCache(Generic[V]):
             self._items, key=lambda key, compute: key, lock=self._lock, condition=threading.Condition(self._lock)
         )(self._compute)
         self.computed = 0  # how many values were computed (for tests and the load benchmark)
-        _INSTANCES.add(self)
-
-    @staticmethod
-    def instances() -> list[BoundedCache]:
-        """Every cache of this process (to drop the results of a model whose folder changed)."""
-        return list(_INSTANCES)
 
     def discard(self, predicate: Callable[[Hashable], bool]) -> None:
         """Drop every entry whose key satisfies ``predicate``."""

@@ -1,8 +1,8 @@
-"""The app's Streamlit caches, in one place. Everything else calls ``core`` directly.
+"""The app's caches of models and of results for one text or corpus. Everything else calls ``core`` directly.
 
-Keys are small and hashable (model name, text, numbers); tensors and large arrays
-are never hashed. Cached objects are shared by every session, so they are
-read-only (``Analysis`` freezes its arrays).
+A model name is resolved to a model once per call (``model_and_run``); every result is kept in the one store
+(``ui.store``) under its ``core.run.Run`` and the view's own parameters. Cached objects are shared by every
+session, so they are read-only (``Analysis`` freezes its arrays).
 """
 
 from __future__ import annotations
@@ -21,14 +21,12 @@ import streamlit as st
 from core.attention import norm_weighted, rollout
 from core.inference import Analysis, analyze
 from core.models import LoadedModel, load_model
-from ui.bounded_cache import BoundedCache
+from core.run import Ablation, Run
+from ui.store import cached, results, stored
 
 log = logging.getLogger(__name__)
 
 MAX_MODELS = 3
-MAX_ANALYSES = 64
-# One 512-token analysis of a 12-layer, 12-head model holds about 150 MB of attention.
-MAX_ANALYSIS_BYTES = 1_500_000_000
 
 
 class _FirstComeFirstServed:
@@ -89,11 +87,29 @@ _SIGNATURES: dict[str, tuple] = {}  # the content each model name was last loade
 def cached_model(name: str) -> LoadedModel:
     """One ``LoadedModel`` per name and content: a folder saved again (new config or weights) loads
     again, and every cached result of the old content is dropped."""
+    return model_and_run(name)[0]
+
+
+def model_and_run(name: str, texts: tuple[str, ...] = (), max_tokens: int | None = None,
+                  ablation: tuple | Ablation | None = None) -> tuple[LoadedModel, Run]:
+    """Model ``name`` (loaded once per name and content, ``cached_model``) and the ``Run`` of ``texts`` through
+    it: the one place a model name becomes a model. ``ablation``: ``(heads, method)`` from ``ui.ablation.knockout()``
+    (or an ``Ablation``), None for the plain run."""
+    run = run_of(name, texts, max_tokens, ablation)
+    return _load_model(name, run.revision), run
+
+
+def run_of(name: str, texts: tuple[str, ...] = (), max_tokens: int | None = None,
+           ablation: tuple | Ablation | None = None) -> Run:
+    """The ``Run`` of ``texts`` through model ``name``, without loading it; its ``revision`` is the model's content
+    (``model_signature``), and a folder whose content changed since the last run drops the old content's results."""
     signature = model_signature(name)
     if _SIGNATURES.get(name, signature) != signature:
         _forget_results_of(name)
     _SIGNATURES[name] = signature
-    return _load_model(name, signature)
+    if ablation is not None and not isinstance(ablation, Ablation):
+        ablation = Ablation.of(*ablation)
+    return Run(name, tuple(texts), max_tokens, ablation, signature)
 
 
 @st.cache_resource(max_entries=MAX_MODELS, show_spinner=False)
@@ -121,56 +137,38 @@ def freeze_long_lived() -> None:
 
 
 def _forget_results_of(name: str) -> None:
-    """Drop every cached result computed by the old content of model ``name`` (results are keyed by name)."""
+    """Drop every cached result computed by the old content of model ``name`` (the store's one rule)."""
     log.info("model folder %s changed on disk: loading it again", name)
-    for store in BoundedCache.instances():
-        store.discard(lambda key: isinstance(key, tuple) and bool(key) and key[0] == name)
-    for cached in (cached_head_stats, cached_language_model, cached_predictions):
-        cached.clear()  # Streamlit's caches cannot drop entries by argument; a re-saved folder is rare
-
-
-@st.cache_resource(show_spinner=False)
-def bounded_store(name: str, max_entries: int, max_bytes: int) -> BoundedCache:
-    """A process-wide cache bounded in entries and bytes, one per ``name``."""
-    return BoundedCache(max_entries=max_entries, max_bytes=max_bytes)
+    results().forget(name)
+    cached_language_model.clear()  # a model cache: Streamlit's caches cannot drop entries by argument
 
 
 def cached_analysis(model_name: str, text: str, max_tokens: int | None = None) -> Analysis:
     """One ``Analysis`` per (model, text, token limit), so changing a view never re-runs the model."""
-    model = cached_model(model_name)
-    store = bounded_store("analyses", MAX_ANALYSES, MAX_ANALYSIS_BYTES)
-    return store.get_or_compute((model_name, text, max_tokens), lambda: in_model_turn(analyze, model, text, max_tokens=max_tokens))
+    return analysis_of(*model_and_run(model_name, (text,), max_tokens))
 
 
-# Derived attention (maxima page; reused by the attention and head-statistics pages).
-# A 512-token norm-weighted result of a 12 × 12 model is about 150 MB (float32).
-MAX_DERIVED_ENTRIES = 16
-MAX_DERIVED_BYTES = 600_000_000
+def analysis_of(model: LoadedModel, run: Run) -> Analysis:
+    """The ``Analysis`` of ``run`` (one text) through ``model`` (``model_and_run``'s): ``analyze``, or with
+    ``run.ablation`` ``core.effects.ablate_heads``; cached."""
+    if run.ablation is None:
+        return cached("analyses", run, lambda: in_model_turn(analyze, model, run.text, max_tokens=run.max_tokens))
+    from core.effects import ablate_heads
+
+    heads, method = run.ablation.heads, run.ablation.method
+    return cached("ablated-analyses", run,
+                  lambda: ablate_heads(model, run.text, heads, method=method, max_tokens=run.max_tokens))
 
 
 def analysis_for(model_name: str, text: str, max_tokens: int | None = None, ablation: tuple | None = None) -> Analysis:
     """``cached_analysis``, or with ``ablation`` (``(heads, method)`` from ``ui.ablation.knockout()``)
     ``cached_ablated_analysis``: the run every view of a page with an "Ablated run" toggle is computed from."""
-    if ablation is None:
-        return cached_analysis(model_name, text, max_tokens)
-    heads, method = ablation
-    return cached_ablated_analysis(model_name, text, max_tokens, tuple(heads), method)
-
-
-MAX_ABLATED_ANALYSES = 32
+    return analysis_of(*model_and_run(model_name, (text,), max_tokens, ablation))
 
 
 def cached_ablated_analysis(model_name: str, text: str, max_tokens: int | None, heads: tuple, method: str) -> Analysis:
     """``core.effects.ablate_heads``: the ``Analysis`` of ``text`` with ``heads`` ((layer, head) pairs) knocked out."""
-    from core.effects import ablate_heads
-
-    if not heads:
-        return cached_analysis(model_name, text, max_tokens)
-    store = bounded_store("ablated-analyses", MAX_ABLATED_ANALYSES, MAX_ANALYSIS_BYTES)
-    return store.get_or_compute(
-        (model_name, text, max_tokens, tuple(heads), method),
-        lambda: ablate_heads(cached_model(model_name), text, heads, method=method, max_tokens=max_tokens),
-    )
+    return analysis_of(*model_and_run(model_name, (text,), max_tokens, (heads, method)))
 
 
 def cached_rollout(model_name: str, text: str, max_tokens: int | None = None, ablation: tuple | None = None) -> np.ndarray:
@@ -178,9 +176,11 @@ def cached_rollout(model_name: str, text: str, max_tokens: int | None = None, ab
 
     Pass the same ``max_tokens`` (and ``ablation``) as the analysis the page shows, so both have the same tokens.
     """
-    analysis = analysis_for(model_name, text, max_tokens, ablation)
-    store = bounded_store("rollouts", MAX_DERIVED_ENTRIES, MAX_DERIVED_BYTES)
-    return store.get_or_compute((model_name, text, max_tokens, ablation), lambda: read_only(rollout(analysis)))
+    return _rollout(*model_and_run(model_name, (text,), max_tokens, ablation))
+
+
+def _rollout(model: LoadedModel, run: Run) -> np.ndarray:
+    return cached("rollouts", run, lambda: read_only(rollout(analysis_of(model, run))))
 
 
 def cached_norm_weighted(model_name: str, text: str, max_tokens: int | None = None, ablation: tuple | None = None) -> np.ndarray:
@@ -190,11 +190,12 @@ def cached_norm_weighted(model_name: str, text: str, max_tokens: int | None = No
 
     Raises ``core.heads.UnsupportedArchitecture`` (not cached) for models it cannot take apart.
     """
-    model = cached_model(model_name)
-    analysis = analysis_for(model_name, text, max_tokens, ablation)
-    store = bounded_store("norm-weighted", MAX_DERIVED_ENTRIES, MAX_DERIVED_BYTES)
-    return store.get_or_compute((model_name, text, max_tokens, ablation),
-                                lambda: read_only(in_model_turn(norm_weighted, model, analysis)))
+    return _norm_weighted(*model_and_run(model_name, (text,), max_tokens, ablation))
+
+
+def _norm_weighted(model: LoadedModel, run: Run) -> np.ndarray:
+    analysis = analysis_of(model, run)
+    return cached("norm-weighted", run, lambda: read_only(in_model_turn(norm_weighted, model, analysis)))
 
 
 def in_model_turn(run, *args, **kwargs):
@@ -208,20 +209,20 @@ def read_only(array: np.ndarray) -> np.ndarray:
     return array
 
 
-# Head statistics page: small tables (one row per head), so Streamlit's data cache suits them.
-MAX_HEAD_STATS = 64
-
-
-@st.cache_data(max_entries=MAX_HEAD_STATS, show_spinner=False)
 def cached_head_stats(model_name: str, text: str, max_tokens: int | None, weighting: str = "attention"):
-    """``core.head_stats.analysis_statistics`` of one text: ``(table, roles)``.
+    """``core.head_stats.analysis_statistics`` of one text: ``(table, roles)`` (small tables, one row per head).
 
     ``weighting``: ``"attention"`` or ``"norm-weighted"`` (raises ``UnsupportedArchitecture``, not cached).
     """
     from core.head_stats import analysis_statistics
 
-    matrices = cached_norm_weighted(model_name, text, max_tokens) if weighting == "norm-weighted" else None
-    return analysis_statistics(cached_analysis(model_name, text, max_tokens), cached_model(model_name).tokenizer, matrices)
+    model, run = model_and_run(model_name, (text,), max_tokens)
+
+    def compute():
+        matrices = _norm_weighted(model, run) if weighting == "norm-weighted" else None
+        return analysis_statistics(analysis_of(model, run), model.tokenizer, matrices)
+
+    return cached("head-stats", run, compute, (weighting,))
 
 
 def cached_corpus_head_stats(model_name: str, texts: tuple[str, ...], max_tokens: int | None, progress=None):
@@ -232,18 +233,12 @@ def cached_corpus_head_stats(model_name: str, texts: tuple[str, ...], max_tokens
     """
     from core.head_stats import corpus_statistics
 
-    model = cached_model(model_name)
-    store = bounded_store("corpus-head-stats", MAX_HEAD_STATS, 50_000_000)
-    return store.get_or_compute(
-        (model_name, tuple(texts), max_tokens),
-        lambda: in_model_turn(corpus_statistics, model, texts, max_tokens=max_tokens, progress=progress),
-    )
+    model, run = model_and_run(model_name, tuple(texts), max_tokens)
+    return cached("corpus-head-stats", run,
+                  lambda: in_model_turn(corpus_statistics, model, texts, max_tokens=max_tokens, progress=progress))
 
 
 # Drift page: every pooling of every hidden state of a corpus and its words' self-similarity, from one batched pass.
-# 500 documents × 13 hidden states × 768 dims × 4 poolings (float32) is about 80 MB.
-MAX_CORPUS_EMBEDDINGS = 8
-MAX_CORPUS_EMBEDDING_BYTES = 400_000_000
 
 
 def cached_corpus_embeddings(model_name: str, texts: tuple[str, ...], max_tokens: int | None = None, progress=None):
@@ -252,29 +247,25 @@ def cached_corpus_embeddings(model_name: str, texts: tuple[str, ...], max_tokens
     Computed with ``cached_contextuality``'s result in one pass (``_corpus_pass``). ``progress(done, total)`` is
     called only when the model runs.
     """
-    store = bounded_store("corpus-embeddings", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
-    return store.get_or_compute(
-        (model_name, tuple(texts), max_tokens), lambda: _corpus_pass(model_name, texts, max_tokens, progress)[0]
-    )
+    model, run = model_and_run(model_name, tuple(texts), max_tokens)
+    return cached("corpus-embeddings", run, lambda: _corpus_pass(model, run, progress)[0])
 
 
-def _corpus_pass(model_name: str, texts: tuple[str, ...], max_tokens: int | None = None, progress=None):
-    """``(CorpusEmbeddings, Contextuality)`` of ``core.contextuality.embed_corpus_and_contextuality``, each put in
-    the store of its wrapper (``cached_corpus_embeddings``, ``cached_contextuality``), so the Drift page's two
+def _corpus_pass(model: LoadedModel, run: Run, progress=None):
+    """``(CorpusEmbeddings, Contextuality)`` of ``core.contextuality.embed_corpus_and_contextuality``, each put on
+    the shelf of its wrapper (``cached_corpus_embeddings``, ``cached_contextuality``), so the Drift page's two
     calls run the model once."""
     from core.contextuality import embed_corpus_and_contextuality
 
-    key = (model_name, tuple(texts), max_tokens)
-    embeddings_store = bounded_store("corpus-embeddings", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
-    contextuality_store = bounded_store("contextuality", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
-    model = cached_model(model_name)
+    store = results()
     with model_turn():
         # Another session may have run this pass, for the other wrapper, while this one waited for its turn.
-        embeddings, context = embeddings_store.get(key), contextuality_store.get(key)
+        embeddings, context = store.get("corpus-embeddings", run), store.get("contextuality", run)
         if embeddings is None or context is None:
-            embeddings, context = embed_corpus_and_contextuality(model, list(texts), max_tokens=max_tokens, progress=progress)
-            embeddings_store.put(key, embeddings)
-            contextuality_store.put(key, context)
+            embeddings, context = embed_corpus_and_contextuality(model, list(run.texts), max_tokens=run.max_tokens,
+                                                                 progress=progress)
+            store.put("corpus-embeddings", run, (), embeddings)
+            store.put("contextuality", run, (), context)
     return embeddings, context
 
 
@@ -297,22 +288,21 @@ def cached_language_model(name: str):
         return err.with_traceback(None)
 
 
-@st.cache_resource(max_entries=MAX_ANALYSES, show_spinner=False)
 def cached_predictions(model_name: str, text: str, max_tokens: int | None = None):
     """The top ``core.predictions.MAX_TOP_K`` predictions for the first ``max_tokens`` tokens of ``text``; pages cut
     them with ``.top(k)``, so changing k never re-runs the model."""
     from core.predictions import MAX_TOP_K, predict
 
+    run = run_of(model_name, (text,), max_tokens)
     language_model = cached_language_model(model_name)
     if isinstance(language_model, Exception):
         raise language_model
-    return in_model_turn(predict, language_model, text, MAX_TOP_K, max_tokens=max_tokens)
+    return cached("predictions", run,
+                  lambda: in_model_turn(predict, language_model, text, MAX_TOP_K, max_tokens=max_tokens))
 
 
 # Attention page: the matrices a view shows, per (source, special tokens, word level), so
 # changing layer, head, scale or palette only slices a cached array.
-MAX_ATTENTION_VIEWS = 8
-MAX_ATTENTION_VIEW_BYTES = 600_000_000
 
 
 def cached_attention_view(model_name: str, text: str, max_tokens: int | None, source: str, special: str, words: bool,
@@ -322,16 +312,17 @@ def cached_attention_view(model_name: str, text: str, max_tokens: int | None, so
     (``(heads, method)`` from ``ui.ablation.knockout()``) the view is of the ablated run."""
     from core.attention import attention_view
 
+    model, run = model_and_run(model_name, (text,), max_tokens, ablation)
+
     def compute():
         matrices = {
             "raw": lambda: None,
-            "norm-weighted": lambda: cached_norm_weighted(model_name, text, max_tokens, ablation),
-            "rollout": lambda: cached_rollout(model_name, text, max_tokens, ablation)[:, None],
+            "norm-weighted": lambda: _norm_weighted(model, run),
+            "rollout": lambda: _rollout(model, run)[:, None],
         }[source]()
-        return attention_view(analysis_for(model_name, text, max_tokens, ablation), matrices=matrices, special=special, words=words)
+        return attention_view(analysis_of(model, run), matrices=matrices, special=special, words=words)
 
-    store = bounded_store("attention-views", MAX_ATTENTION_VIEWS, MAX_ATTENTION_VIEW_BYTES)
-    return store.get_or_compute((model_name, text, max_tokens, source, special, words, ablation), compute)
+    return cached("attention-views", run, compute, (source, special, words))
 
 
 def cached_queries_keys(model_name: str, text: str, max_tokens: int | None = None, ablation: tuple | None = None):
@@ -339,17 +330,12 @@ def cached_queries_keys(model_name: str, text: str, max_tokens: int | None = Non
     (of the ablated run with ``ablation``)."""
     from core.queries_keys import queries_and_keys
 
-    store = bounded_store("queries-keys", MAX_ATTENTION_VIEWS, MAX_ATTENTION_VIEW_BYTES)
-    return store.get_or_compute(
-        (model_name, text, max_tokens, ablation),
-        lambda: in_model_turn(queries_and_keys, cached_model(model_name), analysis_for(model_name, text, max_tokens, ablation)),
-    )
+    model, run = model_and_run(model_name, (text,), max_tokens, ablation)
+    return cached("queries-keys", run, lambda: in_model_turn(queries_and_keys, model, analysis_of(model, run)))
 
 
 # Figures and the tables under them, per small key: a control that changes only one figure
 # (in an ``st.fragment``) or a rerun with the same inputs does not rebuild the others.
-MAX_FIGURES = 64
-MAX_FIGURE_BYTES = 400_000_000
 
 
 def cached_figure(model_name: str, key: tuple, build, ablation: tuple | None = None):
@@ -358,17 +344,15 @@ def cached_figure(model_name: str, key: tuple, build, ablation: tuple | None = N
 
     The figure is shared by every session: never modify it (``ui.figures.fitted`` restyles a copy, kept on it).
     """
-    return bounded_store("figures", MAX_FIGURES, MAX_FIGURE_BYTES).get_or_compute((model_name, ablation, *key), build)
+    return cached("figures", run_of(model_name, (), None, ablation), build, tuple(key))
 
 
 def cached_contextuality(model_name: str, texts: tuple[str, ...], max_tokens: int | None = None, progress=None):
     """``core.contextuality.contextuality`` keyed by (model, texts, token limit): small tables. Computed with
     ``cached_corpus_embeddings``'s result in one pass (``_corpus_pass``). ``progress(done, total)`` is called only
     when the model runs."""
-    store = bounded_store("contextuality", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
-    return store.get_or_compute(
-        (model_name, tuple(texts), max_tokens), lambda: _corpus_pass(model_name, texts, max_tokens, progress)[1]
-    )
+    model, run = model_and_run(model_name, tuple(texts), max_tokens)
+    return cached("contextuality", run, lambda: _corpus_pass(model, run, progress)[1])
 
 
 def cached_model_facts(model_name: str, text: str, max_tokens: int | None = None):
@@ -376,12 +360,8 @@ def cached_model_facts(model_name: str, text: str, max_tokens: int | None = None
     (anisotropy: a pass over 8 short reference sentences) is computed once per model; the rest is a few sums."""
     from core.about import model_facts, reference_anisotropy
 
-    model = cached_model(model_name)
-    anisotropy = bounded_store("reference-anisotropy", MAX_MODELS, 1_000_000).get_or_compute(
-        (model_name,), lambda: read_only(in_model_turn(reference_anisotropy, model)))
-    store = bounded_store("model-facts", 32, 50_000_000)
-    return store.get_or_compute(
-        (model_name, text, max_tokens),
-        lambda: model_facts(model, cached_analysis(model_name, text, max_tokens), anisotropy),
-    )
+    model, run = model_and_run(model_name, (text,), max_tokens)
+    anisotropy = cached("reference-anisotropy", Run(model_name, revision=run.revision),
+                        lambda: read_only(in_model_turn(reference_anisotropy, model)))
+    return cached("model-facts", run, lambda: model_facts(model, analysis_of(model, run), anisotropy))
 

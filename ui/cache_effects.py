@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from ui.cache import bounded_store, cached_analysis, cached_language_model, cached_model, read_only
+from core.models import LoadedModel
+from core.run import Run
+from ui.cache import analysis_of, cached_language_model, model_and_run, read_only, run_of
+from ui.store import cached
+
+# Effects page ("Does it matter?"): knock-out runs, importance maps, attributions and the logit lens, each keyed by
+# its run (model, text, token limit) and its options. The one store rather than st.cache_data, because ``progress``
+# draws into the page and a cache that records page updates would replay them on a hit.
 
 
-# Effects page ("Does it matter?"): knock-out runs, importance maps, attributions and the logit lens,
-# each keyed by (model, text, token limit, options). Bounded stores rather than st.cache_data, because
-# ``progress`` draws into the page and a cache that records page updates would replay them on a hit.
-MAX_EFFECTS = 32
-MAX_EFFECTS_BYTES = 400_000_000
-
-
-def _effects_model(model_name: str, measure: str):
+def _effects_model(model: LoadedModel | None, model_name: str, measure: str):
     """The base model ("embedding") or the model with its language-model head ("target"; raises its ``NoLanguageModelHead``)."""
     if measure != "target":
-        return cached_model(model_name)
+        return model
     language_model = cached_language_model(model_name)
     if isinstance(language_model, Exception):
         raise language_model
@@ -31,12 +31,12 @@ def cached_head_importance(model_name: str, text: str, max_tokens: int | None, m
     """``core.effects.head_importance``: read-only ``[layers, heads]``; ``progress(done, total)`` only when the model runs."""
     from core.effects import head_importance
 
-    store = bounded_store("head-importance", MAX_EFFECTS, MAX_EFFECTS_BYTES)
-    return store.get_or_compute(
-        (model_name, text, max_tokens, measure, method, target),
-        lambda: read_only(head_importance(_effects_model(model_name, measure), text, measure=measure, method=method,
-                                           target=target, progress=progress, max_tokens=max_tokens)),
-    )
+    model, run = _model_and_run(model_name, text, max_tokens, measure)
+    return cached("head-importance", run,
+                  lambda: read_only(head_importance(_effects_model(model, model_name, measure), text, measure=measure,
+                                                    method=method, target=target, progress=progress,
+                                                    max_tokens=max_tokens)),
+                  (measure, method, target))
 
 
 def cached_target_change(model_name: str, text: str, max_tokens: int | None, heads: tuple, method: str,
@@ -44,12 +44,11 @@ def cached_target_change(model_name: str, text: str, max_tokens: int | None, hea
     """``core.effects_compare.target_change``: top-``k`` predictions and log p(target) before and after the knock-out."""
     from core.effects_compare import target_change
 
-    store = bounded_store("target-changes", MAX_EFFECTS, MAX_EFFECTS_BYTES)
-    return store.get_or_compute(
-        (model_name, text, max_tokens, tuple(heads), method, target, k),
-        lambda: target_change(_effects_model(model_name, "target"), text, heads, method=method, target=target, k=k,
-                              max_tokens=max_tokens),
-    )
+    run = run_of(model_name, (text,), max_tokens, (heads, method))
+    return cached("target-changes", run,
+                  lambda: target_change(_effects_model(None, model_name, "target"), text, heads, method=method,
+                                        target=target, k=k, max_tokens=max_tokens),
+                  (target, k))
 
 
 def cached_attribution(model_name: str, text: str, max_tokens: int | None, method: str, measure: str,
@@ -57,12 +56,12 @@ def cached_attribution(model_name: str, text: str, max_tokens: int | None, metho
     """``core.attribution.token_attribution`` of ``text``; ``progress(done, total)`` only when the model runs."""
     from core.attribution import token_attribution
 
-    store = bounded_store("attributions", MAX_EFFECTS, MAX_EFFECTS_BYTES)
-    return store.get_or_compute(
-        (model_name, text, max_tokens, method, measure, steps, target),
-        lambda: token_attribution(_effects_model(model_name, measure), text, method=method, measure=measure,
-                                  steps=steps, target=target, max_tokens=max_tokens, progress=progress),
-    )
+    model, run = _model_and_run(model_name, text, max_tokens, measure)
+    return cached("attributions", run,
+                  lambda: token_attribution(_effects_model(model, model_name, measure), text, method=method,
+                                            measure=measure, steps=steps, target=target, max_tokens=max_tokens,
+                                            progress=progress),
+                  (method, measure, steps, target))
 
 
 def cached_lens(model_name: str, text: str, max_tokens: int | None, k: int = 5, *, start: int = 0):
@@ -70,9 +69,15 @@ def cached_lens(model_name: str, text: str, max_tokens: int | None, k: int = 5, 
     at the positions from ``start`` on."""
     from core.lens import logit_lens
 
-    store = bounded_store("logit-lens", MAX_EFFECTS, MAX_EFFECTS_BYTES)
-    return store.get_or_compute(
-        (model_name, text, max_tokens, k, start),
-        lambda: logit_lens(_effects_model(model_name, "target"), cached_analysis(model_name, text, max_tokens), k=k,
-                           start=start),
-    )
+    model, run = model_and_run(model_name, (text,), max_tokens)
+    return cached("logit-lens", run,
+                  lambda: logit_lens(_effects_model(model, model_name, "target"), analysis_of(model, run), k=k,
+                                     start=start),
+                  (k, start))
+
+
+def _model_and_run(model_name: str, text: str, max_tokens: int | None, measure: str) -> tuple[LoadedModel | None, Run]:
+    """The base model (None when ``measure`` is "target": the language model is loaded instead) and the run."""
+    if measure == "target":
+        return None, run_of(model_name, (text,), max_tokens)
+    return model_and_run(model_name, (text,), max_tokens)

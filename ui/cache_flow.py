@@ -6,12 +6,9 @@ from typing import NamedTuple
 
 from core.flow import Contributions
 from core.recorded_pass import RecordedPass
-from ui.cache import bounded_store, cached_analysis, cached_model, model_turn, read_only
+from ui.cache import analysis_of, model_and_run, model_turn, read_only
+from ui.store import cached
 
-# Entries are few because only the contributions' arrays are counted in bytes (about 18 MB for 128 tokens of
-# SmolLM2); the recorded pass's tensors (about as much again) are not.
-MAX_FLOWS = 8
-MAX_FLOW_BYTES = 400_000_000
 
 
 class Flow(NamedTuple):
@@ -27,9 +24,10 @@ def cached_flow(model_name: str, text: str, max_tokens: int | None, progress=Non
     from core.flow import contributions_of
     from core.recorded_pass import record_pass
 
+    model, run = model_and_run(model_name, (text,), max_tokens)
+
     def compute() -> Flow:
-        model = cached_model(model_name)
-        analysis = cached_analysis(model_name, text, max_tokens)
+        analysis = analysis_of(model, run)
         with model_turn():
             recorded = record_pass(model, list(analysis.input_ids))
             found = contributions_of(recorded, analysis.tokens, progress)
@@ -37,4 +35,4 @@ def cached_flow(model_name: str, text: str, max_tokens: int | None, progress=Non
             read_only(array)
         return Flow(recorded, found)
 
-    return bounded_store("flows", MAX_FLOWS, MAX_FLOW_BYTES).get_or_compute((model_name, text, max_tokens), compute)
+    return cached("flows", run, compute)

@@ -1,12 +1,11 @@
 """The caches of the needle-in-a-haystack page: retrieval scores, the model's greedy answer and the knock-outs, each
-keyed by (model, haystack length, needle, question, answer, depth) and what else they take."""
+keyed by the run (model, the needle, question and answer, the haystack's length in tokens as its token limit) and
+what else they take."""
 
 from __future__ import annotations
 
-from ui.cache import bounded_store, cached_language_model, model_turn
-
-MAX_NEEDLE_RESULTS = 32
-MAX_NEEDLE_BYTES = 200_000_000
+from ui.cache import cached_language_model, model_turn, run_of
+from ui.store import cached
 
 
 def _language_model(model_name: str):
@@ -20,8 +19,7 @@ def cached_haystack(model_name: str, tokens: int) -> str:
     """``core.retrieval.haystack_of_length`` of the bundled haystack in ``model_name``'s tokens."""
     from core.retrieval import bundled_haystack, haystack_of_length
 
-    store = bounded_store("needle-haystacks", MAX_NEEDLE_RESULTS, MAX_NEEDLE_BYTES)
-    return store.get_or_compute((model_name, tokens), lambda: haystack_of_length(
+    return cached("needle-haystacks", run_of(model_name, (), tokens), lambda: haystack_of_length(
         _language_model(model_name).tokenizer, bundled_haystack(), tokens))
 
 
@@ -34,8 +32,7 @@ def cached_retrieval(model_name: str, tokens: int, needle: str, question: str, a
         with model_turn():
             return retrieval_scores(_language_model(model_name), haystack, needle, question, answer, depth)
 
-    store = bounded_store("needle-scores", MAX_NEEDLE_RESULTS, MAX_NEEDLE_BYTES)
-    return store.get_or_compute((model_name, tokens, needle, question, answer, depth), compute)
+    return cached("needle-scores", run_of(model_name, (needle, question, answer), tokens), compute, (depth,))
 
 
 def cached_model_answer(model_name: str, prompt_ids: tuple[int, ...]) -> str:
@@ -46,8 +43,7 @@ def cached_model_answer(model_name: str, prompt_ids: tuple[int, ...]) -> str:
         with model_turn():
             return model_answer(_language_model(model_name), prompt_ids)
 
-    store = bounded_store("needle-answers", MAX_NEEDLE_RESULTS, MAX_NEEDLE_BYTES)
-    return store.get_or_compute((model_name, prompt_ids), compute)
+    return cached("needle-answers", run_of(model_name), compute, (prompt_ids,))
 
 
 def cached_knocked_out(model_name: str, token_ids: tuple[int, ...], answer_span: tuple[int, int],
@@ -59,5 +55,4 @@ def cached_knocked_out(model_name: str, token_ids: tuple[int, ...], answer_span:
         with model_turn():
             return answer_log_probability(_language_model(model_name), token_ids, answer_span, heads)
 
-    store = bounded_store("needle-knock-outs", MAX_NEEDLE_RESULTS, MAX_NEEDLE_BYTES)
-    return store.get_or_compute((model_name, token_ids, answer_span, heads), compute)
+    return cached("needle-knock-outs", run_of(model_name, (), None, (heads, "zero")), compute, (token_ids, answer_span))

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ui.cache import bounded_store, cached_model, in_model_turn, read_only
+from ui.cache import cached_model, in_model_turn, model_and_run, read_only, run_of
+from ui.store import cached, stored
 
-# SmolLM2, one layer of the 3,000-token sample corpus: 9 MB; MiniLM, all 6 layers: 55 MB. 12,000 tokens at most.
-MAX_CORPUS_PASSES = 6
-MAX_CORPUS_PASS_BYTES = 600_000_000
-MAX_MAPS = 64
-MAX_MAP_BYTES = 200_000_000
 THUMBNAIL_POINTS = 300  # queries (and as many keys) drawn per small multiple
 
 
@@ -27,11 +23,11 @@ def cached_corpus_queries_keys(model_name: str, texts: tuple[str, ...], max_toke
     when the model runs."""
     from core.qk_map import record_corpus
 
-    store = bounded_store("qk-corpus", MAX_CORPUS_PASSES, MAX_CORPUS_PASS_BYTES)
-    return store.get_or_compute(
-        (model_name, texts, max_tokens, layers),
-        lambda: in_model_turn(record_corpus, cached_model(model_name), list(texts), max_tokens=max_tokens,
-                              layers=None if layers is None else set(layers), progress=progress))
+    model, run = model_and_run(model_name, texts, max_tokens)
+    return cached("qk-corpus", run,
+                  lambda: in_model_turn(record_corpus, model, list(texts), max_tokens=max_tokens,
+                                        layers=None if layers is None else set(layers), progress=progress),
+                  (layers,))
 
 
 def cached_query_key_map(model_name: str, texts: tuple[str, ...], max_tokens: int | None, layers, layer: int, head: int,
@@ -40,9 +36,9 @@ def cached_query_key_map(model_name: str, texts: tuple[str, ...], max_tokens: in
     from core.qk_map import query_key_map
 
     corpus = cached_corpus_queries_keys(model_name, texts, max_tokens, layers)
-    return bounded_store("qk-maps", MAX_MAPS, MAX_MAP_BYTES).get_or_compute(
-        (model_name, texts, max_tokens, layer, head, rotary, method),
-        lambda: query_key_map(None, None, layer, head, method=method, rotary=rotary, corpus=corpus))
+    return cached("qk-maps", run_of(model_name, texts, max_tokens),
+                  lambda: query_key_map(None, None, layer, head, method=method, rotary=rotary, corpus=corpus),
+                  (layer, head, rotary, method))
 
 
 def cached_agreement(model_name: str, texts: tuple[str, ...], max_tokens: int | None, layers, layer: int, head: int,
@@ -51,8 +47,8 @@ def cached_agreement(model_name: str, texts: tuple[str, ...], max_tokens: int | 
     from core.qk_measures import nearest_key_agreement
 
     qmap = cached_query_key_map(model_name, texts, max_tokens, layers, layer, head, rotary, method)
-    return bounded_store("qk-agreements", MAX_MAPS, 1_000_000).get_or_compute(
-        (model_name, texts, max_tokens, layer, head, rotary, method), lambda: nearest_key_agreement(qmap))
+    return cached("qk-agreements", run_of(model_name, texts, max_tokens), lambda: nearest_key_agreement(qmap),
+                  (layer, head, rotary, method))
 
 
 def cached_thumbnails(model_name: str, texts: tuple[str, ...], max_tokens: int | None, layers, shown: tuple[int, ...],
@@ -76,13 +72,18 @@ def cached_thumbnails(model_name: str, texts: tuple[str, ...], max_tokens: int |
                                position_order(coords, positions)))
         return panels
 
-    return bounded_store("qk-thumbnails", 16, MAX_MAP_BYTES).get_or_compute(
-        (model_name, texts, max_tokens, shown, rotary, method), compute)
+    return cached("qk-thumbnails", run_of(model_name, texts, max_tokens), compute, (shown, rotary, method))
 
 
 def has_cached_maps(model_name: str, texts: tuple[str, ...], max_tokens: int | None, shown: tuple[int, ...], heads: int,
                     rotary: bool, method: str) -> bool:
     """Whether every head of ``shown`` already has its ``method`` map cached (so the matrix view can draw them)."""
-    store = bounded_store("qk-maps", MAX_MAPS, MAX_MAP_BYTES)
-    return all(store.get((model_name, texts, max_tokens, layer, head, rotary, method)) is not None
+    run = run_of(model_name, texts, max_tokens)
+    return all(stored("qk-maps", run, (layer, head, rotary, method)) is not None
                for layer in shown for head in range(heads))
+
+
+def query_key_map_if_cached(model_name: str, texts: tuple[str, ...], max_tokens: int | None, layer: int, head: int,
+                            rotary: bool, method: str):
+    """The ``QueryKeyMap`` ``cached_query_key_map`` made for these arguments, or None when it has not run."""
+    return stored("qk-maps", run_of(model_name, texts, max_tokens), (layer, head, rotary, method))

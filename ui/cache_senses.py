@@ -11,27 +11,23 @@ import time
 import numpy as np
 import streamlit as st
 
-from ui.cache import bounded_store, cached_model, freeze_long_lived, in_model_turn, read_only
+from ui.cache import freeze_long_lived, in_model_turn, model_and_run, read_only, run_of
+from ui.store import cached
 
 log = logging.getLogger(__name__)
 
 
-# Senses page: every occurrence of a word at every layer (one pass), then 2-D projections per layer.
-# 2,000 occurrences × 13 layers × 768 dims (float32) is about 80 MB.
-MAX_OCCURRENCE_SETS = 8
-MAX_OCCURRENCE_BYTES = 400_000_000
-MAX_PROJECTIONS = 128
+# Senses page: every occurrence of a word at every layer (one pass over the sentences: the run), then 2-D projections
+# per layer; the word and the layer are the views' parameters.
 
 
 def cached_occurrences(model_name: str, word: str, sentences: tuple[str, ...], progress=None):
     """``core.senses.occurrence_embeddings`` keyed by (model, word, sentences); ``progress(done, total)`` only when the model runs."""
     from core.senses import occurrence_embeddings
 
-    store = bounded_store("occurrences", MAX_OCCURRENCE_SETS, MAX_OCCURRENCE_BYTES)
-    return store.get_or_compute(
-        (model_name, word, sentences),
-        lambda: in_model_turn(occurrence_embeddings, cached_model(model_name), list(sentences), word, progress=progress),
-    )
+    model, run = model_and_run(model_name, sentences)
+    return cached("occurrences", run,
+                  lambda: in_model_turn(occurrence_embeddings, model, list(sentences), word, progress=progress), (word,))
 
 
 def cached_projection(model_name: str, word: str, sentences: tuple[str, ...], layer: int, method: str) -> np.ndarray:
@@ -40,14 +36,8 @@ def cached_projection(model_name: str, word: str, sentences: tuple[str, ...], la
     from core.projection import project
 
     occurrences = cached_occurrences(model_name, word, sentences)
-    store = bounded_store("projections", MAX_PROJECTIONS, MAX_OCCURRENCE_BYTES)
-    return store.get_or_compute(
-        (model_name, word, sentences, layer, method),
-        lambda: read_only(project(occurrences.vectors[layer], method, random_state=0)),
-    )
-
-
-MAX_FITTED_PROJECTIONS = 16
+    return cached("projections", run_of(model_name, sentences),
+                  lambda: read_only(project(occurrences.vectors[layer], method, random_state=0)), (word, layer, method))
 
 
 def cached_fitted_projection(model_name: str, word: str, sentences: tuple[str, ...], layer: int, method: str):
@@ -57,21 +47,17 @@ def cached_fitted_projection(model_name: str, word: str, sentences: tuple[str, .
     from core.projection import fit_projection
 
     occurrences = cached_occurrences(model_name, word, sentences)
-    store = bounded_store("fitted-projections", MAX_FITTED_PROJECTIONS, MAX_OCCURRENCE_BYTES)
-    return store.get_or_compute(
-        (model_name, word, sentences, layer, method),
-        lambda: fit_projection(occurrences.vectors[layer], method, random_state=0),
-    )
+    return cached("fitted-projections", run_of(model_name, sentences),
+                  lambda: fit_projection(occurrences.vectors[layer], method, random_state=0), (word, layer, method))
 
 
 def cached_separation(model_name: str, word: str, sentences: tuple[str, ...], labels: tuple[str, ...]):
     """``core.senses.separation`` of ``cached_occurrences(...)``, one label per occurrence: a small table per layer.
-    (A bounded store, keyed by model name first, so a re-saved model folder drops it with the model's other results.)"""
+    (In the store, so a re-saved model folder drops it with the model's other results.)"""
     from core.senses import separation
 
-    return bounded_store("separations", MAX_PROJECTIONS, 50_000_000).get_or_compute(
-        (model_name, word, sentences, labels),
-        lambda: separation(cached_occurrences(model_name, word, sentences).vectors, list(labels)))
+    return cached("separations", run_of(model_name, sentences),
+                  lambda: separation(cached_occurrences(model_name, word, sentences).vectors, list(labels)), (word, labels))
 
 
 _UMAP_WANTED = threading.Event()  # set by a page that shows UMAP: the warm-up stops waiting for an idle server
@@ -122,17 +108,15 @@ def cached_aligned_projection(model_name: str, word: str, sentences: tuple[str, 
     reference = cached_projection(model_name, word, sentences, last, method)
     if layer == last:
         return reference
-    store = bounded_store("aligned-projections", MAX_PROJECTIONS, MAX_OCCURRENCE_BYTES)
-    return store.get_or_compute(
-        (model_name, word, sentences, layer, method),
-        lambda: read_only(align_layout(cached_projection(model_name, word, sentences, layer, method), reference)),
-    )
+    return cached("aligned-projections", run_of(model_name, sentences),
+                  lambda: read_only(align_layout(cached_projection(model_name, word, sentences, layer, method), reference)),
+                  (word, layer, method))
 
 
 def cached_separation_interval(model_name: str, word: str, sentences: tuple[str, ...], labels: tuple[str, ...]):
     """``core.senses.separation_interval`` of ``cached_occurrences(...)`` (90% bootstrap), one label per occurrence."""
     from core.senses import separation_interval
 
-    return bounded_store("separation-intervals", MAX_PROJECTIONS, 50_000_000).get_or_compute(
-        (model_name, word, sentences, labels),
-        lambda: separation_interval(cached_occurrences(model_name, word, sentences).vectors, list(labels)))
+    return cached("separation-intervals", run_of(model_name, sentences),
+                  lambda: separation_interval(cached_occurrences(model_name, word, sentences).vectors, list(labels)),
+                  (word, labels))

@@ -14,10 +14,10 @@ from core.heads import UnsupportedArchitecture
 from core.layers import head_code
 from core.patching import UnequalLengths
 from core.tokens import decoded_tokens, quoted_token, readable_token
-from ui.cache import cached_language_model, cached_predictions, model_turn
+from ui.cache import cached_language_model, cached_predictions, model_turn, run_of
 from ui.errors import friendly_fragment
 from ui.explain import explain
-from ui.lm_writer import keep_writing, lm_store, resume, stopped, write_chunk
+from ui.lm_writer import cached_lm, keep_writing, lm_result, resume, stopped, write_chunk
 from ui.figures import show_figure
 from ui.page_state import end_page, option, set_option
 from ui.session import current_model_name, current_token_limit
@@ -42,18 +42,18 @@ def cached_lm_result(kind: str, model_name: str, run, *args, progress=None, **kw
     lm = cached_language_model(model_name)
     if isinstance(lm, Exception):
         raise lm
-    store = lm_store()
     key = lm_result_key(kind, model_name, *args, **kwargs)
 
     def compute():
         with model_turn():
             return run(lm, *args, **kwargs, **({} if progress is None else {"progress": progress}))
-    return store.get_or_compute(key, compute)
+    return cached_lm(key, compute)
 
 
 def lm_result_key(kind: str, model_name: str, *args, **kwargs) -> tuple:
-    """The store key of ``cached_lm_result(kind, model_name, run, *args, **kwargs)``."""
-    return kind, model_name, args, tuple(sorted(kwargs.items()))
+    """The store key of ``cached_lm_result(kind, model_name, run, *args, **kwargs)``: the model's ``Run`` and
+    ``(kind, args, sorted kwargs)``."""
+    return run_of(model_name), (kind, args, tuple(sorted(kwargs.items())))
 
 
 def token_texts(tokenizer, ids) -> list[str]:
@@ -118,7 +118,7 @@ def generation_view(text: str, controls: dict) -> None:
     kwargs = dict(steps=int(steps), sample=bool(sample), seed=int(seed), branch=tuple(branch),
                   max_tokens=current_token_limit(), **controls)
     key = lm_result_key("generate", current_model_name(), text, **kwargs)  # cached_lm_result's: the tour shares it
-    g = lm_store().get(key) or stopped(key)
+    g = lm_result(key) or stopped(key)
     if g is None:  # the first chunk now (a short generation ends here), the rest a chunk at a time, with Stop
         bar = st.progress(0.0, text="Writing…")
         g = write_chunk(key, current_model_name(), text, kwargs, bar)
@@ -270,10 +270,9 @@ def cached_induction(model, length: int, seed: int):
     """``core.induction.induction_scores`` of ``model``, once per (model, length, seed) in this process."""
     from core.induction import induction_scores
 
-    store = lm_store()
     with model_turn():
-        return store.get_or_compute(("induction", current_model_name(), length, seed),
-                                    lambda: induction_scores(model, length=length, seed=seed))
+        return cached_lm(lm_result_key("induction", current_model_name(), length, seed),
+                         lambda: induction_scores(model, length=length, seed=seed))
 
 
 def induction_even_share(result) -> float:
@@ -326,10 +325,10 @@ def repeat_losses(result, heads):
     if isinstance(lm, Exception) or lm.kind != "next":
         return None
     heads = tuple(heads)
-    key = ("repeat-loss", current_model_name(), result.length, tuple(result.token_ids.tolist()), heads)
+    key = lm_result_key("repeat-loss", current_model_name(), result.length, tuple(result.token_ids.tolist()), heads)
     try:
         with model_turn():
-            return lm_store().get_or_compute(key, lambda: (repeat_loss(lm, result), repeat_loss(lm, result, heads)))
+            return cached_lm(key, lambda: (repeat_loss(lm, result), repeat_loss(lm, result, heads)))
     except UnsupportedArchitecture:
         return None
 

@@ -17,20 +17,36 @@ import time
 import streamlit as st
 
 from core.generation import Generation, generate
-from ui.bounded_cache import BoundedCache
-from ui.cache import bounded_store, cached_language_model, model_turn
+from core.run import Run
+from ui.cache import cached_language_model, model_turn
 from ui.errors import friendly_fragment
+from ui.store import cached, results, stored
 
 CHUNK_SECONDS = 0.3  # one run writes at least MIN_CHUNK tokens, then stops after this long
 MIN_CHUNK = 5  # so a short generation always ends in the run that asks for it, however busy the machine
 POLL_SECONDS = 0.1
 KEPT = 8  # unfinished or stopped generations kept per session
-LM_RESULTS, LM_RESULT_BYTES = 64, 200_000_000
+LM_SHELF = "lm-tools"  # the store's shelf of the language-model views' results (generations, patching, attribution …)
+LMKey = tuple[Run, tuple]  # (run, params): ``ui.lm_views.lm_result_key``'s
 
 
-def lm_store() -> BoundedCache:
-    """The language-model views' results (generations, patching, attribution, induction), process-wide."""
-    return bounded_store("lm-tools", LM_RESULTS, LM_RESULT_BYTES)
+def lm_result(key: LMKey):
+    """The kept language-model result under ``key``, or None."""
+    return stored(LM_SHELF, *key)
+
+
+def cached_lm(key: LMKey, compute):
+    """``compute()`` once per ``key``, kept on the language-model shelf."""
+    run, params = key
+    return cached(LM_SHELF, run, compute, params)
+
+
+def keep_lm_result(key: LMKey, value) -> None:
+    results().put(LM_SHELF, *key, value)
+
+
+def forget_lm_result(key: LMKey) -> None:
+    results().discard(LM_SHELF, *key)
 
 
 def _session(name: str) -> dict:
@@ -88,13 +104,13 @@ def write_chunk(key, model_name: str, text: str, kwargs: dict, bar) -> Generatio
         return None
     g = Generation(g.prompt, g.steps, False, g.ended)
     _session("lm-writing").pop(key, None)
-    lm_store().put(key, g)
+    keep_lm_result(key, g)
     return g
 
 
 def _writing(key, model_name: str, text: str, kwargs: dict) -> None:
     """One chunk, the text so far, and Stop; once finished or stopped, the page is drawn again around the text."""
-    if stopped(key) is not None or lm_store().get(key) is not None:
+    if stopped(key) is not None or lm_result(key) is not None:
         st.rerun(scope="app")
     bar = st.progress(0.0, text="Writing…")
     if write_chunk(key, model_name, text, kwargs, bar) is not None:
