@@ -75,7 +75,7 @@ def test_a_run_refuses_a_list_of_texts_and_a_raw_ablation():
     with pytest.raises(TypeError):
         Run("m", ("a text",), ablation=(((0, 1),), "zero"))
     with pytest.raises(ValueError):
-        Run("m", ("one", "two")).text
+        _ = Run("m", ("one", "two")).text
 
 
 # --- the store --------------------------------------------------------------------------------------------------
