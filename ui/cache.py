@@ -22,7 +22,7 @@ from core.attention import norm_weighted, rollout
 from core.inference import Analysis, analyze
 from core.models import LoadedModel, load_model
 from core.run import Ablation, Run
-from ui.store import cached, results, stored
+from ui.store import cached, results
 
 log = logging.getLogger(__name__)
 

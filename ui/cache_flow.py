@@ -10,7 +10,6 @@ from ui.cache import analysis_of, model_and_run, model_turn, read_only
 from ui.store import cached
 
 
-
 class Flow(NamedTuple):
     """The recorded pass the detail views read and the contributions the graph is built from."""
 
