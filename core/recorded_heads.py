@@ -15,13 +15,13 @@ from transformers.pytorch_utils import Conv1D
 
 from core.inference import Analysis
 from core.models import LoadedModel, threads_for_input
-from core.recording import LayerRecord, Recorder, attention_modules, rotate_back
+from core.recording import LayerRecord, Recorder, attention_modules, recorded_by, rotate_back
 
 def records(model: LoadedModel, analysis: Analysis) -> dict[int, LayerRecord]:
     """Every layer's ``LayerRecord`` for ``analysis``'s tokens: those of its own pass (``analysis.recorded``), else
-    (an analysis from a batch of texts) one recorded pass, not kept."""
+    (an analysis from a batch of texts, or from an earlier load of this model) one recorded pass, not kept."""
     found = analysis.recorded
-    if found is not None and len(found) == model.num_layers:
+    if found is not None and len(found) == model.num_layers and recorded_by(model.model, found.values()):
         return found
     ids = torch.tensor([analysis.input_ids], device=model.device)
     with torch.inference_mode(), threads_for_input(ids.numel()), Recorder(model.model, keep_weights=False) as rec:

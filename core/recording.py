@@ -239,6 +239,13 @@ def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     return found
 
 
+def recorded_by(model: torch.nn.Module, records) -> bool:
+    """True when every ``LayerRecord`` of ``records`` was recorded on ``model`` itself: a result kept from an earlier
+    load of the same checkpoint holds records of that load's modules, which views of this load cannot use."""
+    own = {id(m) for m in attention_modules(model)}
+    return all(id(record.module) in own for record in records)
+
+
 def _keys(model: torch.nn.Module) -> dict[int, tuple[str, int]]:
     """``record_keys(model)``, computed once per model."""
     keys = getattr(model, "_explorer_keys", None)

@@ -25,7 +25,7 @@ import torch
 from core.heads import UnsupportedArchitecture
 from core.heads import _np  # tensor → float64 array, as core.heads computes its heads
 from core.models import LoadedModel
-from core.recording import LayerRecord, Recorder, is_recordable
+from core.recording import LayerRecord, Recorder, is_recordable, recorded_by
 from core.seq2seq import PairAnalysis
 
 SUPPORTED = "T5 and the BART family (BART, Marian, mBART, Pegasus)"
@@ -77,8 +77,8 @@ def _softmax(scaled: np.ndarray) -> np.ndarray:
 
 def pair_records(model: LoadedModel, pair: PairAnalysis) -> dict[str, dict[int, LayerRecord]]:
     """``{stack: {layer: LayerRecord}}`` of the pass over ``pair``'s source and decoder tokens: the pair's own
-    (``pair.recorded``), else one recorded pass, not kept."""
-    if pair.recorded is not None:
+    (``pair.recorded``), else (a pair from an earlier load of this model) one recorded pass, not kept."""
+    if pair.recorded is not None and recorded_by(model.model, [r for stack in pair.recorded.values() for r in stack.values()]):
         return pair.recorded
     source = torch.tensor([pair.source.input_ids], device=model.device)
     with torch.inference_mode(), Recorder(model.model, keep_weights=False) as rec:

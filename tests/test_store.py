@@ -232,3 +232,16 @@ def test_taking_a_head_apart_reads_the_pass_of_its_own_analysis(tiny_gpt2):
         assert passes == [1]  # a batch's analysis has no pass of its own: one recorded pass, not kept
     finally:
         handle.remove()
+
+
+def test_an_analysis_kept_from_an_earlier_load_is_taken_apart_by_a_new_load(tiny_bert_dir, tiny_bert):
+    """The store outlives a model evicted from Streamlit's model cache: the reloaded model must still read it."""
+    from core.attention import norm_weighted
+    from core.heads import compute_head
+    from core.inference import analyze
+    from core.models import load_model
+
+    kept = analyze(tiny_bert, "the cat sat on the mat")
+    reloaded = load_model(tiny_bert_dir)  # another object, the same weights
+    np.testing.assert_allclose(norm_weighted(reloaded, kept), norm_weighted(tiny_bert, kept), atol=1e-5)
+    np.testing.assert_allclose(compute_head(reloaded, kept, 1, 2).weights, kept.attentions[1, 2], atol=1e-5)
