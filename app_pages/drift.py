@@ -11,8 +11,8 @@ from core.models import pooler_sentence
 from ui.cache import cached_contextuality, cached_corpus_embeddings
 from ui.corpus_state import current_corpus, current_corpus_name, render_corpus_picker
 from ui.errors import friendly_fragment
-from ui.figures import show_figure
 from ui.explain import controls, explain
+from ui.figures import show_figure
 from ui.page_state import option
 from ui.session import current_model, current_model_name, current_token_limit
 from viz.common import file_stem, markdown_safe

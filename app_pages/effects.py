@@ -19,8 +19,8 @@ from ui.cache import cached_ablated_analysis, cached_analysis, cached_language_m
 from ui.cache_effects import cached_attribution, cached_head_importance, cached_lens, cached_target_change
 from ui.errors import friendly_errors
 from ui.explain import explain
-from ui.lm_views import induction_knockout
 from ui.figures import show_figure
+from ui.lm_views import induction_knockout
 from ui.page_state import end_page, option, option_value
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe

@@ -6,16 +6,16 @@ import pandas as pd
 import streamlit as st
 
 from core.about import neighbour_sink_sentence, special_share_sentence
-from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from core.attention import attention_maxima, pairs_table, row_normalise, special_share
 from core.heads import UnsupportedArchitecture
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from core.tokens import token_labels
-from ui.caveats import NORM_WEIGHTED, WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.ablation import knockout, with_ablation
 from ui.cache import cached_figure, cached_norm_weighted, cached_rollout
+from ui.caveats import NORM_WEIGHTED, WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.errors import friendly_fragment
-from ui.figures import columns_stacked, csv_download, show_figure
 from ui.explain import controls, explain
+from ui.figures import columns_stacked, csv_download, show_figure
 from ui.page_state import end_page, option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe

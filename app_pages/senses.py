@@ -8,24 +8,28 @@ import streamlit as st
 
 from core.alignment import align_layout
 from core.inference import AnalysisError
-from core.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, distinct_points, identical_points_note
 from core.layers import HIDDEN_STATE_SELECT_LABEL, hidden_state_label, numbering_caption
+from core.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, distinct_points, identical_points_note
 from core.senses import (
-    MAX_SENTENCES, knn_chance_level, token_positions, builtin_set, builtin_words, measured_labels, parse_labelled_lines, read_sentence_csv, sentences_with_word,
+    MAX_SENTENCES,
+    builtin_set,
+    builtin_words,
+    knn_chance_level,
+    measured_labels,
+    parse_labelled_lines,
+    read_sentence_csv,
+    sentences_with_word,
+    token_positions,
 )
-from ui.cache_senses import (
-    cached_aligned_projection, cached_occurrences, cached_separation, cached_separation_interval, start_umap_warmup,
-)
+from ui.cache_senses import cached_aligned_projection, cached_occurrences, cached_separation, cached_separation_interval, start_umap_warmup
 from ui.errors import friendly_fragment
-from ui.figures import show_figure
 from ui.explain import controls, explain
+from ui.figures import show_figure
 from ui.page_state import end_page, option
 from ui.placement import place_text, show_placement
 from ui.session import current_model, current_settings, current_text
 from viz.common import file_stem, markdown_safe, plotly_safe
-from viz.senses import (
-    OWN_SENTENCE, UNLABELLED, add_own_sentence, highlighted_sentence, sense_projection_figure, separation_figure,
-)
+from viz.senses import OWN_SENTENCE, UNLABELLED, add_own_sentence, highlighted_sentence, sense_projection_figure, separation_figure
 
 UPLOAD_KEY = "senses.upload"  # (file id, name, sentences, labels) of the last CSV read
 SOURCES = ["Built-in sentences", "Your sentences", "Upload CSV", "Search the corpus"]

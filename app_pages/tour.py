@@ -18,13 +18,8 @@ from ui.cache import cached_analysis
 from ui.cache_senses import cached_occurrences
 from ui.page_state import option, option_value, set_option
 from ui.placement import place_text, verdict
-from ui.session import (
-    MAX_TEXT_CHARS, current_analysis, current_model, current_model_name, current_text, current_token_limit,
-    presentation_mode,
-)
-from ui.tour_kit import (
-    PRESENTATION_CSS, figure, full_page, not_here, previous_token_head, say, sink_names, try_this,
-)
+from ui.session import MAX_TEXT_CHARS, current_analysis, current_model, current_model_name, current_text, current_token_limit, presentation_mode
+from ui.tour_kit import PRESENTATION_CSS, figure, full_page, not_here, previous_token_head, say, sink_names, try_this
 from ui.tour_lm import choose_track
 from ui.tour_steps import step_corpus, step_explain
 from viz import attention as va

@@ -14,6 +14,7 @@ from core.inference import Analysis
 from core.predictions import LanguageModel
 from core.tokens import decoded_tokens
 
+
 def attention_to_token(analysis: Analysis, token: int) -> np.ndarray:
     """float32 ``[layers, heads]``: the attention each head gives key ``token``, averaged over the
     queries that are not special tokens (and, for a decoder, that can see it: queries at or after it)."""

@@ -20,7 +20,7 @@ import torch
 
 from core.inference import Analysis
 from core.models import LoadedModel
-from core.recording import UnsupportedArchitecture, is_recordable  # noqa: F401 - UnsupportedArchitecture re-exported
+from core.recording import UnsupportedArchitecture, is_recordable  # UnsupportedArchitecture: also reached from here
 
 SUPPORTED = ("models whose attention goes through transformers' attention interface: BERT, RoBERTa, XLM-RoBERTa, "
              "CamemBERT, ELECTRA, DistilBERT, the bundled MiniLM, GPT-2, Llama, Mistral, Qwen, Gemma, Phi-3, SmolLM …")

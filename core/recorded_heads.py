@@ -15,8 +15,8 @@ from transformers.pytorch_utils import Conv1D
 
 from core.inference import Analysis
 from core.models import LoadedModel, threads_for_input
-from core.recording import (LayerRecord, Recorder, attention_modules, fingerprint, recall, remember,
-                            rotate_back)
+from core.recording import LayerRecord, Recorder, attention_modules, fingerprint, recall, remember, rotate_back
+
 
 def records(model: LoadedModel, analysis: Analysis) -> dict[int, LayerRecord]:
     """Every layer's ``LayerRecord`` for ``analysis``'s tokens: those ``analyze`` kept, else one recorded pass."""

@@ -60,6 +60,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
 
 from core.errors import UserFacingError
 
+
 class UnsupportedArchitecture(UserFacingError, ValueError):
     """The model's attention is laid out in a way the app does not know. Message meant for the user."""
 

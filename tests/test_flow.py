@@ -7,8 +7,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from core.flow import (Contributions, contributions, contributions_of, head_terms, proximity_shares,
-                       route_graph)
+from core.flow import Contributions, contributions, contributions_of, head_terms, proximity_shares, route_graph
 from core.models import load_model
 from core.recorded_pass import record_pass
 from tests.lm_factory import build_tiny_llama_lm

@@ -8,7 +8,6 @@ import numpy as np
 
 from ui.cache import bounded_store, cached_analysis, cached_language_model, cached_model, read_only
 
-
 # Effects page ("Does it matter?"): knock-out runs, importance maps, attributions and the logit lens,
 # each keyed by (model, text, token limit, options). Bounded stores rather than st.cache_data, because
 # ``progress`` draws into the page and a cache that records page updates would replay them on a hit.

@@ -9,7 +9,6 @@ import streamlit as st
 from ui.bounded_cache import BoundedCache
 from ui.cache import MAX_ANALYSES, MAX_ATTENTION_VIEW_BYTES, MAX_ATTENTION_VIEWS, bounded_store, cached_model
 
-
 # Encoder-decoder models (T5, BART, Marian …): the model's own targets, and one PairAnalysis per
 # (model, source, target, token limit). A PairAnalysis holds its encoder's and decoder's attentions too.
 MAX_PAIRS = 16

@@ -9,16 +9,16 @@ import streamlit as st
 import torch
 
 from core.generation import Distribution, branch_from_param, branch_to_param, generate, last_logits, shape_distribution
-from core.lm_parts import encode
 from core.heads import UnsupportedArchitecture
 from core.layers import head_code
+from core.lm_parts import encode
 from core.patching import UnequalLengths
 from core.tokens import decoded_tokens, quoted_token, readable_token
 from ui.cache import cached_language_model, cached_predictions, model_turn
 from ui.errors import friendly_fragment
 from ui.explain import explain
-from ui.lm_writer import keep_writing, lm_store, resume, stopped, write_chunk
 from ui.figures import show_figure
+from ui.lm_writer import keep_writing, lm_store, resume, stopped, write_chunk
 from ui.page_state import end_page, option, set_option
 from ui.session import current_model_name, current_token_limit
 from viz.common import file_stem, markdown_safe

@@ -7,10 +7,10 @@ import streamlit as st
 from core.bundled_lm import BUNDLED_LMS
 from core.examples import BANK_RIVER, EXAMPLE_SENTENCES
 from core.models import BUNDLED_KINDS, bundled_name
-from viz.common import markdown_safe
 from ui.page_state import option, option_value, set_option
 from ui.seq2seq import render_target_box
-from ui.session import MAX_TEXT_CHARS, current_model_name, current_settings, offered_models
+from ui.session import MAX_TEXT_CHARS, current_settings, offered_models
+from viz.common import markdown_safe
 
 
 def model_label(name: str) -> str:

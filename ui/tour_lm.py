@@ -23,11 +23,19 @@ from core.margins import leads_from
 from core.patching import UnequalLengths, patch_residual
 from core.tokens import quoted_token
 from ui.cache import cached_language_model
-from ui.lm_views import (
-    cached_induction, cached_lm_result, induction_even_share, induction_figure, induction_sentence, induction_table,
-    next_logits, patching_prompts, run_generate, token_texts,
-)
 from ui.lm_lens import lens_parts
+from ui.lm_views import (
+    cached_induction,
+    cached_lm_result,
+    induction_even_share,
+    induction_figure,
+    induction_sentence,
+    induction_table,
+    next_logits,
+    patching_prompts,
+    run_generate,
+    token_texts,
+)
 from ui.page_state import option, set_option
 from ui.session import current_model, current_model_name, current_text, current_token_limit
 from ui.tour_kit import figure, full_page, not_here, say, try_this

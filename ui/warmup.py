@@ -57,7 +57,7 @@ def _warm_up(collector_was_on: bool) -> None:
             import transformers.modeling_utils  # noqa: F401 - what loading any model imports
             cached_model(DEFAULT_MODEL)
             log.info("ready: bundled model loaded %.1f s after start-up began", time.perf_counter() - started)
-        except Exception:  # noqa: BLE001 - the first page will load it and explain any failure
+        except Exception:  # the first page will load it and explain any failure
             log.exception("could not load the bundled model at start-up")
     finally:
         # Loading the model froze what it left alive (ui.cache.freeze_long_lived); collect as before from here.
@@ -65,7 +65,7 @@ def _warm_up(collector_was_on: bool) -> None:
             gc.enable()
     try:
         prepare_language_model()
-    except Exception:  # noqa: BLE001 - choosing the model converts it and explains any failure
+    except Exception:  # choosing the model converts it and explains any failure
         log.exception("could not prepare the bundled language model at start-up")
     start_umap_warmup()  # after the model, not before; it then waits until no page has run for ten seconds
 

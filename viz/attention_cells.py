@@ -29,12 +29,12 @@ class SharedNumbers(np.ndarray):
     ``to_dict``, which for 16,384 Python ints was 10-15 ms per copy and per rerun."""
 
     @classmethod
-    def of(cls, codes) -> "SharedNumbers":
+    def of(cls, codes) -> SharedNumbers:
         shared = np.asarray(codes).astype(object).view(cls)
         shared.setflags(write=False)
         return shared
 
-    def __deepcopy__(self, memo) -> "SharedNumbers":
+    def __deepcopy__(self, memo) -> SharedNumbers:
         return self
 
 

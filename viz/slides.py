@@ -8,12 +8,30 @@ from numbers import Real
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.figure_reading import (  # noqa: F401 (axes_of, category_labels, copy_figure, tick_labels: read from here too)
-    _domain, _numbered_in_order, axes_of, category_labels, copy_figure, legend_traces, plain_array, tick_labels,
+from viz.figure_reading import (  # axes_of, category_labels, copy_figure, tick_labels: read from here too
+    _domain,
+    _numbered_in_order,
+    axes_of,
+    category_labels,
+    copy_figure,
+    legend_traces,
+    plain_array,
+    tick_labels,
     write_layout,
 )
 from viz.slide_text import (
-    AXIS_TITLE_LINES, BOLD_WIDER, LINE_BREAK, LINE_HEIGHT, SMALL_LINE, TAG, TICK_PITCH, _longest_line, line_count, slide_font_size, text_width, wrap_text,
+    AXIS_TITLE_LINES,
+    BOLD_WIDER,
+    LINE_BREAK,
+    LINE_HEIGHT,
+    SMALL_LINE,
+    TAG,
+    TICK_PITCH,
+    _longest_line,
+    line_count,
+    slide_font_size,
+    text_width,
+    wrap_text,
 )
 
 # Streamlit's chart theme sets an axis title this far from its tick labels (y: spacing twoXL, x: xl), and Plotly puts
