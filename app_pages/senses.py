@@ -43,7 +43,7 @@ EXAMPLE_LINES = (
 def corpus_sentences(word: str) -> tuple[list[str], list[str]]:
     """Sentences of the drift page's corpus that contain ``word``, labelled by their document's genre (or title)."""
     try:
-        from ui.corpus_state import current_corpus, current_corpus_name
+        from ui.corpus_state import current_corpus, current_corpus_name  # noqa: PLC0415 - optional: without the drift corpus this page still works
     except ImportError:
         st.info("The drift page's corpus is not available in this version of the app.")
         return [], []
@@ -197,7 +197,8 @@ def layer_and_projection(word: str, sentences: list[str], labels: list[str], occ
         placed_xy = None
         if placed is not None and placed.xy is not None and placed.coords is not None:
             placed_xy = align_layout(placed.coords, coords, also=np.asarray(placed.xy)[None])[1][0]
-    hovers = [highlighted_sentence(sentences[i], span) + (f"<br>(drawn as one point with {n - 1} identical other{'s' if n > 2 else ''})" if n > 1 else "")
+    hovers = [highlighted_sentence(sentences[i], span)
+              + (f"<br>(drawn as one point with {n - 1} identical other{'s' if n > 2 else ''})" if n > 1 else "")
               for i, span, n in zip(occurrences.sentence_ids, occurrences.spans, distinct.copies, strict=True)]
     points = pd.DataFrame({
         "sentence_id": occurrences.sentence_ids, "sentence": [sentences[i] for i in occurrences.sentence_ids],
@@ -220,7 +221,8 @@ def layer_and_projection(word: str, sentences: list[str], labels: list[str], occ
         table = cached_separation(model.name, word, tuple(sentences), tuple(point_labels))
         interval = cached_separation_interval(model.name, word, tuple(sentences), tuple(point_labels))
         chance = knn_chance_level(point_labels)
-        show_figure(separation_figure(table, layer, chance=chance, interval=interval), name=file_stem(model.name, "senses", word, "separation"), data=table.merge(interval, on="layer").assign(knn_chance=chance), key="senses-separation", share=0.4)
+        show_figure(separation_figure(table, layer, chance=chance, interval=interval), name=file_stem(model.name, "senses", word, "separation"),
+                    data=table.merge(interval, on="layer").assign(knn_chance=chance), key="senses-separation", share=0.4)
         measured, left_out = measured_labels(point_labels)
         if len(measured) < 2:
             st.info(f"The scores need at least two labels with two or more occurrences each ({UNLABELLED} points do not count).")
