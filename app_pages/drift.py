@@ -117,7 +117,8 @@ def drift_violins() -> None:
         limit = current_token_limit()  # the deployment's cut, which may be below the model's own limit
         reader = model.name if limit >= model.max_tokens else f"this app analyses per text ({model.name} itself reads {model.max_tokens})"
         st.warning(
-            f"{len(cut)} of {documents_phrase(len(corpus))} {'has' if len(cut) == 1 else 'have'} more tokens than {reader}: only their first {limit} tokens count.",
+            f"{len(cut)} of {documents_phrase(len(corpus))} {'has' if len(cut) == 1 else 'have'} more tokens than {reader}: "
+            f"only their first {limit} tokens count.",
             icon=":material/content_cut:",
         )
         st.dataframe(cut, hide_index=True)

@@ -115,7 +115,8 @@ explain(
     "the heads are averaged, mixed half and half with the identity (0.5·A + 0.5·I) and the rows renormalised; "
     "the layers are then multiplied from layer 0 up, so layer *l* is an estimate of how much of each input token "
     "reaches each token after blocks 0 to *l*. It is a heuristic: it assumes the residual connection carries exactly "
-    "half of each token and ignores the value vectors, the feed-forward layers and LayerNorm.  \n**Norm-weighted attention** (Kobayashi et al. 2020) multiplies each weight "
+    "half of each token and ignores the value vectors, the feed-forward layers and LayerNorm.  \n"
+    "**Norm-weighted attention** (Kobayashi et al. 2020) multiplies each weight "
     "α by ‖f(x)‖, the length of the vector the attended token actually adds through that head (its value vector "
     "passed through the head's slice of the output projection), so attention to a token that adds little shrinks."
 )

@@ -86,7 +86,8 @@ else:
     bar.empty()
 
 if table[list(STATISTICS)].isna().all(axis=None):
-    st.info("There is no query token to average over: type at least one ordinary word (two for a decoder, whose first token can only attend to itself).")
+    st.info("There is no query token to average over: type at least one ordinary word "
+            "(two for a decoder, whose first token can only attend to itself).")
     end_page()
 
 @friendly_fragment

@@ -120,7 +120,8 @@ def _full_edges(c: Contributions):
     edges = []
     for layer in range(layers):
         for i in range(t):
-            src = (lambda p: ("block", layer - 1, p) if layer else ("embedding", -1, p))
+            def src(p, layer=layer):
+                return ("block", layer - 1, p) if layer else ("embedding", -1, p)
             edges.append((src(i), ("attention", layer, i), "residual", c.attention_residual[layer, i]))
             for j in range(t):
                 edges.append((src(j), ("attention", layer, i), "attention", c.attention[layer, i, j].sum()))

@@ -221,7 +221,7 @@ def test_generation_headings_and_buttons_label_newlines_and_bytes_alike(bundled_
 
     at = open_app({"model": "SmolLM2-135M-Instruct", "text": SHOPPING, "steps": "3"}, page="app_pages/predictions.py")
     assert not page_errors(at)
-    unescape = lambda markdown: re.sub(r"\\(.)", r"\1", markdown)  # noqa: E731  markdown's escapes, as read
+    unescape = lambda markdown: re.sub(r"\\(.)", r"\1", markdown)  # noqa: E731 - markdown's escapes, as read
     captions = [unescape(c.value) for c in at.caption]
     assert sum("only part of a character" in c for c in captions) == 1
     tok = bundled_lm.tokenizer

@@ -254,7 +254,8 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: f
         # lift the title by its extra lines, which may hang over the plot, and give the top margin half as much again
         hanging = _title_hanging_px(wrapped, title_px)
         # automargin: Plotly grows the top margin until every line of the title is inside the figure
-        write_layout(fig.layout, title={"text": wrapped, "x": 0.01, "xanchor": "left", "xref": "container", "yref": "paper", "y": 1, "yanchor": "bottom",
+        write_layout(fig.layout, title={"text": wrapped, "x": 0.01, "xanchor": "left", "xref": "container", "yref": "paper",
+                                        "y": 1, "yanchor": "bottom",
                                   "automargin": True, "pad": {"b": pad + hanging}, "font": {"size": title_px}})
         needed = (6 + pad + LINE_HEIGHT * title_px * (line_count(wrapped) - small * 0.25) + LINE_HEIGHT * font_px
                   + hanging / 2)
