@@ -18,9 +18,15 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from core.attention import norm_weighted, rollout
+from core import about
+from core.attention import attention_view, norm_weighted, rollout
+from core.contextuality import embed_corpus_and_contextuality
+from core.effects import ablate_heads
+from core.head_stats import analysis_statistics, corpus_statistics
 from core.inference import Analysis, analyze
 from core.models import LoadedModel, load_model
+from core.predictions import MAX_TOP_K, NoLanguageModelHead, load_language_model, predict
+from core.queries_keys import queries_and_keys
 from core.run import Ablation, Run
 from ui.store import cached, results
 
@@ -153,8 +159,6 @@ def analysis_of(model: LoadedModel, run: Run) -> Analysis:
     ``run.ablation`` ``core.effects.ablate_heads``; cached."""
     if run.ablation is None:
         return cached("analyses", run, lambda: in_model_turn(analyze, model, run.text, max_tokens=run.max_tokens))
-    from core.effects import ablate_heads
-
     heads, method = run.ablation.heads, run.ablation.method
     return cached("ablated-analyses", run,
                   lambda: ablate_heads(model, run.text, heads, method=method, max_tokens=run.max_tokens))
@@ -214,8 +218,6 @@ def cached_head_stats(model_name: str, text: str, max_tokens: int | None, weight
 
     ``weighting``: ``"attention"`` or ``"norm-weighted"`` (raises ``UnsupportedArchitecture``, not cached).
     """
-    from core.head_stats import analysis_statistics
-
     model, run = model_and_run(model_name, (text,), max_tokens)
 
     def compute():
@@ -231,8 +233,6 @@ def cached_corpus_head_stats(model_name: str, texts: tuple[str, ...], max_tokens
     A bounded store rather than ``st.cache_data``: ``progress(done, total)`` draws into the
     page, and a cache that records page updates would replay them on a later hit.
     """
-    from core.head_stats import corpus_statistics
-
     model, run = model_and_run(model_name, tuple(texts), max_tokens)
     return cached("corpus-head-stats", run,
                   lambda: in_model_turn(corpus_statistics, model, texts, max_tokens=max_tokens, progress=progress))
@@ -255,8 +255,6 @@ def _corpus_pass(model: LoadedModel, run: Run, progress=None):
     """``(CorpusEmbeddings, Contextuality)`` of ``core.contextuality.embed_corpus_and_contextuality``, each put on
     the shelf of its wrapper (``cached_corpus_embeddings``, ``cached_contextuality``), so the Drift page's two
     calls run the model once."""
-    from core.contextuality import embed_corpus_and_contextuality
-
     store = results()
     with model_turn():
         # Another session may have run this pass, for the other wrapper, while this one waited for its turn.
@@ -280,8 +278,6 @@ def cached_language_model(name: str):
     Having no head is a property of the checkpoint, so that answer is cached too (returned, not
     raised) instead of loading the weights again on every rerun.
     """
-    from core.predictions import NoLanguageModelHead, load_language_model
-
     try:
         return load_language_model(cached_model(name))
     except NoLanguageModelHead as err:
@@ -291,8 +287,6 @@ def cached_language_model(name: str):
 def cached_predictions(model_name: str, text: str, max_tokens: int | None = None):
     """The top ``core.predictions.MAX_TOP_K`` predictions for the first ``max_tokens`` tokens of ``text``; pages cut
     them with ``.top(k)``, so changing k never re-runs the model."""
-    from core.predictions import MAX_TOP_K, predict
-
     run = run_of(model_name, (text,), max_tokens)
     language_model = cached_language_model(model_name)
     if isinstance(language_model, Exception):
@@ -310,8 +304,6 @@ def cached_attention_view(model_name: str, text: str, max_tokens: int | None, so
     """``core.attention.attention_view`` of ``source``: ``"raw"`` and ``"norm-weighted"`` give
     ``[layers, heads, n, n]``; ``"rollout"`` (no heads) gives ``[layers, 1, n, n]``. With ``ablation``
     (``(heads, method)`` from ``ui.ablation.knockout()``) the view is of the ablated run."""
-    from core.attention import attention_view
-
     model, run = model_and_run(model_name, (text,), max_tokens, ablation)
 
     def compute():
@@ -328,8 +320,6 @@ def cached_attention_view(model_name: str, text: str, max_tokens: int | None, so
 def cached_queries_keys(model_name: str, text: str, max_tokens: int | None = None, ablation: tuple | None = None):
     """``core.queries_keys.queries_and_keys``: ``(queries, keys)`` ``[layers, heads, T, d]`` for BertViz's neuron view
     (of the ablated run with ``ablation``)."""
-    from core.queries_keys import queries_and_keys
-
     model, run = model_and_run(model_name, (text,), max_tokens, ablation)
     return cached("queries-keys", run, lambda: in_model_turn(queries_and_keys, model, analysis_of(model, run)))
 
@@ -358,10 +348,8 @@ def cached_contextuality(model_name: str, texts: tuple[str, ...], max_tokens: in
 def cached_model_facts(model_name: str, text: str, max_tokens: int | None = None):
     """``core.about.model_facts`` for the sidebar's model and text. The part that is the same for every text
     (anisotropy: a pass over 8 short reference sentences) is computed once per model; the rest is a few sums."""
-    from core.about import model_facts, reference_anisotropy
-
     model, run = model_and_run(model_name, (text,), max_tokens)
     anisotropy = cached("reference-anisotropy", Run(model_name, revision=run.revision),
-                        lambda: read_only(in_model_turn(reference_anisotropy, model)))
-    return cached("model-facts", run, lambda: model_facts(model, analysis_of(model, run), anisotropy))
+                        lambda: read_only(in_model_turn(about.reference_anisotropy, model)))
+    return cached("model-facts", run, lambda: about.model_facts(model, analysis_of(model, run), anisotropy))
 

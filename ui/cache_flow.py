@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from core.flow import Contributions
-from core.recorded_pass import RecordedPass
+from core.flow import Contributions, contributions_of
+from core.recorded_pass import RecordedPass, record_pass
 from ui.cache import analysis_of, model_and_run, model_turn, read_only
 from ui.store import cached
 
@@ -20,9 +20,6 @@ class Flow(NamedTuple):
 def cached_flow(model_name: str, text: str, max_tokens: int | None, progress=None) -> Flow:
     """``core.flow.contributions_of`` of one recorded pass over ``text``; ``progress(done, total)`` after each layer,
     only when it is computed. Raises ``UnsupportedArchitecture`` (a sentence) for a model the app cannot record."""
-    from core.flow import contributions_of
-    from core.recorded_pass import record_pass
-
     model, run = model_and_run(model_name, (text,), max_tokens)
 
     def compute() -> Flow:

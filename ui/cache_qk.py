@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.qk_map import query_key_map, record_corpus
+from core.qk_measures import nearest_key_agreement, position_order
 from ui.cache import cached_model, in_model_turn, model_and_run, read_only, run_of
 from ui.store import cached, stored
 
@@ -21,8 +23,6 @@ def cached_corpus_queries_keys(model_name: str, texts: tuple[str, ...], max_toke
                                layers: tuple[int, ...] | None, progress=None):
     """``core.qk_map.record_corpus`` keyed by (model, texts, token limit, layers); ``progress(done, total)`` only
     when the model runs."""
-    from core.qk_map import record_corpus
-
     model, run = model_and_run(model_name, texts, max_tokens)
     return cached("qk-corpus", run,
                   lambda: in_model_turn(record_corpus, model, list(texts), max_tokens=max_tokens,
@@ -33,8 +33,6 @@ def cached_corpus_queries_keys(model_name: str, texts: tuple[str, ...], max_toke
 def cached_query_key_map(model_name: str, texts: tuple[str, ...], max_tokens: int | None, layers, layer: int, head: int,
                          rotary: bool, method: str):
     """``core.qk_map.query_key_map`` of the cached pass (random state 0): a ``QueryKeyMap``."""
-    from core.qk_map import query_key_map
-
     corpus = cached_corpus_queries_keys(model_name, texts, max_tokens, layers)
     return cached("qk-maps", run_of(model_name, texts, max_tokens),
                   lambda: query_key_map(None, None, layer, head, method=method, rotary=rotary, corpus=corpus),
@@ -44,8 +42,6 @@ def cached_query_key_map(model_name: str, texts: tuple[str, ...], max_tokens: in
 def cached_agreement(model_name: str, texts: tuple[str, ...], max_tokens: int | None, layers, layer: int, head: int,
                      rotary: bool, method: str):
     """``core.qk_map.nearest_key_agreement`` of ``cached_query_key_map(...)``."""
-    from core.qk_measures import nearest_key_agreement
-
     qmap = cached_query_key_map(model_name, texts, max_tokens, layers, layer, head, rotary, method)
     return cached("qk-agreements", run_of(model_name, texts, max_tokens), lambda: nearest_key_agreement(qmap),
                   (layer, head, rotary, method))
@@ -56,8 +52,6 @@ def cached_thumbnails(model_name: str, texts: tuple[str, ...], max_tokens: int |
     """For every head of the layers ``shown``: ``(layer, head, query_xy [n, 2], key_xy [n, 2], position order)``,
     the same ``n`` ≤ ``THUMBNAIL_POINTS`` tokens drawn in every panel (evenly spaced over the corpus); the order is
     measured on all points. ``method`` is PCA, or a method whose maps are already cached (never computed here)."""
-    from core.qk_measures import position_order
-
     corpus = cached_corpus_queries_keys(model_name, texts, max_tokens, layers)
 
     def compute():

@@ -4,6 +4,8 @@ source, target, token limit), and the attention views drawn from it.
 
 from __future__ import annotations
 
+from core.cross_attention import pair_attention_view
+from core.seq2seq import analyze_pair, generate_target
 from ui.cache import model_and_run, run_of
 from ui.store import cached, stored
 
@@ -14,8 +16,6 @@ from ui.store import cached, stored
 def cached_generated_target(model_name: str, source: str, max_tokens: int | None, progress=None) -> str:
     """``core.seq2seq.generate_target`` keyed by (model, source, token limit); ``progress(done, total)``
     only when the model runs."""
-    from core.seq2seq import generate_target
-
     model, run = model_and_run(model_name, (source,), max_tokens)
     return cached("generated-targets", run,
                   lambda: generate_target(model, source, max_tokens=max_tokens, progress=progress))
@@ -28,16 +28,12 @@ def generated_target_if_cached(model_name: str, source: str, max_tokens: int | N
 
 def cached_pair(model_name: str, source: str, target: str, max_tokens: int | None = None):
     """``core.seq2seq.analyze_pair`` of a given (non-empty) target, per (model, source, target, token limit)."""
-    from core.seq2seq import analyze_pair
-
     model, run = model_and_run(model_name, (source, target), max_tokens)
     return cached("pairs", run, lambda: analyze_pair(model, source, target, max_tokens=max_tokens))
 
 
 def cached_pair_view(model_name: str, source: str, target: str, max_tokens: int | None, stack: str, special: str, words: bool):
     """``core.cross_attention.pair_attention_view`` of one stack ("encoder", "decoder", "cross") of ``cached_pair``."""
-    from core.cross_attention import pair_attention_view
-
     return cached("pair-views", run_of(model_name, (source, target), max_tokens),
                   lambda: pair_attention_view(cached_pair(model_name, source, target, max_tokens), stack, special=special,
                                               words=words),
