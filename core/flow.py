@@ -31,7 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.models import LoadedModel
+from core.inference import _token_limit
+from core.lm_parts import parts_of
+from core.logit_attribution import _frozen_norm
+from core.models import LoadedModel, threads_for_input
 from core.recorded_pass import RecordedPass, record_pass
 from core.recording import UnsupportedArchitecture
 
@@ -130,41 +133,86 @@ def head_terms(recorded: RecordedPass, layer: int, rows: slice | None = None, *,
     output bias (through the frozen scale of a norm on the attention output, where the block has one).
     ``projection``: ``output_map(recorded, layer)[0]`` when the caller has it already; ``through_norm=False``: the
     terms of the attention output itself, before such a norm."""
-    record = recorded.records[layer]
     rows = slice(None) if rows is None else rows
-    heads, d = record.queries.shape[1], record.queries.shape[3]
-    w = output_map(recorded, layer)[0] if projection is None else projection
-    values = record.values[0].float()[[h // record.kv_groups for h in range(heads)]]  # [H, T, d]
+    written = _written(recorded, layer, output_map(recorded, layer)[0] if projection is None else projection)
     with torch.inference_mode():
-        written = torch.einsum("hjd,hdD->hjD", values, w.reshape(heads, d, -1))  # [H, T, D]: what key j's value writes
-        weights = torch.from_numpy(recorded.attention(layer))[:, rows]  # [H, q, T]
-        terms = torch.einsum("hij,hjD->ijhD", weights, written)
-        if through_norm and recorded.attention_is_normed(layer):
-            # a norm on the attention output, its scale frozen at this pass: update = output ⊙ factor, per position
-            output = recorded.attention_output[layer, rows]
-            update = (recorded.residual_mid[layer] - recorded.residual_pre[layer])[rows]
-            safe = torch.where(output != 0, output, torch.ones_like(output))
-            terms = terms * torch.where(output != 0, update / safe, 0.0)[:, None, None, :]
+        weights = torch.from_numpy(recorded.attention(layer)).permute(1, 2, 0)[rows]  # [q, T, H]
+        terms = weights[..., None] * written[None]
+        factor = _norm_factor(recorded, layer) if through_norm else None
+        if factor is not None:  # a norm on the attention output, its scale frozen at this pass, per position
+            terms = terms * factor[rows, None, None, :]
     return terms
 
 
+def _written(recorded: RecordedPass, layer: int, projection: torch.Tensor) -> torch.Tensor:
+    """``[T (key), H, D]``: what each head writes from each key position at weight 1, value · W_Oʰ (one einsum)."""
+    record = recorded.records[layer]
+    heads, d = record.queries.shape[1], record.queries.shape[3]
+    values = record.values[0].float()[[h // record.kv_groups for h in range(heads)]]  # [H, T, d]
+    with torch.inference_mode():
+        return torch.einsum("hjd,hdD->jhD", values, projection.reshape(heads, d, -1)).contiguous()
+
+
+def _norm_factor(recorded: RecordedPass, layer: int) -> torch.Tensor | None:
+    """``[T, D]``: the frozen scale of a norm on the attention output (update / output, per position), or None."""
+    if not recorded.attention_is_normed(layer):
+        return None
+    output = recorded.attention_output[layer]
+    update = recorded.residual_mid[layer] - recorded.residual_pre[layer]
+    safe = torch.where(output != 0, output, torch.ones_like(output))
+    return torch.where(output != 0, update / safe, 0.0)
+
+
+def _query_rows(start: int, reach: np.ndarray, cells_per_key: int) -> int:
+    """How many queries from ``start`` fit in ``QUERY_CHUNK_CELLS`` cells, each query reading the keys up to the
+    furthest one any query of the chunk reaches (``reach[i]``: one past query i's last key of non-zero weight)."""
+    budget = max(1, QUERY_CHUNK_CELLS // max(1, cells_per_key))
+    stop = start + 1
+    while stop < len(reach) and (stop + 1 - start) * int(reach[start:stop + 1].max()) <= budget:
+        stop += 1
+    return stop
+
+
 def _attention_layer(recorded: RecordedPass, layer: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(attention [T, T, H], residual [T])`` shares of block ``layer``'s residual after attention."""
+    """``(attention [T, T, H], residual [T])`` shares of block ``layer``'s residual after attention.
+
+    The proximity of every (head, key) term at once per chunk of queries, ``‖y − A_h[i, j] · w_h[j]‖₁`` with one
+    ``addcmul`` and one reduction over ``[q, k·H, D]``; keys a query gives weight 0 in every head (the later keys of
+    a causal model) are not computed: their terms are 0, and so is their proximity."""
     t, heads = recorded.num_tokens, recorded.records[layer].queries.shape[1]
     before, whole = recorded.residual_pre[layer], recorded.residual_mid[layer]
-    attention, residual = np.zeros((t, t, heads), np.float32), np.zeros(t, np.float32)
-    projection = output_map(recorded, layer)[0]
-    chunk = max(1, QUERY_CHUNK_CELLS // max(1, t * heads * whole.shape[1]))
+    written = _written(recorded, layer, output_map(recorded, layer)[0])  # [T, H, D]
+    factor = _norm_factor(recorded, layer)
+    weights = torch.from_numpy(recorded.attention(layer)).permute(1, 2, 0)  # [q, k, H]
+    nonzero = (weights != 0).any(dim=2)  # [q, k]
+    reach = np.where(nonzero.any(1).numpy(), t - nonzero.flip(1).int().argmax(1).numpy(), 0)
+    near = torch.zeros(t, t, heads)
     with torch.inference_mode():
-        for start in range(0, t, chunk):
-            rows = slice(start, min(t, start + chunk))
-            terms = head_terms(recorded, layer, rows, projection=projection)
-            q = terms.shape[0]
-            parts = torch.cat([terms.reshape(q, t * heads, -1), before[rows].unsqueeze(1)], dim=1)
-            shares = proximity_shares(parts, whole[rows])
-            attention[rows] = shares[:, :-1].reshape(q, t, heads).numpy()
-            residual[rows] = shares[:, -1].numpy()
-    return attention, residual
+        size = whole.abs().sum(-1)  # [T]
+        near_residual = (size - (whole - before).abs().sum(-1)).clamp(min=0)
+        start = 0
+        while start < t:
+            stop = _query_rows(start, reach, heads * whole.shape[1])
+            keys = int(reach[start:stop].max())
+            if keys:
+                q = stop - start
+                a = weights[start:stop, :keys].reshape(q, keys * heads, 1)  # [q, k·H, 1]
+                y = whole[start:stop, None]  # [q, 1, D]
+                terms = written[:keys].reshape(1, keys * heads, -1)  # [1, k·H, D]
+                if factor is None:
+                    rest = torch.addcmul(y, a, terms, value=-1.0)  # y − each term, [q, k·H, D]
+                else:
+                    rest = torch.sub(y, a * terms * factor[start:stop, None])
+                distance = rest.abs_().sum(-1)  # [q, k·H]
+                proximity = (size[start:stop, None] - distance).clamp_(min=0).masked_fill_(a[..., 0] == 0, 0.0)
+                near[start:stop, :keys] = proximity.reshape(q, keys, heads)
+            start = stop
+        total = near.sum(dim=(1, 2)) + near_residual  # [T]
+        has_any = total > 0
+        scale = torch.where(has_any, 1 / total.clamp(min=torch.finfo(total.dtype).tiny), 0.0)
+        attention = near * scale[:, None, None]
+        residual = torch.where(has_any, near_residual * scale, 1.0)  # all to the residual when nothing is near
+    return attention.numpy(), residual.numpy()
 
 
 def contributions_of(recorded: RecordedPass, tokens: list[str],
@@ -173,23 +221,25 @@ def contributions_of(recorded: RecordedPass, tokens: list[str],
     layers, t = recorded.num_layers, recorded.num_tokens
     attention = np.zeros((layers, t, t, recorded.records[0].queries.shape[1]), np.float32)
     attention_residual, mlp, mlp_residual = (np.zeros((layers, t), np.float32) for _ in range(3))
-    for layer in range(layers):
-        attention[layer], attention_residual[layer] = _attention_layer(recorded, layer)
-        parts = torch.stack([recorded.mlp_update[layer], recorded.residual_mid[layer]], dim=1)  # [T, 2, D]
-        shares = proximity_shares(parts, recorded.residual_post[layer]).numpy()
-        mlp[layer], mlp_residual[layer] = shares[:, 0], shares[:, 1]
-        if progress is not None:
-            progress(layer + 1, layers)
+    # One torch thread: on the shared 2-core machine two threads wait for each other (SmolLM2, 32 tokens, load 20:
+    # 1.0–1.2 s on one thread, 21–24 s on two). threads_for_input(0) is the app's one-thread section.
+    with threads_for_input(0):
+        for layer in range(layers):
+            attention[layer], attention_residual[layer] = _attention_layer(recorded, layer)
+            mid = recorded.residual_mid[layer]
+            parts = torch.stack([recorded.residual_post[layer] - mid, mid], dim=1)  # [T, 2, D]: MLP update, residual
+            shares = proximity_shares(parts, recorded.residual_post[layer]).numpy()
+            mlp[layer], mlp_residual[layer] = shares[:, 0], shares[:, 1]
+            if progress is not None:
+                progress(layer + 1, layers)
     return Contributions(attention, attention_residual, mlp, mlp_residual, list(tokens))
 
 
 def contributions(model: LoadedModel, text: str, *, max_tokens: int | None = None,
                   progress: Callable[[int, int], None] | None = None) -> Contributions:
     """Record one pass of ``model`` over ``text`` and return every node's incoming contributions."""
-    from core.inference import analyze  # noqa: PLC0415 - core.inference imports the recording modules this one uses
-
-    analysis = analyze(model, text, max_tokens=max_tokens)
-    return contributions_of(record_pass(model, analysis.input_ids), analysis.tokens, progress)
+    ids = model.tokenizer(text, truncation=True, max_length=_token_limit(model, max_tokens))["input_ids"]
+    return contributions_of(record_pass(model, ids), model.tokenizer.convert_ids_to_tokens(ids), progress)
 
 
 def route_graph(contributions: Contributions, position: int, threshold: float = DEFAULT_THRESHOLD) -> RouteGraph:
@@ -285,8 +335,6 @@ def route_sentence(graph: RouteGraph, labels: list[str]) -> str:
 def unembedding_of(lm) -> tuple[torch.nn.Module, torch.Tensor]:
     """``(final norm, W_U [V, D])`` of a causal language model (``core.predictions.LanguageModel``); raises
     ``UnsupportedArchitecture`` (a sentence) for other layouts."""
-    from core.lm_parts import parts_of  # loaded only when asked
-
     return parts_of(lm).final_norm, lm.model.get_output_embeddings().weight.detach().float()
 
 
@@ -295,8 +343,6 @@ def written_logits(lm, write: torch.Tensor, final_residual: torch.Tensor) -> np.
     the final norm with its scale frozen at that position's last residual ``final_residual`` ``[D]`` and the
     unembedding (the norm's shift and the head's bias belong to no part and are left out, as in direct logit
     attribution)."""
-    from core.logit_attribution import _frozen_norm
-
     norm, unembedding = unembedding_of(lm)
     frozen, _shift = _frozen_norm(norm, final_residual.float())
     with torch.inference_mode():

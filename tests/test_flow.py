@@ -162,3 +162,58 @@ def test_contributions_of_a_text_longer_than_one_chunk_equal_those_computed_at_o
     monkeypatch.setattr(core.flow, "QUERY_CHUNK_CELLS", 1)  # one query at a time
     chunked = contributions_of(recorded, ids)
     np.testing.assert_allclose(chunked.attention, whole.attention, atol=1e-6)
+
+
+def _reference_attention_shares(folder, ids):
+    """``(attention [L, T, T, H], residual [L, T])`` by hand in float64 from a plainly loaded eager model: each
+    (head, key) term A_h[i, j] · v_h[j] · W_Oʰ from the value projection's output (a hook), the weights the model
+    returns and the output projection's weight (times the norm's frozen scale (mid − pre) / output on Gemma); its
+    proximity max(0, ‖y‖₁ − ‖y − term‖₁) to y = the residual after attention, normalised with the residual's own."""
+    plain, seen, out = _plain_pass(folder, ids)
+    values: dict[int, torch.Tensor] = {}
+    hooks = []
+    for i, block in enumerate(_blocks(plain)):
+        if hasattr(block, "attn"):  # GPT-2: c_attn's output is [q | k | v]
+            hooks.append(block.attn.c_attn.register_forward_hook(
+                lambda m, a, o, i=i: values.__setitem__(i, o[0].chunk(3, dim=-1)[2])))
+        else:
+            hooks.append(block.self_attn.v_proj.register_forward_hook(lambda m, a, o, i=i: values.__setitem__(i, o[0])))
+    with torch.no_grad():
+        plain(torch.tensor([ids]))
+    for h in hooks:
+        h.remove()
+    config = plain.config
+    heads = config.num_attention_heads
+    attention, residual = [], []
+    for layer, block in enumerate(_blocks(plain)):
+        if hasattr(block, "attn"):
+            w_o = block.attn.c_proj.weight.detach().double()  # Conv1D: [H·d, D]
+        else:
+            w_o = block.self_attn.o_proj.weight.detach().double().T  # [H·d, D]
+        d = w_o.shape[0] // heads
+        v = values[layer].double()  # [T, Hkv·d]
+        groups = heads // (v.shape[1] // d)
+        weights = out.attentions[layer][0].double()  # [H, T, T]
+        pre, mid = seen[("pre", layer)].double(), seen[("mid", layer)].double()
+        factor = torch.ones_like(mid)
+        if hasattr(block, "pre_feedforward_layernorm"):
+            factor = (mid - pre) / seen[("attn", layer)].double()
+        terms = torch.stack([weights[h][:, :, None] * (v[:, (h // groups) * d:(h // groups + 1) * d]
+                                                        @ w_o[h * d:(h + 1) * d])[None] for h in range(heads)], dim=2)
+        terms = terms * factor[:, None, None, :]  # [T, T, H, D]
+        size = mid.abs().sum(-1)
+        near = (size[:, None, None] - (mid[:, None, None] - terms).abs().sum(-1)).clamp(min=0)
+        near_residual = (size - (mid - pre).abs().sum(-1)).clamp(min=0)
+        total = near.sum(dim=(1, 2)) + near_residual
+        attention.append((near / total[:, None, None]).numpy())
+        residual.append((near_residual / total).numpy())
+    return np.stack(attention), np.stack(residual)
+
+
+def test_contributions_equal_proximities_computed_by_hand_from_a_plain_model(tiny_decoder):
+    folder, model = tiny_decoder
+    ids = model.tokenizer(TEXT)["input_ids"]
+    result = contributions(model, TEXT)
+    attention, residual = _reference_attention_shares(folder, ids)
+    np.testing.assert_allclose(result.attention, attention, atol=2e-5)
+    np.testing.assert_allclose(result.attention_residual, residual, atol=2e-5)
