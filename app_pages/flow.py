@@ -54,13 +54,17 @@ try:
 except UnsupportedArchitecture as err:
     progress_slot.empty()
     st.info(f"The information-flow graph needs the parts of every attention update, which the app records for "
-            f"decoders such as SmolLM2, Llama, Qwen and Gemma, not for {markdown_safe(model.name)} "
-            f"({markdown_safe(str(err).rstrip('.'))}). Choose {markdown_safe(BUNDLED_LM)} in the sidebar to see the graph.",
-            icon=":material/info:")
+            f"decoders such as SmolLM2, Llama, Qwen and Gemma and encoders such as BERT and MiniLM, not for "
+            f"{markdown_safe(model.name)} ({markdown_safe(str(err).rstrip('.'))}). Choose {markdown_safe(BUNDLED_LM)} "
+            "in the sidebar to see the graph.", icon=":material/info:")
     end_page()
 progress_slot.empty()
 recorded, contributions = flow.recorded, flow.contributions
 t = recorded.num_tokens
+if recorded.post_norm:
+    st.caption("This model normalises the residual stream after adding each update (a post-norm block, as in "
+               "BERT), so a node's shares are those of the sum before that norm: the stream it received and each "
+               "term of the update.")
 
 language_model = None
 if model.is_decoder:

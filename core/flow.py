@@ -7,6 +7,13 @@ Gemma 2/3). The *contribution* of one part ``z`` of a sum ``y`` is its proximity
 normalised over the parts so that each node's incoming contributions are ≥ 0 and add up to 1 (the measure of the
 paper and of Meta's LLM Transparency Tool). The output projection's bias is not a part (as there).
 
+Post-norm blocks (BERT, MiniLM, DistilBERT) add an update and then normalise: ``mid = LN(x + Σ t + b)``, ``post =
+LN(mid + mlp)``. There the parts are those of the sum before the norm (``y = x + Σ t + b``: ``x`` and each ``t``;
+``mid + mlp``: ``mid`` and the MLP's output). The LN-aware split (each part centred and divided by the sum's
+frozen standard deviation, then times the gain) divides every part and the sum by the same number per position,
+which cancels in the shares; what it adds, the centring and the gain per dimension, would weigh the dimensions of
+the L1 distance unevenly, so the shares here are those of the stream's own coordinates, as for pre-norm blocks.
+
 Shapes (``L`` layers, ``T`` tokens, ``H`` query heads)::
 
     Contributions.attention            [L, T (query), T (key), H]   into the residual after attention
@@ -109,8 +116,11 @@ def output_map(recorded: RecordedPass, layer: int) -> tuple[torch.Tensor, torch.
     heads, d = record.queries.shape[1], record.queries.shape[3]
     concat = recorded.head_outputs(layer).transpose(0, 1).reshape(recorded.num_tokens, heads * d)
     target = recorded.attention_output[layer]
+    candidates = list(record.module.children())
+    if recorded.output_projection(layer) is not None:  # projected outside the attention module (BERT)
+        candidates.insert(0, recorded.output_projection(layer))
     with torch.inference_mode():
-        for module in record.module.children():
+        for module in candidates:
             weight = getattr(module, "weight", None)
             if not isinstance(weight, torch.Tensor) or weight.ndim != 2 or heads * d not in weight.shape:
                 continue
@@ -163,6 +173,12 @@ def _norm_factor(recorded: RecordedPass, layer: int) -> torch.Tensor | None:
     return torch.where(output != 0, update / safe, 0.0)
 
 
+def _attention_whole(recorded: RecordedPass, layer: int) -> torch.Tensor:
+    """``[T, D]``: the sum the attention node's parts add up to: the residual after attention, or in a post-norm
+    block the input of the norm after attention (residual + update, before it is normalised)."""
+    return recorded.residual_mid[layer] if recorded.attention_sum is None else recorded.attention_sum[layer]
+
+
 def _query_rows(start: int, reach: np.ndarray, cells_per_key: int) -> int:
     """How many queries from ``start`` fit in ``QUERY_CHUNK_CELLS`` cells, each query reading the keys up to the
     furthest one any query of the chunk reaches (``reach[i]``: one past query i's last key of non-zero weight)."""
@@ -180,7 +196,7 @@ def _attention_layer(recorded: RecordedPass, layer: int) -> tuple[np.ndarray, np
     ``addcmul`` and one reduction over ``[q, k·H, D]``; keys a query gives weight 0 in every head (the later keys of
     a causal model) are not computed: their terms are 0, and so is their proximity."""
     t, heads = recorded.num_tokens, recorded.records[layer].queries.shape[1]
-    before, whole = recorded.residual_pre[layer], recorded.residual_mid[layer]
+    before, whole = recorded.residual_pre[layer], _attention_whole(recorded, layer)
     written = _written(recorded, layer, output_map(recorded, layer)[0])  # [T, H, D]
     factor = _norm_factor(recorded, layer)
     weights = torch.from_numpy(recorded.attention(layer)).permute(1, 2, 0)  # [q, k, H]
@@ -227,8 +243,9 @@ def contributions_of(recorded: RecordedPass, tokens: list[str],
         for layer in range(layers):
             attention[layer], attention_residual[layer] = _attention_layer(recorded, layer)
             mid = recorded.residual_mid[layer]
-            parts = torch.stack([recorded.residual_post[layer] - mid, mid], dim=1)  # [T, 2, D]: MLP update, residual
-            shares = proximity_shares(parts, recorded.residual_post[layer]).numpy()
+            whole = recorded.residual_post[layer] if recorded.mlp_sum is None else recorded.mlp_sum[layer]
+            parts = torch.stack([whole - mid, mid], dim=1)  # [T, 2, D]: the MLP's update, the residual
+            shares = proximity_shares(parts, whole).numpy()
             mlp[layer], mlp_residual[layer] = shares[:, 0], shares[:, 1]
             if progress is not None:
                 progress(layer + 1, layers)
@@ -239,7 +256,9 @@ def contributions(model: LoadedModel, text: str, *, max_tokens: int | None = Non
                   progress: Callable[[int, int], None] | None = None) -> Contributions:
     """Record one pass of ``model`` over ``text`` and return every node's incoming contributions."""
     ids = model.tokenizer(text, truncation=True, max_length=_token_limit(model, max_tokens))["input_ids"]
-    return contributions_of(record_pass(model, ids), model.tokenizer.convert_ids_to_tokens(ids), progress)
+    with threads_for_input(0):  # one thread, as in contributions_of (128 tokens, load 20: 2.6–2.9 s, on two 40–45 s)
+        recorded = record_pass(model, ids)
+    return contributions_of(recorded, model.tokenizer.convert_ids_to_tokens(ids), progress)
 
 
 def route_graph(contributions: Contributions, position: int, threshold: float = DEFAULT_THRESHOLD) -> RouteGraph:

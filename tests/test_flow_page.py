@@ -191,10 +191,19 @@ def test_flow_page_escapes_hostile_text(tiny_llama):
 
 
 @pytest.mark.app
-def test_flow_page_on_an_encoder_says_why_in_a_sentence(tiny_bert_dir):
-    at = open_app({"model": tiny_bert_dir}, page="app_pages/flow.py")
-    assert not page_errors(at) and not at.get("plotly_chart")
-    assert "information-flow graph needs the parts of every attention update" in " ".join(i.value for i in at.info)
+def test_flow_page_on_an_encoder_draws_the_route_and_says_it_has_no_unembedding(tiny_bert_dir, tiny_bert):
+    text = "the cat sat on the mat"
+    at = open_app({"model": tiny_bert_dir, "text": text, "threshold": "0.01"}, page="app_pages/flow.py")
+    assert not page_errors(at)
+    (chart,) = at.get("plotly_chart")
+    ids = tiny_bert.tokenizer(text)["input_ids"]
+    graph = route_graph(contributions_of(record_pass(tiny_bert, ids), ["x"] * len(ids)), len(ids) - 1, 0.01)
+    drawn = sum(len([v for v in t["x"] if v is None]) for t in json.loads(chart.proto.spec)["data"]
+                if t.get("mode") == "lines")
+    assert drawn == len(graph.edges) > 0
+    said = " ".join(i.value for i in at.info)
+    assert "it is an encoder, which has no unembedding" in said and "no promoted or suppressed tokens" in said
+    assert "post-norm block" in _said(at)
 
 
 @pytest.mark.app
