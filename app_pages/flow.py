@@ -39,7 +39,8 @@ model = current_model()
 if model.is_encoder_decoder:
     from ui.seq2seq_views import not_applicable
 
-    not_applicable("The information-flow graph is built here for one stack (a decoder), so this page does not apply.")
+    not_applicable("The information-flow graph is built here for one stack (a decoder or an encoder), so this page "
+                   "does not apply.")
 name, text = current_model_name(), current_text()
 limit = min(current_token_limit(), FLOW_MAX_TOKENS)
 if current_token_limit() > FLOW_MAX_TOKENS:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -64,6 +65,11 @@ class Contributions:
     @property
     def num_layers(self) -> int:
         return self.attention.shape[0]
+
+    @cached_property
+    def key_shares(self) -> np.ndarray:
+        """``[L, T (query), T (key)]``: each key position's share summed over the heads (computed once)."""
+        return self.attention.sum(axis=3)
 
 
 @dataclass(frozen=True)
@@ -282,9 +288,10 @@ def route_graph(contributions: Contributions, position: int, threshold: float = 
         if kind == "attention":
             shares = contributions.attention[layer, p]  # [T, H]
             edges = [Edge(below(layer, p), node, float(contributions.attention_residual[layer, p]), "residual")]
-            for key in np.flatnonzero(shares.sum(axis=1) > threshold):
-                edges.append(Edge(below(layer, int(key)), node, float(shares[key].sum()), "attention",
-                                  tuple(float(s) for s in shares[key])))
+            summed = contributions.key_shares[layer, p]  # [T]
+            for key in np.flatnonzero(summed > threshold):
+                edges.append(Edge(below(layer, int(key)), node, float(summed[key]), "attention",
+                                  tuple(shares[key].tolist())))
             return edges
         return []
 
