@@ -262,9 +262,7 @@ def contributions(model: LoadedModel, text: str, *, max_tokens: int | None = Non
                   progress: Callable[[int, int], None] | None = None) -> Contributions:
     """Record one pass of ``model`` over ``text`` and return every node's incoming contributions."""
     ids = model.tokenizer(text, truncation=True, max_length=_token_limit(model, max_tokens))["input_ids"]
-    with threads_for_input(0):  # one thread, as in contributions_of (128 tokens, load 20: 2.6–2.9 s, on two 40–45 s)
-        recorded = record_pass(model, ids)
-    return contributions_of(recorded, model.tokenizer.convert_ids_to_tokens(ids), progress)
+    return contributions_of(record_pass(model, ids), model.tokenizer.convert_ids_to_tokens(ids), progress)
 
 
 def route_graph(contributions: Contributions, position: int, threshold: float = DEFAULT_THRESHOLD) -> RouteGraph:
