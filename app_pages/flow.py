@@ -27,7 +27,7 @@ NOTHING = "none"
 st.title("Information flow")
 explain(
     "Which routes through the model carried what it holds at one token? Every layer adds two updates to each "
-    "token's residual stream: attention (a sum of one term per head and earlier token) and the MLP. Following "
+    "token's residual stream: attention (a sum of one term per head and token it reads) and the MLP. Following "
     "Ferrando & Voita (2024), each term's **share** of the result is how much closer it brings the result than "
     "its absence would (the proximity max(0, ‖y‖₁ − ‖y − term‖₁), normalised so that a node's incoming shares add "
     "up to 1). The graph keeps the edges whose share is above the threshold and that lead to the chosen token's "
