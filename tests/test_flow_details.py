@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from core.flow import top_tokens, written_logits
+from core.flow import lens_logits, top_tokens, written_logits
 from core.flow_details import head_write, neuron_terms, top_neurons
 from core.models import load_model
 from core.predictions import load_language_model
@@ -117,3 +117,6 @@ def test_promoted_tokens_of_a_head_from_one_key_equal_its_term_through_the_froze
         lm.tokenizer.decode([int(i)]) for i in np.argsort(expected)[::-1][:5]]
     assert [tok for tok, _ in top_tokens(lm, got, 5, lowest=True)] == [
         lm.tokenizer.decode([int(i)]) for i in np.argsort(expected)[:5]]
+    # the logit lens of the last representation is the model's own logits there
+    np.testing.assert_allclose(lens_logits(lm, recorded.residual_post[-1, query]), out.logits[0, query].numpy(),
+                               rtol=1e-4, atol=1e-4)
