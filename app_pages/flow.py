@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from core.flow import DEFAULT_THRESHOLD, lens_logits, route_graph, route_sentence, top_tokens, written_logits
-from core.flow_details import head_write, top_neurons
+from core.flow_details import decode, head_write, top_neurons
 from core.models import BUNDLED_LM
 from core.recording import UnsupportedArchitecture
 from core.tokens import token_labels
@@ -134,9 +134,9 @@ def neuron_table(layer: int, p: int, final) -> None:
         return
     table = pd.DataFrame({"neuron": neurons.index, "activation": neurons.activation, "share": neurons.share})
     if language_model is not None:
-        written = [written_logits(language_model, term, final) for term in neurons.terms]
-        table["raises most"] = [top_tokens(language_model, w, 1)[0][0] for w in written]
-        table["lowers most"] = [top_tokens(language_model, w, 1, lowest=True)[0][0] for w in written]
+        written = written_logits(language_model, neurons.terms, final)  # [k, V]: one pass over the unembedding
+        table["raises most"] = decode(language_model, written.argmax(axis=1))
+        table["lowers most"] = decode(language_model, written.argmin(axis=1))
     st.markdown(markdown_safe(
         f"**Top neurons** of the {neurons.count:,}: each neuron's write is its activation times its row of the MLP's "
         "output map, and the neurons' writes plus the map's bias add up to what the MLP wrote here. A neuron's share "

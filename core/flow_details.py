@@ -97,6 +97,11 @@ def top_neurons(model: LoadedModel, recorded: RecordedPass, layer: int, position
     return Neurons(order, activation[order], share[order], terms[torch.from_numpy(order)], len(share))
 
 
+def decode(lm, ids: np.ndarray) -> list[str]:
+    """Each token id of ``ids`` ``[k]`` decoded on its own, spaces kept (as ``core.flow.top_tokens`` writes them)."""
+    return [lm.tokenizer.decode([int(i)], clean_up_tokenization_spaces=False) for i in ids]
+
+
 @dataclass(frozen=True)
 class HeadEdge:
     """One head's share of one attention edge of the route (``layer``, ``head``, from ``key`` into ``query``)."""

@@ -84,6 +84,10 @@ def test_neuron_terms_add_up_with_the_bias_to_the_mlp_output(tiny_decoder):
         np.testing.assert_allclose(top.share, shares[top.index], rtol=1e-3, atol=1e-6)
         np.testing.assert_allclose(top.activation, seen["neurons"][position, top.index].numpy(), rtol=1e-5)
         assert top.count == z.shape[0]
+        if family == "llama":  # the page projects the top neurons' writes in one call: each row as on its own
+            lm, final = load_language_model(model), recorded.residual_post[-1, position]
+            rows = written_logits(lm, top.terms, final)
+            np.testing.assert_allclose(rows[1], written_logits(lm, top.terms[1], final), rtol=1e-5, atol=1e-6)
 
 
 def test_promoted_tokens_of_a_head_from_one_key_equal_its_term_through_the_frozen_final_norm(tmp_path):

@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM
 from core.flow import Edge, RouteGraph, contributions_of, layer_runs
 from core.flow_details import ROUTE_MARGIN, route_summary
 from core.models import load_model
+from core.predictions import load_language_model
 from core.recorded_pass import record_pass
 from core.tokens import decoded_tokens, quoted_token
 from tests.lm_factory import build_tiny_llama_lm
@@ -139,3 +140,22 @@ def test_two_carriers_within_the_margin_are_not_ranked():
     assert "the first two differ by less than 0.02, so their order says little" in flow_sentences(
         close, route_summary(close), ["a", "b", "c"], "m", "d", 0.5)
     assert np.isclose(route_summary(graph).carriers[0][1], 0.5)
+
+
+@pytest.mark.integration
+def test_on_smollm2_the_step_follows_paris_back_to_its_carriers(bundled_lm):
+    at = open_app({"model": "SmolLM2-135M-Instruct", "track": "lm", "step": "6"}, page=TOUR)
+    assert not page_errors(at), page_errors(at)
+    said = _said(at)
+    ids = bundled_lm.tokenizer(FLOW_PROMPT)["input_ids"]
+    with torch.no_grad():
+        probabilities = load_language_model(bundled_lm).model(torch.tensor([ids])).logits[0, -1].double().softmax(-1)
+    assert bundled_lm.tokenizer.decode([int(probabilities.argmax())]) == " Paris"
+    assert (f"**How did SmolLM2-135M-Instruct get to “·Paris”?** After the {len(ids)} tokens of the prompt, ending with "
+            f"“·of”, its top guess is “·Paris” at {float(probabilities.max()):.1%}") in said, said
+    c = contributions_of(record_pass(bundled_lm, ids), ["x"] * len(ids))
+    totals: dict[int, float] = {}
+    for _, key, _, weight, _ in _route_by_hand(c, len(ids) - 1, 0.04):
+        totals[key] = totals.get(key, 0.0) + weight
+    top = max(totals, key=totals.get)
+    assert f"(token {top}) carry the most" in said and f"add up to {totals[top]:.2f}" in said, said
