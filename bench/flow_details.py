@@ -23,11 +23,11 @@ def _median_s(run, repeats: int = 5) -> float:
 
 def main() -> dict:
     # imported here: `python -m bench` lists every benchmark without loading torch
-    from core.flow import contributions_of, lens_logits, route_graph, top_tokens, written_logits  # noqa: PLC0415
-    from core.flow_details import decode, head_write, route_summary, top_neurons  # noqa: PLC0415
-    from core.models import load_model  # noqa: PLC0415
-    from core.predictions import load_language_model  # noqa: PLC0415
-    from core.recorded_pass import record_pass  # noqa: PLC0415
+    from core.flow import contributions_of, lens_logits, route_graph, top_tokens, written_logits
+    from core.flow_details import decode, head_write, route_summary, top_neurons
+    from core.models import load_model
+    from core.predictions import load_language_model
+    from core.recorded_pass import record_pass
 
     model = load_model("SmolLM2-135M-Instruct")
     lm = load_language_model(model)

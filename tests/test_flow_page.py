@@ -9,13 +9,11 @@ import re
 import numpy as np
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 
-from core.flow import (Edge, RouteGraph, carriers, contributions_of, head_terms, lens_logits, route_graph,
-                       route_sentence, top_tokens, written_logits)
+from core.flow import Edge, RouteGraph, carriers, contributions_of, route_graph, route_sentence
+from core.flow_details import top_neurons
 from core.models import load_model
 from core.predictions import load_language_model
-from core.flow_details import top_neurons
 from core.recorded_pass import record_pass
 from tests.lm_factory import build_tiny_llama_lm
 from tests.test_app import open_app, page_errors
@@ -83,7 +81,7 @@ def test_every_edge_and_node_has_a_clickable_point_of_its_own():
     graph = RouteGraph(2, 0.04, (*_graph().edges, own))
     fig = route_figure(graph, ["a", "b", "c"], 2, title="route")
     (edges,) = [t for t in fig.data if t.name == "edges"]
-    points = dict(zip(edges.customdata, zip(edges.x, edges.y)))
+    points = dict(zip(edges.customdata, zip(edges.x, edges.y, strict=True), strict=True))
     assert set(points) == {edge_id(e) for e in graph.edges}
     assert len(set(points.values())) == len(points)  # no two edges' points coincide
     assert points[edge_id(own)] == (2 - 0.2, 2.5) and points["residual|block:0:2>attention:1:2"] == (2, 2.5)

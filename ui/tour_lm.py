@@ -29,8 +29,8 @@ from ui.lm_views import (
 )
 from ui.lm_lens import lens_parts
 from ui.page_state import option, set_option
-from ui.tour_flow import step_flow
 from ui.session import current_model, current_model_name, current_text, current_token_limit
+from ui.tour_flow import step_flow
 from ui.tour_kit import figure, full_page, not_here, say, try_this
 from viz.common import OKABE_ITO, markdown_safe, plotly_safe
 from viz.generation import distribution_bars, distribution_table, steps_figure

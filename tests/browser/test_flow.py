@@ -16,7 +16,7 @@ pytestmark = pytest.mark.browser
 HOSTILE = "<img src=x onerror=alert(1)>"
 # The centre, in page pixels, of the clickable point of the heaviest cross-position attention edge (the invisible
 # marker the figure puts on each edge, named by its edge id), the figure scrolled into the window first; and its id.
-EDGE_POINT = """() => {
+EDGE_POINT = r"""() => {
     const plot = document.querySelector('.js-plotly-plot');
     plot.scrollIntoView({block: 'center'});
     const index = plot.data.findIndex(t => t.name === 'edges');
