@@ -137,8 +137,8 @@ def neuron_table(layer: int, p: int, final) -> None:
         written = written_logits(language_model, neurons.terms, final)  # [k, V]: one pass over the unembedding
         table["raises most"] = decode(language_model, written.argmax(axis=1))
         table["lowers most"] = decode(language_model, written.argmin(axis=1))
-    st.markdown(markdown_safe(
-        f"**Top neurons** of the {neurons.count:,}: each neuron's write is its activation times its row of the MLP's "
+    st.markdown("**Top neurons** " + markdown_safe(
+        f"of the {neurons.count:,}: each neuron's write is its activation times its row of the MLP's "
         "output map, and the neurons' writes plus the map's bias add up to what the MLP wrote here. A neuron's share "
         "is the graph's proximity measure against that output, max(0, ‖y‖₁ − ‖y − write‖₁), over the sum of every "
         f"neuron's: these {len(neurons.index)} hold {neurons.share.sum():.1%} of it."))
