@@ -214,10 +214,7 @@ def route_view() -> None:
                        f"its node; {DEFAULT_THRESHOLD} as in Ferrando & Voita (2024).")
     graph = route_graph(contributions, position, threshold)
     sentence = route_sentence(graph, labels)
-    show_figure(route_figure(graph, labels, contributions.num_layers,
-                             title=f"Route into “{labels[position]}” (token {position}), threshold {threshold:.2f}"),
-                name=file_stem(model.name, "flow", f"token{position}", f"threshold{threshold:.2f}"),
-                data=lambda: edge_table(graph, labels), key=GRAPH_KEY, alt=sentence, on_select="rerun")
+    drawing = st.container()  # the figure, drawn once the list below knows which item is picked
     st.markdown(markdown_safe(sentence))
     edges = sorted(graph.edges, key=lambda e: -e.weight)
     nodes = sorted(graph.nodes, key=lambda n: (-n[1], n[2]))
@@ -230,6 +227,11 @@ def route_view() -> None:
                     list(items), key="item",
                     format_func=lambda i: "Pick an edge or a node…" if i == NOTHING
                     else edge_name(items[i], labels) if "|" in i else node_name(items[i], labels))
+    with drawing:
+        show_figure(route_figure(graph, labels, contributions.num_layers, picked=picked,
+                                 title=f"Route into “{labels[position]}” (token {position}), threshold {threshold:.2f}"),
+                    name=file_stem(model.name, "flow", f"token{position}", f"threshold{threshold:.2f}"),
+                    data=lambda: edge_table(graph, labels), key=GRAPH_KEY, alt=sentence, on_select="rerun")
     if picked != NOTHING:
         (edge_detail if "|" in picked else node_detail)(items[picked])
 

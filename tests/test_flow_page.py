@@ -87,6 +87,11 @@ def test_every_edge_and_node_has_a_clickable_point_of_its_own():
     assert points[edge_id(own)] == (2 - 0.2, 2.5) and points["residual|block:0:2>attention:1:2"] == (2, 2.5)
     nodes = [t for t in fig.data if t.mode == "markers" and t.name in ("representation", "MLP")]
     assert {c for t in nodes for c in t.customdata} == {node_id(n) for n in graph.nodes}
+    assert all(t.unselected.marker.opacity == 1 for t in nodes)  # a click dims nothing
+    assert "picked" not in [t.name for t in fig.data]
+    for item, where in ((edge_id(own), points[edge_id(own)]), ("mlp:0:1", (1.3, 1.5))):  # the ring of the open detail
+        (ring,) = [t for t in route_figure(graph, ["a", "b", "c"], 2, title="r", picked=item).data if t.name == "picked"]
+        assert (ring.x[0], ring.y[0]) == pytest.approx(where)
 
 
 def test_hostile_token_labels_are_escaped_in_hover_text_ticks_and_title():
@@ -147,7 +152,7 @@ def test_flow_page_draws_the_route_and_opens_an_edge_and_a_node(tiny_llama):
     edge_ids = {edge_id(e) for e in graph.edges}
     node_ids = {node_id(n) for n in graph.nodes}
     assert len(box.options) == 1 + len(edge_ids) + len(node_ids)  # "Pick…", every edge and every node
-    clickable = {name: set(t["customdata"]) for t in spec["data"] if t.get("mode") == "markers"
+    clickable = {name: set(t.get("customdata", [])) for t in spec["data"] if t.get("mode") == "markers"
                  for name in [t["name"]]}
     assert clickable["edges"] == edge_ids  # a click on the figure names the same items as the list
     assert clickable["representation"] | clickable["MLP"] == node_ids
@@ -159,6 +164,8 @@ def test_flow_page_draws_the_route_and_opens_an_edge_and_a_node(tiny_llama):
     assert "the tokens it raises and lowers most" in _said(at)
     assert len(at.get("plotly_chart")) == 2 and len(at.dataframe) == 2  # the attention row; shares and tokens
     assert view_query(at.session_state)["item"] == edge_id(edge)  # the pick is in the link
+    drawn = json.loads(at.get("plotly_chart")[0].proto.spec)["data"]
+    assert [t["name"] for t in drawn].count("picked") == 1  # and ringed on the figure
     box = _detail_box(at)
     box.select_index(next(i for i, o in enumerate(box.options) if "→" not in o and "hidden state" in o)).run()
     assert not page_errors(at) and "Logit lens" in _said(at)

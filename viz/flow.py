@@ -18,6 +18,7 @@ from viz.common import plotly_safe, token_axis
 
 RESIDUAL_COLOUR = "#999999"
 MLP_COLOUR = "#000000"
+PICKED_COLOUR = "#D55E00"  # Okabe-Ito vermilion: the ring around the edge or node whose detail is open
 HEAD_COLOURS = plotly.colors.qualitative.Safe  # colour-blind safe, 11 colours, cycled past that
 MLP_OFFSET = 0.3  # an MLP square sits this far right of its position's column
 SELF_BOW = 0.2  # an attention edge within one position bends this far left of its residual edge
@@ -103,10 +104,12 @@ def _edge_hover(edge: Edge, labels: list[str]) -> str:
     return "<br>".join(lines)
 
 
-def route_figure(graph: RouteGraph, labels: list[str], num_layers: int, *, title: str) -> go.Figure:
+def route_figure(graph: RouteGraph, labels: list[str], num_layers: int, *, title: str,
+                 picked: str | None = None) -> go.Figure:
     """The route graph: one line trace per (colour, width) with None-separated polylines, one per edge; an invisible
     marker on each edge (``edge_points``) carries its hover text and its ``edge_id`` as ``customdata``, so a click
-    picks it; nodes as circles (MLPs as squares), each with its ``node_id``."""
+    picks it; nodes as circles (MLPs as squares), each with its ``node_id``. ``picked``: the id of the edge or node
+    whose detail is open, marked with a ring. A click leaves every point as it was drawn (no dimming)."""
     segments: dict[tuple[str, str, float], tuple[list, list]] = {}
     middles_x, middles_y, middles_text, middles_id = [], [], [], []
     for edge in sorted(graph.edges, key=lambda e: e.weight):  # heavy edges drawn last, on top
@@ -128,21 +131,28 @@ def route_figure(graph: RouteGraph, labels: list[str], num_layers: int, *, title
                                  legendgroup=name, showlegend=name not in shown, hoverinfo="skip",
                                  meta="edges"))
         shown.add(name)
+    invisible = {"marker": {"opacity": 0}}
     fig.add_trace(go.Scatter(x=middles_x, y=middles_y, mode="markers", marker={"size": 10, "opacity": 0},
                              hovertext=middles_text, hoverinfo="text", customdata=middles_id, showlegend=False,
-                             name="edges"))
+                             name="edges", selected=invisible, unselected=invisible))
     nodes = graph.nodes
+    drawn = {"marker": {"opacity": 1}}
     for square in (False, True):
-        picked = [n for n in nodes if (n[0] == "mlp") == square]
-        if not picked:
+        kind = [n for n in nodes if (n[0] == "mlp") == square]
+        if not kind:
             continue
         fig.add_trace(go.Scatter(
-            x=[node_x(n) for n in picked], y=[node_y(n) for n in picked], mode="markers",
+            x=[node_x(n) for n in kind], y=[node_y(n) for n in kind], mode="markers",
             marker={"symbol": "square" if square else "circle", "size": 8 if square else 9, "color": "white",
                     "line": {"color": "#444444", "width": 1.5}},
-            hovertext=[plotly_safe(node_name(n, labels)) for n in picked], hoverinfo="text",
-            customdata=[node_id(n) for n in picked],
+            hovertext=[plotly_safe(node_name(n, labels)) for n in kind], hoverinfo="text",
+            customdata=[node_id(n) for n in kind], selected=drawn, unselected=drawn,
             name="MLP" if square else "representation", showlegend=False))
+    ring = _picked_point(graph, picked, len(labels))
+    if ring is not None:
+        fig.add_trace(go.Scatter(x=[ring[0]], y=[ring[1]], mode="markers", hoverinfo="skip", showlegend=False,
+                                 name="picked", marker={"symbol": "circle-open", "size": 18, "color": PICKED_COLOUR,
+                                                        "line": {"width": 3}}))
     step = max(1, -(-num_layers // 16))  # at most about 16 layer labels
     fig.update_layout(
         title={"text": plotly_safe(title)},
@@ -156,6 +166,17 @@ def route_figure(graph: RouteGraph, labels: list[str], num_layers: int, *, title
         legend={"title": {"text": "edges"}},
     )
     return fig
+
+
+def _picked_point(graph: RouteGraph, picked: str | None, tokens: int) -> tuple[float, float] | None:
+    """Where the ring of the picked edge or node goes (its clickable point), or None when it is not in ``graph``."""
+    for edge in graph.edges:
+        if edge_id(edge) == picked:
+            return edge_points(edge, tokens)[2]
+    for node in graph.nodes:
+        if node_id(node) == picked:
+            return node_x(node), node_y(node)
+    return None
 
 
 def edge_table(graph: RouteGraph, labels: list[str]) -> pd.DataFrame:

@@ -45,6 +45,8 @@ def test_the_route_draws_and_an_edge_opens_its_detail_with_hostile_text(app_page
     page.wait_for_selector("text=What head", timeout=60_000)
     app_page.wait_until_idle()
     assert page.locator(".js-plotly-plot").count() == 2  # the route and the head's attention row
+    page.wait_for_function("() => document.querySelector('.js-plotly-plot').data.some(t => t.name === 'picked')",
+                           timeout=60_000)  # the clicked edge is ringed on the figure
     # a keyboard picks a node from the list: the list is long and filtered by typing
     box = page.locator('[data-testid="stMain"]').get_by_role("combobox", name=re.compile("^Details of an edge"))
     box.click()
