@@ -4,6 +4,8 @@ link opens the flow page on the same prompt and token, and two close candidates 
 
 from __future__ import annotations
 
+import json
+import re
 from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
@@ -159,3 +161,16 @@ def test_on_smollm2_the_step_follows_paris_back_to_its_carriers(bundled_lm):
         totals[key] = totals.get(key, 0.0) + weight
     top = max(totals, key=totals.get)
     assert f"(token {top}) carry the most" in said and f"add up to {totals[top]:.2f}" in said, said
+
+
+def test_the_flow_step_escapes_a_hostile_prompt_and_draws_a_slide(lm_dir):
+    hostile = "The <img src=x onerror=alert(1)> capital of **France** is $x$ the city of"
+    at = open_app({"model": lm_dir, "step": "6", "threshold": "0.01", "prompt": hostile, "present": "true"},
+                  page=TOUR)
+    assert not page_errors(at), page_errors(at)
+    for m in at.markdown:  # nothing typed becomes HTML, emphasis or math
+        assert "<img" not in m.value and "**France**" not in m.value and "$x$" not in m.value
+    (chart,) = at.get("plotly_chart")
+    spec = json.loads(chart.proto.spec)
+    assert spec["layout"]["width"] * 9 == spec["layout"]["height"] * 16  # a 16:9 slide
+    assert "&lt;" in chart.proto.spec and not re.findall(r"<(?!br>|b>|/b>)", chart.proto.spec)  # only our own tags
