@@ -1,5 +1,6 @@
-"""The Information flow page (issue 39): the route figure (viz.flow), the route sentence, the vocabulary projections
-against a plainly loaded model, and the page in AppTest on a tiny Llama, a tiny BERT and SmolLM2."""
+"""The Information flow page (issue 39): the route figure (viz.flow) with a clickable point per edge and node, the
+route sentence, and the page in AppTest on a tiny Llama, a tiny BERT and SmolLM2 (the vocabulary projections and the
+MLP's neurons against a plainly loaded model: tests/test_flow_details.py)."""
 
 from __future__ import annotations
 
