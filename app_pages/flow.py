@@ -15,7 +15,7 @@ from ui.cache_flow import FLOW_MAX_TOKENS, cached_flow
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
-from ui.page_state import end_page, option, set_option
+from ui.page_state import end_page, option, option_value, set_option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
 from viz.flow import edge_id, edge_name, edge_table, node_id, node_name, route_figure
@@ -222,11 +222,14 @@ def route_view() -> None:
     click = clicked(GRAPH_KEY)
     if click in items:
         set_option("item", click)
+    before = option_value("item")  # the last run's pick in this session (None on a link's first run)
     picked = option(st.selectbox, f"Details of an edge or a node ({len(edges)} edges, {len(nodes)} nodes): click "
                     "one on the graph or pick it here",
                     list(items), key="item",
                     format_func=lambda i: "Pick an edge or a node…" if i == NOTHING
                     else edge_name(items[i], labels) if "|" in i else node_name(items[i], labels))
+    if before is not None and picked != before and "|" in picked and items[picked].heads:
+        set_option("head", items[picked].top_head)  # a newly picked edge opens on its top head
     with drawing:
         show_figure(route_figure(graph, labels, contributions.num_layers, picked=picked,
                                  title=f"Route into “{labels[position]}” (token {position}), threshold {threshold:.2f}"),
