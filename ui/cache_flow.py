@@ -9,6 +9,8 @@ from core.recorded_pass import RecordedPass, record_pass
 from ui.cache import analysis_of, model_and_run, model_turn, read_only
 from ui.store import cached
 
+FLOW_MAX_TOKENS = 128  # contributions of every (head, key) term: about 10 s for 128 tokens of SmolLM2
+
 
 class Flow(NamedTuple):
     """The recorded pass the detail views read and the contributions the graph is built from."""
@@ -25,7 +27,7 @@ def cached_flow(model_name: str, text: str, max_tokens: int | None, progress=Non
     def compute() -> Flow:
         analysis = analysis_of(model, run)
         with model_turn():
-            recorded = record_pass(model, list(analysis.input_ids))
+            recorded = record_pass(model, list(analysis.input_ids), neurons=True)  # the MLP detail's neurons
             found = contributions_of(recorded, analysis.tokens, progress)
         for array in (found.attention, found.attention_residual, found.mlp, found.mlp_residual):
             read_only(array)

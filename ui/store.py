@@ -68,7 +68,8 @@ SHELVES: dict[str, Shelf] = {
     "logit-lens": Shelf(32, 400 * MB),
     # language-model views: generations, patching, attribution, induction (ui/lm_views.py, ui/lm_writer.py)
     "lm-tools": Shelf(64, 200 * MB),
-    # information flow (ui/cache_flow.py): a recorded pass and its contributions, about 36 MB for 128 tokens of SmolLM2
+    # information flow (ui/cache_flow.py): a recorded pass (with its MLP neurons) and its contributions, both counted;
+    # for 128 tokens of SmolLM2 the contributions alone are about 18 MB
     "flows": Shelf(8, 400 * MB),
     # needle in a haystack (ui/cache_needle.py)
     "needle-haystacks": Shelf(32, 200 * MB),
