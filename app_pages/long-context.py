@@ -21,7 +21,7 @@ SOURCES = {"haystack": "bundled long text", "sidebar": "the sidebar's text"}
 LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 DEFAULT_LENGTH = 2048
 MEASURES = {"local": f"within {LOCAL_DISTANCE} tokens", "far": "far, sink excluded", "sink": "on the sink"}
-STOPPED = "_long_context_stopped"  # the (model, text, limit) whose measurement the reader stopped
+STOPPED = "_long_context_stopped"  # the (model, text, length) whose measurement the reader stopped
 
 st.title("Long context")
 explain(
@@ -43,23 +43,29 @@ limit = current_token_limit()
 left, right = st.columns(2)
 source = option(left.segmented_control, "Text", list(SOURCES), format_func=SOURCES.get, default="haystack",
                 required=True, key="source")
-if source == "haystack":
-    lengths = [n for n in LENGTHS if n <= limit] or [limit]
+lengths = [n for n in LENGTHS if n <= limit] or [limit]
+if len(lengths) > 1:
     length = option(right.select_slider, "Length (tokens)", lengths,
-                    value=DEFAULT_LENGTH if DEFAULT_LENGTH in lengths else lengths[-1], key="length")
+                    value=DEFAULT_LENGTH if DEFAULT_LENGTH in lengths else lengths[-1], key="length",
+                    help="The text is read up to this many tokens (the bundled text is cut at a sentence end).")
+else:
+    length = lengths[0]
+if source == "haystack":
     text = cached_long_haystack(name, length)
     st.caption(f"The text: {HAYSTACK_SOURCE}, cut at a sentence end to at most {length:,} tokens. Lengths up to "
                f"{lengths[-1]:,} tokens fit this app's limit of {limit:,} with {model.name}.")
 else:
     text = current_text()
-ids, total, first_is_added = text_ids(model.tokenizer, text, limit)
+ids, total, first_is_added = text_ids(model.tokenizer, text, length)
 if len(ids) < 2:
     st.info("The text needs at least two tokens: type a longer text in the sidebar, or pick the bundled long text.",
             icon=":material/edit:")
     end_page()
 if total > len(ids):
-    st.info(f"The text has {total:,} tokens and this app reads at most {limit:,} with {model.name}, so only the first "
-            f"{len(ids):,} are measured.", icon=":material/content_cut:")
+    cut = (f"this app reads at most {limit:,} with {model.name}" if length == limit else
+           f"the length chosen is {length:,}")
+    st.info(f"The text has {total:,} tokens and {cut}, so only the first {len(ids):,} are measured.",
+            icon=":material/content_cut:")
 first = decoded_tokens(model.tokenizer, ids[:1])[0]
 if first_is_added:
     sink_label = f"the {quoted_token(first)} token the tokenizer adds (position 0)"
@@ -75,7 +81,7 @@ def _restart() -> None:
     st.session_state[STOPPED] = None
 
 
-key = (name, text, limit)
+key = (name, text, length)
 profile = profile_if_cached(*key)
 if profile is None:
     if st.session_state.get(STOPPED) == key:
@@ -101,7 +107,8 @@ st.header("How far each head looks")
 explain(
     f"A head is **local** when at least {LOCAL_SHARE:.0%} of its attention stays within {LOCAL_DISTANCE} tokens, a "
     f"**sink** head when at least {SINK_SHARE:.0%} lands on the sink, and **long-range** when at least "
-    f"{FAR_SHARE:.0%} goes {profile.far_distance:,} tokens or more away to keys other than the sink ("
+    f"{FAR_SHARE:.0%}, and no less than uniform attention's share, goes {profile.far_distance:,} tokens or more away "
+    "to keys other than the sink ("
     + ("the smallest sliding window of this model)." if profile.far_distance in profile.windows else
        "this model has no sliding window; that is this page's far distance).")
     + " The thresholds are this page's definitions; the shares beside them are measured.",

@@ -29,7 +29,7 @@ BLOCK_CELLS = 8_000_000  # cells of one block of recomputed weights [H, R, T] (3
 LOCAL_DISTANCE = 8  # "local": attention within this many tokens (d < 8)
 LOCAL_SHARE = 0.5  # a head is local when at least this share of its attention is local …
 SINK_SHARE = 0.5  # … a sink head when at least this share lands on the sink positions …
-FAR_SHARE = 0.25  # … a long-range head when at least this share goes past the far distance, sink excluded
+FAR_SHARE = 0.25  # … a long-range head when at least this share (and uniform's) goes past the far distance, sink excluded
 FAR_DISTANCE = 256  # the far distance of a model without a sliding window (with one: the smallest window)
 
 
@@ -234,10 +234,10 @@ def long_context_profile(model: LoadedModel, input_ids: Sequence[int], *, sink_p
 
 def head_kinds(profile: LongContextProfile) -> np.ndarray:
     """str ``[L, H]`` from the numbers, in this order: "sink" (≥ ``SINK_SHARE`` on the sink positions), "local"
-    (≥ ``LOCAL_SHARE`` within ``LOCAL_DISTANCE`` tokens), "long-range" (≥ ``FAR_SHARE`` at distance ≥
-    ``far_distance``, sink excluded), else "between"."""
+    (≥ ``LOCAL_SHARE`` within ``LOCAL_DISTANCE`` tokens), "long-range" (at distance ≥ ``far_distance``, sink
+    excluded, at least ``FAR_SHARE`` and at least what uniform attention puts there in its layer), else "between"."""
     kinds = np.full(profile.far.shape, "between", dtype=object)
-    kinds[profile.far >= FAR_SHARE] = "long-range"
+    kinds[(profile.far >= FAR_SHARE) & (profile.far >= profile.far_uniform[:, None])] = "long-range"
     kinds[profile.local >= LOCAL_SHARE] = "local"
     kinds[profile.sink_mean >= SINK_SHARE] = "sink"
     return kinds

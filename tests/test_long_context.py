@@ -133,3 +133,16 @@ def test_small_blocks_give_the_same_numbers(models, monkeypatch):
     blocks = long_context_profile(models["gemma3_text"][0], IDS)
     np.testing.assert_allclose(blocks.shares, whole.shares, atol=1e-6)
     np.testing.assert_allclose(blocks.sink[..., 1:], whole.sink[..., 1:], atol=1e-7)
+
+
+def test_head_kinds_follow_the_stated_thresholds_in_their_order(models):
+    from core.long_context import head_kinds
+
+    profile = long_context_profile(models["gemma3_text"][0], IDS)
+    kinds = head_kinds(profile)
+    for (layer, head), kind in np.ndenumerate(kinds):
+        far = profile.far[layer, head]
+        expected = ("sink" if profile.sink_mean[layer, head] >= 0.5 else "local" if profile.local[layer, head] >= 0.5
+                    else "long-range" if far >= 0.25 and far >= profile.far_uniform[layer] else "between")
+        assert kind == expected
+    assert (kinds[0] != "long-range").all()  # nothing lies past layer 0's window

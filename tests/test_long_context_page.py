@@ -101,7 +101,7 @@ def test_a_stopped_measurement_says_so_and_measures_again_on_request(gemma_dir):
     text = haystack_of_length(tokenizer, bundled_haystack(), 16 - len(tokenizer("")["input_ids"]))
     at = AppTest.from_file(APP, default_timeout=180)
     at.query_params.update({"model": gemma_dir, "length": "16"})
-    at.session_state["_long_context_stopped"] = (gemma_dir, text, 64)  # 64: the tiny model's window
+    at.session_state["_long_context_stopped"] = (gemma_dir, text, 16)
     at.switch_page(PAGE)
     at.run()
     assert not page_errors(at), page_errors(at)

@@ -1,5 +1,5 @@
 """The long-context page's caches: the bundled haystack cut to a length in a model's tokens, and one
-``core.long_context.LongContextProfile`` per (model, text, token limit)."""
+``core.long_context.LongContextProfile`` per (model, text, tokens read)."""
 
 from __future__ import annotations
 
@@ -29,18 +29,18 @@ def cached_long_haystack(model_name: str, tokens: int) -> str:
     return bounded_store("long-context-haystacks", MAX_PROFILES, 10_000_000).get_or_compute((model_name, tokens), compute)
 
 
-def profile_if_cached(model_name: str, text: str, limit: int) -> LongContextProfile | None:
-    return _profiles().get((model_name, text, limit))
+def profile_if_cached(model_name: str, text: str, tokens: int) -> LongContextProfile | None:
+    return _profiles().get((model_name, text, tokens))
 
 
-def cached_profile(model_name: str, text: str, limit: int,
+def cached_profile(model_name: str, text: str, tokens: int,
                    progress: Callable[[int, int], None] | None = None) -> LongContextProfile:
-    """``core.long_context.long_context_profile`` of ``text`` cut to ``limit`` tokens; ``progress(done, total)``
+    """``core.long_context.long_context_profile`` of ``text`` cut to ``tokens`` tokens; ``progress(done, total)``
     only when the model runs."""
     def compute() -> LongContextProfile:
         model = cached_model(model_name)
-        ids, _, _ = text_ids(model.tokenizer, text, limit)
+        ids, _, _ = text_ids(model.tokenizer, text, tokens)
         with model_turn():
             return long_context_profile(model, ids, progress=progress)
 
-    return _profiles().get_or_compute((model_name, text, limit), compute)
+    return _profiles().get_or_compute((model_name, text, tokens), compute)

@@ -42,9 +42,10 @@ def _cell(model_name: str, length: int, needle: str, question: str, answer: str,
 
 
 def grid_lengths(lengths: list[int]) -> list[int]:
-    """The grid's haystack lengths: those of ``GRID_LENGTHS`` the page offers, else its longest few."""
+    """The grid's haystack lengths: those of ``GRID_LENGTHS`` the page offers when at least two are, else the
+    ``MAX_GRID_LENGTHS`` longest it offers (a smaller token limit or window)."""
     chosen = [n for n in GRID_LENGTHS if n in lengths]
-    return chosen or lengths[-MAX_GRID_LENGTHS:]
+    return chosen if len(chosen) >= 2 else lengths[-MAX_GRID_LENGTHS:]
 
 
 def _stop(key) -> None:

@@ -139,8 +139,9 @@ def kinds_sentence(profile: LongContextProfile) -> str:
     said = (f"Of the {total} heads, {count['local']} are local (at least {percent(LOCAL_SHARE)} of their attention "
             f"within {LOCAL_DISTANCE} tokens; uniform attention would put {percent_span(profile.local_uniform)} there), "
             f"{count['sink']} put at least {percent(SINK_SHARE)} on the sink, {count['long-range']} send at least "
-            f"{percent(FAR_SHARE)} to tokens {far:,} or more away other than the sink (uniform attention: "
-            f"{percent_span(profile.far_uniform)}), and {count['between']} do none of these.")
+            f"{percent(FAR_SHARE)} to tokens {far:,} or more away other than the sink, and no less than uniform "
+            f"attention would (it puts {percent_span(profile.far_uniform)} there), and {count['between']} do none of "
+            "these.")
     if profile.num_tokens - 1 < far:
         said += f" This text has {profile.num_tokens:,} tokens, so no key is {far:,} tokens from any query."
     return said

@@ -59,7 +59,7 @@ NOT_CHANGED = {
     **{("patching", key): "patching needs a causal language model: with the test's masked LM the page is a sentence"
        for key in ("clean", "corrupted", "answer", "wrong", "view")},
     **{("needle", key): "a needle in a haystack needs a causal language model: with the test's masked LM the page is "
-                        "a sentence" for key in ("needle", "question", "answer", "depth", "length", "heads")},
+                        "a sentence" for key in ("needle", "question", "answer", "depth", "length", "heads", "grid")},
     **{("flow", key): "information flow needs a residual stream between attention and MLP, which BERT's blocks do "
                       "not expose: with the test's masked LM the page is a sentence"
        for key in ("token", "threshold", "item", "head")},
@@ -116,6 +116,10 @@ CHANGES = {
     "patching": [],  # see NOT_CHANGED
     "needle": [],  # see NOT_CHANGED
     "flow": [],  # see NOT_CHANGED
+    "long-context": [  # the text last: the sidebar's text is shorter, so the length changes first on the bundled text
+        (slide_left, "Length (tokens)", None, "length"), (press_segment, "Share", "on the sink", "measure"),
+        (choose, "Layer (counted from 0)", "1", "layer"), (press_segment, "Text", "the sidebar's text", "source"),
+    ],
     "effects": [  # the knock-out first: the token and position pickers appear below the parts it computes
         (pick_radio, "What to measure", "sentence embedding", "measure"),
         (write, "Heads to knock out", "L1H2", "heads"), (pick_radio, "Ablation", "mean", "ablation"),
