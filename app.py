@@ -8,8 +8,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui.startup import wait_for_startup
 from ui.idle import page_running
+from ui.startup import wait_for_startup
 from ui.warmup import start_warmup
 
 start_warmup()  # `make run` did this as the server started; with `streamlit run app.py`, the first visit does

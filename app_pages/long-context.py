@@ -14,8 +14,17 @@ from ui.page_state import end_page, option
 from ui.session import current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
 from viz.head_stats import head_heatmap
-from viz.long_context import (distance_heatmap, distance_table, head_table, kinds_sentence, layer_sentence, sink_lines,
-                              sink_sentence, sink_table, window_sentence)
+from viz.long_context import (
+    distance_heatmap,
+    distance_table,
+    head_table,
+    kinds_sentence,
+    layer_sentence,
+    sink_lines,
+    sink_sentence,
+    sink_table,
+    window_sentence,
+)
 
 SOURCES = {"haystack": "bundled long text", "sidebar": "the sidebar's text"}
 LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
