@@ -109,7 +109,8 @@ if profile is None:
     slot.empty()
 
 direction = "query − key: a query sees only earlier keys" if profile.causal else "|query − key|: an encoder sees both ways"
-st.caption(f"{model.name}, {profile.num_tokens:,} tokens; distance is {direction}. The sink is {sink_label}.")
+st.caption(f"{markdown_safe(model.name)}, {profile.num_tokens:,} tokens; distance is {direction}. The sink is "
+           f"{markdown_safe(sink_label)}.")
 stem = file_stem(name, "long-context", source, profile.num_tokens)
 
 st.header("How far each head looks")
@@ -146,8 +147,8 @@ overview(profile)
 @friendly_fragment
 def one_layer(profile) -> None:
     """One layer's heads by distance and on the sink by query position."""
-    layer = option(st.columns(2)[0].selectbox, "Layer (counted from 0)", list(range(model.num_layers)), key="layer")
     st.header("Attention by distance, one layer")
+    layer = option(st.columns(2)[0].selectbox, "Layer (counted from 0)", list(range(model.num_layers)), key="layer")
     sentence = layer_sentence(profile, layer)
     show_figure(distance_heatmap(profile, layer), name=f"{stem}-distance-layer-{layer}",
                 data=lambda: distance_table(profile), key="long-context-distance", alt=sentence)

@@ -110,3 +110,12 @@ def test_a_stopped_measurement_says_so_and_measures_again_on_request(gemma_dir):
     next(b for b in at.button if b.label == "Measure again").click().run()
     assert not page_errors(at), page_errors(at)
     assert [c.key for c in at.get("plotly_chart") if c.key][:1] == ["long-context-grid"]
+
+
+def test_a_hostile_first_token_is_escaped_in_the_sink_sentences(gemma_dir):
+    """The tiny Gemma's tokenizer adds no token before the text, so the sink is the text's own first token."""
+    at = open_app({"model": gemma_dir, "source": "sidebar", "text": "<img src=x onerror=alert(1)> " * 4}, page=PAGE)
+    assert not page_errors(at), page_errors(at)
+    assert "the first token “<”" in _text(at)
+    for element in list(at.markdown) + list(at.caption):
+        assert not re.search(r"(?<!\\)<(script|img)", element.value), element.value
