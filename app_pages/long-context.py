@@ -20,7 +20,7 @@ from viz.long_context import (
     head_table,
     kinds_sentence,
     layer_sentence,
-    sink_lines,
+    sink_heatmap,
     sink_sentence,
     sink_table,
     window_sentence,
@@ -155,7 +155,7 @@ def one_layer(profile) -> None:
     st.markdown(sentence + " " + window_sentence(profile, markdown_safe(model.name)))
     st.header("Attention on the first token")
     said = sink_sentence(profile, markdown_safe(sink_label))
-    show_figure(sink_lines(profile, layer, sink_label), name=f"{stem}-sink-layer-{layer}",
+    show_figure(sink_heatmap(profile, layer, quoted_token(first)), name=f"{stem}-sink-layer-{layer}",
                 data=lambda: sink_table(profile, layer), key="long-context-sink", alt=said)
     st.markdown(said)
 

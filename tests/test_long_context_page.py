@@ -60,6 +60,9 @@ def test_tiny_gemma_draws_distance_and_sink_views_from_core_numbers(gemma_dir):
     distance = _z(at, "long-context-distance")
     np.testing.assert_allclose(distance[:-1], profile.shares[0], atol=1e-6)  # heads, then uniform as the last row
     np.testing.assert_allclose(distance[-1], profile.uniform[0], atol=1e-6)
+    sink = _z(at, "long-context-sink")  # 63 query positions: one per cell, no block averaging
+    np.testing.assert_allclose(sink[:-1], profile.sink[0][:, 1:], atol=1e-6)
+    np.testing.assert_allclose(sink[-1], profile.sink_uniform[0, 1:], atol=1e-6)
     text = _text(at)
     local = int((profile.local >= 0.5).sum() - ((profile.local >= 0.5) & (profile.sink_mean >= 0.5)).sum())
     assert f"Of the {profile.far.size} heads, {local} are local" in text

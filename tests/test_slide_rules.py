@@ -20,7 +20,7 @@ from viz.drift import cls_violin_figure, layer_violin_figure
 from viz.flow import route_figure
 from viz.head_stats import head_heatmap, head_heatmaps
 from viz.inside import component_bars, matrix_heatmap, stacked_token_bars, token_bars
-from viz.long_context import distance_heatmap, sink_lines
+from viz.long_context import distance_heatmap, sink_heatmap
 from viz.maxima import attention_panels, maxima_grid, special_share_chart
 from viz.needle import grid_heatmap
 from viz.predictions import fill_in_bars, next_token_heatmap
@@ -236,7 +236,7 @@ def _every_figure(analysis) -> list[go.Figure]:
           for colour in ("kind", "position", "token")),
         matrix_figure([(0, h, RNG.random((3, 2)), RNG.random((3, 2))) for h in range(4)], 4, title="every head"),
         distance_heatmap(_long_context_profile(), 0),
-        sink_lines(_long_context_profile(), 1, "the first token “The” (position 0; this tokenizer adds no token before the text)"),
+        sink_heatmap(_long_context_profile(), 1, "“The”"),
         grid_heatmap(_depth_length_grid()),
     ]
 

@@ -69,24 +69,28 @@ def _pooled(values: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.n
     return np.stack([picked[..., s:s + size].mean(axis=-1) for s in starts], axis=-1), positions[starts]
 
 
-def sink_lines(profile: LongContextProfile, layer: int, sink_label: str) -> go.Figure:
-    """The share of each head's attention on the sink by query position (one line per head; query positions averaged
-    in blocks when there are more than ``MAX_POINTS``), and uniform attention's share as a dashed line."""
+def sink_heatmap(profile: LongContextProfile, layer: int, sink_token: str) -> go.Figure:
+    """Each head of ``layer`` (rows, and uniform attention as the last row) × query position (columns, averaged in
+    blocks when there are more than ``MAX_POINTS``): the share of the query's attention on the sink."""
     queries = profile.queries
     shares, x = _pooled(profile.sink[layer], queries)
     even, _ = _pooled(profile.sink_uniform[layer], queries)
     size = _blocks(queries)
-    fig = go.Figure()
-    for head, line in enumerate(shares):
-        fig.add_trace(go.Scatter(x=x, y=line, mode="lines", name=f"head {head}",
-                                 hovertemplate=f"head {head}, query %{{x}}: %{{y:.3f}}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=x, y=even, mode="lines", name="uniform attention", line={"dash": "dash", "color": "#444"},
-                             hovertemplate="uniform, query %{x}: %{y:.4f}<extra></extra>"))
-    pooled = f" (mean of {size} positions per point)" if size > 1 else ""
+    heads = shares.shape[0]
+    rows = [f"head {h}" for h in range(heads)] + [UNIFORM_ROW]
+    ends = np.minimum(x + size - 1, queries[-1])
+    span = np.array([[f"{a:,}" if a == b else f"{a:,}–{b:,}" for a, b in zip(x, ends, strict=True)]] * len(rows),
+                    dtype=object)
+    fig = go.Figure(go.Heatmap(
+        z=np.vstack([shares, even[None]]), x=x + (size - 1) / 2, y=rows, customdata=span, colorscale=SEQUENTIAL,
+        zmin=0, zmax=1, ygap=1, colorbar={"title": {"text": "share on the sink"}},
+        hovertemplate="%{y}, query %{customdata}: %{z:.3f}<extra></extra>",
+    ))
+    pooled = f" (mean of {size} positions per cell)" if size > 1 else ""
     fig.update_xaxes(title_text=f"query position{pooled}")
-    fig.update_yaxes(title_text=plotly_safe(f"share on {sink_label}"), range=[0, 1.02])
-    fig.update_layout(title={"text": plotly_safe(f"Layer {layer}: attention on {sink_label} by query position")},
-                      height=420, margin={"l": 70, "r": 20, "t": 70, "b": 60})
+    fig.update_yaxes(title_text=None, autorange="reversed")
+    fig.update_layout(title={"text": plotly_safe(f"Layer {layer}: attention on {sink_token} (position 0) by query position")},
+                      height=200 + 26 * len(rows), margin={"l": 80, "r": 20, "t": 70, "b": 60})
     return fig
 
 
