@@ -59,6 +59,11 @@ if len(lengths) > 1:
                     help="The text is read up to this many tokens (the bundled text is cut at a sentence end).")
 else:
     length = lengths[0]
+added = len(model.tokenizer("", add_special_tokens=True)["input_ids"])  # BOS, [CLS] … around the text
+if length - added < 2:
+    st.info(f"This app reads at most {limit} token(s) with {markdown_safe(model.name)}, {added} of them the tokenizer's "
+            "own, too few to measure how far attention goes.", icon=":material/info:")
+    end_page()
 if source == "haystack":
     text = cached_long_haystack(name, length)
     st.caption(f"The text: {HAYSTACK_SOURCE}, cut at a sentence end to at most {length:,} tokens. Lengths up to "
