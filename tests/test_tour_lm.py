@@ -71,7 +71,7 @@ def test_a_language_model_opens_on_the_lm_track_and_a_link_can_choose_the_other(
     at = _tour({"model": lm_dir})
     assert _track(at).value == "lm"
     assert at.header[0].value == "1 · What comes next?"
-    assert at.slider(key="tour.step").max == 5 and "track" not in view_query(at.session_state)  # the default stays out of links
+    assert at.slider(key="tour.step").max == 6 and "track" not in view_query(at.session_state)  # the default stays out of links
     at = _tour({"model": lm_dir, "track": "attention", "step": "4"})
     assert at.header[0].value == "4 · One attention head" and at.slider(key="tour.step").max == 10
     assert view_query(at.session_state)["track"] == "attention"
@@ -110,7 +110,7 @@ def test_the_sample_step_writes_what_generate_writes_and_its_link_reproduces_it(
     greedy = generate(lm, TEXT, steps=12)
     sampled = generate(lm, TEXT, steps=12, sample=True, seed=3, temperature=1.5)
     said = _said(at)
-    written = lambda g: "".join(s.text for s in g.steps)  # noqa: E731
+    written = lambda g: "".join(s.text for s in g.steps)  # noqa: E731 - a one-line helper, read where it is used
     assert f"it writes “{written(greedy)}”" in said and f"and writes “{written(sampled)}”" in said
     low = min(s.probability for s in sampled.steps)
     digits = 1 if low >= 0.001 else 1 - math.floor(math.log10(low * 100))  # two significant digits below 0.1 %
@@ -188,7 +188,7 @@ def test_the_patching_step_patches_the_residual_stream_of_its_prompts(lm_dir, lm
     said = _said(at)
     assert f"is {result.clean_diff:.2f} on the clean prompt and {result.corrupted_diff:.2f} on the corrupted" in said
     p, last = result.tokens.index(" hike"), len(result.tokens) - 1
-    shown = lambda token: "“" + token.replace(" ", "·") + "”"  # noqa: E731  the labelling rule, by hand
+    shown = lambda token: "“" + token.replace(" ", "·") + "”"  # noqa: E731 - the labelling rule, by hand
     assert f"differ at position {p} ({shown(result.tokens[p])} against {shown(result.corrupted_tokens[p])})" in said, said
     grid = result.grid  # the first layer from which the last position leads by 5 points at every layer after it
     moved = next((l for l in range(len(grid)) if all(grid[k, last] > grid[k, p] + 0.05 for k in range(l, len(grid)))),
@@ -211,7 +211,7 @@ def test_the_patching_step_defaults_to_the_names_preset_and_explains_unequal_len
 
 def test_next_back_and_the_switch_move_within_the_track(lm_dir):
     at = _tour({"model": lm_dir, "text": TEXT})
-    for step in range(2, 6):
+    for step in range(2, 7):
         at.button(key="tour_next").click().run()
         assert not page_errors(at), page_errors(at)
         assert at.header[0].value.startswith(f"{step} ·") and view_query(at.session_state)["step"] == str(step)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from core.flow import Contributions
-from core.recorded_pass import RecordedPass
+from core.flow import Contributions, contributions_of
+from core.recorded_pass import RecordedPass, record_pass
 from ui.cache import bounded_store, cached_analysis, cached_model, model_turn, read_only
 
 # Entries are few because only the contributions' arrays are counted in bytes (about 18 MB for 128 tokens of
 # SmolLM2); the recorded pass's tensors (about as much again) are not.
+FLOW_MAX_TOKENS = 128  # contributions of every (head, key) term: about 10 s for 128 tokens of SmolLM2
 MAX_FLOWS = 8
 MAX_FLOW_BYTES = 400_000_000
 
@@ -24,14 +25,11 @@ class Flow(NamedTuple):
 def cached_flow(model_name: str, text: str, max_tokens: int | None, progress=None) -> Flow:
     """``core.flow.contributions_of`` of one recorded pass over ``text``; ``progress(done, total)`` after each layer,
     only when it is computed. Raises ``UnsupportedArchitecture`` (a sentence) for a model the app cannot record."""
-    from core.flow import contributions_of
-    from core.recorded_pass import record_pass
-
     def compute() -> Flow:
         model = cached_model(model_name)
         analysis = cached_analysis(model_name, text, max_tokens)
         with model_turn():
-            recorded = record_pass(model, list(analysis.input_ids))
+            recorded = record_pass(model, list(analysis.input_ids), neurons=True)  # the MLP detail's neurons
             found = contributions_of(recorded, analysis.tokens, progress)
         for array in (found.attention, found.attention_residual, found.mlp, found.mlp_residual):
             read_only(array)

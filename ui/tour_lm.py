@@ -1,5 +1,5 @@
-"""The guided tour's language-model track (app_pages/tour.py): predict → sample → the lens → induction → patching,
-each step computed now for the causal language model and the text on screen.
+"""The guided tour's language-model track (app_pages/tour.py): predict → sample → the lens → induction → patching
+→ information flow (ui/tour_flow.py), each step computed now for the causal language model and the text on screen.
 
 The tour offers the track when the model on screen is a causal language model (a decoder with its language-model
 head) and opens on it; the switch at the top (``?track=attention``) goes back to the ten steps from tokens to a
@@ -23,13 +23,22 @@ from core.margins import leads_from
 from core.patching import UnequalLengths, patch_residual
 from core.tokens import quoted_token
 from ui.cache import cached_language_model
-from ui.lm_views import (
-    cached_induction, cached_lm_result, induction_even_share, induction_figure, induction_sentence, induction_table,
-    next_logits, patching_prompts, run_generate, token_texts,
-)
 from ui.lm_lens import lens_parts
+from ui.lm_views import (
+    cached_induction,
+    cached_lm_result,
+    induction_even_share,
+    induction_figure,
+    induction_sentence,
+    induction_table,
+    next_logits,
+    patching_prompts,
+    run_generate,
+    token_texts,
+)
 from ui.page_state import option, set_option
 from ui.session import current_model, current_model_name, current_text, current_token_limit
+from ui.tour_flow import step_flow
 from ui.tour_kit import figure, full_page, not_here, say, try_this
 from viz.common import OKABE_ITO, markdown_safe, plotly_safe
 from viz.generation import distribution_bars, distribution_table, steps_figure
@@ -42,9 +51,10 @@ TRACKS = {ATTENTION: "From tokens to a corpus", LM: "How a language model predic
 INTROS = {
     ATTENTION: "Ten steps from tokens to a whole corpus. Every number is computed now, for the model and text in the "
                "sidebar. Use the buttons or the ← → keys.",
-    LM: "Five steps through how a language model writes: what it predicts, how a sampler draws, when the answer "
-        "becomes readable in the layers, which heads copy, and which activations carry a detail. Every number is "
-        "computed now, for the model and text in the sidebar. Use the buttons or the ← → keys.",
+    LM: "Six steps through how a language model writes: what it predicts, how a sampler draws, when the answer "
+        "becomes readable in the layers, which heads copy, which activations carry a detail, and which routes "
+        "through the layers carried the answer. Every number is computed now, for the model and text in the "
+        "sidebar. Use the buttons or the ← → keys.",
 }
 SAMPLED = 12  # tokens the sampling step writes, greedy and sampled
 INDUCTION_LENGTH, INDUCTION_SEED = 40, 0  # the Head statistics page's defaults: its link shows the same scores
@@ -146,7 +156,7 @@ def step_sample() -> None:
     fig.update_layout(title="The model's probability of each sampled token (bars) and of greedy's (diamonds)",
                       showlegend=True, legend={"orientation": "h", "y": -0.35})
     width = max(len(sampled), len(greedy))
-    cell = lambda steps, i, f: f(steps[i]) if i < len(steps) else None  # noqa: E731
+    cell = lambda steps, i, f: f(steps[i]) if i < len(steps) else None  # noqa: E731 - a one-line helper, read where it is used
     figure(fig, f"sampling-t{temperature:g}-seed{seed}", pd.DataFrame({
         "step": range(1, width + 1),
         "sampled_token": [cell(sampled, i, lambda s: shown[s.token_id]) for i in range(width)],
@@ -165,7 +175,7 @@ def sampling_sentence(greedy, sampled, shown: dict[int, str], greedy_text: str, 
     character as ``<0xD8>``), the written texts ``greedy_text`` and ``sampled_text`` decoded whole."""
     part = next((i for i, (g, s) in enumerate(zip(greedy, sampled)) if g.token_id != s.token_id), None)
     low = min(range(len(sampled)), key=lambda i: sampled[i].probability)
-    label = lambda step: _q(shown[step.token_id])  # noqa: E731
+    label = lambda step: _q(shown[step.token_id])  # noqa: E731 - a one-line helper, read where it is used
     return (
         f"**Greedy** decoding always takes the top token; after your text it writes “{markdown_safe(greedy_text)}”. A "
         f"**sampler** draws each token at random from the distribution, here divided by a temperature of "
@@ -302,4 +312,5 @@ LM_STEPS: list[tuple[str, Callable[[], None]]] = [
     ("When the answer becomes readable: the logit lens", step_lens),
     ("Induction heads: copying what came before", step_induction),
     ("Patching: which activations carry a detail", step_patching),
+    ("Information flow: how did the model get to its answer?", step_flow),
 ]
