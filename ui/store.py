@@ -76,6 +76,11 @@ SHELVES: dict[str, Shelf] = {
     "needle-scores": Shelf(32, 200 * MB),
     "needle-answers": Shelf(32, 200 * MB),
     "needle-knock-outs": Shelf(32, 200 * MB),
+    "needle-grid-cells": Shelf(512, 10 * MB),  # one small AnswerSuccess per (depth, length) cell (ui/needle_grid.py)
+    # long context (ui/cache_long_context.py): a profile holds [L, H, T] float32 sink shares, 30 × 9 × 8,192 × 4 bytes
+    # = 8.8 MB for SmolLM2 at 8,192 tokens
+    "long-context": Shelf(16, 200 * MB),
+    "long-context-haystacks": Shelf(16, 10 * MB),
     # queries and keys over a corpus (ui/cache_qk.py): SmolLM2, one layer of the 3,000-token sample corpus is 9 MB;
     # MiniLM, all 6 layers, 55 MB
     "qk-corpus": Shelf(6, 600 * MB),
