@@ -15,6 +15,7 @@ from ui.cache import cached_attention_view, cached_figure, cached_queries_keys
 from ui.explain import controls, explain
 from ui.errors import friendly_fragment
 from ui.figures import show_figure
+from ui.long_attention import is_long, long_attention
 from ui.page_state import end_page, option
 from ui.session import (
     current_analysis, current_model, current_model_name, current_text, current_token_limit, presentation_mode,
@@ -60,6 +61,10 @@ colorscale = PALETTES[option(c[4].selectbox, "Palette", list(PALETTES), key="pal
 plain = analysis
 [analysis] = with_ablation(analysis)  # heads knocked out on the "Does it matter?" page, if the user turns it on
 ablation = None if analysis is plain else knockout()  # in every view's and figure's cache key
+if is_long(analysis):  # every head's every cell is too much to draw: screen resolution, zoom and thumbnails
+    long_attention(model, analysis, source=source, special=special, words=words, per_head=per_head,
+                   colorscale=colorscale, ablation=ablation)
+    end_page()
 if words and not present:
     st.caption("Word level: a word's row is the **mean** over its query pieces; its column the **sum** over its key pieces.")
 
