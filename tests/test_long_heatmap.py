@@ -177,3 +177,27 @@ def test_the_pooled_figure_says_how_and_is_small(long_run):
     table = lh.pooled_table(head["max"])
     assert table.shape == (len(head["max"].row_starts), len(head["max"].col_starts) + 1)
     assert table["queries"].iloc[-1].endswith(str(analysis.num_tokens - 1))
+
+
+HOSTILE = "<img src=x onerror=alert(1)> "
+
+
+@pytest.mark.app
+def test_the_attention_page_draws_a_long_text_pooled_with_a_zoom_that_names_its_tokens(long_gemma_dir, monkeypatch):
+    from tests.test_app import open_app, page_errors
+
+    monkeypatch.setenv("EXPLORER_MAX_TOKENS", str(POSITIONS))
+    at = open_app({"model": long_gemma_dir, "text": HOSTILE + long_text(2000), "zoom": "32"}, page="app_pages/attention.py")
+    assert not page_errors(at), page_errors(at)
+    specs = {chart.proto.id: json.loads(chart.proto.spec) for chart in at.get("plotly_chart")}
+    titles = [spec["layout"]["title"]["text"].replace("<br>", " ") for spec in specs.values()]
+    pooled = next(spec for spec, title in zip(specs.values(), titles, strict=True) if "each pixel is the maximum" in title)
+    n = int(pooled["layout"]["xaxis"]["range"][1] + 0.5)
+    assert 3000 < n < POSITIONS and pooled["data"][0]["type"] == "image"
+    thumbs = [spec for spec in specs.values() if spec["data"][-1].get("customdata")]  # a layer's heads to click
+    assert [tuple(c) for c in thumbs[0]["data"][-1]["customdata"]] == [(0, h) for h in range(4)]
+    zoomed = next(spec for spec, title in zip(specs.values(), titles, strict=True) if "queries 0-31, keys 0-31" in title)
+    labels = [t for t in zoomed["data"] if t.get("name") != "masked"][0]["y"]
+    assert len(labels) == 32 and labels[0].endswith("(0)") and labels[31].endswith("(31)")
+    assert any("&lt;" in label for label in labels) and not any("<" in label for label in labels)
+    assert any(f"{n:,} tokens, more than the 512" in c.value for c in at.caption)
