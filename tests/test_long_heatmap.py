@@ -126,7 +126,7 @@ def test_zoom_returns_exactly_the_cells_and_labels_of_the_region(long_run):
     np.testing.assert_array_equal(held.values, analysis.attentions[0, 1, 530:562, 520:552])
     fig = lh.zoom_figure(zoomed, title="zoom", colorscale="Viridis")
     heat = [t for t in fig.data if t.type == "heatmap" and t.name != "masked"][0]
-    assert list(heat.y) == [f"{label} ({p})" for label, p in zip(labels[530:562], queries)]
+    assert list(heat.y) == [f"{label} ({p})" for label, p in zip(labels[530:562], queries, strict=True)]
     assert list(heat.x)[0].endswith("(520)")
     table = lh.zoom_table(zoomed)
     assert table.shape == (32, 33) and np.isnan(table.iloc[0, -1])  # query 530 cannot see key 551

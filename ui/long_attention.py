@@ -5,6 +5,8 @@ of a layer (or of every layer) as thumbnails; computed one head, or a few query 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import streamlit as st
 
@@ -15,7 +17,7 @@ from core.models import LoadedModel
 from core.tokens import token_labels
 from ui.cache import analysis_for, bounded_store, cached_figure, cached_model, in_model_turn
 from ui.errors import friendly_fragment
-from ui.figures import PRESENTATION_WIDTH, main_column_width, show_figure
+from ui.figures import PRESENTATION_WIDTH, fit_ahead, main_column_width, show_figure
 from ui.page_state import option, set_option
 from ui.session import current_model_name, current_text, current_token_limit, presentation_mode
 from viz import long_heatmap as lh
@@ -136,66 +138,96 @@ def long_view(name: str, ablation, per_head: bool, colorscale: str, layers: int,
     how = option(c[2].radio, "Each pixel shows", list(POOLS), format_func=POOLS.get, key="pool", horizontal=True,
                  help="The maximum shows where any single weight is high; the sum, how much attention a block gets in all.")
     scope = option(c[3].segmented_control, "Thumbnails", SCOPES, key="thumbs", default=SCOPES[0], required=True)
-    window = None if analysis.sliding_windows is None else analysis.sliding_windows[layer]
-    note = mask_note(None) if causal and window is None else (
-        mask_note(np.ones(1, dtype=bool), window) if causal else "")
-    run = " (ablated run)" if ablation else ""
-    style = {"colorscale": colorscale, "per_head_scale": per_head, "large": present}
+    view = View(model_name, ablation, name + (" (ablated run)" if ablation else ""), how, plot_pixels(present),
+                {"colorscale": colorscale, "per_head_scale": per_head, "large": present},
+                masked_note(causal, None if analysis.sliding_windows is None else analysis.sliding_windows[layer]))
 
     shown = tuple(range(layers)) if scope == SCOPES[1] else (layer,)
     bar = st.empty()
     thumbs = cached_thumbnails(model_name, ablation, shown, how, progress=lambda done, total: bar.progress(
         done / total, text=f"Thumbnails: layer {done} of {total}…") if total > 1 else None)
     bar.empty()
-    key = _key(model_name, ablation)
     show_figure(
-        cached_figure(model_name, ("long-thumbnails", *key[1:], shown, how, colorscale, per_head, present, layer, head),
-                      lambda: lh.thumbnails_figure(
-                          thumbs, title=f"{name}{run}: {'every layer × head' if len(shown) > 1 else f'layer {layer}, every head'}"
-                          "; click one to open it", selected=(layer, head), **style), ablation=ablation),
+        cached_figure(model_name, ("long-thumbnails", *_key(model_name, ablation)[1:], shown, how, colorscale, per_head,
+                                   present), lambda: lh.thumbnails_figure(
+                          thumbs, title=f"{view.run}: {'every layer × head' if len(shown) > 1 else f'layer {layer}, every head'}"
+                          "; click one to open it", **view.style), ablation=ablation),
         name=file_stem(name, "thumbnails", how, *(("layer", layer) if len(shown) == 1 else ())),
         data=lambda: lh.thumbnails_table(thumbs), key=THUMBS_KEY, on_select="rerun",
     )
 
-    pixels = plot_pixels(present)
     with st.spinner(f"Computing layer {layer}, head {head} ({n:,} × {n:,} weights)…"):
-        pooled = cached_pooled_head(model_name, ablation, layer, head, pixels)[how]
+        pooled = cached_pooled_head(model_name, ablation, layer, head, view.pixels)[how]
     z = st.columns([1, 1, 1])
     side = option(z[2].selectbox, "Zoom: tokens per side", ZOOM_SIDES, key="zoom", index=ZOOM_SIDES.index(64))
     side = min(side, n)
-    q0 = option(z[0].number_input, "Zoom: first query", min_value=0, max_value=n - side, value=0, step=side // 2, key="q0")
-    k0 = option(z[1].number_input, "Zoom: first key", min_value=0, max_value=n - side, value=0, step=side // 2, key="k0")
-    queries, keys = range(int(q0), int(q0) + side), range(int(k0), int(k0) + side)
-    title = f"{name}{run} · layer {layer}, head {head}"
-    show_figure(
-        cached_figure(model_name, ("long-head", *key[1:], layer, head, how, pixels, colorscale, per_head, present,
-                                   queries, keys),
-                      lambda: lh.pooled_head_figure(pooled, title=title, region=(queries, keys), masked_note=note, **style),
-                      ablation=ablation),
-        name=file_stem(name, "layer", layer, "head", head, how), data=lambda: lh.pooled_table(pooled),
-        key="long-attention-head",
-    )
-    with st.spinner(f"Computing queries {queries.start}-{queries.stop - 1}…"):
-        zoomed = cached_zoom(model_name, ablation, layer, head, queries, keys)
-    show_figure(
-        cached_figure(model_name, ("long-zoom", *key[1:], layer, head, colorscale, per_head, present, queries, keys),
-                      lambda: lh.zoom_figure(zoomed, title=f"{title}: queries {queries.start}-{queries.stop - 1}, keys "
-                                             f"{keys.start}-{keys.stop - 1}", masked_note=note, **style),
-                      ablation=ablation),
-        name=file_stem(name, "layer", layer, "head", head, "queries", queries.start, "keys", keys.start),
-        data=lambda: lh.zoom_table(zoomed), key="long-attention-zoom", reserve_margins=True,
-    )
-    prepare_layer(model_name, ablation, layer, heads, pixels)
+    q0 = option(z[0].number_input, "Zoom: first query", min_value=0, max_value=n - side, value=0, step=max(1, side // 2),
+                key="q0")
+    k0 = option(z[1].number_input, "Zoom: first key", min_value=0, max_value=n - side, value=0, step=max(1, side // 2),
+                key="k0")
+    region = (range(int(q0), int(q0) + side), range(int(k0), int(k0) + side))
+    show_figure(view.head_figure(layer, head, region), name=file_stem(name, "layer", layer, "head", head, how),
+                data=lambda: lh.pooled_table(pooled), key="long-attention-head")
+    with st.spinner(f"Computing queries {region[0].start}-{region[0].stop - 1}…"):
+        zoom_figure = view.zoom_figure(layer, head, region)
+    zoomed = cached_zoom(model_name, ablation, layer, head, *region)
+    show_figure(zoom_figure, name=file_stem(name, "layer", layer, "head", head, "queries", region[0].start, "keys",
+                                            region[1].start),
+                data=lambda: lh.zoom_table(zoomed), key="long-attention-zoom", reserve_margins=True)
+    prepare_layer(view, layer, heads, region)
 
 
-def prepare_layer(model_name: str, ablation, layer: int, heads: int, pixels: int) -> None:
-    """Compute the layer's other heads after the shown one is on screen, so that switching heads is a cache hit; a
-    click meanwhile stops this (Streamlit ends the run at the next element) and keeps what is done."""
-    missing = [h for h in range(heads) if not has_pooled_head(model_name, ablation, layer, h, pixels)]
-    if not missing:
-        return
+def masked_note(causal: bool, window: int | None) -> str:
+    """What the grey cells of a layer's figures are: the future of a decoder, and keys outside its sliding window."""
+    if not causal:
+        return ""
+    return mask_note(None if window is None else np.ones(1, dtype=bool), window)
+
+
+@dataclass(frozen=True)
+class View:
+    """What the long view's figures of one run share: the run, the pooling and pixels, the style and mask note."""
+
+    model_name: str
+    ablation: object
+    run: str
+    how: str
+    pixels: int
+    style: dict
+    note: str
+
+    def head_figure(self, layer: int, head: int, region: tuple[range, range]):
+        """The pooled head with the zoomed region outlined (cached per head, pooling, style and region)."""
+        style = tuple(self.style.values())
+        return cached_figure(
+            self.model_name, ("long-head", *_key(self.model_name, self.ablation)[1:], layer, head, self.how, self.pixels,
+                              *style, *region),
+            lambda: lh.pooled_head_figure(
+                cached_pooled_head(self.model_name, self.ablation, layer, head, self.pixels)[self.how],
+                title=f"{self.run} · layer {layer}, head {head}", region=region, masked_note=self.note, **self.style),
+            ablation=self.ablation)
+
+    def zoom_figure(self, layer: int, head: int, region: tuple[range, range]):
+        """The zoomed region token by token (cached per head, style and region)."""
+        queries, keys = region
+        return cached_figure(
+            self.model_name, ("long-zoom", *_key(self.model_name, self.ablation)[1:], layer, head,
+                              *tuple(self.style.values()), *region),
+            lambda: lh.zoom_figure(cached_zoom(self.model_name, self.ablation, layer, head, queries, keys),
+                                   title=f"{self.run} · layer {layer}, head {head}: queries {queries.start}-"
+                                   f"{queries.stop - 1}, keys {keys.start}-{keys.stop - 1}", masked_note=self.note,
+                                   **self.style),
+            ablation=self.ablation)
+
+
+def prepare_layer(view: View, layer: int, heads: int, region: tuple[range, range]) -> None:
+    """Compute, draw and fit the layer's other heads after the shown one is on screen, so that switching heads is a
+    cache hit; a click meanwhile ends this run (Streamlit stops it at the next element) and keeps what is done."""
+    missing = [h for h in range(heads) if not has_pooled_head(view.model_name, view.ablation, layer, h, view.pixels)]
     status = st.empty()
-    for done, h in enumerate(missing):
-        status.caption(f"Preparing layer {layer}'s other heads for instant switching: {done} of {len(missing)}…")
-        cached_pooled_head(model_name, ablation, layer, h, pixels)
+    for done, h in enumerate(range(heads)):
+        if missing:
+            status.caption(f"Preparing layer {layer}'s other heads for instant switching: {done} of {heads}…")
+        fit_ahead(view.head_figure(layer, h, region))
+        fit_ahead(view.zoom_figure(layer, h, region), reserve_margins=True)
     status.empty()

@@ -22,7 +22,13 @@ from core.layers import BLOCK_AXIS
 from core.long_attention import PooledHead, Thumbnails, Zoom
 from viz.attention import NO_TEMPLATE, head_figure, matrix_table
 from viz.attention_cells import (
-    MASK_COLOR, MASK_INDEX, PNG_COMPRESS_LEVEL, colormap, mosaic_png, quantise, scale_max,
+    MASK_COLOR,
+    MASK_INDEX,
+    PNG_COMPRESS_LEVEL,
+    colormap,
+    mosaic_png,
+    quantise,
+    scale_max,
 )
 from viz.common import plotly_safe
 
