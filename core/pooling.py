@@ -60,3 +60,18 @@ def sampled_rows(n: int, max_pixels: int) -> np.ndarray:
     """int64 ``[p]``: one query per pixel row for a thumbnail, the last of each block of ``pixel_starts`` (it sees
     the most keys in a decoder)."""
     return block_ends(pixel_starts(n, max_pixels), n)
+
+
+def region_around(keys: tuple[float, float], queries: tuple[float, float], n: int, sides: list[int]) -> tuple[int, int, int]:
+    """``(first query, first key, side)``: the square region of the smallest side in ``sides`` (the largest when
+    none) that covers the box ``keys`` × ``queries`` (its bounds in positions, either order), centred on it and
+    moved inside the ``n`` tokens."""
+    ka, kb = sorted(keys)
+    qa, qb = sorted(queries)
+    extent = max(kb - ka, qb - qa)
+    side = min(next((s for s in sorted(sides) if s >= extent), max(sides)), n)
+
+    def first(a: float, b: float) -> int:
+        return int(min(max(round((a + b) / 2 - side / 2 + 0.5), 0), n - side))
+
+    return first(qa, qb), first(ka, kb), side

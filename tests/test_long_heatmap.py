@@ -201,3 +201,13 @@ def test_the_attention_page_draws_a_long_text_pooled_with_a_zoom_that_names_its_
     assert len(labels) == 32 and labels[0].endswith("(0)") and labels[31].endswith("(31)")
     assert any("&lt;" in label for label in labels) and not any("<" in label for label in labels)
     assert any(f"{n:,} tokens, more than the 512" in c.value for c in at.caption)
+
+
+def test_a_dragged_box_becomes_the_smallest_square_zoom_that_covers_it_inside_the_text():
+    from core.pooling import region_around
+
+    sides = [16, 32, 64, 128, 256]
+    assert region_around((-0.5, 63.5), (99.5, 163.5), 4096, sides) == (100, 0, 64)  # 64 × 64 cells exactly
+    assert region_around((4000.0, 4100.0), (10.0, 20.0), 4096, sides) == (0, 4096 - 128, 128)  # moved inside
+    assert region_around((3000.0, 0.0), (20.0, 10.0), 4096, sides)[2] == 256  # wider than any side: the largest
+    assert region_around((0.0, 5.0), (0.0, 5.0), 10, sides) == (0, 0, 10)  # a text shorter than the smallest side

@@ -14,6 +14,7 @@ from core.inference import Analysis
 from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
 from core.long_attention import pooled_head, thumbnails, zoom
 from core.models import LoadedModel
+from core.pooling import region_around
 from core.tokens import token_labels
 from ui.cache import analysis_for, bounded_store, cached_figure, cached_model, in_model_turn
 from ui.errors import friendly_fragment
@@ -33,7 +34,7 @@ SCOPES = ["this layer", "every layer"]
 ZOOM_SIDES = [16, 32, 64, 128, 256]
 THUMB_PIXELS = 64  # a thumbnail's pixels per side
 PLOT_MARGINS_PX = 200  # a pooled head's figure less its plot: the axis titles and ticks, the colour bar
-THUMBS_KEY = "long-attention-thumbnails"
+THUMBS_KEY, HEAD_KEY = "long-attention-thumbnails", "long-attention-head"
 MAX_POOLED, MAX_POOLED_BYTES = 600, 400_000_000
 MAX_ZOOMS, MAX_ZOOM_BYTES = 64, 100_000_000
 
@@ -104,6 +105,24 @@ def clicked_head() -> tuple[int, int] | None:
     return (int(data[0]), int(data[1])) if data and len(data) == 2 else None
 
 
+def selected_box(n: int) -> tuple[int, int, int] | None:
+    """``(first query, first key, side)`` of the zoom around the box last dragged on the pooled head, once per box."""
+    event = st.session_state.get(HEAD_KEY)
+    try:
+        boxes = event["selection"]["box"] if event else []
+    except (KeyError, TypeError):
+        boxes = []
+    box = boxes[-1] if boxes else None
+    bounds = (tuple(box.get("x") or ()), tuple(box.get("y") or ())) if isinstance(box, dict) else None
+    handled = f"{HEAD_KEY}.handled"
+    if bounds == st.session_state.get(handled):
+        return None
+    st.session_state[handled] = bounds
+    if not bounds or len(bounds[0]) != 2 or len(bounds[1]) != 2:
+        return None
+    return region_around(bounds[0], bounds[1], n, ZOOM_SIDES)
+
+
 def long_attention(model: LoadedModel, analysis: Analysis, *, source: str, special: str, words: bool, per_head: bool,
                    colorscale: str, ablation) -> None:
     """The long-text part of the Attention page (after its shared controls)."""
@@ -132,6 +151,10 @@ def long_view(name: str, ablation, per_head: bool, colorscale: str, layers: int,
     if picked is not None and picked[0] < layers and picked[1] < heads:
         set_option("layer", picked[0])
         set_option("head", picked[1])
+    boxed = selected_box(n)
+    if boxed is not None:
+        for key, value in zip(("q0", "k0", "zoom"), boxed, strict=True):
+            set_option(key, value)
     c = st.columns([1, 1, 1, 1])
     layer = option(c[0].selectbox, BLOCK_SELECT_LABEL, range(layers), key="layer", help=BLOCK_SELECT_HELP)
     head = option(c[1].selectbox, "Head (counted from 0)", range(heads), key="head")
@@ -167,7 +190,7 @@ def long_view(name: str, ablation, per_head: bool, colorscale: str, layers: int,
                 key="k0")
     region = (range(int(q0), int(q0) + side), range(int(k0), int(k0) + side))
     show_figure(view.head_figure(layer, head, region), name=file_stem(name, "layer", layer, "head", head, how),
-                data=lambda: lh.pooled_table(pooled), key="long-attention-head")
+                data=lambda: lh.pooled_table(pooled), key=HEAD_KEY, on_select="rerun", selection_mode="box")
     with st.spinner(f"Computing queries {region[0].start}-{region[0].stop - 1}…"):
         zoom_figure = view.zoom_figure(layer, head, region)
     zoomed = cached_zoom(model_name, ablation, layer, head, *region)

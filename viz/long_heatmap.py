@@ -86,9 +86,13 @@ def pooled_head_figure(head: PooledHead, *, title: str, colorscale: str, per_hea
              "x0": centre, "y0": centre, "dx": step, "dy": step,
              "hovertemplate": "query ≈ %{y:.0f}, key ≈ %{x:.0f}<extra></extra>"}
     bar = _colour_bar(top, colorscale, f"{head.how} of weights")
+    # Two invisible points at the corners: a box dragged on the plot (dragmode "select") needs a trace it can select
+    # from before the browser reports it; the box's bounds, not the points, choose the zoomed region.
+    corners = {"type": "scatter", "x": [0, n - 1], "y": [0, n - 1], "mode": "markers", "marker": {"opacity": 0},
+               "hoverinfo": "skip", "showlegend": False}
     side = 760 if large else 640
     return go.Figure(
-        data=[image, bar],
+        data=[image, bar, corners],
         layout={
             "template": NO_TEMPLATE,
             "title": {"text": f"{plotly_safe(title)}<br><sub>{'; '.join(notes)}</sub>"},
@@ -97,6 +101,7 @@ def pooled_head_figure(head: PooledHead, *, title: str, colorscale: str, per_hea
             "yaxis": {"title": {"text": "query position (attending)"}, "range": [n - 0.5, -0.5], "showgrid": False,
                       "zeroline": False, "scaleanchor": "x", "constrain": "domain"},
             "shapes": shapes,
+            "dragmode": "select",
             "height": side,
             "margin": {"l": 80, "r": 20, "t": 100, "b": 60},
         },
