@@ -21,15 +21,7 @@ from PIL import Image
 from core.layers import BLOCK_AXIS
 from core.long_attention import PooledHead, Thumbnails, Zoom
 from viz.attention import NO_TEMPLATE, head_figure, matrix_table
-from viz.attention_cells import (
-    MASK_COLOR,
-    MASK_INDEX,
-    PNG_COMPRESS_LEVEL,
-    colormap,
-    mosaic_png,
-    quantise,
-    scale_max,
-)
+from viz.attention_cells import MASK_COLOR, MASK_INDEX, PNG_COMPRESS_LEVEL, colormap, mosaic_png, quantise, scale_max
 from viz.common import plotly_safe
 
 POOL_WORDS = {"max": "the maximum", "sum": "the sum"}
