@@ -190,7 +190,7 @@ def test_the_attention_page_draws_a_long_text_pooled_with_a_zoom_that_names_its_
     at = open_app({"model": long_gemma_dir, "text": HOSTILE + long_text(2000), "zoom": "32"}, page="app_pages/attention.py")
     assert not page_errors(at), page_errors(at)
     specs = {chart.proto.id: json.loads(chart.proto.spec) for chart in at.get("plotly_chart")}
-    titles = [spec["layout"]["title"]["text"].replace("<br>", " ") for spec in specs.values()]
+    titles = [spec["layout"].get("title", {}).get("text", "").replace("<br>", " ") for spec in specs.values()]
     pooled = next(spec for spec, title in zip(specs.values(), titles, strict=True) if "each pixel is the maximum" in title)
     n = int(pooled["layout"]["xaxis"]["range"][1] + 0.5)
     assert 3000 < n < POSITIONS and pooled["data"][0]["type"] == "image"

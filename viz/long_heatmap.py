@@ -152,7 +152,7 @@ def thumbnails_note(thumbs: Thumbnails) -> str:
     step = int(thumbs.col_starts[1] - thumbs.col_starts[0]) if len(thumbs.col_starts) > 1 else n
     if every == 1 and step == 1:
         return "every query and key its own pixel"
-    return (f"each thumbnail row is one query (every {every}th: {rows[0]}, {rows[1] if len(rows) > 1 else ''}, …), "
+    return (f"each thumbnail row is one query in every {every} ({rows[0]}, {rows[1] if len(rows) > 1 else ''}, …), "
             f"each pixel {POOL_WORDS[thumbs.how]} of its weights on {step} keys")
 
 

@@ -49,7 +49,8 @@ def test_a_long_text_is_pooled_zoomed_and_boxed(browser, long_server):
         assert any("<" in t for t in ticks), ticks  # the hostile text's pieces, shown as text
         assert page.locator("img[src='x']").count() == 0
         tab.wait_until_idle()
-        box = pooled.locator(".nsewdrag").first.bounding_box()  # the plot area
+        pooled.scroll_into_view_if_needed()
+        box = pooled.locator(".nsewdrag").first.bounding_box()  # the plot area, in the window
         page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
         page.mouse.down()
         page.mouse.move(box["x"] + box["width"] * 0.52, box["y"] + box["height"] * 0.53, steps=5)
