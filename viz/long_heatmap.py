@@ -76,7 +76,9 @@ def pooled_head_figure(head: PooledHead, *, title: str, colorscale: str, per_hea
                        "y1": queries.stop - 0.5, "line": {"color": "#d62728", "width": 2}, "xref": "x", "yref": "y"})
     image = {"type": "image", "source": _png_source(palette_png(head.values, colorscale=colorscale, top=top)),
              "x0": centre, "y0": centre, "dx": step, "dy": step,
-             "hovertemplate": "query ≈ %{y:.0f}, key ≈ %{x:.0f}<extra></extra>"}
+             "hovertemplate": "query ≈ %{y:.0f}, key ≈ %{x:.0f}<extra></extra>",
+             # a label colour of its own: from a PNG's pixel Plotly takes a byte array it cannot read as a colour
+             "hoverlabel": {"bgcolor": "white", "font": {"color": "black"}}}
     bar = _colour_bar(top, colorscale, f"{head.how} of weights")
     # Two invisible points at the corners: a box dragged on the plot (dragmode "select") needs a trace it can select
     # from before the browser reports it; the box's bounds, not the points, choose the zoomed region.
