@@ -116,10 +116,11 @@ def zoom_figure(zoomed: Zoom, *, title: str, colorscale: str, per_head_scale: bo
     fig = head_figure(zoomed.values, rows, key_labels=cols, title=title, causal=False, colorscale=colorscale,
                       per_head_scale=per_head_scale, large=large, hidden=zoomed.hidden if masked else None)
     if masked:
-        grey = {"type": "heatmap", "z": zoomed.hidden.astype(np.uint8), "x": list(fig.data[0].x), "y": list(fig.data[0].y),
-                "colorscale": [[0, "rgba(0,0,0,0)"], [1, MASK_COLOR]], "zmin": 0, "zmax": 1, "showscale": False,
-                "hoverinfo": "skip", "name": "masked"}
-        fig = go.Figure([grey, *fig.to_dict()["data"]], layout=fig.layout, _validate=False)
+        # validated (so its cells travel as a base64 byte array, not a JSON list) and drawn first, under the weights
+        fig.add_trace(go.Heatmap(z=zoomed.hidden.astype(np.uint8), x=fig.data[0].x, y=fig.data[0].y,
+                                 colorscale=[[0, "rgba(0,0,0,0)"], [1, MASK_COLOR]], zmin=0, zmax=1, showscale=False,
+                                 hoverinfo="skip", name="masked"))
+        fig.data = (fig.data[-1], *fig.data[:-1])
         if masked_note:
             fig.update_layout(title_text=f"{fig.layout.title.text}<br><sub>{masked_note}</sub>")
     return fig
