@@ -2,7 +2,7 @@
 
 Inputs come from ``core.long_attention`` (``PooledHead``, ``Zoom``, ``Thumbnails``). The pooled head and the
 thumbnails travel as one palette PNG each (an image trace: a few tens of kB whatever the length, where a heatmap of
-560 × 560 values is over 600 kB of JSON), with a colour bar from a heatmap of two cells outside the plotted range.
+560 × 560 values is over 400 kB of JSON), with a colour bar from a heatmap of two cells outside the plotted range.
 Axes count token positions from 0; pixel ``i`` of a pooled head covers positions ``i·step .. i·step + step − 1``,
 drawn exactly over them. Masked blocks and cells (a decoder's future, a sliding window) are grey.
 """
