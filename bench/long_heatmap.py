@@ -14,7 +14,9 @@ PIXELS = 620  # an 820-px page column less the figure's margins (ui.long_attenti
 def _timed(run):
     start = time.perf_counter()
     value = run()
-    return value, round(time.perf_counter() - start, 3)
+    seconds = round(time.perf_counter() - start, 3)
+    print(f"{seconds:8.3f} s  (load {os.getloadavg()[0]:.1f})", flush=True)  # as it goes: a run may be cut short
+    return value, seconds
 
 
 def main() -> dict:
