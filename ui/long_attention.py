@@ -15,12 +15,14 @@ from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
 from core.long_attention import pooled_head, thumbnails, zoom
 from core.models import LoadedModel
 from core.pooling import region_around
+from core.run import Run
 from core.tokens import token_labels
-from ui.cache import analysis_for, bounded_store, cached_figure, cached_model, in_model_turn
+from ui.cache import analysis_of, cached_figure, in_model_turn, model_and_run
 from ui.errors import friendly_fragment
 from ui.figures import PRESENTATION_WIDTH, fit_ahead, main_column_width, show_figure
 from ui.page_state import option, set_option
 from ui.session import current_model_name, current_text, current_token_limit, presentation_mode
+from ui.store import cached, stored
 from viz import long_heatmap as lh
 from viz.attention_cells import mask_note
 from viz.common import file_stem
@@ -35,8 +37,6 @@ ZOOM_SIDES = [16, 32, 64, 128, 256]
 THUMB_PIXELS = 64  # a thumbnail's pixels per side
 PLOT_MARGINS_PX = 200  # a pooled head's figure less its plot: the axis titles and ticks, the colour bar
 THUMBS_KEY, HEAD_KEY = "long-attention-thumbnails", "long-attention-head"
-MAX_POOLED, MAX_POOLED_BYTES = 600, 400_000_000
-MAX_ZOOMS, MAX_ZOOM_BYTES = 64, 100_000_000
 
 
 def is_long(analysis: Analysis) -> bool:
@@ -50,44 +50,49 @@ def plot_pixels(present: bool) -> int:
     return max(64, int(width) - PLOT_MARGINS_PX)
 
 
-def _run(model_name: str, ablation) -> tuple[LoadedModel, Analysis]:
-    limit = current_token_limit()
-    return cached_model(model_name), analysis_for(model_name, current_text(), limit, ablation)
+def _run(model_name: str, ablation) -> tuple[LoadedModel, Run]:
+    """The model and the run of the sidebar's text (``ablation``: ``(heads, method)`` or None)."""
+    return model_and_run(model_name, (current_text(),), current_token_limit(), ablation)
+
+
+def _model_and_analysis(model: LoadedModel, run: Run) -> tuple[LoadedModel, Analysis]:
+    return model, analysis_of(model, run)
 
 
 def _key(model_name: str, ablation) -> tuple:
+    """What a figure of the sidebar's text is drawn from, for ``cached_figure``'s key."""
     return (model_name, current_text(), current_token_limit(), ablation)
 
 
 def cached_pooled_head(model_name: str, ablation, layer: int, head: int, pixels: int) -> dict:
     """``core.long_attention.pooled_head`` (max and sum) of the sidebar's text, per head."""
-    store = bounded_store("long-pooled-heads", MAX_POOLED, MAX_POOLED_BYTES)
-    key = (*_key(model_name, ablation), layer, head, pixels)
-    return store.get_or_compute(key, lambda: in_model_turn(pooled_head, *_run(model_name, ablation), layer, head, pixels))
+    model, run = _run(model_name, ablation)
+    return cached("long-pooled-heads", run,
+                  lambda: in_model_turn(pooled_head, *_model_and_analysis(model, run), layer, head, pixels),
+                  (layer, head, pixels))
 
 
 def has_pooled_head(model_name: str, ablation, layer: int, head: int, pixels: int) -> bool:
-    store = bounded_store("long-pooled-heads", MAX_POOLED, MAX_POOLED_BYTES)
-    return store.get((*_key(model_name, ablation), layer, head, pixels)) is not None
+    return stored("long-pooled-heads", _run(model_name, ablation)[1], (layer, head, pixels)) is not None
 
 
 def cached_labels(model_name: str, ablation) -> list[str]:
-    store = bounded_store("long-labels", 16, 10_000_000)
-    return store.get_or_compute(_key(model_name, ablation), lambda: token_labels(_run(model_name, ablation)[1]))
+    model, run = _run(model_name, ablation)
+    return cached("long-labels", run, lambda: token_labels(analysis_of(model, run)))
 
 
 def cached_zoom(model_name: str, ablation, layer: int, head: int, queries: range, keys: range):
     """``core.long_attention.zoom``: only the query rows shown are computed."""
-    store = bounded_store("long-zooms", MAX_ZOOMS, MAX_ZOOM_BYTES)
+    model, run = _run(model_name, ablation)
     labels = cached_labels(model_name, ablation)
-    return store.get_or_compute((*_key(model_name, ablation), layer, head, queries, keys), lambda: in_model_turn(
-        zoom, *_run(model_name, ablation), layer, head, queries, keys, labels))
+    return cached("long-zooms", run, lambda: in_model_turn(
+        zoom, *_model_and_analysis(model, run), layer, head, queries, keys, labels), (layer, head, queries, keys))
 
 
 def cached_thumbnails(model_name: str, ablation, layers: tuple[int, ...], how: str, progress=None):
-    store = bounded_store("long-thumbnails", 16, 200_000_000)
-    return store.get_or_compute((*_key(model_name, ablation), layers, how), lambda: in_model_turn(
-        thumbnails, *_run(model_name, ablation), layers, how, THUMB_PIXELS, progress))
+    model, run = _run(model_name, ablation)
+    return cached("long-thumbnails", run, lambda: in_model_turn(
+        thumbnails, *_model_and_analysis(model, run), layers, how, THUMB_PIXELS, progress), (layers, how))
 
 
 def clicked_head() -> tuple[int, int] | None:
@@ -145,7 +150,7 @@ def long_attention(model: LoadedModel, analysis: Analysis, *, source: str, speci
 def long_view(name: str, ablation, per_head: bool, colorscale: str, layers: int, heads: int, causal: bool) -> None:
     """Layer, head, pooling and zoom pickers, the thumbnails and the head they open: a click reruns only this part."""
     model_name = current_model_name()
-    model, analysis = _run(model_name, ablation)
+    model, analysis = _model_and_analysis(*_run(model_name, ablation))
     n, present = analysis.num_tokens, presentation_mode()
     picked = clicked_head()
     if picked is not None and picked[0] < layers and picked[1] < heads:

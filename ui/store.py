@@ -57,6 +57,11 @@ SHELVES: dict[str, Shelf] = {
     "model-facts": Shelf(32, 50 * MB),
     "reference-anisotropy": Shelf(3, 1 * MB),  # one per model: a pass over 8 reference sentences
     "figures": Shelf(64, 400 * MB),  # figures and the tables under them, per figure name and options
+    # long texts on the attention page (ui/long_attention.py): each head pooled to screen pixels, zooms, thumbnails
+    "long-pooled-heads": Shelf(600, 400 * MB),
+    "long-labels": Shelf(16, 10 * MB),
+    "long-zooms": Shelf(64, 100 * MB),
+    "long-thumbnails": Shelf(16, 200 * MB),
     # a corpus (ui/cache.py); 500 documents × 13 hidden states × 768 dims × 4 poolings (float32) is about 80 MB
     "corpus-head-stats": Shelf(64, 50 * MB),
     "corpus-embeddings": Shelf(8, 400 * MB),
