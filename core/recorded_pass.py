@@ -2,7 +2,7 @@
 
 The idea of TransformerLens' ``ActivationCache``, on the model transformers loaded: the attention layers are recorded
 through the registered attention function (``core.recording``), and the residual stream around each block's two
-sub-blocks through forward hooks on the block and its norms (public API), found without a list of families:
+sub-blocks through forward hooks on the block and its norms (registered by ``core.hooks``), found without a list of families:
 
 - a *block* is the element of the model's layer list (a ``ModuleList``) that holds an attention module;
 - the residual stream *between* attention and MLP is the input of the first norm the block calls after its
@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from core.hooks import hooked
 from core.models import LoadedModel, threads_for_input
 from core.recording import LayerRecord, Recorder, UnsupportedArchitecture, attention_modules
 
@@ -174,7 +175,7 @@ def record_pass(model: LoadedModel, input_ids: list[int], *, neurons: bool = Fal
         raise UnsupportedArchitecture(f"{model.name} has no attention layers the app can record.")
     attentions = attention_modules(base)
     calls = [_BlockCalls() for _ in blocks]
-    handles = []
+    hooks = []  # registered through core.hooks
 
     def watch(layer: int, block: torch.nn.Module, attention: torch.nn.Module) -> None:
         seen = calls[layer]
@@ -192,29 +193,23 @@ def record_pass(model: LoadedModel, input_ids: list[int], *, neurons: bool = Fal
             if seen.attention_output is not None:
                 seen.norm_inputs.append(_first_tensor(kwargs.get("hidden_states", args[0] if args else None)).detach()[0])
 
-        handles.append(block.register_forward_pre_hook(block_pre, with_kwargs=True))
-        handles.append(block.register_forward_hook(block_post))
-        handles.append(attention.register_forward_hook(attention_post))
+        hooks.extend([(block, "pre", block_pre), (block, "post", block_post), (attention, "post", attention_post)])
         for child in block.children():
             if _is_norm(child):
-                handles.append(child.register_forward_pre_hook(norm_pre, with_kwargs=True))
+                hooks.append((child, "pre", norm_pre))
         if neurons:
             last = _last_linear_to_hidden(block, attention, base.config.hidden_size)
             if last is not None:
-                def neuron_pre(_module, args):
-                    seen.mlp_activations = args[0].detach()[0]
+                def neuron_pre(_module, args, kwargs):
+                    seen.mlp_activations = (args[0] if args else kwargs["input"]).detach()[0]
 
-                handles.append(last.register_forward_pre_hook(neuron_pre))
+                hooks.append((last, "pre", neuron_pre))
 
     for layer, (block, attention) in enumerate(zip(blocks, attentions, strict=True)):
         watch(layer, block, attention)
     ids = torch.tensor([list(input_ids)], device=model.device)
-    try:
-        with torch.inference_mode(), threads_for_input(ids.numel()), Recorder(base, keep_weights=False) as rec:
-            base(input_ids=ids, attention_mask=torch.ones_like(ids))
-    finally:
-        for handle in handles:
-            handle.remove()
+    with torch.inference_mode(), threads_for_input(ids.numel()), hooked(hooks), Recorder(base, keep_weights=False) as rec:
+        base(input_ids=ids, attention_mask=torch.ones_like(ids))
     if len(rec.records) != len(blocks):
         raise UnsupportedArchitecture(f"{model.name}'s attention is not recorded by the app (it was loaded without it).")
     mids, normed = [], []
