@@ -34,8 +34,8 @@ from core.hooks import hooked, main_input, with_input
 from core.inference import Analysis, AnalysisError, analyze
 from core.models import LoadedModel
 from core.parts import ModelParts, parts_of
-from core.recording import SINGLE_STACK, Recorder
 from core.predictions import LanguageModel
+from core.recording import SINGLE_STACK, Recorder
 from core.tokens import decoded_tokens, quoted_token
 
 Method = Literal["zero", "mean"]
@@ -142,13 +142,12 @@ def _replacements(net: Network, rows: Sequence[Sequence[tuple[int, int]]], metho
         return dict.fromkeys(by_head)  # None: zeros
 
     def ablated(batch_rows: list[int]):
+        chosen = torch.zeros(len(rows), 1, 1, dtype=torch.bool, device=net.device)
+        chosen[batch_rows] = True  # broadcasts over a batch of one row (ablation()) and over tokens and widths
+
         def replace(x: torch.Tensor) -> torch.Tensor:  # x: one head's output [B, T, d]
-            new = torch.zeros_like(x) if method == "zero" else x.mean(dim=1, keepdim=True).expand_as(x)
-            if len(rows) == 1:
-                return new
-            keep = torch.ones(x.shape[0], 1, 1, dtype=x.dtype, device=x.device)
-            keep[batch_rows] = 0.0
-            return x * keep + new * (1.0 - keep)
+            new = 0.0 if method == "zero" else x.mean(dim=1, keepdim=True)
+            return torch.where(chosen, new, x)
         return replace
 
     return {key: ablated(batch_rows) for key, batch_rows in by_head.items()}

@@ -31,10 +31,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.lm_parts import causal_parts
+from core.logit_attribution import _frozen_norm
 from core.models import LoadedModel
 from core.parts import layer_parts
 from core.recorded_pass import RecordedPass, record_pass
-from core.recording import UnsupportedArchitecture
 
 DEFAULT_THRESHOLD = 0.04  # an edge is drawn when it carries at least this share of its node's inputs
 QUERY_CHUNK_CELLS = 8_000_000  # floats of head terms held at once (queries × keys × heads × hidden)
@@ -276,8 +277,6 @@ def route_sentence(graph: RouteGraph, labels: list[str]) -> str:
 def unembedding_of(lm) -> tuple[torch.nn.Module, torch.Tensor]:
     """``(final norm, W_U [V, D])`` of a causal language model (``core.predictions.LanguageModel``); raises
     ``UnsupportedArchitecture`` (a sentence) for other layouts."""
-    from core.lm_parts import causal_parts  # loaded only when asked
-
     parts = causal_parts(lm)
     return parts.final_norm, parts.unembedding.weight.detach().float()
 
@@ -287,8 +286,6 @@ def written_logits(lm, write: torch.Tensor, final_residual: torch.Tensor) -> np.
     the final norm with its scale frozen at that position's last residual ``final_residual`` ``[D]`` and the
     unembedding (the norm's shift and the head's bias belong to no part and are left out, as in direct logit
     attribution)."""
-    from core.logit_attribution import _frozen_norm
-
     norm, unembedding = unembedding_of(lm)
     frozen, _shift = _frozen_norm(norm, final_residual.float())
     with torch.inference_mode():

@@ -85,5 +85,5 @@ def repeat_loss(lm, scores: InductionScores, heads=()) -> RepeatLoss:
     p, n = scores.prefix, scores.length
     # first repeat: predicting tokens p+1 .. p+n-1; second: p+n+1 .. p+2n-1 (its first token is not predictable)
     first, second = loss[p:p + n - 1].astype(np.float64), loss[p + n:p + 2 * n - 1].astype(np.float64)
-    return RepeatLoss(float(first.mean()), float(second.mean()), tuple((int(l), int(h)) for l, h in heads),
+    return RepeatLoss(float(first.mean()), float(second.mean()), tuple((int(layer), int(h)) for layer, h in heads),
                       first, second)

@@ -163,7 +163,7 @@ def _probe(model: torch.nn.Module) -> ModelParts:
         heads, head_dim = record.queries.shape[1], record.queries.shape[3]
         values = record.values.repeat_interleave(record.kv_groups, dim=1)
         concat = (record.weights @ values).transpose(1, 2).flatten(2)  # [B, T, Hq·d]
-        projection = _closest(candidates, inputs, concat.float())
+        projection = _closest([m for m in block.modules() if _linear_like(m)], inputs, concat.float())
         if projection is None:
             raise UnsupportedArchitecture(f"{type(attention).__name__} hands its heads' outputs to no linear map the "
                                           "app can find, so its heads cannot be knocked out.")

@@ -133,7 +133,7 @@ def _patched_runs(lm: LanguageModel, parts: ModelParts, ids: torch.Tensor, cells
             layer, index = cells[n]
             rows.setdefault(layer, []).append((b, index))
 
-        def patch(x: torch.Tensor, layer: int) -> torch.Tensor:  # the residual or an MLP output [B, T', D]
+        def patch(x: torch.Tensor, layer: int, rows=rows, offset=offset) -> torch.Tensor:  # residual or MLP output [B, T', D]
             x = x.clone()
             for b, index in rows[layer]:
                 x[b, index - offset] = cache[layer][index]
@@ -142,11 +142,11 @@ def _patched_runs(lm: LanguageModel, parts: ModelParts, ids: torch.Tensor, cells
         def patch_head(layer: int, head: int, batch_rows: list[int]):
             clean = cache[layer][:, head * d:(head + 1) * d]  # [T, d]
 
-            def replace(x: torch.Tensor) -> torch.Tensor:  # the head's output [B, T, d]
+            def patched(x: torch.Tensor) -> torch.Tensor:  # the head's output [B, T, d]
                 x = x.clone()
                 x[batch_rows] = clean.to(x.dtype)
                 return x
-            return replace
+            return patched
 
         hooks, replace = [], {}
         for layer in rows:

@@ -17,6 +17,7 @@ from core.models import LoadedModel, threads_for_input
 from core.parts import parts_of
 from core.recording import LayerRecord, Recorder, fingerprint, recall, remember, rotate_back
 
+
 def records(model: LoadedModel, analysis: Analysis) -> dict[int, LayerRecord]:
     """Every layer's ``LayerRecord`` for ``analysis``'s tokens: those ``analyze`` kept, else one recorded pass."""
     print_ = fingerprint(analysis.hidden_states[-1])

@@ -53,9 +53,9 @@ import importlib
 import threading
 import weakref
 from collections import OrderedDict
-from contextvars import ContextVar
 from collections.abc import Callable
 from contextlib import ExitStack
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,6 +65,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
 
 from core.errors import UserFacingError
 from core.hooks import hooked
+
 
 class UnsupportedArchitecture(UserFacingError, ValueError):
     """The model's attention is laid out in a way the app does not know. Message meant for the user."""
@@ -169,7 +170,9 @@ def _family_eager(module: torch.nn.Module):
     if eager is None:
         eager = getattr(importlib.import_module(type(module).__module__), "eager_attention_forward", None)
         if eager is None:
-            from transformers.models.llama.modeling_llama import eager_attention_forward as eager
+            from transformers.models.llama.modeling_llama import (  # noqa: PLC0415 (only for a family without its own)
+                eager_attention_forward as eager,
+            )
         _EAGER[type(module)] = eager
     return eager
 
