@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.inference import analyze
 from core.lm_parts import causal_parts
 from core.logit_attribution import _frozen_norm
 from core.models import LoadedModel
@@ -178,8 +179,6 @@ def contributions_of(recorded: RecordedPass, tokens: list[str],
 def contributions(model: LoadedModel, text: str, *, max_tokens: int | None = None,
                   progress: Callable[[int, int], None] | None = None) -> Contributions:
     """Record one pass of ``model`` over ``text`` and return every node's incoming contributions."""
-    from core.inference import analyze  # noqa: PLC0415 - core.inference imports the recording modules this one uses
-
     analysis = analyze(model, text, max_tokens=max_tokens)
     return contributions_of(record_pass(model, analysis.input_ids), analysis.tokens, progress)
 

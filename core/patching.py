@@ -133,7 +133,7 @@ def _patched_runs(lm: LanguageModel, parts: ModelParts, ids: torch.Tensor, cells
             layer, index = cells[n]
             rows.setdefault(layer, []).append((b, index))
 
-        def patch(x: torch.Tensor, layer: int, rows=rows, offset=offset) -> torch.Tensor:  # residual or MLP output [B, T', D]
+        def patch(x: torch.Tensor, layer: int, rows=rows, offset=offset) -> torch.Tensor:
             x = x.clone()
             for b, index in rows[layer]:
                 x[b, index - offset] = cache[layer][index]

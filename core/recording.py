@@ -170,9 +170,7 @@ def _family_eager(module: torch.nn.Module):
     if eager is None:
         eager = getattr(importlib.import_module(type(module).__module__), "eager_attention_forward", None)
         if eager is None:
-            from transformers.models.llama.modeling_llama import (  # noqa: PLC0415 (only for a family without its own)
-                eager_attention_forward as eager,
-            )
+            from transformers.models.llama.modeling_llama import eager_attention_forward as eager  # noqa: PLC0415 - only for a family without an eager function
         _EAGER[type(module)] = eager
     return eager
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.bundled_lm import BUNDLED_LMS
+from core.bundled_lm import BUNDLED_LMS, WAIT, cache_ready
 from core.examples import BANK_RIVER, EXAMPLE_SENTENCES
 from core.models import BUNDLED_KINDS, bundled_name
-from viz.common import markdown_safe
 from ui.page_state import option, option_value, set_option
 from ui.seq2seq import render_target_box
-from ui.session import MAX_TEXT_CHARS, current_model_name, current_settings, offered_models
+from ui.session import MAX_TEXT_CHARS, current_settings, offered_models
+from ui.warmup import converting_language_model
+from viz.common import markdown_safe
 
 
 def model_label(name: str) -> str:
@@ -34,9 +35,6 @@ def _use_example() -> None:
 def language_model_wait() -> str:
     """What choosing the bundled language model costs now: its converted cache is ready, being made since the server
     started, or made on its first load."""
-    from core.bundled_lm import WAIT, cache_ready
-    from ui.warmup import converting_language_model
-
     if converting_language_model.is_set():
         return f"its weights are being converted since the server started, {WAIT}; choosing it now waits for the rest"
     if cache_ready():
