@@ -7,7 +7,8 @@ are removed on leaving, also after an exception. A hook is ``(module, kind, fn)`
 
 - ``"pre"``: ``fn(module, args, kwargs)`` before the module runs; it returns None (only reads) or
   ``(args, kwargs)`` to hand the module other inputs (``with_input`` builds them);
-- ``"post"``: ``fn(module, args, output)`` after it; it returns None or an output to use instead.
+- ``"post"``: ``fn(module, args, output)`` after it; it returns None or an output to use instead;
+  ``"post_kwargs"``: the same with the keyword arguments, ``fn(module, args, kwargs, output)``.
 
 Heads are knocked out, mean-ablated and patched through ``core.recording.Recorder(replace=…)``, which replaces one
 head's output inside the attention function, not here; this module is for the residual stream and whole modules
@@ -30,7 +31,7 @@ from typing import Literal
 
 import torch
 
-Kind = Literal["pre", "post"]
+Kind = Literal["pre", "post", "post_kwargs"]
 Hook = tuple[torch.nn.Module, Kind, Callable]
 
 
@@ -51,8 +52,10 @@ def hooked(hooks: Iterable[Hook]) -> Iterator[None]:
                 handles.append(module.register_forward_pre_hook(in_this_thread(fn), with_kwargs=True))
             elif kind == "post":
                 handles.append(module.register_forward_hook(in_this_thread(fn)))
+            elif kind == "post_kwargs":
+                handles.append(module.register_forward_hook(in_this_thread(fn), with_kwargs=True))
             else:
-                raise ValueError(f"a hook is 'pre' or 'post', not {kind!r}")
+                raise ValueError(f"a hook is 'pre', 'post' or 'post_kwargs', not {kind!r}")
         yield
     finally:
         for handle in handles:
