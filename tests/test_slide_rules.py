@@ -11,9 +11,11 @@ import pytest
 
 from core.attention import attention_maxima
 from core.inference import analyze
+from core.long_attention import PooledHead, Thumbnails, Zoom
 from tests.test_flow_page import _graph as flow_graph
 from viz import attention as va
 from viz import figure_reading, slides
+from viz import long_heatmap as lh
 from viz.common import token_axis
 from viz.compare import attention_heatmap, similarity_by_layer_chart
 from viz.drift import cls_violin_figure, layer_violin_figure
@@ -235,10 +237,22 @@ def _every_figure(analysis) -> list[go.Figure]:
                            title="queries and keys", axis="PCA", lines=(1, np.array([0, 1]), np.array([0.7, 0.3])))
           for colour in ("kind", "position", "token")),
         matrix_figure([(0, h, RNG.random((3, 2)), RNG.random((3, 2))) for h in range(4)], 4, title="every head"),
+        *_long_figures(att, labels),
         distance_heatmap(_long_context_profile(), 0),
         sink_heatmap(_long_context_profile(), 1, "“The”"),
         grid_heatmap(_depth_length_grid()),
     ]
+
+
+def _long_figures(att: np.ndarray, labels: list[str]) -> list[go.Figure]:
+    """The Attention page's figures for a long text (viz.long_heatmap), on the short text's weights."""
+    n, starts = att.shape[-1], np.arange(0, att.shape[-1], 2)
+    pooled = PooledHead(np.maximum.reduceat(np.maximum.reduceat(att[0, 0], starts, 0), starts, 1), starts, starts, n, "max")
+    zoomed = Zoom(att[0, 0, :4, :5], np.zeros((4, 5), dtype=bool), range(4), range(5), labels[:4], labels[:5])
+    thumbs = Thumbnails(att[:, :, ::2], tuple(range(att.shape[0])), np.arange(0, n, 2), np.arange(n), n, "sum")
+    return [lh.pooled_head_figure(pooled, title="pooled", colorscale="Viridis", region=(range(2), range(2))),
+            lh.zoom_figure(zoomed, title="zoom", colorscale="Viridis"),
+            lh.thumbnails_figure(thumbs, title="thumbnails", colorscale="Viridis")]
 
 
 @pytest.mark.parametrize("width", [320, 600, 1232])
