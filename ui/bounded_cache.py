@@ -7,6 +7,7 @@ Plain Python (no Streamlit): one instance per name and process is created in ``u
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import weakref
 from collections.abc import Callable, Hashable
@@ -19,7 +20,8 @@ V = TypeVar("V")
 
 
 def nbytes_of(value: object) -> int:
-    """Bytes held by the NumPy arrays in ``value`` (an array, a dataclass or object of arrays, a tuple or list)."""
+    """Bytes held by the NumPy arrays in ``value`` (an array, a dataclass or object of arrays, nested dataclasses
+    such as ``Analysis.on_demand`` included, a tuple or list)."""
     if isinstance(value, np.ndarray):
         return int(value.nbytes)
     if isinstance(value, (tuple, list)):
@@ -28,7 +30,8 @@ def nbytes_of(value: object) -> int:
         return sum(nbytes_of(v) for v in value.values())
     fields = getattr(value, "__dict__", None)
     if fields:
-        return sum(nbytes_of(v) for v in fields.values() if isinstance(v, (np.ndarray, tuple, list, dict)))
+        return sum(nbytes_of(v) for v in fields.values()
+                   if isinstance(v, (np.ndarray, tuple, list, dict)) or dataclasses.is_dataclass(v))
     return 0
 
 
