@@ -21,7 +21,6 @@ from viz.common import file_stem, markdown_safe
 from viz.flow import edge_id, edge_name, edge_table, node_id, node_name, route_figure
 from viz.inside import token_bars
 
-FLOW_MAX_TOKENS = 128  # contributions of every (head, key) term: about 10 s for 128 tokens of SmolLM2
 TOP_K = 5
 NOTHING = "none"
 
@@ -41,11 +40,8 @@ if model.is_encoder_decoder:
 
     not_applicable("The information-flow graph is built here for one stack (a decoder), so this page does not apply.")
 name, text = current_model_name(), current_text()
-limit = min(current_token_limit(), FLOW_MAX_TOKENS)
-if current_token_limit() > FLOW_MAX_TOKENS:
-    st.caption(f"This page splits every attention update into one term per head and token, so it reads at most the "
-               f"first {FLOW_MAX_TOKENS} tokens.")
-analysis = current_analysis(limit)
+limit = current_token_limit()  # this page's own limit (ui.page_limits), said above the page when it cuts the text
+analysis = current_analysis()
 labels = token_labels(analysis)
 progress_slot = st.empty()
 try:
