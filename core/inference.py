@@ -277,12 +277,20 @@ def iter_analyses(
         if encoding["input_ids"].shape[1] == 0:
             raise AnalysisError("The tokenizer produced no tokens for this text.")
         out, windows, stand_in = _forward(model, encoding, attentions, on_demand=long(batch[0]))
-        hidden = torch.stack(out.hidden_states, dim=1).float().cpu().numpy()  # [B, L+1, Tmax, D]
         att = (torch.stack(out.attentions, dim=1).float().cpu().numpy()  # [B, L, H, Tmax, Tmax]
                if attentions and stand_in is None else None)
         pooler = getattr(out, "pooler_output", None) if model.has_pooler else None  # a random pooler means nothing
         pooler = pooler.float().cpu().numpy() if pooler is not None else None
-        del out  # its hidden states are in ``hidden`` now
+        if stand_in is None:
+            hidden = torch.stack(out.hidden_states, dim=1).float().cpu().numpy()  # [B, L+1, Tmax, D]
+        else:  # a long text: copy layer by layer, each freed once copied, so they are never held twice
+            states = list(out.hidden_states)
+            del out
+            hidden = np.empty((1, len(states), *states[0].shape[1:]), dtype=np.float32)
+            for i in range(len(states)):
+                hidden[0, i] = states[i][0].float().cpu().numpy()
+                states[i] = None
+        out = None
         special_array = np.fromiter(special_ids, dtype=np.int64, count=len(special_ids))
         for row, index in enumerate(batch):
             real = _real_positions(encoding["attention_mask"][row].numpy())  # load_model pads on the right

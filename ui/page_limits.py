@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from core.inference import STORED_ATTENTION_MAX_TOKENS
 from core.models import LoadedModel
 
-# The memory one page may fill with its own results for one text (the 512-token top-token probabilities of
-# gemma-3-270m, a page that works today, take 1.6 GB).
-PAGE_MEMORY_BUDGET = 1_600_000_000
+# The memory one page may fill with its own results for one text: what the probabilities of gemma-3-270m's 262,144
+# tokens after each of 512 positions take (float32 logits and float64 probabilities), a page that works: 1.6 GB.
+PAGE_MEMORY_BUDGET = 512 * 262_144 * 12
 CORPUS_BATCH = 16  # core.inference.iter_analyses' default batch: its hidden states exist at once
 
 

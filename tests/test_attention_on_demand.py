@@ -17,6 +17,7 @@ from core.inference import STORED_ATTENTION_MAX_TOKENS, analyze
 from core.models import load_model
 from core.retrieval import bundled_haystack
 from tests.model_factory import build_tiny_decoder
+from ui.bounded_cache import nbytes_of
 
 TEXT = "the cat sat on the mat and the dog ran after it while the bird sang " * 3
 
@@ -82,6 +83,10 @@ def test_a_long_analysis_holds_queries_and_keys_not_every_heads_weights(tiny_win
     # no array of the analysis is as big as one layer's weights [Hq, T, T]
     biggest = max(a.size for a in (*stored.queries, *stored.keys, *stored.masks, analysis.hidden_states[0]))
     assert biggest < config.num_attention_heads * t * t
+    # the caches bound analyses by bytes: the queries and keys count (by their shapes: L × (Hq + Hkv) × T × d floats)
+    expected = 4 * config.num_hidden_layers * (config.num_attention_heads + config.num_key_value_heads) * t * head_size
+    masks = sum(m.nbytes for m in stored.masks)
+    assert nbytes_of(analysis) == expected + masks + analysis.hidden_states.nbytes + analysis.special_mask.nbytes
 
 
 def test_head_attention_refuses_a_head_that_does_not_exist(tiny_windowed):
