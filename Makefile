@@ -34,13 +34,16 @@ language-model:
 run: setup language-model
 	$(BIN)/python -m streamlit run serve.py
 
-# Every tier, on both cores (pytest-xdist; a file's tests stay on one worker, so its fixtures are built once).
+# Lint first (ruff, about a second; a finding fails the run), then every tier, on both cores (pytest-xdist; a
+# file's tests stay on one worker, so its fixtures are built once).
 test: setup browser
+	$(BIN)/ruff check .
 	bash scripts/ensure_nginx.sh
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
-# The inner loop: unit tests on tiny models and pure functions, no bundled model, no app, no browser.
+# The inner loop: lint, then unit tests on tiny models and pure functions, no bundled model, no app, no browser.
 test-fast: setup
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not integration and not app and not browser and not deploy and not slow"
 
 bench: setup browser

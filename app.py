@@ -8,21 +8,21 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui.startup import wait_for_startup
 from ui.idle import page_running
+from ui.startup import wait_for_startup
 from ui.warmup import start_warmup
 
 start_warmup()  # `make run` did this as the server started; with `streamlit run app.py`, the first visit does
 wait_for_startup()  # the first visit to a server that has just started: a few seconds
 
-import transformers  # noqa: E402
+import transformers  # noqa: E402 - after the start-up wait: the warm-up thread imports it first
 
-from ui.errors import friendly_errors  # noqa: E402
-from ui.explain import page_style  # noqa: E402
-from ui.figures import measure_main_column  # noqa: E402
-from ui.page_state import page_run  # noqa: E402
-from ui.session import page_limit_notice  # noqa: E402
-from ui.sidebar import render_sidebar  # noqa: E402
+from ui.errors import friendly_errors  # noqa: E402 - as above
+from ui.explain import page_style  # noqa: E402 - as above
+from ui.figures import measure_main_column  # noqa: E402 - as above
+from ui.page_state import page_run  # noqa: E402 - as above
+from ui.session import page_limit_notice  # noqa: E402 - as above
+from ui.sidebar import render_sidebar  # noqa: E402 - as above
 
 ROOT = Path(__file__).parent
 # The favicon inline, as a data URL: Chromium fetches a page's icon again on every URL change, which every click that

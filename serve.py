@@ -5,18 +5,17 @@
 
 import gzip
 import json
+import logging
 from contextlib import asynccontextmanager
 
 import streamlit as st
 from starlette.middleware import Middleware
 
+from ui.warmup import start_warmup
+
 
 @asynccontextmanager
 async def lifespan(_app):
-    import logging
-
-    from ui.warmup import start_warmup
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     start_warmup()

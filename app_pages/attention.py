@@ -1,24 +1,21 @@
 """Attention: every head of every layer as heatmaps, one head large, and BertViz's views offline."""
 
-from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
-
 from functools import partial
 
 import streamlit as st
 
 from core.attention import window_hidden
 from core.heads import UnsupportedArchitecture
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from core.tokens import token_labels
-from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.ablation import knockout, with_ablation
 from ui.cache import cached_attention_view, cached_figure, cached_queries_keys
-from ui.explain import controls, explain
+from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.errors import friendly_fragment
+from ui.explain import controls, explain
 from ui.figures import show_figure
 from ui.page_state import end_page, option
-from ui.session import (
-    current_analysis, current_model, current_model_name, current_text, current_token_limit, presentation_mode,
-)
+from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit, presentation_mode
 from viz import attention as va
 from viz import bertviz_offline as bv
 from viz.common import COLORBLIND_SAFE, SEQUENTIAL, file_stem

@@ -6,22 +6,28 @@ import pandas as pd
 import streamlit as st
 
 from core.compare import (
-    SAME_SENSE_CONTROL, control_sentence, lookup_similarity, shared_words, word_attention, word_occurrences, word_positions, word_similarity,
+    SAME_SENSE_CONTROL,
+    control_sentence,
+    lookup_similarity,
+    shared_words,
+    word_attention,
+    word_occurrences,
+    word_positions,
+    word_similarity,
 )
-from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, hidden_state_label
 from core.examples import BANK_MONEY, BANK_RIVER
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, hidden_state_label
 from core.tokens import token_labels
-from ui.caveats import attention_caveat
 from ui.ablation import knockout, with_ablation
 from ui.cache import cached_analysis, cached_figure
-from ui.explain import controls, explain
+from ui.caveats import attention_caveat
 from ui.errors import friendly_fragment
+from ui.explain import controls, explain
 from ui.figures import show_figure
 from ui.page_state import end_page, option
 from ui.session import MAX_TEXT_CHARS, current_model, current_model_name, current_token_limit
-from viz.common import file_stem
+from viz.common import file_stem, markdown_safe
 from viz.compare import attention_heatmap, similarity_by_layer_chart
-from viz.common import markdown_safe
 from viz.inside import token_bars
 
 st.title("Compare two sentences")

@@ -11,8 +11,8 @@ from core.models import pooler_sentence
 from ui.cache import cached_contextuality, cached_corpus_embeddings
 from ui.corpus_state import current_corpus, current_corpus_name, render_corpus_picker
 from ui.errors import friendly_fragment
-from ui.figures import show_figure
 from ui.explain import controls, explain
+from ui.figures import show_figure
 from ui.page_state import option
 from ui.session import current_model, current_model_name, current_token_limit
 from viz.common import file_stem, markdown_safe
@@ -117,7 +117,8 @@ def drift_violins() -> None:
         limit = current_token_limit()  # the deployment's cut, which may be below the model's own limit
         reader = model.name if limit >= model.max_tokens else f"this app analyses per text ({model.name} itself reads {model.max_tokens})"
         st.warning(
-            f"{len(cut)} of {documents_phrase(len(corpus))} {'has' if len(cut) == 1 else 'have'} more tokens than {reader}: only their first {limit} tokens count.",
+            f"{len(cut)} of {documents_phrase(len(corpus))} {'has' if len(cut) == 1 else 'have'} more tokens than {reader}: "
+            f"only their first {limit} tokens count.",
             icon=":material/content_cut:",
         )
         st.dataframe(cut, hide_index=True)

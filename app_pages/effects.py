@@ -19,8 +19,8 @@ from ui.cache import cached_ablated_analysis, cached_analysis, cached_language_m
 from ui.cache_effects import cached_attribution, cached_head_importance, cached_lens, cached_target_change
 from ui.errors import friendly_errors
 from ui.explain import explain
-from ui.lm_views import induction_knockout
 from ui.figures import show_figure
+from ui.lm_views import induction_knockout
 from ui.page_state import end_page, option, option_value
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
@@ -149,7 +149,8 @@ picked = [part.upper() for part in HEAD_SEPARATORS.split(typed_heads.strip()) if
 unknown = [part for part in picked if part not in options]
 if unknown:
     st.warning(f"Not a head of this model: {markdown_safe(', '.join(unknown[:5]))}. Heads are written "
-               f"{head_code(0, 0, model.num_layers, model.num_heads)} ({head_label(0, 0)}), from L0H0 to L{model.num_layers - 1}H{model.num_heads - 1}.", icon=":material/warning:")
+               f"{head_code(0, 0, model.num_layers, model.num_heads)} ({head_label(0, 0)}), "
+               f"from L0H0 to L{model.num_layers - 1}H{model.num_heads - 1}.", icon=":material/warning:")
 heads = tuple(dict.fromkeys(parse_head(o) for o in picked if o in options))
 remember_knockout(name, heads, method)
 if not heads:

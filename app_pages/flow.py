@@ -5,8 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.flow import (DEFAULT_THRESHOLD, head_terms, lens_logits, route_graph, route_sentence, top_tokens,
-                       written_logits)
+from core.flow import DEFAULT_THRESHOLD, head_terms, lens_logits, route_graph, route_sentence, top_tokens, written_logits
 from core.models import BUNDLED_LM
 from core.recording import UnsupportedArchitecture
 from core.tokens import token_labels

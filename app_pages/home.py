@@ -3,14 +3,14 @@
 import pandas as pd
 import streamlit as st
 
+from core.about import facts_lines, static_similarity_sentence
 from core.similarity import token_static_similarity
 from core.tokens import token_labels
+from ui.cache import cached_model_facts
+from ui.explain import explain
 from ui.figures import show_figure
 from ui.page_state import end_page
-from ui.explain import explain
-from ui.cache import cached_model_facts
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
-from core.about import facts_lines, static_similarity_sentence
 from viz.common import file_stem, markdown_safe
 from viz.tokens import token_layer_heatmap
 

@@ -1,7 +1,5 @@
 """Inside one head: query, keys, scores, softmax and output, recomputed from the model's own weights."""
 
-from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
-
 from functools import partial
 
 import numpy as np
@@ -9,16 +7,17 @@ import pandas as pd
 import streamlit as st
 
 from core.heads import UnsupportedArchitecture, architecture, compute_head, embeddings_description
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
 from core.recorded_heads import norm_before_attention
 from core.tokens import token_labels
 from ui.caveats import attention_caveat
 from ui.errors import friendly_fragment
+from ui.explain import beside
+from ui.explain import explain as explain_text
 from ui.figures import main_column_width, show_figure
-from ui.explain import beside, explain as explain_text
 from ui.page_state import end_page, option
 from ui.session import current_analysis, current_model, presentation_mode
-from viz.common import file_stem
-from viz.common import markdown_safe
+from viz.common import file_stem, markdown_safe
 from viz.inside import component_bars, matrix_heatmap, rotation_bars, stacked_token_bars
 
 INSIDE_SIDE_BY_SIDE_PX = 780

@@ -6,16 +6,16 @@ import pandas as pd
 import streamlit as st
 
 from core.about import neighbour_sink_sentence, special_share_sentence
-from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from core.attention import attention_maxima, pairs_table, row_normalise, special_share
 from core.heads import UnsupportedArchitecture
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from core.tokens import token_labels
-from ui.caveats import NORM_WEIGHTED, WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.ablation import knockout, with_ablation
 from ui.cache import cached_figure, cached_norm_weighted, cached_rollout
+from ui.caveats import NORM_WEIGHTED, WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.errors import friendly_fragment
-from ui.figures import columns_stacked, csv_download, show_figure
 from ui.explain import controls, explain
+from ui.figures import columns_stacked, csv_download, show_figure
 from ui.page_state import end_page, option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
@@ -115,7 +115,8 @@ explain(
     "the heads are averaged, mixed half and half with the identity (0.5·A + 0.5·I) and the rows renormalised; "
     "the layers are then multiplied from layer 0 up, so layer *l* is an estimate of how much of each input token "
     "reaches each token after blocks 0 to *l*. It is a heuristic: it assumes the residual connection carries exactly "
-    "half of each token and ignores the value vectors, the feed-forward layers and LayerNorm.  \n**Norm-weighted attention** (Kobayashi et al. 2020) multiplies each weight "
+    "half of each token and ignores the value vectors, the feed-forward layers and LayerNorm.  \n"
+    "**Norm-weighted attention** (Kobayashi et al. 2020) multiplies each weight "
     "α by ‖f(x)‖, the length of the vector the attended token actually adds through that head (its value vector "
     "passed through the head's slice of the output projection), so attention to a token that adds little shrinks."
 )

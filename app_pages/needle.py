@@ -6,8 +6,7 @@ import streamlit as st
 from core.errors import AnalysisError
 from core.layers import head_code
 from core.predictions import NoLanguageModelHead
-from core.retrieval import (DEFAULT_ANSWER, DEFAULT_NEEDLE, DEFAULT_QUESTION, HAYSTACK_SOURCE, contains_answer,
-                            top_and_random_heads)
+from core.retrieval import DEFAULT_ANSWER, DEFAULT_NEEDLE, DEFAULT_QUESTION, HAYSTACK_SOURCE, contains_answer, top_and_random_heads
 from ui.cache import cached_language_model
 from ui.cache_needle import cached_knocked_out, cached_model_answer, cached_retrieval
 from ui.errors import friendly_errors

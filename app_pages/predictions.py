@@ -8,12 +8,11 @@ from core.predictions import MAX_TOP_K, NoLanguageModelHead
 from core.tokens import BYTE_TOKEN, PARTIAL_BYTES_NOTE
 from ui.cache import cached_language_model, cached_predictions
 from ui.errors import friendly_fragment
-from ui.figures import main_column_width, show_figure
 from ui.explain import explain
+from ui.figures import main_column_width, show_figure
 from ui.page_state import end_page, option, set_option
 from ui.session import current_model, current_model_name, current_text, current_token_limit
-from viz.common import file_stem
-from viz.common import markdown_safe
+from viz.common import file_stem, markdown_safe
 from viz.predictions import NARROW_PX, fill_in_bars, next_token_heatmap
 
 MAX_MASKS_SHOWN = 8

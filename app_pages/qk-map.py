@@ -10,15 +10,20 @@ import streamlit as st
 from core.corpus import CorpusError, documents_from_text, sample_corpus
 from core.projection import METHOD_NAMES
 from core.qk_map import QueryKeyMapError
-from core.qk_measures import (
-    NEIGHBOURS_FOR_ORDER, agreement_sentence, first_key_share, order_sentence, position_order, rotary_sentence,
-)
+from core.qk_measures import NEIGHBOURS_FOR_ORDER, agreement_sentence, first_key_share, order_sentence, position_order, rotary_sentence
+from ui.cache import cached_figure
 from ui.cache_qk import (
-    bounded_store, cached_agreement, cached_corpus_queries_keys, cached_query_key_map, cached_thumbnails,
-    has_cached_maps, recorded_layers, MAX_MAP_BYTES, MAX_MAPS,
+    MAX_MAP_BYTES,
+    MAX_MAPS,
+    bounded_store,
+    cached_agreement,
+    cached_corpus_queries_keys,
+    cached_query_key_map,
+    cached_thumbnails,
+    has_cached_maps,
+    recorded_layers,
 )
 from ui.corpus_state import current_corpus, current_corpus_name, within_deployment_limits
-from ui.cache import cached_figure
 from ui.explain import controls, explain
 from ui.figures import show_figure
 from ui.page_state import end_page, option, set_option

@@ -8,24 +8,28 @@ import streamlit as st
 
 from core.alignment import align_layout
 from core.inference import AnalysisError
-from core.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, distinct_points, identical_points_note
 from core.layers import HIDDEN_STATE_SELECT_LABEL, hidden_state_label, numbering_caption
+from core.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, distinct_points, identical_points_note
 from core.senses import (
-    MAX_SENTENCES, knn_chance_level, token_positions, builtin_set, builtin_words, measured_labels, parse_labelled_lines, read_sentence_csv, sentences_with_word,
+    MAX_SENTENCES,
+    builtin_set,
+    builtin_words,
+    knn_chance_level,
+    measured_labels,
+    parse_labelled_lines,
+    read_sentence_csv,
+    sentences_with_word,
+    token_positions,
 )
-from ui.cache_senses import (
-    cached_aligned_projection, cached_occurrences, cached_separation, cached_separation_interval, start_umap_warmup,
-)
+from ui.cache_senses import cached_aligned_projection, cached_occurrences, cached_separation, cached_separation_interval, start_umap_warmup
 from ui.errors import friendly_fragment
-from ui.figures import show_figure
 from ui.explain import controls, explain
+from ui.figures import show_figure
 from ui.page_state import end_page, option
 from ui.placement import place_text, show_placement
 from ui.session import current_model, current_settings, current_text
 from viz.common import file_stem, markdown_safe, plotly_safe
-from viz.senses import (
-    OWN_SENTENCE, UNLABELLED, add_own_sentence, highlighted_sentence, sense_projection_figure, separation_figure,
-)
+from viz.senses import OWN_SENTENCE, UNLABELLED, add_own_sentence, highlighted_sentence, sense_projection_figure, separation_figure
 
 UPLOAD_KEY = "senses.upload"  # (file id, name, sentences, labels) of the last CSV read
 SOURCES = ["Built-in sentences", "Your sentences", "Upload CSV", "Search the corpus"]
@@ -39,7 +43,7 @@ EXAMPLE_LINES = (
 def corpus_sentences(word: str) -> tuple[list[str], list[str]]:
     """Sentences of the drift page's corpus that contain ``word``, labelled by their document's genre (or title)."""
     try:
-        from ui.corpus_state import current_corpus, current_corpus_name
+        from ui.corpus_state import current_corpus, current_corpus_name  # noqa: PLC0415 - optional: without the drift corpus this page still works
     except ImportError:
         st.info("The drift page's corpus is not available in this version of the app.")
         return [], []
@@ -193,7 +197,8 @@ def layer_and_projection(word: str, sentences: list[str], labels: list[str], occ
         placed_xy = None
         if placed is not None and placed.xy is not None and placed.coords is not None:
             placed_xy = align_layout(placed.coords, coords, also=np.asarray(placed.xy)[None])[1][0]
-    hovers = [highlighted_sentence(sentences[i], span) + (f"<br>(drawn as one point with {n - 1} identical other{'s' if n > 2 else ''})" if n > 1 else "")
+    hovers = [highlighted_sentence(sentences[i], span)
+              + (f"<br>(drawn as one point with {n - 1} identical other{'s' if n > 2 else ''})" if n > 1 else "")
               for i, span, n in zip(occurrences.sentence_ids, occurrences.spans, distinct.copies, strict=True)]
     points = pd.DataFrame({
         "sentence_id": occurrences.sentence_ids, "sentence": [sentences[i] for i in occurrences.sentence_ids],
@@ -216,7 +221,8 @@ def layer_and_projection(word: str, sentences: list[str], labels: list[str], occ
         table = cached_separation(model.name, word, tuple(sentences), tuple(point_labels))
         interval = cached_separation_interval(model.name, word, tuple(sentences), tuple(point_labels))
         chance = knn_chance_level(point_labels)
-        show_figure(separation_figure(table, layer, chance=chance, interval=interval), name=file_stem(model.name, "senses", word, "separation"), data=table.merge(interval, on="layer").assign(knn_chance=chance), key="senses-separation", share=0.4)
+        show_figure(separation_figure(table, layer, chance=chance, interval=interval), name=file_stem(model.name, "senses", word, "separation"),
+                    data=table.merge(interval, on="layer").assign(knn_chance=chance), key="senses-separation", share=0.4)
         measured, left_out = measured_labels(point_labels)
         if len(measured) < 2:
             st.info(f"The scores need at least two labels with two or more occurrences each ({UNLABELLED} points do not count).")

@@ -2,16 +2,16 @@
 
 import streamlit as st
 
-from core.layers import numbering_caption
 from core.examples import EXAMPLE_SENTENCES
 from core.head_stats import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, rank_heads, statistic_grid
 from core.heads import UnsupportedArchitecture
-from ui.caveats import attention_caveat
+from core.layers import numbering_caption
 from ui.cache import cached_corpus_head_stats, cached_head_stats
+from ui.caveats import attention_caveat
 from ui.corpus_state import current_corpus, current_corpus_name
 from ui.errors import friendly_fragment
-from ui.figures import show_figure
 from ui.explain import explain
+from ui.figures import show_figure
 from ui.page_state import end_page, link_url, option, set_option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem
@@ -86,7 +86,8 @@ else:
     bar.empty()
 
 if table[list(STATISTICS)].isna().all(axis=None):
-    st.info("There is no query token to average over: type at least one ordinary word (two for a decoder, whose first token can only attend to itself).")
+    st.info("There is no query token to average over: type at least one ordinary word "
+            "(two for a decoder, whose first token can only attend to itself).")
     end_page()
 
 @friendly_fragment

@@ -18,13 +18,8 @@ from ui.cache import cached_analysis
 from ui.cache_senses import cached_occurrences
 from ui.page_state import option, option_value, set_option
 from ui.placement import place_text, verdict
-from ui.session import (
-    MAX_TEXT_CHARS, current_analysis, current_model, current_model_name, current_text, current_token_limit,
-    presentation_mode,
-)
-from ui.tour_kit import (
-    PRESENTATION_CSS, figure, full_page, not_here, previous_token_head, say, sink_names, try_this,
-)
+from ui.session import MAX_TEXT_CHARS, current_analysis, current_model, current_model_name, current_text, current_token_limit, presentation_mode
+from ui.tour_kit import PRESENTATION_CSS, figure, full_page, not_here, previous_token_head, say, sink_names, try_this
 from ui.tour_lm import choose_track
 from ui.tour_steps import step_corpus, step_explain
 from viz import attention as va
@@ -302,7 +297,8 @@ def step_senses() -> None:
     hovers = [highlighted_sentence(sentences[i], span) for i, span in zip(occurrences.sentence_ids, occurrences.spans, strict=True)]
     say(
         f"Each dot is “{markdown_safe(word)}” in one of {occurrences.count} built-in sentences labelled by sense, at "
-        f"{hidden_state_label(layer, model.num_layers)}, drawn with PCA; the black star is {whose}, placed into the same map. {verdict(placed, layer)}"
+        f"{hidden_state_label(layer, model.num_layers)}, drawn with PCA; the black star is {whose}, placed into the same map. "
+        f"{verdict(placed, layer)}"
     )
     fig = sense_projection_figure(placed.coords, labels, hovers, title=f"“{plotly_safe(word)}” at hidden state {layer}: PCA", axis="PCA")
     figure(add_own_sentence(fig, placed.xy, highlighted_sentence(placed.text, placed.span)), f"senses-{word}-hidden-state-{layer}",

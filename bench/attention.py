@@ -43,7 +43,7 @@ def _html_paint_seconds(browser, html: str, selector: str) -> float | None:
         page.wait_for_selector(selector, state="attached", timeout=PAINT_TIMEOUT_MS)
         page.evaluate(NEXT_FRAMES)
         return time.perf_counter() - started
-    except Exception:  # a timeout or a crashed tab both mean "did not paint"
+    except Exception:  # noqa: BLE001 - a timeout or a crashed tab both mean "did not paint"
         return None
     finally:
         page.close()

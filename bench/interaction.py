@@ -18,7 +18,8 @@ again), the browser's main-thread long tasks (≥ 50 ms; mostly Plotly drawing) 
 the bytes of the websocket messages the browser received: as the app's messages (``kb``) and as
 they cross the wire with permessage-deflate, the server's ``enableWebsocketCompression``
 (``wire_kb``: each message deflated in turn with a shared window, as the server's compressor
-does), and what the server's TCP sockets actually sent (``socket_kb``, from ``ss``'s ``bytes_sent``). Before every click the benchmark waits until the browser's main thread has been free of
+does), and what the server's TCP sockets actually sent (``socket_kb``, from ``ss``'s ``bytes_sent``).
+Before every click the benchmark waits until the browser's main thread has been free of
 long tasks for a moment (a select box clicked during a long Plotly draw can lose its click);
 a select box whose list did not open gets an ArrowDown, as a keyboard user would. Each click is
 repeated ``REPEATS`` times; the median is reported. Run with ``python -m bench interaction``; it
@@ -287,7 +288,8 @@ def main() -> dict:
                         print(f"  {action:<13} {m['median_seconds']:6.2f} s (max {m['max_seconds']:.2f};"
                               f" driver {m['median_driver_seconds']:.2f} s)"
                               f"  server {m['median_server_cpu_seconds']:.3f} CPU-s  browser busy {m['median_browser_busy_seconds']:.2f} s"
-                              f"  {m['median_kb']:8.1f} KB (deflated {m['median_wire_kb']:.1f} KB; sockets sent {m['median_socket_kb']:.1f} KB)", flush=True)
+                              f"  {m['median_kb']:8.1f} KB (deflated {m['median_wire_kb']:.1f} KB; "
+                              f"sockets sent {m['median_socket_kb']:.1f} KB)", flush=True)
                     if row["errors"]:
                         print(f"  errors: {row['errors']}", flush=True)
             browser.close()

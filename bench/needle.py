@@ -10,8 +10,7 @@ import time
 def main() -> dict:
     from core.models import load_model
     from core.predictions import load_language_model
-    from core.retrieval import (DEFAULT_ANSWER, DEFAULT_NEEDLE, DEFAULT_QUESTION, bundled_haystack,
-                                haystack_of_length, retrieval_scores)
+    from core.retrieval import DEFAULT_ANSWER, DEFAULT_NEEDLE, DEFAULT_QUESTION, bundled_haystack, haystack_of_length, retrieval_scores
 
     lm = load_language_model(load_model("SmolLM2-135M-Instruct"))
     haystack = haystack_of_length(lm.tokenizer, bundled_haystack(), 2048)

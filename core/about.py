@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from core.attention import attention_maxima
 from core.drift import anisotropy_level
 from core.inference import Analysis, analyze_many
 from core.margins import plateau
@@ -275,8 +276,6 @@ def neighbour_sink_sentence(analysis: Analysis, *, matrices: np.ndarray | None =
     every token is special). The sink candidates are the special tokens and the first token, special or not (a
     decoder's first token is seen by every token and serves as its sink even without a BOS): the sentence
     measures how many maxima land on them, it does not assume they do."""
-    from core.attention import attention_maxima
-
     special = np.asarray(analysis.special_mask, dtype=bool)
     if special.all():
         return ""
@@ -325,7 +324,7 @@ def special_share_sentence(raw: np.ndarray, weighted: np.ndarray) -> str:
     raw, weighted = np.asarray(raw, dtype=float), np.asarray(weighted, dtype=float)
     if np.isnan(raw).all() or np.isnan(weighted).all():
         return ""
-    span = lambda x: f"{np.nanmin(x):.0%}–{np.nanmax(x):.0%}" if round(np.nanmin(x), 2) != round(np.nanmax(x), 2) else f"{np.nanmin(x):.0%}"  # noqa: E731
+    span = lambda x: f"{np.nanmin(x):.0%}–{np.nanmax(x):.0%}" if round(np.nanmin(x), 2) != round(np.nanmax(x), 2) else f"{np.nanmin(x):.0%}"  # noqa: E731 - a one-line helper, read where it is used
     return (
         f"On this text the share on special tokens is {span(raw)} of raw attention and {span(weighted)} of "
         f"norm-weighted attention across the {len(raw)} layers."

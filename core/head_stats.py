@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from core.induction import InductionScores, induction_scores  # noqa: F401 - re-exported: issue 27 names them here
 from core.inference import Analysis, iter_analyses
 from core.models import LoadedModel
 
@@ -201,4 +202,3 @@ def rank_heads(table: pd.DataFrame, statistic: str, *, top: int = 5) -> pd.DataF
     """The ``top`` heads with the highest ``statistic`` (NaN last): columns ``layer``, ``head``, ``statistic``."""
     ranked = table.sort_values([statistic, "layer", "head"], ascending=[False, True, True], na_position="last")
     return ranked.loc[:, ["layer", "head", statistic]].head(top).reset_index(drop=True)
-from core.induction import InductionScores, induction_scores  # noqa: E402,F401 (issue 27)

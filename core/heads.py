@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core import recorded_heads as rh
 from core.inference import Analysis
 from core.models import LoadedModel
-from core.recording import UnsupportedArchitecture, is_recordable  # noqa: F401 - UnsupportedArchitecture re-exported
+from core.recording import UnsupportedArchitecture, is_recordable  # UnsupportedArchitecture: also reached from here
 
 SUPPORTED = ("models whose attention goes through transformers' attention interface: BERT, RoBERTa, XLM-RoBERTa, "
              "CamemBERT, ELECTRA, DistilBERT, the bundled MiniLM, GPT-2, Llama, Mistral, Qwen, Gemma, Phi-3, SmolLM …")
@@ -160,9 +161,7 @@ def verify_layer(model: LoadedModel, analysis: Analysis, layer: int) -> None:
     _check_position(model, layer)
     if analysis.attentions is None:
         return
-    from core.recorded_heads import layer_weights
-
-    _check_against_model(model, analysis, layer, list(range(model.num_heads)), list(layer_weights(model, analysis, layer)))
+    _check_against_model(model, analysis, layer, list(range(model.num_heads)), list(rh.layer_weights(model, analysis, layer)))
 
 
 def compute_head(model: LoadedModel, analysis: Analysis, layer: int, head: int) -> HeadComputation:
@@ -170,8 +169,6 @@ def compute_head(model: LoadedModel, analysis: Analysis, layer: int, head: int) 
 
     Raises ``UnsupportedArchitecture`` when the result differs from the model's own attention.
     """
-    from core import recorded_heads as rh
-
     _check_position(model, layer, head)
     record = rh.records(model, analysis)[layer]
     kv = head // record.kv_groups
@@ -195,6 +192,4 @@ def value_vectors_through_output(model: LoadedModel, analysis: Analysis, layer: 
     attention is first checked against the model's own (``verify_layer``).
     """
     verify_layer(model, analysis, layer)
-    from core.recorded_heads import value_vectors_through_output as recorded
-
-    return recorded(model, analysis, layer)
+    return rh.value_vectors_through_output(model, analysis, layer)

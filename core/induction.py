@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.lm_parts import first_tensor, hooked, parts_of, replace_first
+
 
 @dataclass(frozen=True, eq=False)
 class InductionScores:
@@ -74,8 +76,6 @@ class RepeatLoss:
 def repeat_loss(lm, scores: InductionScores, heads=()) -> RepeatLoss:
     """The loss of ``lm`` (a causal ``LanguageModel``) on ``scores.token_ids`` with each ``(layer, head)`` in
     ``heads`` knocked out (its slice of the attention output projection's input set to zero)."""
-    from core.lm_parts import first_tensor, hooked, parts_of, replace_first
-
     parts = parts_of(lm)
     d = parts.head_dim
     by_layer: dict[int, list[int]] = {}

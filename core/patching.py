@@ -128,7 +128,7 @@ def _patched_runs(lm: LanguageModel, parts: Parts, ids: torch.Tensor, cells: lis
             layer, index = cells[n]
             rows.setdefault(layer, []).append((b, index))
 
-        def patch(x: torch.Tensor, layer: int) -> torch.Tensor:
+        def patch(x: torch.Tensor, layer: int, rows=rows, offset=offset) -> torch.Tensor:
             x = x.clone()
             for b, index in rows[layer]:
                 if kind == "heads":

@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
-from core.tokens import decoded_tokens
 from core.models import BUNDLED_LM, WEIGHT_LOAD_LOCK, LoadedModel, ModelLoadError, cached_on_disk, first_line
+from core.tokens import decoded_tokens
 
 # Public checkpoints that include their language-model head (they need network to download once).
 MODELS_WITH_HEAD = ("distilbert-base-cased", "bert-base-uncased", "gpt2")

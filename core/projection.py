@@ -137,7 +137,7 @@ def project(vectors: np.ndarray, method: str = "umap", random_state: int = 0) ->
 
 
 def _pca(x: np.ndarray) -> np.ndarray:
-    from sklearn.decomposition import PCA
+    from sklearn.decomposition import PCA  # noqa: PLC0415 - scikit-learn's import cost, only when asked
 
     components = min(2, x.shape[0] - 1, x.shape[1])
     coords = PCA(n_components=components, svd_solver="full").fit_transform(x)
@@ -147,7 +147,7 @@ def _pca(x: np.ndarray) -> np.ndarray:
 
 
 def _umap_reducer(n: int, random_state: int):
-    import umap
+    import umap  # noqa: PLC0415 - UMAP and numba take seconds to import: only when asked
 
     # A fixed random_state makes umap-learn run single-threaded (it would force n_jobs=1 with a
     # warning); saying n_jobs=1 here keeps the result reproducible without the warning.
@@ -168,7 +168,7 @@ def _umap(x: np.ndarray, random_state: int) -> np.ndarray:
 
 
 def _tsne(x: np.ndarray, random_state: int) -> np.ndarray:
-    from sklearn.manifold import TSNE
+    from sklearn.manifold import TSNE  # noqa: PLC0415 - scikit-learn's import cost, only when asked
 
     perplexity = min(TSNE_PERPLEXITY, (x.shape[0] - 1) / 3)
     tsne = TSNE(n_components=2, metric="cosine", perplexity=perplexity, init="pca", random_state=random_state)
@@ -275,7 +275,7 @@ def fit_projection(vectors: np.ndarray, method: str = "umap", random_state: int 
         )
     distinct = x[points.first]
     if method == "pca":
-        from sklearn.decomposition import PCA
+        from sklearn.decomposition import PCA  # noqa: PLC0415 - scikit-learn's import cost, only when asked
 
         estimator = PCA(n_components=min(2, points.count - 1, x.shape[1]), svd_solver="full")
         fitted = estimator.fit_transform(distinct)

@@ -364,7 +364,7 @@ def project_points(points: np.ndarray, method: str = "pca", random_state: int = 
         return out
     unique = x[distinct.first]
     if method == "pca":
-        from sklearn.decomposition import PCA
+        from sklearn.decomposition import PCA  # noqa: PLC0415 - scikit-learn's import cost, only when asked
 
         components = min(2, unique.shape[0] - 1, unique.shape[1])
         placed = PCA(n_components=components, svd_solver="full").fit_transform(unique)
@@ -380,7 +380,7 @@ def project_points(points: np.ndarray, method: str = "pca", random_state: int = 
 
 
 def _umap_euclidean(x: np.ndarray, random_state: int) -> np.ndarray:
-    import umap
+    import umap  # noqa: PLC0415 - UMAP and numba take seconds to import: only when asked
 
     # 200 epochs, umap-learn's own choice above 10,000 points, for every size: a corpus map has thousands
     reducer = umap.UMAP(n_components=2, n_neighbors=min(UMAP_NEIGHBOURS, x.shape[0] - 1), metric="euclidean",
@@ -391,7 +391,7 @@ def _umap_euclidean(x: np.ndarray, random_state: int) -> np.ndarray:
 
 
 def _tsne_euclidean(x: np.ndarray, random_state: int) -> np.ndarray:
-    from sklearn.manifold import TSNE
+    from sklearn.manifold import TSNE  # noqa: PLC0415 - scikit-learn's import cost, only when asked
 
     tsne = TSNE(n_components=2, perplexity=min(30.0, (x.shape[0] - 1) / 3), init="pca", random_state=random_state)
     return np.asarray(tsne.fit_transform(x), dtype=np.float32)

@@ -55,8 +55,8 @@ def position_order(coords: np.ndarray, position: np.ndarray, neighbours: int = N
     """How ordered by position a map is: the Spearman correlation between each point's position and the mean
     position of its ``neighbours`` nearest other points on the map (``coords`` ``[M, 2]``, ``position`` ``[M]``).
     1 = neighbours on the map sit at the same place in their texts; 0 = position says nothing about the map."""
-    from scipy.stats import spearmanr
-    from sklearn.neighbors import NearestNeighbors
+    from scipy.stats import spearmanr  # noqa: PLC0415 - SciPy's import cost, only when asked
+    from sklearn.neighbors import NearestNeighbors  # noqa: PLC0415 - scikit-learn's import cost, only when asked
 
     m = coords.shape[0]
     k = min(neighbours, m - 1)

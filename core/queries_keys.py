@@ -7,6 +7,7 @@ import numpy as np
 from core.heads import UnsupportedArchitecture, check_supported, verify_layer
 from core.inference import Analysis
 from core.models import LoadedModel
+from core.recorded_heads import keep_mask, records
 
 
 def queries_and_keys(model: LoadedModel, analysis: Analysis) -> tuple[np.ndarray, np.ndarray]:
@@ -20,8 +21,6 @@ def queries_and_keys(model: LoadedModel, analysis: Analysis) -> tuple[np.ndarray
     (Llama …) the queries and keys are after the rotation, keys repeated for the query heads that share them;
     soft-capped or sliding-window layers are refused (the neuron view would not apply the cap or the window).
     """
-    from core.recorded_heads import keep_mask, records
-
     check_supported(model)
     t = analysis.num_tokens
     visible = np.tril(np.ones((t, t), dtype=bool)) if analysis.is_decoder else np.ones((t, t), dtype=bool)

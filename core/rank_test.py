@@ -16,7 +16,7 @@ _TOLERANCE = 1e-12  # orderings as extreme as the observed one, up to rounding
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
-    from scipy.stats import rankdata
+    from scipy.stats import rankdata  # noqa: PLC0415 - SciPy's import cost, only when asked
 
     return rankdata(x)  # average ranks for ties
 
@@ -28,7 +28,7 @@ def spearman_p_value(a: np.ndarray, b: np.ndarray) -> float:
     a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
     n = len(a)
     if n > EXACT_UP_TO:
-        from scipy.stats import spearmanr
+        from scipy.stats import spearmanr  # noqa: PLC0415 - SciPy's import cost, only when asked
 
         return float(spearmanr(a, b).pvalue)
     ra, rb = _ranks(a) - (n + 1) / 2, _ranks(b) - (n + 1) / 2  # centred: ρ is their cosine

@@ -15,8 +15,8 @@ from transformers.pytorch_utils import Conv1D
 
 from core.inference import Analysis
 from core.models import LoadedModel, threads_for_input
-from core.recording import (LayerRecord, Recorder, attention_modules, fingerprint, recall, remember,
-                            rotate_back)
+from core.recording import LayerRecord, Recorder, UnsupportedArchitecture, attention_modules, fingerprint, recall, remember, rotate_back
+
 
 def records(model: LoadedModel, analysis: Analysis) -> dict[int, LayerRecord]:
     """Every layer's ``LayerRecord`` for ``analysis``'s tokens: those ``analyze`` kept, else one recorded pass."""
@@ -117,8 +117,6 @@ def output_projection(record: LayerRecord, model: torch.nn.Module | None = None)
         for name, linear in place.named_modules():
             if name.rsplit(".", 1)[-1] in _PROJECTION_NAMES and _width_in(linear) == width:
                 return linear
-    from core.recording import UnsupportedArchitecture
-
     raise UnsupportedArchitecture(f"{type(record.module).__name__} has no output projection the app can find.")
 
 

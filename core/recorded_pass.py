@@ -115,7 +115,7 @@ def blocks_of(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The model's blocks in layer order: for each attention module (``core.recording.attention_modules``), its
     nearest ancestor that is an element of a ``ModuleList``."""
     parents: dict[int, tuple[torch.nn.Module, str]] = {}
-    for name, module in model.named_modules():
+    for module in model.modules():
         for child_name, child in module.named_children():
             parents[id(child)] = (module, child_name)
     blocks = []

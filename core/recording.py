@@ -60,6 +60,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
 
 from core.errors import UserFacingError
 
+
 class UnsupportedArchitecture(UserFacingError, ValueError):
     """The model's attention is laid out in a way the app does not know. Message meant for the user."""
 
@@ -160,7 +161,7 @@ def _family_eager(module: torch.nn.Module):
     if eager is None:
         eager = getattr(importlib.import_module(type(module).__module__), "eager_attention_forward", None)
         if eager is None:
-            from transformers.models.llama.modeling_llama import eager_attention_forward as eager
+            from transformers.models.llama.modeling_llama import eager_attention_forward as eager  # noqa: PLC0415 - only for a family without an eager function
         _EAGER[type(module)] = eager
     return eager
 

@@ -24,7 +24,6 @@ from core.models import threads_for_input
 from core.recorded_pass import attention_weights
 from core.recording import Recorder
 
-
 HAYSTACK_FILE = Path(__file__).parent / "data" / "haystack_alice.txt"
 HAYSTACK_SOURCE = ("Lewis Carroll, *Alice's Adventures in Wonderland* (1865), chapters I–III: public domain; the text of "
                    "Project Gutenberg eBook #11, as shipped in the examples of the wordcloud package's source on PyPI")

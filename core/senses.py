@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from core.corpus import CorpusError, read_csv_text, require_text_column
 from core.inference import AnalysisError, iter_analyses
 from core.models import LoadedModel
 
@@ -189,8 +190,8 @@ def separation(vectors: np.ndarray, labels: list[str]) -> pd.DataFrame:
     (cosine, -1 to 1). Only labels with at least two occurrences count (see
     ``measured_labels``); with fewer than two such labels both measures are NaN.
     """
-    from sklearn.metrics import silhouette_score
-    from sklearn.metrics.pairwise import cosine_similarity
+    from sklearn.metrics import silhouette_score  # noqa: PLC0415 - scikit-learn's import cost, only when asked
+    from sklearn.metrics.pairwise import cosine_similarity  # noqa: PLC0415 - scikit-learn's import cost, only when asked
 
     vectors, measured, keep, kept_labels = _measured_points(vectors, labels)
     rows = []
@@ -248,8 +249,6 @@ def parse_labelled_lines(text: str) -> tuple[list[str], list[str]]:
 
 def read_sentence_csv(data: bytes) -> tuple[list[str], list[str]]:
     """``(sentences, labels)`` from CSV bytes with a ``sentence`` column and an optional ``label`` column."""
-    from core.corpus import CorpusError, read_csv_text, require_text_column
-
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -302,7 +301,7 @@ def knn_chance_level(labels: Sequence[str]) -> float:
 def _point_scores(x: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per point: 1-NN credit (share of its most similar other points, ties shared, with its label)
     and cosine silhouette; ``x`` ``[N, hidden]``."""
-    from sklearn.metrics import silhouette_samples
+    from sklearn.metrics import silhouette_samples  # noqa: PLC0415 - scikit-learn's import cost, only when asked
 
     unit = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     similarity = unit @ unit.T

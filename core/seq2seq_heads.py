@@ -22,8 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.heads import UnsupportedArchitecture
-from core.heads import _np  # tensor → float64 array, as core.heads computes its heads
+from core.heads import (
+    UnsupportedArchitecture,
+    _np,  # tensor → float64 array, as core.heads computes its heads
+)
 from core.models import LoadedModel
 from core.recording import LayerRecord, Recorder, fingerprint, is_recordable, recall, remember
 from core.seq2seq import PairAnalysis

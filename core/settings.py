@@ -6,8 +6,8 @@ Read from environment variables, or from ``.streamlit/secrets.toml`` through the
 | variable | meaning | default |
 | --- | --- | --- |
 | ``EXPLORER_MODE`` | ``laptop`` or ``server`` | ``laptop`` |
-| ``EXPLORER_ALLOWED_MODELS`` | comma-separated model ids or folders users may pick; ``*`` = any; the bundled models are always allowed | laptop: ``*``; server: the bundled models only |
-| ``EXPLORER_MAX_TOKENS`` | tokens per analysed text (never above the model's own window; pages that cost more set lower limits, ``ui.page_limits``) | laptop: the model's own window; server: 256 |
+| ``EXPLORER_ALLOWED_MODELS`` | model ids or folders to offer, comma-separated; ``*`` = any; bundled always | laptop: ``*``; server: bundled only |
+| ``EXPLORER_MAX_TOKENS`` | tokens per text (never above the model's window; ``ui.page_limits`` per page) | laptop: the window; server: 256 |
 | ``EXPLORER_MAX_CORPUS_DOCS`` | documents in an uploaded or pasted corpus | laptop: 500; server: 200 |
 | ``EXPLORER_MAX_UPLOAD_MB`` | size of one uploaded file | laptop: 10; server: 2 |
 """

@@ -124,7 +124,7 @@ def start_nginx(replica_addrs: list[str], prefix: Path, port: int | None = None)
     proc = subprocess.Popen(
         [NGINX, "-p", str(prefix), "-e", str(prefix / "error.log"), "-c", str(conf),
          "-g", f"daemon off; pid {prefix / 'nginx.pid'};"],
-        stdout=subprocess.DEVNULL, stderr=open(prefix / "nginx.stderr", "w"),  # noqa: SIM115
+        stdout=subprocess.DEVNULL, stderr=open(prefix / "nginx.stderr", "w"),  # noqa: SIM115 - nginx writes to it for its whole life
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 20

@@ -14,9 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.bundled_lm import (  # noqa: E402 - after the project folder is on the path
-    BUNDLED_LMS, WAIT, BundledLMError, cache_folder, cache_problem, cached_folder,
-)
+from core.bundled_lm import BUNDLED_LMS, WAIT, BundledLMError, cache_folder, cache_problem, cached_folder  # after the project folder is on the path
 
 
 def prepare(lm) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, AppPage, serve_app  # noqa: E402
+from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, AppPage, serve_app  # noqa: E402 - after the project folder is on the path
 
 WIDTH, HEIGHT = 1280, 800
 CHART = '[data-testid="stPlotlyChart"]'
@@ -48,13 +48,14 @@ SHOTS = [
 # Every chart has drawn; a page without charts shows a message or a table instead.
 CHARTS_DRAWN = """() => { const charts = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')];
     return charts.length ? charts.every(c => c.querySelector('.js-plotly-plot .main-svg'))
-                         : !!document.querySelector('[data-testid="stMain"] [data-testid="stAlert"], [data-testid="stMain"] [data-testid="stDataFrame"]'); }"""
+                         : !!document.querySelector('[data-testid="stMain"] [data-testid="stAlert"], '
+                                                    + '[data-testid="stMain"] [data-testid="stDataFrame"]'); }"""
 SCROLL_TO = """(selector) => { const element = document.querySelector('[data-testid="stMain"] ' + selector);
     if (element) { element.style.scrollMarginTop = '60px'; element.scrollIntoView({block: 'start'}); } }"""
 
 
 def take(out: Path, shots: list[Shot]) -> list[Path]:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - optional (requirements-dev.txt): only to take shots
 
     out.mkdir(parents=True, exist_ok=True)
     saved = []

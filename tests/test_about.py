@@ -85,7 +85,8 @@ def test_facts_name_the_sink_and_the_decoder_rule(tiny_model):
     lines = facts_lines(facts)
     even = _even_by_hand(analysis.num_tokens, tiny_model.is_decoder)
     sink = int(np.argmax(facts.received - even))
-    assert f"{facts.tokens[sink]} (position {sink}){'' if facts.received[sink] >= 2 * even[sink] else ','} receives {facts.received[sink]:.2f}" in lines[-2]
+    comma = "" if facts.received[sink] >= 2 * even[sink] else ","
+    assert f"{facts.tokens[sink]} (position {sink}){comma} receives {facts.received[sink]:.2f}" in lines[-2]
     assert f"{even[sink]:.2f})" in lines[-2]
     if tiny_model.is_decoder:
         assert "sees itself and the tokens before it" in lines[0]

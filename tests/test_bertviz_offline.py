@@ -15,7 +15,7 @@ ATTACK = "</script><img src=x onerror=alert(1)>"
 TOKENS = ["[CLS]", ATTACK, "<!--", "a\u2028b", "&amp;", "[SEP]"]
 
 
-def _attention(layers=2, heads=3, n=len(TOKENS)) -> np.ndarray:
+def _attention(layers=2, heads=3, n=len(TOKENS)) -> np.ndarray:  # noqa: B008 - TOKENS is a constant: its length, once
     m = np.random.default_rng(0).random((layers, heads, n, n))
     return m / m.sum(-1, keepdims=True)
 

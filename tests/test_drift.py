@@ -54,7 +54,7 @@ def test_layer_similarity_equals_a_direct_computation(tiny_model, reference, poo
     assert list(table.columns) == ["document", "layer", "cosine_similarity"]
     layers = tiny_model.num_layers
     assert len(table) == len(DOCUMENTS) * layers
-    for d, text in enumerate(DOCUMENTS):
+    for d, text in enumerate(DOCUMENTS):  # noqa: B007 - d is read by the query below (@d)
         hidden, special, _ = _direct_hidden_states(tiny_model, text)
         pooled = _direct_pool(hidden, special, pooling)
         for k in range(1, layers + 1):

@@ -162,7 +162,7 @@ def test_a_model_without_a_head_ends_the_page_with_a_tidy_url(tiny_bert_dir):
 def test_presentation_mode_folds_the_explanations_away(tiny_bert_dir):
     """On a slide the page's explanatory paragraphs sit in closed "About this" expanders; on the page they are text."""
     query = {"model": tiny_bert_dir, "text": "the cat sat", "heads": "L1H0"}
-    folded = lambda at, phrase: any(phrase in m.value for e in at.expander for m in e.markdown)  # noqa: E731
+    folded = lambda at, phrase: any(phrase in m.value for e in at.expander for m in e.markdown)  # noqa: E731 - a one-line helper, read where it is used
     shown = open_app(query, page=PAGE)
     present = open_app(query | {"present": "true"}, page=PAGE)
     assert not page_errors(present) and not page_errors(shown)

@@ -7,8 +7,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from core.flow import (Contributions, contributions, contributions_of, head_terms, proximity_shares,
-                       route_graph)
+from core.flow import Contributions, contributions, contributions_of, head_terms, proximity_shares, route_graph
 from core.models import load_model
 from core.recorded_pass import record_pass
 from tests.lm_factory import build_tiny_llama_lm
@@ -121,7 +120,8 @@ def _full_edges(c: Contributions):
     edges = []
     for layer in range(layers):
         for i in range(t):
-            src = (lambda p: ("block", layer - 1, p) if layer else ("embedding", -1, p))
+            def src(p, layer=layer):
+                return ("block", layer - 1, p) if layer else ("embedding", -1, p)
             edges.append((src(i), ("attention", layer, i), "residual", c.attention_residual[layer, i]))
             for j in range(t):
                 edges.append((src(j), ("attention", layer, i), "attention", c.attention[layer, i, j].sum()))

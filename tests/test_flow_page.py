@@ -11,8 +11,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from core.flow import (Edge, RouteGraph, carriers, contributions_of, head_terms, lens_logits, route_graph,
-                       route_sentence, top_tokens, written_logits)
+from core.flow import Edge, RouteGraph, carriers, contributions_of, head_terms, lens_logits, route_graph, route_sentence, top_tokens, written_logits
 from core.models import load_model
 from core.predictions import load_language_model
 from core.recorded_pass import record_pass

@@ -233,7 +233,8 @@ def test_side_by_side_heatmaps_share_one_colour_scale():
 
 
 @pytest.mark.app
-@pytest.mark.parametrize(("over", "expected"), [("example sentences", "6 texts from the example sentences"), ("corpus", "texts from the sample corpus")])
+@pytest.mark.parametrize(("over", "expected"),
+                         [("example sentences", "6 texts from the example sentences"), ("corpus", "texts from the sample corpus")])
 @pytest.mark.parametrize("model_fixture", ["tiny_bert_dir", "tiny_gpt2_dir"])
 def test_stats_page_averages_over_many_texts(over, expected, model_fixture, request):
     from tests.test_app import open_app, page_errors

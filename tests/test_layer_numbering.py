@@ -53,7 +53,7 @@ def screen_text(at) -> list[str]:
         for attr in ("value", "label", "help", "body", "placeholder"):
             try:
                 v = getattr(node, attr, None)
-            except Exception:  # some elements compute value from widget state
+            except Exception:  # noqa: BLE001 - some elements compute value from widget state
                 v = None
             if isinstance(v, str):
                 texts.append(v)

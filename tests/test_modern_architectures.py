@@ -21,8 +21,8 @@ from core.models import load_model
 from core.predictions import load_language_model
 from core.recorded_heads import sharing_groups
 from core.recording import IMPLEMENTATION, Recorder
-from tests.plain_heads import zero_heads_hook
 from tests.model_factory import DECODER_FAMILIES, build_tiny_decoder
+from tests.plain_heads import zero_heads_hook
 
 TEXT = "I will hike along the bank of a river. The cat sat on the mat."
 FAMILIES = list(DECODER_FAMILIES)
@@ -117,7 +117,8 @@ def test_attention_page_draws_a_sliding_window_as_masked_cells(family):
     """``Analysis.sliding_windows`` comes from the attention calls; the views' hidden cells are exactly the cells the
     plain eager model gives weight 0 below the diagonal, and the head figure draws them as masked (NaN), not 0."""
     from core.attention import attention_view, window_hidden
-    from viz.attention import head_figure, shown_values
+    from viz.attention import head_figure
+    from viz.attention_cells import shown_values
 
     name, _, model, plain = family
     analysis = analyze(model, TEXT)

@@ -43,8 +43,7 @@ def _direct(model_dir: str, length: int, needle: str, question: str, answer: str
     """core.retrieval run directly (no page, no cache): scores, the answer's log-probability and the knock-outs."""
     from core.models import load_model
     from core.predictions import load_language_model
-    from core.retrieval import (answer_log_probability, bundled_haystack, haystack_of_length, retrieval_scores,
-                                top_and_random_heads)
+    from core.retrieval import answer_log_probability, bundled_haystack, haystack_of_length, retrieval_scores, top_and_random_heads
 
     lm = load_language_model(load_model(model_dir))
     haystack = haystack_of_length(lm.tokenizer, bundled_haystack(), length)

@@ -75,9 +75,9 @@ def test_head_cells_equal_single_patched_runs(tiny_lm):
     clean_diff, corrupted_diff = _diff(lm, clean), _diff(lm, corrupted)
     for layer, head in [(0, 0), (0, 3), (1, 2)]:
         store = {}
-        _diff(lm, clean, projections[layer], lambda m, args: store.update(z=args[0].clone()), pre=True)
+        _diff(lm, clean, projections[layer], lambda m, args, store=store: store.update(z=args[0].clone()), pre=True)
 
-        def hook(module, args, layer=layer, head=head):
+        def hook(module, args, layer=layer, head=head, store=store):
             z = args[0].clone()
             z[..., head * width:(head + 1) * width] = store["z"][..., head * width:(head + 1) * width]
             return (z,)
@@ -95,14 +95,16 @@ def test_mlp_cells_equal_single_patched_runs(tiny_lm):
     clean_diff, corrupted_diff = _diff(lm, clean), _diff(lm, corrupted)
     for layer, t in [(0, 2), (1, clean.shape[1] - 1)]:
         store = {}
-        _diff(lm, clean, blocks[layer].mlp, lambda m, a, out: store.update(m=out.clone()))
+        _diff(lm, clean, blocks[layer].mlp, lambda m, a, out, store=store: store.update(m=out.clone()))
 
-        def hook(module, args, output, t=t):
+        def hook(module, args, output, t=t, store=store):
             x = output.clone()
             x[0, t] = store["m"][0, t]
             return x
         patched = _diff(lm, corrupted, blocks[layer].mlp, hook)
         assert result.raw[layer, t] == pytest.approx(patched, abs=1e-4)
+        expected = (patched - corrupted_diff) / (clean_diff - corrupted_diff)
+        assert result.grid[layer, t] == pytest.approx(expected, abs=1e-4 / abs(clean_diff - corrupted_diff))
 
 
 def test_batches_of_any_size_give_the_same_grid_and_hooks_are_removed(tiny_lm, monkeypatch):

@@ -36,7 +36,7 @@ def _hooked_projections(plain, ids, layer, names):
     attention = plain.layers[layer].self_attn if hasattr(plain, "layers") else None
     kept = {}
     handles = [getattr(attention, name).register_forward_hook(
-        lambda module, args, out, name=name: kept.__setitem__(name, out[0].detach().double().numpy())) for name in names]
+        lambda module, args, out, name=name, kept=kept: kept.__setitem__(name, out[0].detach().double().numpy())) for name in names]
     try:
         with torch.no_grad():
             out = plain(torch.tensor([ids]), output_attentions=True)
@@ -222,7 +222,7 @@ def test_bert_queries_keys_equal_hooks_and_keep_attention(tiny_bert_dir):
             ids = model.tokenizer(TEXTS[text])["input_ids"]
             kept = {}
             handles = [getattr(attention, name).register_forward_hook(
-                lambda module, args, out, name=name: kept.__setitem__(name, out[0].double().numpy())) for name in ("query", "key")]
+                lambda module, args, out, name=name, kept=kept: kept.__setitem__(name, out[0].double().numpy())) for name in ("query", "key")]
             try:
                 with torch.no_grad():
                     eager = plain(torch.tensor([ids]), output_attentions=True).attentions[layer][0].double().numpy()

@@ -39,7 +39,8 @@ def test_drift_and_self_similarity_figures(bundled):
     assert quoted(f"random words from different documents have {table['anisotropy'].iloc[1]:.3f} and {table['anisotropy'].iloc[-1]:.3f}")
     assert quoted(f"({context.num_words} words, {context.num_sentences} sentences)")
     assert quoted(f"goes from {table['self_similarity'].iloc[0]:.3f} at hidden state 0")
-    assert quoted(f"to {table['self_similarity'].iloc[-1]:.3f} at hidden state 6, and to {table['self_similarity_adjusted'].iloc[-1]:.3f} above the {table['anisotropy'].iloc[-1]:.3f} baseline")
+    assert quoted(f"to {table['self_similarity'].iloc[-1]:.3f} at hidden state 6, and to {table['self_similarity_adjusted'].iloc[-1]:.3f} "
+                  f"above the {table['anisotropy'].iloc[-1]:.3f} baseline")
 
 
 def test_attention_figures_on_the_named_text(bundled):

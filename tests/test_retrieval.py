@@ -10,8 +10,7 @@ from transformers import AutoModelForCausalLM
 from core.errors import AnalysisError
 from core.models import load_model
 from core.predictions import load_language_model
-from core.retrieval import (answer_log_probability, build_prompt, needle_cut, retrieval_scores,
-                            top_and_random_heads)
+from core.retrieval import answer_log_probability, build_prompt, needle_cut, retrieval_scores, top_and_random_heads
 from tests.lm_factory import build_tiny_llama_lm
 from tests.plain_heads import zero_heads_hook
 

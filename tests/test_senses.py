@@ -21,7 +21,6 @@ from core.senses import (
 )
 from viz.senses import UNLABELLED_COLOUR, highlighted_sentence, sense_projection_figure, separation_figure
 
-
 # --- matching -------------------------------------------------------------------------------
 
 

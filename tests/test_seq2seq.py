@@ -8,8 +8,7 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from core.inference import AnalysisError, analyze
-from core.seq2seq import PairAnalysis, analyze_pair
-from core.seq2seq import MAX_GENERATED_TOKENS, generate_target
+from core.seq2seq import MAX_GENERATED_TOKENS, PairAnalysis, analyze_pair, generate_target
 from core.tokens import token_labels
 
 SOURCE = "I will hike along the bank of a river."

@@ -15,8 +15,6 @@ from tests.test_flow_page import _graph as flow_graph
 from viz import attention as va
 from viz import figure_reading, slides
 from viz.common import token_axis
-from viz.slide_text import LINE_BREAK, TICK_PITCH, export_options, slide_font_size, text_width, wrap_text
-from viz.slides import fit_for_slide, thin_ticks
 from viz.compare import attention_heatmap, similarity_by_layer_chart
 from viz.drift import cls_violin_figure, layer_violin_figure
 from viz.flow import route_figure
@@ -26,6 +24,8 @@ from viz.maxima import attention_panels, maxima_grid, special_share_chart
 from viz.predictions import fill_in_bars, next_token_heatmap
 from viz.qk_map import matrix_figure, query_key_figure
 from viz.senses import sense_projection_figure, separation_figure
+from viz.slide_text import LINE_BREAK, TICK_PITCH, export_options, slide_font_size, text_width, wrap_text
+from viz.slides import fit_for_slide, thin_ticks
 from viz.tokens import token_layer_heatmap
 
 RNG = np.random.default_rng(0)
@@ -108,8 +108,8 @@ def test_thinned_token_labels_are_spaced_across_their_direction(n):
 def test_token_categories_are_thinned_by_a_step_not_a_resent_list_of_labels(n):
     """A head's token axes are categories: the thinned labels are every k-th category from the first, which Plotly
     draws from ``tick0``/``dtick`` alone; a list would send every kept label twice more (``tickvals``, ``ticktext``)."""
-    from viz.slides import PAGE_FONT_PX
     from viz.page_fit import fit_for_page
+    from viz.slides import PAGE_FONT_PX
 
     labels = [f"tok{i}" for i in range(n)]
     fig = va.head_figure(RNG.random((n, n)).astype(np.float32) / n, labels, title="head", causal=False, colorscale="Viridis")
@@ -130,8 +130,8 @@ def test_token_categories_are_thinned_by_a_step_not_a_resent_list_of_labels(n):
 def test_a_single_plot_gets_the_margins_its_labels_and_colour_bar_take_so_plotly_draws_it_once():
     """Plotly pushes a margin that is too small for the labels out after drawing, and then draws the whole figure again;
     page figures reserve the room up front (tests/browser/test_attention.py checks that Plotly pushes nothing)."""
-    from viz.slides import PAGE_FONT_PX
     from viz.page_fit import fit_for_page, reserve_margins
+    from viz.slides import PAGE_FONT_PX
 
     labels = [f"account{i}" for i in range(128)]
     head = va.head_figure(RNG.random((128, 128)).astype(np.float32) / 128, labels, title="h", causal=False,

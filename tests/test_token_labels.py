@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from transformers.convert_slow_tokenizer import bytes_to_unicode
 
-from core.inference import analyze
 import core.tokens as tokens  # its names looked up in each test: each fails alone on code without them
+from core.inference import analyze
 from tests.test_app import open_app, page_errors
 
 YESTERDAY = "Yesterday my grandmother went\n to the Eiffel city."
@@ -184,9 +184,9 @@ def test_maxima_on_smollm2_finds_the_first_token_sink(bundled_lm):
 def test_smollm2_views_label_tokens_alike(bundled_lm):
     """The lens grid's axis, Attention's labels and the decoded tokens Predictions shows agree on SmolLM2."""
     from core.lens import logit_lens
+    from core.lens_grid import lens_summary
     from core.predictions import load_language_model
     from viz.lens_grid import final_rank_grid
-    from core.lens_grid import lens_summary
 
     analysis = analyze(bundled_lm, YESTERDAY)
     expected = [_by_hand(bundled_lm.tokenizer.decode([i])) for i in analysis.input_ids]
@@ -221,7 +221,7 @@ def test_generation_headings_and_buttons_label_newlines_and_bytes_alike(bundled_
 
     at = open_app({"model": "SmolLM2-135M-Instruct", "text": SHOPPING, "steps": "3"}, page="app_pages/predictions.py")
     assert not page_errors(at)
-    unescape = lambda markdown: re.sub(r"\\(.)", r"\1", markdown)  # noqa: E731  markdown's escapes, as read
+    unescape = lambda markdown: re.sub(r"\\(.)", r"\1", markdown)  # noqa: E731 - markdown's escapes, as read
     captions = [unescape(c.value) for c in at.caption]
     assert sum("only part of a character" in c for c in captions) == 1
     tok = bundled_lm.tokenizer

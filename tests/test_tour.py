@@ -178,7 +178,7 @@ def test_previous_is_sink_only_when_every_token_before_is_a_start_or_end_token()
     from core.tour import previous_is_sink
 
     def roles(query, start, end):
-        b = lambda v: np.array(v, dtype=bool)  # noqa: E731
+        b = lambda v: np.array(v, dtype=bool)  # noqa: E731 - a one-line helper, read where it is used
         return TokenRoles(b(query), b(start), b(end), b([0] * len(query)), causal=False)
 
     assert previous_is_sink(roles([0, 1, 0], [1, 0, 0], [0, 0, 1]))  # [CLS] hi [SEP]

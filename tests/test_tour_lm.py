@@ -110,7 +110,7 @@ def test_the_sample_step_writes_what_generate_writes_and_its_link_reproduces_it(
     greedy = generate(lm, TEXT, steps=12)
     sampled = generate(lm, TEXT, steps=12, sample=True, seed=3, temperature=1.5)
     said = _said(at)
-    written = lambda g: "".join(s.text for s in g.steps)  # noqa: E731
+    written = lambda g: "".join(s.text for s in g.steps)  # noqa: E731 - a one-line helper, read where it is used
     assert f"it writes “{written(greedy)}”" in said and f"and writes “{written(sampled)}”" in said
     low = min(s.probability for s in sampled.steps)
     digits = 1 if low >= 0.001 else 1 - math.floor(math.log10(low * 100))  # two significant digits below 0.1 %
@@ -188,7 +188,7 @@ def test_the_patching_step_patches_the_residual_stream_of_its_prompts(lm_dir, lm
     said = _said(at)
     assert f"is {result.clean_diff:.2f} on the clean prompt and {result.corrupted_diff:.2f} on the corrupted" in said
     p, last = result.tokens.index(" hike"), len(result.tokens) - 1
-    shown = lambda token: "“" + token.replace(" ", "·") + "”"  # noqa: E731  the labelling rule, by hand
+    shown = lambda token: "“" + token.replace(" ", "·") + "”"  # noqa: E731 - the labelling rule, by hand
     assert f"differ at position {p} ({shown(result.tokens[p])} against {shown(result.corrupted_tokens[p])})" in said, said
     grid = result.grid  # the first layer from which the last position leads by 5 points at every layer after it
     moved = next((l for l in range(len(grid)) if all(grid[k, last] > grid[k, p] + 0.05 for k in range(l, len(grid)))),

@@ -14,6 +14,7 @@ from core.attention import attention_view
 from core.inference import analyze
 from core.queries_keys import queries_and_keys
 from viz import attention as va
+from viz import attention_cells as va_cells
 from viz.common import COLORBLIND_SAFE
 
 
@@ -32,7 +33,7 @@ def test_masked_upper_hides_only_the_future():
 
 def test_block_mean_averages_blocks_and_skips_masked_cells():
     m = np.array([[1, np.nan, np.nan, np.nan], [3, 5, np.nan, np.nan], [0, 2, 4, np.nan], [6, 8, 10, 12]], dtype=np.float32)
-    small, bins = va.block_mean(m, max_cells=2)
+    small, bins = va_cells.block_mean(m, max_cells=2)
     assert bins == [(0, 1), (2, 3)]
     assert small[0, 0] == pytest.approx((1 + 3 + 5) / 3)  # the masked cell is not a zero
     assert np.isnan(small[0, 1])  # a block of only future tokens stays masked
@@ -41,7 +42,7 @@ def test_block_mean_averages_blocks_and_skips_masked_cells():
 
 
 def test_block_mean_of_an_uneven_length_keeps_every_token():
-    small, bins = va.block_mean(np.ones((2, 5, 5), dtype=np.float32), max_cells=2)
+    small, bins = va_cells.block_mean(np.ones((2, 5, 5), dtype=np.float32), max_cells=2)
     assert small.shape == (2, 2, 2) and bins == [(0, 2), (3, 4)]
     assert np.allclose(small, 1.0)  # padding is not averaged in
 
@@ -53,7 +54,7 @@ def test_head_figure_labels_and_values_for_an_encoder(tiny_bert):
     (trace,) = fig.data
     assert list(trace.x) == ["[CLS]", "the (1)", "bank", "of", "the (4)", "river", "[SEP]"]  # repeats kept apart
     # the weights as numbers that print like the weights (viz.attention.printed_numbers): within the hover's last digit
-    assert np.allclose(va.shown_values(trace), a.attentions[1, 2], rtol=0, atol=0.5 * 10**-va.HEAD_DIGITS + 1e-9)
+    assert np.allclose(va_cells.shown_values(trace), a.attentions[1, 2], rtol=0, atol=0.5 * 10**-va_cells.HEAD_DIGITS + 1e-9)
     assert (trace.zmin, trace.zmax) == (0.0, 1.0)
     assert fig.layout.xaxis.type == "category" and fig.layout.yaxis.autorange == "reversed"  # query 0 on top
 
@@ -104,7 +105,7 @@ def test_layer_grid_of_a_long_input_is_bounded():
     n = 300
     m = np.random.default_rng(0).random((12, n, n), dtype=np.float32)
     fig = va.layer_grid_figure(m, [f"t{i}" for i in range(n)], title="t", causal=False, colorscale="Viridis", max_cells=100)
-    z = va.shown_values(fig.data[0])
+    z = va_cells.shown_values(fig.data[0])
     assert z.shape == (100, 100)  # 3 × 3 tokens per cell
     assert z[0, 0] == pytest.approx(m[0, :3, :3].mean(), abs=0.5 * 10**-va.GRID_DIGITS)  # at the hover's precision
     assert fig.data[0].x[0] == "t0…t2"
@@ -116,17 +117,17 @@ def test_overview_is_one_image_with_a_thumbnail_per_head(tiny_model):
     layers, heads, n = a.num_layers, a.num_heads, a.num_tokens
     fig = va.overview_figure(a.attentions, title="t", causal=a.is_decoder, colorscale="Viridis", gap=2)
     image = _mosaic(fig)  # palette indices
-    zoom = -(-va.OVERVIEW_MIN_PIXELS // n)
+    zoom = -(-va_cells.OVERVIEW_MIN_PIXELS // n)
     pitch = n * zoom + 2
     assert image.shape == (layers * pitch, heads * pitch)
-    assert (image[:, n * zoom : pitch] == va.GAP_INDEX).all()  # gap between thumbnails
+    assert (image[:, n * zoom : pitch] == va_cells.GAP_INDEX).all()  # gap between thumbnails
     hover = fig.data[1]
     assert np.asarray(hover.customdata).shape == (layers, heads, 2)
     assert "layer %{customdata[0]}, head %{customdata[1]}" in hover.hovertemplate
     thumbnail = image[pitch : pitch + n * zoom, 0 : n * zoom][::zoom, ::zoom]  # layer 1, head 0
     if a.is_decoder:
-        assert (thumbnail[np.triu_indices(n, k=1)] == va.MASK_INDEX).all()
-    expected = np.round(np.clip(a.attentions[1, 0], 0, 1) * (va.LEVELS - 1))
+        assert (thumbnail[np.triu_indices(n, k=1)] == va_cells.MASK_INDEX).all()
+    expected = np.round(np.clip(a.attentions[1, 0], 0, 1) * (va_cells.LEVELS - 1))
     keep = np.tril(np.ones((n, n), dtype=bool)) if a.is_decoder else np.ones((n, n), dtype=bool)
     assert np.abs(thumbnail[keep].astype(int) - expected[keep]).max() <= 1
 
@@ -139,15 +140,15 @@ def test_rollout_overview_puts_its_layers_side_by_side(tiny_model):
     fig = va.overview_figure(rollout, title="t", causal=a.is_decoder, colorscale="Viridis", gap=2,
                              head_names=["all heads (rollout)"])
     image = _mosaic(fig)
-    pitch = n * -(-va.OVERVIEW_MIN_PIXELS // n) + 2
+    pitch = n * -(-va_cells.OVERVIEW_MIN_PIXELS // n) + 2
     assert image.shape == (pitch, layers * pitch)  # one row, a thumbnail per layer
     assert list(fig.layout.xaxis.ticktext) == [str(layer) for layer in range(layers)]
     assert fig.layout.xaxis.title.text.startswith("layer")
     hover = fig.data[1]
     assert np.asarray(hover.customdata).shape == (1, layers, 1) and "through layer" in hover.hovertemplate
-    zoom = -(-va.OVERVIEW_MIN_PIXELS // n)
+    zoom = -(-va_cells.OVERVIEW_MIN_PIXELS // n)
     last = image[0 : n * zoom, (layers - 1) * pitch : (layers - 1) * pitch + n * zoom][::zoom, ::zoom]
-    expected = np.round(np.clip(rollout[-1, 0], 0, 1) * (va.LEVELS - 1))
+    expected = np.round(np.clip(rollout[-1, 0], 0, 1) * (va_cells.LEVELS - 1))
     keep = np.tril(np.ones((n, n), dtype=bool)) if a.is_decoder else np.ones((n, n), dtype=bool)
     assert np.abs(last[keep].astype(int) - expected[keep]).max() <= 1  # the last thumbnail is the last layer
 
@@ -164,11 +165,11 @@ def test_overview_of_512_tokens_on_12_by_12_heads_stays_small():
 def test_per_head_quantisation_stretches_each_head():
     m = np.stack([np.full((1, 2, 2), 0.1), np.full((1, 2, 2), 0.5)], axis=1)  # [1 layer, 2 heads]
     m[0, 0, 0, 0] = 0.05
-    fixed = va.quantise(m, per_head_scale=False)
-    own = va.quantise(m, per_head_scale=True)
-    assert fixed[0, 1, 0, 0] == round(0.5 * (va.LEVELS - 1))
-    assert own[0, 0, 1, 1] == va.LEVELS - 1 and own[0, 1, 1, 1] == va.LEVELS - 1
-    assert own[0, 0, 0, 0] == round(0.5 * (va.LEVELS - 1))
+    fixed = va_cells.quantise(m, per_head_scale=False)
+    own = va_cells.quantise(m, per_head_scale=True)
+    assert fixed[0, 1, 0, 0] == round(0.5 * (va_cells.LEVELS - 1))
+    assert own[0, 0, 1, 1] == va_cells.LEVELS - 1 and own[0, 1, 1, 1] == va_cells.LEVELS - 1
+    assert own[0, 0, 0, 0] == round(0.5 * (va_cells.LEVELS - 1))
 
 
 def test_special_tokens_and_word_level_reach_the_figures(tiny_bert):

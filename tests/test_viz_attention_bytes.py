@@ -14,6 +14,7 @@ import plotly.io as pio
 import pytest
 
 from viz import attention as va
+from viz import attention_cells as va_cells
 
 
 def _softmax_rows(n: int, seed: int = 0, sharp: float = 3.0) -> np.ndarray:
@@ -86,7 +87,7 @@ def test_head_hover_prints_every_cell_as_the_true_weight_rounded(n):
         assert _hover_value(codes[i, j], digits) == _rounded(w[i, j], digits), (i, j, w[i, j])
     # the colours: codes on 0..10^digits, i.e. the fixed 0..1 weight scale, within half a unit of the last digit
     assert (trace.zmin, trace.zmax) == (0.0, 10**digits)
-    assert np.abs(va.shown_values(trace) - w).max() <= 0.5 * 10**-digits + 1e-9
+    assert np.abs(va_cells.shown_values(trace) - w).max() <= 0.5 * 10**-digits + 1e-9
     labels = dict(zip(trace.colorbar.tickvals, trace.colorbar.ticktext))
     assert labels[0.0] == "0" and labels[float(10**digits)] == "1"
 
@@ -171,12 +172,12 @@ def test_printed_numbers_print_exactly_what_the_true_weights_print_at_both_preci
     # values next to a half at 2 decimals, where the 4-decimal rounding alone would tip the cell's text over it
     tricky = np.array([0.124996, 0.00499996, 0.005, 0.03125, 0.995, 0.99996, 1.0, 0.0, 1e-5, 0.6749999], dtype=np.float32)
     w = np.concatenate([tricky, _softmax_rows(20, seed=3).ravel()])
-    numbers = va.printed_numbers(w, (va.HEAD_DIGITS, va.CELL_TEXT_DIGITS))
+    numbers = va.printed_numbers(w, (va_cells.HEAD_DIGITS, va.CELL_TEXT_DIGITS))
     for value, number in zip(w, numbers):
         assert isinstance(number, float)
-        for digits in (va.HEAD_DIGITS, va.CELL_TEXT_DIGITS):
+        for digits in (va_cells.HEAD_DIGITS, va.CELL_TEXT_DIGITS):
             assert _printed(number, digits) == _rounded(value, digits), (value, number, digits)
-        assert abs(number - float(value)) <= 0.5 * 10**-va.HEAD_DIGITS + 1e-12
+        assert abs(number - float(value)) <= 0.5 * 10**-va_cells.HEAD_DIGITS + 1e-12
     assert _rounded(np.float32(0.124996), 4) == "0.1250" and numbers[0] != 0.125  # the case a plain rounding gets wrong
     longer = [n for n in numbers[len(tricky):] if len(repr(n)) > len("0.1234")]
     assert len(longer) <= 0.05 * (len(numbers) - len(tricky)), longer  # 4 decimals wherever they suffice

@@ -88,7 +88,8 @@ def test_a_fragment_rerun_counts_as_a_page_run(monkeypatch):
 
     from ui import errors
 
-    monkeypatch.setattr(st, "fragment", lambda func=None, **_options: func if func is not None else (lambda f: f))  # the fragment's body, as Streamlit calls it on a rerun
+    # the fragment's body, as Streamlit calls it on a rerun
+    monkeypatch.setattr(st, "fragment", lambda func=None, **_options: func if func is not None else (lambda f: f))
     seen = []
 
     @errors.friendly_fragment

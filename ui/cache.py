@@ -18,9 +18,15 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from core.attention import norm_weighted, rollout
+from core import about
+from core.attention import attention_view, norm_weighted, rollout
+from core.contextuality import embed_corpus_and_contextuality
+from core.effects import ablate_heads
+from core.head_stats import analysis_statistics, corpus_statistics
 from core.inference import Analysis, analyze
 from core.models import LoadedModel, load_model
+from core.predictions import MAX_TOP_K, NoLanguageModelHead, load_language_model, predict
+from core.queries_keys import queries_and_keys
 from ui.bounded_cache import BoundedCache
 
 log = logging.getLogger(__name__)
@@ -162,8 +168,6 @@ MAX_ABLATED_ANALYSES = 32
 
 def cached_ablated_analysis(model_name: str, text: str, max_tokens: int | None, heads: tuple, method: str) -> Analysis:
     """``core.effects.ablate_heads``: the ``Analysis`` of ``text`` with ``heads`` ((layer, head) pairs) knocked out."""
-    from core.effects import ablate_heads
-
     if not heads:
         return cached_analysis(model_name, text, max_tokens)
     store = bounded_store("ablated-analyses", MAX_ABLATED_ANALYSES, MAX_ANALYSIS_BYTES)
@@ -218,8 +222,6 @@ def cached_head_stats(model_name: str, text: str, max_tokens: int | None, weight
 
     ``weighting``: ``"attention"`` or ``"norm-weighted"`` (raises ``UnsupportedArchitecture``, not cached).
     """
-    from core.head_stats import analysis_statistics
-
     matrices = cached_norm_weighted(model_name, text, max_tokens) if weighting == "norm-weighted" else None
     return analysis_statistics(cached_analysis(model_name, text, max_tokens), cached_model(model_name).tokenizer, matrices)
 
@@ -230,8 +232,6 @@ def cached_corpus_head_stats(model_name: str, texts: tuple[str, ...], max_tokens
     A bounded store rather than ``st.cache_data``: ``progress(done, total)`` draws into the
     page, and a cache that records page updates would replay them on a later hit.
     """
-    from core.head_stats import corpus_statistics
-
     model = cached_model(model_name)
     store = bounded_store("corpus-head-stats", MAX_HEAD_STATS, 50_000_000)
     return store.get_or_compute(
@@ -262,8 +262,6 @@ def _corpus_pass(model_name: str, texts: tuple[str, ...], max_tokens: int | None
     """``(CorpusEmbeddings, Contextuality)`` of ``core.contextuality.embed_corpus_and_contextuality``, each put in
     the store of its wrapper (``cached_corpus_embeddings``, ``cached_contextuality``), so the Drift page's two
     calls run the model once."""
-    from core.contextuality import embed_corpus_and_contextuality
-
     key = (model_name, tuple(texts), max_tokens)
     embeddings_store = bounded_store("corpus-embeddings", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
     contextuality_store = bounded_store("contextuality", MAX_CORPUS_EMBEDDINGS, MAX_CORPUS_EMBEDDING_BYTES)
@@ -289,8 +287,6 @@ def cached_language_model(name: str):
     Having no head is a property of the checkpoint, so that answer is cached too (returned, not
     raised) instead of loading the weights again on every rerun.
     """
-    from core.predictions import NoLanguageModelHead, load_language_model
-
     try:
         return load_language_model(cached_model(name))
     except NoLanguageModelHead as err:
@@ -301,8 +297,6 @@ def cached_language_model(name: str):
 def cached_predictions(model_name: str, text: str, max_tokens: int | None = None):
     """The top ``core.predictions.MAX_TOP_K`` predictions for the first ``max_tokens`` tokens of ``text``; pages cut
     them with ``.top(k)``, so changing k never re-runs the model."""
-    from core.predictions import MAX_TOP_K, predict
-
     language_model = cached_language_model(model_name)
     if isinstance(language_model, Exception):
         raise language_model
@@ -320,8 +314,6 @@ def cached_attention_view(model_name: str, text: str, max_tokens: int | None, so
     """``core.attention.attention_view`` of ``source``: ``"raw"`` and ``"norm-weighted"`` give
     ``[layers, heads, n, n]``; ``"rollout"`` (no heads) gives ``[layers, 1, n, n]``. With ``ablation``
     (``(heads, method)`` from ``ui.ablation.knockout()``) the view is of the ablated run."""
-    from core.attention import attention_view
-
     def compute():
         matrices = {
             "raw": lambda: None,
@@ -337,8 +329,6 @@ def cached_attention_view(model_name: str, text: str, max_tokens: int | None, so
 def cached_queries_keys(model_name: str, text: str, max_tokens: int | None = None, ablation: tuple | None = None):
     """``core.queries_keys.queries_and_keys``: ``(queries, keys)`` ``[layers, heads, T, d]`` for BertViz's neuron view
     (of the ablated run with ``ablation``)."""
-    from core.queries_keys import queries_and_keys
-
     store = bounded_store("queries-keys", MAX_ATTENTION_VIEWS, MAX_ATTENTION_VIEW_BYTES)
     return store.get_or_compute(
         (model_name, text, max_tokens, ablation),
@@ -374,14 +364,12 @@ def cached_contextuality(model_name: str, texts: tuple[str, ...], max_tokens: in
 def cached_model_facts(model_name: str, text: str, max_tokens: int | None = None):
     """``core.about.model_facts`` for the sidebar's model and text. The part that is the same for every text
     (anisotropy: a pass over 8 short reference sentences) is computed once per model; the rest is a few sums."""
-    from core.about import model_facts, reference_anisotropy
-
     model = cached_model(model_name)
     anisotropy = bounded_store("reference-anisotropy", MAX_MODELS, 1_000_000).get_or_compute(
-        (model_name,), lambda: read_only(in_model_turn(reference_anisotropy, model)))
+        (model_name,), lambda: read_only(in_model_turn(about.reference_anisotropy, model)))
     store = bounded_store("model-facts", 32, 50_000_000)
     return store.get_or_compute(
         (model_name, text, max_tokens),
-        lambda: model_facts(model, cached_analysis(model_name, text, max_tokens), anisotropy),
+        lambda: about.model_facts(model, cached_analysis(model_name, text, max_tokens), anisotropy),
     )
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.attribution import token_attribution
+from core.effects import head_importance
+from core.effects_compare import target_change
+from core.lens import logit_lens
 from ui.cache import bounded_store, cached_analysis, cached_language_model, cached_model, read_only
-
 
 # Effects page ("Does it matter?"): knock-out runs, importance maps, attributions and the logit lens,
 # each keyed by (model, text, token limit, options). Bounded stores rather than st.cache_data, because
@@ -29,8 +32,6 @@ def _effects_model(model_name: str, measure: str):
 def cached_head_importance(model_name: str, text: str, max_tokens: int | None, measure: str, method: str,
                            target: str | None = None, progress=None) -> np.ndarray:
     """``core.effects.head_importance``: read-only ``[layers, heads]``; ``progress(done, total)`` only when the model runs."""
-    from core.effects import head_importance
-
     store = bounded_store("head-importance", MAX_EFFECTS, MAX_EFFECTS_BYTES)
     return store.get_or_compute(
         (model_name, text, max_tokens, measure, method, target),
@@ -42,8 +43,6 @@ def cached_head_importance(model_name: str, text: str, max_tokens: int | None, m
 def cached_target_change(model_name: str, text: str, max_tokens: int | None, heads: tuple, method: str,
                          target: str | None = None, k: int = 5):
     """``core.effects_compare.target_change``: top-``k`` predictions and log p(target) before and after the knock-out."""
-    from core.effects_compare import target_change
-
     store = bounded_store("target-changes", MAX_EFFECTS, MAX_EFFECTS_BYTES)
     return store.get_or_compute(
         (model_name, text, max_tokens, tuple(heads), method, target, k),
@@ -55,8 +54,6 @@ def cached_target_change(model_name: str, text: str, max_tokens: int | None, hea
 def cached_attribution(model_name: str, text: str, max_tokens: int | None, method: str, measure: str,
                        steps: int = 32, target: str | None = None, progress=None):
     """``core.attribution.token_attribution`` of ``text``; ``progress(done, total)`` only when the model runs."""
-    from core.attribution import token_attribution
-
     store = bounded_store("attributions", MAX_EFFECTS, MAX_EFFECTS_BYTES)
     return store.get_or_compute(
         (model_name, text, max_tokens, method, measure, steps, target),
@@ -68,8 +65,6 @@ def cached_attribution(model_name: str, text: str, max_tokens: int | None, metho
 def cached_lens(model_name: str, text: str, max_tokens: int | None, k: int = 5, *, start: int = 0):
     """``core.lens.logit_lens`` of ``cached_analysis(model_name, text, max_tokens)`` through the model's own head,
     at the positions from ``start`` on."""
-    from core.lens import logit_lens
-
     store = bounded_store("logit-lens", MAX_EFFECTS, MAX_EFFECTS_BYTES)
     return store.get_or_compute(
         (model_name, text, max_tokens, k, start),

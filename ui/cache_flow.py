@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from core.flow import Contributions
-from core.recorded_pass import RecordedPass
+from core.flow import Contributions, contributions_of
+from core.recorded_pass import RecordedPass, record_pass
 from ui.cache import bounded_store, cached_analysis, cached_model, model_turn, read_only
 
 # Entries are few because only the contributions' arrays are counted in bytes (about 18 MB for 128 tokens of
@@ -24,9 +24,6 @@ class Flow(NamedTuple):
 def cached_flow(model_name: str, text: str, max_tokens: int | None, progress=None) -> Flow:
     """``core.flow.contributions_of`` of one recorded pass over ``text``; ``progress(done, total)`` after each layer,
     only when it is computed. Raises ``UnsupportedArchitecture`` (a sentence) for a model the app cannot record."""
-    from core.flow import contributions_of
-    from core.recorded_pass import record_pass
-
     def compute() -> Flow:
         model = cached_model(model_name)
         analysis = cached_analysis(model_name, text, max_tokens)

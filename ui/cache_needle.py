@@ -3,6 +3,7 @@ keyed by (model, haystack length, needle, question, answer, depth) and what else
 
 from __future__ import annotations
 
+from core.retrieval import answer_log_probability, bundled_haystack, haystack_of_length, model_answer, retrieval_scores
 from ui.cache import bounded_store, cached_language_model, model_turn
 
 MAX_NEEDLE_RESULTS = 32
@@ -18,8 +19,6 @@ def _language_model(model_name: str):
 
 def cached_haystack(model_name: str, tokens: int) -> str:
     """``core.retrieval.haystack_of_length`` of the bundled haystack in ``model_name``'s tokens."""
-    from core.retrieval import bundled_haystack, haystack_of_length
-
     store = bounded_store("needle-haystacks", MAX_NEEDLE_RESULTS, MAX_NEEDLE_BYTES)
     return store.get_or_compute((model_name, tokens), lambda: haystack_of_length(
         _language_model(model_name).tokenizer, bundled_haystack(), tokens))
@@ -27,8 +26,6 @@ def cached_haystack(model_name: str, tokens: int) -> str:
 
 def cached_retrieval(model_name: str, tokens: int, needle: str, question: str, answer: str, depth: float):
     """``core.retrieval.retrieval_scores`` on the bundled haystack cut to ``tokens`` tokens."""
-    from core.retrieval import retrieval_scores
-
     def compute():
         haystack = cached_haystack(model_name, tokens)
         with model_turn():
@@ -40,8 +37,6 @@ def cached_retrieval(model_name: str, tokens: int, needle: str, question: str, a
 
 def cached_model_answer(model_name: str, prompt_ids: tuple[int, ...]) -> str:
     """``core.retrieval.model_answer``: the model's greedy answer to ``prompt_ids``."""
-    from core.retrieval import model_answer
-
     def compute():
         with model_turn():
             return model_answer(_language_model(model_name), prompt_ids)
@@ -53,8 +48,6 @@ def cached_model_answer(model_name: str, prompt_ids: tuple[int, ...]) -> str:
 def cached_knocked_out(model_name: str, token_ids: tuple[int, ...], answer_span: tuple[int, int],
                        heads: tuple[tuple[int, int], ...]) -> float:
     """``core.retrieval.answer_log_probability`` with ``heads`` knocked out."""
-    from core.retrieval import answer_log_probability
-
     def compute():
         with model_turn():
             return answer_log_probability(_language_model(model_name), token_ids, answer_span, heads)

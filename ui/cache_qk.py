@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.qk_map import query_key_map, record_corpus
+from core.qk_measures import nearest_key_agreement, position_order
 from ui.cache import bounded_store, cached_model, in_model_turn, read_only
 
 # SmolLM2, one layer of the 3,000-token sample corpus: 9 MB; MiniLM, all 6 layers: 55 MB. 12,000 tokens at most.
@@ -25,8 +27,6 @@ def cached_corpus_queries_keys(model_name: str, texts: tuple[str, ...], max_toke
                                layers: tuple[int, ...] | None, progress=None):
     """``core.qk_map.record_corpus`` keyed by (model, texts, token limit, layers); ``progress(done, total)`` only
     when the model runs."""
-    from core.qk_map import record_corpus
-
     store = bounded_store("qk-corpus", MAX_CORPUS_PASSES, MAX_CORPUS_PASS_BYTES)
     return store.get_or_compute(
         (model_name, texts, max_tokens, layers),
@@ -37,8 +37,6 @@ def cached_corpus_queries_keys(model_name: str, texts: tuple[str, ...], max_toke
 def cached_query_key_map(model_name: str, texts: tuple[str, ...], max_tokens: int | None, layers, layer: int, head: int,
                          rotary: bool, method: str):
     """``core.qk_map.query_key_map`` of the cached pass (random state 0): a ``QueryKeyMap``."""
-    from core.qk_map import query_key_map
-
     corpus = cached_corpus_queries_keys(model_name, texts, max_tokens, layers)
     return bounded_store("qk-maps", MAX_MAPS, MAX_MAP_BYTES).get_or_compute(
         (model_name, texts, max_tokens, layer, head, rotary, method),
@@ -48,8 +46,6 @@ def cached_query_key_map(model_name: str, texts: tuple[str, ...], max_tokens: in
 def cached_agreement(model_name: str, texts: tuple[str, ...], max_tokens: int | None, layers, layer: int, head: int,
                      rotary: bool, method: str):
     """``core.qk_map.nearest_key_agreement`` of ``cached_query_key_map(...)``."""
-    from core.qk_measures import nearest_key_agreement
-
     qmap = cached_query_key_map(model_name, texts, max_tokens, layers, layer, head, rotary, method)
     return bounded_store("qk-agreements", MAX_MAPS, 1_000_000).get_or_compute(
         (model_name, texts, max_tokens, layer, head, rotary, method), lambda: nearest_key_agreement(qmap))
@@ -60,8 +56,6 @@ def cached_thumbnails(model_name: str, texts: tuple[str, ...], max_tokens: int |
     """For every head of the layers ``shown``: ``(layer, head, query_xy [n, 2], key_xy [n, 2], position order)``,
     the same ``n`` ≤ ``THUMBNAIL_POINTS`` tokens drawn in every panel (evenly spaced over the corpus); the order is
     measured on all points. ``method`` is PCA, or a method whose maps are already cached (never computed here)."""
-    from core.qk_measures import position_order
-
     corpus = cached_corpus_queries_keys(model_name, texts, max_tokens, layers)
 
     def compute():

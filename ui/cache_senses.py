@@ -11,7 +11,11 @@ import time
 import numpy as np
 import streamlit as st
 
+from core.alignment import align_layout
+from core.projection import fit_projection, project, warm_up_umap
+from core.senses import occurrence_embeddings, separation, separation_interval
 from ui.cache import bounded_store, cached_model, freeze_long_lived, in_model_turn, read_only
+from ui.idle import wait_until_idle, wake_idle_waiters
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +29,6 @@ MAX_PROJECTIONS = 128
 
 def cached_occurrences(model_name: str, word: str, sentences: tuple[str, ...], progress=None):
     """``core.senses.occurrence_embeddings`` keyed by (model, word, sentences); ``progress(done, total)`` only when the model runs."""
-    from core.senses import occurrence_embeddings
-
     store = bounded_store("occurrences", MAX_OCCURRENCE_SETS, MAX_OCCURRENCE_BYTES)
     return store.get_or_compute(
         (model_name, word, sentences),
@@ -37,8 +39,6 @@ def cached_occurrences(model_name: str, word: str, sentences: tuple[str, ...], p
 def cached_projection(model_name: str, word: str, sentences: tuple[str, ...], layer: int, method: str) -> np.ndarray:
     """``core.projection.project`` of layer ``layer`` of ``cached_occurrences(...)``: read-only ``[N, 2]``, random state 0,
     so moving the layer slider never re-runs the model and a view is drawn the same way every time."""
-    from core.projection import project
-
     occurrences = cached_occurrences(model_name, word, sentences)
     store = bounded_store("projections", MAX_PROJECTIONS, MAX_OCCURRENCE_BYTES)
     return store.get_or_compute(
@@ -54,8 +54,6 @@ def cached_fitted_projection(model_name: str, word: str, sentences: tuple[str, .
     """``core.projection.fit_projection`` of layer ``layer`` of ``cached_occurrences(...)`` (random state 0): a
     ``FittedProjection`` whose ``transform`` places a new occurrence into the same map. Keeps the fitted
     estimator, so fewer entries than ``cached_projection``."""
-    from core.projection import fit_projection
-
     occurrences = cached_occurrences(model_name, word, sentences)
     store = bounded_store("fitted-projections", MAX_FITTED_PROJECTIONS, MAX_OCCURRENCE_BYTES)
     return store.get_or_compute(
@@ -67,8 +65,6 @@ def cached_fitted_projection(model_name: str, word: str, sentences: tuple[str, .
 def cached_separation(model_name: str, word: str, sentences: tuple[str, ...], labels: tuple[str, ...]):
     """``core.senses.separation`` of ``cached_occurrences(...)``, one label per occurrence: a small table per layer.
     (A bounded store, keyed by model name first, so a re-saved model folder drops it with the model's other results.)"""
-    from core.senses import separation
-
     return bounded_store("separations", MAX_PROJECTIONS, 50_000_000).get_or_compute(
         (model_name, word, sentences, labels),
         lambda: separation(cached_occurrences(model_name, word, sentences).vectors, list(labels)))
@@ -86,8 +82,6 @@ def start_umap_warmup(now: bool = False) -> threading.Thread:
     (Not at a lower OS priority: the senses page waits for this thread, and a starved thread would make it wait longest.)
     """
     if now and not _UMAP_WANTED.is_set():
-        from ui.idle import wake_idle_waiters
-
         _UMAP_WANTED.set()
         wake_idle_waiters()
     return _umap_warmup_thread()
@@ -95,12 +89,8 @@ def start_umap_warmup(now: bool = False) -> threading.Thread:
 
 @st.cache_resource(show_spinner=False)
 def _umap_warmup_thread() -> threading.Thread:
-    from ui.idle import wait_until_idle
-
     def warm_up():
         wait_until_idle(wake=_UMAP_WANTED)
-        from core.projection import warm_up_umap
-
         log.info("compiling UMAP (%s)", "a page asked for it" if _UMAP_WANTED.is_set() else "no page is running")
         started = time.perf_counter()
         warm_up_umap()
@@ -116,8 +106,6 @@ def cached_aligned_projection(model_name: str, word: str, sentences: tuple[str, 
     """``cached_projection`` of ``layer`` rotated, reflected, shifted and scaled (``core.alignment.align_layout``)
     onto the same method's layout of the last hidden state, so every layer is drawn in one frame and
     moving the slider moves the same points instead of redrawing them."""
-    from core.alignment import align_layout
-
     last = cached_occurrences(model_name, word, sentences).num_layers
     reference = cached_projection(model_name, word, sentences, last, method)
     if layer == last:
@@ -131,8 +119,6 @@ def cached_aligned_projection(model_name: str, word: str, sentences: tuple[str, 
 
 def cached_separation_interval(model_name: str, word: str, sentences: tuple[str, ...], labels: tuple[str, ...]):
     """``core.senses.separation_interval`` of ``cached_occurrences(...)`` (90% bootstrap), one label per occurrence."""
-    from core.senses import separation_interval
-
     return bounded_store("separation-intervals", MAX_PROJECTIONS, 50_000_000).get_or_compute(
         (model_name, word, sentences, labels),
         lambda: separation_interval(cached_occurrences(model_name, word, sentences).vectors, list(labels)))

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.bounded_cache import BoundedCache
+from core.cross_attention import pair_attention_view
+from core.seq2seq import analyze_pair, generate_target
+from ui.bounded_cache import BoundedCache, nbytes_of
 from ui.cache import MAX_ANALYSES, MAX_ATTENTION_VIEW_BYTES, MAX_ATTENTION_VIEWS, bounded_store, cached_model
-
 
 # Encoder-decoder models (T5, BART, Marian …): the model's own targets, and one PairAnalysis per
 # (model, source, target, token limit). A PairAnalysis holds its encoder's and decoder's attentions too.
@@ -19,8 +20,6 @@ MAX_PAIR_BYTES = 1_000_000_000
 def cached_generated_target(model_name: str, source: str, max_tokens: int | None, progress=None) -> str:
     """``core.seq2seq.generate_target`` keyed by (model, source, token limit); ``progress(done, total)``
     only when the model runs."""
-    from core.seq2seq import generate_target
-
     store = bounded_store("generated-targets", MAX_ANALYSES, 10_000_000)
     return store.get_or_compute(
         (model_name, source, max_tokens),
@@ -34,8 +33,6 @@ def generated_target_if_cached(model_name: str, source: str, max_tokens: int | N
 
 
 def _pair_bytes(pair) -> int:
-    from ui.bounded_cache import nbytes_of
-
     return nbytes_of(pair.cross_attentions) + nbytes_of(pair.source) + nbytes_of(pair.target)
 
 
@@ -46,8 +43,6 @@ def _pair_store() -> BoundedCache:
 
 def cached_pair(model_name: str, source: str, target: str, max_tokens: int | None = None):
     """``core.seq2seq.analyze_pair`` of a given (non-empty) target, per (model, source, target, token limit)."""
-    from core.seq2seq import analyze_pair
-
     model = cached_model(model_name)
     return _pair_store().get_or_compute(
         (model_name, source, target, max_tokens), lambda: analyze_pair(model, source, target, max_tokens=max_tokens)
@@ -56,8 +51,6 @@ def cached_pair(model_name: str, source: str, target: str, max_tokens: int | Non
 
 def cached_pair_view(model_name: str, source: str, target: str, max_tokens: int | None, stack: str, special: str, words: bool):
     """``core.cross_attention.pair_attention_view`` of one stack ("encoder", "decoder", "cross") of ``cached_pair``."""
-    from core.cross_attention import pair_attention_view
-
     store = bounded_store("pair-views", MAX_ATTENTION_VIEWS, MAX_ATTENTION_VIEW_BYTES)
     return store.get_or_compute(
         (model_name, source, target, max_tokens, stack, special, words),

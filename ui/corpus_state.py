@@ -27,6 +27,7 @@ from core.corpus import (
     sample_corpus,
     text_columns,
 )
+from ui.session import current_settings
 
 CORPUS_KEY = "corpus_documents"
 CORPUS_NAME_KEY = "corpus_name"
@@ -47,8 +48,6 @@ def current_corpus_name() -> str:
 
 def within_deployment_limits(documents: list[Document], size_bytes: int, source: str) -> list[Document]:
     """Apply the workshop-server caps (``core.settings``), which may be tighter than the corpus module's own."""
-    from ui.session import current_settings
-
     settings = current_settings()
     if size_bytes > settings.max_upload_bytes:
         raise CorpusError(f"{source} has {size_bytes / 1e6:.1f} MB; this server accepts at most {settings.max_upload_mb} MB.")

@@ -37,7 +37,7 @@ def friendly_errors(what: str = "") -> Iterator[None]:
     """
     try:
         yield
-    except Exception as err:  # noqa: BLE001 - the point is to catch everything a page can raise
+    except Exception as err:  # the point is to catch everything a page can raise
         if not isinstance(err, UserFacingError):
             log.exception("unexpected error%s", f" while {what}" if what else "")
         st.error(user_message(err), icon=":material/error:")

@@ -19,7 +19,6 @@ from viz.common import file_stem, markdown_safe
 from viz.lens_grid import final_rank_grid, lens_sentence
 from viz.wording import rank_colour_key
 
-
 LENS_POSITIONS = 32  # positions per lens grid: each costs the head over the whole vocabulary at every hidden state
 
 

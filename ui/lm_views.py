@@ -8,21 +8,25 @@ import pandas as pd
 import streamlit as st
 import torch
 
+from core import patching
+from core.attribution import direct_logit_attribution
 from core.generation import Distribution, branch_from_param, branch_to_param, generate, last_logits, shape_distribution
-from core.lm_parts import encode
 from core.heads import UnsupportedArchitecture
+from core.induction import induction_scores, repeat_loss
 from core.layers import head_code
+from core.lm_parts import encode
 from core.patching import UnequalLengths
 from core.tokens import decoded_tokens, quoted_token, readable_token
 from ui.cache import cached_language_model, cached_predictions, model_turn
 from ui.errors import friendly_fragment
 from ui.explain import explain
-from ui.lm_writer import keep_writing, lm_store, resume, stopped, write_chunk
 from ui.figures import show_figure
+from ui.lm_writer import keep_writing, lm_store, resume, stopped, write_chunk
 from ui.page_state import end_page, option, set_option
 from ui.session import current_model_name, current_token_limit
 from viz.common import file_stem, markdown_safe
 from viz.generation import distribution_bars, distribution_sentence, distribution_table, steps_figure
+from viz.head_stats import head_heatmap
 from viz.induction import induction_knockout_sentence
 from viz.patching import dla_heatmap, dla_sentence, dla_table, patching_heatmap, patching_sentence, patching_table
 from viz.wording import fixed, percent, probability
@@ -214,8 +218,6 @@ def patching_prompts(defaults: tuple[str, str, str, str]) -> tuple[str, str, str
 
 def patching_view(kind: str, clean: str, corrupted: str, answer: str, wrong: str) -> None:
     """One patching grid, with progress, its sentence and its exports."""
-    from core import patching
-
     run = {"residual": patching.patch_residual, "heads": patching.patch_heads, "mlp": patching.patch_mlps}[kind]
     bar = st.progress(0.0, text="Patching…")
     try:
@@ -234,8 +236,6 @@ def patching_view(kind: str, clean: str, corrupted: str, answer: str, wrong: str
 
 def dla_view(text: str, answer: str, wrong: str) -> None:
     """Direct logit attribution of ``text``'s last position, its sentence and its exports."""
-    from core.attribution import direct_logit_attribution
-
     try:
         result = cached_lm_result("dla", current_model_name(), direct_logit_attribution, text, answer, wrong or None)
     except (ValueError, UnsupportedArchitecture) as err:
@@ -268,8 +268,6 @@ def induction_view(model) -> None:
 
 def cached_induction(model, length: int, seed: int):
     """``core.induction.induction_scores`` of ``model``, once per (model, length, seed) in this process."""
-    from core.induction import induction_scores
-
     store = lm_store()
     with model_turn():
         return store.get_or_compute(("induction", current_model_name(), length, seed),
@@ -298,8 +296,6 @@ def induction_sentence(result) -> str:
 
 
 def induction_figure(result):
-    from viz.head_stats import head_heatmap
-
     return head_heatmap(result.scores, title="Induction score", colorbar="score", share=True)
 
 
@@ -320,8 +316,6 @@ def strongest_induction_heads(result, count: int = KNOCKED_OUT) -> list[tuple[in
 def repeat_losses(result, heads):
     """``(plain, knocked)``: ``core.induction.repeat_loss`` on the induction test's tokens without and with ``heads``
     knocked out, once per process; None where the model is not a causal LM or its heads cannot be taken apart."""
-    from core.induction import repeat_loss
-
     lm = cached_language_model(current_model_name())
     if isinstance(lm, Exception) or lm.kind != "next":
         return None

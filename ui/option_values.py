@@ -98,7 +98,7 @@ def valid_value(spec: OptionSpec, value: Any) -> Any:
 
 def value_from_url(spec: OptionSpec, raw: str) -> Any:
     if spec.kind == "choice":
-        for option_value, label in zip(spec.options, spec.labels):
+        for option_value, _label in zip(spec.options, spec.labels):
             if str(option_value) == raw:
                 return option_value
         for option_value, label in zip(spec.options, spec.labels):

@@ -62,10 +62,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
 
 from ui.bounded_cache import BoundedCache
-from ui.option_values import (
-    DEFAULT_ARGUMENTS, MISSING, OptionSpec, option_spec, starting_value_argument, valid_value, value_from_url,
-    value_to_url,
-)
+from ui.option_values import DEFAULT_ARGUMENTS, MISSING, OptionSpec, option_spec, starting_value_argument, valid_value, value_from_url, value_to_url
 from ui.view_url import VIEW_URL_KEY, write_view_url
 
 URL_TEXT_MAX_BYTES = 2_000  # percent-encoded bytes of one text parameter; far below every server's limit

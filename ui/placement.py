@@ -7,10 +7,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import streamlit as st
 
-from core.placement import DEFAULT_K, nearest_occurrences, sense_votes
+from core.layers import hidden_state_label, since_hidden_state
+from core.placement import DEFAULT_K, first_settled_layer, nearest_occurrences, sense_votes
 from core.projection import METHOD_NAMES, PLACEABLE, ProjectionError
 from ui.cache_senses import cached_fitted_projection, cached_occurrences
+from viz.common import markdown_safe
 
 
 @dataclass(frozen=True)
@@ -65,10 +68,6 @@ def place_text(model_name: str, word: str, sentences: tuple[str, ...], point_lab
 def verdict(placed: PlacedSentence, layer: int) -> str:
     """One markdown sentence, written from the numbers: which sense the neighbours vote for at ``layer``,
     and from which layer on the vote stays the same as at the last layer."""
-    from core.layers import hidden_state_label, since_hidden_state
-    from core.placement import first_settled_layer
-    from viz.common import markdown_safe
-
     if placed.votes.empty:
         return "None of the sentences has a sense label, so there is no sense to vote for; label some (`river: …`)."
     row = placed.votes[placed.votes["layer"] == layer].iloc[0]
@@ -96,10 +95,6 @@ def tied_vote(neighbours: pd.DataFrame, layer: int) -> bool:
 
 def show_placement(placed: PlacedSentence | None, word: str, layer: int) -> None:
     """The senses page's block under the map: where the sidebar's sentence landed, and its neighbours per layer."""
-    import streamlit as st
-
-    from core.layers import hidden_state_label
-    from viz.common import markdown_safe
 
     word_md = markdown_safe(word)
     if placed is None:

@@ -7,6 +7,7 @@ import dataclasses
 
 import streamlit as st
 
+from core.inference import AnalysisError
 from core.seq2seq import MAX_GENERATED_TOKENS, PairAnalysis
 from ui.cache_seq2seq import cached_generated_target, cached_pair, generated_target_if_cached
 from ui.page_state import end_page, option, option_value, set_option
@@ -90,8 +91,6 @@ def current_pair() -> PairAnalysis:
     name, source, limit = current_model_name(), current_text(), current_token_limit()
     model = current_model()
     if not source.strip():
-        from core.inference import AnalysisError
-
         raise AnalysisError("There is no text to analyse: type a source sentence in the sidebar first.")
     target = current_target()
     written = st.session_state.get(_WRITTEN)

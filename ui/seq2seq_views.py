@@ -12,12 +12,12 @@ import pandas as pd
 import streamlit as st
 
 from core.attention import attention_maxima, reduce_heads
-from core.cross_attention import (
-    CROSS_DEFINITIONS, CROSS_STATISTICS, cross_alignment, cross_attention_view, cross_head_statistics,
-)
+from core.cross_attention import CROSS_DEFINITIONS, CROSS_STATISTICS, cross_alignment, cross_attention_view, cross_head_statistics
 from core.head_stats import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, analysis_statistics, statistic_grid
 from core.heads import UnsupportedArchitecture
 from core.seq2seq import PairAnalysis
+from core.seq2seq_heads import compute_pair_head, family
+from core.tokens import token_labels
 from ui.cache_seq2seq import cached_pair_view
 from ui.figures import show_figure
 from ui.page_state import end_page, option
@@ -25,10 +25,10 @@ from ui.seq2seq import CROSS, DECODER, ENCODER, STACKS, current_pair, current_ta
 from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
 from viz import attention as va
 from viz import bertviz_offline as bv
-from core.tokens import token_labels
 from viz.common import COLORBLIND_SAFE, SEQUENTIAL, file_stem, markdown_safe
 from viz.cross_attention import alignment_figure, alignment_grid
 from viz.head_stats import head_heatmap
+from viz.inside import component_bars, matrix_heatmap, stacked_token_bars
 from viz.maxima import maxima_grid
 
 STACK_KEYS = {ENCODER: "encoder", DECODER: "decoder", CROSS: "cross"}
@@ -268,9 +268,6 @@ READS = {
 
 def inside_page() -> None:
     """Inside one head for an encoder-decoder: encoder, decoder or cross-attention, recomputed from the weights."""
-    from core.seq2seq_heads import compute_pair_head, family
-    from viz.inside import component_bars, matrix_heatmap, stacked_token_bars
-
     model = current_model()
     try:
         kind = family(model)

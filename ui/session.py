@@ -7,8 +7,8 @@ from functools import lru_cache
 import streamlit as st
 
 from core.bundled_lm import bundled_lm
-from core.inference import Analysis
 from core.examples import SUGGESTED_MODELS
+from core.inference import Analysis
 from core.models import BUNDLED_MODELS, DEFAULT_MODEL, LoadedModel, ModelLoadError, bundled_name
 from core.settings import Settings, load_settings
 from ui.cache import cached_analysis, cached_model

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.bundled_lm import BUNDLED_LMS
+from core.bundled_lm import BUNDLED_LMS, WAIT, cache_ready
 from core.examples import BANK_RIVER, EXAMPLE_SENTENCES
 from core.models import BUNDLED_KINDS, bundled_name
-from viz.common import markdown_safe
 from ui.page_state import option, option_value, set_option
 from ui.seq2seq import render_target_box
-from ui.session import MAX_TEXT_CHARS, current_model_name, current_settings, offered_models
+from ui.session import MAX_TEXT_CHARS, current_settings, offered_models
 from ui.text_upload import NOTE_KEY, UPLOAD_KEY, use_uploaded_text
+from ui.warmup import converting_language_model
+from viz.common import markdown_safe
 
 TEXT_UPLOAD_MB = 1  # the text box holds 100,000 characters, at most 400 kB of UTF-8
 
@@ -37,9 +38,6 @@ def _use_example() -> None:
 def language_model_wait() -> str:
     """What choosing the bundled language model costs now: its converted cache is ready, being made since the server
     started, or made on its first load."""
-    from core.bundled_lm import WAIT, cache_ready
-    from ui.warmup import converting_language_model
-
     if converting_language_model.is_set():
         return f"its weights are being converted since the server started, {WAIT}; choosing it now waits for the rest"
     if cache_ready():

@@ -23,11 +23,19 @@ from core.margins import leads_from
 from core.patching import UnequalLengths, patch_residual
 from core.tokens import quoted_token
 from ui.cache import cached_language_model
-from ui.lm_views import (
-    cached_induction, cached_lm_result, induction_even_share, induction_figure, induction_sentence, induction_table,
-    next_logits, patching_prompts, run_generate, token_texts,
-)
 from ui.lm_lens import lens_parts
+from ui.lm_views import (
+    cached_induction,
+    cached_lm_result,
+    induction_even_share,
+    induction_figure,
+    induction_sentence,
+    induction_table,
+    next_logits,
+    patching_prompts,
+    run_generate,
+    token_texts,
+)
 from ui.page_state import option, set_option
 from ui.session import current_model, current_model_name, current_text, current_token_limit
 from ui.tour_kit import figure, full_page, not_here, say, try_this
@@ -146,7 +154,7 @@ def step_sample() -> None:
     fig.update_layout(title="The model's probability of each sampled token (bars) and of greedy's (diamonds)",
                       showlegend=True, legend={"orientation": "h", "y": -0.35})
     width = max(len(sampled), len(greedy))
-    cell = lambda steps, i, f: f(steps[i]) if i < len(steps) else None  # noqa: E731
+    cell = lambda steps, i, f: f(steps[i]) if i < len(steps) else None  # noqa: E731 - a one-line helper, read where it is used
     figure(fig, f"sampling-t{temperature:g}-seed{seed}", pd.DataFrame({
         "step": range(1, width + 1),
         "sampled_token": [cell(sampled, i, lambda s: shown[s.token_id]) for i in range(width)],
@@ -165,7 +173,7 @@ def sampling_sentence(greedy, sampled, shown: dict[int, str], greedy_text: str, 
     character as ``<0xD8>``), the written texts ``greedy_text`` and ``sampled_text`` decoded whole."""
     part = next((i for i, (g, s) in enumerate(zip(greedy, sampled)) if g.token_id != s.token_id), None)
     low = min(range(len(sampled)), key=lambda i: sampled[i].probability)
-    label = lambda step: _q(shown[step.token_id])  # noqa: E731
+    label = lambda step: _q(shown[step.token_id])  # noqa: E731 - a one-line helper, read where it is used
     return (
         f"**Greedy** decoding always takes the top token; after your text it writes “{markdown_safe(greedy_text)}”. A "
         f"**sampler** draws each token at random from the distribution, here divided by a temperature of "

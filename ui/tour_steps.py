@@ -7,15 +7,18 @@ import pandas as pd
 import streamlit as st
 
 from core.drift import drift_table
+from core.effects import EffectsError
+from core.effects_compare import sentence_cosine
 from core.heads import UnsupportedArchitecture
 from core.layers import head_code, hidden_state_label
-from core.tour import falls_at_every_layer, previous_is_sink
-from ui.cache import cached_corpus_embeddings
+from core.tour import clearest_sink_head, falls_at_every_layer, previous_is_sink
+from ui.cache import cached_ablated_analysis, cached_corpus_embeddings
 from ui.corpus_state import current_corpus, current_corpus_name
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.tour_kit import figure, full_page, not_here, previous_token_head, say, sink_names, try_this
 from viz.common import markdown_safe
 from viz.drift import documents_phrase, layer_violin_figure
+from viz.effects import knockout_figure
 
 # One knock-out on one text: two heads' changes of the sentence embedding (1 − cosine) within a factor of 1.5 of each
 # other are not told apart, since another text can swap their order; the step says "about as much".
@@ -24,12 +27,6 @@ KNOCKOUT_RATIO = 1.5
 
 def step_explain() -> None:
     model, name, limit = current_model(), current_model_name(), current_token_limit()
-    from core.effects import EffectsError
-    from core.effects_compare import sentence_cosine
-    from core.tour import clearest_sink_head
-    from ui.cache import cached_ablated_analysis
-    from viz.effects import knockout_figure
-
     analysis = current_analysis()
     previous, chance, table, roles = previous_token_head(analysis)
     if previous_is_sink(roles):  # "the token before" is the sink itself: no previous-token head to contrast
@@ -115,7 +112,8 @@ def step_corpus() -> None:
         f"Now every document of {markdown_safe(current_corpus_name())} ({documents_phrase(len(corpus))}), each pooled into one "
         f"vector per layer (mean over its tokens) and compared with its own static embedding, `hidden_states[0]`. The "
         f"median cosine is **{medians.loc[first]:.2f}** at {hidden_state_label(first, model.num_layers)} and "
-        f"**{medians.loc[last]:.2f}** at {hidden_state_label(last, model.num_layers)}" + (": each layer moves the text further from where it started. " if steady else ". ")
+        f"**{medians.loc[last]:.2f}** at {hidden_state_label(last, model.num_layers)}"
+        + (": each layer moves the text further from where it started. " if steady else ". ")
         + (f"Mind the baseline: at hidden state {last} two *different* documents already have a mean cosine of "
            f"{anisotropy:.2f} (the dotted line), so compare with that, not with 0." if np.isfinite(anisotropy) else "")
     )

@@ -9,6 +9,8 @@ import logging
 import threading
 import time
 
+from core.bundled_lm import BundledLMError, cache_ready, cached_folder
+
 log = logging.getLogger(__name__)
 
 _started = threading.Event()
@@ -24,8 +26,7 @@ def prepare_language_model() -> float | None:
     """Convert the bundled language model into its cache when it is missing or unsound, as its first load would, so
     that choosing it later does not wait. Returns the seconds it took, or None when there was nothing to do or it
     could not be done (the first load then explains why)."""
-    from core.bundled_lm import BundledLMError, cache_ready, cached_folder
-    from core.models import WEIGHT_LOAD_LOCK
+    from core.models import WEIGHT_LOAD_LOCK  # noqa: PLC0415 - torch: ui.warmup must import fast (before the start-up wait)
 
     if cache_ready():
         return None
@@ -48,16 +49,16 @@ def _warm_up(collector_was_on: bool) -> None:
     started = time.perf_counter()
     try:
         try:
-            from core.models import DEFAULT_MODEL
-            from ui.cache import cached_model
-            from ui.cache_senses import start_umap_warmup
+            from core.models import DEFAULT_MODEL  # noqa: PLC0415 - the warm-up thread imports torch, not the start-up
+            from ui.cache import cached_model  # noqa: PLC0415 - the warm-up thread imports torch, not the start-up
+            from ui.cache_senses import start_umap_warmup  # noqa: PLC0415 - the warm-up thread imports torch, not the start-up
         finally:
             _importing.release()
         try:
-            import transformers.modeling_utils  # noqa: F401 - what loading any model imports
+            import transformers.modeling_utils  # noqa: F401, PLC0415 - what loading any model imports, in this thread
             cached_model(DEFAULT_MODEL)
             log.info("ready: bundled model loaded %.1f s after start-up began", time.perf_counter() - started)
-        except Exception:  # noqa: BLE001 - the first page will load it and explain any failure
+        except Exception:  # the first page will load it and explain any failure
             log.exception("could not load the bundled model at start-up")
     finally:
         # Loading the model froze what it left alive (ui.cache.freeze_long_lived); collect as before from here.
@@ -65,7 +66,7 @@ def _warm_up(collector_was_on: bool) -> None:
             gc.enable()
     try:
         prepare_language_model()
-    except Exception:  # noqa: BLE001 - choosing the model converts it and explains any failure
+    except Exception:  # choosing the model converts it and explains any failure
         log.exception("could not prepare the bundled language model at start-up")
     start_umap_warmup()  # after the model, not before; it then waits until no page has run for ten seconds
 

@@ -25,16 +25,17 @@ LONG_HEAD = 128  # tokens per side above which the one-head hover shows LONG_HEA
 
 class SharedNumbers(np.ndarray):
     """Read-only numbers (integer codes, or ``printed_numbers``' floats and Nones) as an object array, which
-    plotly.io writes as a JSON list (any other numpy array of numbers becomes a base64 typed array). Figure copies share it: plotly deep-copies a figure's data on every
-    ``to_dict``, which for 16,384 Python ints was 10-15 ms per copy and per rerun."""
+    plotly.io writes as a JSON list (any other numpy array of numbers becomes a base64 typed array). Figure copies
+    share it: plotly deep-copies a figure's data on every ``to_dict``, which for 16,384 Python ints was 10-15 ms per
+    copy and per rerun."""
 
     @classmethod
-    def of(cls, codes) -> "SharedNumbers":
+    def of(cls, codes) -> SharedNumbers:
         shared = np.asarray(codes).astype(object).view(cls)
         shared.setflags(write=False)
         return shared
 
-    def __deepcopy__(self, memo) -> "SharedNumbers":
+    def __deepcopy__(self, memo) -> SharedNumbers:
         return self
 
 

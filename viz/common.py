@@ -5,7 +5,6 @@ from __future__ import annotations
 import html
 import re
 
-
 # Colour-blind-safe sequential scales (perceptually uniform, readable in greyscale).
 SEQUENTIAL = "Viridis"
 COLORBLIND_SAFE = "Cividis"

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from core.layers import HIDDEN_STATE_AXIS
 from viz.common import OKABE_ITO, plotly_safe
 
+
 def _violins(x: pd.Series, y: pd.Series, names: pd.Series, *, name: str, x_label: str) -> go.Violin:
     """One violin per distinct ``x``; every point is a document whose (escaped) title is in its hover."""
     return go.Violin(

@@ -6,6 +6,7 @@ import html
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from core.layers import HIDDEN_STATE_AXIS
 from viz.common import OKABE_ITO, plotly_safe, token_axis
@@ -91,8 +92,6 @@ def knockout_figure(heads: list[str], shares: dict[str, list[float]], changes: l
     ``heads``: one name per head; ``shares``: per kind of attention (e.g. "on start/end tokens"), each head's share;
     ``changes``: each head's 1 − cosine between the plain and the ablated sentence embedding; ``chance``: the
     previous-token share of an even spread, drawn as a dashed line (None: not drawn)."""
-    from plotly.subplots import make_subplots
-
     names = [plotly_safe(h) for h in heads]
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
                         subplot_titles=("Where the head looks (attention share)", "What it changes (1 − cosine)"))

@@ -10,7 +10,6 @@ from core.lens_grid import LensSummary
 from core.tokens import quoted_token, readable_token
 from viz.common import plotly_safe, token_axis
 
-
 CELL_FONT_PX = 12  # the cell tokens' size: legible at every window size (Plotly's automatic size fell to ~6 px)
 CHAR_PX = 0.7 * CELL_FONT_PX  # the width of a character of DejaVu Sans (Debian's), about; most fonts are narrower
 ASSUMED_WIDTH_PX = 820 - 90 - 100  # the page's figure width (ui.figures.NORMAL_WIDTH) less the margins and colour bar

@@ -8,10 +8,27 @@ import plotly.graph_objects as go
 
 from viz.slide_text import BOLD_WIDER, LINE_HEIGHT, _longest_line, line_count, text_width
 from viz.slides import (
-    COLORBAR_PX, COLORBAR_X, PAGE_AXIS_TITLE_PX, PAGE_FONT_PX, PAGE_TICK_GAP_PX, PAGE_TITLE_GAP_PX, _below_plot, _domain,
-    axes_of, category_labels, copy_figure, fit_legend, fit_titles, hide_cramped_cell_text, plot_area, legend_traces,
-    thin_ticks, tick_labels, write_layout,
+    COLORBAR_PX,
+    COLORBAR_X,
+    PAGE_AXIS_TITLE_PX,
+    PAGE_FONT_PX,
+    PAGE_TICK_GAP_PX,
+    PAGE_TITLE_GAP_PX,
+    _below_plot,
+    _domain,
+    axes_of,
+    category_labels,
+    copy_figure,
+    fit_legend,
+    fit_titles,
+    hide_cramped_cell_text,
+    legend_traces,
+    plot_area,
+    thin_ticks,
+    tick_labels,
+    write_layout,
 )
+
 
 def _drawn_tick_texts(fig: go.Figure, name: str) -> list[str]:
     """The tick labels an axis draws, as far as the figure fixes them (a number's width when Plotly chooses)."""

@@ -142,7 +142,7 @@ def dla_sentence(result: LogitAttribution, answer: str, wrong: str | None) -> st
                   if (l, h) != (layer, head)]
     near_mlps = [f"layer {l}'s ({result.mlps[l]:+.2f})"
                  for l in np.flatnonzero(np.abs(result.mlps) >= abs(result.mlps[mlp]) - DLA_MARGIN) if l != mlp]
-    close = lambda near: (f", with {', '.join(near[:NEAR_SHOWN])}{' and more' if len(near) > NEAR_SHOWN else ''} "  # noqa: E731
+    close = lambda near: (f", with {', '.join(near[:NEAR_SHOWN])}{' and more' if len(near) > NEAR_SHOWN else ''} "  # noqa: E731 - a one-line helper, read where it is used
                           f"within {DLA_MARGIN:g} of it" if near else "")
     return (f"{target} is {result.total:.2f}. The largest head contribution is head {head} of layer {layer} "
             f"({result.heads[layer, head]:+.2f}){close(near_heads)}; the largest MLP is layer {mlp}'s "

@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 import re
 
-
 # ---------------------------------------------------------------------------------------------
 # Slide rules: pure functions that fit a figure to the width it is drawn at (presentation mode)
 # and size its camera-button export to a 16:9 slide. Widths are CSS pixels.

@@ -8,12 +8,30 @@ from numbers import Real
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.figure_reading import (  # noqa: F401 (axes_of, category_labels, copy_figure, tick_labels: read from here too)
-    _domain, _numbered_in_order, axes_of, category_labels, copy_figure, legend_traces, plain_array, tick_labels,
+from viz.figure_reading import (  # axes_of, category_labels, copy_figure, tick_labels: read from here too
+    _domain,
+    _numbered_in_order,
+    axes_of,
+    category_labels,
+    copy_figure,
+    legend_traces,
+    plain_array,
+    tick_labels,
     write_layout,
 )
 from viz.slide_text import (
-    AXIS_TITLE_LINES, BOLD_WIDER, LINE_BREAK, LINE_HEIGHT, SMALL_LINE, TAG, TICK_PITCH, _longest_line, line_count, slide_font_size, text_width, wrap_text,
+    AXIS_TITLE_LINES,
+    BOLD_WIDER,
+    LINE_BREAK,
+    LINE_HEIGHT,
+    SMALL_LINE,
+    TAG,
+    TICK_PITCH,
+    _longest_line,
+    line_count,
+    slide_font_size,
+    text_width,
+    wrap_text,
 )
 
 # Streamlit's chart theme sets an axis title this far from its tick labels (y: spacing twoXL, x: xl), and Plotly puts
@@ -236,7 +254,8 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: f
         # lift the title by its extra lines, which may hang over the plot, and give the top margin half as much again
         hanging = _title_hanging_px(wrapped, title_px)
         # automargin: Plotly grows the top margin until every line of the title is inside the figure
-        write_layout(fig.layout, title={"text": wrapped, "x": 0.01, "xanchor": "left", "xref": "container", "yref": "paper", "y": 1, "yanchor": "bottom",
+        write_layout(fig.layout, title={"text": wrapped, "x": 0.01, "xanchor": "left", "xref": "container", "yref": "paper",
+                                        "y": 1, "yanchor": "bottom",
                                   "automargin": True, "pad": {"b": pad + hanging}, "font": {"size": title_px}})
         needed = (6 + pad + LINE_HEIGHT * title_px * (line_count(wrapped) - small * 0.25) + LINE_HEIGHT * font_px
                   + hanging / 2)

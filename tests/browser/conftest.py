@@ -53,7 +53,7 @@ def _require_browser() -> None:
     if not Path(CHROMIUM).exists():
         missing.append(f"Chromium at {CHROMIUM}")
     try:
-        import playwright  # noqa: F401
+        import playwright  # noqa: F401 - only to see whether it is installed
     except ImportError:
         missing.append("the playwright package")
     if missing:
@@ -77,7 +77,7 @@ def serve_app(
     (url, process) once the server answers."""
     port = _free_port()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", **(extra_env or {}))
-    log = open(log_path, "w")
+    log = open(log_path, "w")  # noqa: SIM115 - the server writes to it for its whole life; closed when it stops
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / script), "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true"],

@@ -15,9 +15,7 @@ import re
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from tests.browser.test_navigation import (
-    choose, flip, main, navigate, path, pick_radio, press_segment, query, same_view, settle, slide_left, view,
-)
+from tests.browser.test_navigation import choose, flip, main, navigate, path, pick_radio, press_segment, query, same_view, settle, slide_left, view
 from tests.browser.test_page_roundtrip import patient  # noqa: F401 - fixture used by name
 from tests.model_factory import build_tiny_bert_mlm
 from tests.pages_registry import ROOT, landed_pages

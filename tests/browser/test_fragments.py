@@ -85,7 +85,7 @@ def test_a_click_fetches_no_favicon_and_the_csv_is_the_head_on_screen(app_page):
         page.locator('[data-testid="stMain"]').get_by_role("button", name="Download data (CSV)").last.click()
     saved = download.value
     assert saved.suggested_filename.endswith("layer-2-head-3.csv"), saved.suggested_filename
-    rows = list(csv.DictReader(io.StringIO(open(saved.path(), encoding="utf-8").read())))
+    rows = list(csv.DictReader(io.StringIO(saved.path().read_text(encoding="utf-8"))))
     shown = page.evaluate(HEAD_WEIGHTS, "layer 2, head 3")
     assert [r["query"] for r in rows] == shown["y"]
     keys = list(rows[0])[1:]

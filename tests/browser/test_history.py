@@ -9,9 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.test_every_page_roundtrip import write
-from tests.browser.test_navigation import (  # noqa: F401 - fixtures used by name
-    choose, navigate, path, patient, query, same_view, settle, tiny_model_dir, view, widget_values,
-)
+from tests.browser.test_navigation import choose, navigate, path, patient, query, same_view, settle, tiny_model_dir, view, widget_values  # noqa: F401 - fixtures used by name
 
 pytestmark = pytest.mark.browser
 

@@ -146,7 +146,8 @@ def widget_values(page) -> list[str]:
             main.querySelectorAll('input[role="combobox"]').forEach(e => out.push(`select ${e.getAttribute('aria-label')}=${e.value}`));
             main.querySelectorAll('input[role="switch"]').forEach(e => out.push(`switch ${e.getAttribute('aria-label')}=${e.checked}`));
             main.querySelectorAll('input[type="radio"]:checked').forEach(e => out.push(`radio ${e.closest('label').innerText}`));
-            main.querySelectorAll('[data-testid="stButtonGroup"] button').forEach(e => out.push(`segment ${e.innerText}=${e.getAttribute('aria-checked')}`));
+            main.querySelectorAll('[data-testid="stButtonGroup"] button')
+                .forEach(e => out.push(`segment ${e.innerText}=${e.getAttribute('aria-checked')}`));
             main.querySelectorAll('input[type="range"]').forEach(e => out.push(`slider ${e.getAttribute('aria-label')}=${e.value}`));
             main.querySelectorAll('textarea, input[type="text"]:not([role="combobox"])').forEach(e => out.push(`text ${e.value}`));
             return out;

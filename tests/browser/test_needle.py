@@ -11,7 +11,7 @@ from tests.browser.test_bundled_lm import lm_server  # noqa: F401 (fixture: the 
 pytestmark = pytest.mark.browser
 
 
-def test_needle_page_draws_the_retrieval_grid(browser, lm_server):  # noqa: F811
+def test_needle_page_draws_the_retrieval_grid(browser, lm_server):
     tab = AppPage(browser, lm_server)
     tab.patience_ms = 240_000
     try:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.test_navigation import (  # noqa: F401 - tiny_model_dir is a fixture used by name
-    main, navigate, press_segment, query, settle, tiny_model_dir, type_text, widget_values,
-)
+from tests.browser.test_navigation import main, navigate, press_segment, query, settle, tiny_model_dir, type_text, widget_values  # noqa: F401 - tiny_model_dir is a fixture used by name
 
 pytestmark = pytest.mark.browser
 

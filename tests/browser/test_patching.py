@@ -19,7 +19,7 @@ PATCHED_HOSTILE = "<img src=x onerror=alert(1)>"
 PAIR = "{} Then {} waved to"
 
 
-def test_patching_page_with_hostile_prompts(browser, lm_server):  # noqa: F811
+def test_patching_page_with_hostile_prompts(browser, lm_server):
     tab = AppPage(browser, lm_server)
     tab.patience_ms = 240_000
     try:
@@ -50,7 +50,7 @@ def test_patching_page_with_hostile_prompts(browser, lm_server):  # noqa: F811
         tab.close()
 
 
-def test_stop_ends_a_generation_in_the_browser_and_keeps_its_text(browser, lm_server):  # noqa: F811
+def test_stop_ends_a_generation_in_the_browser_and_keeps_its_text(browser, lm_server):
     """Issue 27, item 2, as a reader meets it: a long generation on SmolLM2 is written a chunk at a time with a Stop
     button; a click on Stop ends it, the text written so far stays, and Continue is offered."""
     tab = AppPage(browser, lm_server)

@@ -7,7 +7,6 @@ from transformers import AutoTokenizer
 
 from tests.model_factory import build_tiny_bert_mlm, build_tiny_gpt2_lm
 
-
 pytestmark = pytest.mark.browser
 
 

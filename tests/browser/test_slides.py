@@ -22,7 +22,13 @@ from PIL import Image
 from tests.browser.axe import dark_theme, require_axe, violations_in_light_and_dark
 from tests.browser.conftest import EVERY_CHART_DRAWN, AppPage
 from tests.browser.slide_checks import (
-    NARROW_VIEWPORTS, PAGE_FIGURES, REFITTED_JS, VIEWPORTS, long_text, measure, measure_exported_svg,
+    NARROW_VIEWPORTS,
+    PAGE_FIGURES,
+    REFITTED_JS,
+    VIEWPORTS,
+    long_text,
+    measure,
+    measure_exported_svg,
     resize_and_wait_for_measurement,
 )
 from tests.model_factory import build_tiny_gpt2_lm

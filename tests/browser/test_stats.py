@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-
 pytestmark = pytest.mark.browser
 
 TEXT = "The cat sat on the mat. It was happy to be home."
