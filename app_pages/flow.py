@@ -5,28 +5,31 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.flow import DEFAULT_THRESHOLD, head_terms, lens_logits, route_graph, route_sentence, top_tokens, written_logits
+from core.flow import DEFAULT_THRESHOLD, lens_logits, route_graph, route_sentence, top_tokens, written_logits
+from core.flow_details import decode, head_write, top_neurons
 from core.models import BUNDLED_LM
 from core.recording import UnsupportedArchitecture
 from core.tokens import token_labels
 from ui.cache import cached_language_model
-from ui.cache_flow import cached_flow
+from ui.cache_flow import FLOW_MAX_TOKENS, cached_flow
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
-from ui.page_state import end_page, option
+from ui.page_state import end_page, option, option_value, set_option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
 from viz.flow import edge_id, edge_name, edge_table, node_id, node_name, route_figure
 from viz.inside import token_bars
 
 TOP_K = 5
+TOP_NEURONS = 8
 NOTHING = "none"
+GRAPH_KEY = "flow-graph"
 
 st.title("Information flow")
 explain(
     "Which routes through the model carried what it holds at one token? Every layer adds two updates to each "
-    "token's residual stream: attention (a sum of one term per head and earlier token) and the MLP. Following "
+    "token's residual stream: attention (a sum of one term per head and token it reads) and the MLP. Following "
     "Ferrando & Voita (2024), each term's **share** of the result is how much closer it brings the result than "
     "its absence would (the proximity max(0, ‖y‖₁ − ‖y − term‖₁), normalised so that a node's incoming shares add "
     "up to 1). The graph keeps the edges whose share is above the threshold and that lead to the chosen token's "
@@ -37,7 +40,8 @@ model = current_model()
 if model.is_encoder_decoder:
     from ui.seq2seq_views import not_applicable
 
-    not_applicable("The information-flow graph is built here for one stack (a decoder), so this page does not apply.")
+    not_applicable("The information-flow graph is built here for one stack (a decoder or an encoder), so this page "
+                   "does not apply.")
 name, text = current_model_name(), current_text()
 limit = current_token_limit()  # this page's own limit (ui.page_limits), said above the page when it cuts the text
 analysis = current_analysis()
@@ -49,13 +53,17 @@ try:
 except UnsupportedArchitecture as err:
     progress_slot.empty()
     st.info(f"The information-flow graph needs the parts of every attention update, which the app records for "
-            f"decoders such as SmolLM2, Llama, Qwen and Gemma, not for {markdown_safe(model.name)} "
-            f"({markdown_safe(str(err).rstrip('.'))}). Choose {markdown_safe(BUNDLED_LM)} in the sidebar to see the graph.",
-            icon=":material/info:")
+            f"decoders such as SmolLM2, Llama, Qwen and Gemma and encoders such as BERT and MiniLM, not for "
+            f"{markdown_safe(model.name)} ({markdown_safe(str(err).rstrip('.'))}). Choose {markdown_safe(BUNDLED_LM)} "
+            "in the sidebar to see the graph.", icon=":material/info:")
     end_page()
 progress_slot.empty()
 recorded, contributions = flow.recorded, flow.contributions
 t = recorded.num_tokens
+if recorded.post_norm:
+    st.caption("This model normalises the residual stream after adding each update (a post-norm block, as in "
+               "BERT), so a node's shares are those of the sum before that norm: the stream it received and each "
+               "term of the update.")
 
 language_model = None
 if model.is_decoder:
@@ -115,6 +123,28 @@ def node_detail(node) -> None:
         share = float(contributions.mlp[layer, p])
         st.markdown(markdown_safe(f"The MLP's share of hidden state {layer + 1} at this token: {share:.1%}; the "
                                   f"residual stream passed on carries the other {1 - share:.1%}."))
+        neuron_table(layer, p, final)
+
+
+def neuron_table(layer: int, p: int, final) -> None:
+    """The MLP's top neurons at token ``p`` by the graph's proximity measure, with what each one's write raises and
+    lowers most (for a language model)."""
+    try:
+        neurons = top_neurons(model, recorded, layer, p, TOP_NEURONS)
+    except UnsupportedArchitecture as err:
+        st.caption(markdown_safe(str(err)))
+        return
+    table = pd.DataFrame({"neuron": neurons.index, "activation": neurons.activation, "share": neurons.share})
+    if language_model is not None:
+        written = written_logits(language_model, neurons.terms, final)  # [k, V]: one pass over the unembedding
+        table["raises most"] = decode(language_model, written.argmax(axis=1))
+        table["lowers most"] = decode(language_model, written.argmin(axis=1))
+    st.markdown("**Top neurons** " + markdown_safe(
+        f"of the {neurons.count:,}: each neuron's write is its activation times its row of the MLP's "
+        "output map, and the neurons' writes plus the map's bias add up to what the MLP wrote here. A neuron's share "
+        "is the graph's proximity measure against that output, max(0, ‖y‖₁ − ‖y − write‖₁), over the sum of every "
+        f"neuron's: these {len(neurons.index)} hold {neurons.share.sum():.1%} of it."))
+    st.dataframe(table, hide_index=True)
 
 
 def edge_detail(edge) -> None:
@@ -151,12 +181,27 @@ def edge_detail(edge) -> None:
                              f"“{labels[query]}”; its largest weight, {row.max():.3f}, goes to "
                              f"“{labels[int(row.argmax())]}” (token {int(row.argmax())})."))
     if language_model is not None:
-        write = head_terms(recorded, layer, slice(query, query + 1))[0, :, head].sum(0)
-        st.markdown(f"**What head {head} writes at token {query}** (its output summed over the keys), through the final "
-                    "norm (its scale frozen at this token's last residual) and the unembedding: the tokens it raises "
-                    "and lowers most.")
+        write = head_write(recorded, layer, query, key, head)
+        st.markdown(f"**What head {head} writes at token {query} from token {key}** (its weight there × the key's "
+                    "value × its part of the output projection), through the final norm (its scale frozen at this "
+                    "token's last residual) and the unembedding: the tokens it raises and lowers most.")
         st.dataframe(token_table(written_logits(language_model, write, recorded.residual_post[-1, query]),
                                  "logit change"), hide_index=True)
+
+
+def clicked(chart_key: str) -> str | None:
+    """The id (``customdata``) of the edge or node last clicked on the chart ``chart_key``, once per click."""
+    event = st.session_state.get(chart_key)
+    try:
+        points = event["selection"]["points"] if event else []
+    except (KeyError, TypeError):
+        points = []
+    found = points[0].get("customdata") if points else None
+    handled = f"{chart_key}.handled"
+    if found == st.session_state.get(handled):
+        return None
+    st.session_state[handled] = found
+    return found if isinstance(found, str) else None
 
 
 @friendly_fragment
@@ -171,18 +216,27 @@ def route_view() -> None:
                        f"its node; {DEFAULT_THRESHOLD} as in Ferrando & Voita (2024).")
     graph = route_graph(contributions, position, threshold)
     sentence = route_sentence(graph, labels)
-    show_figure(route_figure(graph, labels, contributions.num_layers,
-                             title=f"Route into “{labels[position]}” (token {position}), threshold {threshold:.2f}"),
-                name=file_stem(model.name, "flow", f"token{position}", f"threshold{threshold:.2f}"),
-                data=lambda: edge_table(graph, labels), key="flow-graph", alt=sentence)
+    drawing = st.container()  # the figure, drawn once the list below knows which item is picked
     st.markdown(markdown_safe(sentence))
     edges = sorted(graph.edges, key=lambda e: -e.weight)
     nodes = sorted(graph.nodes, key=lambda n: (-n[1], n[2]))
     items = {NOTHING: None} | {edge_id(e): e for e in edges} | {node_id(n): n for n in nodes}
-    picked = option(st.selectbox, f"Details of an edge or a node ({len(edges)} edges, {len(nodes)} nodes)",
+    click = clicked(GRAPH_KEY)
+    if click in items:
+        set_option("item", click)
+    before = option_value("item")  # the last run's pick in this session (None on a link's first run)
+    picked = option(st.selectbox, f"Details of an edge or a node ({len(edges)} edges, {len(nodes)} nodes): click "
+                    "one on the graph or pick it here",
                     list(items), key="item",
                     format_func=lambda i: "Pick an edge or a node…" if i == NOTHING
                     else edge_name(items[i], labels) if "|" in i else node_name(items[i], labels))
+    if before is not None and picked != before and "|" in picked and items[picked].heads:
+        set_option("head", items[picked].top_head)  # a newly picked edge opens on its top head
+    with drawing:
+        show_figure(route_figure(graph, labels, contributions.num_layers, picked=picked,
+                                 title=f"Route into “{labels[position]}” (token {position}), threshold {threshold:.2f}"),
+                    name=file_stem(model.name, "flow", f"token{position}", f"threshold{threshold:.2f}"),
+                    data=lambda: edge_table(graph, labels), key=GRAPH_KEY, alt=sentence, on_select="rerun")
     if picked != NOTHING:
         (edge_detail if "|" in picked else node_detail)(items[picked])
 

@@ -7,6 +7,13 @@ Gemma 2/3). The *contribution* of one part ``z`` of a sum ``y`` is its proximity
 normalised over the parts so that each node's incoming contributions are ≥ 0 and add up to 1 (the measure of the
 paper and of Meta's LLM Transparency Tool). The output projection's bias is not a part (as there).
 
+Post-norm blocks (BERT, MiniLM, DistilBERT) add an update and then normalise: ``mid = LN(x + Σ t + b)``, ``post =
+LN(mid + mlp)``. There the parts are those of the sum before the norm (``y = x + Σ t + b``: ``x`` and each ``t``;
+``mid + mlp``: ``mid`` and the MLP's output). The LN-aware split (each part centred and divided by the sum's
+frozen standard deviation, then times the gain) divides every part and the sum by the same number per position,
+which cancels in the shares; what it adds, the centring and the gain per dimension, would weigh the dimensions of
+the L1 distance unevenly, so the shares here are those of the stream's own coordinates, as for pre-norm blocks.
+
 Shapes (``L`` layers, ``T`` tokens, ``H`` query heads)::
 
     Contributions.attention            [L, T (query), T (key), H]   into the residual after attention
@@ -27,14 +34,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
 
-from core.inference import analyze
+from core.inference import _token_limit
 from core.lm_parts import parts_of
 from core.logit_attribution import _frozen_norm
-from core.models import LoadedModel
+from core.models import LoadedModel, threads_for_input
 from core.recorded_pass import RecordedPass, record_pass
 from core.recording import UnsupportedArchitecture
 
@@ -57,6 +65,11 @@ class Contributions:
     @property
     def num_layers(self) -> int:
         return self.attention.shape[0]
+
+    @cached_property
+    def key_shares(self) -> np.ndarray:
+        """``[L, T (query), T (key)]``: each key position's share summed over the heads (computed once)."""
+        return self.attention.sum(axis=3)
 
 
 @dataclass(frozen=True)
@@ -109,8 +122,11 @@ def output_map(recorded: RecordedPass, layer: int) -> tuple[torch.Tensor, torch.
     heads, d = record.queries.shape[1], record.queries.shape[3]
     concat = recorded.head_outputs(layer).transpose(0, 1).reshape(recorded.num_tokens, heads * d)
     target = recorded.attention_output[layer]
+    candidates = list(record.module.children())
+    if recorded.output_projection(layer) is not None:  # projected outside the attention module (BERT)
+        candidates.insert(0, recorded.output_projection(layer))
     with torch.inference_mode():
-        for module in record.module.children():
+        for module in candidates:
             weight = getattr(module, "weight", None)
             if not isinstance(weight, torch.Tensor) or weight.ndim != 2 or heads * d not in weight.shape:
                 continue
@@ -133,41 +149,92 @@ def head_terms(recorded: RecordedPass, layer: int, rows: slice | None = None, *,
     output bias (through the frozen scale of a norm on the attention output, where the block has one).
     ``projection``: ``output_map(recorded, layer)[0]`` when the caller has it already; ``through_norm=False``: the
     terms of the attention output itself, before such a norm."""
-    record = recorded.records[layer]
     rows = slice(None) if rows is None else rows
-    heads, d = record.queries.shape[1], record.queries.shape[3]
-    w = output_map(recorded, layer)[0] if projection is None else projection
-    values = record.values[0].float()[[h // record.kv_groups for h in range(heads)]]  # [H, T, d]
+    written = _written(recorded, layer, output_map(recorded, layer)[0] if projection is None else projection)
     with torch.inference_mode():
-        written = torch.einsum("hjd,hdD->hjD", values, w.reshape(heads, d, -1))  # [H, T, D]: what key j's value writes
-        weights = torch.from_numpy(recorded.attention(layer))[:, rows]  # [H, q, T]
-        terms = torch.einsum("hij,hjD->ijhD", weights, written)
-        if through_norm and recorded.attention_is_normed(layer):
-            # a norm on the attention output, its scale frozen at this pass: update = output ⊙ factor, per position
-            output = recorded.attention_output[layer, rows]
-            update = (recorded.residual_mid[layer] - recorded.residual_pre[layer])[rows]
-            safe = torch.where(output != 0, output, torch.ones_like(output))
-            terms = terms * torch.where(output != 0, update / safe, 0.0)[:, None, None, :]
+        weights = torch.from_numpy(recorded.attention(layer)).permute(1, 2, 0)[rows]  # [q, T, H]
+        terms = weights[..., None] * written[None]
+        factor = _norm_factor(recorded, layer) if through_norm else None
+        if factor is not None:  # a norm on the attention output, its scale frozen at this pass, per position
+            terms = terms * factor[rows, None, None, :]
     return terms
 
 
-def _attention_layer(recorded: RecordedPass, layer: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(attention [T, T, H], residual [T])`` shares of block ``layer``'s residual after attention."""
-    t, heads = recorded.num_tokens, recorded.records[layer].queries.shape[1]
-    before, whole = recorded.residual_pre[layer], recorded.residual_mid[layer]
-    attention, residual = np.zeros((t, t, heads), np.float32), np.zeros(t, np.float32)
-    projection = output_map(recorded, layer)[0]
-    chunk = max(1, QUERY_CHUNK_CELLS // max(1, t * heads * whole.shape[1]))
+def _written(recorded: RecordedPass, layer: int, projection: torch.Tensor) -> torch.Tensor:
+    """``[T (key), H, D]``: what each head writes from each key position at weight 1, value · W_Oʰ (one einsum)."""
+    record = recorded.records[layer]
+    heads, d = record.queries.shape[1], record.queries.shape[3]
+    values = record.values[0].float()[[h // record.kv_groups for h in range(heads)]]  # [H, T, d]
     with torch.inference_mode():
-        for start in range(0, t, chunk):
-            rows = slice(start, min(t, start + chunk))
-            terms = head_terms(recorded, layer, rows, projection=projection)
-            q = terms.shape[0]
-            parts = torch.cat([terms.reshape(q, t * heads, -1), before[rows].unsqueeze(1)], dim=1)
-            shares = proximity_shares(parts, whole[rows])
-            attention[rows] = shares[:, :-1].reshape(q, t, heads).numpy()
-            residual[rows] = shares[:, -1].numpy()
-    return attention, residual
+        return torch.einsum("hjd,hdD->jhD", values, projection.reshape(heads, d, -1)).contiguous()
+
+
+def _norm_factor(recorded: RecordedPass, layer: int) -> torch.Tensor | None:
+    """``[T, D]``: the frozen scale of a norm on the attention output (update / output, per position), or None."""
+    if not recorded.attention_is_normed(layer):
+        return None
+    output = recorded.attention_output[layer]
+    update = recorded.residual_mid[layer] - recorded.residual_pre[layer]
+    safe = torch.where(output != 0, output, torch.ones_like(output))
+    return torch.where(output != 0, update / safe, 0.0)
+
+
+def _attention_whole(recorded: RecordedPass, layer: int) -> torch.Tensor:
+    """``[T, D]``: the sum the attention node's parts add up to: the residual after attention, or in a post-norm
+    block the input of the norm after attention (residual + update, before it is normalised)."""
+    return recorded.residual_mid[layer] if recorded.attention_sum is None else recorded.attention_sum[layer]
+
+
+def _query_rows(start: int, reach: np.ndarray, cells_per_key: int) -> int:
+    """How many queries from ``start`` fit in ``QUERY_CHUNK_CELLS`` cells, each query reading the keys up to the
+    furthest one any query of the chunk reaches (``reach[i]``: one past query i's last key of non-zero weight)."""
+    budget = max(1, QUERY_CHUNK_CELLS // max(1, cells_per_key))
+    stop = start + 1
+    while stop < len(reach) and (stop + 1 - start) * int(reach[start:stop + 1].max()) <= budget:
+        stop += 1
+    return stop
+
+
+def _attention_layer(recorded: RecordedPass, layer: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(attention [T, T, H], residual [T])`` shares of block ``layer``'s residual after attention.
+
+    The proximity of every (head, key) term at once per chunk of queries, ``‖y − A_h[i, j] · w_h[j]‖₁`` with one
+    ``addcmul`` and one reduction over ``[q, k·H, D]``; keys a query gives weight 0 in every head (the later keys of
+    a causal model) are not computed: their terms are 0, and so is their proximity."""
+    t, heads = recorded.num_tokens, recorded.records[layer].queries.shape[1]
+    before, whole = recorded.residual_pre[layer], _attention_whole(recorded, layer)
+    written = _written(recorded, layer, output_map(recorded, layer)[0])  # [T, H, D]
+    factor = _norm_factor(recorded, layer)
+    weights = torch.from_numpy(recorded.attention(layer)).permute(1, 2, 0)  # [q, k, H]
+    nonzero = (weights != 0).any(dim=2)  # [q, k]
+    reach = np.where(nonzero.any(1).numpy(), t - nonzero.flip(1).int().argmax(1).numpy(), 0)
+    near = torch.zeros(t, t, heads)
+    with torch.inference_mode():
+        size = whole.abs().sum(-1)  # [T]
+        near_residual = (size - (whole - before).abs().sum(-1)).clamp(min=0)
+        start = 0
+        while start < t:
+            stop = _query_rows(start, reach, heads * whole.shape[1])
+            keys = int(reach[start:stop].max())
+            if keys:
+                q = stop - start
+                a = weights[start:stop, :keys].reshape(q, keys * heads, 1)  # [q, k·H, 1]
+                y = whole[start:stop, None]  # [q, 1, D]
+                terms = written[:keys].reshape(1, keys * heads, -1)  # [1, k·H, D]
+                if factor is None:
+                    rest = torch.addcmul(y, a, terms, value=-1.0)  # y − each term, [q, k·H, D]
+                else:
+                    rest = torch.sub(y, a * terms * factor[start:stop, None])
+                distance = rest.abs_().sum(-1)  # [q, k·H]
+                proximity = (size[start:stop, None] - distance).clamp_(min=0).masked_fill_(a[..., 0] == 0, 0.0)
+                near[start:stop, :keys] = proximity.reshape(q, keys, heads)
+            start = stop
+        total = near.sum(dim=(1, 2)) + near_residual  # [T]
+        has_any = total > 0
+        scale = torch.where(has_any, 1 / total.clamp(min=torch.finfo(total.dtype).tiny), 0.0)
+        attention = near * scale[:, None, None]
+        residual = torch.where(has_any, near_residual * scale, 1.0)  # all to the residual when nothing is near
+    return attention.numpy(), residual.numpy()
 
 
 def contributions_of(recorded: RecordedPass, tokens: list[str],
@@ -176,21 +243,26 @@ def contributions_of(recorded: RecordedPass, tokens: list[str],
     layers, t = recorded.num_layers, recorded.num_tokens
     attention = np.zeros((layers, t, t, recorded.records[0].queries.shape[1]), np.float32)
     attention_residual, mlp, mlp_residual = (np.zeros((layers, t), np.float32) for _ in range(3))
-    for layer in range(layers):
-        attention[layer], attention_residual[layer] = _attention_layer(recorded, layer)
-        parts = torch.stack([recorded.mlp_update[layer], recorded.residual_mid[layer]], dim=1)  # [T, 2, D]
-        shares = proximity_shares(parts, recorded.residual_post[layer]).numpy()
-        mlp[layer], mlp_residual[layer] = shares[:, 0], shares[:, 1]
-        if progress is not None:
-            progress(layer + 1, layers)
+    # One torch thread: on the shared 2-core machine two threads wait for each other (SmolLM2, 32 tokens, load 20:
+    # 1.0–1.2 s on one thread, 21–24 s on two). threads_for_input(0) is the app's one-thread section.
+    with threads_for_input(0):
+        for layer in range(layers):
+            attention[layer], attention_residual[layer] = _attention_layer(recorded, layer)
+            mid = recorded.residual_mid[layer]
+            whole = recorded.residual_post[layer] if recorded.mlp_sum is None else recorded.mlp_sum[layer]
+            parts = torch.stack([whole - mid, mid], dim=1)  # [T, 2, D]: the MLP's update, the residual
+            shares = proximity_shares(parts, whole).numpy()
+            mlp[layer], mlp_residual[layer] = shares[:, 0], shares[:, 1]
+            if progress is not None:
+                progress(layer + 1, layers)
     return Contributions(attention, attention_residual, mlp, mlp_residual, list(tokens))
 
 
 def contributions(model: LoadedModel, text: str, *, max_tokens: int | None = None,
                   progress: Callable[[int, int], None] | None = None) -> Contributions:
     """Record one pass of ``model`` over ``text`` and return every node's incoming contributions."""
-    analysis = analyze(model, text, max_tokens=max_tokens)
-    return contributions_of(record_pass(model, analysis.input_ids), analysis.tokens, progress)
+    ids = model.tokenizer(text, truncation=True, max_length=_token_limit(model, max_tokens))["input_ids"]
+    return contributions_of(record_pass(model, ids), model.tokenizer.convert_ids_to_tokens(ids), progress)
 
 
 def route_graph(contributions: Contributions, position: int, threshold: float = DEFAULT_THRESHOLD) -> RouteGraph:
@@ -214,9 +286,10 @@ def route_graph(contributions: Contributions, position: int, threshold: float = 
         if kind == "attention":
             shares = contributions.attention[layer, p]  # [T, H]
             edges = [Edge(below(layer, p), node, float(contributions.attention_residual[layer, p]), "residual")]
-            for key in np.flatnonzero(shares.sum(axis=1) > threshold):
-                edges.append(Edge(below(layer, int(key)), node, float(shares[key].sum()), "attention",
-                                  tuple(float(s) for s in shares[key])))
+            summed = contributions.key_shares[layer, p]  # [T]
+            for key in np.flatnonzero(summed > threshold):
+                edges.append(Edge(below(layer, int(key)), node, float(summed[key]), "attention",
+                                  tuple(shares[key].tolist())))
             return edges
         return []
 

@@ -9,7 +9,13 @@ sub-blocks through forward hooks on the block and its norms (public API), found 
   attention whose input is not the attention's own output (Llama's ``post_attention_layernorm``, GPT-2's ``ln_2``,
   Gemma's ``pre_feedforward_layernorm``; Gemma's ``post_attention_layernorm`` normalises the attention output
   itself and is skipped). A block with no such norm (GPT-J's parallel attention and MLP) has no point between the
-  two, and ``record_pass`` says so.
+  two, and ``record_pass`` says so;
+- a *post-norm* block (BERT, DistilBERT) is one whose output is the output of the last norm it called: there the
+  first norm after the attention reads ``x + update`` (``attention_sum``) and returns the stream the MLP adds to
+  (``residual_mid``), and the last reads ``residual_mid + the MLP's output`` (``mlp_sum``);
+- where the attention module returns its heads' outputs side by side (BERT's ``BertSelfAttention``), the output
+  projection is the linear map outside it that reads exactly that output (``attention.output.dense``), and
+  ``attention_output`` is what that map returned.
 
 Shapes (``L`` layers, ``T`` tokens, ``D`` hidden size, ``Hq`` query heads, ``Hkv`` key/value heads, ``d`` head size,
 ``F`` the MLP's inner width), all float32 tensors on the CPU::
@@ -18,8 +24,11 @@ Shapes (``L`` layers, ``T`` tokens, ``D`` hidden size, ``Hq`` query heads, ``Hkv
     residual_mid        [L, T, D]   after the attention sub-block has added its update
     residual_post       [L, T, D]   the block's output: after the MLP sub-block (= residual_pre[l + 1])
     attention_output    [L, T, D]   what the attention module returned (its output projection's result, bias included)
-    attention_update    [L, T, D]   residual_mid - residual_pre (attention_output, or its norm where the block has one)
-    mlp_update          [L, T, D]   residual_post - residual_mid
+    attention_update    [L, T, D]   what attention added: residual_mid - residual_pre (attention_output, or its norm
+                                    where the block has one); attention_sum - residual_pre in a post-norm block
+    mlp_update          [L, T, D]   residual_post - residual_mid; mlp_sum - residual_mid in a post-norm block
+    attention_sum       [L, T, D]   post-norm blocks only (else None): the input of the norm after attention
+    mlp_sum             [L, T, D]   post-norm blocks only (else None): the input of the block's last norm
     records[l]          LayerRecord  queries [1, Hq, T, d] after rotary and q/k-norm, keys/values [1, Hkv, T, d], mask …
     mlp_activations     [L, T, F]   the input of each MLP's last linear map (its neurons), when asked for
 
@@ -56,7 +65,10 @@ class RecordedPass:
     residual_post: torch.Tensor
     attention_output: torch.Tensor
     mlp_activations: torch.Tensor | None = None
+    attention_sum: torch.Tensor | None = None
+    mlp_sum: torch.Tensor | None = None
     _attention_norms: tuple[bool, ...] = field(default=())
+    _output_projections: tuple[torch.nn.Module | None, ...] = field(default=(), repr=False)
     _last_layer: tuple[int, np.ndarray] | None = field(default=None, repr=False)
 
     @property
@@ -68,12 +80,24 @@ class RecordedPass:
         return self.residual_pre.shape[1]
 
     @property
+    def post_norm(self) -> bool:
+        """True when the blocks normalise the residual stream after adding each update (BERT, DistilBERT)."""
+        return self.attention_sum is not None
+
+    @property
     def attention_update(self) -> torch.Tensor:
-        return self.residual_mid - self.residual_pre
+        """``[L, T, D]`` what the attention sub-block added to the residual stream (before a post-norm block's norm)."""
+        return (self.residual_mid if self.attention_sum is None else self.attention_sum) - self.residual_pre
 
     @property
     def mlp_update(self) -> torch.Tensor:
-        return self.residual_post - self.residual_mid
+        """``[L, T, D]`` what the MLP sub-block added to the residual stream (before a post-norm block's norm)."""
+        return (self.residual_post if self.mlp_sum is None else self.mlp_sum) - self.residual_mid
+
+    def output_projection(self, layer: int) -> torch.nn.Module | None:
+        """The module outside the attention module that turned its heads' outputs into ``attention_output[layer]``
+        (BERT's ``attention.output.dense``), or None when the attention module projects them itself."""
+        return self._output_projections[layer] if self._output_projections else None
 
     def attention_is_normed(self, layer: int) -> bool:
         """True when block ``layer`` normalises its attention output before adding it (Gemma 2/3)."""
@@ -152,6 +176,9 @@ class _BlockCalls:
     post: torch.Tensor | None = None
     attention_output: torch.Tensor | None = None
     norm_inputs: list[torch.Tensor] = field(default_factory=list)  # norms called after the attention, in order
+    norm_outputs: list[torch.Tensor] = field(default_factory=list)  # and what they returned
+    heads_output: torch.Tensor | None = None  # the attention module's output as it returned it
+    projection: torch.nn.Module | None = None  # that projection
     mlp_activations: torch.Tensor | None = None
 
 
@@ -178,18 +205,31 @@ def record_pass(model: LoadedModel, input_ids: list[int], *, neurons: bool = Fal
             seen.post = _first_tensor(output).detach()[0]
 
         def attention_post(_module, _args, output):
-            seen.attention_output = _first_tensor(output).detach()[0]
+            seen.attention_output = seen.heads_output = _first_tensor(output).detach()[0]
 
-        def norm_pre(_module, args, kwargs):
+        def norm_post(_module, args, kwargs, output):
             if seen.attention_output is not None:
                 seen.norm_inputs.append(_first_tensor(kwargs.get("hidden_states", args[0] if args else None)).detach()[0])
+                seen.norm_outputs.append(_first_tensor(output).detach()[0])
+
+        def linear_post(module, args, output):
+            # a linear map outside the attention that reads its output exactly: the heads' outputs side by side,
+            # projected there (BERT's attention.output.dense); none reads it where the module projects them itself
+            if seen.heads_output is not None and seen.projection is None and args \
+                    and torch.equal(args[0].detach()[0], seen.heads_output):
+                seen.projection, seen.attention_output = module, _first_tensor(output).detach()[0]
 
         handles.append(block.register_forward_pre_hook(block_pre, with_kwargs=True))
         handles.append(block.register_forward_hook(block_post))
         handles.append(attention.register_forward_hook(attention_post))
-        for child in block.children():
-            if _is_norm(child):
-                handles.append(child.register_forward_pre_hook(norm_pre, with_kwargs=True))
+        inside_attention = {id(m) for m in attention.modules()}
+        for module in block.modules():
+            if id(module) in inside_attention:
+                continue
+            if _is_norm(module):
+                handles.append(module.register_forward_hook(norm_post, with_kwargs=True))
+            elif isinstance(getattr(module, "weight", None), torch.Tensor) and module.weight.ndim == 2:
+                handles.append(module.register_forward_hook(linear_post))
         if neurons:
             last = _last_linear_to_hidden(block, attention, base.config.hidden_size)
             if last is not None:
@@ -202,26 +242,37 @@ def record_pass(model: LoadedModel, input_ids: list[int], *, neurons: bool = Fal
         watch(layer, block, attention)
     ids = torch.tensor([list(input_ids)], device=model.device)
     try:
-        with torch.inference_mode(), threads_for_input(ids.numel()), Recorder(base, keep_weights=False) as rec:
+        # one torch thread at every length: on the shared 2-core machine two wait for each other (SmolLM2, 128
+        # tokens, load 20: 2.6–2.9 s on one thread, 40–45 s on two)
+        with torch.inference_mode(), threads_for_input(0), Recorder(base, keep_weights=False) as rec:
             base(input_ids=ids, attention_mask=torch.ones_like(ids))
     finally:
         for handle in handles:
             handle.remove()
     if len(rec.records) != len(blocks):
         raise UnsupportedArchitecture(f"{model.name}'s attention is not recorded by the app (it was loaded without it).")
-    mids, normed = [], []
+    mids, normed, sums = [], [], []
     for layer, seen in enumerate(calls):
         if seen.pre is None or seen.post is None or seen.attention_output is None:
             raise UnsupportedArchitecture(f"Block {layer} of {model.name} did not run as the app expects.")
         output = seen.attention_output
+        if len(seen.norm_outputs) >= 2 and torch.equal(seen.norm_outputs[-1], seen.post):
+            # post-norm (BERT): the first norm after the attention turns x + update into the stream the MLP adds
+            # to, and the block's output is the last norm's, of that stream + the MLP's update
+            mids.append(seen.norm_outputs[0])
+            sums.append((seen.norm_inputs[0], seen.norm_inputs[-1]))
+            normed.append(False)
+            continue
         after = [x for x in seen.norm_inputs if not (x.shape == output.shape and torch.equal(x, output))]
-        if not after:  # GPT-J-style blocks run attention and MLP side by side; BERT's add and normalise inside them
+        if not after:  # GPT-J-style blocks run attention and MLP side by side
             raise UnsupportedArchitecture(
                 f"The app cannot find the residual stream between attention and MLP in {model.name}'s blocks (no "
                 "norm of the block reads it), so this view is not available for this model yet."
             )
         mids.append(after[0])
         normed.append(len(after) < len(seen.norm_inputs))
+    if sums and len(sums) != len(calls):
+        raise UnsupportedArchitecture(f"{model.name} mixes blocks that normalise before and after their updates.")
     activations = None
     if neurons and all(seen.mlp_activations is not None for seen in calls):
         activations = torch.stack([seen.mlp_activations.float() for seen in calls])
@@ -233,7 +284,10 @@ def record_pass(model: LoadedModel, input_ids: list[int], *, neurons: bool = Fal
         residual_post=torch.stack([seen.post.float() for seen in calls]),
         attention_output=torch.stack([seen.attention_output.float() for seen in calls]),
         mlp_activations=activations,
+        attention_sum=torch.stack([a.float() for a, _ in sums]) if sums else None,
+        mlp_sum=torch.stack([m.float() for _, m in sums]) if sums else None,
         _attention_norms=tuple(normed),
+        _output_projections=tuple(seen.projection for seen in calls),
     )
 
 

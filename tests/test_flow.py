@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, BertModel
 
 from core.flow import Contributions, contributions, contributions_of, head_terms, proximity_shares, route_graph
-from core.models import load_model
+from core.models import bundled_model_path, load_model
 from core.recorded_pass import record_pass
 from tests.lm_factory import build_tiny_llama_lm
-from tests.model_factory import build_tiny_decoder, build_tiny_gpt2_lm
+from tests.model_factory import build_tiny_bert, build_tiny_decoder, build_tiny_gpt2_lm
 
 TEXT = "the cat sat on the mat and the dog sat on the log"
 
@@ -162,3 +162,179 @@ def test_contributions_of_a_text_longer_than_one_chunk_equal_those_computed_at_o
     monkeypatch.setattr(core.flow, "QUERY_CHUNK_CELLS", 1)  # one query at a time
     chunked = contributions_of(recorded, ids)
     np.testing.assert_allclose(chunked.attention, whole.attention, atol=1e-6)
+
+
+def _reference_attention_shares(folder, ids):
+    """``(attention [L, T, T, H], residual [L, T])`` by hand in float64 from a plainly loaded eager model: each
+    (head, key) term A_h[i, j] · v_h[j] · W_Oʰ from the value projection's output (a hook), the weights the model
+    returns and the output projection's weight (times the norm's frozen scale (mid − pre) / output on Gemma); its
+    proximity max(0, ‖y‖₁ − ‖y − term‖₁) to y = the residual after attention, normalised with the residual's own."""
+    plain, seen, out = _plain_pass(folder, ids)
+    values: dict[int, torch.Tensor] = {}
+    hooks = []
+    for i, block in enumerate(_blocks(plain)):
+        if hasattr(block, "attn"):  # GPT-2: c_attn's output is [q | k | v]
+            hooks.append(block.attn.c_attn.register_forward_hook(
+                lambda m, a, o, i=i: values.__setitem__(i, o[0].chunk(3, dim=-1)[2])))
+        else:
+            hooks.append(block.self_attn.v_proj.register_forward_hook(lambda m, a, o, i=i: values.__setitem__(i, o[0])))
+    with torch.no_grad():
+        plain(torch.tensor([ids]))
+    for h in hooks:
+        h.remove()
+    config = plain.config
+    heads = config.num_attention_heads
+    attention, residual = [], []
+    for layer, block in enumerate(_blocks(plain)):
+        if hasattr(block, "attn"):
+            w_o = block.attn.c_proj.weight.detach().double()  # Conv1D: [H·d, D]
+        else:
+            w_o = block.self_attn.o_proj.weight.detach().double().T  # [H·d, D]
+        d = w_o.shape[0] // heads
+        v = values[layer].double()  # [T, Hkv·d]
+        groups = heads // (v.shape[1] // d)
+        weights = out.attentions[layer][0].double()  # [H, T, T]
+        pre, mid = seen[("pre", layer)].double(), seen[("mid", layer)].double()
+        factor = torch.ones_like(mid)
+        if hasattr(block, "pre_feedforward_layernorm"):
+            factor = (mid - pre) / seen[("attn", layer)].double()
+        terms = torch.stack([weights[h][:, :, None] * (v[:, (h // groups) * d:(h // groups + 1) * d]
+                                                        @ w_o[h * d:(h + 1) * d])[None] for h in range(heads)], dim=2)
+        terms = terms * factor[:, None, None, :]  # [T, T, H, D]
+        size = mid.abs().sum(-1)
+        near = (size[:, None, None] - (mid[:, None, None] - terms).abs().sum(-1)).clamp(min=0)
+        near_residual = (size - (mid - pre).abs().sum(-1)).clamp(min=0)
+        total = near.sum(dim=(1, 2)) + near_residual
+        attention.append((near / total[:, None, None]).numpy())
+        residual.append((near_residual / total).numpy())
+    return np.stack(attention), np.stack(residual)
+
+
+def test_contributions_equal_proximities_computed_by_hand_from_a_plain_model(tiny_decoder):
+    folder, model = tiny_decoder
+    ids = model.tokenizer(TEXT)["input_ids"]
+    result = contributions(model, TEXT)
+    attention, residual = _reference_attention_shares(folder, ids)
+    np.testing.assert_allclose(result.attention, attention, atol=2e-5)
+    np.testing.assert_allclose(result.attention_residual, residual, atol=2e-5)
+
+
+# Post-norm encoders (BERT, MiniLM): each sub-block adds its update and then normalises, so the parts of an attention
+# node are the block's input and each (head, key) term, of the sum before the norm.
+
+@pytest.fixture(scope="module")
+def tiny_bert_with_biases(tmp_path_factory):
+    """(folder, LoadedModel) of a tiny random BERT whose biases and LayerNorm gains and shifts are random too (a
+    zero bias would hide one left in or out)."""
+    folder = build_tiny_bert(tmp_path_factory.mktemp("models") / "bert-biases")
+    plain = BertModel.from_pretrained(folder)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, param in plain.named_parameters():
+            if name.endswith("bias") or "LayerNorm" in name:
+                param.copy_((1 if name.endswith("LayerNorm.weight") else 0) + 0.3 * torch.randn_like(param))
+    plain.save_pretrained(folder)
+    return folder, load_model(str(folder))
+
+
+def _plain_bert_pass(folder, ids):
+    """A plainly loaded eager BERT: per layer its input and output, the attention output projection's output, the
+    inputs and outputs of the two LayerNorms, the value projection's output, and the attention weights."""
+    plain = BertModel.from_pretrained(folder, attn_implementation="eager").eval()
+    seen: dict[tuple[str, int], torch.Tensor] = {}
+
+    def keep(name, i, what):
+        return lambda m, a, o: seen.__setitem__((name, i), (a[0] if what == "in" else o)[0])
+
+    handles = []
+    for i, layer in enumerate(plain.encoder.layer):
+        handles += [layer.register_forward_pre_hook(lambda m, a, i=i: seen.__setitem__(("pre", i), a[0][0])),
+                    layer.register_forward_hook(lambda m, a, o, i=i: seen.__setitem__(
+                        ("post", i), (o[0] if isinstance(o, tuple) else o)[0])),
+                    layer.attention.output.dense.register_forward_hook(keep("attn", i, "out")),
+                    layer.attention.output.LayerNorm.register_forward_hook(keep("attention_sum", i, "in")),
+                    layer.attention.output.LayerNorm.register_forward_hook(keep("mid", i, "out")),
+                    layer.output.LayerNorm.register_forward_hook(keep("mlp_sum", i, "in")),
+                    layer.attention.self.value.register_forward_hook(keep("value", i, "out"))]
+    with torch.no_grad():
+        out = plain(torch.tensor([ids]), output_attentions=True)
+    for h in handles:
+        h.remove()
+    return plain, seen, out
+
+
+def test_recorded_pass_of_a_post_norm_encoder_equals_hooks_on_a_plain_bert(tiny_bert_with_biases):
+    folder, model = tiny_bert_with_biases
+    ids = model.tokenizer(TEXT)["input_ids"]
+    recorded = record_pass(model, ids)
+    _, seen, out = _plain_bert_pass(folder, ids)
+    assert recorded.post_norm
+    for layer in range(recorded.num_layers):
+        for name, got in (("pre", recorded.residual_pre), ("mid", recorded.residual_mid),
+                          ("post", recorded.residual_post), ("attn", recorded.attention_output),
+                          ("attention_sum", recorded.attention_sum), ("mlp_sum", recorded.mlp_sum)):
+            torch.testing.assert_close(got[layer], seen[(name, layer)], rtol=0, atol=1e-6)
+        np.testing.assert_allclose(recorded.attention(layer), out.attentions[layer][0].numpy(), rtol=0, atol=1e-6)
+
+
+def test_bert_head_terms_add_up_to_the_attention_output_less_its_bias(tiny_bert_with_biases):
+    folder, model = tiny_bert_with_biases
+    ids = model.tokenizer(TEXT)["input_ids"]
+    recorded = record_pass(model, ids)
+    plain, seen, _ = _plain_bert_pass(folder, ids)
+    for layer, block in enumerate(plain.encoder.layer):
+        bias = block.attention.output.dense.bias
+        assert bias.abs().max() > 0.1  # the comparison below would not see a bias left in otherwise
+        torch.testing.assert_close(head_terms(recorded, layer).sum(dim=(1, 2)), seen[("attn", layer)] - bias,
+                                   rtol=1e-4, atol=2e-5)
+
+
+def test_bert_contributions_are_proximities_to_the_sum_before_each_norm(tiny_bert_with_biases):
+    """By hand in float64 from the plain model's hooks: the attention node's parts are the block's input and each
+    A_h[i, j] · v_h[j] · W_Oʰ, of y = the first LayerNorm's input; the MLP node's parts are the MLP's output (the
+    second LayerNorm's input less the residual after attention) and that residual."""
+    folder, model = tiny_bert_with_biases
+    ids = model.tokenizer(TEXT)["input_ids"]
+    result = contributions(model, TEXT)
+    plain, seen, out = _plain_bert_pass(folder, ids)
+    heads = plain.config.num_attention_heads
+    for layer, block in enumerate(plain.encoder.layer):
+        w_o = block.attention.output.dense.weight.detach().double().T  # [H·d, D]
+        d = w_o.shape[0] // heads
+        v, weights = seen[("value", layer)].double(), out.attentions[layer][0].double()
+        terms = torch.stack([weights[h][:, :, None] * (v[:, h * d:(h + 1) * d] @ w_o[h * d:(h + 1) * d])[None]
+                             for h in range(heads)], dim=2)  # [T, T, H, D]
+        pre, y = seen[("pre", layer)].double(), seen[("attention_sum", layer)].double()
+        near = (y.abs().sum(-1)[:, None, None] - (y[:, None, None] - terms).abs().sum(-1)).clamp(min=0)
+        near_residual = (y.abs().sum(-1) - (y - pre).abs().sum(-1)).clamp(min=0)
+        total = near.sum(dim=(1, 2)) + near_residual
+        np.testing.assert_allclose(result.attention[layer], (near / total[:, None, None]).numpy(), atol=2e-5)
+        np.testing.assert_allclose(result.attention_residual[layer], (near_residual / total).numpy(), atol=2e-5)
+        mid, u = seen[("mid", layer)].double(), seen[("mlp_sum", layer)].double()
+        near_mlp = (u.abs().sum(-1) - (mid).abs().sum(-1)).clamp(min=0)  # ‖u‖ − ‖u − (u − mid)‖
+        near_mid = (u.abs().sum(-1) - (u - mid).abs().sum(-1)).clamp(min=0)
+        np.testing.assert_allclose(result.mlp[layer], (near_mlp / (near_mlp + near_mid)).numpy(), atol=2e-5)
+    assert (result.attention >= 0).all() and (result.mlp >= 0).all() and (result.mlp_residual >= 0).all()
+    np.testing.assert_allclose(result.attention.sum(axis=(2, 3)) + result.attention_residual, 1, atol=1e-5)
+    np.testing.assert_allclose(result.mlp + result.mlp_residual, 1, atol=1e-5)
+    assert (result.attention[:, :, -1] > 0).any()  # an encoder's early queries read later keys too
+
+
+@pytest.mark.integration
+def test_minilm_head_terms_and_shares_against_hooks_on_the_plain_model(bundled):
+    text = "The bank of the river was flooded after the storm."
+    ids = bundled.tokenizer(text)["input_ids"]
+    recorded = record_pass(bundled, ids)
+    result = contributions_of(recorded, ids)
+    _, seen, _ = _plain_bert_pass(bundled_model_path(), ids)
+    plain_bias = BertModel.from_pretrained(bundled_model_path()).encoder.layer
+    for layer in range(recorded.num_layers):
+        bias = plain_bias[layer].attention.output.dense.bias.detach()
+        torch.testing.assert_close(head_terms(recorded, layer).sum(dim=(1, 2)), seen[("attn", layer)] - bias,
+                                   rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(recorded.residual_post[layer], seen[("post", layer)], rtol=0, atol=1e-5)
+    assert (result.attention >= 0).all() and (result.mlp >= 0).all()
+    np.testing.assert_allclose(result.attention.sum(axis=(2, 3)) + result.attention_residual, 1, atol=1e-5)
+    np.testing.assert_allclose(result.mlp + result.mlp_residual, 1, atol=1e-5)
+    graph = route_graph(result, len(ids) - 1)
+    assert graph.edges and all(e.weight > graph.threshold for e in graph.edges)

@@ -1,5 +1,6 @@
-"""The Information flow page (issue 39): the route figure (viz.flow), the route sentence, the vocabulary projections
-against a plainly loaded model, and the page in AppTest on a tiny Llama, a tiny BERT and SmolLM2."""
+"""The Information flow page (issue 39): the route figure (viz.flow) with a clickable point per edge and node, the
+route sentence, and the page in AppTest on a tiny Llama, a tiny BERT and SmolLM2 (the vocabulary projections and the
+MLP's neurons against a plainly loaded model: tests/test_flow_details.py)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,16 @@ import re
 import numpy as np
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 
-from core.flow import Edge, RouteGraph, carriers, contributions_of, head_terms, lens_logits, route_graph, route_sentence, top_tokens, written_logits
+from core.flow import Edge, RouteGraph, carriers, contributions_of, route_graph, route_sentence
+from core.flow_details import top_neurons
 from core.models import load_model
 from core.predictions import load_language_model
 from core.recorded_pass import record_pass
 from tests.lm_factory import build_tiny_llama_lm
 from tests.test_app import open_app, page_errors
-from viz.flow import edge_width, route_figure
+from ui.page_state import view_query
+from viz.flow import edge_id, edge_width, node_id, route_figure
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 TEXT = "the cat sat on the mat and the dog sat on the log"
@@ -74,6 +76,25 @@ def test_route_figure_draws_one_segment_per_edge_wider_for_heavier_edges():
     assert heads == {"attention, head 1", "attention, head 0", "MLP", "residual"}  # top head: 1, 0, 1
 
 
+def test_every_edge_and_node_has_a_clickable_point_of_its_own():
+    # an attention edge within one position shares its ends with the residual edge there: it bows, its point apart
+    own = Edge(("block", 0, 2), ("attention", 1, 2), 0.25, "attention", (0.2, 0.05))
+    graph = RouteGraph(2, 0.04, (*_graph().edges, own))
+    fig = route_figure(graph, ["a", "b", "c"], 2, title="route")
+    (edges,) = [t for t in fig.data if t.name == "edges"]
+    points = dict(zip(edges.customdata, zip(edges.x, edges.y, strict=True), strict=True))
+    assert set(points) == {edge_id(e) for e in graph.edges}
+    assert len(set(points.values())) == len(points)  # no two edges' points coincide
+    assert points[edge_id(own)] == (2 - 0.2, 2.5) and points["residual|block:0:2>attention:1:2"] == (2, 2.5)
+    nodes = [t for t in fig.data if t.mode == "markers" and t.name in ("representation", "MLP")]
+    assert {c for t in nodes for c in t.customdata} == {node_id(n) for n in graph.nodes}
+    assert all(t.unselected.marker.opacity == 1 for t in nodes)  # a click dims nothing
+    assert "picked" not in [t.name for t in fig.data]
+    for item, where in ((edge_id(own), points[edge_id(own)]), ("mlp:0:1", (1.3, 1.5))):  # the ring of the open detail
+        (ring,) = [t for t in route_figure(graph, ["a", "b", "c"], 2, title="r", picked=item).data if t.name == "picked"]
+        assert (ring.x[0], ring.y[0]) == pytest.approx(where)
+
+
 def test_hostile_token_labels_are_escaped_in_hover_text_ticks_and_title():
     labels = ["a", HOSTILE, "c"]
     fig = route_figure(_graph(), labels, 2, title=f"Route into {HOSTILE}")
@@ -107,43 +128,14 @@ def tiny_llama(tmp_path_factory):
     return folder, model, load_language_model(model)
 
 
-def test_promoted_tokens_of_a_head_equal_its_output_through_the_frozen_final_norm_and_the_unembedding(tiny_llama):
-    folder, model, lm = tiny_llama
-    ids = model.tokenizer(TEXT)["input_ids"]
-    recorded = record_pass(model, ids)
-    plain = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
-    seen: dict[str, torch.Tensor] = {}
-    layer, query, head = 1, len(ids) - 3, 2
-    attention = plain.model.layers[layer].self_attn
-    hooks = [attention.o_proj.register_forward_pre_hook(lambda m, a: seen.__setitem__("z", a[0][0])),
-             plain.model.norm.register_forward_pre_hook(lambda m, a: seen.__setitem__("final", a[0][0]))]
-    with torch.no_grad():
-        logits = plain(torch.tensor([ids])).logits[0]
-    for hook in hooks:
-        hook.remove()
-    d = attention.head_dim
-    z = seen["z"][query, head * d:(head + 1) * d].double()
-    output = z @ attention.o_proj.weight.detach()[:, head * d:(head + 1) * d].double().T  # head's write, [D]
-    x = seen["final"][query].double()
-    norm = plain.model.norm
-    frozen = norm.weight.detach().double() * output / torch.sqrt((x**2).mean() + norm.variance_epsilon)
-    expected = (frozen @ plain.lm_head.weight.detach().double().T).numpy()
-
-    write = head_terms(recorded, layer, slice(query, query + 1))[0, :, head].sum(0)
-    got = written_logits(lm, write, recorded.residual_post[-1, query])
-    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
-    assert [tok for tok, _ in top_tokens(lm, got, 5)] == [
-        lm.tokenizer.decode([int(i)]) for i in np.argsort(expected)[::-1][:5]]
-    assert [tok for tok, _ in top_tokens(lm, got, 5, lowest=True)] == [
-        lm.tokenizer.decode([int(i)]) for i in np.argsort(expected)[:5]]
-    # the logit lens of the last representation is the model's own logits there
-    np.testing.assert_allclose(lens_logits(lm, recorded.residual_post[-1, query]), logits[query].numpy(),
-                               rtol=1e-4, atol=1e-4)
-
-
-
 def _said(at) -> str:
     return " ".join(m.value for m in [*at.markdown, *at.caption, *at.subheader]).replace("\\", "")
+
+
+def _route_chart(at):
+    """The route figure (by its key: the first page run of a process may also hold the start-up's hidden chart)."""
+    (chart,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith("-flow-graph")]
+    return chart
 
 
 def _detail_box(at):
@@ -156,7 +148,7 @@ def test_flow_page_draws_the_route_and_opens_an_edge_and_a_node(tiny_llama):
     text = "the cat sat"
     at = open_app({"model": str(folder), "text": text, "threshold": "0.01"}, page="app_pages/flow.py")
     assert not page_errors(at)
-    (chart,) = at.get("plotly_chart")
+    chart = _route_chart(at)
     spec = json.loads(chart.proto.spec)
     ids = model.tokenizer(text)["input_ids"]
     graph = route_graph(contributions_of(record_pass(model, ids), ["x"] * len(ids)), len(ids) - 1, 0.01)
@@ -164,14 +156,38 @@ def test_flow_page_draws_the_route_and_opens_an_edge_and_a_node(tiny_llama):
     assert drawn == len(graph.edges)  # the page's graph is core.flow's at the threshold of the link
     assert f"({len(graph.edges)} edges, {len(graph.nodes)} nodes)" in _detail_box(at).label
     box = _detail_box(at)
-    attention = next(i for i, o in enumerate(box.options) if o.startswith("attention (top head"))
-    box.select_index(attention).run()
+    edge_ids = {edge_id(e) for e in graph.edges}
+    node_ids = {node_id(n) for n in graph.nodes}
+    assert len(box.options) == 1 + len(edge_ids) + len(node_ids)  # "Pick…", every edge and every node
+    clickable = {name: set(t.get("customdata", [])) for t in spec["data"] if t.get("mode") == "markers"
+                 for name in [t["name"]]}
+    assert clickable["edges"] == edge_ids  # a click on the figure names the same items as the list
+    assert clickable["representation"] | clickable["MLP"] == node_ids
+    edge = max((e for e in graph.edges if e.kind == "attention" and e.source[2] != e.target[2]), key=lambda e: e.weight)
+    box.set_value(edge_id(edge)).run()
     assert not page_errors(at)
-    assert "What head" in _said(at) and "the tokens it raises and lowers most" in _said(at)
-    assert len(at.get("plotly_chart")) == 2 and len(at.dataframe) == 2  # the attention row; shares and tokens
+    key, query = edge.source[2], edge.target[2]
+    assert f"What head {edge.top_head} writes at token {query} from token {key}" in _said(at)
+    assert "the tokens it raises and lowers most" in _said(at)
+    assert [c.proto.id.rsplit("-", 2)[-2:] for c in at.get("plotly_chart")][-2:] == [["flow", "graph"], ["flow", "row"]]
+    assert len(at.dataframe) == 2  # the route and the attention row; the heads' shares and the tokens
+    assert view_query(at.session_state)["item"] == edge_id(edge)  # the pick is in the link
+    drawn = json.loads(_route_chart(at).proto.spec)["data"]
+    assert [t["name"] for t in drawn].count("picked") == 1  # and ringed on the figure
+    other = next(e for e in graph.edges if e.kind == "attention" and e.top_head != edge.top_head)
+    at.selectbox(key=next(b.key for b in at.selectbox if b.label == "Head")).set_value(
+        next(h for h in range(len(edge.heads)) if h not in (edge.top_head, other.top_head))).run()
+    _detail_box(at).set_value(edge_id(other)).run()  # another edge opens on its own top head, not the last one's
+    assert not page_errors(at) and f"What head {other.top_head} writes" in _said(at)
     box = _detail_box(at)
     box.select_index(next(i for i, o in enumerate(box.options) if "→" not in o and "hidden state" in o)).run()
     assert not page_errors(at) and "Logit lens" in _said(at)
+    mlp = next(n for n in graph.nodes if n[0] == "mlp")
+    _detail_box(at).set_value(node_id(mlp)).run()
+    assert not page_errors(at) and "Top neurons" in _said(at)
+    neurons = top_neurons(model, record_pass(model, ids, neurons=True), mlp[1], mlp[2], 8)
+    table = at.dataframe[-1].value
+    assert list(table["neuron"]) == list(neurons.index) and list(table.columns[:3]) == ["neuron", "activation", "share"]
 
 
 @pytest.mark.app
@@ -180,7 +196,7 @@ def test_flow_page_escapes_hostile_text(tiny_llama):
     at = open_app({"model": str(folder), "text": f"the cat {HOSTILE}", "threshold": "0.01"},
                   page="app_pages/flow.py")
     assert not page_errors(at)
-    (chart,) = at.get("plotly_chart")
+    chart = _route_chart(at)
     assert "&lt;" in chart.proto.spec and not re.findall(r"<(?!br>|b>|/b>)", chart.proto.spec)  # only our own tags
     box = _detail_box(at)
     box.select_index(next(i for i, o in enumerate(box.options) if ">" in o and "→" not in o)).run()
@@ -190,10 +206,19 @@ def test_flow_page_escapes_hostile_text(tiny_llama):
 
 
 @pytest.mark.app
-def test_flow_page_on_an_encoder_says_why_in_a_sentence(tiny_bert_dir):
-    at = open_app({"model": tiny_bert_dir}, page="app_pages/flow.py")
-    assert not page_errors(at) and not at.get("plotly_chart")
-    assert "information-flow graph needs the parts of every attention update" in " ".join(i.value for i in at.info)
+def test_flow_page_on_an_encoder_draws_the_route_and_says_it_has_no_unembedding(tiny_bert_dir, tiny_bert):
+    text = "the cat sat on the mat"
+    at = open_app({"model": tiny_bert_dir, "text": text, "threshold": "0.01"}, page="app_pages/flow.py")
+    assert not page_errors(at)
+    (chart,) = at.get("plotly_chart")
+    ids = tiny_bert.tokenizer(text)["input_ids"]
+    graph = route_graph(contributions_of(record_pass(tiny_bert, ids), ["x"] * len(ids)), len(ids) - 1, 0.01)
+    drawn = sum(len([v for v in t["x"] if v is None]) for t in json.loads(chart.proto.spec)["data"]
+                if t.get("mode") == "lines")
+    assert drawn == len(graph.edges) > 0
+    said = " ".join(i.value for i in at.info)
+    assert "it is an encoder, which has no unembedding" in said and "no promoted or suppressed tokens" in said
+    assert "post-norm block" in _said(at)
 
 
 @pytest.mark.app

@@ -71,7 +71,7 @@ def test_a_language_model_opens_on_the_lm_track_and_a_link_can_choose_the_other(
     at = _tour({"model": lm_dir})
     assert _track(at).value == "lm"
     assert at.header[0].value == "1 · What comes next?"
-    assert at.slider(key="tour.step").max == 5 and "track" not in view_query(at.session_state)  # the default stays out of links
+    assert at.slider(key="tour.step").max == 6 and "track" not in view_query(at.session_state)  # the default stays out of links
     at = _tour({"model": lm_dir, "track": "attention", "step": "4"})
     assert at.header[0].value == "4 · One attention head" and at.slider(key="tour.step").max == 10
     assert view_query(at.session_state)["track"] == "attention"
@@ -211,7 +211,7 @@ def test_the_patching_step_defaults_to_the_names_preset_and_explains_unequal_len
 
 def test_next_back_and_the_switch_move_within_the_track(lm_dir):
     at = _tour({"model": lm_dir, "text": TEXT})
-    for step in range(2, 6):
+    for step in range(2, 7):
         at.button(key="tour_next").click().run()
         assert not page_errors(at), page_errors(at)
         assert at.header[0].value.startswith(f"{step} ·") and view_query(at.session_state)["step"] == str(step)

@@ -10,6 +10,7 @@ from ui.cache import bounded_store, cached_analysis, cached_model, model_turn, r
 
 # Entries are few because only the contributions' arrays are counted in bytes (about 18 MB for 128 tokens of
 # SmolLM2); the recorded pass's tensors (about as much again) are not.
+FLOW_MAX_TOKENS = 128  # contributions of every (head, key) term: about 10 s for 128 tokens of SmolLM2
 MAX_FLOWS = 8
 MAX_FLOW_BYTES = 400_000_000
 
@@ -28,7 +29,7 @@ def cached_flow(model_name: str, text: str, max_tokens: int | None, progress=Non
         model = cached_model(model_name)
         analysis = cached_analysis(model_name, text, max_tokens)
         with model_turn():
-            recorded = record_pass(model, list(analysis.input_ids))
+            recorded = record_pass(model, list(analysis.input_ids), neurons=True)  # the MLP detail's neurons
             found = contributions_of(recorded, analysis.tokens, progress)
         for array in (found.attention, found.attention_residual, found.mlp, found.mlp_residual):
             read_only(array)

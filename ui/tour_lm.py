@@ -1,5 +1,5 @@
-"""The guided tour's language-model track (app_pages/tour.py): predict → sample → the lens → induction → patching,
-each step computed now for the causal language model and the text on screen.
+"""The guided tour's language-model track (app_pages/tour.py): predict → sample → the lens → induction → patching
+→ information flow (ui/tour_flow.py), each step computed now for the causal language model and the text on screen.
 
 The tour offers the track when the model on screen is a causal language model (a decoder with its language-model
 head) and opens on it; the switch at the top (``?track=attention``) goes back to the ten steps from tokens to a
@@ -38,6 +38,7 @@ from ui.lm_views import (
 )
 from ui.page_state import option, set_option
 from ui.session import current_model, current_model_name, current_text, current_token_limit
+from ui.tour_flow import step_flow
 from ui.tour_kit import figure, full_page, not_here, say, try_this
 from viz.common import OKABE_ITO, markdown_safe, plotly_safe
 from viz.generation import distribution_bars, distribution_table, steps_figure
@@ -50,9 +51,10 @@ TRACKS = {ATTENTION: "From tokens to a corpus", LM: "How a language model predic
 INTROS = {
     ATTENTION: "Ten steps from tokens to a whole corpus. Every number is computed now, for the model and text in the "
                "sidebar. Use the buttons or the ← → keys.",
-    LM: "Five steps through how a language model writes: what it predicts, how a sampler draws, when the answer "
-        "becomes readable in the layers, which heads copy, and which activations carry a detail. Every number is "
-        "computed now, for the model and text in the sidebar. Use the buttons or the ← → keys.",
+    LM: "Six steps through how a language model writes: what it predicts, how a sampler draws, when the answer "
+        "becomes readable in the layers, which heads copy, which activations carry a detail, and which routes "
+        "through the layers carried the answer. Every number is computed now, for the model and text in the "
+        "sidebar. Use the buttons or the ← → keys.",
 }
 SAMPLED = 12  # tokens the sampling step writes, greedy and sampled
 INDUCTION_LENGTH, INDUCTION_SEED = 40, 0  # the Head statistics page's defaults: its link shows the same scores
@@ -310,4 +312,5 @@ LM_STEPS: list[tuple[str, Callable[[], None]]] = [
     ("When the answer becomes readable: the logit lens", step_lens),
     ("Induction heads: copying what came before", step_induction),
     ("Patching: which activations carry a detail", step_patching),
+    ("Information flow: how did the model get to its answer?", step_flow),
 ]

@@ -2,7 +2,8 @@
 
 Positions run across (one column per token), layers up: the embedding at the bottom, then per layer the residual
 after attention and the residual after the block; each MLP is a small square beside its position. Edges are lines
-whose width grows with their weight; attention edges are coloured by the head that carries most of them.
+whose width grows with their weight; attention edges are coloured by the head that carries most of them. Every edge
+and node has a point of its own that carries its id as ``customdata``, so a click on the figure can pick it.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from viz.common import plotly_safe, token_axis
 
 RESIDUAL_COLOUR = "#999999"
 MLP_COLOUR = "#000000"
+PICKED_COLOUR = "#D55E00"  # Okabe-Ito vermilion: the ring around the edge or node whose detail is open
 HEAD_COLOURS = plotly.colors.qualitative.Safe  # colour-blind safe, 11 colours, cycled past that
 MLP_OFFSET = 0.3  # an MLP square sits this far right of its position's column
+SELF_BOW = 0.2  # an attention edge within one position bends this far left of its residual edge
 MIN_WIDTH, MAX_WIDTH, WIDTH_STEP = 1.0, 8.0, 0.5  # line widths (px) for weights 0 and 1, rounded to the step
 
 
@@ -68,6 +71,20 @@ def edge_id(edge: Edge) -> str:
     return f"{edge.kind}|{node_id(edge.source)}>{node_id(edge.target)}"
 
 
+def edge_points(edge: Edge, tokens: int) -> tuple[list[float], list[float], tuple[float, float]]:
+    """``(xs, ys, (x, y))``: the polyline of an edge and the point its clickable marker sits on, one point per edge.
+    An attention edge between positions has its point a fraction 0.25 + 0.5 · key / (tokens − 1) of the way along, so
+    two edges of one layer never share it (edges from one key differ in x, from two keys in y), nor with the residual
+    edges (at 0.5, straight up). An attention edge within one position would lie on the residual edge there, so it
+    bows ``SELF_BOW`` to the left, its point at the bend; the other edges have theirs in the middle."""
+    (x0, y0), (x1, y1) = (node_x(edge.source), node_y(edge.source)), (node_x(edge.target), node_y(edge.target))
+    if edge.kind == "attention" and edge.source[2] == edge.target[2]:
+        bend = ((x0 + x1) / 2 - SELF_BOW, (y0 + y1) / 2)
+        return [x0, bend[0], x1], [y0, bend[1], y1], bend
+    along = 0.25 + 0.5 * edge.source[2] / max(1, tokens - 1) if edge.kind == "attention" else 0.5
+    return [x0, x1], [y0, y1], (x0 + along * (x1 - x0), y0 + along * (y1 - y0))
+
+
 def _group(edge: Edge) -> tuple[str, str]:
     """(legend name, colour) of an edge."""
     if edge.kind == "attention":
@@ -87,20 +104,24 @@ def _edge_hover(edge: Edge, labels: list[str]) -> str:
     return "<br>".join(lines)
 
 
-def route_figure(graph: RouteGraph, labels: list[str], num_layers: int, *, title: str) -> go.Figure:
-    """The route graph: one line trace per (colour, width) with None-separated segments, one segment per edge; an
-    invisible marker at each edge's middle carries its hover text; nodes as circles (MLPs as squares)."""
+def route_figure(graph: RouteGraph, labels: list[str], num_layers: int, *, title: str,
+                 picked: str | None = None) -> go.Figure:
+    """The route graph: one line trace per (colour, width) with None-separated polylines, one per edge; an invisible
+    marker on each edge (``edge_points``) carries its hover text and its ``edge_id`` as ``customdata``, so a click
+    picks it; nodes as circles (MLPs as squares), each with its ``node_id``. ``picked``: the id of the edge or node
+    whose detail is open, marked with a ring. A click leaves every point as it was drawn (no dimming)."""
     segments: dict[tuple[str, str, float], tuple[list, list]] = {}
-    middles_x, middles_y, middles_text = [], [], []
+    middles_x, middles_y, middles_text, middles_id = [], [], [], []
     for edge in sorted(graph.edges, key=lambda e: e.weight):  # heavy edges drawn last, on top
         name, colour = _group(edge)
         xs, ys = segments.setdefault((name, colour, edge_width(edge.weight)), ([], []))
-        (x0, y0), (x1, y1) = (node_x(edge.source), node_y(edge.source)), (node_x(edge.target), node_y(edge.target))
-        xs += [x0, x1, None]
-        ys += [y0, y1, None]
-        middles_x.append((x0 + x1) / 2)
-        middles_y.append((y0 + y1) / 2)
+        line_x, line_y, (x, y) = edge_points(edge, len(labels))
+        xs += [*line_x, None]
+        ys += [*line_y, None]
+        middles_x.append(x)
+        middles_y.append(y)
         middles_text.append(_edge_hover(edge, labels))
+        middles_id.append(edge_id(edge))
     fig = go.Figure()
     shown: set[str] = set()
     legend_order = {"residual": 0, "MLP": 1}
@@ -110,19 +131,28 @@ def route_figure(graph: RouteGraph, labels: list[str], num_layers: int, *, title
                                  legendgroup=name, showlegend=name not in shown, hoverinfo="skip",
                                  meta="edges"))
         shown.add(name)
-    fig.add_trace(go.Scatter(x=middles_x, y=middles_y, mode="markers", marker={"size": 8, "opacity": 0},
-                             hovertext=middles_text, hoverinfo="text", showlegend=False, name="edges"))
+    invisible = {"marker": {"opacity": 0}}
+    fig.add_trace(go.Scatter(x=middles_x, y=middles_y, mode="markers", marker={"size": 10, "opacity": 0},
+                             hovertext=middles_text, hoverinfo="text", customdata=middles_id, showlegend=False,
+                             name="edges", selected=invisible, unselected=invisible))
     nodes = graph.nodes
+    drawn = {"marker": {"opacity": 1}}
     for square in (False, True):
-        picked = [n for n in nodes if (n[0] == "mlp") == square]
-        if not picked:
+        kind = [n for n in nodes if (n[0] == "mlp") == square]
+        if not kind:
             continue
         fig.add_trace(go.Scatter(
-            x=[node_x(n) for n in picked], y=[node_y(n) for n in picked], mode="markers",
+            x=[node_x(n) for n in kind], y=[node_y(n) for n in kind], mode="markers",
             marker={"symbol": "square" if square else "circle", "size": 8 if square else 9, "color": "white",
                     "line": {"color": "#444444", "width": 1.5}},
-            hovertext=[plotly_safe(node_name(n, labels)) for n in picked], hoverinfo="text",
+            hovertext=[plotly_safe(node_name(n, labels)) for n in kind], hoverinfo="text",
+            customdata=[node_id(n) for n in kind], selected=drawn, unselected=drawn,
             name="MLP" if square else "representation", showlegend=False))
+    ring = _picked_point(graph, picked, len(labels))
+    if ring is not None:
+        fig.add_trace(go.Scatter(x=[ring[0]], y=[ring[1]], mode="markers", hoverinfo="skip", showlegend=False,
+                                 name="picked", marker={"symbol": "circle-open", "size": 18, "color": PICKED_COLOUR,
+                                                        "line": {"width": 3}}))
     step = max(1, -(-num_layers // 16))  # at most about 16 layer labels
     fig.update_layout(
         title={"text": plotly_safe(title)},
@@ -136,6 +166,17 @@ def route_figure(graph: RouteGraph, labels: list[str], num_layers: int, *, title
         legend={"title": {"text": "edges"}},
     )
     return fig
+
+
+def _picked_point(graph: RouteGraph, picked: str | None, tokens: int) -> tuple[float, float] | None:
+    """Where the ring of the picked edge or node goes (its clickable point), or None when it is not in ``graph``."""
+    for edge in graph.edges:
+        if edge_id(edge) == picked:
+            return edge_points(edge, tokens)[2]
+    for node in graph.nodes:
+        if node_id(node) == picked:
+            return node_x(node), node_y(node)
+    return None
 
 
 def edge_table(graph: RouteGraph, labels: list[str]) -> pd.DataFrame:

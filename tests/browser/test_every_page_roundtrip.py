@@ -58,9 +58,9 @@ NOT_CHANGED = {
        for key in ("clean", "corrupted", "answer", "wrong", "view")},
     **{("needle", key): "a needle in a haystack needs a causal language model: with the test's masked LM the page is "
                         "a sentence" for key in ("needle", "question", "answer", "depth", "length", "heads")},
-    **{("flow", key): "information flow needs a residual stream between attention and MLP, which BERT's blocks do "
-                      "not expose: with the test's masked LM the page is a sentence"
-       for key in ("token", "threshold", "item", "head")},
+    **{("flow", key): "the list of details is labelled with the graph's edge and node counts, and the head box "
+                      "appears only for an attention edge; the details are checked in tests/test_flow_page.py"
+       for key in ("item", "head")},
 }
 ABLATED_TOGGLE = {"attention", "maxima", "compare"}
 OFF_TOGGLE = "switch Ablated run=false"
@@ -113,7 +113,8 @@ CHANGES = {
     "predictions": [(slide_left, "Candidates to show", None, "top_k")],
     "patching": [],  # see NOT_CHANGED
     "needle": [],  # see NOT_CHANGED
-    "flow": [],  # see NOT_CHANGED
+    "flow": [(choose, "Token", re.compile(r"^1: "), "token"),
+             (slide_right, "Threshold (share of a node's inputs)", None, "threshold")],
     "effects": [  # the knock-out first: the token and position pickers appear below the parts it computes
         (pick_radio, "What to measure", "sentence embedding", "measure"),
         (write, "Heads to knock out", "L1H2", "heads"), (pick_radio, "Ablation", "mean", "ablation"),

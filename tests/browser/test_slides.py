@@ -42,7 +42,7 @@ TEXT_PAGES = ["", "attention", "maxima", "stats", "inside"]
 NO_HEAD = "has no language-model head"  # the predictions page on the bundled model draws no figure
 # What the language-model pages say on the bundled encoder instead of a figure; they are measured on a tiny GPT-2 LM.
 NOT_AN_LM = {"predictions": NO_HEAD, "patching": "is not a causal language model",
-             "needle": "is not a causal language model", "flow": "needs the parts of every attention update"}
+             "needle": "is not a causal language model"}
 # The tiny LM's tokenizer splits the Patching page's example names into letters: prompts whose answer and wrong token
 # are one token each in its vocabulary, and which differ in one token.
 LM_PROMPTS = {"patching": {"clean": "We sat on the bank and the", "corrupted": "We sat on a bank and the",
