@@ -11,7 +11,7 @@ from core.models import BUNDLED_LM
 from core.recording import UnsupportedArchitecture
 from core.tokens import token_labels
 from ui.cache import cached_language_model
-from ui.cache_flow import FLOW_MAX_TOKENS, cached_flow
+from ui.cache_flow import cached_flow
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from core.inference import STORED_ATTENTION_MAX_TOKENS
 from core.models import LoadedModel
+from ui.cache_flow import FLOW_MAX_TOKENS
 
 # The memory one page may fill with its own results for one text: what the probabilities of gemma-3-270m's 262,144
 # tokens after each of 512 positions take (float32 logits and float64 probabilities), a page that works: 1.6 GB.
@@ -105,7 +106,7 @@ PAGE_LIMITS: dict[str, PageLimit] = {
     "inside": _STORED,
     "compare": _STORED,
     "effects": PageLimit(_fixed(128), _knock_outs),
-    "flow": PageLimit(_fixed(128), _flow),  # about 10 s for 128 tokens of SmolLM2
+    "flow": PageLimit(_fixed(FLOW_MAX_TOKENS), _flow),  # about 10 s for 128 tokens of SmolLM2
     "predictions": PageLimit(_vocabulary_size_limit, _probabilities),
     "needle": PageLimit(_fixed(2048), _needle, reads_text=False),
     "drift": _CORPUS,
