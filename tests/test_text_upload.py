@@ -53,20 +53,21 @@ def test_the_laptop_reads_the_whole_window_and_the_server_keeps_its_cap():
 def test_every_page_of_the_app_is_known_to_the_limit_table():
     paths = {path or "home" for _, path in landed_pages()}
     assert set(PAGE_LIMITS) <= paths
-    # pages left out read the whole window: they must not read the sidebar's text's attention (patching has prompts)
-    assert paths - set(PAGE_LIMITS) == {"patching"}
+    # pages left out read the whole window: Attention and Long context draw one head or a few rows at a time, and
+    # Patching reads its own prompts
+    assert paths - set(PAGE_LIMITS) == {"attention", "long-context", "patching"}
 
 
 @pytest.mark.app
 @pytest.mark.integration
 def test_a_100000_character_word_on_smollm2_gives_the_pages_limit_before_it_computes(bundled_lm):
-    """One 100,000-character word is 25,000 SmolLM2 tokens: the app reads its 8,192-token window, the Attention page
+    """One 100,000-character word is 25,000 SmolLM2 tokens: the app reads its 8,192-token window, the Maxima page
     its own 512, and says so with the sizes read here from the model's config."""
     word = "a" * 100_000
     count = len(bundled_lm.tokenizer(word)["input_ids"])
     config = AutoConfig.from_pretrained(bundled_lm.source)
     layers, heads, window = config.num_hidden_layers, config.num_attention_heads, config.max_position_embeddings
-    at = open_app({"model": "SmolLM2-135M-Instruct"}, page="app_pages/attention.py")
+    at = open_app({"model": "SmolLM2-135M-Instruct"}, page="app_pages/maxima.py")
     at.text_area(key="text").set_value(word).run()
     assert not page_errors(at)
     said = [i.value for i in at.info if i.value.startswith("This page reads")]
@@ -74,4 +75,4 @@ def test_a_100000_character_word_on_smollm2_gives_the_pages_limit_before_it_comp
     assert said == [f"This page reads the first 512 of the text's {count:,} tokens: it reads every head's attention "
                     f"weights at once, and {layers} layers × {heads} heads × {window:,}² weights take "
                     f"{gigabytes:,.0f} GB."], said
-    assert limit_sentence("attention", bundled_lm, 400, window) is None  # a text under the page's limit: no sentence
+    assert limit_sentence("maxima", bundled_lm, 400, window) is None  # a text under the page's limit: no sentence

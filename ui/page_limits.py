@@ -96,11 +96,11 @@ def _fixed(n: int) -> Callable[[LoadedModel], int]:
 _STORED = PageLimit(_fixed(STORED_ATTENTION_MAX_TOKENS), _every_head)
 _CORPUS = PageLimit(_fixed(512), _corpus, reads_text=False)
 
-# url path (``app.PAGES``; "home" for the home page) → its limit. A page not listed reads the whole window.
+# url path (``app.PAGES``; "home" for the home page) → its limit. A page not listed reads the whole window: Attention
+# (one head at a time, core.attention.head_attention, above 512 tokens: ui.long_attention), Long context, Patching.
 PAGE_LIMITS: dict[str, PageLimit] = {
     "home": _STORED,  # the model's facts average every head's weights
     "tour": _STORED,
-    "attention": _STORED,
     "maxima": _STORED,
     "stats": _STORED,
     "inside": _STORED,
