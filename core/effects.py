@@ -1,16 +1,14 @@
 """Does a head matter? Knock heads out (zero or mean ablation) and measure what changes.
 
-A head's output is its slice of the input to the attention output projection (``d`` =
-hidden / heads columns per head, or ``head_dim``): BERT-style ``attention.output.dense``, DistilBERT
-``attention.out_lin``, GPT-2 ``attn.c_proj``, and ``o_proj`` of decoders recorded through
-``core.recording`` (Llama, Mistral, Qwen, Gemma, Phi-3 …). Ablating head ``h`` of layer ``l`` replaces that
-slice before the projection: by 0 (``"zero"``; the projection's shared bias still applies) or by
-the slice's mean over the text's tokens in the same forward pass (``"mean"``).
+A head's output is what it hands the attention output projection: its ``d``-wide slice of the projection's input
+(``d`` = ``config.head_dim``, or hidden / heads). Ablating head ``h`` of layer ``l`` replaces that slice before the
+projection: by 0 (``"zero"``; the projection's shared bias still applies) or by the slice's mean over the text's tokens
+in the same forward pass (``"mean"``).
 
-transformers 5 has no ``head_mask``, so this is done with forward pre-hooks. They are
-registered inside a context manager that always removes them, and they act only in the
-thread that registered them: a model is shared by every session through the cache, and
-another user's forward pass running at the same time must never see the ablation.
+transformers 5 has no ``head_mask``, so this is done where the app records attention: the replacement goes through
+``core.recording.Recorder(replace=…)``, inside the attention function, for that ``with`` block and the calling thread
+only (a model is shared by every session through the cache, and another user's pass running at the same time never
+sees the ablation). The model's parts come from ``core.parts.parts_of``.
 
 Measures (one number per ablated run):
 
@@ -23,7 +21,6 @@ Measures (one number per ablated run):
 from __future__ import annotations
 
 import inspect
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,11 +30,12 @@ import numpy as np
 import torch
 
 from core.heads import SUPPORTED, UnsupportedArchitecture
+from core.hooks import hooked, main_input, with_input
 from core.inference import Analysis, AnalysisError, analyze
 from core.models import LoadedModel
+from core.parts import ModelParts, parts_of
 from core.predictions import LanguageModel
-from core.recorded_heads import out_projections as recorded_out_projections
-from core.recording import is_recordable
+from core.recording import SINGLE_STACK, Recorder
 from core.tokens import decoded_tokens, quoted_token
 
 Method = Literal["zero", "mean"]
@@ -58,7 +56,7 @@ class Network:
 
     ``full``: the module to call (with its language-model head when there is one);
     ``base``: the transformer inside it; ``kind``: "masked", "next" or None (no head);
-    ``out_projections``: per layer, the module whose input holds the heads' outputs side by side;
+    ``parts``: where its blocks and output projections are (``core.parts``);
     ``blocks``: the transformer blocks (``blocks[l]`` reads ``hidden_states[l]`` as its first argument).
     """
 
@@ -72,40 +70,16 @@ class Network:
     num_layers: int
     num_heads: int
     hidden_size: int
-    out_projections: tuple[torch.nn.Module, ...]
-    blocks: tuple[torch.nn.Module, ...]
+    parts: ModelParts
 
     @property
     def head_dim(self) -> int:
         """Width of one head's slice of the output projection's input (``config.head_dim`` when it has one)."""
-        return self.out_projections[0].in_features // self.num_heads if hasattr(self.out_projections[0], "in_features") \
-            else self.hidden_size // self.num_heads
+        return self.parts.head_dim
 
-
-def _out_projections(base: torch.nn.Module, model_type: str) -> tuple[tuple[torch.nn.Module, ...], tuple[torch.nn.Module, ...]]:
-    """(blocks, output projections), one of each per layer."""
-    if is_recordable(base):
-        found = recorded_out_projections(base)
-        if found is not None:
-            return found
-    encoder = getattr(base, "encoder", None)
-    if encoder is not None and hasattr(encoder, "layer"):
-        blocks = tuple(encoder.layer)
-        if blocks and all(hasattr(b, "attention") and hasattr(b.attention, "output") for b in blocks):
-            return blocks, tuple(b.attention.output.dense for b in blocks)
-    transformer = getattr(base, "transformer", None)
-    if transformer is not None and hasattr(transformer, "layer"):
-        blocks = tuple(transformer.layer)
-        if blocks and all(hasattr(getattr(b, "attention", None), "out_lin") for b in blocks):
-            return blocks, tuple(b.attention.out_lin for b in blocks)
-    if hasattr(base, "h"):
-        blocks = tuple(base.h)
-        if blocks and all(hasattr(getattr(b, "attn", None), "c_proj") for b in blocks):
-            return blocks, tuple(b.attn.c_proj for b in blocks)
-    raise UnsupportedArchitecture(
-        f"Knocking out heads is not available for {model_type} models: the app finds each head's output "
-        f"only in {SUPPORTED}."
-    )
+    @property
+    def blocks(self) -> list[torch.nn.Module]:
+        return self.parts.blocks
 
 
 def network(model: LoadedModel | LanguageModel) -> Network:
@@ -113,11 +87,17 @@ def network(model: LoadedModel | LanguageModel) -> Network:
     full = model.model
     base = full.base_model if isinstance(model, LanguageModel) else full
     config = full.config
-    blocks, projections = _out_projections(base, config.model_type)
-    heads = int(config.num_attention_heads)
+    try:
+        parts = parts_of(full)
+    except UnsupportedArchitecture as err:
+        raise UnsupportedArchitecture(
+            f"Knocking out heads is not available for {config.model_type} models: the app finds each head's output "
+            f"only in {SUPPORTED}."
+        ) from err
+    if SINGLE_STACK not in parts.stacks:
+        raise UnsupportedArchitecture(f"Knocking out heads is not available for {config.model_type} models yet: "
+                                      "they have an encoder and a decoder.")
     hidden = int(getattr(config, "hidden_size", 0) or getattr(config, "dim", 0))
-    if heads < 1 or (hidden % heads and not is_recordable(base)):
-        raise UnsupportedArchitecture(f"{config.model_type} models do not split their hidden size evenly into heads.")
     return Network(
         name=model.name,
         tokenizer=model.tokenizer,
@@ -126,11 +106,10 @@ def network(model: LoadedModel | LanguageModel) -> Network:
         kind=model.kind if isinstance(model, LanguageModel) else None,
         device=model.device,
         max_tokens=model.max_tokens,
-        num_layers=len(projections),
-        num_heads=heads,
+        num_layers=len(parts.layers),
+        num_heads=parts.heads,
         hidden_size=hidden,
-        out_projections=projections,
-        blocks=blocks,
+        parts=parts,
     )
 
 
@@ -151,45 +130,34 @@ def _check_heads(net: Network, heads: Iterable[tuple[int, int]]) -> list[tuple[i
     return sorted(set(checked))
 
 
-@contextmanager
-def _ablation_hooks(net: Network, rows: Sequence[Sequence[tuple[int, int]]], method: Method) -> Iterator[None]:
-    """Ablate ``rows[b]`` in batch row ``b`` (one row broadcasts to every row of the batch).
-
-    The hooks act only in the calling thread and are removed on leaving, whatever happens inside.
-    """
+def _replacements(net: Network, rows: Sequence[Sequence[tuple[int, int]]], method: Method) -> dict:
+    """``Recorder.replace`` that ablates ``rows[b]`` in batch row ``b`` (one row broadcasts to every row of the batch)."""
     if method not in METHODS:
         raise EffectsError(f"The ablation must be one of {', '.join(METHODS)}, not {method!r}.")
-    d = net.head_dim
-    owner = threading.get_ident()
-    keeps: dict[int, torch.Tensor] = {}
+    by_head: dict[tuple[int, int], list[int]] = {}
     for b, heads in enumerate(rows):
         for layer, head in heads:
-            if layer not in keeps:
-                keeps[layer] = torch.ones(len(rows), 1, d * net.num_heads, device=net.device)
-            keeps[layer][b, 0, head * d : (head + 1) * d] = 0.0
+            by_head.setdefault((layer, head), []).append(b)
+    if len(rows) == 1 and method == "zero":
+        return dict.fromkeys(by_head)  # None: zeros
 
-    def make_hook(keep: torch.Tensor):
-        def hook(_module, args):
-            if threading.get_ident() != owner:
-                return None
-            x = args[0]
-            k = keep.to(x.dtype)
-            if method == "zero":
-                replaced = x * k
-            else:
-                replaced = x * k + (1.0 - k) * x.mean(dim=-2, keepdim=True)
-            return (replaced, *args[1:])
+    def ablated(batch_rows: list[int]):
+        chosen = torch.zeros(len(rows), 1, 1, dtype=torch.bool, device=net.device)
+        chosen[batch_rows] = True  # broadcasts over a batch of one row (ablation()) and over tokens and widths
 
-        return hook
+        def replace(x: torch.Tensor) -> torch.Tensor:  # x: one head's output [B, T, d]
+            new = 0.0 if method == "zero" else x.mean(dim=1, keepdim=True)
+            return torch.where(chosen, new, x)
+        return replace
 
-    handles = []
-    try:
-        for layer, keep in keeps.items():
-            handles.append(net.out_projections[layer].register_forward_pre_hook(make_hook(keep)))
+    return {key: ablated(batch_rows) for key, batch_rows in by_head.items()}
+
+
+@contextmanager
+def _ablated(net: Network, rows: Sequence[Sequence[tuple[int, int]]], method: Method) -> Iterator[None]:
+    """Ablate ``rows[b]`` in batch row ``b`` in this thread's passes of ``net`` inside this block."""
+    with Recorder(net.full, keep_tensors=False, replace=_replacements(net, rows, method)):
         yield
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 @contextmanager
@@ -199,28 +167,24 @@ def _copies_from(block: torch.nn.Module, copies: int) -> Iterator[None]:
     The blocks before it run once for all copies: an ablation at this layer cannot change them.
     Masks and positions keep their batch of one and broadcast.
     """
-    owner = threading.get_ident()
-
-    def hook(_module, args):
-        if threading.get_ident() != owner or args[0].shape[0] != 1:
+    def expand(_module, args, kwargs):
+        x = main_input(args, kwargs)
+        if x.shape[0] != 1:
             return None
-        return (args[0].expand(copies, *args[0].shape[1:]).contiguous(), *args[1:])
+        return with_input(args, kwargs, x.expand(copies, *x.shape[1:]).contiguous())
 
-    handle = block.register_forward_pre_hook(hook)
-    try:
+    with hooked([(block, "pre", expand)]):
         yield
-    finally:
-        handle.remove()
 
 
 @contextmanager
 def ablation(model: LoadedModel | LanguageModel, heads: Iterable[tuple[int, int]], *, method: Method = "zero") -> Iterator[None]:
     """Inside this block, every forward pass of ``model`` in this thread runs with ``heads`` ablated.
 
-    ``heads``: ``(layer, head)`` pairs. The hooks are removed on leaving, also after an exception.
+    ``heads``: ``(layer, head)`` pairs. Nothing is left changed on leaving, also after an exception.
     """
     net = network(model)
-    with _ablation_hooks(net, [_check_heads(net, heads)], method):
+    with _ablated(net, [_check_heads(net, heads)], method):
         yield
 
 
@@ -372,7 +336,7 @@ def head_importance(
         for layer in range(net.num_layers):
             for start in range(0, net.num_heads, batch):
                 chunk = [(layer, head) for head in range(start, min(start + batch, net.num_heads))]
-                with _copies_from(net.blocks[layer], len(chunk)), _ablation_hooks(net, [[h] for h in chunk], method):
+                with _copies_from(net.blocks[layer], len(chunk)), _ablated(net, [[h] for h in chunk], method):
                     ablated = _measure_outputs(net, inputs, measure, resolved)
                 if ablated.shape[0] != len(chunk):
                     raise RuntimeError(f"expected {len(chunk)} ablated copies, the model returned {ablated.shape[0]}")

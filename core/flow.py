@@ -40,11 +40,11 @@ import numpy as np
 import torch
 
 from core.inference import _token_limit
-from core.lm_parts import parts_of
+from core.lm_parts import causal_parts
 from core.logit_attribution import _frozen_norm
 from core.models import LoadedModel, threads_for_input
+from core.parts import layer_parts
 from core.recorded_pass import RecordedPass, record_pass
-from core.recording import UnsupportedArchitecture
 
 DEFAULT_THRESHOLD = 0.04  # an edge is drawn when it carries at least this share of its node's inputs
 QUERY_CHUNK_CELLS = 8_000_000  # floats of head terms held at once (queries × keys × heads × hidden)
@@ -115,31 +115,18 @@ def proximity_shares(parts: torch.Tensor, whole: torch.Tensor) -> torch.Tensor:
 
 
 def output_map(recorded: RecordedPass, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(W [Hq·d, D], b [D])`` of block ``layer``'s attention output projection, read off the module that turns the
-    heads' outputs into the recorded attention output (whatever it is called; ``nn.Linear`` or GPT-2's ``Conv1D``):
-    the affine map's value at 0 is ``b`` and at each unit vector ``b`` plus a row of ``W``."""
+    """``(W [Hq·d, D], b [D])`` of block ``layer``'s attention output projection (``core.parts``: whatever it is
+    called; ``nn.Linear`` or GPT-2's ``Conv1D``): the affine map's value at 0 is ``b`` and at each unit vector ``b``
+    plus a row of ``W``."""
     record = recorded.records[layer]
     heads, d = record.queries.shape[1], record.queries.shape[3]
-    concat = recorded.head_outputs(layer).transpose(0, 1).reshape(recorded.num_tokens, heads * d)
-    target = recorded.attention_output[layer]
-    candidates = list(record.module.children())
-    if recorded.output_projection(layer) is not None:  # projected outside the attention module (BERT)
-        candidates.insert(0, recorded.output_projection(layer))
+    module = layer_parts(record.module).output_projection  # core.parts: the one lookup of a model's parts
+    weight = module.weight
     with torch.inference_mode():
-        for module in candidates:
-            weight = getattr(module, "weight", None)
-            if not isinstance(weight, torch.Tensor) or weight.ndim != 2 or heads * d not in weight.shape:
-                continue
-            try:
-                mapped = module(concat.to(weight.dtype)).float()
-            except RuntimeError:  # a map of another width (q_proj of a model whose hidden size differs)
-                continue
-            if mapped.shape == target.shape and torch.allclose(mapped, target, rtol=1e-3, atol=1e-4):
-                zero = module(torch.zeros(1, heads * d, dtype=weight.dtype)).float()[0]
-                if isinstance(module, torch.nn.Linear):  # y = x Wᵀ + b: no need to map the unit vectors
-                    return weight.detach().float().T, zero
-                return module(torch.eye(heads * d, dtype=weight.dtype)).float() - zero, zero
-    raise UnsupportedArchitecture(f"{type(record.module).__name__} has no output projection the app can find.")
+        zero = module(torch.zeros(1, heads * d, dtype=weight.dtype)).float()[0]
+        if isinstance(module, torch.nn.Linear):  # y = x Wᵀ + b: no need to map the unit vectors
+            return weight.detach().float().T, zero
+        return module(torch.eye(heads * d, dtype=weight.dtype)).float() - zero, zero
 
 
 def head_terms(recorded: RecordedPass, layer: int, rows: slice | None = None, *,
@@ -359,7 +346,8 @@ def route_sentence(graph: RouteGraph, labels: list[str]) -> str:
 def unembedding_of(lm) -> tuple[torch.nn.Module, torch.Tensor]:
     """``(final norm, W_U [V, D])`` of a causal language model (``core.predictions.LanguageModel``); raises
     ``UnsupportedArchitecture`` (a sentence) for other layouts."""
-    return parts_of(lm).final_norm, lm.model.get_output_embeddings().weight.detach().float()
+    parts = causal_parts(lm)
+    return parts.final_norm, parts.unembedding.weight.detach().float()
 
 
 def written_logits(lm, write: torch.Tensor, final_residual: torch.Tensor) -> np.ndarray:

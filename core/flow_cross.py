@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.hooks import hooked
 from core.inference import _token_limit
 from core.models import LoadedModel, threads_for_input
 from core.recorded_pass import _first_tensor, _is_norm
@@ -113,16 +114,11 @@ def cross_flow(model: LoadedModel, source: str, target: str, *, max_tokens: int 
                 sums[layer] = seen
 
     inside = {id(m) for cross in crosses for m in cross.modules()}
-    handles = [cross.register_forward_hook(cross_post) for cross in crosses]
-    handles += [m.register_forward_pre_hook(norm_pre, with_kwargs=True) for m in base.get_decoder().modules()
-                if id(m) not in inside and _is_norm(m)]
+    hooks = [(cross, "post", cross_post) for cross in crosses]  # registered through core.hooks
+    hooks += [(m, "pre", norm_pre) for m in base.get_decoder().modules() if id(m) not in inside and _is_norm(m)]
     ids = torch.tensor([source_ids])
-    try:
-        with torch.inference_mode(), threads_for_input(0), Recorder(base) as rec:
-            base(input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=decoder_ids)
-    finally:
-        for handle in handles:
-            handle.remove()
+    with torch.inference_mode(), threads_for_input(0), hooked(hooks), Recorder(base) as rec:
+        base(input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=decoder_ids)
     records = rec.stacks.get("cross", {})
     if len(records) != len(crosses) or any(s is None for s in sums):
         raise UnsupportedArchitecture(f"The app cannot find the stream each cross-attention of {model.name} adds to.")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.lm_parts import first_tensor, hooked, parts_of, replace_first
+from core.recording import Recorder
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,28 +75,15 @@ class RepeatLoss:
 
 def repeat_loss(lm, scores: InductionScores, heads=()) -> RepeatLoss:
     """The loss of ``lm`` (a causal ``LanguageModel``) on ``scores.token_ids`` with each ``(layer, head)`` in
-    ``heads`` knocked out (its slice of the attention output projection's input set to zero)."""
-    parts = parts_of(lm)
-    d = parts.head_dim
-    by_layer: dict[int, list[int]] = {}
-    for layer, head in heads:
-        by_layer.setdefault(int(layer), []).append(int(head))
-
-    def hook(layer):
-        def pre(module, args, kwargs):
-            x, positional = first_tensor(args, kwargs)
-            x = x.clone()
-            for head in by_layer[layer]:
-                x[..., head * d:(head + 1) * d] = 0
-            return replace_first(args, kwargs, x, positional, name="input")
-        return pre
-
+    ``heads`` knocked out (its output before the attention output projection set to zero, through
+    ``core.recording.Recorder``)."""
+    knocked_out = {(int(layer), int(head)): None for layer, head in heads}  # None: that head's output becomes zeros
     ids = torch.tensor(scores.token_ids)[None].to(lm.device)
-    with hooked([(parts.out_proj[layer], "pre", hook(layer)) for layer in by_layer]), torch.inference_mode():
+    with Recorder(lm.model, keep_tensors=False, replace=knocked_out), torch.inference_mode():
         logp = lm.model(input_ids=ids).logits[0, :-1].double().log_softmax(-1)
     loss = -logp.gather(-1, ids[0, 1:, None])[:, 0].cpu().numpy()  # loss[i]: predicting token i + 1
     p, n = scores.prefix, scores.length
     # first repeat: predicting tokens p+1 .. p+n-1; second: p+n+1 .. p+2n-1 (its first token is not predictable)
     first, second = loss[p:p + n - 1].astype(np.float64), loss[p + n:p + 2 * n - 1].astype(np.float64)
-    return RepeatLoss(float(first.mean()), float(second.mean()), tuple((int(l), int(h)) for l, h in heads),
+    return RepeatLoss(float(first.mean()), float(second.mean()), tuple((int(layer), int(h)) for layer, h in heads),
                       first, second)

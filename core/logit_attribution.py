@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from core.heads import UnsupportedArchitecture
-from core.lm_parts import encode, first_tensor, hooked, parts_of, single_token
+from core.hooks import hooked, main_input
+from core.lm_parts import causal_parts, encode, single_token
 from core.predictions import LanguageModel
 from core.tokens import decoded_tokens
 
@@ -67,25 +68,27 @@ def direct_logit_attribution(lm: LanguageModel, text: str, answer: str | int,
     Raises ``UnsupportedArchitecture`` (a sentence) when the model's residual stream is not the plain sum of
     embeddings, attention outputs and MLP outputs (for example Gemma 2's norms after each sublayer).
     """
-    parts = parts_of(lm)
+    parts = causal_parts(lm)
+    layers = len(parts.layers)
+    out_proj = parts.output_projections
     if getattr(lm.model.config, "final_logit_softcapping", None):
         raise UnsupportedArchitecture("This model soft-caps its logits, so they are not a sum of parts.")
     answer_id = single_token(lm.tokenizer, answer, "answer")
     wrong_id = None if wrong is None else single_token(lm.tokenizer, wrong, "wrong token")
     ids = encode(lm, text)
-    z: list = [None] * parts.layers
-    mlp: list = [None] * parts.layers
+    z: list = [None] * layers
+    mlp: list = [None] * layers
     final: dict[str, torch.Tensor] = {}
     hooks = []
-    for layer in range(parts.layers):
+    for layer in range(layers):
         def pre(module, args, kwargs, layer=layer):
-            z[layer] = first_tensor(args, kwargs)[0][0, -1].detach().clone()
+            z[layer] = main_input(args, kwargs, "input")[0, -1].detach().clone()
         def post(module, args, output, layer=layer):
             mlp[layer] = output[0, -1].detach().clone()
-        hooks += [(parts.out_proj[layer], "pre", pre), (parts.mlps[layer], "forward", post)]
+        hooks += [(out_proj[layer], "pre", pre), (parts.layers[layer].mlp, "post", post)]
 
     def norm_input(module, args, kwargs):
-        final["x"] = first_tensor(args, kwargs)[0][0, -1].detach().clone()
+        final["x"] = main_input(args, kwargs)[0, -1].detach().clone()
     hooks.append((parts.final_norm, "pre", norm_input))
     with hooked(hooks), torch.inference_mode():
         out = lm.model(input_ids=ids[None], output_hidden_states=True)
@@ -93,13 +96,13 @@ def direct_logit_attribution(lm: LanguageModel, text: str, answer: str | int,
         embeddings = out.hidden_states[0][0, -1].double()
         heads_out, biases_out = [], []
         h, d = parts.heads, parts.head_dim
-        for layer in range(parts.layers):
+        for layer in range(layers):
             zero = torch.zeros(1, h * d, dtype=z[layer].dtype, device=z[layer].device)
             separate = torch.zeros(h, h * d, dtype=z[layer].dtype, device=z[layer].device)
             for head in range(h):
                 separate[head, head * d:(head + 1) * d] = z[layer][head * d:(head + 1) * d]
-            bias = parts.out_proj[layer](zero)[0].double()
-            heads_out.append(parts.out_proj[layer](separate).double() - bias)  # [heads, hidden]
+            bias = out_proj[layer](zero)[0].double()
+            heads_out.append(out_proj[layer](separate).double() - bias)  # [heads, hidden]
             biases_out.append(bias)
     heads_out = torch.stack(heads_out)  # [layers, heads, hidden]
     mlps_out = torch.stack([m.double() for m in mlp])  # [layers, hidden]

@@ -3,8 +3,9 @@
 Clean and corrupted prompts have the same number of tokens (for example "…, John gave a drink to" and
 "…, Mary gave a drink to"). The metric is ``logit(answer) − logit(wrong)`` at the last position, normalised so that
 0 is the corrupted run and 1 the clean run. Each cell of a grid is one corrupted run with one activation copied from
-the clean run; many such runs go through the model together as one batch. Hooks are public forward (pre-)hooks,
-registered for one call and always removed.
+the clean run; many such runs go through the model together as one batch. A head's output is replaced through
+``core.recording.Recorder(replace=…)``, the residual stream and MLP outputs through ``core.hooks`` (for one call, in
+the calling thread only, always removed); the parts come from ``core.parts``.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ import numpy as np
 import torch
 
 from core.errors import UserFacingError
-from core.lm_parts import Parts, encode, first_tensor, hooked, parts_of, replace_first, single_token
+from core.hooks import hooked, main_input, replacing_input, replacing_output
+from core.lm_parts import causal_parts, encode, single_token
+from core.parts import ModelParts
 from core.predictions import LanguageModel
+from core.recording import Recorder
 from core.tokens import decoded_tokens, quoted_token
 
 Kind = Literal["residual", "heads", "mlp"]
@@ -76,23 +80,24 @@ def _forward(lm: LanguageModel, ids: torch.Tensor, **kwargs):
         return lm.model(input_ids=ids, logits_to_keep=1, **kwargs)
 
 
-def _clean_cache(lm: LanguageModel, parts: Parts, ids: torch.Tensor, kind: Kind):
+def _clean_cache(lm: LanguageModel, parts: ModelParts, ids: torch.Tensor, kind: Kind):
     """The clean run's activations ``[layers, T, width]`` that ``kind`` patches, and its logits."""
-    store: list[torch.Tensor | None] = [None] * parts.layers
+    layers = len(parts.layers)
+    store: list[torch.Tensor | None] = [None] * layers
     hooks = []
-    for layer in range(parts.layers):
+    for layer, part in enumerate(parts.layers):
         if kind == "heads":
             def pre(module, args, kwargs, layer=layer):
-                store[layer] = first_tensor(args, kwargs)[0][0].detach().clone()
-            hooks.append((parts.out_proj[layer], "pre", pre))
+                store[layer] = main_input(args, kwargs, "input")[0].detach().clone()
+            hooks.append((part.output_projection, "pre", pre))
         elif kind == "mlp":
             def post(module, args, output, layer=layer):
                 store[layer] = output[0].detach().clone()
-            hooks.append((parts.mlps[layer], "forward", post))
+            hooks.append((part.mlp, "post", post))
     with hooked(hooks):
         out = _forward(lm, ids[None], output_hidden_states=(kind == "residual"))
     if kind == "residual":
-        return torch.stack([h[0] for h in out.hidden_states[: parts.layers]]), out.logits
+        return torch.stack([h[0] for h in out.hidden_states[:layers]]), out.logits
     return torch.stack(store), out.logits
 
 
@@ -115,7 +120,7 @@ def _chunks(cells: list[tuple[int, int]], kind: Kind, length: int, prefix) -> li
     return chunks
 
 
-def _patched_runs(lm: LanguageModel, parts: Parts, ids: torch.Tensor, cells: list[tuple[int, int]], cache, kind: Kind,
+def _patched_runs(lm: LanguageModel, parts: ModelParts, ids: torch.Tensor, cells: list[tuple[int, int]], cache, kind: Kind,
                   answer: int, wrong: int, progress: Callable[[int, int], None] | None) -> np.ndarray:
     """The metric of each corrupted run with cell ``(layer, index)`` patched from ``cache``, batched."""
     results = np.empty(len(cells))
@@ -131,35 +136,36 @@ def _patched_runs(lm: LanguageModel, parts: Parts, ids: torch.Tensor, cells: lis
         def patch(x: torch.Tensor, layer: int, rows=rows, offset=offset) -> torch.Tensor:
             x = x.clone()
             for b, index in rows[layer]:
-                if kind == "heads":
-                    x[b, :, index * d:(index + 1) * d] = cache[layer][:, index * d:(index + 1) * d]
-                else:
-                    x[b, index - offset] = cache[layer][index]
+                x[b, index - offset] = cache[layer][index]
             return x
 
-        hooks = []
+        def patch_head(layer: int, head: int, batch_rows: list[int]):
+            clean = cache[layer][:, head * d:(head + 1) * d]  # [T, d]
+
+            def patched(x: torch.Tensor) -> torch.Tensor:  # the head's output [B, T, d]
+                x = x.clone()
+                x[batch_rows] = clean.to(x.dtype)
+                return x
+            return patched
+
+        hooks, replace = [], {}
         for layer in rows:
             if kind == "residual":
-                def pre(module, args, kwargs, layer=layer):
-                    x, positional = first_tensor(args, kwargs)
-                    return replace_first(args, kwargs, patch(x, layer), positional)
-                hooks.append((parts.blocks[layer], "pre", pre))
+                hooks.append(replacing_input(parts.layers[layer].block, lambda x, layer=layer: patch(x, layer)))
             elif kind == "heads":
-                def pre(module, args, kwargs, layer=layer):
-                    x, positional = first_tensor(args, kwargs)
-                    return replace_first(args, kwargs, patch(x, layer), positional, name="input")
-                hooks.append((parts.out_proj[layer], "pre", pre))
+                by_head: dict[int, list[int]] = {}
+                for b, head in rows[layer]:
+                    by_head.setdefault(head, []).append(b)
+                replace.update({(layer, head): patch_head(layer, head, batch_rows) for head, batch_rows in by_head.items()})
             else:
-                def post(module, args, output, layer=layer):
-                    return patch(output, layer)
-                hooks.append((parts.mlps[layer], "forward", post))
+                hooks.append(replacing_output(parts.layers[layer].mlp, lambda y, layer=layer: patch(y, layer)))
         extra = {}
         if offset:
             past = copy.deepcopy(prefix)
             past.crop(offset - len(ids))  # a negative count: the tokens to drop
             past.batch_repeat_interleave(len(numbers))
             extra["past_key_values"] = past
-        with hooked(hooks):
+        with hooked(hooks), Recorder(lm.model, keep_tensors=False, replace=replace):
             logits = _forward(lm, ids[None, offset:].expand(len(numbers), -1), **extra).logits
         results[numbers] = _metric(logits, answer, wrong).cpu().numpy()
         done += len(numbers)
@@ -170,7 +176,7 @@ def _patched_runs(lm: LanguageModel, parts: Parts, ids: torch.Tensor, cells: lis
 
 def _patch(kind: Kind, lm: LanguageModel, clean: str, corrupted: str, answer: str | int, wrong: str | int,
            progress: Callable[[int, int], None] | None) -> Patching:
-    parts = parts_of(lm)
+    parts = causal_parts(lm)
     answer_id = single_token(lm.tokenizer, answer, "answer")
     wrong_id = single_token(lm.tokenizer, wrong, "wrong token")
     clean_ids, corrupted_ids = encode(lm, clean), encode(lm, corrupted)
@@ -185,9 +191,10 @@ def _patch(kind: Kind, lm: LanguageModel, clean: str, corrupted: str, answer: st
             "patching to restore; choose prompts that change the model's preference."
         )
     width = parts.heads if kind == "heads" else len(clean_ids)
-    cells = [(layer, index) for layer in range(parts.layers) for index in range(width)]
+    layers = len(parts.layers)
+    cells = [(layer, index) for layer in range(layers) for index in range(width)]
     raw = _patched_runs(lm, parts, corrupted_ids, cells, cache, kind, answer_id, wrong_id, progress)
-    raw = raw.reshape(parts.layers, width)
+    raw = raw.reshape(layers, width)
     grid = (raw - corrupted_diff) / (clean_diff - corrupted_diff)
     return Patching(kind, grid, raw, clean_diff, corrupted_diff, _decode(lm, clean_ids), _decode(lm, corrupted_ids),
                     answer_id, wrong_id)

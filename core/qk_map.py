@@ -14,7 +14,6 @@ Shapes: ``N`` tokens of the corpus (special tokens included, texts one after ano
 
 from __future__ import annotations
 
-import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import numpy as np
 import torch
 
 from core.errors import UserFacingError
+from core.hooks import hooked
 from core.models import LoadedModel, threads_for_input
 from core.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, UMAP_NEIGHBOURS, ProjectionError, distinct_points, run_isolated
 from core.recording import LayerRecord, Recorder, attention_modules, is_recordable, rotate_back
@@ -42,12 +42,9 @@ class _PassDone(Exception):
     """Raised by a forward hook once the last wanted layer is recorded: the layers after it need not run."""
 
 
-def _stopper(thread: int):
-    """A forward hook that ends the pass of thread ``thread`` only: another thread's pass on the shared model goes on."""
-    def stop(module, args, output):
-        if threading.get_ident() == thread:
-            raise _PassDone
-    return stop
+def _stop(module, args, output):
+    """A forward hook (through ``core.hooks``, so in this thread's pass only) that ends the pass."""
+    raise _PassDone
 
 
 @dataclass(frozen=True, eq=False)
@@ -196,17 +193,14 @@ def record_corpus(
         if "token_type_ids" in encoding and "token_type_ids" in tok.model_input_names:
             inputs["token_type_ids"] = encoding["token_type_ids"]
         inputs = {k: v.to(model.device) for k, v in inputs.items()}
+        # layer l's queries and keys depend only on the layers before it: the pass stops after the last one wanted
         with torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()), \
-                Recorder(model.model, layers=layers, keep_weights=False) as rec:
-            # layer l's queries and keys depend only on the layers before it: the pass stops after the last one wanted
-            handle = None if last is None else last.register_forward_hook(_stopper(threading.get_ident()))
+                Recorder(model.model, layers=layers, keep_weights=False) as rec, \
+                hooked([] if last is None else [(last, "post", _stop)]):
             try:
                 model.model(**inputs)
             except _PassDone:
                 pass
-            finally:
-                if handle is not None:
-                    handle.remove()
         if not rec.records:
             raise QueryKeyMapError(f"{model.name}'s pass recorded no attention layer, so it has no queries and keys to draw.")
         for row, index in enumerate(batch):

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from transformers.pytorch_utils import Conv1D
 
 from core.inference import Analysis
 from core.models import LoadedModel, threads_for_input
-from core.recording import LayerRecord, Recorder, UnsupportedArchitecture, attention_modules, fingerprint, recall, remember, rotate_back
+from core.parts import parts_of
+from core.recording import LayerRecord, Recorder, fingerprint, recall, remember, rotate_back
 
 
 def records(model: LoadedModel, analysis: Analysis) -> dict[int, LayerRecord]:
@@ -93,33 +93,6 @@ def rotation(record: LayerRecord, head: int) -> tuple[np.ndarray | None, np.ndar
     return _np(q[0, head]), _np(k[0, head // record.kv_groups])
 
 
-_PROJECTION_NAMES = ("o_proj", "out_proj", "out_lin", "c_proj", "dense", "o")
-
-
-def _width_in(module: torch.nn.Module) -> int | None:
-    """The input width of a linear map: ``nn.Linear``'s ``in_features``, or a ``Conv1D``'s (``weight [in, out]``)."""
-    if isinstance(module, torch.nn.Linear):
-        return module.in_features
-    weight = getattr(module, "weight", None)
-    return weight.shape[0] if isinstance(module, Conv1D) and weight is not None else None
-
-
-def output_projection(record: LayerRecord, model: torch.nn.Module | None = None) -> torch.nn.Module:
-    """The linear map whose input is the heads' outputs side by side: a child of the attention module (``o_proj``,
-    ``out_lin``, GPT-2's ``c_proj`` …), else of the module that holds it (BERT's ``attention.output.dense``)."""
-    width = record.queries.shape[1] * record.queries.shape[3]
-    places = [record.module]
-    if model is not None:  # the attention module's parent, searched without the module itself
-        parent = next((m for m in model.modules() if any(c is record.module for c in m.children())), None)
-        if parent is not None:
-            places += [c for c in parent.children() if c is not record.module]
-    for place in places:
-        for name, linear in place.named_modules():
-            if name.rsplit(".", 1)[-1] in _PROJECTION_NAMES and _width_in(linear) == width:
-                return linear
-    raise UnsupportedArchitecture(f"{type(record.module).__name__} has no output projection the app can find.")
-
-
 def output_matrix(projection: torch.nn.Module) -> np.ndarray:
     """``[Hq * d, hidden]``: the projection as ``x @ W`` (``nn.Linear`` keeps ``[out, in]``, ``Conv1D`` ``[in, out]``)."""
     weight = _np(projection.weight)
@@ -130,28 +103,9 @@ def value_vectors_through_output(model: LoadedModel, analysis: Analysis, layer: 
     """``[Hq, T, hidden]``: f_h(x_j) = v_j^{kv(h)} W_O^h, the value of the key/value head ``h`` shares."""
     record = records(model, analysis)[layer]
     d = record.queries.shape[3]
-    w_o = output_matrix(output_projection(record, model.model))  # [Hq * d, hidden]
+    w_o = output_matrix(parts_of(model.model).layers[layer].output_projection)  # [Hq * d, hidden]
     values = _np(record.values[0])  # [Hkv, T, d]
     return np.stack([values[h // record.kv_groups] @ w_o[h * d:(h + 1) * d] for h in range(record.queries.shape[1])])
-
-
-def out_projections(base: torch.nn.Module) -> tuple[tuple[torch.nn.Module, ...], tuple[torch.nn.Module, ...]] | None:
-    """(decoder blocks, output projections) of a recorded model, or None when they cannot be found."""
-    modules = attention_modules(base)
-    blocks = tuple(getattr(base, "layers", ()))
-    if not modules or len(blocks) != len(modules):
-        return None
-    projections = []
-    for block, module in zip(blocks, modules, strict=True):
-        if getattr(block, "self_attn", module) is not module:
-            return None
-        width = module.config.num_attention_heads * module.head_dim
-        linear = next((getattr(module, n) for n in ("o_proj", "out_proj", "dense")
-                       if isinstance(getattr(module, n, None), torch.nn.Linear) and getattr(module, n).in_features == width), None)
-        if linear is None:
-            return None
-        projections.append(linear)
-    return blocks, tuple(projections)
 
 
 def norm_before_attention(model: LoadedModel, layer: int) -> str | None:

@@ -2,7 +2,7 @@
 
 The idea of TransformerLens' ``ActivationCache``, on the model transformers loaded: the attention layers are recorded
 through the registered attention function (``core.recording``), and the residual stream around each block's two
-sub-blocks through forward hooks on the block and its norms (public API), found without a list of families:
+sub-blocks through forward hooks on the block and its norms (registered by ``core.hooks``), found without a list of families:
 
 - a *block* is the element of the model's layer list (a ``ModuleList``) that holds an attention module;
 - the residual stream *between* attention and MLP is the input of the first norm the block calls after its
@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from core.hooks import hooked
 from core.models import LoadedModel, threads_for_input
 from core.on_demand import eager_weights
 from core.recording import LayerRecord, Recorder, UnsupportedArchitecture, attention_modules
@@ -193,7 +194,7 @@ def record_pass(model: LoadedModel, input_ids: list[int], *, neurons: bool = Fal
         raise UnsupportedArchitecture(f"{model.name} has no attention layers the app can record.")
     attentions = attention_modules(base)
     calls = [_BlockCalls() for _ in blocks]
-    handles = []
+    hooks = []  # registered through core.hooks
 
     def watch(layer: int, block: torch.nn.Module, attention: torch.nn.Module) -> None:
         seen = calls[layer]
@@ -219,36 +220,30 @@ def record_pass(model: LoadedModel, input_ids: list[int], *, neurons: bool = Fal
                     and torch.equal(args[0].detach()[0], seen.heads_output):
                 seen.projection, seen.attention_output = module, _first_tensor(output).detach()[0]
 
-        handles.append(block.register_forward_pre_hook(block_pre, with_kwargs=True))
-        handles.append(block.register_forward_hook(block_post))
-        handles.append(attention.register_forward_hook(attention_post))
+        hooks.extend([(block, "pre", block_pre), (block, "post", block_post), (attention, "post", attention_post)])
         inside_attention = {id(m) for m in attention.modules()}
         for module in block.modules():
             if id(module) in inside_attention:
                 continue
             if _is_norm(module):
-                handles.append(module.register_forward_hook(norm_post, with_kwargs=True))
+                hooks.append((module, "post_kwargs", norm_post))
             elif isinstance(getattr(module, "weight", None), torch.Tensor) and module.weight.ndim == 2:
-                handles.append(module.register_forward_hook(linear_post))
+                hooks.append((module, "post", linear_post))
         if neurons:
             last = _last_linear_to_hidden(block, attention, base.config.hidden_size)
             if last is not None:
-                def neuron_pre(_module, args):
-                    seen.mlp_activations = args[0].detach()[0]
+                def neuron_pre(_module, args, kwargs):
+                    seen.mlp_activations = (args[0] if args else kwargs["input"]).detach()[0]
 
-                handles.append(last.register_forward_pre_hook(neuron_pre))
+                hooks.append((last, "pre", neuron_pre))
 
     for layer, (block, attention) in enumerate(zip(blocks, attentions, strict=True)):
         watch(layer, block, attention)
     ids = torch.tensor([list(input_ids)], device=model.device)
-    try:
-        # one torch thread at every length: on the shared 2-core machine two wait for each other (SmolLM2, 128
-        # tokens, load 20: 2.6–2.9 s on one thread, 40–45 s on two)
-        with torch.inference_mode(), threads_for_input(0), Recorder(base, keep_weights=False) as rec:
-            base(input_ids=ids, attention_mask=torch.ones_like(ids))
-    finally:
-        for handle in handles:
-            handle.remove()
+    # one torch thread at every length: on the shared 2-core machine two wait for each other (SmolLM2, 128
+    # tokens, load 20: 2.6–2.9 s on one thread, 40–45 s on two)
+    with torch.inference_mode(), threads_for_input(0), hooked(hooks), Recorder(base, keep_weights=False) as rec:
+        base(input_ids=ids, attention_mask=torch.ones_like(ids))
     if len(rec.records) != len(blocks):
         raise UnsupportedArchitecture(f"{model.name}'s attention is not recorded by the app (it was loaded without it).")
     mids, normed, sums = [], [], []

@@ -31,7 +31,8 @@ Shapes (``B`` batch, ``T`` query tokens, ``S`` key tokens (= ``T`` but for cross
     LayerRecord.inputs    [B, T, hidden]  what the attention module read (after the block's pre-norm, if any)
     LayerRecord.cos/sin   [B, T, r] rotary tables the module received (None without rotary); r <= d
     LayerRecord.position_bias  [1, Hq, T, S] T5's relative-position bias, added to the scores (None elsewhere)
-    replace[(layer, head)]: None (zeros) or a tensor [B, T, d]: that head's output before the output projection
+    replace[(layer, head)] or replace[(stack, layer, head)]: that head's output before the output projection
+        becomes zeros (None), a tensor [B, T, d], or what a function of it [B, T, d] returns (mean, per-row patch)
 
 Example::
 
@@ -39,9 +40,11 @@ Example::
         loaded.model(input_ids)            # head 2 of layer 5 knocked out in this pass only
     rec.records[3].queries                 # [1, Hq, T, d]; an encoder-decoder's: rec.stacks["cross"][3]
 
-``Recorder(model)`` registers forward pre-hooks (public API) on the attention modules that keep their input and
-rotary tables, and removes them on leaving; they act only in the Recorder's thread. Passes in other threads are
-never recorded or changed.
+``Recorder(model)`` puts forward pre-hooks on the attention modules that keep their input and rotary tables, through
+``core.hooks`` (the one module that registers hooks), and removes them on leaving; they act only in the Recorder's
+thread. Passes in other threads are never recorded or changed. ``replace`` is the one way the app changes a head's
+output (knock-out, mean ablation, patching from another run): a Recorder opened inside another one on the same model
+(``core.inference.analyze`` inside ``core.effects.ablation``) keeps the outer one's replacements.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ import importlib
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
+from contextlib import ExitStack
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -59,6 +64,7 @@ from transformers import AttentionInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
 
 from core.errors import UserFacingError
+from core.hooks import hooked
 
 
 class UnsupportedArchitecture(UserFacingError, ValueError):
@@ -68,6 +74,8 @@ class UnsupportedArchitecture(UserFacingError, ValueError):
 IMPLEMENTATION = "explorer"
 _ACTIVE: ContextVar[Recorder | None] = ContextVar("explorer_recorder", default=None)
 SINGLE_STACK = "self"  # the stack name of a model with one stack of attention layers (``Recorder.records``)
+# What a head's output [B, T, d] becomes: zeros (None), a tensor, or a function of the output
+Replacement = torch.Tensor | Callable[[torch.Tensor], torch.Tensor] | None
 
 
 @dataclass
@@ -100,8 +108,9 @@ class Recorder:
 
     ``records``: ``{layer: LayerRecord}`` of a model with one stack; ``stacks``: ``{stack: {layer: LayerRecord}}``
     for every stack ("self", or "encoder", "decoder" and "cross" for an encoder-decoder).
-    ``replace`` maps ``(layer, head)`` of the "self" stack to None (the head's output becomes zeros) or a
-    ``[B, T, d]`` tensor. ``keep_tensors=False`` records nothing (only the replacements act), for cheap knock-outs;
+    ``replace`` maps ``(layer, head)`` of the "self" stack, or ``(stack, layer, head)``, to what that head's output
+    ``[B, T, d]`` becomes: None (zeros), a tensor, or a function of the output (``Replacement``).
+    ``keep_tensors=False`` records nothing (only the replacements act), for cheap knock-outs;
     ``keep_weights=False`` records everything but the attention weights (the caller has them already).
     ``queries_keys_only`` records only queries, keys, mask, scaling, soft-cap and window (what
     ``core.on_demand`` needs for a long text), and ``rows_per_chunk`` runs each layer's eager attention over that many
@@ -110,7 +119,7 @@ class Recorder:
 
     model: torch.nn.Module | None = None
     layers: set[int] | None = None
-    replace: dict[tuple[int, int], torch.Tensor | None] = field(default_factory=dict)
+    replace: dict[tuple, Replacement] = field(default_factory=dict)
     keep_tensors: bool = True
     keep_weights: bool = True
     queries_keys_only: bool = False
@@ -119,24 +128,29 @@ class Recorder:
     stacks: dict[str, dict[int, LayerRecord]] = field(default_factory=dict)
     _inputs: dict[int, tuple] = field(default_factory=dict)
     _keys: dict[int, tuple[str, int]] = field(default_factory=dict)
-    _handles: list = field(default_factory=list)
+    _replacing: dict[tuple[str, int], dict[int, Replacement]] = field(default_factory=dict)
+    _hooks: ExitStack | None = None
     _token: object = None
 
     def __enter__(self) -> Recorder:
         self.stacks[SINGLE_STACK] = self.records
+        outer = _ACTIVE.get()
+        if outer is not None and outer.model is self.model:
+            self._replacing = {key: dict(heads) for key, heads in outer._replacing.items()}
+        for key, new in self.replace.items():
+            stack, layer, head = key if len(key) == 3 else (SINGLE_STACK, *key)
+            self._replacing.setdefault((stack, int(layer)), {})[int(head)] = new
+        self._hooks = ExitStack()
         if self.model is not None:
             self._keys = _keys(self.model)
             if self.keep_tensors and not self.queries_keys_only:
-                self._handles = [m.register_forward_pre_hook(_input_hook, with_kwargs=True)
-                                 for m in attention_modules(self.model)]
+                self._hooks.enter_context(hooked([(m, "pre", _input_hook) for m in attention_modules(self.model)]))
         self._token = _ACTIVE.set(self)
         return self
 
     def __exit__(self, *exc) -> None:
         _ACTIVE.reset(self._token)
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
+        self._hooks.close()
 
     def wants(self, layer: int) -> bool:
         return self.keep_tensors and (self.layers is None or layer in self.layers)
@@ -201,11 +215,14 @@ def explorer_attention(module, query, key, value, attention_mask, scaling=None, 
             float(scaling if scaling is not None else query.shape[-1] ** -0.5), softcap, kwargs.get("sliding_window"),
             inputs, cos, sin, kwargs.get("position_bias"),
         )
-    heads = [(h, new) for (lay, h), new in rec.replace.items() if lay == layer] if stack == SINGLE_STACK else []
+    heads = rec._replacing.get((stack, layer)) if rec._replacing else None
     if heads:
         output = output.clone()  # [B, T, Hq, d]
-        for h, new in heads:
-            output[:, :, h] = 0.0 if new is None else new.to(output.dtype)
+        for h, new in heads.items():
+            if new is None:
+                output[:, :, h] = 0.0
+            else:
+                output[:, :, h] = (new(output[:, :, h]) if callable(new) else new).to(output.dtype)
     return output, weights
 
 
@@ -266,7 +283,20 @@ def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
         found = [m for m in model.modules()
                  if id(m) in keys and hasattr(m, "config") and type(m).__name__.endswith("Attention")]
         model._explorer_attention_modules = found
+    if found and found[0] not in _MODEL_OF:
+        for module in found:
+            _MODEL_OF[module] = weakref.ref(model)
     return found
+
+
+_MODEL_OF: weakref.WeakKeyDictionary[torch.nn.Module, weakref.ref] = weakref.WeakKeyDictionary()
+
+
+def model_of(attention: torch.nn.Module) -> torch.nn.Module | None:
+    """The model ``attention`` was found in by ``attention_modules`` (so a record's module leads to the model's
+    parts, ``core.parts.layer_parts``), or None."""
+    ref = _MODEL_OF.get(attention)
+    return None if ref is None else ref()
 
 
 def _keys(model: torch.nn.Module) -> dict[int, tuple[str, int]]:

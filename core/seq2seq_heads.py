@@ -27,7 +27,8 @@ from core.heads import (
     _np,  # tensor → float64 array, as core.heads computes its heads
 )
 from core.models import LoadedModel
-from core.recording import LayerRecord, Recorder, fingerprint, is_recordable, recall, remember
+from core.parts import parts_of
+from core.recording import LayerRecord, Recorder, fingerprint, recall, remember
 from core.seq2seq import PairAnalysis
 
 SUPPORTED = "T5 and the BART family (BART, Marian, mBART, Pegasus)"
@@ -53,22 +54,19 @@ class PairHeadComputation:
 
 
 def family(model: LoadedModel) -> str:
-    """"t5" or "bart" (BART-style blocks), for the page's wording; raises ``UnsupportedArchitecture`` for other
-    encoder-decoders and for one whose attention is not recorded."""
-    base = getattr(model.model, "model", model.model)  # BART-style: the seq2seq LM wraps .model
-    if not is_recordable(model.model):
-        kind = None
-    elif hasattr(model.model, "encoder") and hasattr(model.model.encoder, "block"):
-        kind = "t5"
-    elif hasattr(base, "encoder") and hasattr(base.encoder, "layers") and hasattr(base.encoder.layers[0], "self_attn"):
-        kind = "bart"
-    else:
-        kind = None
-    if kind is None:
+    """"t5" (its attention learns a relative-position bias: a table inside the attention module) or "bart", for the
+    page's wording; raises ``UnsupportedArchitecture`` for a model without recorded encoder, decoder and
+    cross-attention stacks (``core.parts``)."""
+    try:
+        stacks = parts_of(model.model).stacks
+    except UnsupportedArchitecture:
+        stacks = {}
+    if not {"encoder", "decoder", "cross"} <= set(stacks):
         raise UnsupportedArchitecture(
             f"Recomputing a head step by step is not available for {model.model_type} models. It supports {SUPPORTED}."
         )
-    return kind
+    attention = stacks["encoder"][0].attention
+    return "t5" if any(isinstance(m, torch.nn.Embedding) for m in attention.modules()) else "bart"
 
 
 def _softmax(scaled: np.ndarray) -> np.ndarray:

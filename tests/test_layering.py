@@ -171,3 +171,26 @@ def test_every_application_module_holds_one_thing():
     assert len(sizes) > 60  # the walk saw the application
     too_long = {name: lines for name, lines in sizes.items() if lines > MAX_MODULE_LINES}
     assert not too_long, f"modules over {MAX_MODULE_LINES} lines: {too_long}"
+
+
+HOOK_METHODS = {"register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
+                "register_full_backward_pre_hook", "register_backward_hook"}
+HOOK_MODULE = "core.hooks"  # issue 37: the one module of core/ that registers hooks (docs/architecture.md)
+
+
+def _hook_calls(tree: ast.AST) -> list[str]:
+    """Each call of a module-hook registration method in a parsed file, as ``line N: <method>``."""
+    return [f"line {node.lineno}: {node.func.attr}" for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in HOOK_METHODS]
+
+
+def test_only_one_module_of_core_registers_hooks():
+    registering = {name: found for name, path in MODULES.items() if name.startswith("core")
+                   and (found := _hook_calls(ast.parse(path.read_text(encoding="utf-8"))))}
+    assert set(registering) == {HOOK_MODULE}, registering
+
+
+def test_the_hook_check_finds_a_registration():
+    assert _hook_calls(ast.parse("handle = block.attn.c_proj.register_forward_pre_hook(fn, with_kwargs=True)\n"))
+    assert _hook_calls(ast.parse("model.h[0].register_forward_hook(fn)\n"))
+    assert not _hook_calls(ast.parse("with hooked([(block, 'pre', fn)]):\n    model(ids)\n"))
