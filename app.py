@@ -21,6 +21,7 @@ from ui.errors import friendly_errors  # noqa: E402 - as above
 from ui.explain import page_style  # noqa: E402 - as above
 from ui.figures import measure_main_column  # noqa: E402 - as above
 from ui.page_state import page_run  # noqa: E402 - as above
+from ui.session import page_limit_notice  # noqa: E402 - as above
 from ui.sidebar import render_sidebar  # noqa: E402 - as above
 
 ROOT = Path(__file__).parent
@@ -66,6 +67,7 @@ def run() -> None:
         render_sidebar()  # inside the boundary: a bad deployment setting is a sentence too
         page_style()
         measure_main_column()
+        page_limit_notice()  # before the page computes: the token limit it applies, and why
         page.run()
 
 

@@ -30,7 +30,6 @@ from viz.head_stats import head_heatmap
 from viz.inside import stacked_token_bars
 from viz.predictions import fill_in_bars, visible_spaces
 
-EFFECTS_MAX_TOKENS = 128  # every part re-runs the model many times; longer texts are cut with a notice
 AUTO_IMPORTANCE_WORK = 72 * 64  # heads × tokens computed without asking (the bundled model at 64 tokens)
 MAX_HEADS_DRAWN = 4
 MAX_LENS_POSITIONS = 48
@@ -84,10 +83,8 @@ except UnsupportedArchitecture as err:
     st.info(str(err), icon=":material/info:")
     end_page()
 name, text = current_model_name(), current_text()
-limit = min(current_token_limit(), EFFECTS_MAX_TOKENS)
-if current_token_limit() > EFFECTS_MAX_TOKENS:
-    st.caption(f"This page re-runs the model many times, so it reads at most the first {EFFECTS_MAX_TOKENS} tokens.")
-analysis = current_analysis(limit)
+limit = current_token_limit()  # this page's own limit (ui.page_limits), said above the page when it cuts the text
+analysis = current_analysis()
 labels = token_labels(analysis)
 with st.spinner(f"Looking for the language-model head of {name}…"):
     language_model = cached_language_model(name)

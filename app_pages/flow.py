@@ -11,7 +11,7 @@ from core.models import BUNDLED_LM
 from core.recording import UnsupportedArchitecture
 from core.tokens import token_labels
 from ui.cache import cached_language_model
-from ui.cache_flow import FLOW_MAX_TOKENS, cached_flow
+from ui.cache_flow import cached_flow
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
@@ -43,11 +43,8 @@ if model.is_encoder_decoder:
     not_applicable("The information-flow graph is built here for one stack (a decoder or an encoder), so this page "
                    "does not apply.")
 name, text = current_model_name(), current_text()
-limit = min(current_token_limit(), FLOW_MAX_TOKENS)
-if current_token_limit() > FLOW_MAX_TOKENS:
-    st.caption(f"This page splits every attention update into one term per head and token, so it reads at most the "
-               f"first {FLOW_MAX_TOKENS} tokens.")
-analysis = current_analysis(limit)
+limit = current_token_limit()  # this page's own limit (ui.page_limits), said above the page when it cuts the text
+analysis = current_analysis()
 labels = token_labels(analysis)
 progress_slot = st.empty()
 try:

@@ -131,6 +131,32 @@ def window_hidden(view: AttentionView, windows: tuple[int | None, ...] | None) -
     return np.stack([gap >= w if w is not None else np.zeros(gap.shape, dtype=bool) for w in windows])
 
 
+# --- One head or one layer, stored or computed on demand (long texts: core.on_demand) ---
+
+
+def layer_attention(model: LoadedModel, analysis: Analysis, layer: int, heads: list[int] | None = None) -> np.ndarray:
+    """float32 ``[len(heads), T, T]`` (all heads when None) of block ``layer``: the stored weights, or for a long text
+    (``Analysis.on_demand``) computed from its recorded queries and keys, equal to the model's own in both cases."""
+    if not 0 <= layer < analysis.num_layers:
+        raise ValueError(f"layer must be in 0..{analysis.num_layers - 1}, got {layer}")
+    if analysis.model_name != model.name:
+        raise ValueError(f"this analysis was made with {analysis.model_name}, not {model.name}")
+    if analysis.attentions is not None:
+        chosen = analysis.attentions[layer] if heads is None else analysis.attentions[layer, list(heads)]
+        return np.asarray(chosen, dtype=np.float32)
+    if analysis.on_demand is None:
+        raise ValueError("this Analysis was computed without attentions")
+    return analysis.on_demand.weights(layer, heads)
+
+
+def head_attention(model: LoadedModel, analysis: Analysis, layer: int, head: int) -> np.ndarray:
+    """float32 ``[T, T]``: head ``head`` of block ``layer``, exactly the model's own weights (row = query, column =
+    key; sliding window, soft-cap, masks and shared key/value heads included), stored or computed on demand."""
+    if not 0 <= head < analysis.num_heads:
+        raise ValueError(f"head must be in 0..{analysis.num_heads - 1}, got {head}")
+    return layer_attention(model, analysis, layer, [head])[0]
+
+
 # --- Beyond raw attention: rollout (Abnar & Zuidema 2020), norm-weighted (Kobayashi et al. 2020) ---
 
 

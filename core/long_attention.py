@@ -19,18 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.attention import head_attention
 from core.inference import Analysis
 from core.models import LoadedModel
 from core.pooling import POOLS, Pool, block_ends, pixel_starts, pool, sampled_rows, visible_blocks
 from core.recorded_heads import records
 from core.recorded_pass import attention_weights
 from core.tokens import token_labels
-
-try:
-    from core.attention import head_attention  # issue 41 item 2: one head's weights computed on demand
-except ImportError:  # until that lands: the same weights from the recorded queries and keys
-    def head_attention(model: LoadedModel, analysis: Analysis, layer: int, head: int) -> np.ndarray:
-        return attention_weights(records(model, analysis)[layer], [head])[0]
 
 
 def head_weights(model: LoadedModel, analysis: Analysis, layer: int, head: int) -> np.ndarray:
@@ -45,6 +40,8 @@ def row_weights(model: LoadedModel, analysis: Analysis, layer: int, heads: list[
     queries and keys when the analysis does not hold every head's weights (``core.recorded_pass.attention_weights``)."""
     if analysis.attentions is not None:
         return np.asarray(analysis.attentions[layer][heads][:, rows], dtype=np.float32)
+    if analysis.on_demand is not None:  # the analysis's own queries and keys: no second pass
+        return analysis.on_demand.weights(layer, heads, list(rows))
     return attention_weights(records(model, analysis)[layer], heads, list(rows))
 
 

@@ -51,6 +51,7 @@ import torch
 
 from core.hooks import hooked
 from core.models import LoadedModel, threads_for_input
+from core.on_demand import eager_weights
 from core.recording import LayerRecord, Recorder, UnsupportedArchitecture, attention_modules
 
 
@@ -131,17 +132,8 @@ def attention_weights(record: LayerRecord, heads: list[int] | None = None, rows=
     rows = slice(None) if rows is None else rows
     q = queries[heads][:, rows]
     k = record.keys[0].float()[[h // record.kv_groups for h in heads]]
-    with torch.inference_mode():
-        scores = torch.matmul(q, k.transpose(-1, -2)) * record.scaling
-        if record.softcap:
-            scores = torch.tanh(scores / record.softcap) * record.softcap
-        if record.mask is not None:
-            mask = record.mask[0, 0][rows, : k.shape[1]]
-            if mask.dtype == torch.bool:
-                scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-            else:
-                scores = scores + mask.to(scores.dtype)
-        return torch.softmax(scores, dim=-1, dtype=torch.float32).numpy()
+    mask = None if record.mask is None else record.mask[0, 0][rows, : k.shape[1]]
+    return eager_weights(q, k, record.scaling, record.softcap, mask).numpy()
 
 
 def blocks_of(model: torch.nn.Module) -> list[torch.nn.Module]:

@@ -82,7 +82,7 @@ class LayerRecord:
     module: torch.nn.Module
     queries: torch.Tensor
     keys: torch.Tensor
-    values: torch.Tensor
+    values: torch.Tensor | None  # None with Recorder(queries_keys_only=True)
     mask: torch.Tensor | None
     weights: torch.Tensor | None
     scaling: float
@@ -109,6 +109,9 @@ class Recorder:
     ``[B, T, d]`` becomes: None (zeros), a tensor, or a function of the output (``Replacement``).
     ``keep_tensors=False`` records nothing (only the replacements act), for cheap knock-outs;
     ``keep_weights=False`` records everything but the attention weights (the caller has them already).
+    ``queries_keys_only`` records only queries, keys, mask, scaling, soft-cap and window (what
+    ``core.on_demand`` needs for a long text), and ``rows_per_chunk`` runs each layer's eager attention over that many
+    query rows at a time, returning no weights: a long text's pass never holds a layer's full ``[Hq, T, T]``.
     """
 
     model: torch.nn.Module | None = None
@@ -116,6 +119,8 @@ class Recorder:
     replace: dict[tuple, Replacement] = field(default_factory=dict)
     keep_tensors: bool = True
     keep_weights: bool = True
+    queries_keys_only: bool = False
+    rows_per_chunk: int | None = None
     records: dict[int, LayerRecord] = field(default_factory=dict)
     stacks: dict[str, dict[int, LayerRecord]] = field(default_factory=dict)
     _inputs: dict[int, tuple] = field(default_factory=dict)
@@ -135,7 +140,7 @@ class Recorder:
         self._hooks = ExitStack()
         if self.model is not None:
             self._keys = _keys(self.model)
-            if self.keep_tensors:
+            if self.keep_tensors and not self.queries_keys_only:
                 self._hooks.enter_context(hooked([(m, "pre", _input_hook) for m in attention_modules(self.model)]))
         self._token = _ACTIVE.set(self)
         return self
@@ -184,8 +189,13 @@ def _configured_softcap(module: torch.nn.Module) -> float | None:
 
 def explorer_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """The registered attention function: the family's eager attention, recorded when a Recorder is active."""
-    output, weights = _family_eager(module)(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
     rec = _ACTIVE.get()
+    chunk = rec.rows_per_chunk if rec is not None else None
+    if chunk and query.shape[2] > chunk and kwargs.get("position_bias") is None:
+        output, weights = _eager_by_rows(module, query, key, value, attention_mask, scaling, dropout, chunk, **kwargs)
+    else:
+        output, weights = _family_eager(module)(module, query, key, value, attention_mask, scaling=scaling,
+                                                dropout=dropout, **kwargs)
     if rec is None:
         return output, weights
     stack, layer = rec.key_of(module)
@@ -194,10 +204,11 @@ def explorer_attention(module, query, key, value, attention_mask, scaling=None, 
         if softcap is None:
             softcap = _configured_softcap(module)
         inputs, cos, sin = rec._inputs.pop(id(module), (None, None, None))
+        only = rec.queries_keys_only
         rec.stacks.setdefault(stack, {})[layer] = LayerRecord(
-            module, query.detach(), key.detach(), value.detach(),
+            module, query.detach(), key.detach(), None if only else value.detach(),
             None if attention_mask is None else attention_mask.detach(),
-            weights.detach() if rec.keep_weights and weights is not None else None,
+            weights.detach() if rec.keep_weights and not only and weights is not None else None,
             float(scaling if scaling is not None else query.shape[-1] ** -0.5), softcap, kwargs.get("sliding_window"),
             inputs, cos, sin, kwargs.get("position_bias"),
         )
@@ -210,6 +221,21 @@ def explorer_attention(module, query, key, value, attention_mask, scaling=None, 
             else:
                 output[:, :, h] = (new(output[:, :, h]) if callable(new) else new).to(output.dtype)
     return output, weights
+
+
+def _eager_by_rows(module, query, key, value, attention_mask, scaling, dropout, rows: int, **kwargs):
+    """The family's eager attention over ``rows`` query rows at a time (each row's softmax reads only its own row,
+    so the output is the same), without its weights: ``(output [B, T, Hq, d], None)``."""
+    eager = _family_eager(module)
+    length = query.shape[2]
+    pieces = []
+    for start in range(0, length, rows):
+        part = slice(start, start + rows)
+        mask = attention_mask
+        if mask is not None and mask.shape[-2] == length:
+            mask = mask[:, :, part]
+        pieces.append(eager(module, query[:, :, part], key, value, mask, scaling=scaling, dropout=dropout, **kwargs)[0])
+    return torch.cat(pieces, dim=1), None
 
 
 def _input_hook(module, args, kwargs):

@@ -7,7 +7,7 @@ Read from environment variables, or from ``.streamlit/secrets.toml`` through the
 | --- | --- | --- |
 | ``EXPLORER_MODE`` | ``laptop`` or ``server`` | ``laptop`` |
 | ``EXPLORER_ALLOWED_MODELS`` | model ids or folders to offer, comma-separated; ``*`` = any; bundled always | laptop: ``*``; server: bundled only |
-| ``EXPLORER_MAX_TOKENS`` | tokens per analysed text (never above the model's own limit) | laptop: 512; server: 256 |
+| ``EXPLORER_MAX_TOKENS`` | tokens per text (never above the model's window; ``ui.page_limits`` per page) | laptop: the window; server: 256 |
 | ``EXPLORER_MAX_CORPUS_DOCS`` | documents in an uploaded or pasted corpus | laptop: 500; server: 200 |
 | ``EXPLORER_MAX_UPLOAD_MB`` | size of one uploaded file | laptop: 10; server: 2 |
 """
@@ -32,7 +32,7 @@ class SettingsError(UserFacingError, ValueError):
 class Settings:
     mode: str
     allowed_models: tuple[str, ...]
-    max_tokens: int
+    max_tokens: int | None  # None: the model's own window
     max_corpus_docs: int
     max_upload_mb: int
 
@@ -84,7 +84,8 @@ def load_settings(secrets: Mapping[str, object] | None = None, environ: Mapping[
     return Settings(
         mode=mode,
         allowed_models=allowed,
-        max_tokens=_positive_int(raw("EXPLORER_MAX_TOKENS") or (256 if server else 512), "EXPLORER_MAX_TOKENS"),
+        max_tokens=(_positive_int(raw("EXPLORER_MAX_TOKENS") or 256, "EXPLORER_MAX_TOKENS")
+                    if server or raw("EXPLORER_MAX_TOKENS") else None),
         max_corpus_docs=_positive_int(raw("EXPLORER_MAX_CORPUS_DOCS") or (200 if server else 500), "EXPLORER_MAX_CORPUS_DOCS"),
         max_upload_mb=_positive_int(raw("EXPLORER_MAX_UPLOAD_MB") or (2 if server else 10), "EXPLORER_MAX_UPLOAD_MB"),
     )

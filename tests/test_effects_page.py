@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from transformers import AutoConfig, AutoTokenizer
 
+from core.models import bundled_model_path
 from tests.model_factory import build_tiny_bert_mlm, build_tiny_gpt2_lm
 from tests.test_app import open_app, page_errors
 from ui.page_state import view_query
@@ -171,11 +173,17 @@ def test_presentation_mode_folds_the_explanations_away(tiny_bert_dir):
 
 @pytest.mark.integration
 def test_the_pages_own_cap_is_called_the_pages_not_the_apps():
-    """Issue 28: "this app is set to analyse at most 128" when 128 is this page's cap (the app's is 512)."""
-    at = open_app({"text": "the bank of a river " * 30}, page="app_pages/effects.py")
-    said = " ".join(i.value for i in at.info)
-    assert "this page analyses at most 128" in said, said
-    assert "this app is set to" not in said
+    """Issues 28 and 41: the page says its own cap of 128 (the app reads MiniLM's 512), once, with its reason."""
+    text = "the bank of a river " * 30
+    at = open_app({"text": text}, page="app_pages/effects.py")
+    folder = bundled_model_path()  # read independently of the app: the tokenizer and the config
+    count = len(AutoTokenizer.from_pretrained(folder)(text)["input_ids"])
+    config = AutoConfig.from_pretrained(folder)
+    heads = config.num_hidden_layers * config.num_attention_heads
+    said = [i.value for i in at.info if i.value.startswith("This page reads")]
+    assert said == [f"This page reads the first 128 of the text's {count} tokens: it re-runs the model once per head "
+                    f"for its knock-outs ({heads} passes over {count} tokens) and more for its attributions."], said
+    assert "this app is set to" not in " ".join(said)
 
 
 def _bold_numbers(line: str) -> list[float]:

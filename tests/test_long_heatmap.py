@@ -3,7 +3,6 @@ viz.long_heatmap), against weights from a plainly loaded eager model pooled by h
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
@@ -55,12 +54,17 @@ def long_gemma_dir(tmp_path_factory) -> str:
 def long_run(long_gemma_dir):
     """The tiny model, an analysis of about 600 tokens, and its weights from a plain eager forward pass."""
     model = load_model(long_gemma_dir)
-    analysis = analyze(model, long_text(700), max_tokens=600)
+    analysis = analyze(model, long_text(700), max_tokens=600, on_demand=False)  # every head's weights stored
     plain = AutoModelForCausalLM.from_pretrained(long_gemma_dir, attn_implementation="eager").eval()
     with torch.no_grad():
         out = plain(input_ids=torch.tensor([analysis.input_ids]), output_attentions=True)
     eager = np.stack([a[0].float().numpy() for a in out.attentions])  # [layers, heads, T, T]
     return model, analysis, eager
+
+
+def on_demand_of(model, analysis):
+    """The same text analysed as a long text is kept (above 512 tokens): queries and keys, weights computed per head."""
+    return analyze(model, analysis.text, max_tokens=analysis.num_tokens, on_demand=True)
 
 
 def pooled_by_hand(matrix: np.ndarray, step: int, how: str) -> np.ndarray:
@@ -99,7 +103,7 @@ def test_blocks_without_a_visible_cell_are_found_from_their_bounds():
 def test_a_pooled_head_is_the_eager_weights_pooled_by_hand(long_run, layer, how):
     model, analysis, eager = long_run
     n = analysis.num_tokens
-    on_demand = dataclasses.replace(analysis, attentions=None)  # as a long analysis is kept: weights computed per head
+    on_demand = on_demand_of(model, analysis)
     for run in (analysis, on_demand):
         head = pooled_head(model, run, layer, 3, max_pixels=128)[how]
         step = -(-n // 128)
@@ -114,7 +118,7 @@ def test_a_pooled_head_is_the_eager_weights_pooled_by_hand(long_run, layer, how)
 
 def test_zoom_returns_exactly_the_cells_and_labels_of_the_region(long_run):
     model, analysis, eager = long_run
-    on_demand = dataclasses.replace(analysis, attentions=None)
+    on_demand = on_demand_of(model, analysis)
     queries, keys = range(530, 562), range(520, 552)
     labels = token_labels(analysis)
     zoomed = zoom(model, on_demand, 0, 1, queries, keys)
@@ -137,7 +141,7 @@ def test_zoom_returns_exactly_the_cells_and_labels_of_the_region(long_run):
 def test_rows_are_computed_alone_from_the_recorded_queries_and_keys(long_run):
     model, analysis, eager = long_run
     rows = [0, 17, 599]
-    got = row_weights(model, dataclasses.replace(analysis, attentions=None), 1, [0, 2], rows)
+    got = row_weights(model, on_demand_of(model, analysis), 1, [0, 2], rows)
     np.testing.assert_allclose(got, eager[1][[0, 2]][:, rows], rtol=1e-4, atol=1e-7)
 
 
@@ -145,7 +149,7 @@ def test_rows_are_computed_alone_from_the_recorded_queries_and_keys(long_run):
 def test_thumbnails_count_order_and_pixels(long_run, how):
     model, analysis, eager = long_run
     n = analysis.num_tokens
-    thumbs = thumbnails(model, dataclasses.replace(analysis, attentions=None), (1, 0), how, 64)
+    thumbs = thumbnails(model, on_demand_of(model, analysis), (1, 0), how, 64)
     step = -(-n // 64)
     rows = np.append(np.arange(0, n, step)[1:], n) - 1
     assert thumbs.values.shape == (2, model.num_heads, len(rows), -(-n // step))

@@ -15,7 +15,8 @@ from ui.bounded_cache import BoundedCache, nbytes_of
 def test_laptop_mode_allows_any_model():
     s = load_settings(environ={})
     assert not s.server_mode and s.model_allowed("gpt2") and s.model_allowed(None)
-    assert s.max_tokens == 512
+    assert s.max_tokens is None  # the model's own window (issue 41)
+    assert load_settings(environ={"EXPLORER_MAX_TOKENS": "300"}).max_tokens == 300
 
 
 def test_server_mode_allows_only_the_bundled_model_by_default():

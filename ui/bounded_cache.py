@@ -7,6 +7,7 @@ Plain Python (no Streamlit): ``ui/store.py`` makes one per kind of result (its s
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
@@ -20,7 +21,8 @@ V = TypeVar("V")
 
 def nbytes_of(value: object) -> int:
     """Bytes held by the NumPy arrays and torch tensors in ``value`` (an array or tensor, a dataclass or object of
-    them, a tuple, list or dict). An object's other attributes (a torch module, say) are not followed."""
+    them, nested dataclasses such as ``Analysis.on_demand`` included, a tuple, list or dict). An object's other
+    attributes (a torch module, say) are not followed."""
     if isinstance(value, np.ndarray):
         return int(value.nbytes)
     if isinstance(value, torch.Tensor):
@@ -31,7 +33,8 @@ def nbytes_of(value: object) -> int:
         return sum(nbytes_of(v) for v in value.values())
     fields = getattr(value, "__dict__", None)
     if fields:
-        return sum(nbytes_of(v) for v in fields.values() if isinstance(v, (np.ndarray, torch.Tensor, tuple, list, dict)))
+        return sum(nbytes_of(v) for v in fields.values()
+                   if isinstance(v, (np.ndarray, torch.Tensor, tuple, list, dict)) or dataclasses.is_dataclass(v))
     return 0
 
 

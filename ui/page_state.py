@@ -120,6 +120,11 @@ def fits_in_url(text: str) -> bool:
     return encoded_bytes(text) <= URL_TEXT_MAX_BYTES
 
 
+def current_page() -> str:
+    """The url path of the page this run shows (``HOME`` for the home page)."""
+    return _page_name()
+
+
 def _page_name() -> str:
     state = _state()
     if state.current is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import streamlit as st
 
 from core.bundled_lm import bundled_lm
@@ -10,7 +12,8 @@ from core.inference import Analysis
 from core.models import BUNDLED_MODELS, DEFAULT_MODEL, LoadedModel, ModelLoadError, bundled_name
 from core.settings import Settings, load_settings
 from ui.cache import cached_analysis, cached_model
-from ui.page_state import option_value
+from ui.page_limits import PAGE_LIMITS, limit_sentence, page_limit
+from ui.page_state import current_page, option_value
 
 MAX_TEXT_CHARS = 100_000  # far past any model limit; the tokenizer truncates with a notice
 
@@ -54,13 +57,43 @@ def current_model() -> LoadedModel:
         return cached_model(name)
 
 
+def app_token_limit() -> int:
+    """Tokens the app reads per text with the sidebar's model: its whole window (``LoadedModel.max_tokens``), capped
+    by the deployment setting (``EXPLORER_MAX_TOKENS``: none on a laptop, 256 on a workshop server)."""
+    cap, window = current_settings().max_tokens, current_model().max_tokens
+    return window if cap is None else min(cap, window)
+
+
 def current_token_limit() -> int:
-    """Tokens analysed per text: the model's limit, capped by the deployment setting.
+    """Tokens analysed per text on this page: ``app_token_limit()``, capped by the page's own limit
+    (``ui.page_limits.PAGE_LIMITS``).
 
     Every cache of results derived from the sidebar's text takes this, so that they all
     describe the same tokens as ``current_analysis()``.
     """
-    return min(current_settings().max_tokens, current_model().max_tokens)
+    limit = app_token_limit()
+    own = page_limit(current_page(), current_model())
+    return limit if own is None else min(limit, own)
+
+
+@lru_cache(maxsize=32)
+def _token_count(model_name: str, text: str) -> int:
+    return len(current_model().tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
+
+
+def page_limit_notice() -> None:
+    """Above the page, before it computes anything: which token limit the page applies to the sidebar's text and
+    why, when that limit cuts the text (``ui.page_limits``). ``app.py`` calls it on every run."""
+    rule = PAGE_LIMITS.get(current_page())
+    text = current_text()
+    if rule is None or not rule.reads_text or not text.strip():
+        return
+    model = current_model()
+    if getattr(model, "is_encoder_decoder", False) or rule.tokens(model) >= app_token_limit():
+        return
+    sentence = limit_sentence(current_page(), model, _token_count(current_model_name(), text), app_token_limit())
+    if sentence is not None:
+        st.info(sentence, icon=":material/content_cut:")
 
 
 def current_analysis(max_tokens: int | None = None) -> Analysis:
@@ -69,23 +102,24 @@ def current_analysis(max_tokens: int | None = None) -> Analysis:
     limit = current_token_limit() if max_tokens is None else min(current_token_limit(), max_tokens)
     with st.spinner("Running the model…"):
         analysis = cached_analysis(current_model_name(), current_text(), limit)
-    if analysis.truncated:
+    if analysis.truncated and (max_tokens is not None or analysis.num_tokens >= app_token_limit()):
+        # (a cut by the page's own limit was said above the page, by page_limit_notice)
         lm = bundled_lm(model.name)
         window = getattr(model.model.config, "max_position_embeddings", None)
         reason = (
-            f"this app reads at most {model.max_tokens} with {model.name} (its window is {window:,} tokens, but this "
-            "machine cannot hold the attention weights of that many)"
+            f"this app reads at most {model.max_tokens:,} with {model.name} (its window is {window:,} tokens, but "
+            f"{lm.cap_reason})"
             if analysis.num_tokens >= model.max_tokens and lm is not None and lm.max_tokens == model.max_tokens
             and isinstance(window, int) and window > model.max_tokens
-            else f"{model.name} reads at most {model.max_tokens}"
+            else f"{model.name} reads at most {model.max_tokens:,}"
             if analysis.num_tokens >= model.max_tokens
-            else f"this page analyses at most {analysis.num_tokens}"
+            else f"this page analyses at most {analysis.num_tokens:,}"
             if max_tokens is not None and max_tokens < current_token_limit()
-            else f"this app is set to analyse at most {analysis.num_tokens}"
+            else f"this app is set to analyse at most {analysis.num_tokens:,}"
         )
         st.info(
-            f"The text has {analysis.num_input_tokens} tokens and {reason}, "
-            f"so only the first {analysis.num_tokens} are shown.",
+            f"The text has {analysis.num_input_tokens:,} tokens and {reason}, "
+            f"so only the first {analysis.num_tokens:,} are shown.",
             icon=":material/content_cut:",
         )
     return analysis

@@ -10,8 +10,11 @@ from core.models import BUNDLED_KINDS, bundled_name
 from ui.page_state import option, option_value, set_option
 from ui.seq2seq import render_target_box
 from ui.session import MAX_TEXT_CHARS, current_settings, offered_models
+from ui.text_upload import NOTE_KEY, UPLOAD_KEY, use_uploaded_text
 from ui.warmup import converting_language_model
 from viz.common import markdown_safe
+
+TEXT_UPLOAD_MB = 1  # the text box holds 100,000 characters, at most 400 kB of UTF-8
 
 
 def model_label(name: str) -> str:
@@ -71,6 +74,16 @@ def render_sidebar() -> None:
                        f"load, so {markdown_safe(shown)} is shown instead.", icon=":material/block:")
         option(st.text_area, "Text to analyse", value=BANK_RIVER, key="text", app=True,
                max_chars=MAX_TEXT_CHARS, height=120)
+        upload_mb = min(settings.max_upload_mb, TEXT_UPLOAD_MB)
+        st.file_uploader(
+            "Or upload a .txt file", type=["txt"], key=UPLOAD_KEY, max_upload_size=upload_mb,
+            on_change=use_uploaded_text, args=(upload_mb * 1024 * 1024, MAX_TEXT_CHARS),
+            help=f"UTF-8 plain text up to {upload_mb} MB; its first {MAX_TEXT_CHARS:,} characters go into the text box "
+                 "(a long text's link holds a short id, which works while this server runs).",
+        )
+        note = st.session_state.get(NOTE_KEY)
+        if note:
+            (st.warning if note[0] == "warning" else st.info)(note[1], icon=":material/upload_file:")
         st.pills("Examples", list(EXAMPLE_SENTENCES), key="example", on_change=_use_example)
         render_target_box()  # encoder-decoder models only
         with st.expander("Display"):
