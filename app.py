@@ -41,6 +41,7 @@ PAGES = [
     ("app_pages/effects.py", "Does it matter?", ":material/science:", "effects"),
     ("app_pages/patching.py", "Patching", ":material/healing:", "patching"),
     ("app_pages/needle.py", "Needle in a haystack", ":material/search:", "needle"),
+    ("app_pages/long-context.py", "Long context", ":material/straighten:", "long-context"),
     ("app_pages/flow.py", "Information flow", ":material/account_tree:", "flow"),
     ("app_pages/drift.py", "Drift", ":material/trending_down:", "drift"),
     ("app_pages/senses.py", "Senses", ":material/scatter_plot:", "senses"),

@@ -14,6 +14,7 @@ from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
 from ui.figures import show_figure
+from ui.long_attention import is_long, long_attention
 from ui.page_state import end_page, option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit, presentation_mode
 from viz import attention as va
@@ -57,6 +58,10 @@ colorscale = PALETTES[option(c[4].selectbox, "Palette", list(PALETTES), key="pal
 plain = analysis
 [analysis] = with_ablation(analysis)  # heads knocked out on the "Does it matter?" page, if the user turns it on
 ablation = None if analysis is plain else knockout()  # in every view's and figure's cache key
+if is_long(analysis):  # every head's every cell is too much to draw: screen resolution, zoom and thumbnails
+    long_attention(model, analysis, source=source, special=special, words=words, per_head=per_head,
+                   colorscale=colorscale, ablation=ablation)
+    end_page()
 if words and not present:
     st.caption("Word level: a word's row is the **mean** over its query pieces; its column the **sum** over its key pieces.")
 

@@ -38,6 +38,7 @@ PAGE_LINKS = [
     ("app_pages/effects.py", "Does it matter?: knock heads out and measure what changes; attribution and the logit lens."),
     ("app_pages/patching.py", "Patching: for a language model, which layer, position, head or MLP carries the answer."),
     ("app_pages/needle.py", "Needle in a haystack: for a language model, which heads fetch a fact hidden in a long text."),
+    ("app_pages/long-context.py", "Long context: how far each head looks over a long text, attention sinks and sliding windows."),
     ("app_pages/flow.py", "Information flow: for a language model, which attention edges and MLPs carried what it holds at one token."),
     ("app_pages/drift.py", "Drift: how far each layer moves a whole corpus away from the static embeddings."),
     ("app_pages/senses.py", "Senses: one ambiguous word across many sentences, its senses pulled apart layer by layer."),

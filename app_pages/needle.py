@@ -12,6 +12,7 @@ from ui.cache_needle import cached_knocked_out, cached_model_answer, cached_retr
 from ui.errors import friendly_errors
 from ui.explain import explain
 from ui.figures import show_figure
+from ui.needle_grid import depth_length_view, grid_lengths
 from ui.page_state import end_page, option
 from ui.session import current_model, current_model_name, current_token_limit
 from viz.common import file_stem, markdown_safe
@@ -104,15 +105,18 @@ with friendly_errors("finding the needle"):
     if scoring == 0:
         st.info("No head scored above 0 on this prompt, so there are no retrieval heads to knock out.",
                 icon=":material/info:")
-        end_page()
-    count = min(count, scoring)
-    top, random = top_and_random_heads(scores, count)
-    bar = st.progress(0.0, text=f"Knocking out the top {count} retrieval head(s)…")
-    ids, span = tuple(result.token_ids), result.answer_span
-    after_top = cached_knocked_out(name, ids, span, tuple(top))
-    bar.progress(0.5, text=f"Knocking out {count} random head(s)…")
-    after_random = cached_knocked_out(name, ids, span, tuple(random))
-    bar.empty()
-    codes = [", ".join(head_code(l, h, model.num_layers, model.num_heads) for l, h in heads) for heads in (top, random)]
-    st.markdown(knockout_sentence(result.answer_log_probability, after_top, after_random, count))
-    st.caption(f"Top retrieval heads: {codes[0]}. Random heads (seed 0, drawn from the others): {codes[1]}.")
+    else:
+        count = min(count, scoring)
+        top, random = top_and_random_heads(scores, count)
+        bar = st.progress(0.0, text=f"Knocking out the top {count} retrieval head(s)…")
+        ids, span = tuple(result.token_ids), result.answer_span
+        after_top = cached_knocked_out(name, ids, span, tuple(top))
+        bar.progress(0.5, text=f"Knocking out {count} random head(s)…")
+        after_random = cached_knocked_out(name, ids, span, tuple(random))
+        bar.empty()
+        codes = [", ".join(head_code(layer, head, model.num_layers, model.num_heads) for layer, head in heads)
+                 for heads in (top, random)]
+        st.markdown(knockout_sentence(result.answer_log_probability, after_top, after_random, count))
+        st.caption(f"Top retrieval heads: {codes[0]}. Random heads (seed 0, drawn from the others): {codes[1]}.")
+
+    depth_length_view(name, needle, question, answer, grid_lengths(lengths))

@@ -10,7 +10,7 @@ prompt's token ids are built piece by piece, so the needle's span is exact; ``to
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -200,3 +200,69 @@ def top_and_random_heads(scores: np.ndarray, count: int, seed: int = 0) -> tuple
     rng = np.random.default_rng(seed)
     picked = rng.choice(len(others), size=min(count, len(others)), replace=False)
     return top, [others[i] for i in sorted(picked)]
+
+
+@dataclass(frozen=True)
+class AnswerSuccess:
+    """One needle-in-a-haystack prompt read with the answer appended (teacher-forced): ``log_probability`` Σ log p(answer
+    token | everything before it); ``top_everywhere``: every answer token was the model's most likely next token (so
+    greedy decoding writes the answer); ``prompt_tokens``: the prompt's length without the answer."""
+
+    log_probability: float
+    top_everywhere: bool
+    prompt_tokens: int
+
+    @property
+    def probability(self) -> float:
+        return float(np.exp(self.log_probability))
+
+
+def answer_success(lm, haystack: str, needle: str, question: str, answer: str, depth: float) -> AnswerSuccess:
+    """The answer's probability and whether it ranks first at each of its tokens, on the prompt ``build_prompt``
+    makes; one pass, no attention kept (``retrieval_scores`` reads the same prompt)."""
+    token_ids, _, answer_span = build_prompt(lm.tokenizer, haystack, needle, question, answer, depth)
+    if len(token_ids) > lm.max_tokens:
+        raise AnalysisError(f"The prompt is {len(token_ids):,} tokens, more than {lm.name}'s {lm.max_tokens:,}: "
+                            "use a shorter haystack.")
+    rows = list(range(answer_span[0] - 1, answer_span[1] - 1))
+    ids = torch.tensor([token_ids], device=lm.device)
+    with torch.inference_mode(), threads_for_input(ids.numel()):
+        logits = lm.model(input_ids=ids, logits_to_keep=len(token_ids) - rows[0]).logits[0].float()  # [A + 1, vocab]
+    log_probs = torch.log_softmax(logits, dim=-1)
+    targets = token_ids[answer_span[0]:answer_span[1]]
+    picked = [float(log_probs[r - rows[0], t]) for r, t in zip(rows, targets, strict=True)]
+    top = all(int(torch.argmax(log_probs[r - rows[0]])) == t for r, t in zip(rows, targets, strict=True))
+    return AnswerSuccess(float(sum(picked)), top, answer_span[0])
+
+
+@dataclass(frozen=True, eq=False)
+class DepthLengthGrid:
+    """``depths`` (fractions, rows) × ``lengths`` (haystack tokens, columns): ``probability`` float ``[D, N]`` of the
+    answer, ``top`` bool ``[D, N]`` (``AnswerSuccess.top_everywhere``), ``prompt_tokens`` int ``[D, N]``; a cell not
+    measured (stopped) is NaN, False and 0, and ``measured`` bool ``[D, N]`` says which are."""
+
+    depths: tuple[float, ...]
+    lengths: tuple[int, ...]
+    probability: np.ndarray
+    top: np.ndarray
+    prompt_tokens: np.ndarray
+    measured: np.ndarray
+
+
+def depth_length_grid(cell: Callable[[float, int], AnswerSuccess | None], depths: Sequence[float],
+                      lengths: Sequence[int], progress: Callable[[int, int], None] | None = None) -> DepthLengthGrid:
+    """The grid of ``cell(depth, length)`` (an ``AnswerSuccess``, or None for a cell not measured), column by column
+    (every depth at the shortest length first); ``progress(done, total)`` after each cell."""
+    shape = (len(depths), len(lengths))
+    probability, top = np.full(shape, np.nan), np.zeros(shape, dtype=bool)
+    tokens, measured = np.zeros(shape, dtype=int), np.zeros(shape, dtype=bool)
+    total = len(depths) * len(lengths)
+    for column, length in enumerate(lengths):
+        for row, depth in enumerate(depths):
+            found = cell(depth, length)
+            if found is not None:
+                probability[row, column], top[row, column] = found.probability, found.top_everywhere
+                tokens[row, column], measured[row, column] = found.prompt_tokens, True
+            if progress:
+                progress(column * len(depths) + row + 1, total)
+    return DepthLengthGrid(tuple(depths), tuple(lengths), probability, top, tokens, measured)

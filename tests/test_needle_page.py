@@ -132,3 +132,34 @@ def test_smollm2_answers_the_default_needle_and_the_page_s_numbers_are_core_retr
     assert f"{int((result.scores > 0).sum())} of the {result.scores.size} heads copied" in text
     assert (f"top {count} retrieval head(s) knocked out it is {probability(math.exp(after_top))}, with {count} random "
             f"head(s) {probability(math.exp(after_random))}") in text
+
+
+def test_the_depth_length_grid_holds_single_retrieval_runs(llama_dir):
+    """Switched on, the grid measures 5 depths × the lengths offered (16 and 32 tokens in the tiny window); each
+    drawn cell is the answer's probability of core.retrieval run directly on that depth and length."""
+    from core.models import load_model
+    from core.predictions import load_language_model
+    from core.retrieval import bundled_haystack, haystack_of_length, retrieval_scores
+
+    at = open_app({"model": llama_dir, **TINY, "grid": "true"}, page=PAGE)
+    assert not page_errors(at), page_errors(at)
+    drawn = _grid(at)
+    lm = load_language_model(load_model(llama_dir))
+    assert drawn.shape == (5, 2)
+    for column, length in enumerate((16, 32)):
+        haystack = haystack_of_length(lm.tokenizer, bundled_haystack(), length)
+        for row, depth in enumerate((0.0, 0.25, 0.5, 0.75, 1.0)):
+            single = retrieval_scores(lm, haystack, TINY["needle"], TINY["question"], TINY["answer"], depth)
+            assert drawn[row, column] == pytest.approx(single.answer_probability, rel=1e-4)
+    assert "cells measured the model ranks the expected answer first" in _text(at)
+
+
+def _grid(at) -> np.ndarray:
+    import base64
+    import json
+
+    z = json.loads(next(c for c in at.get("plotly_chart") if c.key == "needle-grid").proto.spec)["data"][0]["z"]
+    if isinstance(z, dict):
+        shape = [int(n) for n in str(z["shape"]).split(",")]
+        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape)
+    return np.array(z, dtype=float)

@@ -139,3 +139,35 @@ def test_the_model_s_answer_is_the_plain_model_s_greedy_generation(tiny):
     assert model_answer(lm, result.prompt_ids, steps=6) == expected
     assert result.prompt_ids == result.token_ids[:result.answer_span[0]]
     assert contains_answer(" The Purple basil.", "purple basil ") and not contains_answer("purple", "purple basil")
+
+
+def test_the_depth_length_grid_s_cells_equal_single_retrieval_runs(tiny):
+    """Each cell of the grid is the answer's probability that retrieval_scores gives on that depth and length, and
+    "top everywhere" is the plain model's own argmax at every answer token."""
+    from core.retrieval import answer_success, bundled_haystack, depth_length_grid, haystack_of_length
+
+    lm, plain = tiny
+    haystacks = {n: haystack_of_length(lm.tokenizer, bundled_haystack(), n) for n in (16, 32)}
+    seen = []
+    grid = depth_length_grid(lambda d, n: answer_success(lm, haystacks[n], NEEDLE, QUESTION, ANSWER, d),
+                             (0.0, 0.5, 1.0), (16, 32), progress=lambda done, total: seen.append((done, total)))
+    assert seen[-1] == (6, 6) and len(seen) == 6
+    assert grid.measured.all()
+    for column, n in enumerate((16, 32)):
+        for row, depth in enumerate((0.0, 0.5, 1.0)):
+            single = retrieval_scores(lm, haystacks[n], NEEDLE, QUESTION, ANSWER, depth)
+            assert grid.probability[row, column] == pytest.approx(single.answer_probability, rel=1e-4)
+            assert grid.prompt_tokens[row, column] == len(single.prompt_ids)
+            ids = single.token_ids
+            with torch.no_grad():
+                logits = plain(torch.tensor([ids])).logits[0]
+            rows = range(single.answer_span[0] - 1, single.answer_span[1] - 1)
+            assert grid.top[row, column] == all(int(logits[r].argmax()) == ids[r + 1] for r in rows)
+
+
+def test_a_cell_not_measured_stays_empty_in_the_grid():
+    from core.retrieval import AnswerSuccess, depth_length_grid
+
+    grid = depth_length_grid(lambda d, n: AnswerSuccess(-1.0, True, n) if n == 16 else None, (0.0, 1.0), (16, 32))
+    assert grid.measured.tolist() == [[True, False], [True, False]]
+    assert np.isnan(grid.probability[:, 1]).all() and grid.probability[0, 0] == pytest.approx(np.exp(-1.0))

@@ -12,16 +12,20 @@ import pytest
 from core.attention import attention_maxima
 from core.flow import Edge, RouteGraph
 from core.inference import analyze
+from core.long_attention import PooledHead, Thumbnails, Zoom
 from tests.test_flow_page import _graph as flow_graph
 from viz import attention as va
 from viz import figure_reading, slides
+from viz import long_heatmap as lh
 from viz.common import token_axis
 from viz.compare import attention_heatmap, similarity_by_layer_chart
 from viz.drift import cls_violin_figure, layer_violin_figure
 from viz.flow import route_figure
 from viz.head_stats import head_heatmap, head_heatmaps
 from viz.inside import component_bars, matrix_heatmap, stacked_token_bars, token_bars
+from viz.long_context import distance_heatmap, sink_heatmap
 from viz.maxima import attention_panels, maxima_grid, special_share_chart
+from viz.needle import grid_heatmap
 from viz.predictions import fill_in_bars, next_token_heatmap
 from viz.qk_map import matrix_figure, query_key_figure
 from viz.senses import sense_projection_figure, separation_figure
@@ -179,6 +183,26 @@ def test_fitting_returns_a_copy():
     assert original.to_json() == before
 
 
+def _long_context_profile():
+    """A made-up profile of 2 layers × 4 heads over 600 tokens, the first layer with a 512-token window."""
+    from core.long_context import LongContextProfile, distance_edges
+
+    edges = distance_edges(599)
+    shares = RNG.random((2, 4, len(edges) - 1))
+    return LongContextProfile(edges, shares / shares.sum(-1, keepdims=True), np.full((2, len(edges) - 1), 0.1), (0,),
+                              RNG.random((2, 4, 600)), np.full((2, 600), 0.01), 512, RNG.random((2, 4)) / 2,
+                              np.array([0.0, 0.1]), (512, None), True, tuple(range(600)))
+
+
+def _depth_length_grid():
+    from core.retrieval import DepthLengthGrid
+
+    measured = np.ones((5, 4), dtype=bool)
+    measured[-1, -1] = False
+    return DepthLengthGrid((0.0, 0.25, 0.5, 0.75, 1.0), (256, 512, 1024, 2048), np.where(measured, RNG.random((5, 4)), np.nan),
+                           RNG.random((5, 4)) > 0.5, np.full((5, 4), 300), measured)
+
+
 def _every_figure(analysis) -> list[go.Figure]:
     labels = [f"t{i}" for i in range(analysis.num_tokens)]
     n = analysis.num_tokens
@@ -214,7 +238,22 @@ def _every_figure(analysis) -> list[go.Figure]:
                            title="queries and keys", axis="PCA", lines=(1, np.array([0, 1]), np.array([0.7, 0.3])))
           for colour in ("kind", "position", "token")),
         matrix_figure([(0, h, RNG.random((3, 2)), RNG.random((3, 2))) for h in range(4)], 4, title="every head"),
+        *_long_figures(att, labels),
+        distance_heatmap(_long_context_profile(), 0),
+        sink_heatmap(_long_context_profile(), 1, "“The”"),
+        grid_heatmap(_depth_length_grid()),
     ]
+
+
+def _long_figures(att: np.ndarray, labels: list[str]) -> list[go.Figure]:
+    """The Attention page's figures for a long text (viz.long_heatmap), on the short text's weights."""
+    n, starts = att.shape[-1], np.arange(0, att.shape[-1], 2)
+    pooled = PooledHead(np.maximum.reduceat(np.maximum.reduceat(att[0, 0], starts, 0), starts, 1), starts, starts, n, "max")
+    zoomed = Zoom(att[0, 0, :4, :5], np.zeros((4, 5), dtype=bool), range(4), range(5), labels[:4], labels[:5])
+    thumbs = Thumbnails(att[:, :, ::2], tuple(range(att.shape[0])), np.arange(0, n, 2), np.arange(n), n, "sum")
+    return [lh.pooled_head_figure(pooled, title="pooled", colorscale="Viridis", region=(range(2), range(2))),
+            lh.zoom_figure(zoomed, title="zoom", colorscale="Viridis"),
+            lh.thumbnails_figure(thumbs, title="thumbnails", colorscale="Viridis")]
 
 
 @pytest.mark.parametrize("width", [320, 600, 1232])

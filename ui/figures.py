@@ -77,6 +77,14 @@ def fitted(fig: go.Figure, width_px: float, *, slide: bool, reserve: bool = Fals
     return memo[key]
 
 
+def fit_ahead(fig: go.Figure, *, share: float = 1.0, reserve_margins: bool = False, column_gap: str = "small") -> None:
+    """Fit ``fig`` now as ``show_figure`` with the same arguments will (the copy is kept on it), so that drawing it
+    later costs no fitting: for figures a click is likely to show next (the other heads of a layer)."""
+    slide = presentation_mode()
+    column = current_column(PRESENTATION_WIDTH if slide else NORMAL_WIDTH)
+    fitted(fig, column.figure_width(share, COLUMN_GAP_PX[column_gap]), slide=slide, reserve=reserve_margins)
+
+
 # Read by a screen reader, never drawn: the standard visually-hidden pattern (not display:none, which hides it from both).
 VISUALLY_HIDDEN = ("position:absolute;width:1px;height:1px;margin:-1px;padding:0;border:0;overflow:hidden;"
                    "clip-path:inset(50%);white-space:nowrap")
@@ -129,7 +137,7 @@ def csv_download(label: str, data: pd.DataFrame | Callable[[], pd.DataFrame], *,
 def show_figure(
     fig: go.Figure, *, name: str, data: pd.DataFrame | Callable[[], pd.DataFrame] | None = None, key: str | None = None,
     width: str | int = "stretch", share: float = 1.0, reserve_margins: bool = False, alt: str | None = None,
-    column_gap: str = "small", on_select: str = "ignore",
+    column_gap: str = "small", on_select: str = "ignore", selection_mode: str = "points",
 ):
     """Draw ``fig``; offer ``data`` (a table, or a function building it) as CSV under it, serialised only when
     clicked. ``name`` becomes the download file name. ``width``: ``"stretch"`` (the column's width) or
@@ -140,7 +148,8 @@ def show_figure(
     figure, read by a screen reader before what the figure names itself (``text_alternative``). ``column_gap``: the
     ``gap`` of the columns the figure is in. In a window narrower than the width assumed, figures are fitted to the
     main column the browser measured (``ui.viewport``), and to all of it where Streamlit stacks its columns.
-    ``on_select="rerun"``: a click on a point reruns the page; returns the chart's event (its ``selection.points``).
+    ``on_select="rerun"``: a click on a point reruns the page; returns the chart's event (its ``selection.points``);
+    ``selection_mode="box"``: a box dragged on the plot does (its ``selection.box``).
     """
     slide = presentation_mode()
     # Fitted for the smaller of the width assumed and the main column the browser measured (a narrow window).
@@ -153,7 +162,7 @@ def show_figure(
     with st.container(gap=None):
         st.html(f'<p class="figure-alt" data-main-column="{column}" style="{VISUALLY_HIDDEN}">Figure: {html.escape(text_alternative(fig, alt))}</p>')
         height = None if slide else fig.layout.height or PLOTLY_DEFAULT_HEIGHT
-        selecting = {} if on_select == "ignore" else {"on_select": on_select, "selection_mode": "points"}
+        selecting = {} if on_select == "ignore" else {"on_select": on_select, "selection_mode": selection_mode}
         event = st.plotly_chart(fig, theme=theme, config=plotly_config(name, width_px, height), key=key, width=width, **selecting)
     if data is not None:
         csv_download("Download data (CSV)", data, file_name=f"{file_stem(name)}.csv", key=None if key is None else f"{key}-csv")

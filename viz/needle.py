@@ -6,7 +6,10 @@ import math
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 
+from core.retrieval import DepthLengthGrid
+from viz.common import SEQUENTIAL
 from viz.wording import percent, probability
 
 # A knock-out "matters more" only when it leaves the answer at least this many times less likely than the other.
@@ -51,3 +54,61 @@ def scores_table(scores: np.ndarray) -> pd.DataFrame:
     layers, heads = scores.shape
     return pd.DataFrame({"layer": np.repeat(np.arange(layers), heads), "head": np.tile(np.arange(heads), layers),
                          "retrieval score": scores.reshape(-1)})
+
+
+def grid_heatmap(grid: DepthLengthGrid) -> go.Figure:
+    """Depths (rows, 0 % on top) × haystack lengths (columns): the answer's probability as colour, and in each cell the
+    probability and ✓ where the answer ranks first at every one of its tokens; cells not measured are blank."""
+    depths = [f"{d:.0%}" for d in grid.depths]
+    lengths = [f"{n:,}" for n in grid.lengths]
+    text = [[("" if not grid.measured[r, c] else probability(grid.probability[r, c]) + (" ✓" if grid.top[r, c] else ""))
+             for c in range(len(lengths))] for r in range(len(depths))]
+    fig = go.Figure(go.Heatmap(
+        z=grid.probability, x=lengths, y=depths, text=text, texttemplate="%{text}", colorscale=SEQUENTIAL, zmin=0,
+        zmax=1, xgap=2, ygap=2, colorbar={"title": {"text": "p(answer)"}},
+        hovertemplate="needle at %{y} of %{x} tokens: p(answer) %{z:.4f}<extra></extra>",
+    ))
+    fig.update_xaxes(title_text="haystack length (tokens)", type="category")
+    fig.update_yaxes(title_text="needle depth", type="category", autorange="reversed")
+    fig.update_layout(title={"text": "The answer's probability by needle depth and haystack length (✓: ranked first)"},
+                      height=180 + 48 * len(depths), margin={"l": 80, "r": 20, "t": 70, "b": 60})
+    return fig
+
+
+def grid_sentence(grid: DepthLengthGrid) -> str:
+    """What the measured cells of ``grid`` show: how many rank the answer first, the best and worst cell, and the
+    shortest against the longest length only past a factor of ``CLEAR_FACTOR`` (averaged over the depths)."""
+    measured = int(grid.measured.sum())
+    if measured == 0:
+        return "No cell of the grid is measured yet."
+    said = (f"In {int(grid.top.sum())} of the {measured} cells measured the model ranks the expected answer first at "
+            "every one of its tokens (✓).")
+    values = np.where(grid.measured, grid.probability, np.nan)
+    best = np.unravel_index(int(np.nanargmax(values)), values.shape)
+    worst = np.unravel_index(int(np.nanargmin(values)), values.shape)
+
+    def where(cell) -> str:
+        return f"the needle at {grid.depths[cell[0]]:.0%} of {grid.lengths[cell[1]]:,} tokens"
+
+    if measured > 1:
+        said += (f" Its probability is highest, {probability(values[best])}, with {where(best)}, and lowest, "
+                 f"{probability(values[worst])}, with {where(worst)}.")
+    full = [c for c in range(len(grid.lengths)) if grid.measured[:, c].all()]
+    if len(full) >= 2:
+        short, long = full[0], full[-1]
+        a, b = float(values[:, short].mean()), float(values[:, long].mean())
+        said += (f" Averaged over the depths it is {probability(a)} at {grid.lengths[short]:,} tokens and "
+                 f"{probability(b)} at {grid.lengths[long]:,}")
+        if a > 0 and b > 0 and max(a, b) / min(a, b) >= CLEAR_FACTOR:
+            said += f": {max(a, b) / min(a, b):.1f} times {'lower' if b < a else 'higher'} in the longer haystack."
+        else:
+            said += f", within a factor of {CLEAR_FACTOR:g}: these cells show no clear effect of length."
+    return said
+
+
+def grid_table(grid: DepthLengthGrid) -> pd.DataFrame:
+    """One row per measured cell: depth, haystack length, prompt tokens, p(answer), ranked first at every token."""
+    rows = [(grid.depths[r], grid.lengths[c], int(grid.prompt_tokens[r, c]), float(grid.probability[r, c]),
+             bool(grid.top[r, c]))
+            for c in range(len(grid.lengths)) for r in range(len(grid.depths)) if grid.measured[r, c]]
+    return pd.DataFrame(rows, columns=["depth", "haystack tokens", "prompt tokens", "p(answer)", "ranked first"])

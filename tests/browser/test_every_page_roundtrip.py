@@ -57,7 +57,7 @@ NOT_CHANGED = {
     **{("patching", key): "patching needs a causal language model: with the test's masked LM the page is a sentence"
        for key in ("clean", "corrupted", "answer", "wrong", "view")},
     **{("needle", key): "a needle in a haystack needs a causal language model: with the test's masked LM the page is "
-                        "a sentence" for key in ("needle", "question", "answer", "depth", "length", "heads")},
+                        "a sentence" for key in ("needle", "question", "answer", "depth", "length", "heads", "grid")},
     **{("flow", key): "the list of details is labelled with the graph's edge and node counts, and the head box "
                       "appears only for an attention edge; the details are checked in tests/test_flow_page.py"
        for key in ("item", "head")},
@@ -115,6 +115,10 @@ CHANGES = {
     "needle": [],  # see NOT_CHANGED
     "flow": [(choose, "Token", re.compile(r"^1: "), "token"),
              (slide_right, "Threshold (share of a node's inputs)", None, "threshold")],
+    "long-context": [  # the text last: the sidebar's text is shorter, so the length changes first on the bundled text
+        (slide_left, "Length (tokens)", None, "length"), (press_segment, "Share", "on the sink", "measure"),
+        (choose, "Layer (counted from 0)", "1", "layer"), (press_segment, "Text", "the sidebar's text", "source"),
+    ],
     "effects": [  # the knock-out first: the token and position pickers appear below the parts it computes
         (pick_radio, "What to measure", "sentence embedding", "measure"),
         (write, "Heads to knock out", "L1H2", "heads"), (pick_radio, "Ablation", "mean", "ablation"),

@@ -1,0 +1,168 @@
+"""Long context: how far each head looks over a long text (attention by distance), how much lands on the first token
+(attention sinks), and where a layer's sliding window cuts attention off."""
+
+import streamlit as st
+
+from core.long_context import FAR_SHARE, LOCAL_DISTANCE, LOCAL_SHARE, SINK_SHARE, text_ids
+from core.retrieval import HAYSTACK_SOURCE
+from core.tokens import decoded_tokens, quoted_token
+from ui.cache_long_context import cached_long_haystack, cached_profile, profile_if_cached
+from ui.errors import friendly_fragment
+from ui.explain import explain
+from ui.figures import show_figure
+from ui.page_state import end_page, option
+from ui.session import current_model, current_model_name, current_text, current_token_limit
+from viz.common import file_stem, markdown_safe
+from viz.head_stats import head_heatmap
+from viz.long_context import (
+    distance_heatmap,
+    distance_table,
+    head_table,
+    kinds_sentence,
+    layer_sentence,
+    sink_heatmap,
+    sink_sentence,
+    sink_table,
+    window_sentence,
+)
+
+SOURCES = {"haystack": "bundled long text", "sidebar": "the sidebar's text"}
+LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+DEFAULT_LENGTH = 2048
+MEASURES = {"local": f"within {LOCAL_DISTANCE} tokens", "far": "far, sink excluded", "sink": "on the sink"}
+STOPPED = "_long_context_stopped"  # the (model, text, length) whose measurement the reader stopped
+
+st.title("Long context")
+explain(
+    "How far does each head look? Over a long text, each head's attention is split by the **distance** from the query "
+    "to the key (in tokens, log-spaced bins: 0, 1, 2–3, 4–7, …), so local heads, heads bounded by a sliding window and "
+    "heads that reach across the whole text tell themselves apart. Many heads also park much of their attention on "
+    "the first token whatever it is, an **attention sink** (Xiao et al., 2023, *Efficient Streaming Language Models "
+    "with Attention Sinks*). Every share is a mean over the query positions, shown beside what attention spread "
+    "evenly over the keys a query may see would give (**uniform**): the chance level. Attention is recomputed one "
+    "layer at a time from the recorded queries and keys, never all heads' weights at once."
+)
+model = current_model()
+if model.is_encoder_decoder:
+    st.info(f"{model.name} is an encoder-decoder; this page reads models with one stack of layers (an encoder such "
+            "as the MiniLM, or a language model such as SmolLM2).", icon=":material/info:")
+    end_page()
+name = current_model_name()
+limit = current_token_limit()
+left, right = st.columns(2)
+source = option(left.segmented_control, "Text", list(SOURCES), format_func=SOURCES.get, default="haystack",
+                required=True, key="source")
+lengths = [n for n in LENGTHS if n <= limit] or [limit]
+if len(lengths) > 1:
+    length = option(right.select_slider, "Length (tokens)", lengths,
+                    value=DEFAULT_LENGTH if DEFAULT_LENGTH in lengths else lengths[-1], key="length",
+                    help="The text is read up to this many tokens (the bundled text is cut at a sentence end).")
+else:
+    length = lengths[0]
+added = len(model.tokenizer("", add_special_tokens=True)["input_ids"])  # BOS, [CLS] … around the text
+if length - added < 2:
+    st.info(f"This app reads at most {limit} token(s) with {markdown_safe(model.name)}, {added} of them the tokenizer's "
+            "own, too few to measure how far attention goes.", icon=":material/info:")
+    end_page()
+if source == "haystack":
+    text = cached_long_haystack(name, length)
+    st.caption(f"The text: {HAYSTACK_SOURCE}, cut at a sentence end to at most {length:,} tokens. Lengths up to "
+               f"{lengths[-1]:,} tokens fit this app's limit of {limit:,} with {model.name}.")
+else:
+    text = current_text()
+ids, total, first_is_added = text_ids(model.tokenizer, text, length)
+if len(ids) < 2:
+    st.info("The text needs at least two tokens: type a longer text in the sidebar, or pick the bundled long text.",
+            icon=":material/edit:")
+    end_page()
+if total > len(ids):
+    cut = (f"this app reads at most {limit:,} with {model.name}" if length == limit else
+           f"the length chosen is {length:,}")
+    st.info(f"The text has {total:,} tokens and {cut}, so only the first {len(ids):,} are measured.",
+            icon=":material/content_cut:")
+first = decoded_tokens(model.tokenizer, ids[:1])[0]
+if first_is_added:
+    sink_label = f"the {quoted_token(first)} token the tokenizer adds (position 0)"
+else:
+    sink_label = f"the first token {quoted_token(first)} (position 0; this tokenizer adds no token before the text)"
+
+
+def _stop(key) -> None:
+    st.session_state[STOPPED] = key
+
+
+def _restart() -> None:
+    st.session_state[STOPPED] = None
+
+
+key = (name, text, length)
+profile = profile_if_cached(*key)
+if profile is None:
+    if st.session_state.get(STOPPED) == key:
+        st.info("You stopped the measurement; nothing is shown until it runs to the end.", icon=":material/stop_circle:")
+        st.button("Measure again", key="long-context-restart", on_click=_restart, icon=":material/play_arrow:")
+        end_page()
+    slot = st.empty()
+    with slot.container():
+        bar = st.progress(0.0, text=f"Running {model.name} over {len(ids):,} tokens…")
+        st.button("Stop", key="long-context-stop", on_click=_stop, args=(key,), icon=":material/stop:")
+
+    def progress(done: int, total_layers: int) -> None:
+        bar.progress(done / total_layers, text=f"Attention by distance: {done} of {total_layers} layers measured")
+
+    profile = cached_profile(*key, progress)
+    slot.empty()
+
+direction = "query − key: a query sees only earlier keys" if profile.causal else "|query − key|: an encoder sees both ways"
+st.caption(f"{markdown_safe(model.name)}, {profile.num_tokens:,} tokens; distance is {direction}. The sink is "
+           f"{markdown_safe(sink_label)}.")
+stem = file_stem(name, "long-context", source, profile.num_tokens)
+
+st.header("How far each head looks")
+explain(
+    f"A head is **local** when at least {LOCAL_SHARE:.0%} of its attention stays within {LOCAL_DISTANCE} tokens, a "
+    f"**sink** head when at least {SINK_SHARE:.0%} lands on the sink, and **long-range** when at least "
+    f"{FAR_SHARE:.0%}, and no less than uniform attention's share, goes {profile.far_distance:,} tokens or more away "
+    "to keys other than the sink ("
+    + ("the smallest sliding window of this model)." if profile.far_distance in profile.windows else
+       "this model has no sliding window; that is this page's far distance).")
+    + " The thresholds are this page's definitions; the shares beside them are measured.",
+    caption=True,
+)
+
+
+@friendly_fragment
+def overview(profile) -> None:
+    """The layer × head grid of one measure; picking another reruns only this part."""
+    measure = option(st.columns(2)[0].segmented_control, "Share", list(MEASURES), format_func=MEASURES.get,
+                     default="local", required=True, key="measure")
+    grid = {"local": profile.local, "far": profile.far, "sink": profile.sink_mean}[measure]
+    titles = {"local": f"Share of attention within {LOCAL_DISTANCE} tokens",
+              "far": f"Share at {profile.far_distance:,} tokens or more, sink excluded",
+              "sink": "Share on the sink (position 0)"}
+    sentence = kinds_sentence(profile)
+    show_figure(head_heatmap(grid, title=titles[measure], colorbar="share", share=True),
+                name=f"{stem}-{measure}", data=lambda: head_table(profile), key="long-context-grid", alt=sentence)
+    st.markdown(sentence)
+
+
+overview(profile)
+
+
+@friendly_fragment
+def one_layer(profile) -> None:
+    """One layer's heads by distance and on the sink by query position."""
+    st.header("Attention by distance, one layer")
+    layer = option(st.columns(2)[0].selectbox, "Layer (counted from 0)", list(range(model.num_layers)), key="layer")
+    sentence = layer_sentence(profile, layer)
+    show_figure(distance_heatmap(profile, layer), name=f"{stem}-distance-layer-{layer}",
+                data=lambda: distance_table(profile), key="long-context-distance", alt=sentence)
+    st.markdown(sentence + " " + window_sentence(profile, markdown_safe(model.name)))
+    st.header("Attention on the first token")
+    said = sink_sentence(profile, markdown_safe(sink_label))
+    show_figure(sink_heatmap(profile, layer, quoted_token(first)), name=f"{stem}-sink-layer-{layer}",
+                data=lambda: sink_table(profile, layer), key="long-context-sink", alt=said)
+    st.markdown(said)
+
+
+one_layer(profile)

@@ -1,0 +1,169 @@
+"""Long-context views (core.long_context) against eager attention (``output_attentions``) of plainly loaded tiny models,
+reduced by numpy by hand: a Gemma 3 with a 4-token sliding window in its first layer, a Llama without one, a BERT."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModel, AutoModelForCausalLM
+
+from core.errors import AnalysisError
+from core.long_context import bin_labels, distance_edges, long_context_profile, sliding_windows
+from core.models import load_model
+from tests.model_factory import build_tiny_bert, build_tiny_decoder
+
+IDS = [7 + (5 * i) % 40 for i in range(40)]  # 40 tokens, inside the tiny models' 64 positions
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """name -> (LoadedModel, plain eager model)."""
+    root = tmp_path_factory.mktemp("long")
+    found = {}
+    for family in ("gemma3_text", "llama"):
+        folder = build_tiny_decoder(root / family, family)
+        plain = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+        found[family] = (load_model(str(folder)), plain)
+    folder = build_tiny_bert(root / "bert")
+    found["bert"] = (load_model(str(folder)), AutoModel.from_pretrained(folder, attn_implementation="eager").eval())
+    return found
+
+
+def _eager(plain, ids) -> np.ndarray:
+    """``[L, H, T, T]`` float64 from a plain eager forward pass."""
+    with torch.no_grad():
+        out = plain(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                    output_attentions=True)
+    return np.stack([a[0].double().numpy() for a in out.attentions])
+
+
+def _bin_of(distance: int) -> int:
+    """0 → 0, 1 → 1, 2–3 → 2, 4–7 → 3 …: by the logarithm, not by the edges the code uses."""
+    return 0 if distance == 0 else int(math.floor(math.log2(distance))) + 1
+
+
+def _by_hand(att: np.ndarray, causal: bool, windows, far: int):
+    """shares [L, H, B], uniform [L, B], sink [L, H, T], far [L, H] by loops over every query and key."""
+    layers, heads, t, _ = att.shape
+    bins = _bin_of(t - 1) + 1
+    queries = range(1 if causal else 0, t)
+    shares, uniform = np.zeros((layers, heads, bins)), np.zeros((layers, bins))
+    far_share = np.zeros((layers, heads))
+    for layer in range(layers):
+        for i in queries:
+            seen = [j for j in range(t) if (j <= i or not causal) and (windows[layer] is None or abs(i - j) < windows[layer])]
+            for j in range(t):
+                d = abs(i - j)
+                shares[layer, :, _bin_of(d)] += att[layer, :, i, j]
+                if d >= far and j != 0:
+                    far_share[layer] += att[layer, :, i, j]
+            for j in seen:
+                uniform[layer, _bin_of(abs(i - j))] += 1 / len(seen)
+    n = len(queries)
+    return shares / n, uniform / n, att[..., 0], far_share / n
+
+
+def test_edges_and_labels_are_log_spaced_and_cover_every_distance():
+    assert distance_edges(39).tolist() == [0, 1, 2, 4, 8, 16, 32, 40]
+    assert distance_edges(1).tolist() == [0, 1, 2]
+    assert bin_labels([0, 1, 2, 4, 8, 10]) == ["0", "1", "2–3", "4–7", "8–9"]
+
+
+@pytest.mark.parametrize("family", ["gemma3_text", "llama", "bert"])
+def test_shares_sinks_and_far_equal_numpy_by_hand_on_eager_attention(models, family):
+    model, plain = models[family]
+    profile = long_context_profile(model, IDS)
+    att = _eager(plain, IDS)
+    causal = family != "bert"
+    shares, uniform, sink, far = _by_hand(att, causal, profile.windows, profile.far_distance)
+    np.testing.assert_allclose(profile.shares, shares, atol=2e-5)
+    np.testing.assert_allclose(profile.uniform, uniform, atol=1e-6)
+    np.testing.assert_allclose(profile.far, far, atol=2e-5)
+    queries = profile.queries
+    np.testing.assert_allclose(profile.sink[..., queries], sink[..., queries], atol=2e-6)
+    assert np.isnan(profile.sink[..., 0]).all() == causal  # a decoder's first query is not averaged
+    np.testing.assert_allclose(profile.shares.sum(-1), 1.0, atol=1e-5)  # every query's shares sum to 1
+    np.testing.assert_allclose(profile.uniform.sum(-1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(profile.sink_mean, sink[..., queries].mean(-1), atol=2e-6)
+    # uniform attention's share on token 0: 1 / (keys a query sees)
+    expected = [1 / (i + 1) if causal else 1 / len(IDS) for i in queries]
+    full = profile.windows.index(None)  # a layer without a window (gemma3_text's layer 1)
+    np.testing.assert_allclose(profile.sink_uniform[full, queries], expected, rtol=1e-6)
+
+
+def test_the_sliding_window_is_read_from_the_config_and_eager_attention_obeys_it(models):
+    model, plain = models["gemma3_text"]
+    assert sliding_windows(plain.config, 2) == (4, None)  # layer_types: sliding, full
+    att = _eager(plain, IDS)
+    distance = np.arange(len(IDS))[:, None] - np.arange(len(IDS))[None, :]
+    assert att[0][:, distance >= 4].max() == 0.0 and att[0][:, distance == 3].max() > 0
+    assert att[1][:, distance >= 4].max() > 0  # the full layer reaches past it
+    profile = long_context_profile(model, IDS)
+    assert profile.windows == (4, None) and profile.far_distance == 4
+    assert profile.far[0].max() == 0.0 and profile.far_uniform[0] == 0.0  # nothing past the window in layer 0
+    for config in (models["llama"][1].config, models["bert"][1].config):
+        assert sliding_windows(config, 2) == (None, None)
+
+
+def test_mistral_s_window_applies_to_every_layer(tmp_path):
+    from transformers import MistralConfig
+
+    assert sliding_windows(MistralConfig(sliding_window=4, num_hidden_layers=3), 3) == (4, 4, 4)
+
+
+def test_a_single_token_is_a_sentence(models):
+    with pytest.raises(AnalysisError):
+        long_context_profile(models["llama"][0], [5])
+
+
+def test_progress_reports_every_layer(models):
+    seen = []
+    long_context_profile(models["llama"][0], IDS[:10], progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(0, 2), (1, 2), (2, 2)]
+
+
+def test_small_blocks_give_the_same_numbers(models, monkeypatch):
+    import core.long_context as long_context
+
+    whole = long_context_profile(models["gemma3_text"][0], IDS)
+    monkeypatch.setattr(long_context, "BLOCK_CELLS", 4 * 3 * len(IDS))  # blocks of 3 rows
+    blocks = long_context_profile(models["gemma3_text"][0], IDS)
+    np.testing.assert_allclose(blocks.shares, whole.shares, atol=1e-6)
+    np.testing.assert_allclose(blocks.sink[..., 1:], whole.sink[..., 1:], atol=1e-7)
+
+
+def test_head_kinds_follow_the_stated_thresholds_in_their_order(models):
+    from core.long_context import head_kinds
+
+    profile = long_context_profile(models["gemma3_text"][0], IDS)
+    kinds = head_kinds(profile)
+    for (layer, head), kind in np.ndenumerate(kinds):
+        far = profile.far[layer, head]
+        expected = ("sink" if profile.sink_mean[layer, head] >= 0.5 else "local" if profile.local[layer, head] >= 0.5
+                    else "long-range" if far >= 0.25 and far >= profile.far_uniform[layer] else "between")
+        assert kind == expected
+    assert (kinds[0] != "long-range").all()  # nothing lies past layer 0's window
+
+
+@pytest.mark.parametrize("family", ["gemma3_text", "bert"])
+def test_each_query_s_bins_sum_to_one_and_equal_the_loops(models, family):
+    """Per query, not only on average: the block reduction of eager weights, against loops over the keys."""
+    from core.long_context import _reduce
+
+    _, plain = models[family]
+    att = _eager(plain, IDS).astype(np.float32)
+    causal = family != "bert"
+    rows = np.arange(1 if causal else 0, len(IDS))
+    edges = distance_edges(len(IDS) - 1)
+    for layer in range(att.shape[0]):
+        bins, sink, _ = _reduce(att[layer][:, rows], rows, edges, [0], 4, causal)
+        np.testing.assert_allclose(bins.sum(-1), 1.0, atol=1e-5)
+        for r, i in enumerate(rows):
+            expected = np.zeros((att.shape[1], len(edges) - 1))
+            for j in range(len(IDS)):
+                expected[:, _bin_of(abs(i - j))] += att[layer][:, i, j]
+            np.testing.assert_allclose(bins[:, r], expected, atol=1e-5)
+            np.testing.assert_allclose(sink[:, r], att[layer][:, i, 0], atol=1e-7)

@@ -1,0 +1,256 @@
+"""The Attention page for a text longer than its full heatmaps draw (``LONG_TEXT_TOKENS``): one head at screen
+resolution (each pixel the maximum or the sum of the cells it covers), a zoomed region token by token, and every head
+of a layer (or of every layer) as thumbnails; computed one head, or a few query rows, at a time
+(``core.long_attention``) and cached per head, so switching heads within a layer on screen is a cache hit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from core.inference import Analysis
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
+from core.long_attention import pooled_head, thumbnails, zoom
+from core.models import LoadedModel
+from core.pooling import region_around
+from core.tokens import token_labels
+from ui.cache import analysis_for, bounded_store, cached_figure, cached_model, in_model_turn
+from ui.errors import friendly_fragment
+from ui.figures import PRESENTATION_WIDTH, fit_ahead, main_column_width, show_figure
+from ui.page_state import option, set_option
+from ui.session import current_model_name, current_text, current_token_limit, presentation_mode
+from viz import long_heatmap as lh
+from viz.attention_cells import mask_note
+from viz.common import file_stem
+
+# Up to this many tokens the page draws every head's every cell (``viz.attention``: 512 is the app's default limit,
+# the length its figures are measured at in docs/benchmarks.md); past it, or when the analysis keeps no weights of
+# its own, this module draws the long text.
+LONG_TEXT_TOKENS = 512
+POOLS = {"max": "maximum", "sum": "sum"}
+SCOPES = ["this layer", "every layer"]
+ZOOM_SIDES = [16, 32, 64, 128, 256]
+THUMB_PIXELS = 64  # a thumbnail's pixels per side
+PLOT_MARGINS_PX = 200  # a pooled head's figure less its plot: the axis titles and ticks, the colour bar
+THUMBS_KEY, HEAD_KEY = "long-attention-thumbnails", "long-attention-head"
+MAX_POOLED, MAX_POOLED_BYTES = 600, 400_000_000
+MAX_ZOOMS, MAX_ZOOM_BYTES = 64, 100_000_000
+
+
+def is_long(analysis: Analysis) -> bool:
+    """Whether the Attention page draws ``analysis`` with this module."""
+    return analysis.attentions is None or analysis.num_tokens > LONG_TEXT_TOKENS
+
+
+def plot_pixels(present: bool) -> int:
+    """Pixels per side a pooled head is drawn on: its figure's width on the page less its margins."""
+    width = PRESENTATION_WIDTH if present else main_column_width()
+    return max(64, int(width) - PLOT_MARGINS_PX)
+
+
+def _run(model_name: str, ablation) -> tuple[LoadedModel, Analysis]:
+    limit = current_token_limit()
+    return cached_model(model_name), analysis_for(model_name, current_text(), limit, ablation)
+
+
+def _key(model_name: str, ablation) -> tuple:
+    return (model_name, current_text(), current_token_limit(), ablation)
+
+
+def cached_pooled_head(model_name: str, ablation, layer: int, head: int, pixels: int) -> dict:
+    """``core.long_attention.pooled_head`` (max and sum) of the sidebar's text, per head."""
+    store = bounded_store("long-pooled-heads", MAX_POOLED, MAX_POOLED_BYTES)
+    key = (*_key(model_name, ablation), layer, head, pixels)
+    return store.get_or_compute(key, lambda: in_model_turn(pooled_head, *_run(model_name, ablation), layer, head, pixels))
+
+
+def has_pooled_head(model_name: str, ablation, layer: int, head: int, pixels: int) -> bool:
+    store = bounded_store("long-pooled-heads", MAX_POOLED, MAX_POOLED_BYTES)
+    return store.get((*_key(model_name, ablation), layer, head, pixels)) is not None
+
+
+def cached_labels(model_name: str, ablation) -> list[str]:
+    store = bounded_store("long-labels", 16, 10_000_000)
+    return store.get_or_compute(_key(model_name, ablation), lambda: token_labels(_run(model_name, ablation)[1]))
+
+
+def cached_zoom(model_name: str, ablation, layer: int, head: int, queries: range, keys: range):
+    """``core.long_attention.zoom``: only the query rows shown are computed."""
+    store = bounded_store("long-zooms", MAX_ZOOMS, MAX_ZOOM_BYTES)
+    labels = cached_labels(model_name, ablation)
+    return store.get_or_compute((*_key(model_name, ablation), layer, head, queries, keys), lambda: in_model_turn(
+        zoom, *_run(model_name, ablation), layer, head, queries, keys, labels))
+
+
+def cached_thumbnails(model_name: str, ablation, layers: tuple[int, ...], how: str, progress=None):
+    store = bounded_store("long-thumbnails", 16, 200_000_000)
+    return store.get_or_compute((*_key(model_name, ablation), layers, how), lambda: in_model_turn(
+        thumbnails, *_run(model_name, ablation), layers, how, THUMB_PIXELS, progress))
+
+
+def clicked_head() -> tuple[int, int] | None:
+    """The ``[layer, head]`` of the thumbnail last clicked, once per click."""
+    event = st.session_state.get(THUMBS_KEY)
+    try:
+        points = event["selection"]["points"] if event else []
+    except (KeyError, TypeError):
+        points = []
+    data = list(points[0].get("customdata") or []) if points else None
+    handled = f"{THUMBS_KEY}.handled"
+    if data == st.session_state.get(handled):
+        return None
+    st.session_state[handled] = data
+    return (int(data[0]), int(data[1])) if data and len(data) == 2 else None
+
+
+def selected_box(n: int) -> tuple[int, int, int] | None:
+    """``(first query, first key, side)`` of the zoom around the box last dragged on the pooled head, once per box."""
+    event = st.session_state.get(HEAD_KEY)
+    try:
+        boxes = event["selection"]["box"] if event else []
+    except (KeyError, TypeError):
+        boxes = []
+    box = boxes[-1] if boxes else None
+    bounds = (tuple(box.get("x") or ()), tuple(box.get("y") or ())) if isinstance(box, dict) else None
+    handled = f"{HEAD_KEY}.handled"
+    if bounds == st.session_state.get(handled):
+        return None
+    st.session_state[handled] = bounds
+    if not bounds or len(bounds[0]) != 2 or len(bounds[1]) != 2:
+        return None
+    return region_around(bounds[0], bounds[1], n, ZOOM_SIDES)
+
+
+def long_attention(model: LoadedModel, analysis: Analysis, *, source: str, special: str, words: bool, per_head: bool,
+                   colorscale: str, ablation) -> None:
+    """The long-text part of the Attention page (after its shared controls)."""
+    n = analysis.num_tokens
+    st.caption(
+        f"This text has {n:,} tokens, more than the {LONG_TEXT_TOKENS} whose every cell the heatmaps draw, so each "
+        "head is drawn at screen resolution (each pixel the maximum or the sum of the weights it covers, as its title "
+        "says) and computed when it is shown; zoom in below to read single tokens.")
+    ignored = [f"the {source} source" if source != "raw" else "", "word level" if words else "",
+               f"{special} special tokens" if special != "show" else ""]
+    if any(ignored):
+        st.info(f"At this length the page draws raw attention weights of every token, so {', '.join(i for i in ignored if i)} "
+                "do not apply: those options need every head's whole matrix at once "
+                f"({model.num_layers} × {model.num_heads} × {n:,}² weights, "
+                f"{model.num_layers * model.num_heads * n * n * 4 / 1e9:,.1f} GB as float32).")
+    long_view(model.name, ablation, per_head, colorscale, model.num_layers, model.num_heads, analysis.is_decoder)
+
+
+@friendly_fragment
+def long_view(name: str, ablation, per_head: bool, colorscale: str, layers: int, heads: int, causal: bool) -> None:
+    """Layer, head, pooling and zoom pickers, the thumbnails and the head they open: a click reruns only this part."""
+    model_name = current_model_name()
+    model, analysis = _run(model_name, ablation)
+    n, present = analysis.num_tokens, presentation_mode()
+    picked = clicked_head()
+    if picked is not None and picked[0] < layers and picked[1] < heads:
+        set_option("layer", picked[0])
+        set_option("head", picked[1])
+    boxed = selected_box(n)
+    if boxed is not None:
+        for key, value in zip(("q0", "k0", "zoom"), boxed, strict=True):
+            set_option(key, value)
+    c = st.columns([1, 1, 1, 1])
+    layer = option(c[0].selectbox, BLOCK_SELECT_LABEL, range(layers), key="layer", help=BLOCK_SELECT_HELP)
+    head = option(c[1].selectbox, "Head (counted from 0)", range(heads), key="head")
+    how = option(c[2].radio, "Each pixel shows", list(POOLS), format_func=POOLS.get, key="pool", horizontal=True,
+                 help="The maximum shows where any single weight is high; the sum, how much attention a block gets in all.")
+    scope = option(c[3].segmented_control, "Thumbnails", SCOPES, key="thumbs", default=SCOPES[0], required=True)
+    view = View(model_name, ablation, name + (" (ablated run)" if ablation else ""), how, plot_pixels(present),
+                {"colorscale": colorscale, "per_head_scale": per_head, "large": present},
+                masked_note(causal, None if analysis.sliding_windows is None else analysis.sliding_windows[layer]))
+
+    shown = tuple(range(layers)) if scope == SCOPES[1] else (layer,)
+    bar = st.empty()
+    thumbs = cached_thumbnails(model_name, ablation, shown, how, progress=lambda done, total: bar.progress(
+        done / total, text=f"Thumbnails: layer {done} of {total}…") if total > 1 else None)
+    bar.empty()
+    show_figure(
+        cached_figure(model_name, ("long-thumbnails", *_key(model_name, ablation)[1:], shown, how, colorscale, per_head,
+                                   present), lambda: lh.thumbnails_figure(
+                          thumbs, title=f"{view.run}: {'every layer × head' if len(shown) > 1 else f'layer {layer}, every head'}"
+                          "; click one to open it", **view.style), ablation=ablation),
+        name=file_stem(name, "thumbnails", how, *(("layer", layer) if len(shown) == 1 else ())),
+        data=lambda: lh.thumbnails_table(thumbs), key=THUMBS_KEY, on_select="rerun",
+    )
+
+    with st.spinner(f"Computing layer {layer}, head {head} ({n:,} × {n:,} weights)…"):
+        pooled = cached_pooled_head(model_name, ablation, layer, head, view.pixels)[how]
+    z = st.columns([1, 1, 1])
+    side = option(z[2].selectbox, "Zoom: tokens per side", ZOOM_SIDES, key="zoom", index=ZOOM_SIDES.index(64))
+    side = min(side, n)
+    q0 = option(z[0].number_input, "Zoom: first query", min_value=0, max_value=n - side, value=0, step=max(1, side // 2),
+                key="q0")
+    k0 = option(z[1].number_input, "Zoom: first key", min_value=0, max_value=n - side, value=0, step=max(1, side // 2),
+                key="k0")
+    region = (range(int(q0), int(q0) + side), range(int(k0), int(k0) + side))
+    show_figure(view.head_figure(layer, head, region), name=file_stem(name, "layer", layer, "head", head, how),
+                data=lambda: lh.pooled_table(pooled), key=HEAD_KEY, on_select="rerun", selection_mode="box")
+    with st.spinner(f"Computing queries {region[0].start}-{region[0].stop - 1}…"):
+        zoom_figure = view.zoom_figure(layer, head, region)
+    zoomed = cached_zoom(model_name, ablation, layer, head, *region)
+    show_figure(zoom_figure, name=file_stem(name, "layer", layer, "head", head, "queries", region[0].start, "keys",
+                                            region[1].start),
+                data=lambda: lh.zoom_table(zoomed), key="long-attention-zoom", reserve_margins=True)
+    prepare_layer(view, layer, heads, region)
+
+
+def masked_note(causal: bool, window: int | None) -> str:
+    """What the grey cells of a layer's figures are: the future of a decoder, and keys outside its sliding window."""
+    if not causal:
+        return ""
+    return mask_note(None if window is None else np.ones(1, dtype=bool), window)
+
+
+@dataclass(frozen=True)
+class View:
+    """What the long view's figures of one run share: the run, the pooling and pixels, the style and mask note."""
+
+    model_name: str
+    ablation: object
+    run: str
+    how: str
+    pixels: int
+    style: dict
+    note: str
+
+    def head_figure(self, layer: int, head: int, region: tuple[range, range]):
+        """The pooled head with the zoomed region outlined (cached per head, pooling, style and region)."""
+        style = tuple(self.style.values())
+        return cached_figure(
+            self.model_name, ("long-head", *_key(self.model_name, self.ablation)[1:], layer, head, self.how, self.pixels,
+                              *style, *region),
+            lambda: lh.pooled_head_figure(
+                cached_pooled_head(self.model_name, self.ablation, layer, head, self.pixels)[self.how],
+                title=f"{self.run} · layer {layer}, head {head}", region=region, masked_note=self.note, **self.style),
+            ablation=self.ablation)
+
+    def zoom_figure(self, layer: int, head: int, region: tuple[range, range]):
+        """The zoomed region token by token (cached per head, style and region)."""
+        queries, keys = region
+        return cached_figure(
+            self.model_name, ("long-zoom", *_key(self.model_name, self.ablation)[1:], layer, head,
+                              *tuple(self.style.values()), *region),
+            lambda: lh.zoom_figure(cached_zoom(self.model_name, self.ablation, layer, head, queries, keys),
+                                   title=f"{self.run} · layer {layer}, head {head}: queries {queries.start}-"
+                                   f"{queries.stop - 1}, keys {keys.start}-{keys.stop - 1}", masked_note=self.note,
+                                   **self.style),
+            ablation=self.ablation)
+
+
+def prepare_layer(view: View, layer: int, heads: int, region: tuple[range, range]) -> None:
+    """Compute, draw and fit the layer's other heads after the shown one is on screen, so that switching heads is a
+    cache hit; a click meanwhile ends this run (Streamlit stops it at the next element) and keeps what is done."""
+    missing = [h for h in range(heads) if not has_pooled_head(view.model_name, view.ablation, layer, h, view.pixels)]
+    status = st.empty()
+    for done, h in enumerate(range(heads)):
+        if missing:
+            status.caption(f"Preparing layer {layer}'s other heads for instant switching: {done} of {heads}…")
+        fit_ahead(view.head_figure(layer, h, region))
+        fit_ahead(view.zoom_figure(layer, h, region), reserve_margins=True)
+    status.empty()

@@ -1,0 +1,93 @@
+"""The needle page's depth × length grid: one cached teacher-forced pass per cell (``core.retrieval.answer_success``),
+measured with a progress bar and a Stop button; a stopped grid shows the cells measured so far and can go on."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.retrieval import AnswerSuccess, answer_success, depth_length_grid
+from ui.cache import bounded_store, cached_language_model, model_turn
+from ui.cache_needle import cached_haystack
+from ui.figures import show_figure
+from ui.page_state import option
+from viz.common import file_stem
+from viz.needle import grid_heatmap, grid_sentence, grid_table
+
+DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
+GRID_LENGTHS = (256, 512, 1024, 2048)
+MAX_GRID_LENGTHS = 4
+STOPPED = "_needle_grid_stopped"  # the grid (model, needle, question, answer, lengths) whose measuring was stopped
+
+
+def _cells():
+    return bounded_store("needle-grid-cells", 512, 10_000_000)
+
+
+def _cell(model_name: str, length: int, needle: str, question: str, answer: str, depth: float,
+          compute: bool) -> AnswerSuccess | None:
+    """One cell, from the cache, or measured when ``compute`` (else None when it is not cached)."""
+    key = (model_name, length, needle, question, answer, depth)
+    if not compute:
+        return _cells().get(key)
+
+    def measure() -> AnswerSuccess:
+        lm = cached_language_model(model_name)
+        if isinstance(lm, Exception):
+            raise lm
+        haystack = cached_haystack(model_name, length)
+        with model_turn():
+            return answer_success(lm, haystack, needle, question, answer, depth)
+
+    return _cells().get_or_compute(key, measure)
+
+
+def grid_lengths(lengths: list[int]) -> list[int]:
+    """The grid's haystack lengths: those of ``GRID_LENGTHS`` the page offers when at least two are, else the
+    ``MAX_GRID_LENGTHS`` longest it offers (a smaller token limit or window)."""
+    chosen = [n for n in GRID_LENGTHS if n in lengths]
+    return chosen if len(chosen) >= 2 else lengths[-MAX_GRID_LENGTHS:]
+
+
+def _stop(key) -> None:
+    st.session_state[STOPPED] = key
+
+
+def _go_on() -> None:
+    st.session_state[STOPPED] = None
+
+
+def depth_length_view(model_name: str, needle: str, question: str, answer: str, lengths: list[int]) -> None:
+    """The section: a switch to measure the grid; then the grid with progress and Stop, its figure and sentence."""
+    st.header("Depth × length")
+    cells = len(DEPTHS) * len(lengths)
+    on = option(st.toggle, "Measure the answer at every depth and length", value=False, key="grid",
+                help=f"{cells} passes of the model, one per cell ({len(DEPTHS)} depths × haystacks of "
+                     f"{', '.join(f'{n:,}' for n in lengths)} tokens), each with the answer appended.")
+    if not on:
+        st.caption(f"The grid reads the prompt {cells} times, at needle depths of "
+                   f"{', '.join(f'{d:.0%}' for d in DEPTHS)} and haystacks of {', '.join(f'{n:,}' for n in lengths)} "
+                   "tokens: switch it on to measure it.")
+        return
+    key = (model_name, needle, question, answer, tuple(lengths))
+    stopped = st.session_state.get(STOPPED) == key
+    if stopped:
+        st.info("You stopped the measuring: the cells measured until then are shown.", icon=":material/stop_circle:")
+        st.button("Go on measuring", key="needle-grid-go-on", on_click=_go_on, icon=":material/play_arrow:")
+        grid = depth_length_grid(lambda d, n: _cell(model_name, n, needle, question, answer, d, False), DEPTHS, lengths)
+    else:
+        slot = st.empty()
+        with slot.container():
+            bar = st.progress(0.0, text=f"Measuring {cells} cells…")
+            st.button("Stop", key="needle-grid-stop", on_click=_stop, args=(key,), icon=":material/stop:")
+
+        def progress(done: int, total: int) -> None:
+            bar.progress(done / total, text=f"{done} of {total} cells measured")
+
+        grid = depth_length_grid(lambda d, n: _cell(model_name, n, needle, question, answer, d, True), DEPTHS,
+                                 lengths, progress)
+        slot.empty()
+    sentence = grid_sentence(grid)
+    if grid.measured.any():
+        show_figure(grid_heatmap(grid), name=file_stem(model_name, "needle-depth-length"), data=lambda: grid_table(grid),
+                    key="needle-grid", alt=sentence)
+    st.markdown(sentence)
