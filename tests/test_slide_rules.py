@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import pytest
 
 from core.attention import attention_maxima
+from core.flow import Edge, RouteGraph
 from core.inference import analyze
 from core.long_attention import PooledHead, Thumbnails, Zoom
 from tests.test_flow_page import _graph as flow_graph
@@ -284,6 +285,23 @@ def test_every_y_title_takes_at_most_two_lines_and_fits_its_axis(tiny_bert, widt
                 if not axis.scaleanchor:
                     assert len(lines) <= AXIS_TITLE_LINES, (fig.layout.title.text, axis.title.text)
                 assert longest <= _span_px(fitted, name, area_w, area_h), (fig.layout.title.text, axis.title.text)
+
+
+def test_a_legend_of_many_rows_makes_the_figure_taller_by_its_rows():
+    """Issue 39: the route graph on a 12-head encoder has 14 legend entries (residual, MLP, one per top head); on a
+    phone they fell below the figure. Each entry takes at least its 40 px symbol and 18 characters of at least
+    0.32 font sizes (69 px): at most 3 fit in 358 px, so 14 take at least 5 rows of at least 16 px: 4 rows more."""
+    from viz.page_fit import fit_for_page
+
+    labels = [f"t{i}" for i in range(8)]
+    edges = tuple(Edge(("block", h % 6 - 1, h % 8) if h % 6 else ("embedding", -1, h % 8), ("attention", h % 6, 2),
+                       0.1 + h / 100, "attention", tuple(float(i == h) for i in range(12))) for h in range(12))
+    edges += (Edge(("attention", 0, 2), ("block", 0, 2), 0.5, "residual"), Edge(("attention", 0, 2), ("mlp", 0, 2), 0.5, "mlp"))
+    fig = route_figure(RouteGraph(2, 0.04, edges), labels, 6, title="route")
+    assert len([t for t in fig.data if t.showlegend is not False and t.mode == "lines"]) == 14
+    phone, laptop = fit_for_page(fig, 358), fit_for_page(fig, 1232)
+    assert phone.layout.height >= (fig.layout.height or 450) + 4 * 16
+    assert laptop.layout.height < phone.layout.height  # the same entries take fewer rows across a wide figure
 
 
 def test_a_long_y_title_makes_a_short_figure_taller():

@@ -10,6 +10,8 @@ from numbers import Real
 import numpy as np
 import plotly.graph_objects as go
 
+from viz.slide_text import LINE_BREAK, LINE_HEIGHT, line_count, text_width
+
 # Plotly validates every property written through its objects again (0.2-0.6 ms per update, about half of the 35 ms a
 # 128-token head's fitting took on every click). What the fitting writes are plain numbers, strings and dicts computed
 # here, so ``write_layout`` merges them into the figure's own dicts instead. True: write through Plotly's validated path
@@ -127,6 +129,30 @@ def legend_traces(fig: go.Figure) -> list:
     """Traces that may have a legend entry (an image or a heatmap never does)."""
     return [t for t in fig.data if getattr(t, "showlegend", None) is not False and getattr(t, "name", None) is not None
             and t.type not in ("image", "heatmap")]
+
+
+# A horizontal legend's entry: its symbol and the gap to its name (Plotly's textGap) and the gap to the next entry
+# (itemGap); each row at least 16 px plus 3 between rows, the legend 10 px of padding (plotly.js legend/constants).
+LEGEND_SYMBOL_PX, LEGEND_GAP_PX, LEGEND_ROW_GAP_PX, LEGEND_PAD_PX = 40, 5, 3, 10
+
+
+def legend_height_px(fig: go.Figure, room_px: float | None, font_px: float) -> float:
+    """Estimated height of a horizontal legend whose rows are ``room_px`` wide (its title on the left of the first
+    row, as Plotly sets it): entries packed into rows as Plotly packs them, names 10 % wider than estimated. ``None``:
+    the whole legend in one row."""
+    names = [str(t.name) for t in legend_traces(fig)]
+    row_px = max(LINE_HEIGHT * font_px * max(map(line_count, names), default=1), 16) + LEGEND_ROW_GAP_PX
+    if room_px is None:
+        return row_px + LEGEND_PAD_PX
+    title = fig.layout.legend.title.text
+    room = room_px - (1.1 * text_width(title, font_px) + LEGEND_SYMBOL_PX / 2 if title else 0)
+    rows, used = 1, 0.0
+    for name in names:
+        width = LEGEND_SYMBOL_PX + 1.1 * max(text_width(line, font_px) for line in LINE_BREAK.split(name))
+        if used and used + width > room:
+            rows, used = rows + 1, 0.0
+        used += width + LEGEND_GAP_PX
+    return rows * row_px + LEGEND_PAD_PX
 
 
 def copy_figure(fig: go.Figure) -> go.Figure:

@@ -13,7 +13,6 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from core.flow import Edge, Node, RouteGraph
-from core.layers import BLOCK_AXIS
 from viz.common import plotly_safe, token_axis
 
 RESIDUAL_COLOUR = "#999999"
@@ -22,6 +21,9 @@ PICKED_COLOUR = "#D55E00"  # Okabe-Ito vermilion: the ring around the edge or no
 HEAD_COLOURS = plotly.colors.qualitative.Safe  # colour-blind safe, 11 colours, cycled past that
 MLP_OFFSET = 0.3  # an MLP square sits this far right of its position's column
 SELF_BOW = 0.2  # an attention edge within one position bends this far left of its residual edge
+# The y title: short, since a long one (core.layers.BLOCK_AXIS) met the wrapped figure title on a phone; the nodes'
+# hover names say which hidden state each is ("hidden state 3 (after layer 2)").
+LAYER_AXIS = "layer (counted from 0)"
 MIN_WIDTH, MAX_WIDTH, WIDTH_STEP = 1.0, 8.0, 0.5  # line widths (px) for weights 0 and 1, rounded to the step
 
 
@@ -157,13 +159,12 @@ def route_figure(graph: RouteGraph, labels: list[str], num_layers: int, *, title
     fig.update_layout(
         title={"text": plotly_safe(title)},
         xaxis={**token_axis(labels), "title": {"text": "token"}},
-        yaxis={"title": {"text": BLOCK_AXIS}, "tickmode": "array", "zeroline": False, "showgrid": False,
+        yaxis={"title": {"text": LAYER_AXIS}, "tickmode": "array", "zeroline": False, "showgrid": False,
                "tickvals": [0.0] + [2 * layer + 1.5 for layer in range(0, num_layers, step)],
                "ticktext": ["embedding"] + [str(layer) for layer in range(0, num_layers, step)],
                "range": [-0.6, 2 * num_layers + 0.6]},
         height=max(450, 150 + 16 * num_layers),
         hovermode="closest",
-        legend={"title": {"text": "edges"}},
     )
     return fig
 

@@ -130,7 +130,7 @@ def _height_of_square_cells(fig: go.Figure, width_px: float) -> None:
         return
     area_w, _ = plot_area(fig, width_px, PAGE_FONT_PX)
     height = fig.layout.height or 450
-    area_h = height - (fig.layout.margin.t or 0) - _below_plot(fig, PAGE_FONT_PX)  # x labels and title push the margin
+    area_h = height - (fig.layout.margin.t or 0) - _below_plot(fig, PAGE_FONT_PX, width_px)  # x labels and title push the margin
     ratio = abs(y.range[1] - y.range[0]) / max(1e-9, abs(x.range[1] - x.range[0])) * (y.scaleratio or 1)
     empty = area_h * _domain(y) - area_w * _domain(x) * ratio
     keep = 4 * LINE_HEIGHT * round(1.25 * PAGE_FONT_PX)  # the title's font (fit_titles)

@@ -14,6 +14,7 @@ from viz.figure_reading import (  # axes_of, category_labels, copy_figure, tick_
     axes_of,
     category_labels,
     copy_figure,
+    legend_height_px,
     legend_traces,
     plain_array,
     tick_labels,
@@ -283,8 +284,9 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: f
     return fig
 
 
-def _below_plot(fig: go.Figure, font_px: float) -> float:
-    """Estimated room under the plotting area: x tick labels (turned 45° when they do not fit flat), x title, a legend below."""
+def _below_plot(fig: go.Figure, font_px: float, width_px: float | None = None) -> float:
+    """Estimated room under the plotting area: x tick labels (turned 45° when they do not fit flat), x title, a legend
+    below (in as many rows as it takes at ``width_px``; one row without it)."""
     below = float(fig.layout.margin.b if fig.layout.margin.b is not None else 80)
     for name in axes_of(fig, "x"):
         axis = fig.layout[name]
@@ -297,7 +299,8 @@ def _below_plot(fig: go.Figure, font_px: float) -> float:
         below = max(below, reach + title + 16)
     legend = fig.layout.legend
     if legend.orientation == "h" and fig.layout.showlegend is not False and len(legend_traces(fig)) > 1:
-        below += LINE_HEIGHT * font_px * max(line_count(str(t.name)) for t in legend_traces(fig)) + 10
+        room = None if width_px is None else plot_area(fig, width_px, font_px)[0]
+        below += legend_height_px(fig, room, font_px)
     return below
 
 
@@ -329,7 +332,7 @@ def fit_y_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px:
     height = fig.layout.height or 450
     top = fig.layout.margin.t if fig.layout.margin.t is not None else 100
     area_w, _ = plot_area(fig, width_px, font_px)
-    area_h = max(60.0, height - top - _below_plot(fig, font_px))
+    area_h = max(60.0, height - top - _below_plot(fig, font_px, width_px))
     grow = 0.0
     for name in names:
         axis = fig.layout[name]
@@ -354,7 +357,8 @@ def fit_y_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px:
 
 
 def fit_legend(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
-    """A legend of several entries goes under the plot, across the figure, its names wrapped to fit.
+    """A legend of several entries goes under the plot, across the figure, its names wrapped to fit; the figure
+    grows by the rows past the first, so that the plot keeps its height.
 
     Below the x axis (pushing the bottom margin) it never covers data. Mutates and returns ``fig``.
     """
@@ -365,6 +369,9 @@ def fit_legend(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
         trace.name = wrap_text(trace.name, width_px - 80, font_px)
     fig.layout.legend.update(orientation="h", x=0, xanchor="left", xref="container", y=0, yanchor="bottom",
                              yref="container", font={"size": font_px})
+    extra = legend_height_px(fig, plot_area(fig, width_px, font_px)[0], font_px) - legend_height_px(fig, None, font_px)
+    if extra > 0:
+        write_layout(fig.layout, height=int(np.ceil((fig.layout.height or 450) + extra)))
     return fig
 
 
