@@ -3,6 +3,7 @@
 
 import streamlit as st
 
+from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
 from core.long_context import FAR_SHARE, LOCAL_DISTANCE, LOCAL_SHARE, SINK_SHARE, text_ids
 from core.retrieval import HAYSTACK_SOURCE
 from core.tokens import decoded_tokens, quoted_token
@@ -153,7 +154,8 @@ overview(profile)
 def one_layer(profile) -> None:
     """One layer's heads by distance and on the sink by query position."""
     st.header("Attention by distance, one layer")
-    layer = option(st.columns(2)[0].selectbox, "Layer (counted from 0)", list(range(model.num_layers)), key="layer")
+    layer = option(st.columns(2)[0].selectbox, BLOCK_SELECT_LABEL, list(range(model.num_layers)), key="layer",
+                   help=BLOCK_SELECT_HELP)
     sentence = layer_sentence(profile, layer)
     show_figure(distance_heatmap(profile, layer), name=f"{stem}-distance-layer-{layer}",
                 data=lambda: distance_table(profile), key="long-context-distance", alt=sentence)

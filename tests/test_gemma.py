@@ -72,11 +72,12 @@ def test_recorded_attention_equals_eager_past_the_sliding_window(bundled_gemma, 
     """analyze's attention (the recording implementation) equals a plain eager ``output_attentions=True`` pass on a
     text longer than the window: the sliding layers give 0 to keys 512 or more tokens back, the full layers do not,
     and heads recomputed from the recorded (QK-normed, rotated) queries and keys match."""
+    from core.attention import head_attention
     from core.heads import compute_head
     from core.inference import analyze
 
     _tokenizer, plain = plain_gemma
-    analysis = analyze(bundled_gemma, LONG_TEXT)
+    analysis = analyze(bundled_gemma, LONG_TEXT, on_demand=False)  # every head's weights stored
     t = analysis.num_tokens
     assert 560 < t <= bundled_gemma.max_tokens and not analysis.truncated
     with torch.no_grad():
@@ -84,6 +85,11 @@ def test_recorded_attention_equals_eager_past_the_sliding_window(bundled_gemma, 
     eager = torch.stack(out.attentions, 1)[0].numpy()
     assert analysis.attentions.shape == eager.shape == (18, 4, t, t)
     np.testing.assert_allclose(analysis.attentions, eager, atol=1e-5)
+    on_demand = analyze(bundled_gemma, LONG_TEXT)  # past 512 tokens: weights computed from the recorded queries and keys
+    assert on_demand.attentions is None and on_demand.on_demand is not None
+    for layer in range(18):
+        for head in range(4):
+            np.testing.assert_allclose(head_attention(bundled_gemma, on_demand, layer, head), eager[layer, head], atol=1e-5)
     assert analysis.sliding_windows == tuple(None if layer in (5, 11, 17) else 512 for layer in range(18))
     i, j = np.indices((t, t))
     far = i - j >= 512

@@ -25,7 +25,8 @@ def _upload(app_page, path: Path):
     page = app_page.page
     page.locator('[data-testid="stMain"] button', has_text="Upload a file").click()
     app_page.wait_until_idle()
-    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
+    # the page's own uploader: the sidebar has one too, for a .txt text
+    page.locator('[data-testid="stMain"] [data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
     page.wait_for_selector(f"text={path.name}")
     app_page.wait_until_idle()
 
