@@ -20,10 +20,9 @@ def _timed(run):
 
 
 def main() -> dict:
-    from core.inference import analyze_many
+    from core.inference import analyze
     from core.long_attention import pooled_head, thumbnails, zoom
     from core.models import load_model
-    from core.recorded_heads import records
     from core.retrieval import bundled_haystack
     from core.tokens import token_labels
     from viz import long_heatmap as lh
@@ -31,10 +30,8 @@ def main() -> dict:
     model = load_model("SmolLM2-135M-Instruct")
     text = model.tokenizer.decode(model.tokenizer(bundled_haystack())["input_ids"][:TOKENS])
     load = [round(os.getloadavg()[0], 1)]
-    # Until analyze keeps a long text's queries and keys itself (issue 41 item 2): the analysis without weights, and
-    # one recorded pass for the on-demand weights (timed apart; it is the analysis's cost, not the drawing's).
-    (analysis,), analysis_s = _timed(lambda: analyze_many(model, [text], max_tokens=TOKENS, attentions=False))
-    _, recorded_s = _timed(lambda: records(model, analysis))
+    # analyze keeps a long text's queries and keys (weights on demand); its time is the analysis's, not the drawing's
+    analysis, analysis_s = _timed(lambda: analyze(model, text, max_tokens=TOKENS))
     labels = token_labels(analysis)
     layer, head = 10, 0
     pooled, head_s = _timed(lambda: pooled_head(model, analysis, layer, head, PIXELS))
@@ -54,7 +51,7 @@ def main() -> dict:
     load.append(round(os.getloadavg()[0], 1))
     figures = {
         "tokens": analysis.num_tokens, "pixels": len(pooled["max"].row_starts), "step": pooled["max"].step,
-        "analysis_without_weights_s": analysis_s, "recorded_pass_s": recorded_s,
+        "analysis_s": analysis_s,
         "one_head_compute_and_pool_s": head_s, "one_head_figure_s": figure_s, "one_head_figure_json_kb": round(head_json / 1e3, 1),
         "zoom_256_compute_s": zoom_s, "zoom_256_figure_s": zoom_figure_s, "zoom_256_figure_json_kb": round(zoom_json / 1e3, 1),
         "layer_other_heads_s": layer_s, "head_switch_figure_from_pooled_s": switch_s,
