@@ -11,7 +11,7 @@ from core.models import BUNDLED_LM
 from core.recording import UnsupportedArchitecture
 from core.tokens import token_labels
 from ui.cache import cached_language_model
-from ui.cache_flow import cached_flow
+from ui.cache_flow import flow_with_progress
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
@@ -48,8 +48,7 @@ analysis = current_analysis()
 labels = token_labels(analysis)
 progress_slot = st.empty()
 try:
-    flow = cached_flow(name, text, limit, progress=lambda done, total: progress_slot.progress(
-        done / total, text=f"Splitting the updates into their parts: layer {done} of {total}"))
+    flow = flow_with_progress(name, text, limit, progress_slot)
 except UnsupportedArchitecture as err:
     progress_slot.empty()
     st.info(f"The information-flow graph needs the parts of every attention update, which the app records for "

@@ -34,3 +34,10 @@ def cached_flow(model_name: str, text: str, max_tokens: int | None, progress=Non
         return Flow(recorded, found)
 
     return cached("flows", run, compute)
+
+
+def flow_with_progress(model_name: str, text: str, max_tokens: int | None, slot) -> Flow:
+    """``cached_flow`` with its progress drawn in ``slot`` (an ``st.empty()``), layer by layer; the slot is left
+    for the caller to empty."""
+    return cached_flow(model_name, text, max_tokens, progress=lambda done, total: slot.progress(
+        done / total, text=f"Splitting the updates into their parts: layer {done} of {total}"))

@@ -13,7 +13,7 @@ from core.flow_details import ROUTE_MARGIN, RouteSummary, route_summary
 from core.heads import UnsupportedArchitecture
 from core.tokens import quoted_token
 from ui.cache import cached_language_model
-from ui.cache_flow import FLOW_MAX_TOKENS, cached_flow
+from ui.cache_flow import FLOW_MAX_TOKENS, flow_with_progress
 from ui.lm_views import PROMPT_MAX_CHARS, cached_lm_result, next_logits, token_texts
 from ui.page_state import option
 from ui.session import current_model, current_model_name, current_token_limit
@@ -47,8 +47,7 @@ def step_flow() -> None:
     name, limit = current_model_name(), min(current_token_limit(), FLOW_MAX_TOKENS)
     bar = st.empty()
     try:
-        flow = cached_flow(name, prompt, limit, progress=lambda done, total: bar.progress(
-            done / total, text=f"Splitting the updates into their parts: layer {done} of {total}"))
+        flow = flow_with_progress(name, prompt, limit, bar)
     except UnsupportedArchitecture as err:
         bar.empty()
         not_here(markdown_safe(str(err)))
