@@ -136,7 +136,8 @@ def window_hidden(view: AttentionView, windows: tuple[int | None, ...] | None) -
 
 def layer_attention(model: LoadedModel, analysis: Analysis, layer: int, heads: list[int] | None = None) -> np.ndarray:
     """float32 ``[len(heads), T, T]`` (all heads when None) of block ``layer``: the stored weights, or for a long text
-    (``Analysis.on_demand``) computed from its recorded queries and keys, equal to the model's own in both cases."""
+    (``Analysis.on_demand``) computed from its queries and keys (its block called again on the pass's arguments,
+    ``core.on_demand``), equal to the model's own in both cases."""
     if not 0 <= layer < analysis.num_layers:
         raise ValueError(f"layer must be in 0..{analysis.num_layers - 1}, got {layer}")
     if analysis.model_name != model.name:
@@ -146,7 +147,7 @@ def layer_attention(model: LoadedModel, analysis: Analysis, layer: int, heads: l
         return np.asarray(chosen, dtype=np.float32)
     if analysis.on_demand is None:
         raise ValueError("this Analysis was computed without attentions")
-    return analysis.on_demand.weights(layer, heads)
+    return analysis.on_demand.weights(model.model, analysis.hidden_states, layer, heads)
 
 
 def head_attention(model: LoadedModel, analysis: Analysis, layer: int, head: int) -> np.ndarray:

@@ -13,7 +13,8 @@ are removed on leaving, also after an exception. A hook is ``(module, kind, fn)`
 Heads are knocked out, mean-ablated and patched through ``core.recording.Recorder(replace=…)``, which replaces one
 head's output inside the attention function, not here; this module is for the residual stream and whole modules
 (``replacing_input``: a block's input from another run; ``replacing_output``: an MLP's output) and for reading
-activations (the recorded pass, the recorder's inputs, direct logit attribution, the early stop of a pass).
+activations (the recorded pass, the recorder's inputs, direct logit attribution, the early stop of a pass) and
+for keeping the arguments a block was called with (``keeping_call``).
 
 Example::
 
@@ -98,3 +99,11 @@ def replacing_output(module: torch.nn.Module, replace: Callable[[torch.Tensor], 
     def post(_module, _args, output):
         return replace(output)
     return module, "post", post
+
+
+def keeping_call(module: torch.nn.Module, keep: Callable[[tuple, dict], None]) -> Hook:
+    """A hook that hands ``keep(args, kwargs)`` the positional and keyword arguments ``module`` is called with, and
+    changes nothing (``core.on_demand`` calls a block again on them)."""
+    def pre(_module, args, kwargs):
+        keep(args, kwargs)
+    return module, "pre", pre

@@ -21,13 +21,16 @@ import importlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
 
 from core.errors import AnalysisError
+from core.hooks import hooked, keeping_call
 from core.models import LoadedModel, threads_for_input
 from core.on_demand import OnDemandAttention
+from core.recorded_pass import blocks_of
 from core.recording import LayerRecord, Recorder, is_recordable
 
 # Above this many tokens an Analysis keeps each layer's queries and keys instead of every head's [T, T] weights:
@@ -184,16 +187,25 @@ def _forward(model: LoadedModel, encoding, attentions: bool, on_demand: bool = F
             f"{model.name}'s attention is not recorded by the app, so it cannot analyse texts longer than "
             f"{STORED_ATTENTION_MAX_TOKENS} tokens with it. Shorten the text to {STORED_ATTENTION_MAX_TOKENS} tokens."
         )
-    recorder = Recorder(model.model, keep_weights=False, queries_keys_only=on_demand,
+    # a long pass keeps no layer's queries or keys (shapes only) but the arguments of every block's call, from which
+    # core.on_demand computes a layer's queries and keys again when a view asks
+    recorder = Recorder(model.model, keep_weights=False, queries_keys_only=on_demand, shapes_only=on_demand,
                         rows_per_chunk=QUERY_ROWS_PER_CHUNK if on_demand else None) if record else nullcontext()
+    blocks = blocks_of(model.model) if on_demand else []
+    calls: list[tuple[tuple, dict] | None] = [None] * len(blocks)
+    keeping = [keeping_call(block, partial(_keep_call, calls, layer)) for layer, block in enumerate(blocks)]
     extra = {"use_cache": False} if on_demand and model.is_decoder else {}  # no second copy of every key and value
-    with torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()), recorder as rec:
+    with torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()), hooked(keeping), recorder as rec:
         out = model.model(**inputs, output_attentions=attentions and not on_demand, output_hidden_states=True,
                           return_dict=True, **extra)
     windows, stand_in, records = None, None, None
     if record and len(rec.records) == model.num_layers:
         if on_demand:  # a long pass's records are not kept for core.heads: four of them would hold gigabytes
-            stand_in = OnDemandAttention.from_records(rec.records)
+            if len(blocks) != model.num_layers or any(call is None for call in calls):
+                raise AnalysisError(f"{model.name}'s blocks were not all seen in this pass, so this long text cannot "
+                                    f"be analysed. Shorten it to {STORED_ATTENTION_MAX_TOKENS} tokens.")
+            paths = {id(module): name for name, module in model.model.named_modules()}
+            stand_in = OnDemandAttention.from_pass(rec.records, calls, [paths[id(b)] for b in blocks], out.hidden_states)
         else:  # core.heads takes this pass's heads apart without running the model again
             records = rec.records
         recorded = tuple(None if r.sliding_window is None else int(r.sliding_window) for _, r in sorted(rec.records.items()))
@@ -202,6 +214,10 @@ def _forward(model: LoadedModel, encoding, attentions: bool, on_demand: bool = F
         raise AnalysisError(f"{model.name}'s attention was not recorded in every layer, so this long text cannot be "
                             f"analysed. Shorten it to {STORED_ATTENTION_MAX_TOKENS} tokens.")
     return out, windows, stand_in, records
+
+
+def _keep_call(calls: list, layer: int, args: tuple, kwargs: dict) -> None:
+    calls[layer] = (args, kwargs)
 
 
 def _refuse_encoder_decoder(model: LoadedModel) -> None:

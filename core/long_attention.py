@@ -40,8 +40,8 @@ def row_weights(model: LoadedModel, analysis: Analysis, layer: int, heads: list[
     queries and keys when the analysis does not hold every head's weights (``core.recorded_pass.attention_weights``)."""
     if analysis.attentions is not None:
         return np.asarray(analysis.attentions[layer][heads][:, rows], dtype=np.float32)
-    if analysis.on_demand is not None:  # the analysis's own queries and keys: no second pass
-        return analysis.on_demand.weights(layer, heads, list(rows))
+    if analysis.on_demand is not None:  # the analysis's own block calls: one layer's queries and keys, no second pass
+        return analysis.on_demand.weights(model.model, analysis.hidden_states, layer, heads, list(rows))
     return attention_weights(records(model, analysis)[layer], heads, list(rows))
 
 

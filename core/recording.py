@@ -68,6 +68,10 @@ class UnsupportedArchitecture(UserFacingError, ValueError):
     """The model's attention is laid out in a way the app does not know. Message meant for the user."""
 
 
+class AttentionReached(Exception):
+    """Raised by the attention function inside ``Recorder(stop_at_attention=True)`` once it has recorded the layer."""
+
+
 IMPLEMENTATION = "explorer"
 _ACTIVE: ContextVar[Recorder | None] = ContextVar("explorer_recorder", default=None)
 SINGLE_STACK = "self"  # the stack name of a model with one stack of attention layers (``Recorder.records``)
@@ -112,6 +116,11 @@ class Recorder:
     ``queries_keys_only`` records only queries, keys, mask, scaling, soft-cap and window (what
     ``core.on_demand`` needs for a long text), and ``rows_per_chunk`` runs each layer's eager attention over that many
     query rows at a time, returning no weights: a long text's pass never holds a layer's full ``[Hq, T, T]``.
+    ``shapes_only`` (with ``queries_keys_only``) keeps each call's queries, keys and mask as meta tensors (shape and
+    dtype, no storage) with its scaling, soft-cap and window: a long pass holds no layer's queries.
+    ``stop_at_attention`` records the first wanted layer's call (as ``queries_keys_only``) and then raises
+    ``AttentionReached`` before its attention is computed: ``core.on_demand`` gets one layer's queries and keys
+    by calling that layer's block again, without its attention and MLP.
     """
 
     model: torch.nn.Module | None = None
@@ -121,6 +130,8 @@ class Recorder:
     keep_weights: bool = True
     queries_keys_only: bool = False
     rows_per_chunk: int | None = None
+    shapes_only: bool = False
+    stop_at_attention: bool = False
     records: dict[int, LayerRecord] = field(default_factory=dict)
     stacks: dict[str, dict[int, LayerRecord]] = field(default_factory=dict)
     _inputs: dict[int, tuple] = field(default_factory=dict)
@@ -190,6 +201,11 @@ def _configured_softcap(module: torch.nn.Module) -> float | None:
 def explorer_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """The registered attention function: the family's eager attention, recorded when a Recorder is active."""
     rec = _ACTIVE.get()
+    if rec is not None and rec.stop_at_attention:
+        stack, layer = rec.key_of(module)
+        if rec.wants(layer):
+            rec.stacks.setdefault(stack, {})[layer] = _call_record(rec, module, query, key, attention_mask, scaling, kwargs)
+            raise AttentionReached
     chunk = rec.rows_per_chunk if rec is not None else None
     if chunk and query.shape[2] > chunk and kwargs.get("position_bias") is None:
         output, weights = _eager_by_rows(module, query, key, value, attention_mask, scaling, dropout, chunk, **kwargs)
@@ -200,18 +216,17 @@ def explorer_attention(module, query, key, value, attention_mask, scaling=None, 
         return output, weights
     stack, layer = rec.key_of(module)
     if rec.wants(layer):
-        softcap = kwargs.get("softcap", None)
-        if softcap is None:
-            softcap = _configured_softcap(module)
-        inputs, cos, sin = rec._inputs.pop(id(module), (None, None, None))
-        only = rec.queries_keys_only
-        rec.stacks.setdefault(stack, {})[layer] = LayerRecord(
-            module, query.detach(), key.detach(), None if only else value.detach(),
-            None if attention_mask is None else attention_mask.detach(),
-            weights.detach() if rec.keep_weights and not only and weights is not None else None,
-            float(scaling if scaling is not None else query.shape[-1] ** -0.5), softcap, kwargs.get("sliding_window"),
-            inputs, cos, sin, kwargs.get("position_bias"),
-        )
+        if rec.queries_keys_only:
+            rec.stacks.setdefault(stack, {})[layer] = _call_record(rec, module, query, key, attention_mask, scaling, kwargs)
+        else:
+            inputs, cos, sin = rec._inputs.pop(id(module), (None, None, None))
+            rec.stacks.setdefault(stack, {})[layer] = LayerRecord(
+                module, query.detach(), key.detach(), value.detach(),
+                None if attention_mask is None else attention_mask.detach(),
+                weights.detach() if rec.keep_weights and weights is not None else None,
+                float(scaling if scaling is not None else query.shape[-1] ** -0.5), _softcap(module, kwargs),
+                kwargs.get("sliding_window"), inputs, cos, sin, kwargs.get("position_bias"),
+            )
     heads = rec._replacing.get((stack, layer)) if rec._replacing else None
     if heads:
         output = output.clone()  # [B, T, Hq, d]
@@ -221,6 +236,23 @@ def explorer_attention(module, query, key, value, attention_mask, scaling=None, 
             else:
                 output[:, :, h] = (new(output[:, :, h]) if callable(new) else new).to(output.dtype)
     return output, weights
+
+
+def _softcap(module, kwargs) -> float | None:
+    softcap = kwargs.get("softcap", None)
+    return _configured_softcap(module) if softcap is None else softcap
+
+
+def _call_record(rec: Recorder, module, query, key, attention_mask, scaling, kwargs) -> LayerRecord:
+    """The record of ``queries_keys_only``: queries, keys and mask (meta tensors with ``shapes_only``), no values."""
+    def kept(tensor: torch.Tensor | None) -> torch.Tensor | None:
+        if tensor is None:
+            return None
+        return tensor.detach().to("meta") if rec.shapes_only else tensor.detach()
+
+    return LayerRecord(module, kept(query), kept(key), None, kept(attention_mask), None,
+                       float(scaling if scaling is not None else query.shape[-1] ** -0.5), _softcap(module, kwargs),
+                       kwargs.get("sliding_window"), position_bias=kwargs.get("position_bias"))
 
 
 def _eager_by_rows(module, query, key, value, attention_mask, scaling, dropout, rows: int, **kwargs):

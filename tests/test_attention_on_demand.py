@@ -13,10 +13,13 @@ from transformers import AutoModelForCausalLM
 
 import core.inference as inference
 from core.attention import head_attention, layer_attention
+from core.hooks import hooked
 from core.inference import STORED_ATTENTION_MAX_TOKENS, analyze
 from core.models import load_model
+from core.on_demand import MEMO_LAYERS, StoredMask, _stored
+from core.recorded_pass import blocks_of
 from core.retrieval import bundled_haystack
-from tests.model_factory import build_tiny_decoder
+from tests.model_factory import build_tiny_decoder, build_tiny_gpt2
 from ui.bounded_cache import nbytes_of
 
 TEXT = "the cat sat on the mat and the dog ran after it while the bird sang " * 3
@@ -31,11 +34,14 @@ def plain_attentions(folder, input_ids: list[int]) -> list[np.ndarray]:
     return [a[0].float().numpy() for a in out.attentions]
 
 
-# Mistral: one sliding window for every layer (4 tokens, shorter than the text); Gemma 2: a window and a soft-cap;
-# Gemma 3: a local and a global layer with q/k-norm. All share 2 key/value heads among 4 query heads.
-@pytest.fixture(scope="module", params=["mistral", "gemma2", "gemma3_text"])
+# Llama: plain grouped-query heads; Mistral: one sliding window for every layer (4 tokens, shorter than the text);
+# Gemma 2: a window and a soft-cap; Gemma 3: a local and a global layer with q/k-norm and two rotary tables; Phi-3: fused
+# q/k/v and half the dimensions rotated. All share 2 key/value heads among 4 query heads. GPT-2: absolute positions,
+# one key/value head per query head, another block signature.
+@pytest.fixture(scope="module", params=["llama", "mistral", "gemma2", "gemma3_text", "phi3", "gpt2"])
 def tiny_windowed(request, tmp_path_factory):
-    folder = build_tiny_decoder(tmp_path_factory.mktemp("long") / request.param, request.param)
+    folder = tmp_path_factory.mktemp("long") / request.param
+    folder = build_tiny_gpt2(folder) if request.param == "gpt2" else build_tiny_decoder(folder, request.param)
     return folder, load_model(str(folder))
 
 
@@ -47,6 +53,7 @@ def test_on_demand_weights_equal_the_models_own(tiny_windowed, monkeypatch):
     assert analysis.attentions is None and analysis.on_demand is not None
     reference = plain_attentions(folder, analysis.input_ids)
     assert analysis.num_heads == reference[0].shape[0] == 4
+    assert not analysis.on_demand.memo  # nothing computed before a view asks
     for layer, expected in enumerate(reference):
         for head in range(analysis.num_heads):
             got = head_attention(model, analysis, layer, head)
@@ -54,7 +61,8 @@ def test_on_demand_weights_equal_the_models_own(tiny_windowed, monkeypatch):
             np.testing.assert_allclose(got, expected[head], atol=2e-6)
     # the windowed layers really hide far keys (the comparison above would pass on a model without windows otherwise)
     last = analysis.num_tokens - 1
-    assert any(reference[layer][0, last, 0] == 0.0 for layer in range(len(reference)))
+    if analysis.sliding_windows is not None:
+        assert any(reference[layer][0, last, 0] == 0.0 for layer in range(len(reference)))
     # and the hidden states are those of the model, run in pieces or not
     whole = analyze(model, TEXT, on_demand=False)
     np.testing.assert_allclose(analysis.hidden_states, whole.hidden_states, atol=2e-5)
@@ -69,24 +77,73 @@ def test_short_texts_keep_stored_weights_and_head_attention_reads_them(tiny_wind
     np.testing.assert_allclose(layer_attention(model, analysis, 0), reference[0], atol=2e-6)
 
 
-def test_a_long_analysis_holds_queries_and_keys_not_every_heads_weights(tiny_windowed):
+def head_size_of(config) -> int:
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
+def test_a_long_analysis_holds_no_queries_or_keys_only_its_hidden_states_and_masks(tiny_windowed):
     _, model = tiny_windowed
     analysis = analyze(model, TEXT, on_demand=True)
     t, stored = analysis.num_tokens, analysis.on_demand
     config = model.model.config
-    head_size = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    for queries, keys in zip(stored.queries, stored.keys, strict=True):
-        assert queries.shape == (config.num_attention_heads, t, head_size)
-        assert keys.shape == (config.num_key_value_heads, t, head_size)
-        assert not queries.flags.writeable and not keys.flags.writeable
-    assert len(stored.masks) <= 2  # one per kind of layer (full, sliding), shared by the layers
-    # no array of the analysis is as big as one layer's weights [Hq, T, T]
-    biggest = max(a.size for a in (*stored.queries, *stored.keys, *stored.masks, analysis.hidden_states[0]))
-    assert biggest < config.num_attention_heads * t * t
-    # the caches bound analyses by bytes: the queries and keys count (by their shapes: L × (Hq + Hkv) × T × d floats)
-    expected = 4 * config.num_hidden_layers * (config.num_attention_heads + config.num_key_value_heads) * t * head_size
-    masks = sum(m.nbytes for m in stored.masks)
-    assert nbytes_of(analysis) == expected + masks + analysis.hidden_states.nbytes + analysis.special_mask.nbytes
+    masks = [s for s in stored.stored if isinstance(s, StoredMask)]
+    others = [s for s in stored.stored if not isinstance(s, StoredMask)]
+    # one bool [T, T] mask per kind of layer (full, or each sliding window), shared by the layers of that kind
+    kinds = len(set(analysis.sliding_windows or (None,)))
+    assert len(masks) == kinds
+    assert all(m.allowed.dtype == np.bool_ and m.allowed.shape[-2:] == (t, t) and m.allowed.size == t * t for m in masks)
+    # beside them only positions and rotary tables: each at most T × head size numbers, none a layer's queries,
+    # keys or hidden state (the block's input is the analysis's hidden_states[l], not a copy)
+    assert all(o.numel() <= t * head_size_of(config) for o in others)
+    queries = config.num_hidden_layers * config.num_attention_heads * t * head_size_of(config)
+    assert sum(o.numel() for o in others) < queries  # every layer's queries, which the analysis no longer holds
+    held = sum(m.allowed.nbytes for m in masks) + sum(o.numel() * o.element_size() for o in others)
+    assert stored.nbytes == held
+    # the caches bound analyses by bytes: hidden states, the special-token mask and the above, nothing else
+    assert nbytes_of(analysis) == analysis.hidden_states.nbytes + analysis.special_mask.nbytes + held
+
+
+def test_asking_for_a_layer_computes_its_queries_and_keys_once_without_running_its_mlp(tiny_windowed):
+    _, model = tiny_windowed
+    analysis = analyze(model, TEXT, on_demand=True)
+    stored, config = analysis.on_demand, model.model.config
+    blocks = blocks_of(model.model)
+    calls = {"block": 0, "after attention": 0}
+
+    def count(name):
+        def hook(*_):
+            calls[name] += 1
+        return hook
+
+    # the block's last child module (its MLP or last norm) runs after the attention: never when recomputing
+    last_child = list(blocks[1].children())[-1]
+    with hooked([(blocks[1], "pre", count("block")), (last_child, "post", count("after attention"))]):
+        head_attention(model, analysis, 1, 0)
+        head_attention(model, analysis, 1, 3)  # the same layer: from the memo
+    assert calls == {"block": 1, "after attention": 0}
+    found = stored.memo[1]
+    assert found.queries.shape == (config.num_attention_heads, analysis.num_tokens, head_size_of(config))
+    assert found.keys.shape == (getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
+                                analysis.num_tokens, head_size_of(config))
+    # bounded: only the last MEMO_LAYERS layers asked for stay computed
+    for layer in (0, 1, 0):
+        layer_attention(model, analysis, layer, [0])
+    assert list(stored.memo) == [1, 0][-MEMO_LAYERS:]
+    memo_bytes = sum(f.queries.nbytes + f.keys.nbytes for f in stored.memo.values())
+    assert nbytes_of(analysis) >= analysis.hidden_states.nbytes + memo_bytes
+
+
+def test_a_restored_mask_is_the_tensor_the_pass_made():
+    t = 40
+    causal = torch.ones(t, t, dtype=torch.bool).tril()
+    additive = torch.zeros(1, 1, t, t).masked_fill(~causal, torch.finfo(torch.float32).min)
+    kept = _stored(additive)
+    assert isinstance(kept, StoredMask) and kept.allowed.dtype == np.bool_
+    assert torch.equal(kept.restore(), additive)
+    kept = _stored(causal[None, None])
+    assert isinstance(kept, StoredMask) and torch.equal(kept.restore(), causal[None, None])
+    rotary = torch.linspace(-1, 1, 64 * t).reshape(1, t, 64)  # not a mask: kept as it is
+    assert _stored(rotary) is not None and torch.equal(_stored(rotary), rotary)
 
 
 def test_head_attention_refuses_a_head_that_does_not_exist(tiny_windowed):
