@@ -1,12 +1,15 @@
 """Long texts (issue 41): ``analyze`` at 4,096 and 8,192 tokens of SmolLM2-135M and at gemma-3-270m's cap.
 
-- SmolLM2, 4,096 tokens: ``analyze`` (weights on demand: queries and keys kept, attention run in 256-row blocks)
+- SmolLM2, 4,096 tokens: ``analyze`` (weights on demand: each block's call kept, attention run in 256-row blocks)
   against a raw forward pass of the same model at equal threads (``model(..., output_hidden_states=True)``, eager
   attention, nothing kept), interleaved, ``ROUNDS`` each after a warm-up, medians (target ≤ 1.2×); the bytes the
-  cached analysis holds (its arrays, as the cache counts them, and the process's resident memory before and after,
-  target ≤ 600 MB); one head's ``core.attention.head_attention`` (median of 5).
+  cached analysis holds (its arrays, as the cache counts them, target ≤ 600 MB) and the process's resident memory
+  before and after the pass, before and after ``release_freed_memory`` (glibc's ``malloc_trim``); a layer's queries
+  and keys computed again (its block called on its kept arguments), one head of a layer not yet computed (what a
+  click on a new layer costs: that and the weights) and one head of the layer just computed (a head switch), medians.
 - SmolLM2 at 8,192 and gemma-3-270m at its cap: each in a fresh process that first loads all three bundled models
-  (what a server holds), then analyses: the time and the process's peak resident memory (target: 3 GB).
+  (what a server holds), then analyses, then computes one head: the times and the process's peak resident memory
+  (VmHWM) after the pass and after the head (target: the whole server within 3 GB).
 
 Run with ``python -m bench long_analysis``. Report the load average beside the figures (the machine is shared).
 """
@@ -39,14 +42,20 @@ def _long_text(tokenizer, tokens: int) -> str:
     return "\n\n".join([bundled_haystack()] * 3)
 
 
-def smollm2_4096() -> dict:
+def _median_ms(times: list[float]) -> float:
+    return round(statistics.median(times) * 1000, 1)
+
+
+def smollm2_4096(rounds: int = ROUNDS) -> dict:
     import gc
 
     import torch
 
+    import core.inference as inference
     from core.attention import head_attention
     from core.inference import analyze
     from core.models import load_model
+    from core.on_demand import release_freed_memory
     from ui.bounded_cache import nbytes_of
 
     model = load_model("SmolLM2-135M-Instruct")
@@ -58,38 +67,65 @@ def smollm2_4096() -> dict:
             model.model(**encoding, output_hidden_states=True, return_dict=True, use_cache=False)
 
     gc.collect()
+    release_freed_memory()
     before = _rss_mb()
+    inference.RELEASE_AFTER_LONG_PASS = False  # measured here instead
     analysis = analyze(model, text, max_tokens=TOKENS)
     gc.collect()
-    held_rss = _rss_mb() - before
+    after_pass = _rss_mb()
+    release_freed_memory()
+    after_release = _rss_mb()
+    inference.RELEASE_AFTER_LONG_PASS = True
+    held_mb = nbytes_of(analysis) / 1e6
+    stored = analysis.on_demand
+    recompute_times, new_layer_times, switch_times = [], [], []
+    for layer in (5, 10, 15, 20, 25):
+        stored.memo.clear()
+        started = time.perf_counter()
+        stored.layer(model.model, analysis.hidden_states, layer)
+        recompute_times.append(time.perf_counter() - started)
+        stored.memo.clear()
+        started = time.perf_counter()
+        head_attention(model, analysis, layer, 0)
+        new_layer_times.append(time.perf_counter() - started)
+        for head in (1, 2):
+            started = time.perf_counter()
+            head_attention(model, analysis, layer, head)
+            switch_times.append(time.perf_counter() - started)
+    memo_mb = nbytes_of(analysis) / 1e6 - held_mb
     raw_times, analyze_times = [], []
-    raw()
-    for _ in range(ROUNDS):
+    if rounds:
+        raw()
+    for _ in range(rounds):
         for fn, times in ((raw, raw_times), (lambda: analyze(model, text, max_tokens=TOKENS), analyze_times)):
             started = time.perf_counter()
             fn()
             times.append(time.perf_counter() - started)
-    head_times = []
-    for head in range(5):
-        started = time.perf_counter()
-        head_attention(model, analysis, 15, head)
-        head_times.append(time.perf_counter() - started)
-    raw_s, analyze_s = statistics.median(raw_times), statistics.median(analyze_times)
-    return {
+    result = {
         "model": model.name,
         "tokens": analysis.num_tokens,
         "torch_threads": torch.get_num_threads(),
-        "raw_forward_s": round(raw_s, 2),
-        "analyze_s": round(analyze_s, 2),
-        "ratio": round(analyze_s / raw_s, 3),
-        "analysis_arrays_mb": round(nbytes_of(analysis) / 1e6),
-        "analysis_rss_growth_mb": round(held_rss),
-        "head_attention_ms": round(statistics.median(head_times) * 1000, 1),
+        "analysis_arrays_mb": round(held_mb),
+        "hidden_states_mb": round(analysis.hidden_states.nbytes / 1e6),
+        "kept_calls_mb": round(stored.nbytes / 1e6, 1),
+        "memo_after_clicks_mb": round(memo_mb, 1),
+        "rss_growth_after_pass_mb": round(after_pass - before),
+        "rss_growth_after_release_mb": round(after_release - before),
+        "layer_recompute_ms": _median_ms(recompute_times),
+        "head_on_new_layer_ms": _median_ms(new_layer_times),
+        "head_switch_ms": _median_ms(switch_times),
+        "load_average": os.getloadavg(),
     }
+    if rounds:
+        raw_s, analyze_s = statistics.median(raw_times), statistics.median(analyze_times)
+        result.update(raw_forward_s=round(raw_s, 2), analyze_s=round(analyze_s, 2), ratio=round(analyze_s / raw_s, 3))
+    return result
 
 
 def one_long_run(name: str, tokens: int) -> dict:
-    """In this process: load every bundled model, analyse ``tokens`` tokens with ``name``; time and peak memory."""
+    """In this process: load every bundled model, analyse ``tokens`` tokens with ``name``, then compute one head of
+    its middle layer; the times and the peak memory."""
+    from core.attention import head_attention
     from core.inference import analyze
     from core.models import BUNDLED_MODELS, load_model
     from ui.bounded_cache import nbytes_of
@@ -101,14 +137,22 @@ def one_long_run(name: str, tokens: int) -> dict:
     started = time.perf_counter()
     analysis = analyze(model, text, max_tokens=tokens)
     seconds = time.perf_counter() - started
+    peak_pass = _rss_mb("VmHWM")
+    after = _rss_mb()
+    started = time.perf_counter()
+    head_attention(model, analysis, analysis.num_layers // 2, 0)
+    head_seconds = time.perf_counter() - started
     return {
         "model": name,
         "tokens": analysis.num_tokens,
         "analyze_s": round(seconds, 1),
         "models_loaded_rss_mb": round(loaded),
-        "peak_rss_mb": round(_rss_mb("VmHWM")),
-        "rss_after_mb": round(_rss_mb()),
+        "peak_rss_after_pass_mb": round(peak_pass),
+        "rss_after_pass_mb": round(after),
         "analysis_arrays_mb": round(nbytes_of(analysis) / 1e6),
+        "head_s": round(head_seconds, 2),
+        "peak_rss_after_head_mb": round(_rss_mb("VmHWM")),
+        "load_average": os.getloadavg(),
     }
 
 

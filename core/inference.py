@@ -7,7 +7,7 @@ Shapes, written once here (``T`` = number of tokens, special tokens included):
   ``hidden_states[i]`` into ``hidden_states[i + 1]``. Stored only up to
   ``STORED_ATTENTION_MAX_TOKENS`` tokens; above, ``attentions`` is None and
   ``on_demand`` (``core.on_demand.OnDemandAttention``) computes any layer or
-  head from the recorded queries and keys (``core.attention.head_attention``).
+  head from each block's kept call (``core.attention.head_attention``).
 - ``hidden_states``: float32 ``[layers + 1, T, hidden]``. Index 0 is the
   embedding layer's output: for BERT, word + position + token-type embeddings
   after LayerNorm (not the raw word-embedding lookup); for GPT-2, word +
@@ -17,11 +17,11 @@ Shapes, written once here (``T`` = number of tokens, special tokens included):
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from functools import partial
 
 import numpy as np
 import torch
@@ -29,7 +29,7 @@ import torch
 from core.errors import AnalysisError
 from core.hooks import hooked, keeping_call
 from core.models import LoadedModel, threads_for_input
-from core.on_demand import OnDemandAttention
+from core.on_demand import OnDemandAttention, release_freed_memory
 from core.recorded_pass import blocks_of
 from core.recording import LayerRecord, Recorder, is_recordable
 
@@ -39,6 +39,8 @@ STORED_ATTENTION_MAX_TOKENS = 512
 # A long text's pass runs each layer's attention over this many query rows at a time (core.recording.Recorder):
 # SmolLM2 at 8,192 tokens holds 9 × 256 × 8,192 float32 scores (75 MB) instead of a layer's 2.4 GB.
 QUERY_ROWS_PER_CHUNK = 256
+# After a long pass, hand the memory it freed back to the operating system (``release_freed_memory``)
+RELEASE_AFTER_LONG_PASS = True
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,10 +62,11 @@ class Analysis:
     ``j`` with ``i - w < j <= i``; Mistral, Gemma 2/3, Qwen 2 with windows) or None for a full layer; None when no layer
     has one or the pass was not recorded (a batch of several texts).
     ``on_demand``: for a text of more than ``STORED_ATTENTION_MAX_TOKENS`` tokens (or ``analyze(..., on_demand=True)``)
-    ``attentions`` is None and this holds each layer's recorded queries ``[Hq, T, d]`` and keys ``[Hkv, T, d]`` and
-    the masks, from which ``core.attention.head_attention`` computes exactly the model's weights of one head (its
-    ``weights(layer, heads, rows)`` any layer, heads or query rows). SmolLM2-135M at 4,096 tokens: 377 MB of queries
-    and keys, 16 MB of mask, 293 MB of hidden states. None otherwise.
+    ``attentions`` is None and this holds the arguments each block was called with (its input is
+    ``hidden_states[l]``, not copied; the masks as bool), from which ``core.attention.head_attention`` computes
+    exactly the model's weights of one head: the block is called again up to its attention for that layer's queries
+    and keys (its ``weights(model, hidden_states, layer, heads, rows)`` any layer, heads or query rows). SmolLM2-135M
+    at 4,096 tokens: 293 MB of hidden states, 17 MB of mask, 2 MB of rotary tables. None otherwise.
     ``recorded``: ``{layer: core.recording.LayerRecord}`` of this very pass (queries, keys, values, mask; no weights)
     when it was recorded (one text of a recordable model), else None: ``core.heads`` takes a head apart from it
     without running the model again, and it is kept, like the arrays, wherever the Analysis is kept.
@@ -193,7 +196,7 @@ def _forward(model: LoadedModel, encoding, attentions: bool, on_demand: bool = F
                         rows_per_chunk=QUERY_ROWS_PER_CHUNK if on_demand else None) if record else nullcontext()
     blocks = blocks_of(model.model) if on_demand else []
     calls: list[tuple[tuple, dict] | None] = [None] * len(blocks)
-    keeping = [keeping_call(block, partial(_keep_call, calls, layer)) for layer, block in enumerate(blocks)]
+    keeping = [keeping_call(block, functools.partial(_keep_call, calls, layer)) for layer, block in enumerate(blocks)]
     extra = {"use_cache": False} if on_demand and model.is_decoder else {}  # no second copy of every key and value
     with torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()), hooked(keeping), recorder as rec:
         out = model.model(**inputs, output_attentions=attentions and not on_demand, output_hidden_states=True,
@@ -269,7 +272,7 @@ def iter_analyses(
     text (never to the model maximum); padding is removed from every result, so
     each Analysis equals ``analyze`` on that text alone. ``progress(done, total)``
     is called after each batch. Empty texts raise ``AnalysisError``.
-    ``on_demand``: keep queries and keys instead of every head's weights (``Analysis.on_demand``); None (default)
+    ``on_demand``: keep each block's call instead of every head's weights (``Analysis.on_demand``); None (default)
     decides by length, above ``STORED_ATTENTION_MAX_TOKENS`` tokens. Such texts run one at a time.
     """
     _refuse_encoder_decoder(model)
@@ -310,6 +313,8 @@ def iter_analyses(
                 hidden[0, i] = states[i][0].float().cpu().numpy()
                 states[i] = None
         out = None
+        if stand_in is not None and RELEASE_AFTER_LONG_PASS:
+            release_freed_memory()
         special_array = np.fromiter(special_ids, dtype=np.int64, count=len(special_ids))
         for row, index in enumerate(batch):
             real = _real_positions(encoding["attention_mask"][row].numpy())  # load_model pads on the right

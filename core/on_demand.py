@@ -31,6 +31,9 @@ memo's two layers of queries and keys (25 MB) once a view has asked (docs/benchm
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -43,6 +46,21 @@ from core.recording import AttentionReached, LayerRecord, Recorder
 MEMO_LAYERS = 2  # layers whose queries and keys stay computed: a view's layer and the one before
 BLOCK_CELLS = 16_000_000  # weights are computed this many cells [heads, rows, T] at a time (64 MB of float32)
 MASK_MIN_CELLS = 1024  # a tensor of the calls this large that only allows or forbids is kept as bool
+
+
+@functools.cache
+def _libc():
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    return libc if libc is not None and hasattr(libc, "malloc_trim") else None
+
+
+def release_freed_memory() -> bool:
+    """Return the memory the process has freed to the operating system: glibc keeps freed blocks in its heaps for
+    later allocations (a long pass's transients stay resident), and ``malloc_trim(0)`` (public C API) gives back what
+    it can. False where the C library has no ``malloc_trim`` (not glibc)."""
+    libc = _libc()
+    return bool(libc.malloc_trim(0)) if libc is not None else False
 
 
 def eager_weights(queries: torch.Tensor, keys: torch.Tensor, scaling: float, softcap: float | None,
