@@ -39,7 +39,8 @@ STORED_ATTENTION_MAX_TOKENS = 512
 # A long text's pass runs each layer's attention over this many query rows at a time (core.recording.Recorder):
 # SmolLM2 at 8,192 tokens holds 9 × 256 × 8,192 float32 scores (75 MB) instead of a layer's 2.4 GB.
 QUERY_ROWS_PER_CHUNK = 256
-# After a long pass, hand the memory it freed back to the operating system (``release_freed_memory``)
+# During and after a long pass, hand the memory it freed back to the operating system (``release_freed_memory``)
+# before each block and after each hidden state copied out: SmolLM2 at 4,096 tokens peaks 0.25 GB lower
 RELEASE_AFTER_LONG_PASS = True
 
 
@@ -221,6 +222,8 @@ def _forward(model: LoadedModel, encoding, attentions: bool, on_demand: bool = F
 
 def _keep_call(calls: list, layer: int, args: tuple, kwargs: dict) -> None:
     calls[layer] = (args, kwargs)
+    if RELEASE_AFTER_LONG_PASS:  # the previous block's freed transients, which glibc would keep resident
+        release_freed_memory()
 
 
 def _refuse_encoder_decoder(model: LoadedModel) -> None:
@@ -312,6 +315,8 @@ def iter_analyses(
             for i in range(len(states)):
                 hidden[0, i] = states[i][0].float().cpu().numpy()
                 states[i] = None
+                if RELEASE_AFTER_LONG_PASS:  # glibc would keep the freed state resident: the states held twice
+                    release_freed_memory()
         out = None
         if stand_in is not None and RELEASE_AFTER_LONG_PASS:
             release_freed_memory()
