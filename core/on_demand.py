@@ -44,7 +44,7 @@ import torch
 from core.recording import AttentionReached, LayerRecord, Recorder
 
 MEMO_LAYERS = 2  # layers whose queries and keys stay computed: a view's layer and the one before
-BLOCK_CELLS = 16_000_000  # weights are computed this many cells [heads, rows, T] at a time (64 MB of float32)
+BLOCK_CELLS = 4_000_000  # weights are computed this many cells [heads, rows, T] at a time (16 MB of float32)
 MASK_MIN_CELLS = 1024  # a tensor of the calls this large that only allows or forbids is kept as bool
 
 

@@ -12,6 +12,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import core.inference as inference
+import core.on_demand as on_demand
 from core.attention import head_attention, layer_attention
 from core.hooks import hooked
 from core.inference import STORED_ATTENTION_MAX_TOKENS, analyze
@@ -49,6 +50,8 @@ def test_on_demand_weights_equal_the_models_own(tiny_windowed, monkeypatch):
     folder, model = tiny_windowed
     # rows in blocks of 5: the pass runs each layer's attention in pieces, as it does for a long text
     monkeypatch.setattr(inference, "QUERY_ROWS_PER_CHUNK", 5)
+    # and the weights in blocks of a few query rows, as for a long text
+    monkeypatch.setattr(on_demand, "BLOCK_CELLS", 300)
     analysis = analyze(model, TEXT, on_demand=True)
     assert analysis.attentions is None and analysis.on_demand is not None
     reference = plain_attentions(folder, analysis.input_ids)
