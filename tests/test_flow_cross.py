@@ -7,8 +7,9 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
+from core.flow import route_graph
 from core.flow_cross import cross_flow
-from core.flow_pair import pair_contributions, pair_contributions_of, pair_ids, record_pair
+from core.flow_pair import decoder_logits, pair_contributions, pair_contributions_of, pair_ids, record_pair
 from core.models import load_model
 from tests.model_factory import build_tiny_bart, build_tiny_t5
 
@@ -133,8 +134,11 @@ def _plain_decoder(folder, model, decoder_ids):
                   (second, "post", keep("m2", i)) if post_norm else (second, "pre", keep("m2", i)),
                   (last, "pre", keep("y3", i)) if post_norm else (block, "post", keep("y3", i))]
     handles = []
+
+    def first_of(x):  # a module's main tensor
+        return x[0] if isinstance(x, tuple) else x
+
     for module, kind, store in hooks:
-        first_of = lambda x: x[0] if isinstance(x, tuple) else x  # noqa: E731 - a module's main tensor
         if kind == "pre":
             handles.append(module.register_forward_pre_hook(
                 lambda m, a, k, store=store: store(first_of(a[0] if a else k["hidden_states"])), with_kwargs=True))
@@ -178,8 +182,8 @@ def test_pair_decoder_terms_and_its_three_sums_against_a_plain_model(tiny_pair):
     assert found.num_layers == len(blocks) and found.cross_attention.shape[2] == len(source_ids)
     for layer, block in enumerate(blocks):
         _, _, self_map, *_ = _decoder_sums(block)
-        _, cross_value, cross_map, _ = _cross_parts(block)
-        for module, name in ((self_map, "self"), (cross_map, "cross")):
+        _, _, cross_map, _ = _cross_parts(block)
+        for module in (self_map, cross_map):
             if module.bias is not None:
                 assert module.bias.abs().max() > 0.1  # a bias left in would show
         y1, y2, m2, y3 = (seen[(n, layer)] for n in ("y1", "y2", "m2", "y3"))
@@ -228,7 +232,9 @@ def _all_edges(found) -> list[tuple]:
 
     def stack(c, prefix, layers, t):
         for layer in range(layers):
-            below = (lambda p: (prefix + "block", layer - 1, p)) if layer else (lambda p: (prefix + "embedding", -1, p))
+            def below(p, layer=layer):
+                return (prefix + "block", layer - 1, p) if layer else (prefix + "embedding", -1, p)
+
             for i in range(t):
                 into = (prefix + "attention", layer, i)
                 edges.append((below(i), into, "residual", c.attention_residual[layer, i]))
@@ -258,8 +264,6 @@ def _all_edges(found) -> list[tuple]:
 
 @pytest.mark.parametrize("threshold", [0.01, 0.04, 0.2])
 def test_pair_route_keeps_exactly_the_edges_above_the_threshold_reachable_from_the_chosen_node(tiny_pair, threshold):
-    from core.flow import route_graph
-
     _, model = tiny_pair
     found = pair_contributions(model, SOURCE, TARGET)
     heavy = [e for e in _all_edges(found) if e[3] > threshold]
@@ -290,8 +294,6 @@ def test_pair_route_keeps_exactly_the_edges_above_the_threshold_reachable_from_t
 def test_pair_logit_lens_of_the_last_residual_is_the_models_logits(tiny_pair):
     """Through the decoder's final norm (T5's; BART has none) and the unembedding: the last residual's lens, and its
     write read through the norm frozen there, equal the plain model's logits (BART's less its final_logits_bias)."""
-    from core.flow_pair import decoder_logits
-
     folder, model = tiny_pair
     source_ids, decoder_ids = pair_ids(model, SOURCE, TARGET)
     recorded = record_pair(model, source_ids, decoder_ids)
