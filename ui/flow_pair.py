@@ -47,7 +47,7 @@ def clicked(chart_key: str) -> str | None:
 def pair_flow_page(model: LoadedModel) -> None:
     """The page's content for an encoder-decoder ``model`` (the caller ends the page after it)."""
     pair = current_pair()  # the model writes a target first when the box is empty
-    st.caption(markdown_safe(pair_caption(pair)))
+    st.caption(pair_caption(pair))  # as the other encoder-decoder pages: the start token in a code span
     name, source, limit = current_model_name(), current_text(), current_token_limit()
     slot = st.empty()
     try:
