@@ -22,7 +22,7 @@ from core.tokens import token_labels
 from ui.cache_seq2seq import cached_pair_view
 from ui.figures import show_figure
 from ui.page_state import end_page, option
-from ui.seq2seq import current_pair, current_target, not_applicable, pair_caption
+from ui.seq2seq import current_pair, current_target, pair_caption
 from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
 from viz import attention as va
 from viz import bertviz_offline as bv
@@ -35,8 +35,6 @@ from viz.maxima import maxima_grid
 PALETTES = {"cividis": COLORBLIND_SAFE, "viridis": SEQUENTIAL}
 VIEWS = ["one head", "one layer", "BertViz"]
 BERTVIZ = {"head view": "head", "model view": "model"}
-# not_applicable is ui.seq2seq's; app_pages/flow.py imports it from here
-__all__ = ["attention_page", "inside_page", "maxima_page", "not_applicable", "stats_page", "tokens_page"]
 STACK_HELP = (
     "Encoder self-attention: source tokens attending to source tokens (every token sees all). Decoder "
     "self-attention: target tokens attending to earlier target tokens (causal). Cross-attention: each target token "
