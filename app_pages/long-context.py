@@ -96,7 +96,7 @@ if profile is None:
                                "Measure again", "long-context-restart")
         end_page()
     with progress_with_stop(f"Running {model.name} over {len(ids):,} tokens…",
-                            lambda done, total: f"Attention by distance: {done} of {total} layers measured",
+                            "Attention by distance: {done} of {total} layers measured",
                             button_key="long-context-stop", on_stop=STOPPED.stop, args=(key,)) as progress:
         profile = cached_profile(*key, progress)
 

@@ -20,7 +20,7 @@ def _page_with_long_work():
     if flag.stopped(key):
         flag.offer_to_go_on(f"You stopped the work on {text!r}.", "Go on", "work-go-on")
         st.stop()
-    with progress_with_stop("Working…", lambda done, total: f"{done} of {total} steps", on_stop=flag.stop,
+    with progress_with_stop("Working…", "{done} of {total} steps", on_stop=flag.stop,
                             args=(key,), button_key="work-stop", clear=not keep) as progress:
         for done in range(1, 4):
             progress(done, 3)

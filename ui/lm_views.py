@@ -21,7 +21,7 @@ from ui.cache import cached_language_model, cached_predictions, model_turn, run_
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
-from ui.lm_writer import cached_lm, keep_writing, lm_result, resume, stopped, tokens_written, write_chunk
+from ui.lm_writer import TOKENS_WRITTEN, cached_lm, keep_writing, lm_result, resume, stopped, write_chunk
 from ui.page_state import end_page, option, set_option
 from ui.session import current_model_name, current_token_limit
 from ui.stoppable import progress_with_stop
@@ -125,7 +125,7 @@ def generation_view(text: str, controls: dict) -> None:
     key = lm_result_key("generate", current_model_name(), text, **kwargs)  # cached_lm_result's: the tour shares it
     g = lm_result(key) or stopped(key)
     if g is None:  # the first chunk now (a short generation ends here), the rest a chunk at a time, with Stop
-        with progress_with_stop("Writing…", tokens_written) as progress:  # no Stop: this run writes a short chunk
+        with progress_with_stop("Writing…", TOKENS_WRITTEN) as progress:  # no Stop: this run writes a short chunk
             g = write_chunk(key, current_model_name(), text, kwargs, progress)
     if g is None:
         keep_writing(key, current_model_name(), text, kwargs)

@@ -29,6 +29,7 @@ POLL_SECONDS = 0.1
 KEPT = 8  # unfinished or stopped generations kept per session
 LM_SHELF = "lm-tools"  # the store's shelf of the language-model views' results (generations, patching, attribution …)
 LMKey = tuple[Run, tuple]  # (run, params): ``ui.lm_views.lm_result_key``'s
+TOKENS_WRITTEN = "Token {done} of {total}"  # what the progress bar says while a generation is written
 
 
 def lm_result(key: LMKey):
@@ -81,11 +82,6 @@ def resume(key) -> None:
     _session("lm-stopped").pop(key, None)
 
 
-def tokens_written(done: int, total: int) -> str:
-    """What the progress bar says while a generation is written."""
-    return f"Token {done} of {total}"
-
-
 def write_chunk(key, model_name: str, text: str, kwargs: dict, progress: Progress) -> Generation | None:
     """Write on for up to ``CHUNK_SECONDS`` (at least ``MIN_CHUNK`` tokens), telling ``progress`` (done, total); the
     finished generation (also put in the store under ``key``, ``ui.lm_views.lm_result_key``'s), or None while tokens
@@ -120,7 +116,7 @@ def _writing(key, model_name: str, text: str, kwargs: dict) -> None:
     if stopped(key) is not None or lm_result(key) is not None:
         st.rerun(scope="app")
     # the bar and Stop stay drawn between chunks (cleared, they would blink out at every rerun), above the text so far
-    with progress_with_stop("Writing…", tokens_written, on_stop=stop, args=(key,), button_key="generation-stop",
+    with progress_with_stop("Writing…", TOKENS_WRITTEN, on_stop=stop, args=(key,), button_key="generation-stop",
                             help="Stop writing; the tokens written so far stay", clear=False) as progress:
         if write_chunk(key, model_name, text, kwargs, progress) is not None:
             st.rerun(scope="app")

@@ -64,7 +64,7 @@ def depth_length_view(model_name: str, needle: str, question: str, answer: str, 
                                "Go on measuring", "needle-grid-go-on")
         grid = depth_length_grid(lambda d, n: _cell(model_name, n, needle, question, answer, d, False), DEPTHS, lengths)
     else:
-        with progress_with_stop(f"Measuring {cells} cells…", lambda done, total: f"{done} of {total} cells measured",
+        with progress_with_stop(f"Measuring {cells} cells…", "{done} of {total} cells measured",
                                 button_key="needle-grid-stop", on_stop=STOPPED.stop, args=(key,)) as progress:
             grid = depth_length_grid(lambda d, n: _cell(model_name, n, needle, question, answer, d, True), DEPTHS,
                                      lengths, progress)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from ui.progress_text import bar_progress
+
 Progress = Callable[[int, int], None]  # (done, total), the work's progress callback
 
 
@@ -42,21 +44,17 @@ class StopFlag:
 
 
 @contextmanager
-def progress_with_stop(text: str, describe: Callable[[int, int], str], *, on_stop: Callable | None = None,
-                       args: tuple = (), button_key: str | None = None, help: str | None = None,
-                       clear: bool = True) -> Iterator[Progress]:
+def progress_with_stop(text: str, report: str, *, on_stop: Callable | None = None, args: tuple = (),
+                       button_key: str | None = None, help: str | None = None, clear: bool = True) -> Iterator[Progress]:
     """A progress bar reading ``text``, with a Stop button below it when ``on_stop`` is given (``on_stop(*args)`` on a
-    click); yields the progress callback, which fills the bar and writes ``describe(done, total)`` on it. With
-    ``clear`` both go when the work is done; without, they stay (a fragment that redraws them while it works)."""
+    click); yields the progress callback (``ui.progress_text.bar_progress``), which fills the bar and writes ``report``
+    on it with ``{done}`` and ``{total}`` filled in. With ``clear`` both go when the work is done; without, they stay
+    (a fragment that redraws them while it works)."""
     slot = st.empty()
     with slot.container():
         bar = st.progress(0.0, text=text)
         if on_stop is not None:
             st.button("Stop", key=button_key, on_click=on_stop, args=args, icon=":material/stop:", help=help)
-
-    def progress(done: int, total: int) -> None:
-        bar.progress(min(done / total, 1.0) if total else 0.0, text=describe(done, total))
-
-    yield progress
+    yield bar_progress(bar, report)
     if clear:
         slot.empty()
