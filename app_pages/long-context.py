@@ -12,7 +12,9 @@ from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
 from ui.page_state import end_page, option
+from ui.seq2seq import stop_unless_one_stack
 from ui.session import current_model, current_model_name, current_text, current_token_limit
+from ui.stoppable import StopFlag, progress_with_stop
 from viz.common import file_stem, markdown_safe
 from viz.head_stats import head_heatmap
 from viz.long_context import (
@@ -31,7 +33,7 @@ SOURCES = {"haystack": "bundled long text", "sidebar": "the sidebar's text"}
 LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 DEFAULT_LENGTH = 2048
 MEASURES = {"local": f"within {LOCAL_DISTANCE} tokens", "far": "far, sink excluded", "sink": "on the sink"}
-STOPPED = "_long_context_stopped"  # the (model, text, length) whose measurement the reader stopped
+STOPPED = StopFlag("_long_context_stopped")  # the (model, text, length) whose measurement the reader stopped
 
 st.title("Long context")
 explain(
@@ -44,10 +46,8 @@ explain(
     "layer at a time from the recorded queries and keys, never all heads' weights at once."
 )
 model = current_model()
-if model.is_encoder_decoder:
-    st.info(f"{model.name} is an encoder-decoder; this page reads models with one stack of layers (an encoder such "
-            "as the MiniLM, or a language model such as SmolLM2).", icon=":material/info:")
-    end_page()
+stop_unless_one_stack("This page reads models with one stack of layers (an encoder such as the MiniLM, or a "
+                      "language model such as SmolLM2), so it does not apply.")
 name = current_model_name()
 limit = current_token_limit()
 left, right = st.columns(2)
@@ -88,31 +88,17 @@ else:
     sink_label = f"the first token {quoted_token(first)} (position 0; this tokenizer adds no token before the text)"
 
 
-def _stop(key) -> None:
-    st.session_state[STOPPED] = key
-
-
-def _restart() -> None:
-    st.session_state[STOPPED] = None
-
-
 key = (name, text, length)
 profile = profile_if_cached(*key)
 if profile is None:
-    if st.session_state.get(STOPPED) == key:
-        st.info("You stopped the measurement; nothing is shown until it runs to the end.", icon=":material/stop_circle:")
-        st.button("Measure again", key="long-context-restart", on_click=_restart, icon=":material/play_arrow:")
+    if STOPPED.stopped(key):
+        STOPPED.offer_to_go_on("You stopped the measurement; nothing is shown until it runs to the end.",
+                               "Measure again", "long-context-restart")
         end_page()
-    slot = st.empty()
-    with slot.container():
-        bar = st.progress(0.0, text=f"Running {model.name} over {len(ids):,} tokens…")
-        st.button("Stop", key="long-context-stop", on_click=_stop, args=(key,), icon=":material/stop:")
-
-    def progress(done: int, total_layers: int) -> None:
-        bar.progress(done / total_layers, text=f"Attention by distance: {done} of {total_layers} layers measured")
-
-    profile = cached_profile(*key, progress)
-    slot.empty()
+    with progress_with_stop(f"Running {model.name} over {len(ids):,} tokens…",
+                            "Attention by distance: {done} of {total} layers measured",
+                            button_key="long-context-stop", on_stop=STOPPED.stop, args=(key,)) as progress:
+        profile = cached_profile(*key, progress)
 
 direction = "query − key: a query sees only earlier keys" if profile.causal else "|query − key|: an encoder sees both ways"
 st.caption(f"{markdown_safe(model.name)}, {profile.num_tokens:,} tokens; distance is {direction}. The sink is "
@@ -133,7 +119,7 @@ explain(
 
 
 @friendly_fragment
-def overview(profile) -> None:
+def overview(profile, stem: str) -> None:
     """The layer × head grid of one measure; picking another reruns only this part."""
     measure = option(st.columns(2)[0].segmented_control, "Share", list(MEASURES), format_func=MEASURES.get,
                      default="local", required=True, key="measure")
@@ -147,12 +133,13 @@ def overview(profile) -> None:
     st.markdown(sentence)
 
 
-overview(profile)
+overview(profile, stem)
 
 
 @friendly_fragment
-def one_layer(profile) -> None:
-    """One layer's heads by distance and on the sink by query position."""
+def one_layer(profile, model, stem: str, sink_label: str, first: str) -> None:
+    """One layer's heads by distance and on the sink by query position (``first``: the first token, ``sink_label``:
+    how captions name it)."""
     st.header("Attention by distance, one layer")
     layer = option(st.columns(2)[0].selectbox, BLOCK_SELECT_LABEL, list(range(model.num_layers)), key="layer",
                    help=BLOCK_SELECT_HELP)
@@ -167,4 +154,4 @@ def one_layer(profile) -> None:
     st.markdown(said)
 
 
-one_layer(profile)
+one_layer(profile, model, stem, sink_label, first)
