@@ -30,7 +30,7 @@ from core.errors import AnalysisError
 from core.hooks import hooked, keeping_call
 from core.models import LoadedModel, threads_for_input
 from core.on_demand import OnDemandAttention, release_freed_memory
-from core.recorded_pass import blocks_of
+from core.parts import blocks_of
 from core.recording import LayerRecord, Recorder, is_recordable
 
 # Above this many tokens an Analysis keeps each layer's queries and keys instead of every head's [T, T] weights:

@@ -18,7 +18,7 @@ from core.hooks import hooked
 from core.inference import STORED_ATTENTION_MAX_TOKENS, analyze
 from core.models import load_model
 from core.on_demand import MEMO_LAYERS, StoredMask, _stored
-from core.recorded_pass import blocks_of
+from core.parts import blocks_of
 from core.retrieval import bundled_haystack
 from tests.model_factory import build_tiny_decoder, build_tiny_gpt2
 from ui.bounded_cache import nbytes_of
