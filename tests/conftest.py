@@ -99,7 +99,8 @@ def bundled_gemma() -> LoadedModel:
 # longest first and ending with the many short unit files leaves no worker alone with a long file at the end.
 # pytest-xdist's own order (most tests first) had put the one-test, two-minute round trip last.
 LONGEST_FIRST = [  # seconds on a worker, clean clone of f675b9f (docs/test-suite.md)
-    "tests/browser/test_slides.py",  # 288 s
+    "tests/browser/test_slides.py",  # 233 s before it gave its half outside presentation mode to the next file
+    "tests/browser/test_slides_outside_presentation_mode.py",  # 264 s (its half of test_slides' 497 s)
     "tests/browser/test_every_page_roundtrip.py",  # 97 s
     "tests/test_robustness.py",  # 87 s
     "tests/browser/test_every_page_on_smollm2.py",  # 87 s
