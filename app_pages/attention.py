@@ -97,8 +97,8 @@ overview_title = (f"{model.name}{' (ablated run)' if ablation else ''}: {SOURCES
 show_figure(
     cached_figure(
         current_model_name(), ("attention-overview", *inputs, colorscale, per_head, present),
-        lambda: va.overview_figure(view.matrices, title=overview_title, head_names=[n.removeprefix("head ") for n in head_names],
-                                   hidden=None if hidden is None else hidden[:, None], **style),
+        partial(va.overview_figure, view.matrices, title=overview_title, head_names=[n.removeprefix("head ") for n in head_names],
+                hidden=None if hidden is None else hidden[:, None], **style),
         ablation=ablation,
     ),
     name=file_stem(model.name, source, "overview"),
@@ -108,9 +108,10 @@ show_figure(
 )
 
 @friendly_fragment
-def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict, ablation, hidden=None,
+def one_head_or_layer(model, analysis, inputs: tuple, view, head_names: list[str], style: dict, ablation, hidden=None,
                       windows=None) -> None:
-    """Layer, head and view pickers and the figure they choose: a click here reruns only this part.
+    """Layer, head and view pickers and the figure they choose: a click here reruns only this part (so it reads
+    ``model`` and ``analysis`` from its arguments, not from the run that defined it).
 
     ``ablation``: the knock-out shown instead of the plain run (part of every figure's cache key), or None.
     ``hidden``/``windows``: each layer's sliding-window cells and window (``core.attention.window_hidden``), or None."""
@@ -147,9 +148,9 @@ def one_head_or_layer(inputs: tuple, view, head_names: list[str], style: dict, a
             key="attention-layer",
         )
     else:
-        bertviz(view, layer, head, ablation)
+        bertviz(model, analysis, view, layer, head, ablation)
 
-def bertviz(view, layer: int, head: int, ablation) -> None:
+def bertviz(model, analysis, view, layer: int, head: int, ablation) -> None:
     """BertViz's head, model or neuron view, offline, for the chosen layer and head."""
     layers, heads = view.matrices.shape[:2]
     kind = BERTVIZ[option(st.radio, "BertViz view", list(BERTVIZ), key="bertviz", horizontal=True)]
@@ -182,4 +183,4 @@ def bertviz(view, layer: int, head: int, ablation) -> None:
     if html is not None:
         st.iframe(html, height=height)
 
-one_head_or_layer(inputs, view, head_names, style, ablation, hidden, analysis.sliding_windows)
+one_head_or_layer(model, analysis, inputs, view, head_names, style, ablation, hidden, analysis.sliding_windows)

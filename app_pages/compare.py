@@ -25,6 +25,7 @@ from ui.errors import friendly_fragment
 from ui.explain import controls, explain
 from ui.figures import show_figure
 from ui.page_state import end_page, option
+from ui.seq2seq import stop_unless_one_stack
 from ui.session import MAX_TEXT_CHARS, current_model, current_model_name, current_token_limit
 from viz.common import file_stem, markdown_safe
 from viz.compare import attention_heatmap, similarity_by_layer_chart
@@ -40,11 +41,8 @@ explain(
 )
 attention_caveat()
 model = current_model()
-if model.is_encoder_decoder:
-    from ui.seq2seq_views import not_applicable
-
-    not_applicable("Comparing two sentences runs one stack over each text; with a source and a target per text "
-                   "this page does not apply.")
+stop_unless_one_stack("Comparing two sentences runs one stack over each text; with a source and a target per text "
+                      "this page does not apply.")
 sides = controls("Texts").columns(2)
 texts = [
     option(side.text_area, f"Text {name}", value=default, key=f"text_{name.lower()}", max_chars=MAX_TEXT_CHARS, height=90)
@@ -69,7 +67,7 @@ def attention_rows(matrix, names: list[str]) -> pd.DataFrame:
                          for i, q in enumerate(names) for j, k in enumerate(names)])
 
 @friendly_fragment
-def layer_head_and_word(texts: list[str], analyses: list, labels: list[list[str]], ablation) -> None:
+def layer_head_and_word(model, texts: list[str], analyses: list, labels: list[list[str]], ablation) -> None:
     """Layer, head, shared-word and control pickers and what they change: a pick reruns only this part.
 
     ``ablation``: the knock-out shown instead of the plain runs (part of every figure's cache key), or None."""
@@ -151,4 +149,4 @@ def layer_head_and_word(texts: list[str], analyses: list, labels: list[list[str]
         + (" (For GPT-2 the last hidden state includes the final LayerNorm `ln_f`.)" if model.model_type == "gpt2" else "")
     )
 
-layer_head_and_word(texts, analyses, labels, ablation)
+layer_head_and_word(model, texts, analyses, labels, ablation)

@@ -14,6 +14,7 @@ from ui.errors import friendly_fragment
 from ui.explain import controls, explain
 from ui.figures import show_figure
 from ui.page_state import option
+from ui.seq2seq import stop_unless_one_stack
 from ui.session import current_model, current_model_name, current_token_limit
 from viz.common import file_stem, markdown_safe
 from viz.drift import cls_violin_figure, contextuality_figure, documents_phrase, layer_violin_figure
@@ -27,11 +28,8 @@ explain(
     "a word depends on its context: a layer that moved every text the same way would lower it too. Whether a word gets "
     "a different vector in every context is answered further down, by **self-similarity**."
 )
-if current_model().is_encoder_decoder:
-    from ui.seq2seq_views import not_applicable
-
-    not_applicable("Drift pools one text into one vector per layer of a single stack; a corpus has no targets for "
-                   "the decoder, so this page does not apply.")
+stop_unless_one_stack("Drift pools one text into one vector per layer of a single stack; a corpus has no targets for "
+                      "the decoder, so this page does not apply.")
 with controls("Corpus"):
     render_corpus_picker()
 corpus = current_corpus()
@@ -41,7 +39,7 @@ st.caption(f"{documents_phrase(len(corpus))} from {current_corpus_name()}, throu
 titles = [doc.title for doc in corpus]
 documents = pd.DataFrame({"document": range(len(corpus)), "title": titles, "genre": [doc.genre for doc in corpus]})
 
-def self_similarity(context, adjusted: bool) -> None:
+def self_similarity(model, context, adjusted: bool) -> None:
     """Self-similarity and intra-sentence similarity (Ethayarajh 2019) beside their random-word baseline."""
     st.header("Does a word get a different vector in every context?")
     st.markdown(
@@ -75,12 +73,12 @@ def self_similarity(context, adjusted: bool) -> None:
             st.dataframe(last.rename(columns={"self_similarity": f"self-similarity at hidden state {model.num_layers}"}),
                          hide_index=True)
 
-def corpus_embeddings(progress=None):
+def corpus_embeddings(corpus: list, progress=None):
     """Every pooling of every hidden state of the corpus, from one cached pass of the model."""
     return cached_corpus_embeddings(current_model_name(), tuple(doc.text for doc in corpus), current_token_limit(), progress=progress)
 
 @friendly_fragment
-def drift_violins() -> None:
+def drift_violins(model, corpus: list, documents: pd.DataFrame, titles: list[str]) -> None:
     """Reference, pooling and baseline options and the violins they change: a change reruns only this part and
     reuses the corpus embeddings."""
     left, middle, right = controls().columns([2, 2, 1])
@@ -99,7 +97,7 @@ def drift_violins() -> None:
 
     progress_slot = st.empty()
     embeddings = corpus_embeddings(
-        progress=lambda done, total: progress_slot.progress(done / total, text=f"Running the model: {done} of {documents_phrase(total)}"),
+        corpus, progress=lambda done, total: progress_slot.progress(done / total, text=f"Running the model: {done} of {documents_phrase(total)}"),
     )
     progress_slot.empty()
     context = cached_contextuality(
@@ -156,10 +154,10 @@ def drift_violins() -> None:
             else "With a single document there is no baseline."
         )
     )
-    self_similarity(context, adjusted)
+    self_similarity(model, context, adjusted)
 
-drift_violins()
-embeddings = corpus_embeddings()
+drift_violins(model, corpus, documents, titles)
+embeddings = corpus_embeddings(corpus)
 
 st.header(("First token" if model.is_decoder else "[CLS]") + ": static vs contextual")
 if model.is_decoder:

@@ -1,6 +1,7 @@
 """Does it matter? Knock heads out, rank every head by its effect, attribute the output to tokens, look through the logit lens."""
 
 import re
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,8 @@ from ui.explain import explain
 from ui.figures import show_figure
 from ui.lm_views import induction_knockout
 from ui.page_state import end_page, option, option_value
+from ui.progress_text import bar_progress
+from ui.seq2seq import stop_unless_one_stack
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
 from viz.compare import attention_heatmap
@@ -46,6 +49,11 @@ def describe_correlation(rc, what: str) -> str:
               else f"would be unlikely by chance (p = {rc.p_value:.2g})")
     return (f"Spearman's ρ of {what}: **{rc.rho:+.2f}** over {rc.n} items, {strength}{direction} relation "
             f"(ρ = 0 means none; ρ = 1 the same order). A ρ this far from 0 {chance}.")
+
+def position_label(labels: list[str], i: int) -> str:
+    """How a token picker names token ``i``."""
+    return f"{labels[i]} (position {i})"
+
 
 def knockout_drop_words(drop: float) -> str:
     """The drop in log p(target), the page's one sign convention (positive = less likely), and what its sign means."""
@@ -72,11 +80,8 @@ explain(
     "tokens, and (for models with a language-model head) read the prediction at every layer."
 )
 model = current_model()
-if model.is_encoder_decoder:
-    from ui.seq2seq_views import not_applicable
-
-    not_applicable("Knock-outs, attributions and the logit lens are built here for one stack (an encoder or a decoder), "
-                   "so this page does not apply.")
+stop_unless_one_stack("Knock-outs, attributions and the logit lens are built here for one stack (an encoder or a decoder), "
+                      "so this page does not apply.")
 try:
     check_supported(model)
 except UnsupportedArchitecture as err:
@@ -222,16 +227,13 @@ if work > AUTO_IMPORTANCE_WORK and st.session_state.get("importance_requested") 
 else:
     with friendly_errors("computing the importance map"):
         bar = st.progress(0.0, text="Knocking out every head in turn…")
-
-        def report(done: int, total: int) -> None:
-            bar.progress(done / total, text=f"Knocked out {done} of {total} heads…")
-
-        importance = cached_head_importance(name, text, limit, measure, method, target, progress=report)
+        importance = cached_head_importance(name, text, limit, measure, method, target,
+                                            progress=bar_progress(bar, "Knocked out {done} of {total} heads…"))
         bar.empty()
         non_special = [i for i in range(analysis.num_tokens) if not analysis.special_mask[i]] or list(range(analysis.num_tokens))
-        default = max(non_special, key=lambda i: (len(labels[i]), i))
+        default = max((len(labels[i]), i) for i in non_special)[1]  # the longest token, the last of equals
         token = option(st.selectbox, "Token the heads attend to", range(analysis.num_tokens), index=default, key="token",
-                       format_func=lambda i: f"{labels[i]} (position {i})")
+                       format_func=partial(position_label, labels))
         attention = attention_to_token(analysis, token)
         left, right = st.columns(2)
         cells = [{"layer": layer, "head": head, effect_column: float(importance[layer, head]),
@@ -265,12 +267,8 @@ steps = option(st.select_slider, "Integration steps", STEP_CHOICES, value=32, ke
                     "where the scores do not add up.")
 with friendly_errors("attributing the output to tokens"):
     steps_bar = st.progress(0.0, text="Integrated gradients: taking the gradient along the path…")
-
-    def report_steps(done: int, total: int) -> None:
-        steps_bar.progress(done / total, text=f"Integrated gradients: {done} of up to {total} gradients…")
-
     integrated = cached_attribution(name, text, limit, "integrated_gradients", measure, steps, target,
-                                    progress=report_steps)
+                                    progress=bar_progress(steps_bar, "Integrated gradients: {done} of up to {total} gradients…"))
     with st.spinner("Computing gradient × input…"):
         simple = cached_attribution(name, text, limit, "gradient_x_input", measure, steps, target)
     steps_bar.empty()
@@ -342,7 +340,7 @@ with friendly_errors("computing the logit lens"), st.spinner("Applying the head 
     else:
         position_default = analysis.num_tokens - 1
     position = option(st.selectbox, "Position", range(analysis.num_tokens), index=position_default, key="position",
-                      format_func=lambda i: f"{labels[i]} (position {i})")
+                      format_func=partial(position_label, labels))
     final = lens.candidates[-1][position][0]
     ranks = lens.final_ranks[:, position]
     settled = int(np.argmax(ranks == 0)) if (ranks == 0).any() else len(ranks) - 1

@@ -15,6 +15,7 @@ from ui.cache_flow import flow_with_progress
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
+from ui.flow_pair import clicked, pair_flow_page
 from ui.page_state import end_page, option, option_value, set_option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
@@ -34,14 +35,14 @@ explain(
     "its absence would (the proximity max(0, ‖y‖₁ − ‖y − term‖₁), normalised so that a node's incoming shares add "
     "up to 1). The graph keeps the edges whose share is above the threshold and that lead to the chosen token's "
     "last representation: positions across, layers up, wider lines for larger shares, attention edges coloured by "
-    "the head that carries most of them, MLPs as small squares."
+    "the head that carries most of them, MLPs as small squares. In an encoder-decoder (T5, BART …) each decoder "
+    "layer adds a third update between the two, cross-attention (one term per head and source token), whose dotted "
+    "edges join the decoder's route to the encoder's last layer."
 )
 model = current_model()
-if model.is_encoder_decoder:
-    from ui.seq2seq_views import not_applicable
-
-    not_applicable("The information-flow graph is built here for one stack (a decoder or an encoder), so this page "
-                   "does not apply.")
+if model.is_encoder_decoder:  # the encoder's and the decoder's graphs, joined by cross-attention
+    pair_flow_page(model)
+    end_page()
 name, text = current_model_name(), current_text()
 limit = current_token_limit()  # this page's own limit (ui.page_limits), said above the page when it cuts the text
 analysis = current_analysis()
@@ -186,21 +187,6 @@ def edge_detail(edge) -> None:
                     "token's last residual) and the unembedding: the tokens it raises and lowers most.")
         st.dataframe(token_table(written_logits(language_model, write, recorded.residual_post[-1, query]),
                                  "logit change"), hide_index=True)
-
-
-def clicked(chart_key: str) -> str | None:
-    """The id (``customdata``) of the edge or node last clicked on the chart ``chart_key``, once per click."""
-    event = st.session_state.get(chart_key)
-    try:
-        points = event["selection"]["points"] if event else []
-    except (KeyError, TypeError):
-        points = []
-    found = points[0].get("customdata") if points else None
-    handled = f"{chart_key}.handled"
-    if found == st.session_state.get(handled):
-        return None
-    st.session_state[handled] = found
-    return found if isinstance(found, str) else None
 
 
 @friendly_fragment

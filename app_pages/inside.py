@@ -41,12 +41,12 @@ except UnsupportedArchitecture as err:
     st.info(str(err), icon=":material/info:")
     end_page()
 analysis = current_analysis()
-labels = token_labels(analysis)
-t = analysis.num_tokens
 
 @friendly_fragment
-def one_head_step_by_step() -> None:
+def one_head_step_by_step(model, analysis, arch) -> None:
     """Layer, head and query token pickers and every step they change: a pick reruns only this part."""
+    labels = token_labels(analysis)
+    t = analysis.num_tokens
     left, middle, right = st.columns(3)
     layer = option(left.selectbox, BLOCK_SELECT_LABEL, range(model.num_layers), key="layer", help=BLOCK_SELECT_HELP)
     head = option(middle.selectbox, "Head (counted from 0)", range(model.num_heads), key="head")
@@ -184,4 +184,4 @@ def one_head_step_by_step() -> None:
                                 colorbar="scaled"),
                  "masked-scores", matrix)
 
-one_head_step_by_step()
+one_head_step_by_step(model, analysis, arch)

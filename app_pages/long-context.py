@@ -12,6 +12,7 @@ from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
 from ui.page_state import end_page, option
+from ui.seq2seq import stop_unless_one_stack
 from ui.session import current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
 from viz.head_stats import head_heatmap
@@ -44,10 +45,8 @@ explain(
     "layer at a time from the recorded queries and keys, never all heads' weights at once."
 )
 model = current_model()
-if model.is_encoder_decoder:
-    st.info(f"{model.name} is an encoder-decoder; this page reads models with one stack of layers (an encoder such "
-            "as the MiniLM, or a language model such as SmolLM2).", icon=":material/info:")
-    end_page()
+stop_unless_one_stack("This page reads models with one stack of layers (an encoder such as the MiniLM, or a "
+                      "language model such as SmolLM2), so it does not apply.")
 name = current_model_name()
 limit = current_token_limit()
 left, right = st.columns(2)
@@ -133,7 +132,7 @@ explain(
 
 
 @friendly_fragment
-def overview(profile) -> None:
+def overview(profile, stem: str) -> None:
     """The layer × head grid of one measure; picking another reruns only this part."""
     measure = option(st.columns(2)[0].segmented_control, "Share", list(MEASURES), format_func=MEASURES.get,
                      default="local", required=True, key="measure")
@@ -147,12 +146,13 @@ def overview(profile) -> None:
     st.markdown(sentence)
 
 
-overview(profile)
+overview(profile, stem)
 
 
 @friendly_fragment
-def one_layer(profile) -> None:
-    """One layer's heads by distance and on the sink by query position."""
+def one_layer(profile, model, stem: str, sink_label: str, first: str) -> None:
+    """One layer's heads by distance and on the sink by query position (``first``: the first token, ``sink_label``:
+    how captions name it)."""
     st.header("Attention by distance, one layer")
     layer = option(st.columns(2)[0].selectbox, BLOCK_SELECT_LABEL, list(range(model.num_layers)), key="layer",
                    help=BLOCK_SELECT_HELP)
@@ -167,4 +167,4 @@ def one_layer(profile) -> None:
     st.markdown(said)
 
 
-one_layer(profile)
+one_layer(profile, model, stem, sink_label, first)

@@ -121,8 +121,10 @@ explain(
     "passed through the head's slice of the output projection), so attention to a token that adds little shrinks."
 )
 @friendly_fragment
-def raw_norm_rollout(head: int | None) -> None:
-    """Raw, norm-weighted and rollout maps of one layer: moving the layer reruns only this part."""
+def raw_norm_rollout(model, analysis, weighted, rolled, run: tuple, head: int | None) -> None:
+    """Raw, norm-weighted and rollout maps of one layer: moving the layer reruns only this part. ``weighted``,
+    ``rolled``: norm-weighted (or None) and rollout matrices; ``run``: (model name, text, token limit, ablation)."""
+    name, text, limit, ablation = run
     layer = option(st.selectbox, BLOCK_SELECT_LABEL, range(analysis.num_layers), key="layer", help=BLOCK_SELECT_HELP)
     pick = (lambda m: m[layer, head]) if head is not None else (lambda m: m[layer].mean(axis=0))
     panels = {f"raw attention, layer {layer}": pick(analysis.attentions)}
@@ -144,7 +146,7 @@ def raw_norm_rollout(head: int | None) -> None:
     else:
         st.info(f"The maps are drawn for texts of up to {MAX_PANEL_TOKENS} tokens; this one has {analysis.num_tokens}.")
 
-raw_norm_rollout(head)
+raw_norm_rollout(model, analysis, weighted, rolled, (name, text, limit, ablation), head)
 
 if weighted is not None and analysis.special_mask.any() and not analysis.special_mask.all():
     shares = {RAW: special_share(analysis.attentions, analysis.special_mask)}

@@ -11,6 +11,7 @@ from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import main_column_width, show_figure
 from ui.page_state import end_page, option, set_option
+from ui.seq2seq import stop_unless_one_stack
 from ui.session import current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
 from viz.predictions import NARROW_PX, fill_in_bars, next_token_heatmap
@@ -26,11 +27,8 @@ explain(
     "language-model head over its whole vocabulary."
 )
 model = current_model()
-if model.is_encoder_decoder:
-    from ui.seq2seq_views import not_applicable
-
-    not_applicable("Its prediction is the target itself: leave the sidebar's Target text empty and the model writes "
-                   "one (greedy decoding), so this page does not apply.")
+stop_unless_one_stack("Its prediction is the target itself: leave the sidebar's Target text empty and the model writes "
+                      "one (greedy decoding), so this page does not apply.")
 with st.spinner(f"Loading the language-model head of {model.name}…"):
     language_model = cached_language_model(current_model_name())
 if isinstance(language_model, NoLanguageModelHead):
@@ -41,7 +39,7 @@ if not text.strip():
     st.info("There is no text yet: type a sentence in the sidebar.", icon=":material/edit:")
     end_page()
 @friendly_fragment
-def candidates(text: str) -> None:
+def candidates(model, language_model, text: str) -> None:
     """The number of candidates and everything it changes: moving the slider reruns only this part."""
     top_k = option(st.slider, "Candidates to show", 1, MAX_TOP_K, 5, key="top_k")
     limit = current_token_limit()
@@ -127,7 +125,7 @@ def candidates(text: str) -> None:
         st.caption(markdown_safe(PARTIAL_BYTES_NOTE))
     st.dataframe(pd.DataFrame(rows), hide_index=True, height=min(420, 38 + 35 * len(rows)))
 
-candidates(text)
+candidates(model, language_model, text)
 if language_model.kind == "next":
     from ui.lm_lens import lens_view
     from ui.lm_views import sampling_and_generation

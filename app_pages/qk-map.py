@@ -2,6 +2,7 @@
 as small multiples."""
 
 import time
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,8 @@ from ui.corpus_state import current_corpus, current_corpus_name, within_deployme
 from ui.explain import controls, explain
 from ui.figures import show_figure
 from ui.page_state import end_page, option, set_option
+from ui.progress_text import bar_progress
+from ui.seq2seq import stop_unless_one_stack
 from ui.session import current_model, current_model_name, current_token_limit
 from viz.common import file_stem, markdown_safe, plotly_safe
 from viz.qk_map import COLOUR_NAMES, matrix_figure, query_key_figure, token_in_context
@@ -45,11 +48,8 @@ explain(
     "A query then tends to sit near the keys it attends to; the figure beside the map says how often it does."
 )
 model = current_model()
-if model.is_encoder_decoder:
-    from ui.seq2seq_views import not_applicable
-
-    not_applicable("This map reads one stack's queries and keys over a corpus, which has no targets for the decoder, "
-                   "so this page does not apply.")
+stop_unless_one_stack("This map reads one stack's queries and keys over a corpus, which has no targets for the decoder, "
+                      "so this page does not apply.")
 
 
 def chosen_documents() -> tuple[list[str], str]:
@@ -102,7 +102,7 @@ layers = recorded_layers(current_model_name(), layer)
 bar = st.empty()
 try:
     corpus = cached_corpus_queries_keys(current_model_name(), texts, limit, layers,
-                                        progress=lambda done, total: bar.progress(done / total, f"Running the model: {done} of {total} documents"))
+                                        progress=bar_progress(bar, "Running the model: {done} of {total} documents"))
 except QueryKeyMapError as err:
     bar.empty()
     st.info(str(err), icon=":material/info:")
@@ -146,14 +146,21 @@ if click and str(click[1]).startswith("query"):
     set_option("query", int(click[0]))
 
 
-def query_label(i: int) -> str:
+def query_label(qmap, i: int) -> str:
+    """How the query picker names query ``i`` of ``qmap`` (-1: none)."""
     if i < 0:
         return "none"
     return f"{qmap.tokens[i]} (document {qmap.text_index[i] + 1}, position {qmap.position[i]})"
 
 
+def map_figure(qmap, **style):
+    """``viz.qk_map.query_key_figure`` of ``qmap``, each point's hover text its token in context."""
+    contexts = [token_in_context(qmap.tokens, qmap.starts, qmap.text_index, i) for i in range(qmap.num_tokens)]
+    return query_key_figure(qmap.coords, qmap.tokens, contexts, qmap.position, **style)
+
+
 query = option(st.selectbox, "Query: pick one, or click a circle on the map", [-1, *range(n)], key="query",
-               format_func=query_label)
+               format_func=partial(query_label, qmap))
 lines = None
 if query >= 0:
     keys, weights = qmap.attention(query)
@@ -163,10 +170,7 @@ if query >= 0:
 title = (f"Layer {layer}, head {head}{'' if qmap.kv_head == head else f' (key head {qmap.kv_head})'}: {n:,} queries "
          f"and keys, {method_name}{'' if rotary or not recorded.has_rotary else ', before the rotary embedding'}")
 figure = cached_figure(current_model_name(), ("qk-map", texts, limit, layer, head, rotary, method, colour_by, query),
-                       lambda: query_key_figure(
-                           qmap.coords, qmap.tokens,
-                           [token_in_context(qmap.tokens, qmap.starts, qmap.text_index, i) for i in range(n)],
-                           qmap.position, colour_by=colour_by, title=title, axis=method_name, lines=lines))
+                       partial(map_figure, qmap, colour_by=colour_by, title=title, axis=method_name, lines=lines))
 points = pd.DataFrame({
     "kind": ["query"] * n + ["key"] * n, "index": [*range(n), *range(n)],
     "document": np.concatenate([qmap.text_index, qmap.text_index]) + 1,
@@ -232,8 +236,8 @@ if picked and len(picked) == 2:
     set_option("query", -1)
     st.rerun()
 show_figure(
-    cached_figure(current_model_name(), ("qk-matrix", texts, limit, shown, rotary, matrix_method), lambda: matrix_figure(
-        [(lay, h, xy_q, xy_k) for lay, h, xy_q, xy_k, _ in panels], model.num_heads,
+    cached_figure(current_model_name(), ("qk-matrix", texts, limit, shown, rotary, matrix_method), partial(
+        matrix_figure, [(lay, h, xy_q, xy_k) for lay, h, xy_q, xy_k, _ in panels], model.num_heads,
         title=plotly_safe(f"{len(panels)} heads, {METHOD_NAMES[matrix_method]}: each panel is one head's map "
                           "(layer.head); click one to open it"))),
     name=file_stem(model.name, "qk-matrix", matrix_method), key=MATRIX_KEY, on_select="rerun",

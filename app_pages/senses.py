@@ -27,6 +27,8 @@ from ui.explain import controls, explain
 from ui.figures import show_figure
 from ui.page_state import end_page, option
 from ui.placement import place_text, show_placement
+from ui.progress_text import bar_progress
+from ui.seq2seq import stop_unless_one_stack
 from ui.session import current_model, current_settings, current_text
 from viz.common import file_stem, markdown_safe, plotly_safe
 from viz.senses import OWN_SENTENCE, UNLABELLED, add_own_sentence, highlighted_sentence, sense_projection_figure, separation_figure
@@ -129,11 +131,8 @@ explain(
     "so river banks and money banks drift apart. Each point is one occurrence of the word, coloured by its sense."
 )
 model = current_model()
-if model.is_encoder_decoder:
-    from ui.seq2seq_views import not_applicable
-
-    not_applicable("Senses follows one word through the layers of a single stack over many sentences, which have "
-                   "no targets for the decoder, so this page does not apply.")
+stop_unless_one_stack("Senses follows one word through the layers of a single stack over many sentences, which have "
+                      "no targets for the decoder, so this page does not apply.")
 options = controls()
 source = option(options.segmented_control, "Sentences", SOURCES, default=SOURCES[0], key="source", required=True)
 word = (option(options.selectbox, "Word", builtin_words(), key="word", accept_new_options=True,
@@ -148,7 +147,7 @@ if not sentences:
 
 bar = st.empty()
 occurrences = cached_occurrences(
-    model.name, word, tuple(sentences), progress=lambda done, total: bar.progress(done / total, f"Running the model: {done}/{total} sentences")
+    model.name, word, tuple(sentences), progress=bar_progress(bar, "Running the model: {done}/{total} sentences")
 )
 bar.empty()
 if occurrences.missing:
@@ -159,7 +158,7 @@ if occurrences.count == 0:
     end_page()
 
 @friendly_fragment
-def layer_and_projection(word: str, sentences: list[str], labels: list[str], occurrences) -> None:
+def layer_and_projection(model, source: str, word: str, sentences: list[str], labels: list[str], occurrences) -> None:
     """Layer slider, projection and the two charts they change: moving them reruns only this part, not the model."""
     point_labels = [labels[i] for i in occurrences.sentence_ids]
     left, right = st.columns([3, 2])
@@ -240,4 +239,4 @@ def layer_and_projection(word: str, sentences: list[str], labels: list[str], occ
         if source == SOURCES[0]:
             st.caption(position_balance_sentence(model, word, sentences, labels, float(table["knn_accuracy"].iloc[0]), chance))
 
-layer_and_projection(word, sentences, labels, occurrences)
+layer_and_projection(model, source, word, sentences, labels, occurrences)

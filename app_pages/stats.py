@@ -13,6 +13,7 @@ from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
 from ui.page_state import end_page, link_url, option, set_option
+from ui.progress_text import bar_progress
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem
 from viz.head_stats import head_heatmap, head_heatmaps
@@ -81,7 +82,7 @@ else:
         current_model_name(),
         texts,
         limit,
-        lambda done, total: bar.progress(done / total, text=f"Running the model: {done} of {total} texts"),
+        bar_progress(bar, "Running the model: {done} of {total} texts"),
     )
     bar.empty()
 
@@ -91,7 +92,7 @@ if table[list(STATISTICS)].isna().all(axis=None):
     end_page()
 
 @friendly_fragment
-def statistic_views(source: str, table, roles, about: str) -> None:
+def statistic_views(model, limit: int, source: str, table, roles, about: str) -> None:
     """The statistic picker and everything it changes: picking another statistic reruns only this part."""
     statistic = option(st.columns(2)[0].selectbox, "Statistic", list(STATISTICS), format_func=SHORT_NAMES.get, key="stat")
     share = statistic not in NOT_SHARES
@@ -155,7 +156,7 @@ def statistic_views(source: str, table, roles, about: str) -> None:
                 )
             )
 
-statistic_views(source, table, roles, about)
+statistic_views(model, limit, source, table, roles, about)
 if model.is_decoder:
     from ui.lm_views import induction_view
 

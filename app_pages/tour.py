@@ -18,6 +18,7 @@ from ui.cache import cached_analysis
 from ui.cache_senses import cached_occurrences
 from ui.page_state import option, option_value, set_option
 from ui.placement import place_text, verdict
+from ui.seq2seq import stop_unless_one_stack
 from ui.session import MAX_TEXT_CHARS, current_analysis, current_model, current_model_name, current_text, current_token_limit, presentation_mode
 from ui.tour_kit import PRESENTATION_CSS, figure, full_page, not_here, previous_token_head, say, sink_names, try_this
 from ui.tour_lm import choose_track
@@ -35,11 +36,8 @@ LOOKUP_COMPONENTS = 64
 
 present = presentation_mode()
 model = current_model()
-if model.is_encoder_decoder:
-    from ui.seq2seq_views import not_applicable
-
-    not_applicable("The tour follows one text through one stack (the static embedding, its layers, its senses), so it "
-                   "does not apply; pick an encoder such as the bundled model for the tour.")
+stop_unless_one_stack("The tour follows one text through one stack (the static embedding, its layers, its senses), so it "
+                      "does not apply; pick an encoder such as the bundled model for the tour.")
 name = current_model_name()
 limit = current_token_limit()
 
@@ -53,6 +51,7 @@ def own_text(label: str, key: str, default: str) -> str:
 
 def two_sentences() -> tuple[list, str | None]:
     """The step's own sentences A and B (editable) and the word they share ("bank" if it is shared)."""
+    name, limit = current_model_name(), current_token_limit()  # this run's, not the module's
     left, right = st.columns(2)
     texts = [
         option(side.text_input, f"Sentence {n}", value=default, key=n.lower(), max_chars=MAX_TEXT_CHARS)
@@ -70,6 +69,7 @@ def two_sentences() -> tuple[list, str | None]:
 
 
 def step_tokens() -> None:
+    model = current_model()  # this run's, not the module's
     analysis = current_analysis()
     labels = token_labels(analysis)
     added = [analysis.tokens[i] for i in np.flatnonzero(analysis.special_mask)]
@@ -95,6 +95,7 @@ def id_phrase(ids: list[int]) -> str:
 
 
 def step_static() -> None:
+    model = current_model()  # this run's, not the module's
     analyses, word = two_sentences()
     if word is None:
         not_here("The two sentences need a word in common (and some text each).")
@@ -124,6 +125,7 @@ def step_static() -> None:
 
 
 def step_position() -> None:
+    model = current_model()  # this run's, not the module's
     analyses, word = two_sentences()
     if word is None:
         not_here("The two sentences need a word in common (and some text each).")
@@ -151,6 +153,7 @@ def step_position() -> None:
 
 
 def step_one_head() -> None:
+    model, present = current_model(), presentation_mode()  # this run's, not the module's
     analysis = current_analysis()
     best, chance, _, roles = previous_token_head(analysis)
     if best is None:
@@ -181,6 +184,7 @@ def step_one_head() -> None:
 
 
 def step_every_head() -> None:
+    model, present = current_model(), presentation_mode()  # this run's, not the module's
     analysis = current_analysis()
     best, _, table, roles = previous_token_head(analysis)
     total = model.num_layers * model.num_heads
@@ -202,6 +206,7 @@ def step_every_head() -> None:
 
 
 def step_inside() -> None:
+    model = current_model()  # this run's, not the module's
     analysis = current_analysis()
     best, _, _, _ = previous_token_head(analysis)
     layer, head = (best[0], best[1]) if best else (0, 0)
@@ -239,6 +244,7 @@ def step_inside() -> None:
 
 
 def step_same_vector() -> None:
+    model, name, limit = current_model(), current_model_name(), current_token_limit()  # this run's, not the module's
     analyses, word = two_sentences()
     control_text = own_text("Sentence C: the same sense as A (the control)", "c", SAME_SENSE_CONTROL)
     if word is None or not control_text.strip():
@@ -276,6 +282,7 @@ def step_same_vector() -> None:
 
 
 def step_senses() -> None:
+    model, name = current_model(), current_model_name()  # this run's, not the module's
     sidebar_word = first_builtin_word(current_text())
     if sidebar_word:
         text, word, whose = current_text(), sidebar_word, "the sidebar's text"

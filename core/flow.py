@@ -27,7 +27,7 @@ For every layer and query ``i``: ``attention[l, i].sum() + attention_residual[l,
 The graph (``route_graph``) has a node per representation: ``("embedding", -1, p)`` the input token ``p``,
 ``("attention", l, p)`` the residual after block ``l``'s attention, ``("mlp", l, p)`` block ``l``'s MLP, and
 ``("block", l, p)`` the residual after block ``l``; it keeps the edges above the threshold that lead to the chosen
-token's last representation.
+token's last representation. An encoder-decoder's graph (``core.flow_pair``) adds cross-attention nodes and edges.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from core.logit_attribution import _frozen_norm
 from core.models import LoadedModel, threads_for_input
 from core.parts import layer_parts
 from core.recorded_pass import RecordedPass, record_pass
+from core.recording import LayerRecord
 
 DEFAULT_THRESHOLD = 0.04  # an edge is drawn when it carries at least this share of its node's inputs
 QUERY_CHUNK_CELLS = 8_000_000  # floats of head terms held at once (queries × keys × heads × hidden)
@@ -66,10 +67,19 @@ class Contributions:
     def num_layers(self) -> int:
         return self.attention.shape[0]
 
+    num_positions = property(lambda self: self.attention.shape[1])
+
     @cached_property
     def key_shares(self) -> np.ndarray:
         """``[L, T (query), T (key)]``: each key position's share summed over the heads (computed once)."""
         return self.attention.sum(axis=3)
+
+    def last(self, position: int) -> Node:
+        """The node a route into ``position`` starts from: its residual after the last block."""
+        return ("block", self.num_layers - 1, position)
+
+    def incoming(self, node: Node, threshold: float) -> list[Edge]:
+        return stack_incoming(self, node, threshold)
 
 
 @dataclass(frozen=True)
@@ -115,10 +125,14 @@ def proximity_shares(parts: torch.Tensor, whole: torch.Tensor) -> torch.Tensor:
 
 
 def output_map(recorded: RecordedPass, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(W [Hq·d, D], b [D])`` of block ``layer``'s attention output projection (``core.parts``: whatever it is
-    called; ``nn.Linear`` or GPT-2's ``Conv1D``): the affine map's value at 0 is ``b`` and at each unit vector ``b``
-    plus a row of ``W``."""
-    record = recorded.records[layer]
+    """``(W [Hq·d, D], b [D])`` of block ``layer``'s attention output projection (``record_output_map``)."""
+    return record_output_map(recorded.records[layer])
+
+
+def record_output_map(record: LayerRecord) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(W [Hq·d, D], b [D])`` of the output projection of the attention layer that made ``record`` (``core.parts``:
+    whatever it is called, in any stack; ``nn.Linear`` or GPT-2's ``Conv1D``): the affine map's value at 0 is ``b``
+    and at each unit vector ``b`` plus a row of ``W``."""
     heads, d = record.queries.shape[1], record.queries.shape[3]
     module = layer_parts(record.module).output_projection  # core.parts: the one lookup of a model's parts
     weight = module.weight
@@ -252,48 +266,59 @@ def contributions(model: LoadedModel, text: str, *, max_tokens: int | None = Non
     return contributions_of(record_pass(model, ids), model.tokenizer.convert_ids_to_tokens(ids), progress)
 
 
-def route_graph(contributions: Contributions, position: int, threshold: float = DEFAULT_THRESHOLD) -> RouteGraph:
+def stack_incoming(contributions: Contributions, node: Node, threshold: float, prefix: str = "") -> list[Edge]:
+    """The edges into ``node`` of one stack's graph (attention edges only above ``threshold``, summed over heads;
+    the others always, for the caller to filter); ``prefix`` starts every node kind of this stack ("encoder_" for
+    an encoder-decoder's encoder)."""
+    kind, layer, p = node[0].removeprefix(prefix), node[1], node[2]
+    def at(kind: str, layer: int, p: int) -> Node:
+        return (prefix + kind, layer, p) if kind != "block" or layer >= 0 else (prefix + "embedding", -1, p)
+
+    if kind == "block":
+        return [Edge(at("mlp", layer, p), node, float(contributions.mlp[layer, p]), "mlp"),
+                Edge(at("attention", layer, p), node, float(contributions.mlp_residual[layer, p]), "residual")]
+    if kind == "mlp":
+        return [Edge(at("attention", layer, p), node, float(contributions.mlp[layer, p]), "mlp")]
+    if kind == "attention":
+        shares = contributions.attention[layer, p]  # [T, H]
+        edges = [Edge(at("block", layer - 1, p), node, float(contributions.attention_residual[layer, p]), "residual")]
+        summed = contributions.key_shares[layer, p]  # [T]
+        for key in np.flatnonzero(summed > threshold):
+            edges.append(Edge(at("block", layer - 1, int(key)), node, float(summed[key]), "attention", tuple(shares[key].tolist())))
+        return edges
+    return []
+
+
+KIND_ORDER = {"embedding": 0, "attention": 1, "cross": 2, "mlp": 3, "block": 4}
+
+
+def edge_order(edge: Edge) -> tuple:
+    """Sort key of a graph's edges: an encoder's before the decoder's, then by the target's layer and kind."""
+    kind = edge.target[0]
+    return (not kind.startswith("encoder_"), edge.target[1], KIND_ORDER[kind.removeprefix("encoder_")],
+            edge.target[2], edge.source[2], edge.kind)
+
+
+def route_graph(contributions, position: int, threshold: float = DEFAULT_THRESHOLD) -> RouteGraph:
     """The route to ``position``'s last representation: every edge whose weight is above ``threshold`` and from
-    whose target the chosen node can be reached along such edges (searched from the top down)."""
-    layers, t = contributions.num_layers, contributions.attention.shape[1]
+    whose target the chosen node can be reached along such edges (searched from the top down). ``contributions``:
+    ``Contributions`` of one stack, or ``core.flow_pair.PairContributions`` (``position`` a decoder position; the
+    route crosses into the encoder's last layer and down to the source tokens)."""
+    t = contributions.num_positions
     if not 0 <= position < t:
         raise ValueError(f"position {position} is outside the text's {t} tokens")
-
-    def below(layer: int, p: int) -> Node:
-        return ("block", layer - 1, p) if layer > 0 else ("embedding", -1, p)
-
-    def incoming(node: Node) -> list[Edge]:
-        kind, layer, p = node
-        if kind == "block":
-            into = ("attention", layer, p)
-            return [Edge(("mlp", layer, p), node, float(contributions.mlp[layer, p]), "mlp"),
-                    Edge(into, node, float(contributions.mlp_residual[layer, p]), "residual")]
-        if kind == "mlp":
-            return [Edge(("attention", layer, p), node, float(contributions.mlp[layer, p]), "mlp")]
-        if kind == "attention":
-            shares = contributions.attention[layer, p]  # [T, H]
-            edges = [Edge(below(layer, p), node, float(contributions.attention_residual[layer, p]), "residual")]
-            summed = contributions.key_shares[layer, p]  # [T]
-            for key in np.flatnonzero(summed > threshold):
-                edges.append(Edge(below(layer, int(key)), node, float(summed[key]), "attention",
-                                  tuple(shares[key].tolist())))
-            return edges
-        return []
-
     kept: dict[tuple[Node, Node, str], Edge] = {}
-    stack, visited = [("block", layers - 1, position)], set()
+    stack, visited = [contributions.last(position)], set()
     while stack:
         node = stack.pop()
         if node in visited:
             continue
         visited.add(node)
-        for edge in incoming(node):
+        for edge in contributions.incoming(node, threshold):
             if edge.weight > threshold:
                 kept[(edge.source, edge.target, edge.kind)] = edge
                 stack.append(edge.source)
-    order = {"embedding": 0, "attention": 1, "mlp": 2, "block": 3}
-    edges = sorted(kept.values(), key=lambda e: (e.target[1], order[e.target[0]], e.target[2], e.source[2], e.kind))
-    return RouteGraph(position, float(threshold), tuple(edges))
+    return RouteGraph(position, float(threshold), tuple(sorted(kept.values(), key=edge_order)))
 
 
 def carriers(graph: RouteGraph) -> dict[int, tuple[float, list[int]]]:

@@ -16,8 +16,9 @@ Shapes (``L`` decoder layers, ``T`` decoder positions (the target shifted right)
     CrossFlow.attention      [L, T, S, H]   each term's share of the sum after cross-attention
     CrossFlow.residual       [L, T]         the decoder stream's own share there
 
-Not done yet: the decoder's self-attention and MLP nodes of an encoder-decoder and the graph and page that join
-these edges to the encoder's last-layer nodes.
+Each cross-attention layer's output projection is ``core.parts``' (the one lookup of a model's parts). The decoder's
+self-attention and MLP nodes, and the graph that joins these edges to the encoder's last-layer nodes, are
+``core.flow_pair``'s.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.flow import record_output_map
 from core.hooks import hooked
 from core.inference import _token_limit
 from core.models import LoadedModel, threads_for_input
@@ -50,31 +52,20 @@ class CrossFlow:
 
     def terms(self, layer: int) -> torch.Tensor:
         """``[T, S, H, D]``: each (head, source position) term of block ``layer``'s cross-attention update."""
-        record = self.records[layer]
-        heads, d = record.queries.shape[1], record.queries.shape[3]
-        values = record.values[0].float()[[h // record.kv_groups for h in range(heads)]]  # [H, S, d]
-        w = self.projections[layer][0]
-        with torch.inference_mode():
-            written = torch.einsum("hsd,hdD->shD", values, w.reshape(heads, d, -1))  # [S, H, D]
-            return record.weights[0].float().permute(1, 2, 0)[..., None] * written[None]
+        return cross_terms(self.records[layer], self.projections[layer][0])
 
 
-def _projection(record: LayerRecord, output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(W [H·d, D], b [D])`` of the linear child of the cross-attention module that maps its heads' outputs side
-    by side (Σ_s A · v, per head) to ``output`` ``[T, D]``."""
-    weights, values = record.weights[0].float(), record.values[0].float()
-    heads = weights.shape[0]
-    concat = (weights @ values[[h // record.kv_groups for h in range(heads)]]).transpose(0, 1).reshape(output.shape[0], -1)
+def cross_terms(record: LayerRecord, projection: torch.Tensor) -> torch.Tensor:
+    """``[T, S, H, D]``: ``t[i, s, h] = A_h[i, s] · v_h[s] · W_Oʰ`` from a cross-attention layer's record (its
+    weights kept) and its output projection's ``W [H·d, D]`` (``core.flow.record_output_map``)."""
+    heads, d = record.queries.shape[1], record.queries.shape[3]
+    values = record.values[0].float()[[h // record.kv_groups for h in range(heads)]]  # [H, S, d]
     with torch.inference_mode():
-        for module in record.module.children():
-            if isinstance(module, torch.nn.Linear) and module.in_features == concat.shape[1]:
-                if torch.allclose(module(concat), output, rtol=1e-3, atol=1e-4):
-                    bias = module.bias.detach().float() if module.bias is not None else torch.zeros(output.shape[1])
-                    return module.weight.detach().float().T, bias
-    raise UnsupportedArchitecture(f"{type(record.module).__name__} has no output projection the app can find.")
+        written = torch.einsum("hsd,hdD->shD", values, projection.reshape(heads, d, -1))  # [S, H, D]
+        return record.weights[0].float().permute(1, 2, 0)[..., None] * written[None]
 
 
-def _shares(terms: torch.Tensor, residual: torch.Tensor, whole: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+def cross_shares(terms: torch.Tensor, residual: torch.Tensor, whole: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     """Proximity shares of ``terms`` ``[T, S, H, D]`` and ``residual`` ``[T, D]`` in ``whole`` ``[T, D]``."""
     t, s, heads, _ = terms.shape
     size = whole.abs().sum(-1)
@@ -122,11 +113,11 @@ def cross_flow(model: LoadedModel, source: str, target: str, *, max_tokens: int 
     records = rec.stacks.get("cross", {})
     if len(records) != len(crosses) or any(s is None for s in sums):
         raise UnsupportedArchitecture(f"The app cannot find the stream each cross-attention of {model.name} adds to.")
-    projections = tuple(_projection(records[layer], outputs[layer].float()) for layer in range(len(crosses)))
+    projections = tuple(record_output_map(records[layer]) for layer in range(len(crosses)))  # core.parts
     flow = CrossFlow(tuple(source_ids), tuple(decoder_ids[0].tolist()), records, projections,
                      torch.stack([o.float() for o in outputs]), torch.stack([s.float() for s in sums]),
                      np.zeros(0), np.zeros(0))
-    found = [_shares(flow.terms(layer), flow.sums[layer] - flow.outputs[layer], flow.sums[layer])
+    found = [cross_shares(flow.terms(layer), flow.sums[layer] - flow.outputs[layer], flow.sums[layer])
              for layer in range(len(crosses))]
     object.__setattr__(flow, "attention", np.stack([a for a, _ in found]))
     object.__setattr__(flow, "residual", np.stack([r for _, r in found]))

@@ -3,7 +3,7 @@ module names or a list of families.
 
 Per attention layer of each stack ("self", or "encoder", "decoder" and "cross" for an encoder-decoder):
 
-- ``block``: the element of the model's layer list that holds the attention module (``core.recorded_pass.blocks_of``);
+- ``block``: the element of the model's layer list that holds the attention module (``blocks_of``);
 - ``attention``: the module that calls the attention function (``core.recording.attention_modules``);
 - ``output_projection``: the linear map (``nn.Linear`` or GPT-2's ``Conv1D``) whose input, in a probe pass, is the
   heads' outputs side by side ``[B, T, Hq·d]`` (weights @ values of the layer's record): ``o_proj``, ``c_proj``,
@@ -33,7 +33,6 @@ from dataclasses import dataclass
 import torch
 
 from core.hooks import hooked, main_input
-from core.recorded_pass import _is_norm, _last_linear_to_hidden, blocks_of
 from core.recording import SINGLE_STACK, Recorder, UnsupportedArchitecture, attention_modules, is_recordable, model_of
 from core.recording import _keys as record_keys
 
@@ -74,6 +73,48 @@ class ModelParts:
     @property
     def output_projections(self) -> list[torch.nn.Module]:
         return [p.output_projection for p in self.layers]
+
+
+def blocks_of(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's blocks in layer order: for each attention module (``core.recording.attention_modules``), its
+    nearest ancestor that is an element of a ``ModuleList``."""
+    parents: dict[int, tuple[torch.nn.Module, str]] = {}
+    for module in model.modules():
+        for child_name, child in module.named_children():
+            parents[id(child)] = (module, child_name)
+    blocks = []
+    for attention in attention_modules(model):  # in the model's order
+        node = attention
+        while id(node) in parents:
+            parent, _ = parents[id(node)]
+            if isinstance(parent, torch.nn.ModuleList):
+                break
+            node = parent
+        else:
+            raise UnsupportedArchitecture(f"{type(attention).__name__} is not inside a list of blocks the app can find.")
+        blocks.append(node)
+    return blocks
+
+
+def _is_norm(module: torch.nn.Module) -> bool:
+    return isinstance(module, torch.nn.LayerNorm) or type(module).__name__.endswith(("Norm", "RMSNorm", "LayerNorm"))
+
+
+def _last_linear_to_hidden(block: torch.nn.Module, attention: torch.nn.Module, hidden: int) -> torch.nn.Module | None:
+    """The MLP's output map: the last linear map (``nn.Linear`` or GPT-2's ``Conv1D``) registered in ``block`` outside
+    its attention whose output has the hidden size (``down_proj``, ``c_proj``, ``fc2``, ``dense_4h_to_h`` …)."""
+    inside_attention = {id(m) for m in attention.modules()}
+    found = None
+    for module in block.modules():
+        if id(module) in inside_attention:
+            continue
+        weight = getattr(module, "weight", None)
+        if not isinstance(weight, torch.Tensor) or weight.ndim != 2 or _is_norm(module):
+            continue
+        out_features = getattr(module, "out_features", None) or getattr(module, "nf", None)
+        if out_features == hidden:
+            found = module
+    return found
 
 
 def _linear_like(module: torch.nn.Module) -> bool:

@@ -13,9 +13,9 @@ sub-blocks through forward hooks on the block and its norms (registered by ``cor
 - a *post-norm* block (BERT, DistilBERT) is one whose output is the output of the last norm it called: there the
   first norm after the attention reads ``x + update`` (``attention_sum``) and returns the stream the MLP adds to
   (``residual_mid``), and the last reads ``residual_mid + the MLP's output`` (``mlp_sum``);
-- where the attention module returns its heads' outputs side by side (BERT's ``BertSelfAttention``), the output
-  projection is the linear map outside it that reads exactly that output (``attention.output.dense``), and
-  ``attention_output`` is what that map returned.
+- blocks, output projections and MLP output maps are ``core.parts``' (``parts_of``: the one lookup of a model's
+  parts); where the output projection is outside the attention module (BERT's ``attention.output.dense`` reads
+  ``BertSelfAttention``'s heads side by side), ``attention_output`` is what that map returned.
 
 Shapes (``L`` layers, ``T`` tokens, ``D`` hidden size, ``Hq`` query heads, ``Hkv`` key/value heads, ``d`` head size,
 ``F`` the MLP's inner width), all float32 tensors on the CPU::
@@ -52,7 +52,11 @@ import torch
 from core.hooks import hooked
 from core.models import LoadedModel, threads_for_input
 from core.on_demand import eager_weights
-from core.recording import LayerRecord, Recorder, UnsupportedArchitecture, attention_modules
+from core.parts import _is_norm, _last_linear_to_hidden, blocks_of, parts_of  # the one lookup of a model's parts
+from core.recording import SINGLE_STACK, LayerRecord, Recorder, UnsupportedArchitecture
+
+# blocks_of and _last_linear_to_hidden are core.parts'; core.flow_details imports them from here
+__all__ = ["RecordedPass", "_last_linear_to_hidden", "attention_weights", "blocks_of", "record_pass"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,39 +130,24 @@ class RecordedPass:
 def attention_weights(record: LayerRecord, heads: list[int] | None = None, rows=None) -> np.ndarray:
     """float32 ``[len(heads), Q, T]`` recomputed from ``record`` in the order of operations of transformers' eager
     attention: q·kᵀ × scaling, then soft-cap (cap·tanh(x / cap)), then the additive mask, then a float32 softmax.
-    ``rows``: the query positions to compute (a slice or a list; all ``T`` when None)."""
+    ``rows``: the query positions to compute (a slice or a list; all ``T`` when None). T5's relative-position bias
+    (``record.position_bias``, one ``[T, S]`` per head) is added to the scores before the mask, as its eager
+    attention does."""
     queries = record.queries[0].float()
     heads = list(range(queries.shape[0])) if heads is None else list(heads)
     rows = slice(None) if rows is None else rows
     q = queries[heads][:, rows]
     k = record.keys[0].float()[[h // record.kv_groups for h in heads]]
     mask = None if record.mask is None else record.mask[0, 0][rows, : k.shape[1]]
+    if record.position_bias is not None:  # T5: added to the scores before the mask, per head
+        bias = record.position_bias[0].float()
+        bias = bias[heads] if bias.shape[0] > 1 else bias
+        bias = bias[:, rows, : k.shape[1]]
+        if mask is not None:
+            low = torch.finfo(torch.float32).min
+            bias = bias + (torch.where(mask, 0.0, low) if mask.dtype == torch.bool else mask.float())
+        mask = bias
     return eager_weights(q, k, record.scaling, record.softcap, mask).numpy()
-
-
-def blocks_of(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The model's blocks in layer order: for each attention module (``core.recording.attention_modules``), its
-    nearest ancestor that is an element of a ``ModuleList``."""
-    parents: dict[int, tuple[torch.nn.Module, str]] = {}
-    for module in model.modules():
-        for child_name, child in module.named_children():
-            parents[id(child)] = (module, child_name)
-    blocks = []
-    for attention in attention_modules(model):  # in the model's order
-        node = attention
-        while id(node) in parents:
-            parent, _ = parents[id(node)]
-            if isinstance(parent, torch.nn.ModuleList):
-                break
-            node = parent
-        else:
-            raise UnsupportedArchitecture(f"{type(attention).__name__} is not inside a list of blocks the app can find.")
-        blocks.append(node)
-    return blocks
-
-
-def _is_norm(module: torch.nn.Module) -> bool:
-    return isinstance(module, torch.nn.LayerNorm) or type(module).__name__.endswith(("Norm", "RMSNorm", "LayerNorm"))
 
 
 def _first_tensor(value):
@@ -178,8 +167,7 @@ class _BlockCalls:
     attention_output: torch.Tensor | None = None
     norm_inputs: list[torch.Tensor] = field(default_factory=list)  # norms called after the attention, in order
     norm_outputs: list[torch.Tensor] = field(default_factory=list)  # and what they returned
-    heads_output: torch.Tensor | None = None  # the attention module's output as it returned it
-    projection: torch.nn.Module | None = None  # that projection
+    projection: torch.nn.Module | None = None  # the output projection, where it is outside the attention module
     mlp_activations: torch.Tensor | None = None
 
 
@@ -189,14 +177,18 @@ def record_pass(model: LoadedModel, input_ids: list[int], *, neurons: bool = Fal
     Raises ``UnsupportedArchitecture`` for a model that is not recorded or whose blocks have no point between
     attention and MLP."""
     base = model.model
-    blocks = blocks_of(base)
-    if not blocks:
-        raise UnsupportedArchitecture(f"{model.name} has no attention layers the app can record.")
-    attentions = attention_modules(base)
-    calls = [_BlockCalls() for _ in blocks]
+    try:
+        parts = parts_of(base).stacks  # core.parts: blocks, output projections and MLP maps, found once per model
+    except UnsupportedArchitecture as err:
+        raise UnsupportedArchitecture(f"{model.name}: {err}") from err
+    layers = parts.get(SINGLE_STACK)
+    if not layers:
+        raise UnsupportedArchitecture(f"{model.name} has no single stack of attention layers the app can record.")
+    calls = [_BlockCalls() for _ in layers]
     hooks = []  # registered through core.hooks
 
-    def watch(layer: int, block: torch.nn.Module, attention: torch.nn.Module) -> None:
+    def watch(layer: int, block: torch.nn.Module, attention: torch.nn.Module, projection: torch.nn.Module,
+              mlp_output: torch.nn.Module | None) -> None:
         seen = calls[layer]
 
         def block_pre(_module, args, kwargs):
@@ -206,45 +198,38 @@ def record_pass(model: LoadedModel, input_ids: list[int], *, neurons: bool = Fal
             seen.post = _first_tensor(output).detach()[0]
 
         def attention_post(_module, _args, output):
-            seen.attention_output = seen.heads_output = _first_tensor(output).detach()[0]
+            seen.attention_output = _first_tensor(output).detach()[0]
+
+        def projection_post(_module, _args, output):
+            # the heads' outputs side by side are projected outside the attention module (BERT's attention.output.dense)
+            seen.attention_output = _first_tensor(output).detach()[0]
 
         def norm_post(_module, args, kwargs, output):
             if seen.attention_output is not None:
                 seen.norm_inputs.append(_first_tensor(kwargs.get("hidden_states", args[0] if args else None)).detach()[0])
                 seen.norm_outputs.append(_first_tensor(output).detach()[0])
 
-        def linear_post(module, args, output):
-            # a linear map outside the attention that reads its output exactly: the heads' outputs side by side,
-            # projected there (BERT's attention.output.dense); none reads it where the module projects them itself
-            if seen.heads_output is not None and seen.projection is None and args \
-                    and torch.equal(args[0].detach()[0], seen.heads_output):
-                seen.projection, seen.attention_output = module, _first_tensor(output).detach()[0]
-
         hooks.extend([(block, "pre", block_pre), (block, "post", block_post), (attention, "post", attention_post)])
         inside_attention = {id(m) for m in attention.modules()}
-        for module in block.modules():
-            if id(module) in inside_attention:
-                continue
-            if _is_norm(module):
-                hooks.append((module, "post_kwargs", norm_post))
-            elif isinstance(getattr(module, "weight", None), torch.Tensor) and module.weight.ndim == 2:
-                hooks.append((module, "post", linear_post))
-        if neurons:
-            last = _last_linear_to_hidden(block, attention, base.config.hidden_size)
-            if last is not None:
-                def neuron_pre(_module, args, kwargs):
-                    seen.mlp_activations = (args[0] if args else kwargs["input"]).detach()[0]
+        if id(projection) not in inside_attention:
+            seen.projection = projection
+            hooks.append((projection, "post", projection_post))
+        hooks.extend((module, "post_kwargs", norm_post) for module in block.modules()
+                     if id(module) not in inside_attention and _is_norm(module))
+        if neurons and mlp_output is not None:
+            def neuron_pre(_module, args, kwargs):
+                seen.mlp_activations = (args[0] if args else kwargs["input"]).detach()[0]
 
-                hooks.append((last, "pre", neuron_pre))
+            hooks.append((mlp_output, "pre", neuron_pre))
 
-    for layer, (block, attention) in enumerate(zip(blocks, attentions, strict=True)):
-        watch(layer, block, attention)
+    for layer, part in enumerate(layers):
+        watch(layer, part.block, part.attention, part.output_projection, part.mlp_output)
     ids = torch.tensor([list(input_ids)], device=model.device)
     # one torch thread at every length: on the shared 2-core machine two wait for each other (SmolLM2, 128
     # tokens, load 20: 2.6–2.9 s on one thread, 40–45 s on two)
     with torch.inference_mode(), threads_for_input(0), hooked(hooks), Recorder(base, keep_weights=False) as rec:
         base(input_ids=ids, attention_mask=torch.ones_like(ids))
-    if len(rec.records) != len(blocks):
+    if len(rec.records) != len(layers):
         raise UnsupportedArchitecture(f"{model.name}'s attention is not recorded by the app (it was loaded without it).")
     mids, normed, sums = [], [], []
     for layer, seen in enumerate(calls):
@@ -284,20 +269,3 @@ def record_pass(model: LoadedModel, input_ids: list[int], *, neurons: bool = Fal
         _attention_norms=tuple(normed),
         _output_projections=tuple(seen.projection for seen in calls),
     )
-
-
-def _last_linear_to_hidden(block: torch.nn.Module, attention: torch.nn.Module, hidden: int) -> torch.nn.Module | None:
-    """The MLP's output map: the last linear map (``nn.Linear`` or GPT-2's ``Conv1D``) registered in ``block`` outside
-    its attention whose output has the hidden size (``down_proj``, ``c_proj``, ``fc2``, ``dense_4h_to_h`` …)."""
-    inside_attention = {id(m) for m in attention.modules()}
-    found = None
-    for module in block.modules():
-        if id(module) in inside_attention:
-            continue
-        weight = getattr(module, "weight", None)
-        if not isinstance(weight, torch.Tensor) or weight.ndim != 2 or _is_norm(module):
-            continue
-        out_features = getattr(module, "out_features", None) or getattr(module, "nf", None)
-        if out_features == hidden:
-            found = module
-    return found

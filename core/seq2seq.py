@@ -10,6 +10,8 @@ decoder input tokens, special tokens included):
 - ``PairAnalysis.target``: an ``Analysis`` of the decoder (causal): ``attentions [L_dec, H, T, T]``,
   ``hidden_states [L_dec + 1, T, D]``; its tokens are the ones the decoder read.
 - ``PairAnalysis.cross_attentions``: float32 ``[L_dec, H, T, S]``: row = target query, column = source key.
+- ``PairAnalysis.stacks``: the three as ``core.stacks.AttentionStack`` ("encoder", "decoder", "cross"), the same
+  contract as a one-stack model's ``core.stacks.stacks_of(analysis)``.
 
 As for the other models, ``hidden_states[0]`` is the embedding output and the last entry has the
 stack's final LayerNorm applied, as ``transformers`` returns it.
@@ -27,6 +29,7 @@ import torch
 from core.inference import Analysis, AnalysisError, _check_text, _token_limit, special_token_ids
 from core.models import LoadedModel
 from core.recording import LayerRecord, Recorder, is_recordable
+from core.stacks import AttentionStack
 
 MAX_GENERATED_TOKENS = 64
 
@@ -58,6 +61,18 @@ class PairAnalysis:
     @property
     def num_decoder_layers(self) -> int:
         return self.cross_attentions.shape[0]
+
+    @property
+    def stacks(self) -> tuple[AttentionStack, ...]:
+        """The three kinds of blocks as ``core.stacks.AttentionStack`` (the contract every model's blocks share):
+        encoder self-attention ``[L_enc, H, S, S]``, decoder self-attention ``[L_dec, H, T, T]`` (causal) and
+        cross-attention ``[L_dec, H, T, S]`` (target queries, source keys), with their recorded layers."""
+        recorded = self.recorded or {}
+        return (
+            AttentionStack("encoder", self.source, self.source, self.source.attentions, False, recorded.get("encoder")),
+            AttentionStack("decoder", self.target, self.target, self.target.attentions, True, recorded.get("decoder")),
+            AttentionStack("cross", self.target, self.source, self.cross_attentions, False, recorded.get("cross")),
+        )
 
 
 def _require_encoder_decoder(model: LoadedModel) -> None:

@@ -153,7 +153,9 @@ def test_maxima_and_statistics_per_stack(page, stack, tiny_t5_dir):
 
 
 @pytest.mark.app
-@pytest.mark.parametrize("page", ["app_pages/drift.py", "app_pages/senses.py", "app_pages/compare.py", "app_pages/predictions.py"])
+@pytest.mark.parametrize("page", ["app_pages/drift.py", "app_pages/senses.py", "app_pages/compare.py", "app_pages/predictions.py",
+                                  "app_pages/effects.py", "app_pages/qk-map.py", "app_pages/tour.py",
+                                  "app_pages/long-context.py"])
 def test_pages_that_do_not_apply_say_so(page, tiny_t5_dir):
     at = open_app({"model": tiny_t5_dir, "target": "the cat"}, page=page)
     assert not page_errors(at)

@@ -277,6 +277,19 @@ def test_recorded_pass_of_a_post_norm_encoder_equals_hooks_on_a_plain_bert(tiny_
         np.testing.assert_allclose(recorded.attention(layer), out.attentions[layer][0].numpy(), rtol=0, atol=1e-6)
 
 
+def test_recorded_pass_names_bert_s_output_projection_and_none_inside_the_attention(tiny_bert_with_biases, tiny_decoder):
+    """The projection outside BERT's attention module is its attention.output.dense (by attribute path); a decoder's
+    o_proj/c_proj sits inside the attention module, so there is none outside."""
+    _, bert = tiny_bert_with_biases
+    recorded = record_pass(bert, bert.tokenizer(TEXT)["input_ids"])
+    encoder = bert.model.base_model.encoder.layer
+    assert [recorded.output_projection(layer) for layer in range(recorded.num_layers)] == \
+        [block.attention.output.dense for block in encoder]
+    _, decoder = tiny_decoder
+    recorded = record_pass(decoder, decoder.tokenizer(TEXT)["input_ids"])
+    assert [recorded.output_projection(layer) for layer in range(recorded.num_layers)] == [None] * recorded.num_layers
+
+
 def test_bert_head_terms_add_up_to_the_attention_output_less_its_bias(tiny_bert_with_biases):
     folder, model = tiny_bert_with_biases
     ids = model.tokenizer(TEXT)["input_ids"]

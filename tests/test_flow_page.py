@@ -4,19 +4,24 @@ MLP's neurons against a plainly loaded model: tests/test_flow_details.py)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 
 import numpy as np
 import pytest
 import torch
+from transformers import AutoModelForSeq2SeqLM
 
 from core.flow import Edge, RouteGraph, carriers, contributions_of, route_graph, route_sentence
 from core.flow_details import top_neurons
+from core.flow_pair import pair_contributions
 from core.models import load_model
 from core.predictions import load_language_model
 from core.recorded_pass import record_pass
+from core.seq2seq import analyze_pair
 from tests.lm_factory import build_tiny_llama_lm
+from tests.model_factory import build_tiny_bart
 from tests.test_app import open_app, page_errors
 from ui.page_state import view_query
 from viz.flow import edge_id, edge_width, node_id, route_figure
@@ -240,3 +245,66 @@ def test_flow_page_on_smollm2_traces_the_capital_of_france(bundled_lm):
     with torch.no_grad():  # the model's own top prediction after the text
         predicted = load_language_model(bundled_lm).model(torch.tensor([ids])).logits[0, -1].argmax()
     assert lens["token"].iloc[0] == bundled_lm.tokenizer.decode([int(predicted)]) == " Paris"
+
+
+@pytest.fixture(scope="module", params=["bart", "t5"])
+def tiny_pair_dir(request, tiny_t5_dir, tmp_path_factory) -> str:
+    """A tiny T5, or a tiny BART whose attention weights are drawn wider than its init's 0.02 (there no
+    cross-attention term reaches 1% of its node)."""
+    if request.param == "t5":
+        return tiny_t5_dir
+    folder = build_tiny_bart(tmp_path_factory.mktemp("flow-pair") / "bart")
+    plain = AutoModelForSeq2SeqLM.from_pretrained(folder)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, param in plain.named_parameters():
+            if "attn." in name and param.ndim == 2:
+                param.copy_(0.3 * torch.randn_like(param))
+    plain.save_pretrained(folder)
+    return str(folder)
+
+
+def _numbers(values) -> np.ndarray:
+    """A figure's data array as Plotly's JSON holds it: a list, or ``{dtype, bdata}`` (base64)."""
+    if isinstance(values, dict):
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+    return np.asarray(values, dtype=float)
+
+
+@pytest.mark.app
+def test_flow_page_on_an_encoder_decoder_draws_the_route_across_cross_attention(tiny_pair_dir):
+    """The page draws core.flow_pair's route of the sidebar's source and target (graph rebuilt here from a plain
+    record of the same tokens), every edge and node clickable and in the list; a cross edge opens its head, its
+    cross-attention row over the source and what it writes through the unembedding; a decoder node its logit lens."""
+    source, target = "the cat sat on the mat", "the dog sat"
+    at = open_app({"model": tiny_pair_dir, "text": source, "target": target, "threshold": "0.01"},
+                  page="app_pages/flow.py")
+    assert not page_errors(at)
+    model = load_model(tiny_pair_dir)
+    pair = analyze_pair(model, source, target)
+    found = pair_contributions(model, source, target)
+    assert found.tokens == pair.target.tokens and found.encoder.tokens == pair.source.tokens
+    graph = route_graph(found, len(pair.target.tokens) - 1, 0.01)
+    spec = json.loads(_route_chart(at).proto.spec)
+    drawn = sum(len([v for v in t["x"] if v is None]) for t in spec["data"] if t.get("mode") == "lines")
+    assert drawn == len(graph.edges)
+    dotted = {t["name"] for t in spec["data"] if t.get("mode") == "lines" and t["line"].get("dash") == "dot"}
+    crosses = [e for e in graph.edges if e.kind == "cross"]
+    assert dotted == {f"cross-attention, head {e.top_head}" for e in crosses}
+    clickable = {t["name"]: set(t.get("customdata", [])) for t in spec["data"] if t.get("mode") == "markers"}
+    assert clickable["edges"] == {edge_id(e) for e in graph.edges}
+    box = _detail_box(at)
+    assert len(box.options) == 1 + len(graph.edges) + len(graph.nodes)
+    assert crosses and any(e.source[0] == "encoder_embedding" for e in graph.edges)  # across, down to the source
+    edge = max(crosses, key=lambda e: e.weight)
+    box.set_value(edge_id(edge)).run()
+    assert not page_errors(at)
+    layer, query, key = edge.target[1], edge.target[2], edge.source[2]
+    assert f"What head {edge.top_head} writes at decoder position {query} from source token {key}" in _said(at)
+    assert "the tokens it raises and lowers most" in _said(at)
+    (row,) = json.loads(at.get("plotly_chart")[-1].proto.spec)["data"]
+    # the row drawn is the cross-attention weights the model returns (output_attentions, in analyze_pair)
+    np.testing.assert_allclose(_numbers(row["y"]), pair.cross_attentions[layer, edge.top_head, query], atol=1e-6)
+    assert view_query(at.session_state)["item"] == edge_id(edge)
+    _detail_box(at).set_value(f"block:{found.num_layers - 1}:{len(pair.target.tokens) - 1}").run()
+    assert not page_errors(at) and "Logit lens" in _said(at)

@@ -1,12 +1,15 @@
-"""The cache of the Information flow page: one recorded pass and its contributions per (model, text, token limit)."""
+"""The cache of the Information flow page: one recorded pass and its contributions per (model, text, token limit), or
+per (model, source, target, token limit) for an encoder-decoder."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
 from core.flow import Contributions, contributions_of
+from core.flow_pair import PairContributions, PairPass, pair_contributions_of, record_pair
 from core.recorded_pass import RecordedPass, record_pass
 from ui.cache import analysis_of, model_and_run, model_turn, read_only
+from ui.cache_seq2seq import cached_pair
 from ui.store import cached
 
 FLOW_MAX_TOKENS = 128  # every (head, key) term's contributions, 128 tokens of SmolLM2: 3.5 CPU-s, 5.6 s at load 8 (bench flow)
@@ -41,3 +44,29 @@ def flow_with_progress(model_name: str, text: str, max_tokens: int | None, slot)
     for the caller to empty."""
     return cached_flow(model_name, text, max_tokens, progress=lambda done, total: slot.progress(
         done / total, text=f"Splitting the updates into their parts: layer {done} of {total}"))
+
+
+class PairFlow(NamedTuple):
+    """An encoder-decoder's recorded pass (``core.flow_pair.PairPass``) and its contributions."""
+
+    recorded: PairPass
+    contributions: PairContributions
+
+
+def cached_pair_flow(model_name: str, source: str, target: str, max_tokens: int | None, progress=None) -> PairFlow:
+    """``core.flow_pair`` over the source and target of ``ui.cache_seq2seq.cached_pair`` (its very tokens), per
+    (model, source, target, token limit); ``progress(done, total)`` after each layer of either stack, only when it is
+    computed. Raises ``UnsupportedArchitecture`` (a sentence) for a model the app cannot take apart."""
+    model, run = model_and_run(model_name, (source, target), max_tokens)
+
+    def compute() -> PairFlow:
+        pair = cached_pair(model_name, source, target, max_tokens)
+        with model_turn():
+            recorded = record_pair(model, list(pair.source.input_ids), list(pair.target.input_ids))
+            found = pair_contributions_of(recorded, pair.source.tokens, pair.target.tokens, progress)
+        for array in (found.attention, found.attention_residual, found.cross_attention, found.cross_residual,
+                      found.mlp, found.mlp_residual):
+            read_only(array)
+        return PairFlow(recorded, found)
+
+    return cached("flows", run, compute, ("pair",))  # the shelf of one-stack flows; a run of two texts, its own key

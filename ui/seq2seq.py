@@ -17,9 +17,6 @@ TARGET_KEY = "target"  # an app-wide option, like the sidebar's text: ?target=â€
 _STOPPED = "_generation_stopped"  # (model, source, limit) whose generation the user stopped
 _WRITTEN = "_target_written_for"  # (model, source, limit, text): the target box holds the model's own text
 
-STACKS = ["Encoder self-attention", "Decoder self-attention", "Cross-attention"]
-ENCODER, DECODER, CROSS = STACKS
-
 
 def sidebar_model_is_encoder_decoder() -> bool:
     """True when the sidebar's model loads and is an encoder-decoder (a model that fails to load is
@@ -131,3 +128,19 @@ def pair_caption(pair: PairAnalysis) -> str:
         f"shifted right behind its start token `{pair.target.tokens[0]}` ({pair.target.num_tokens} tokens), "
         "as in training: each target token is predicted from the tokens before it."
     )
+
+
+def stop_unless_one_stack(what: str) -> None:
+    """For a page that applies only to a model with one stack of blocks: when the sidebar's model is an
+    encoder-decoder, say so (``what``: why, one sentence) and stop the page; otherwise return."""
+    if current_model().is_encoder_decoder:
+        not_applicable(what)
+
+
+def not_applicable(what: str) -> None:
+    """The sentence a page shows instead of its content for an encoder-decoder model, then stops the page."""
+    model = current_model()
+    st.info(f"{model.name} is an encoder-decoder model (it reads a source and writes a target). {what} "
+            "The Attention, Maxima and Head statistics pages show its encoder, decoder and cross-attention.",
+            icon=":material/info:")
+    end_page()

@@ -1,8 +1,9 @@
 """Page bodies for encoder-decoder models (T5, BART, Marian …), called by a page's encoder-decoder branch.
 
-Each page keeps its own code for encoders and decoders; for an encoder-decoder it draws its title and
-intro, then calls the function here, which shows encoder self-attention, decoder self-attention and
-cross-attention (target rows = queries, source columns = keys).
+Each reads the model's blocks through one contract, ``core.stacks.AttentionStack`` (``PairAnalysis.stacks``: encoder
+self-attention, decoder self-attention and cross-attention; target rows = queries, source columns = keys), so one body
+serves the three kinds of blocks. Pages that apply only to a model with one stack call
+``ui.seq2seq.stop_unless_one_stack``.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from core.attention import attention_maxima, reduce_heads
 from core.cross_attention import CROSS_DEFINITIONS, CROSS_STATISTICS, cross_alignment, cross_attention_view, cross_head_statistics
 from core.head_stats import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, analysis_statistics, statistic_grid
 from core.heads import UnsupportedArchitecture
-from core.seq2seq import PairAnalysis
 from core.seq2seq_heads import compute_pair_head, family
+from core.stacks import STACK_LABELS, AttentionStack, stack_of
 from core.tokens import token_labels
 from ui.cache_seq2seq import cached_pair_view
 from ui.figures import show_figure
 from ui.page_state import end_page, option
-from ui.seq2seq import CROSS, DECODER, ENCODER, STACKS, current_pair, current_target, pair_caption
+from ui.seq2seq import current_pair, current_target, pair_caption
 from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
 from viz import attention as va
 from viz import bertviz_offline as bv
@@ -31,15 +32,9 @@ from viz.head_stats import head_heatmap
 from viz.inside import component_bars, matrix_heatmap, stacked_token_bars
 from viz.maxima import maxima_grid
 
-STACK_KEYS = {ENCODER: "encoder", DECODER: "decoder", CROSS: "cross"}
 PALETTES = {"cividis": COLORBLIND_SAFE, "viridis": SEQUENTIAL}
 VIEWS = ["one head", "one layer", "BertViz"]
 BERTVIZ = {"head view": "head", "model view": "model"}
-AXES = {  # (rows, columns) of one head's heatmap
-    ENCODER: ("source token: query (attending)", "source token: key (attended to)"),
-    DECODER: ("target token: query (attending)", "target token: key (attended to)"),
-    CROSS: ("target token: query (decoder)", "source token: key (encoder)"),
-}
 STACK_HELP = (
     "Encoder self-attention: source tokens attending to source tokens (every token sees all). Decoder "
     "self-attention: target tokens attending to earlier target tokens (causal). Cross-attention: each target token "
@@ -47,23 +42,19 @@ STACK_HELP = (
 )
 
 
-def stack_selector(key: str = "stack") -> str:
-    """The **Encoder self-attention / Decoder self-attention / Cross-attention** selector (bound to the URL)."""
-    return option(st.segmented_control, "Attention", STACKS, key=key, default=CROSS, required=True,
-                                help=STACK_HELP)
+def stack_selector(stacks: tuple[AttentionStack, ...], key: str = "stack") -> AttentionStack:
+    """The **Encoder self-attention / Decoder self-attention / Cross-attention** selector (bound to the URL by label)."""
+    label = option(st.segmented_control, "Attention", [s.label for s in stacks], key=key, default=STACK_LABELS["cross"],
+                   required=True, help=STACK_HELP)
+    return next(s for s in stacks if s.label == label)
 
 
-def not_applicable(what: str) -> None:
-    """The sentence a page shows instead of its content for an encoder-decoder model, then stops the page."""
-    model = current_model()
-    st.info(f"{model.name} is an encoder-decoder model (it reads a source and writes a target). {what} "
-            "The Attention, Maxima and Head statistics pages show its encoder, decoder and cross-attention.",
-            icon=":material/info:")
-    end_page()
-
-
-def _analysis_of(pair: PairAnalysis, stack: str):
-    return pair.source if stack == ENCODER else pair.target
+def axis_titles(stack: AttentionStack) -> tuple[str, str]:
+    """(rows, columns) of one head's heatmap: "source token: query (attending)" …; for cross-attention the side that
+    asks (the decoder) and the side asked (the encoder)."""
+    if stack.is_cross:
+        return f"{stack.query_side} token: query (decoder)", f"{stack.key_side} token: key (encoder)"
+    return f"{stack.query_side} token: query (attending)", f"{stack.key_side} token: key (attended to)"
 
 
 def attention_page() -> None:
@@ -72,7 +63,7 @@ def attention_page() -> None:
     present = presentation_mode()
     if not present:
         st.caption(pair_caption(pair))
-    stack = stack_selector()
+    stack = stack_selector(pair.stacks)
     c = st.columns(4)
     special = option(c[0].selectbox, "Special tokens", ["show", "hide", "renormalise"], key="special",
                              help="</s>, <pad>, language codes … as each tokenizer marks them, never by position. "
@@ -87,24 +78,24 @@ def attention_page() -> None:
                    "cross-attention, which neither method accounts for.")
     name, source, target, limit = current_model_name(), current_text(), current_target(), current_token_limit()
     with st.spinner("Preparing the attention matrices…"):
-        view = cached_pair_view(name, source, target, limit, STACK_KEYS[stack], special, words)
+        view = cached_pair_view(name, source, target, limit, stack.kind, special, words)
     if not view.labels or not view.key_labels:
         st.info("Every token is a special token, so hiding them leaves nothing to show. Choose *show* for special tokens.")
         end_page()
     layers, heads = view.matrices.shape[:2]
     head_names = [f"head {h}" for h in range(heads)]
-    keys = None if stack != CROSS else view.key_labels
+    keys = view.key_labels if stack.is_cross else None
     style = {"causal": view.causal, "colorscale": colorscale, "per_head_scale": per_head, "large": present}
-    what = stack.lower()
+    what = stack.label.lower()
     show_figure(
         va.overview_figure(view.matrices, title=f"{model.name}: {what}, every layer × head",
                            head_names=[str(h) for h in range(heads)], **style),
-        name=file_stem(model.name, STACK_KEYS[stack], "overview"),
+        name=file_stem(model.name, stack.kind, "overview"),
         data=va.cells_table(view.matrices, view.labels, causal=view.causal, max_cells=va.OVERVIEW_MAX_CELLS,
                             outer={"layer": list(range(layers)), "head": head_names}, key_labels=keys),
         key="seq2seq-overview",
     )
-    if stack == CROSS and not present:
+    if stack.is_cross and not present:
         st.caption("Cross-attention thumbnails are not square: each has a row per target token and a column per source token.")
     left, right, mode = st.columns([1, 1, 3])
     layer = option(left.selectbox, "Layer (counted from 0)", range(layers), key="layer")
@@ -114,8 +105,8 @@ def attention_page() -> None:
         matrix = view.matrices[layer, head]
         show_figure(
             va.head_figure(matrix, view.labels, title=f"{model.name} · {what}, layer {layer}, head {head}",
-                           key_labels=keys, axis_titles=AXES[stack], **style),
-            name=file_stem(model.name, STACK_KEYS[stack], "layer", layer, "head", head),
+                           key_labels=keys, axis_titles=axis_titles(stack), **style),
+            name=file_stem(model.name, stack.kind, "layer", layer, "head", head),
             data=va.matrix_table(matrix, view.labels, causal=view.causal, key_labels=keys),
             key="seq2seq-head",
         )
@@ -123,22 +114,23 @@ def attention_page() -> None:
         show_figure(
             va.layer_grid_figure(view.matrices[layer], view.labels, title=f"{model.name} · {what}, layer {layer}, every head",
                                  head_names=head_names, key_labels=keys, **style),
-            name=file_stem(model.name, STACK_KEYS[stack], "layer", layer),
+            name=file_stem(model.name, stack.kind, "layer", layer),
             data=va.cells_table(view.matrices[layer], view.labels, causal=view.causal, max_cells=va.GRID_MAX_CELLS,
                                 outer={"head": head_names}, key_labels=keys),
             key="seq2seq-layer",
         )
     else:
-        _bertviz(name, source, target, limit, stack, special, words, layer)
+        _bertviz(pair.stacks, stack, (name, source, target, limit), special, words, layer)
 
 
-def _bertviz(name: str, source: str, target: str, limit: int, stack: str, special: str, words: bool, layer: int) -> None:
+def _bertviz(stacks: tuple[AttentionStack, ...], stack: AttentionStack, run: tuple[str, str, str, int], special: str,
+             words: bool, layer: int) -> None:
+    """BertViz's encoder-decoder view of the three ``stacks`` (``run``: model name, source, target, token limit)."""
     kind = BERTVIZ[option(st.radio, "BertViz view", list(BERTVIZ), key="bertviz", horizontal=True)]
     st.caption("BertViz's own encoder-decoder view: its *Attention* menu switches between Encoder, Decoder and Cross "
                "(cross-attention: target tokens on the left, source tokens on the right). BertViz's neuron view "
                "does not take encoder-decoder models.")
-    encoder, decoder, cross = (cached_pair_view(name, source, target, limit, part, special, words)
-                               for part in ("encoder", "decoder", "cross"))
+    encoder, decoder, cross = (cached_pair_view(*run, part.kind, special, words) for part in stacks)
     if not (encoder.labels and decoder.labels):
         st.info("Hiding special tokens leaves the source or the target empty; choose *show* for special tokens.")
         return
@@ -157,7 +149,7 @@ def _bertviz(name: str, source: str, target: str, limit: int, stack: str, specia
     if encoder.matrices.shape[0] != decoder.matrices.shape[0]:
         st.info(f"The encoder has {encoder.matrices.shape[0]} layers and the decoder {decoder.matrices.shape[0]}; "
                 f"BertViz shows the first {common} of each.")
-    show = {ENCODER: "Encoder", DECODER: "Decoder", CROSS: "Cross"}[stack]
+    show = stack.kind.capitalize()  # BertViz's own names: Encoder, Decoder, Cross
     html = bv.seq2seq_view_html(kind, encoder.matrices, decoder.matrices, cross.matrices, encoder.labels, decoder.labels,
                                 layers=sent, layer=min(layer, common - 1), show=show)
     n = max(len(encoder.labels), len(decoder.labels))
@@ -168,29 +160,28 @@ def maxima_page() -> None:
     """The maxima page for an encoder-decoder: per stack; for cross-attention the soft alignment of target to source words."""
     model, pair = current_model(), current_pair()
     st.caption(pair_caption(pair))
-    stack = stack_selector()
+    stack = stack_selector(pair.stacks)
     left, right = st.columns(2)
     reduction = option(left.radio, "Heads", ["max over heads", "mean over heads", "one head"], key="heads",
                            horizontal=True)
     head = None
     if reduction == "one head":
-        head = option(left.selectbox, "Head (counted from 0)", range(pair.target.num_heads), key="head")
+        head = option(left.selectbox, "Head (counted from 0)", range(stack.num_heads), key="head")
     heads = head if head is not None else {"max over heads": "max", "mean over heads": "mean"}[reduction]
     include_special = option(right.toggle, "Include special tokens", key="special")
     words = option(right.toggle, "Word level", key="words",
                          help="Sum over a word's key pieces, mean over its query pieces.")
     what = f"head {head}" if head is not None else reduction
-    if stack != CROSS:
-        analysis = _analysis_of(pair, stack)
-        maxima = attention_maxima(analysis, heads=heads, skip_special=not include_special, words=words)
+    if not stack.is_cross:
+        maxima = attention_maxima(stack.queries, heads=heads, skip_special=not include_special, words=words)
         if not len(maxima.queries):
             st.info("Every token of this text is a special token: switch on **Include special tokens** to see them.")
             return
-        st.markdown(f"{stack}: for every layer and every {'source' if stack == ENCODER else 'target'} token, the token "
+        st.markdown(f"{stack.label}: for every layer and every {stack.query_side} token, the token "
                     "it attends to most. The colour is the distance to it: white = itself, orange = to its left, "
                     "purple = to its right.")
-        show_figure(maxima_grid(maxima, title=f"Most-attended token ({stack.lower()}, {what})"),
-                    name=file_stem(model.name, "maxima", STACK_KEYS[stack], "head", head), data=maxima.long_table(),
+        show_figure(maxima_grid(maxima, title=f"Most-attended token ({stack.label.lower()}, {what})"),
+                    name=file_stem(model.name, "maxima", stack.kind, "head", head), data=maxima.long_table(),
                     key="seq2seq-maxima-grid")
         st.dataframe(maxima.wide_table(), hide_index=True)
         return
@@ -206,7 +197,7 @@ def maxima_page() -> None:
     show_figure(alignment_grid(alignment, title=f"Most-attended source token per target token ({what})"),
                 name=file_stem(model.name, "alignment", "head", head), data=alignment.long_table(),
                 key="seq2seq-alignment-grid")
-    layer = option(st.selectbox, "Decoder layer (counted from 0)", range(pair.num_decoder_layers), key="layer")
+    layer = option(st.selectbox, "Decoder layer (counted from 0)", range(stack.num_layers), key="layer")
     view = cross_attention_view(pair, words=words)
     matrix = reduce_heads(view.matrices[layer : layer + 1], heads)[0]
     show_figure(alignment_figure(matrix, view.labels, view.key_labels, alignment, layer,
@@ -228,13 +219,13 @@ def stats_page() -> None:
     cross-attention the ones that make sense (entropy, distance to the alignment diagonal, share on end tokens)."""
     model, pair = current_model(), current_pair()
     st.caption(pair_caption(pair) + " Statistics are computed for the sidebar's source and target only.")
-    stack = stack_selector()
-    if stack == CROSS:
+    stack = stack_selector(pair.stacks)
+    if stack.is_cross:
         statistics, definitions = CROSS_STATISTICS, CROSS_DEFINITIONS
         table = cross_head_statistics(pair)
     else:
         statistics, definitions = STATISTICS, DEFINITIONS
-        table, _ = analysis_statistics(_analysis_of(pair, stack), model.tokenizer)
+        table, _ = analysis_statistics(stack.queries, model.tokenizer)
     statistic = option(st.selectbox, "Statistic", list(statistics), format_func=statistics.get, key="stat")
     if table[statistic].isna().all():
         st.info("There is no query token to average over: type at least one ordinary word (two for the decoder, "
@@ -242,9 +233,9 @@ def stats_page() -> None:
         return
     share = statistic not in ("entropy", "distance", "diagonal")
     show_figure(
-        head_heatmap(statistic_grid(table, statistic), title=f"{statistics[statistic]}: {stack.lower()}",
+        head_heatmap(statistic_grid(table, statistic), title=f"{statistics[statistic]}: {stack.label.lower()}",
                      colorbar=statistic, share=share),
-        name=file_stem(model.name, "head-stats", STACK_KEYS[stack], statistic),
+        name=file_stem(model.name, "head-stats", stack.kind, statistic),
         data=table,
         key="seq2seq-stats",
     )
@@ -258,10 +249,10 @@ def stats_page() -> None:
     st.dataframe(ranked[["layer", "head", statistic]], hide_index=True)
 
 
-READS = {
-    ENCODER: "hidden state {layer} of the encoder (the source tokens)",
-    DECODER: "hidden state {layer} of the decoder (the target tokens it read)",
-    CROSS: "queries: the decoder's hidden state {layer} after this block's self-attention (residual added, LayerNorm "
+READS = {  # per stack kind
+    "encoder": "hidden state {layer} of the encoder (the source tokens)",
+    "decoder": "hidden state {layer} of the decoder (the target tokens it read)",
+    "cross": "queries: the decoder's hidden state {layer} after this block's self-attention (residual added, LayerNorm "
            "as the model places it); keys and values: the encoder's output, its last hidden state",
 }
 
@@ -276,27 +267,25 @@ def inside_page() -> None:
         return
     pair = current_pair()
     st.caption(pair_caption(pair))
-    stack = stack_selector()
-    queries_of = pair.source if stack == ENCODER else pair.target
-    keys_of = pair.target if stack == DECODER else pair.source
-    labels, key_labels = token_labels(queries_of), token_labels(keys_of)
-    layers = pair.source.num_layers if stack == ENCODER else pair.num_decoder_layers
+    stack = stack_selector(pair.stacks)
+    queries_of = stack.queries
+    labels, key_labels = token_labels(queries_of), token_labels(stack.keys)
     left, middle, right = st.columns(3)
-    layer = option(left.selectbox, "Layer (counted from 0)", range(layers), key="layer")
-    head = option(middle.selectbox, "Head (counted from 0)", range(queries_of.num_heads), key="head")
+    layer = option(left.selectbox, "Layer (counted from 0)", range(stack.num_layers), key="layer")
+    head = option(middle.selectbox, "Head (counted from 0)", range(stack.num_heads), key="head")
     first_word = next((i for i in range(queries_of.num_tokens) if not queries_of.special_mask[i]), 0)
     query = option(right.selectbox, "Query token", range(queries_of.num_tokens), index=first_word, key="query",
                             format_func=lambda i: f"{i}: {labels[i]}")
-    step = compute_pair_head(model, pair, STACK_KEYS[stack], layer, head)
+    step = compute_pair_head(model, pair, stack.kind, layer, head)
     d = step.queries.shape[1]
     who = f"“{labels[query]}” (token {query})"
     who_md = f"“{markdown_safe(labels[query])}” (token {query})"
-    stem = file_stem(model.name, STACK_KEYS[stack], f"layer{layer}", f"head{head}", f"query{query}")
+    stem = file_stem(model.name, stack.kind, f"layer{layer}", f"head{head}", f"query{query}")
     ln = ("T5 applies an RMS LayerNorm before each attention (pre-LN), so the head reads the normalised vectors."
           if kind == "t5" else "")
-    st.markdown(f"**1 · What the head reads.** {READS[stack].format(layer=layer)}. {ln}")
+    st.markdown(f"**1 · What the head reads.** {READS[stack.kind].format(layer=layer)}. {ln}")
     st.markdown(f"**2 · Query and keys.** The query of {who_md} is its input times this head's slice of the query "
-                f"projection ({d} numbers); every {'source' if stack != DECODER else 'target'} token gets a key the same way.")
+                f"projection ({d} numbers); every {stack.key_side} token gets a key the same way.")
     show_figure(component_bars(step.queries[query], title=f"Query vector of {who}", y_title="q"),
                 name=f"{stem}-query", data=pd.DataFrame({"component": range(d), "query": step.queries[query]}),
                 key="seq2seq-inside-query")
@@ -307,10 +296,10 @@ def inside_page() -> None:
     scale_text = ("T5 does not divide by √d; instead a learned relative-position bias (one number per distance bucket "
                   "and head) is added to each self-attention score" if kind == "t5" else
                   f"scores are multiplied by {step.scale:.4f} (1/√{d})")
-    if kind == "t5" and stack == CROSS:
+    if kind == "t5" and stack.is_cross:
         scale_text = "T5 does not divide by √d, and cross-attention has no position bias"
     mask_text = (" The decoder may look only at itself and earlier target tokens: later ones get −∞ before the softmax "
-                 "and exactly 0 after it." if stack == DECODER else "")
+                 "and exactly 0 after it." if stack.causal else "")
     st.markdown(f"**3 · Scores and weights.** The score of key j is `q·k_j`; {scale_text}. The softmax turns the "
                 f"result into weights that are positive and sum to 1.{mask_text}")
     kept = step.keep_mask[query]
@@ -326,8 +315,7 @@ def inside_page() -> None:
     show_figure(component_bars(step.outputs[query], title=f"Output of this head for {who}", y_title="Σ weight·v"),
                 name=f"{stem}-output", data=pd.DataFrame({"component": range(d), "output": step.outputs[query]}),
                 key="seq2seq-inside-output")
-    reference = {ENCODER: pair.source.attentions, DECODER: pair.target.attentions, CROSS: pair.cross_attentions}[stack]
-    difference = float(np.abs(step.weights - reference[layer, head]).max())
+    difference = float(np.abs(step.weights - stack.weights(layer, [head])[0]).max())
     st.markdown("**5 · The whole head, checked** against the attention the model itself returned.")
     st.metric("Largest difference from the model's own attention", f"{difference:.1e}")
     if difference < 1e-5:
@@ -335,7 +323,7 @@ def inside_page() -> None:
     else:
         st.warning("The recomputation differs from the model's attention by more than 1e-5.")
     show_figure(matrix_heatmap(step.weights, labels, column_labels=key_labels, title="Recomputed attention weights",
-                               colorbar="weight", zmin=0.0, zmax=1.0, row_title=AXES[stack][0], column_title=AXES[stack][1]),
+                               colorbar="weight", zmin=0.0, zmax=1.0, row_title=axis_titles(stack)[0], column_title=axis_titles(stack)[1]),
                 name=f"{stem}-matrix", data=va.matrix_table(step.weights, labels, causal=False, key_labels=key_labels),
                 key="seq2seq-inside-matrix")
 
@@ -348,8 +336,9 @@ def tokens_page() -> None:
         f"{model.name}: an encoder-decoder, {pair.source.num_layers} encoder and {pair.num_decoder_layers} decoder layers × "
         f"{pair.source.num_heads} heads, hidden size {model.hidden_size}. " + pair_caption(pair)
     )
-    for heading, analysis in (("Source (encoder)", pair.source), ("Target (decoder input)", pair.target)):
-        st.markdown(f"**{heading}**")
+    for stack in (stack_of(pair, "encoder"), stack_of(pair, "decoder")):  # the two token sequences
+        analysis = stack.queries
+        st.markdown(f"**{stack.query_side.capitalize()} ({'decoder input' if stack.causal else 'encoder'})**")
         table = pd.DataFrame({"position": range(analysis.num_tokens), "token": analysis.tokens, "id": analysis.input_ids,
                               "special": analysis.special_mask})
         st.dataframe(table, hide_index=True, height=min(400, 38 + 35 * len(table)))

@@ -8,6 +8,8 @@ and node has a point of its own that carries its id as ``customdata``, so a clic
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 import plotly.colors
 import plotly.graph_objects as go
@@ -19,6 +21,7 @@ RESIDUAL_COLOUR = "#999999"
 MLP_COLOUR = "#000000"
 PICKED_COLOUR = "#D55E00"  # Okabe-Ito vermilion: the ring around the edge or node whose detail is open
 HEAD_COLOURS = plotly.colors.qualitative.Safe  # colour-blind safe, 11 colours, cycled past that
+CROSS_DASH = "dot"  # cross-attention edges (an encoder-decoder's), apart from the stacks' own attention edges
 MLP_OFFSET = 0.3  # an MLP square sits this far right of its position's column
 SELF_BOW = 0.2  # an attention edge within one position bends this far left of its residual edge
 # The y title: short, since a long one (core.layers.BLOCK_AXIS) met the wrapped figure title on a phone; the nodes'
@@ -59,7 +62,8 @@ def node_name(node: Node, labels: list[str]) -> str:
 
 def edge_name(edge: Edge, labels: list[str]) -> str:
     """Plain text naming an edge by its kind, ends and weight."""
-    what = {"attention": f"attention (top head {edge.top_head})", "residual": "residual", "mlp": "MLP"}[edge.kind]
+    what = {"attention": f"attention (top head {edge.top_head})", "cross": f"cross-attention (top head {edge.top_head})",
+            "residual": "residual", "mlp": "MLP"}[edge.kind]
     return f"{what}: {node_name(edge.source, labels)} → {node_name(edge.target, labels)}, {edge.weight:.1%}"
 
 
@@ -88,18 +92,20 @@ def edge_points(edge: Edge, tokens: int) -> tuple[list[float], list[float], tupl
 
 
 def _group(edge: Edge) -> tuple[str, str]:
-    """(legend name, colour) of an edge."""
-    if edge.kind == "attention":
+    """(legend name, colour) of an edge; a cross-attention edge is named apart (and drawn dotted: ``CROSS_DASH``)."""
+    if edge.kind in ("attention", "cross"):
         head = edge.top_head
-        return f"attention, head {head}", HEAD_COLOURS[head % len(HEAD_COLOURS)]
+        what = "cross-attention" if edge.kind == "cross" else "attention"
+        return f"{what}, head {head}", HEAD_COLOURS[head % len(HEAD_COLOURS)]
     if edge.kind == "mlp":
         return "MLP", MLP_COLOUR
     return "residual", RESIDUAL_COLOUR
 
 
-def _edge_hover(edge: Edge, labels: list[str]) -> str:
-    lines = [f"<b>{plotly_safe(edge.kind)} edge</b>", f"from {plotly_safe(node_name(edge.source, labels))}",
-             f"to {plotly_safe(node_name(edge.target, labels))}", f"share of the target's inputs: {edge.weight:.1%}"]
+def _edge_hover(edge: Edge, name: Callable[[Node], str]) -> str:
+    kind = "cross-attention" if edge.kind == "cross" else edge.kind
+    lines = [f"<b>{plotly_safe(kind)} edge</b>", f"from {plotly_safe(name(edge.source))}",
+             f"to {plotly_safe(name(edge.target))}", f"share of the target's inputs: {edge.weight:.1%}"]
     if edge.heads:
         order = sorted(range(len(edge.heads)), key=lambda h: -edge.heads[h])[:3]
         lines.append("heads: " + ", ".join(f"{h} ({edge.heads[h]:.1%})" for h in order))
@@ -112,49 +118,8 @@ def route_figure(graph: RouteGraph, labels: list[str], num_layers: int, *, title
     marker on each edge (``edge_points``) carries its hover text and its ``edge_id`` as ``customdata``, so a click
     picks it; nodes as circles (MLPs as squares), each with its ``node_id``. ``picked``: the id of the edge or node
     whose detail is open, marked with a ring. A click leaves every point as it was drawn (no dimming)."""
-    segments: dict[tuple[str, str, float], tuple[list, list]] = {}
-    middles_x, middles_y, middles_text, middles_id = [], [], [], []
-    for edge in sorted(graph.edges, key=lambda e: e.weight):  # heavy edges drawn last, on top
-        name, colour = _group(edge)
-        xs, ys = segments.setdefault((name, colour, edge_width(edge.weight)), ([], []))
-        line_x, line_y, (x, y) = edge_points(edge, len(labels))
-        xs += [*line_x, None]
-        ys += [*line_y, None]
-        middles_x.append(x)
-        middles_y.append(y)
-        middles_text.append(_edge_hover(edge, labels))
-        middles_id.append(edge_id(edge))
-    fig = go.Figure()
-    shown: set[str] = set()
-    legend_order = {"residual": 0, "MLP": 1}
-    for (name, colour, width), (xs, ys) in sorted(
-            segments.items(), key=lambda item: (legend_order.get(item[0][0], 2), item[0][0], item[0][2])):
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": colour, "width": width}, name=name,
-                                 legendgroup=name, showlegend=name not in shown, hoverinfo="skip",
-                                 meta="edges"))
-        shown.add(name)
-    invisible = {"marker": {"opacity": 0}}
-    fig.add_trace(go.Scatter(x=middles_x, y=middles_y, mode="markers", marker={"size": 10, "opacity": 0},
-                             hovertext=middles_text, hoverinfo="text", customdata=middles_id, showlegend=False,
-                             name="edges", selected=invisible, unselected=invisible))
-    nodes = graph.nodes
-    drawn = {"marker": {"opacity": 1}}
-    for square in (False, True):
-        kind = [n for n in nodes if (n[0] == "mlp") == square]
-        if not kind:
-            continue
-        fig.add_trace(go.Scatter(
-            x=[node_x(n) for n in kind], y=[node_y(n) for n in kind], mode="markers",
-            marker={"symbol": "square" if square else "circle", "size": 8 if square else 9, "color": "white",
-                    "line": {"color": "#444444", "width": 1.5}},
-            hovertext=[plotly_safe(node_name(n, labels)) for n in kind], hoverinfo="text",
-            customdata=[node_id(n) for n in kind], selected=drawn, unselected=drawn,
-            name="MLP" if square else "representation", showlegend=False))
-    ring = _picked_point(graph, picked, len(labels))
-    if ring is not None:
-        fig.add_trace(go.Scatter(x=[ring[0]], y=[ring[1]], mode="markers", hoverinfo="skip", showlegend=False,
-                                 name="picked", marker={"symbol": "circle-open", "size": 18, "color": PICKED_COLOUR,
-                                                        "line": {"width": 3}}))
+    fig = draw_route(graph, points=lambda e: edge_points(e, len(labels)), place=lambda n: (node_x(n), node_y(n)),
+                     name=lambda n: node_name(n, labels), picked=picked)
     step = max(1, -(-num_layers // 16))  # at most about 16 layer labels
     fig.update_layout(
         title={"text": plotly_safe(title)},
@@ -169,15 +134,57 @@ def route_figure(graph: RouteGraph, labels: list[str], num_layers: int, *, title
     return fig
 
 
-def _picked_point(graph: RouteGraph, picked: str | None, tokens: int) -> tuple[float, float] | None:
-    """Where the ring of the picked edge or node goes (its clickable point), or None when it is not in ``graph``."""
-    for edge in graph.edges:
-        if edge_id(edge) == picked:
-            return edge_points(edge, tokens)[2]
-    for node in graph.nodes:
-        if node_id(node) == picked:
-            return node_x(node), node_y(node)
-    return None
+def draw_route(graph: RouteGraph, *, points: Callable[[Edge], tuple[list, list, tuple[float, float]]],
+               place: Callable[[Node], tuple[float, float]], name: Callable[[Node], str],
+               picked: str | None = None) -> go.Figure:
+    """The traces of ``route_figure`` (no axes): ``points(edge)`` as ``edge_points``, ``place(node)`` ``(x, y)``,
+    ``name(node)`` plain text. Cross-attention edges are dotted."""
+    segments: dict[tuple[str, str, float, str], tuple[list, list]] = {}
+    middles_x, middles_y, middles_text, middles_id = [], [], [], []
+    for edge in sorted(graph.edges, key=lambda e: e.weight):  # heavy edges drawn last, on top
+        legend, colour = _group(edge)
+        dash = CROSS_DASH if edge.kind == "cross" else "solid"
+        xs, ys = segments.setdefault((legend, colour, edge_width(edge.weight), dash), ([], []))
+        line_x, line_y, (x, y) = points(edge)
+        xs += [*line_x, None]
+        ys += [*line_y, None]
+        middles_x.append(x)
+        middles_y.append(y)
+        middles_text.append(_edge_hover(edge, name))
+        middles_id.append(edge_id(edge))
+    fig = go.Figure()
+    shown: set[str] = set()
+    legend_order = {"residual": 0, "MLP": 1}
+    for (legend, colour, width, dash), (xs, ys) in sorted(
+            segments.items(), key=lambda item: (legend_order.get(item[0][0], 2), item[0][0], item[0][2])):
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": colour, "width": width, "dash": dash},
+                                 name=legend, legendgroup=legend, showlegend=legend not in shown, hoverinfo="skip",
+                                 meta="edges"))
+        shown.add(legend)
+    invisible = {"marker": {"opacity": 0}}
+    fig.add_trace(go.Scatter(x=middles_x, y=middles_y, mode="markers", marker={"size": 10, "opacity": 0},
+                             hovertext=middles_text, hoverinfo="text", customdata=middles_id, showlegend=False,
+                             name="edges", selected=invisible, unselected=invisible))
+    nodes = graph.nodes
+    drawn = {"marker": {"opacity": 1}}
+    for square in (False, True):
+        kind = [n for n in nodes if (n[0] == "mlp") == square]
+        if not kind:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[place(n)[0] for n in kind], y=[place(n)[1] for n in kind], mode="markers",
+            marker={"symbol": "square" if square else "circle", "size": 8 if square else 9, "color": "white",
+                    "line": {"color": "#444444", "width": 1.5}},
+            hovertext=[plotly_safe(name(n)) for n in kind], hoverinfo="text",
+            customdata=[node_id(n) for n in kind], selected=drawn, unselected=drawn,
+            name="MLP" if square else "representation", showlegend=False))
+    ring = next((points(e)[2] for e in graph.edges if edge_id(e) == picked), None) \
+        or next((place(n) for n in graph.nodes if node_id(n) == picked), None)
+    if ring is not None:  # the ring of the picked edge or node, on its clickable point
+        fig.add_trace(go.Scatter(x=[ring[0]], y=[ring[1]], mode="markers", hoverinfo="skip", showlegend=False,
+                                 name="picked", marker={"symbol": "circle-open", "size": 18, "color": PICKED_COLOUR,
+                                                        "line": {"width": 3}}))
+    return fig
 
 
 def edge_table(graph: RouteGraph, labels: list[str]) -> pd.DataFrame:

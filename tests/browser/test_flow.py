@@ -10,6 +10,7 @@ import pytest
 
 from tests.browser.test_hostile import _injected
 from tests.lm_factory import build_tiny_llama_lm
+from tests.model_factory import build_tiny_t5
 
 pytestmark = pytest.mark.browser
 
@@ -54,5 +55,41 @@ def test_the_route_draws_and_an_edge_opens_its_detail_with_hostile_text(app_page
     page.get_by_role("option").filter(has_text=re.compile(r"^“.*hidden state 2")).first.click()
     page.wait_for_selector("text=Logit lens", timeout=60_000)
     app_page.wait_until_idle()
+    assert not _injected(page), _injected(page)
+    app_page.assert_clean()
+
+
+# The route's figure (the plot with an "edges" trace: the start-up's hidden chart may come first) and the centre, in
+# page pixels, of the clickable point of its heaviest cross-attention edge, with the edge's id.
+ROUTE_PLOT = "[...document.querySelectorAll('.js-plotly-plot')].find(p => p.data && p.data.some(t => t.name === 'edges'))"
+CROSS_POINT = r"""() => {
+    const plot = ROUTE_PLOT;
+    plot.scrollIntoView({block: 'center'});
+    const index = plot.data.findIndex(t => t.name === 'edges');
+    const ids = plot.data[index].customdata;
+    const weight = id => parseFloat(plot.data[index].hovertext[ids.indexOf(id)].match(/inputs: ([0-9.]+)%/)[1]);
+    const id = ids.filter(id => id.startsWith('cross|')).sort((a, b) => weight(b) - weight(a))[0];
+    const point = plot.querySelectorAll('.scatterlayer .trace')[index].querySelectorAll('.point')[ids.indexOf(id)];
+    const box = point.getBoundingClientRect();
+    return [box.x + box.width / 2, box.y + box.height / 2, id];
+}""".replace("ROUTE_PLOT", ROUTE_PLOT)
+
+
+def test_an_encoder_decoder_route_draws_and_a_cross_edge_opens_its_detail(app_page, tmp_path):
+    folder = build_tiny_t5(tmp_path / "tiny-t5")
+    page = app_page.open("flow", {"model": str(folder), "text": f"the cat {HOSTILE}", "target": "the dog sat",
+                                  "threshold": "0.01"})
+    page.wait_for_function(f"() => {ROUTE_PLOT} !== undefined", timeout=90_000)
+    app_page.wait_until_idle()
+    assert page.evaluate(f"() => {ROUTE_PLOT}.data.some(t => t.line && t.line.dash === 'dot')")  # cross edges, dotted
+    ticks = page.evaluate(f"() => [...{ROUTE_PLOT}.querySelectorAll('.xtick text')].map(t => t.textContent)")
+    assert any(">" in t for t in ticks)  # the hostile token shown as text on the axis
+    x, y, clicked = page.evaluate(CROSS_POINT)
+    assert clicked.startswith("cross|")
+    page.mouse.click(x, y)
+    page.wait_for_function(f"() => new URLSearchParams(location.search).get('item') === {clicked!r}", timeout=60_000)
+    page.wait_for_selector("text=from source token", timeout=60_000)
+    app_page.wait_until_idle()
+    assert page.locator(".js-plotly-plot").filter(visible=True).count() == 2  # the route and the head's row
     assert not _injected(page), _injected(page)
     app_page.assert_clean()
