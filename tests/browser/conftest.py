@@ -332,9 +332,9 @@ def shared_context(browser):
 def app_page(request, browser, app_server):
     """A new tab for the test, with no cookies or stored data from earlier tests. It opens in a browser context shared
     with the worker's other ``app_page`` tests, whose HTTP cache holds the app's scripts after the first (a page load
-    in an empty cache fetched and compiled them all again: test_attention took 215 s with a context per test at a
-    load average of 12-13, 118 s this way at 8-12); a test marked ``fresh_context`` (one that holds or counts the
-    app's requests, as a first visit makes them) gets a context of its own."""
+    in an empty cache fetched and compiled them all again: test_attention took 215 s with a context per test, 118 s
+    this way, on a loaded machine); a test marked ``fresh_context`` (one that holds or counts the app's requests, as
+    a first visit makes them) gets a context of its own."""
     if request.node.get_closest_marker("fresh_context"):
         tab = AppPage(browser, app_server)
     else:
