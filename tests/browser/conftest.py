@@ -42,7 +42,6 @@ CHROMIUM_FLAGS = [
     "--proxy-bypass-list=127.0.0.1;localhost;[::1]",
 ]
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
-PLAYWRIGHT_DEFAULT_TIMEOUT_MS = 30_000
 # The entry point `make run`, the replicas and the container start: app.py behind st.App, whose middleware tells the
 # frontend where the server is (without it, every deep link such as /attention first probes /attention/_stcore/health
 # and /attention/_stcore/host-config, two 404s in the console; serve.BaseUrlMiddleware).
@@ -176,16 +175,14 @@ class AppPage:
 
     opened: list[AppPage] = []  # every tab of the running test, for ``no_console_errors``
 
-    def __init__(self, browser, base_url: str, context=None):
-        """A tab in a browser context of its own, or in ``context`` (``new_context``), which the tab leaves as it found
-        it when it closes: its pages closed, no cookies and nothing stored for the app."""
+    def __init__(self, browser, base_url: str):
         AppPage.opened.append(self)
         self.base_url = base_url
         self.blocked: list[str] = []
         self.console_errors: list[str] = []
         self.dialogs: list[str] = []
-        self.owns_context = context is None
-        self.context = new_context(browser) if context is None else context
+        self.context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        self.context.add_init_script(WATCH_RUNS_JS)
         self.context.on("request", self._request)  # every page of the context, popups included
         self.page = self.context.new_page()
         self.page.on("websocket", lambda socket: self._record_if_foreign(socket.url))
@@ -288,27 +285,7 @@ class AppPage:
         assert not self.dialogs, f"a dialog opened: {self.dialogs}"
 
     def close(self) -> None:
-        if self.owns_context:
-            self.context.close()
-            return
-        self.context.remove_listener("request", self._request)
-        for page in self.context.pages:
-            page.close()
-        self.context.clear_cookies()
-        self.context.set_default_timeout(PLAYWRIGHT_DEFAULT_TIMEOUT_MS)  # a test may have raised it for its own waits
-        blank = self.context.new_page()  # the app's own origin, to forget what the test stored there (a theme chosen)
-        try:
-            blank.goto(self.base_url + "/_stcore/health")
-            blank.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
-        finally:
-            blank.close()
-
-
-def new_context(browser):
-    """A browser context as every tab starts in: a 1400 × 1000 window, downloads accepted, the run counter."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-    context.add_init_script(WATCH_RUNS_JS)
-    return context
+        self.context.close()
 
 
 @pytest.fixture(scope="module")
@@ -320,25 +297,9 @@ def module_tab(browser, app_server):
     tab.close()
 
 
-@pytest.fixture(scope="session")
-def shared_context(browser):
-    """The browser context the ``app_page`` tabs of a test worker open in, one after another (see ``app_page``)."""
-    context = new_context(browser)
-    yield context
-    context.close()
-
-
 @pytest.fixture
-def app_page(request, browser, app_server):
-    """A new tab for the test, with no cookies or stored data from earlier tests. It opens in a browser context shared
-    with the worker's other ``app_page`` tests, whose HTTP cache holds the app's scripts after the first (a page load
-    in an empty cache fetched and compiled them all again: test_attention took 215 s with a context per test, 118 s
-    this way, on a loaded machine); a test marked ``fresh_context`` (one that holds or counts the app's requests, as
-    a first visit makes them) gets a context of its own."""
-    if request.node.get_closest_marker("fresh_context"):
-        tab = AppPage(browser, app_server)
-    else:
-        tab = AppPage(browser, app_server, request.getfixturevalue("shared_context"))
+def app_page(browser, app_server):
+    tab = AppPage(browser, app_server)
     yield tab
     tab.close()
 

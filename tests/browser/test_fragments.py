@@ -61,7 +61,6 @@ HEAD_WEIGHTS = """(title) => {
 }"""
 
 
-@pytest.mark.fresh_context  # counts the requests a click makes: none may be answered from an earlier test's cache
 def test_a_click_fetches_no_favicon_and_the_csv_is_the_head_on_screen(app_page):
     """The favicon is inline, so a click that changes the URL fetches nothing over HTTP; the file the CSV button
     gives after two clicks is the CSV of the head drawn now, never an earlier one."""

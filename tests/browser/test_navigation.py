@@ -309,7 +309,6 @@ LATE_WIDGETS = [
 ]
 
 
-@pytest.mark.fresh_context  # the widget's code must not be in the HTTP cache: it is held back on its way
 @pytest.mark.parametrize("url_path, params, code, shown", LATE_WIDGETS, ids=[c for _, _, c, _ in LATE_WIDGETS])
 def test_a_link_keeps_its_option_when_the_widget_is_drawn_after_the_second_run(app_page, tiny_model_dir, url_path,
                                                                                 params, code, shown):

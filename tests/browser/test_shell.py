@@ -106,7 +106,6 @@ def test_the_text_box_count_is_not_drawn_over_the_last_line_of_a_long_text(modul
     module_tab.assert_clean()
 
 
-@pytest.mark.fresh_context  # the requests of a first visit, none answered from an earlier test's cache
 def test_a_deep_link_asks_the_server_only_at_its_base_path(app_page):
     """Loaded from /tour, the frontend used to probe /tour/_stcore/health and /tour/_stcore/host-config first: two
     404s in the console on every page but Home. serve.py's middleware gives it the base URL up front."""
