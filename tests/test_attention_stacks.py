@@ -99,3 +99,24 @@ def test_statistics_of_cross_attention_rank_the_heads_nearest_the_diagonal_and_l
     column = [c for c in at.columns if any("alignment diagonal" in m.value for m in c.markdown)]
     shown = [m.value.split("](")[0].lstrip("[") for m in column[0].markdown if "](" in m.value]
     assert shown == expected
+
+
+@pytest.mark.parametrize("stack, bias", [("Cross-attention", False), ("Decoder self-attention", True)])
+def test_inside_one_head_of_a_t5_stack_matches_the_plain_models_attention_row(stack, bias, tiny_t5_dir):
+    from core.models import load_model
+    from core.seq2seq import analyze_pair
+
+    at = open_app({"model": tiny_t5_dir, "text": SOURCE, "target": TARGET, "stack": stack, "layer": "1", "head": "2",
+                   "query": "1"}, page="app_pages/inside.py")
+    assert not page_errors(at)
+    table = at.dataframe[0].value
+    assert ("position bias" in table.columns) == bias  # T5's relative-position bias: self-attention only
+    # independently: the plain model's own attention row, decoder fed the ids the page's decoder read
+    decoder_ids = analyze_pair(load_model(tiny_t5_dir), SOURCE, TARGET).target.input_ids
+    tokenizer = AutoTokenizer.from_pretrained(tiny_t5_dir)
+    model = AutoModelForSeq2SeqLM.from_pretrained(tiny_t5_dir, attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = model(input_ids=tokenizer(SOURCE, return_tensors="pt")["input_ids"],
+                    decoder_input_ids=torch.tensor([list(decoder_ids)]), output_attentions=True)
+    own = (out.cross_attentions if stack == "Cross-attention" else out.decoder_attentions)[1][0, 2, 1].numpy()
+    np.testing.assert_allclose(table["weight"].to_numpy(), own, atol=1e-5)

@@ -1,35 +1,31 @@
 """What is genuinely encoder-decoder only on the pages (T5, BART, Marian …): BertViz's encoder-decoder view and the
-home page's two token sequences, the Maxima page's soft alignment of cross-attention, and the inside-one-head body
-not yet folded into its page.
+home page's two token sequences, the Maxima page's soft alignment of cross-attention, and what each stack's head
+reads (``READS``, for Inside one head).
 
 Each reads the model's blocks through one contract, ``core.stacks.AttentionStack`` (``PairAnalysis.stacks``: encoder
 self-attention, decoder self-attention and cross-attention; target rows = queries, source columns = keys). The
-Attention page draws every stack with one body (``ui.seq2seq.current_stacks``, ``choose_stack``). Pages that apply
+Attention, Maxima, Head statistics and Inside one head pages draw every stack with one body each
+(``ui.seq2seq.current_stacks``, ``choose_stack``). Pages that apply
 only to a model with one stack call ``ui.seq2seq.stop_unless_one_stack``.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from core.attention import reduce_heads
 from core.cross_attention import cross_alignment, cross_attention_view
-from core.heads import UnsupportedArchitecture
-from core.seq2seq_heads import compute_pair_head, family
 from core.stacks import AttentionStack, stack_of
-from core.tokens import token_labels
 from ui.cache_seq2seq import cached_pair_view
 from ui.figures import show_figure
 from ui.page_state import option
-from ui.seq2seq import axis_titles, current_pair, pair_caption, stack_selector
+from ui.seq2seq import current_pair, pair_caption
 from ui.session import current_model
 from viz import attention as va
 from viz import bertviz_offline as bv
-from viz.common import file_stem, markdown_safe
+from viz.common import file_stem
 from viz.cross_attention import alignment_figure, alignment_grid
-from viz.inside import component_bars, matrix_heatmap, stacked_token_bars
 
 BERTVIZ = {"head view": "head", "model view": "model"}
 
@@ -105,78 +101,6 @@ READS = {  # per stack kind
     "cross": "queries: the decoder's hidden state {layer} after this block's self-attention (residual added, LayerNorm "
            "as the model places it); keys and values: the encoder's output, its last hidden state",
 }
-
-
-def inside_page() -> None:
-    """Inside one head for an encoder-decoder: encoder, decoder or cross-attention, recomputed from the weights."""
-    model = current_model()
-    try:
-        kind = family(model)
-    except UnsupportedArchitecture as err:
-        st.info(str(err), icon=":material/info:")
-        return
-    pair = current_pair()
-    st.caption(pair_caption(pair))
-    stack = stack_selector(pair.stacks)
-    queries_of = stack.queries
-    labels, key_labels = token_labels(queries_of), token_labels(stack.keys)
-    left, middle, right = st.columns(3)
-    layer = option(left.selectbox, "Layer (counted from 0)", range(stack.num_layers), key="layer")
-    head = option(middle.selectbox, "Head (counted from 0)", range(stack.num_heads), key="head")
-    first_word = next((i for i in range(queries_of.num_tokens) if not queries_of.special_mask[i]), 0)
-    query = option(right.selectbox, "Query token", range(queries_of.num_tokens), index=first_word, key="query",
-                            format_func=lambda i: f"{i}: {labels[i]}")
-    step = compute_pair_head(model, pair, stack.kind, layer, head)
-    d = step.queries.shape[1]
-    who = f"“{labels[query]}” (token {query})"
-    who_md = f"“{markdown_safe(labels[query])}” (token {query})"
-    stem = file_stem(model.name, stack.kind, f"layer{layer}", f"head{head}", f"query{query}")
-    ln = ("T5 applies an RMS LayerNorm before each attention (pre-LN), so the head reads the normalised vectors."
-          if kind == "t5" else "")
-    st.markdown(f"**1 · What the head reads.** {READS[stack.kind].format(layer=layer)}. {ln}")
-    st.markdown(f"**2 · Query and keys.** The query of {who_md} is its input times this head's slice of the query "
-                f"projection ({d} numbers); every {stack.key_side} token gets a key the same way.")
-    show_figure(component_bars(step.queries[query], title=f"Query vector of {who}", y_title="q"),
-                name=f"{stem}-query", data=pd.DataFrame({"component": range(d), "query": step.queries[query]}),
-                key="seq2seq-inside-query")
-    show_figure(matrix_heatmap(step.keys, key_labels, title="Key vectors (one row per token)", colorbar="k",
-                               row_title="key token", symmetric=True),
-                name=f"{stem}-keys", data=pd.DataFrame(step.keys, index=key_labels).reset_index(names="token"),
-                key="seq2seq-inside-keys")
-    scale_text = ("T5 does not divide by √d; instead a learned relative-position bias (one number per distance bucket "
-                  "and head) is added to each self-attention score" if kind == "t5" else
-                  f"scores are multiplied by {step.scale:.4f} (1/√{d})")
-    if kind == "t5" and stack.is_cross:
-        scale_text = "T5 does not divide by √d, and cross-attention has no position bias"
-    mask_text = (" The decoder may look only at itself and earlier target tokens: later ones get −∞ before the softmax "
-                 "and exactly 0 after it." if stack.causal else "")
-    st.markdown(f"**3 · Scores and weights.** The score of key j is `q·k_j`; {scale_text}. The softmax turns the "
-                f"result into weights that are positive and sum to 1.{mask_text}")
-    kept = step.keep_mask[query]
-    table = pd.DataFrame({"position": range(len(key_labels)), "key token": key_labels, "q·k": step.scores[query],
-                          "position bias": step.bias[query], "scaled + bias": step.scaled[query],
-                          "weight": step.weights[query], "visible": kept})
-    st.dataframe(table, hide_index=True, height=min(400, 38 + 35 * len(table)))
-    rows = [("q·k", step.scores[query], None), ("scaled + bias", step.scaled[query], kept), ("weight", step.weights[query], kept)]
-    show_figure(stacked_token_bars(rows, key_labels, title=f"From scores to weights for {who}"), name=f"{stem}-scores",
-                data=table, key="seq2seq-inside-scores")
-    st.markdown(f"**4 · The output.** The head's output for {who_md} is `Σ_j weight_j · v_j`, {d} numbers; all heads' "
-                "outputs are concatenated, projected and added to the residual stream.")
-    show_figure(component_bars(step.outputs[query], title=f"Output of this head for {who}", y_title="Σ weight·v"),
-                name=f"{stem}-output", data=pd.DataFrame({"component": range(d), "output": step.outputs[query]}),
-                key="seq2seq-inside-output")
-    difference = float(np.abs(step.weights - stack.weights(layer, [head])[0]).max())
-    st.markdown("**5 · The whole head, checked** against the attention the model itself returned.")
-    st.metric("Largest difference from the model's own attention", f"{difference:.1e}")
-    if difference < 1e-5:
-        st.success("The step-by-step computation reproduces the model's attention.")
-    else:
-        st.warning("The recomputation differs from the model's attention by more than 1e-5.")
-    show_figure(matrix_heatmap(step.weights, labels, column_labels=key_labels, title="Recomputed attention weights",
-                               colorbar="weight", zmin=0.0, zmax=1.0, row_title=axis_titles(stack)[0], column_title=axis_titles(stack)[1]),
-                name=f"{stem}-matrix", data=va.matrix_table(step.weights, labels, causal=False, key_labels=key_labels),
-                key="seq2seq-inside-matrix")
-
 
 
 def tokens_page() -> None:
