@@ -35,12 +35,12 @@ explain_text(
 )
 attention_caveat()
 model = current_model()
+stack = choose_stack(current_stacks())  # an encoder-decoder's encoder, decoder or cross stack; a model's one stack
 try:  # decided by config.model_type: refuses look-alikes such as MegatronBERT, RoFormer
-    arch = family(model) if model.is_encoder_decoder else architecture(model)
+    arch = architecture(model) if stack.kind == SINGLE_STACK else family(model)
 except UnsupportedArchitecture as err:
     st.info(str(err), icon=":material/info:")
     end_page()
-stack = choose_stack(current_stacks())  # an encoder-decoder's encoder, decoder or cross stack; a model's one stack
 
 
 @friendly_fragment
