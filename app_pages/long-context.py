@@ -14,6 +14,7 @@ from ui.figures import show_figure
 from ui.page_state import end_page, option
 from ui.seq2seq import stop_unless_one_stack
 from ui.session import current_model, current_model_name, current_text, current_token_limit
+from ui.stoppable import StopFlag, progress_with_stop
 from viz.common import file_stem, markdown_safe
 from viz.head_stats import head_heatmap
 from viz.long_context import (
@@ -32,7 +33,7 @@ SOURCES = {"haystack": "bundled long text", "sidebar": "the sidebar's text"}
 LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 DEFAULT_LENGTH = 2048
 MEASURES = {"local": f"within {LOCAL_DISTANCE} tokens", "far": "far, sink excluded", "sink": "on the sink"}
-STOPPED = "_long_context_stopped"  # the (model, text, length) whose measurement the reader stopped
+STOPPED = StopFlag("_long_context_stopped")  # the (model, text, length) whose measurement the reader stopped
 
 st.title("Long context")
 explain(
@@ -87,31 +88,17 @@ else:
     sink_label = f"the first token {quoted_token(first)} (position 0; this tokenizer adds no token before the text)"
 
 
-def _stop(key) -> None:
-    st.session_state[STOPPED] = key
-
-
-def _restart() -> None:
-    st.session_state[STOPPED] = None
-
-
 key = (name, text, length)
 profile = profile_if_cached(*key)
 if profile is None:
-    if st.session_state.get(STOPPED) == key:
-        st.info("You stopped the measurement; nothing is shown until it runs to the end.", icon=":material/stop_circle:")
-        st.button("Measure again", key="long-context-restart", on_click=_restart, icon=":material/play_arrow:")
+    if STOPPED.stopped(key):
+        STOPPED.offer_to_go_on("You stopped the measurement; nothing is shown until it runs to the end.",
+                               "Measure again", "long-context-restart")
         end_page()
-    slot = st.empty()
-    with slot.container():
-        bar = st.progress(0.0, text=f"Running {model.name} over {len(ids):,} tokens…")
-        st.button("Stop", key="long-context-stop", on_click=_stop, args=(key,), icon=":material/stop:")
-
-    def progress(done: int, total_layers: int) -> None:
-        bar.progress(done / total_layers, text=f"Attention by distance: {done} of {total_layers} layers measured")
-
-    profile = cached_profile(*key, progress)
-    slot.empty()
+    with progress_with_stop(f"Running {model.name} over {len(ids):,} tokens…",
+                            "Attention by distance: {done} of {total} layers measured",
+                            button_key="long-context-stop", on_stop=STOPPED.stop, args=(key,)) as progress:
+        profile = cached_profile(*key, progress)
 
 direction = "query − key: a query sees only earlier keys" if profile.causal else "|query − key|: an encoder sees both ways"
 st.caption(f"{markdown_safe(model.name)}, {profile.num_tokens:,} tokens; distance is {direction}. The sink is "

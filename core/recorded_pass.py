@@ -130,13 +130,23 @@ class RecordedPass:
 def attention_weights(record: LayerRecord, heads: list[int] | None = None, rows=None) -> np.ndarray:
     """float32 ``[len(heads), Q, T]`` recomputed from ``record`` in the order of operations of transformers' eager
     attention: q·kᵀ × scaling, then soft-cap (cap·tanh(x / cap)), then the additive mask, then a float32 softmax.
-    ``rows``: the query positions to compute (a slice or a list; all ``T`` when None)."""
+    ``rows``: the query positions to compute (a slice or a list; all ``T`` when None). T5's relative-position bias
+    (``record.position_bias``, one ``[T, S]`` per head) is added to the scores before the mask, as its eager
+    attention does."""
     queries = record.queries[0].float()
     heads = list(range(queries.shape[0])) if heads is None else list(heads)
     rows = slice(None) if rows is None else rows
     q = queries[heads][:, rows]
     k = record.keys[0].float()[[h // record.kv_groups for h in heads]]
     mask = None if record.mask is None else record.mask[0, 0][rows, : k.shape[1]]
+    if record.position_bias is not None:  # T5: added to the scores before the mask, per head
+        bias = record.position_bias[0].float()
+        bias = bias[heads] if bias.shape[0] > 1 else bias
+        bias = bias[:, rows, : k.shape[1]]
+        if mask is not None:
+            low = torch.finfo(torch.float32).min
+            bias = bias + (torch.where(mask, 0.0, low) if mask.dtype == torch.bool else mask.float())
+        mask = bias
     return eager_weights(q, k, record.scaling, record.softcap, mask).numpy()
 
 

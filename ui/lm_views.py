@@ -21,9 +21,10 @@ from ui.cache import cached_language_model, cached_predictions, model_turn, run_
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
-from ui.lm_writer import cached_lm, keep_writing, lm_result, resume, stopped, write_chunk
+from ui.lm_writer import TOKENS_WRITTEN, cached_lm, keep_writing, lm_result, resume, stopped, write_chunk
 from ui.page_state import end_page, option, set_option
 from ui.session import current_model_name, current_token_limit
+from ui.stoppable import progress_with_stop
 from viz.common import file_stem, markdown_safe
 from viz.generation import distribution_bars, distribution_sentence, distribution_table, steps_figure
 from viz.head_stats import head_heatmap
@@ -124,9 +125,8 @@ def generation_view(text: str, controls: dict) -> None:
     key = lm_result_key("generate", current_model_name(), text, **kwargs)  # cached_lm_result's: the tour shares it
     g = lm_result(key) or stopped(key)
     if g is None:  # the first chunk now (a short generation ends here), the rest a chunk at a time, with Stop
-        bar = st.progress(0.0, text="Writing…")
-        g = write_chunk(key, current_model_name(), text, kwargs, bar)
-        bar.empty()
+        with progress_with_stop("Writing…", TOKENS_WRITTEN) as progress:  # no Stop: this run writes a short chunk
+            g = write_chunk(key, current_model_name(), text, kwargs, progress)
     if g is None:
         keep_writing(key, current_model_name(), text, kwargs)
         return

@@ -20,6 +20,7 @@ from core.generation import Generation, generate
 from core.run import Run
 from ui.cache import cached_language_model, model_turn
 from ui.errors import friendly_fragment
+from ui.stoppable import Progress, progress_with_stop
 from ui.store import cached, results, stored
 
 CHUNK_SECONDS = 0.3  # one run writes at least MIN_CHUNK tokens, then stops after this long
@@ -28,6 +29,7 @@ POLL_SECONDS = 0.1
 KEPT = 8  # unfinished or stopped generations kept per session
 LM_SHELF = "lm-tools"  # the store's shelf of the language-model views' results (generations, patching, attribution …)
 LMKey = tuple[Run, tuple]  # (run, params): ``ui.lm_views.lm_result_key``'s
+TOKENS_WRITTEN = "Token {done} of {total}"  # what the progress bar says while a generation is written
 
 
 def lm_result(key: LMKey):
@@ -80,9 +82,10 @@ def resume(key) -> None:
     _session("lm-stopped").pop(key, None)
 
 
-def write_chunk(key, model_name: str, text: str, kwargs: dict, bar) -> Generation | None:
-    """Write on for up to ``CHUNK_SECONDS`` (at least ``MIN_CHUNK`` tokens); the finished generation (also put in
-    the store under ``key``, ``ui.lm_views.lm_result_key``'s), or None while tokens remain."""
+def write_chunk(key, model_name: str, text: str, kwargs: dict, progress: Progress) -> Generation | None:
+    """Write on for up to ``CHUNK_SECONDS`` (at least ``MIN_CHUNK`` tokens), telling ``progress`` (done, total); the
+    finished generation (also put in the store under ``key``, ``ui.lm_views.lm_result_key``'s), or None while tokens
+    remain."""
     lm = cached_language_model(model_name)
     if isinstance(lm, Exception):
         raise lm
@@ -92,12 +95,12 @@ def write_chunk(key, model_name: str, text: str, kwargs: dict, bar) -> Generatio
     deadline = time.monotonic() + CHUNK_SECONDS
     count = [len(written)]
 
-    def progress(done: int, total: int) -> None:
+    def counted(done: int, total: int) -> None:
         count[0] = done
-        bar.progress(done / total, text=f"Token {done} of {total}")
+        progress(done, total)
 
     with model_turn():
-        g = generate(lm, text, **kwargs, resume=written, progress=progress,
+        g = generate(lm, text, **kwargs, resume=written, progress=counted,
                      should_stop=lambda: count[0] >= len(written) + MIN_CHUNK and time.monotonic() > deadline)
     if g.stopped and len(g.steps) < total:
         _keep("lm-writing", key, g)
@@ -112,13 +115,13 @@ def _writing(key, model_name: str, text: str, kwargs: dict) -> None:
     """One chunk, the text so far, and Stop; once finished or stopped, the page is drawn again around the text."""
     if stopped(key) is not None or lm_result(key) is not None:
         st.rerun(scope="app")
-    bar = st.progress(0.0, text="Writing…")
-    if write_chunk(key, model_name, text, kwargs, bar) is not None:
-        st.rerun(scope="app")
+    # the bar and Stop stay drawn between chunks (cleared, they would blink out at every rerun), above the text so far
+    with progress_with_stop("Writing…", TOKENS_WRITTEN, on_stop=stop, args=(key,), button_key="generation-stop",
+                            help="Stop writing; the tokens written so far stay", clear=False) as progress:
+        if write_chunk(key, model_name, text, kwargs, progress) is not None:
+            st.rerun(scope="app")
     partial = _session("lm-writing")[key]
     st.code(partial.text, language=None, wrap_lines=True)
-    st.button("Stop", key="generation-stop", icon=":material/stop_circle:", on_click=stop, args=(key,),
-              help="Stop writing; the tokens written so far stay")
 
 
 def keep_writing(key, model_name: str, text: str, kwargs: dict) -> None:

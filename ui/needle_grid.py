@@ -10,6 +10,7 @@ from ui.cache import cached_language_model, model_turn, run_of
 from ui.cache_needle import cached_haystack
 from ui.figures import show_figure
 from ui.page_state import option
+from ui.stoppable import StopFlag, progress_with_stop
 from ui.store import cached, stored
 from viz.common import file_stem
 from viz.needle import grid_heatmap, grid_sentence, grid_table
@@ -17,7 +18,7 @@ from viz.needle import grid_heatmap, grid_sentence, grid_table
 DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 GRID_LENGTHS = (256, 512, 1024, 2048)
 MAX_GRID_LENGTHS = 4
-STOPPED = "_needle_grid_stopped"  # the grid (model, needle, question, answer, lengths) whose measuring was stopped
+STOPPED = StopFlag("_needle_grid_stopped")  # the grid (model, needle, question, answer, lengths) whose measuring was stopped
 
 
 def _cell(model_name: str, length: int, needle: str, question: str, answer: str, depth: float,
@@ -45,14 +46,6 @@ def grid_lengths(lengths: list[int]) -> list[int]:
     return chosen if len(chosen) >= 2 else lengths[-MAX_GRID_LENGTHS:]
 
 
-def _stop(key) -> None:
-    st.session_state[STOPPED] = key
-
-
-def _go_on() -> None:
-    st.session_state[STOPPED] = None
-
-
 def depth_length_view(model_name: str, needle: str, question: str, answer: str, lengths: list[int]) -> None:
     """The section: a switch to measure the grid; then the grid with progress and Stop, its figure and sentence."""
     st.header("Depth × length")
@@ -66,23 +59,15 @@ def depth_length_view(model_name: str, needle: str, question: str, answer: str, 
                    "tokens: switch it on to measure it.")
         return
     key = (model_name, needle, question, answer, tuple(lengths))
-    stopped = st.session_state.get(STOPPED) == key
-    if stopped:
-        st.info("You stopped the measuring: the cells measured until then are shown.", icon=":material/stop_circle:")
-        st.button("Go on measuring", key="needle-grid-go-on", on_click=_go_on, icon=":material/play_arrow:")
+    if STOPPED.stopped(key):
+        STOPPED.offer_to_go_on("You stopped the measuring: the cells measured until then are shown.",
+                               "Go on measuring", "needle-grid-go-on")
         grid = depth_length_grid(lambda d, n: _cell(model_name, n, needle, question, answer, d, False), DEPTHS, lengths)
     else:
-        slot = st.empty()
-        with slot.container():
-            bar = st.progress(0.0, text=f"Measuring {cells} cells…")
-            st.button("Stop", key="needle-grid-stop", on_click=_stop, args=(key,), icon=":material/stop:")
-
-        def progress(done: int, total: int) -> None:
-            bar.progress(done / total, text=f"{done} of {total} cells measured")
-
-        grid = depth_length_grid(lambda d, n: _cell(model_name, n, needle, question, answer, d, True), DEPTHS,
-                                 lengths, progress)
-        slot.empty()
+        with progress_with_stop(f"Measuring {cells} cells…", "{done} of {total} cells measured",
+                                button_key="needle-grid-stop", on_stop=STOPPED.stop, args=(key,)) as progress:
+            grid = depth_length_grid(lambda d, n: _cell(model_name, n, needle, question, answer, d, True), DEPTHS,
+                                     lengths, progress)
     sentence = grid_sentence(grid)
     if grid.measured.any():
         show_figure(grid_heatmap(grid), name=file_stem(model_name, "needle-depth-length"), data=lambda: grid_table(grid),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.bundled_lm import BUNDLED_LMS, WAIT, cache_ready
+from core.bundled_lm import BUNDLED_LMS, GEMMA_NAME, WAIT, bundled_lm, cache_ready
 from core.examples import BANK_RIVER, EXAMPLE_SENTENCES
 from core.models import BUNDLED_KINDS, bundled_name
 from ui.page_state import option, option_value, set_option
@@ -57,7 +57,7 @@ def render_sidebar() -> None:
             "The bundled models work offline: all-MiniLM-L6-v2, a sentence encoder, and two language models "
             f"that predict the next token: SmolLM2-135M-Instruct, instruct-tuned ({language_model_wait()}), and "
             "gemma-3-270m, Google's Gemma 3 270M base model (its first load, unless `make setup` did it, converts "
-            f"it for minutes). Licences: {_licences()}. Type any Hugging Face id (needs network) or the path of a "
+            f"it once, {bundled_lm(GEMMA_NAME).wait}). Licences: {_licences()}. Type any Hugging Face id (needs network) or the path of a "
             "local model folder."
         )
     refused = None
