@@ -1,22 +1,27 @@
-"""Attention: every head of every layer as heatmaps, one head large, and BertViz's views offline."""
+"""Attention: every head of every layer as heatmaps, one head large, and BertViz's views offline; for an
+encoder-decoder, of the stack the user picks (encoder, decoder or cross-attention)."""
 
 from functools import partial
 
 import streamlit as st
 
-from core.attention import window_hidden
+from core.attention import attention_view, rollout, window_hidden
 from core.heads import UnsupportedArchitecture
 from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
+from core.recording import SINGLE_STACK
 from core.tokens import token_labels
 from ui.ablation import knockout, with_ablation
 from ui.cache import cached_attention_view, cached_figure, cached_queries_keys
+from ui.cache_seq2seq import cached_pair_view
 from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
 from ui.figures import show_figure
 from ui.long_attention import is_long, long_attention
 from ui.page_state import end_page, option
-from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit, presentation_mode
+from ui.seq2seq import axis_titles, choose_stack, current_stacks, current_target, not_defined
+from ui.seq2seq_views import pair_bertviz
+from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
 from viz import attention as va
 from viz import bertviz_offline as bv
 from viz.common import COLORBLIND_SAFE, SEQUENTIAL, file_stem
@@ -35,12 +40,10 @@ explain(
     "token (the keys); a row of raw weights sums to 1. " + numbering_caption(current_model().num_layers)
 )
 attention_caveat()
-if current_model().is_encoder_decoder:
-    from ui.seq2seq_views import attention_page
-
-    attention_page()
-    end_page()
-model, analysis = current_model(), current_analysis()
+model = current_model()
+stacks = current_stacks()
+stack = choose_stack(stacks, caption=not present)  # an encoder-decoder's encoder, decoder or cross stack
+one_stack = stack.kind == SINGLE_STACK
 c = controls().columns(5)
 source = option(c[0].selectbox, "Attention source", list(SOURCES), key="source",
                         help="Norm-weighted: each weight times the length of what the key token's value adds "
@@ -50,34 +53,44 @@ source = option(c[0].selectbox, "Attention source", list(SOURCES), key="source",
 special = option(c[1].selectbox, "Special tokens", SPECIAL, key="special",
                          help="[CLS], [SEP], <|endoftext|> … as the tokenizer marks them, never by position. Renormalise: hide "
                          "them and rescale each row to sum to 1 again.")
+if (why := not_defined(source, stack)) is not None:
+    st.caption(f"{SOURCES[source].capitalize()} {why}: showing the {stack.label.lower()}'s raw attention weights.")
+    source = "raw"
 words = option(c[2].toggle, "Word level", key="words", disabled=not word_level_allowed(source),
                help=WORD_LEVEL_HELP) and word_level_allowed(source)
 per_head = option(c[3].radio, "Colour scale", ["fixed", "per head"], key="scale", horizontal=True) == "per head"
 colorscale = PALETTES[option(c[4].selectbox, "Palette", list(PALETTES), key="palette",
                                      help="Both are colour-blind safe; cividis is built for it.")]
-plain = analysis
-[analysis] = with_ablation(analysis)  # heads knocked out on the "Does it matter?" page, if the user turns it on
-ablation = None if analysis is plain else knockout()  # in every view's and figure's cache key
-if is_long(analysis):  # every head's every cell is too much to draw: screen resolution, zoom and thumbnails
+analysis = stack.queries  # the tokens of the rows: the sidebar's text, or an encoder-decoder's source or target
+ablation = None
+if one_stack:
+    plain = analysis
+    [analysis] = with_ablation(analysis)  # heads knocked out on the "Does it matter?" page, if the user turns it on
+    ablation = None if analysis is plain else knockout()  # in every view's and figure's cache key
+if one_stack and is_long(analysis):  # every head's every cell is too much to draw: screen resolution, zoom and thumbnails
     long_attention(model, analysis, source=source, special=special, words=words, per_head=per_head,
                    colorscale=colorscale, ablation=ablation)
     end_page()
 if words and not present:
     st.caption("Word level: a word's row is the **mean** over its query pieces; its column the **sum** over its key pieces.")
 
+run = (current_model_name(), current_text(), current_token_limit())
 try:
     with st.spinner("Preparing the attention matrices…"):
-        view = cached_attention_view(current_model_name(), current_text(), current_token_limit(), source, special, words,
-                                     ablation)
+        if one_stack:
+            view = cached_attention_view(*run, source, special, words, ablation)
+        elif source == "rollout":  # the encoder's: a stack of one token sequence with residual connections
+            view = attention_view(analysis, matrices=rollout(analysis)[:, None], special=special, words=words)
+        else:
+            view = cached_pair_view(*run[:2], current_target(), run[2], stack.kind, special, words)
 except UnsupportedArchitecture as err:
     st.warning(f"{err} Showing raw attention instead.")
-    source, view = "raw", cached_attention_view(current_model_name(), current_text(), current_token_limit(), "raw", special,
-                                                 words, ablation)
+    source, view = "raw", cached_attention_view(*run, "raw", special, words, ablation)
 layers, heads = view.matrices.shape[:2]
 head_names = ["all heads (rollout)"] if source == "rollout" else [f"head {h}" for h in range(heads)]
-style = {"causal": model.is_decoder, "colorscale": colorscale, "per_head_scale": per_head, "large": present}
+style = {"causal": stack.causal, "colorscale": colorscale, "per_head_scale": per_head, "large": present}
 # cells a layer's sliding window masked: drawn as masked, never as a head's zero (rollout mixes layers: not masked)
-hidden = None if source == "rollout" else window_hidden(view, analysis.sliding_windows)
+hidden = None if source == "rollout" or not one_stack else window_hidden(view, analysis.sliding_windows)
 if hidden is not None and hidden.any():
     windowed = [l for l, w in enumerate(analysis.sliding_windows) if w is not None]
     sizes = sorted({analysis.sliding_windows[l] for l in windowed})
@@ -87,12 +100,15 @@ if hidden is not None and hidden.any():
         f"{'last few' if len(sizes) > 1 else sizes[0]} tokens up to itself there, so the keys further back are drawn "
         "grey (masked by the model), not as weights of 0."
     )
-if len(view.labels) == 0:
+if not view.labels or not getattr(view, "key_labels", view.labels):
     st.info("Every token is a special token, so hiding them leaves nothing to show. Choose *Show* for special tokens.")
     end_page()
 
-inputs = (current_text(), current_token_limit(), source, special, words)
-overview_title = (f"{model.name}{' (ablated run)' if ablation else ''}: {SOURCES[source]}, every layer"
+# the rows' and the columns' labels differ for cross-attention only; the stack and target are in every figure's key
+keys = view.key_labels if stack.is_cross else None
+inputs = (current_text(), current_token_limit(), source, special, words) + (() if one_stack else (current_target(), stack.kind))
+what = "" if one_stack else f" · {stack.label.lower()}"
+overview_title = (f"{model.name}{' (ablated run)' if ablation else ''}{what}: {SOURCES[source]}, every layer"
                   + ("" if source == "rollout" else " × head"))
 show_figure(
     cached_figure(
@@ -101,18 +117,22 @@ show_figure(
                 hidden=None if hidden is None else hidden[:, None], **style),
         ablation=ablation,
     ),
-    name=file_stem(model.name, source, "overview"),
-    data=partial(va.cells_table, view.matrices, view.labels, causal=model.is_decoder, max_cells=va.OVERVIEW_MAX_CELLS,
-                 outer={"layer": list(range(layers)), "head": head_names}, hidden=None if hidden is None else hidden[:, None]),
+    name=file_stem(model.name, *(() if one_stack else (stack.kind,)), source, "overview"),
+    data=partial(va.cells_table, view.matrices, view.labels, causal=stack.causal, max_cells=va.OVERVIEW_MAX_CELLS,
+                 outer={"layer": list(range(layers)), "head": head_names}, hidden=None if hidden is None else hidden[:, None],
+                 key_labels=keys),
     key="attention-overview",
 )
+if stack.is_cross and not present:
+    st.caption("Cross-attention thumbnails are not square: each has a row per target token and a column per source token.")
 
 @friendly_fragment
-def one_head_or_layer(model, analysis, inputs: tuple, view, head_names: list[str], style: dict, ablation, hidden=None,
-                      windows=None) -> None:
+def one_head_or_layer(model, analysis, stacks: tuple, stack, inputs: tuple, view, head_names: list[str], style: dict,
+                      ablation, hidden=None, windows=None) -> None:
     """Layer, head and view pickers and the figure they choose: a click here reruns only this part (so it reads
     ``model`` and ``analysis`` from its arguments, not from the run that defined it).
 
+    ``stacks``/``stack``: the model's stacks (``ui.seq2seq.current_stacks``) and the one shown.
     ``ablation``: the knock-out shown instead of the plain run (part of every figure's cache key), or None.
     ``hidden``/``windows``: each layer's sliding-window cells and window (``core.attention.window_hidden``), or None."""
     source = inputs[2]
@@ -126,14 +146,19 @@ def one_head_or_layer(model, analysis, inputs: tuple, view, head_names: list[str
     options = (*inputs, style["colorscale"], style["per_head_scale"], style["large"])
     window = {} if hidden is None else {"hidden": hidden[layer], "window": windows[layer]}
     run = " (ablated run)" if ablation else ""
+    if stack.kind != SINGLE_STACK:
+        run += f" · {stack.label.lower()}"
+    keys = view.key_labels if stack.is_cross else None
+    stem = () if stack.kind == SINGLE_STACK else (stack.kind,)
 
     if shown == "one head":
         show_figure(
             cached_figure(current_model_name(), ("attention-head", *options, layer, head), lambda: va.head_figure(
-                matrix, view.labels, title=f"{model.name}{run} · layer {layer}, {head_names[head]}", **style, **window),
-                ablation=ablation),
-            name=file_stem(model.name, source, "layer", layer, "head", head),
-            data=partial(va.matrix_table, matrix, view.labels, causal=model.is_decoder, hidden=window.get("hidden")),
+                matrix, view.labels, title=f"{model.name}{run} · layer {layer}, {head_names[head]}", key_labels=keys,
+                axis_titles=axis_titles(stack), **style, **window), ablation=ablation),
+            name=file_stem(model.name, *stem, source, "layer", layer, "head", head),
+            data=partial(va.matrix_table, matrix, view.labels, causal=stack.causal, key_labels=keys,
+                         hidden=window.get("hidden")),
             key="attention-head",
             reserve_margins=True,
         )
@@ -141,14 +166,17 @@ def one_head_or_layer(model, analysis, inputs: tuple, view, head_names: list[str
         show_figure(
             cached_figure(current_model_name(), ("attention-layer", *options, layer), lambda: va.layer_grid_figure(
                 view.matrices[layer], view.labels, title=f"{model.name}{run} · layer {layer}, every head", head_names=head_names,
-                **style, **window), ablation=ablation),
-            name=file_stem(model.name, source, "layer", layer),
-            data=partial(va.cells_table, view.matrices[layer], view.labels, causal=model.is_decoder, max_cells=va.GRID_MAX_CELLS,
-                         outer={"head": head_names}, hidden=window.get("hidden")),
+                key_labels=keys, **style, **window), ablation=ablation),
+            name=file_stem(model.name, *stem, source, "layer", layer),
+            data=partial(va.cells_table, view.matrices[layer], view.labels, causal=stack.causal, max_cells=va.GRID_MAX_CELLS,
+                         outer={"head": head_names}, key_labels=keys, hidden=window.get("hidden")),
             key="attention-layer",
         )
-    else:
+    elif stack.kind == SINGLE_STACK:
         bertviz(model, analysis, view, layer, head, ablation)
+    else:  # BertViz's own encoder-decoder view of the three stacks
+        text, limit, _, special, words, target = inputs[:6]
+        pair_bertviz(stacks, stack, (current_model_name(), text, target, limit), special, words, layer)
 
 def bertviz(model, analysis, view, layer: int, head: int, ablation) -> None:
     """BertViz's head, model or neuron view, offline, for the chosen layer and head."""
@@ -183,4 +211,5 @@ def bertviz(model, analysis, view, layer: int, head: int, ablation) -> None:
     if html is not None:
         st.iframe(html, height=height)
 
-one_head_or_layer(model, analysis, inputs, view, head_names, style, ablation, hidden, analysis.sliding_windows)
+one_head_or_layer(model, analysis, stacks, stack, inputs, view, head_names, style, ablation, hidden,
+                  analysis.sliding_windows)

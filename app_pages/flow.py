@@ -1,6 +1,8 @@
 """Information flow: which attention edges and MLPs carried what the model holds at one token, across all layers
 (Ferrando & Voita 2024)."""
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -26,6 +28,16 @@ TOP_K = 5
 TOP_NEURONS = 8
 NOTHING = "none"
 GRAPH_KEY = "flow-graph"
+
+
+class FlowView(NamedTuple):
+    """What this run's detail views read: the model, its recorded pass and contributions over ``labels`` (one per
+    token), and its language-model head (None when it has no unembedding)."""
+    model: object
+    recorded: object
+    contributions: object
+    labels: list[str]
+    language_model: object
 
 st.title("Information flow")
 explain(
@@ -59,7 +71,6 @@ except UnsupportedArchitecture as err:
     end_page()
 progress_slot.empty()
 recorded, contributions = flow.recorded, flow.contributions
-t = recorded.num_tokens
 if recorded.post_norm:
     st.caption("This model normalises the residual stream after adding each update (a post-norm block, as in "
                "BERT), so a node's shares are those of the sum before that norm: the stream it received and each "
@@ -77,14 +88,14 @@ if language_model is None or isinstance(language_model, Exception):
     language_model = None
 
 
-def token_table(logits: np.ndarray, what: str) -> pd.DataFrame:
+def token_table(language_model, logits: np.ndarray, what: str) -> pd.DataFrame:
     """The ``TOP_K`` tokens ``logits`` raises most and lowers most, side by side."""
     up, down = top_tokens(language_model, logits, TOP_K), top_tokens(language_model, logits, TOP_K, lowest=True)
     return pd.DataFrame({"promoted": [tok for tok, _ in up], f"{what} (promoted)": [v for _, v in up],
                          "suppressed": [tok for tok, _ in down], f"{what} (suppressed)": [v for _, v in down]})
 
 
-def write_of(node, position: int):
+def write_of(recorded, node, position: int):
     """What the sub-block that produced ``node`` added at ``position`` (None for the embedding)."""
     kind, layer, _ = node
     if kind == "attention":
@@ -94,19 +105,20 @@ def write_of(node, position: int):
     return None, ""
 
 
-def residual_of(node, position: int):
+def residual_of(recorded, node, position: int):
     kind, layer, _ = node
     if kind == "embedding":
         return recorded.residual_pre[0, position]
     return recorded.residual_mid[layer, position] if kind == "attention" else recorded.residual_post[layer, position]
 
 
-def node_detail(node) -> None:
+def node_detail(view: FlowView, node) -> None:
+    recorded, labels, language_model = view.recorded, view.labels, view.language_model
     kind, layer, p = node
     st.subheader(markdown_safe(node_name(node, labels)))
     final = recorded.residual_post[-1, p]
     if kind != "mlp":
-        residual = residual_of(node, p)
+        residual = residual_of(recorded, node, p)
         if language_model is not None:
             st.markdown("**Logit lens**: this representation through the final norm and the unembedding, as if it "
                         "were the last layer's.")
@@ -114,23 +126,25 @@ def node_detail(node) -> None:
             top = top_tokens(language_model, lens, TOP_K)
             st.dataframe(pd.DataFrame({"token": [tok for tok, _ in top], "logit": [v for _, v in top]}),
                          hide_index=True)
-    write, writer = write_of(node, p)
+    write, writer = write_of(recorded, node, p)
     if write is not None and language_model is not None:
         st.markdown(f"**What {writer} wrote here**, through the final norm (its scale frozen at this token's last "
                     "residual) and the unembedding: the tokens it raised and lowered most.")
-        st.dataframe(token_table(written_logits(language_model, write, final), "logit change"), hide_index=True)
+        st.dataframe(token_table(language_model, written_logits(language_model, write, final), "logit change"),
+                     hide_index=True)
     if kind == "mlp":
-        share = float(contributions.mlp[layer, p])
+        share = float(view.contributions.mlp[layer, p])
         st.markdown(markdown_safe(f"The MLP's share of hidden state {layer + 1} at this token: {share:.1%}; the "
                                   f"residual stream passed on carries the other {1 - share:.1%}."))
-        neuron_table(layer, p, final)
+        neuron_table(view, layer, p, final)
 
 
-def neuron_table(layer: int, p: int, final) -> None:
+def neuron_table(view: FlowView, layer: int, p: int, final) -> None:
     """The MLP's top neurons at token ``p`` by the graph's proximity measure, with what each one's write raises and
     lowers most (for a language model)."""
+    language_model = view.language_model
     try:
-        neurons = top_neurons(model, recorded, layer, p, TOP_NEURONS)
+        neurons = top_neurons(view.model, view.recorded, layer, p, TOP_NEURONS)
     except UnsupportedArchitecture as err:
         st.caption(markdown_safe(str(err)))
         return
@@ -147,7 +161,9 @@ def neuron_table(layer: int, p: int, final) -> None:
     st.dataframe(table, hide_index=True)
 
 
-def edge_detail(edge) -> None:
+def edge_detail(view: FlowView, edge) -> None:
+    model, recorded, labels, language_model = view.model, view.recorded, view.labels, view.language_model
+    t = recorded.num_tokens
     st.subheader(markdown_safe(edge_name(edge, labels)))
     _, layer, query = edge.target
     if edge.kind == "residual":
@@ -155,7 +171,7 @@ def edge_detail(edge) -> None:
                                   f"{node_name(edge.target, labels)}."))
         return
     if edge.kind == "mlp":
-        node_detail(("mlp", layer, query))
+        node_detail(view, ("mlp", layer, query))
         return
     key = edge.source[2]
     heads = sorted(range(len(edge.heads)), key=lambda h: -edge.heads[h])
@@ -185,14 +201,16 @@ def edge_detail(edge) -> None:
         st.markdown(f"**What head {head} writes at token {query} from token {key}** (its weight there × the key's "
                     "value × its part of the output projection), through the final norm (its scale frozen at this "
                     "token's last residual) and the unembedding: the tokens it raises and lowers most.")
-        st.dataframe(token_table(written_logits(language_model, write, recorded.residual_post[-1, query]),
-                                 "logit change"), hide_index=True)
+        written = written_logits(language_model, write, recorded.residual_post[-1, query])
+        st.dataframe(token_table(language_model, written, "logit change"), hide_index=True)
 
 
 @friendly_fragment
-def route_view() -> None:
+def route_view(view: FlowView) -> None:
     """Token and threshold, the graph they give, and the detail of an edge or node picked from it: a change reruns
     only this part and reuses the cached contributions."""
+    model, contributions, labels = view.model, view.contributions, view.labels
+    t = view.recorded.num_tokens
     left, right = st.columns(2)
     position = option(left.selectbox, "Token", range(t), index=t - 1, key="token",
                       format_func=lambda i: f"{i}: {labels[i]}")
@@ -223,7 +241,7 @@ def route_view() -> None:
                     name=file_stem(model.name, "flow", f"token{position}", f"threshold{threshold:.2f}"),
                     data=lambda: edge_table(graph, labels), key=GRAPH_KEY, alt=sentence, on_select="rerun")
     if picked != NOTHING:
-        (edge_detail if "|" in picked else node_detail)(items[picked])
+        (edge_detail if "|" in picked else node_detail)(view, items[picked])
 
 
-route_view()
+route_view(FlowView(model, recorded, contributions, labels, language_model))

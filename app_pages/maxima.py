@@ -1,4 +1,5 @@
-"""Maxima: which token each token attends to most, layer by layer; attention rollout and norm-weighted attention."""
+"""Maxima: which token each token attends to most, layer by layer; attention rollout and norm-weighted attention;
+for an encoder-decoder, of the stack the user picks (cross-attention: the soft alignment of target to source)."""
 
 from functools import partial
 
@@ -6,9 +7,11 @@ import pandas as pd
 import streamlit as st
 
 from core.about import neighbour_sink_sentence, special_share_sentence
-from core.attention import attention_maxima, pairs_table, row_normalise, special_share
+from core.attention import attention_maxima, pairs_table, rollout, row_normalise, special_share
 from core.heads import UnsupportedArchitecture
 from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
+from core.recording import SINGLE_STACK
+from core.stacks import stacks_of
 from core.tokens import token_labels
 from ui.ablation import knockout, with_ablation
 from ui.cache import cached_figure, cached_norm_weighted, cached_rollout
@@ -17,7 +20,9 @@ from ui.errors import friendly_fragment
 from ui.explain import controls, explain
 from ui.figures import columns_stacked, csv_download, show_figure
 from ui.page_state import end_page, option
-from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
+from ui.seq2seq import choose_stack, current_pair, current_stacks, current_target, not_defined
+from ui.seq2seq_views import cross_alignment_section
+from ui.session import current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
 from viz.maxima import attention_panels, maxima_grid, special_share_chart
 
@@ -32,28 +37,36 @@ explain(
     "over heads, then the largest key). " + numbering_caption(current_model().num_layers)
 )
 attention_caveat()
-if current_model().is_encoder_decoder:
-    from ui.seq2seq_views import maxima_page
-
-    maxima_page()
-    end_page()
-model, analysis = current_model(), current_analysis()
+stacks = current_stacks()
+stack = choose_stack(stacks)  # an encoder-decoder's encoder, decoder or cross stack; a model's one stack
+one_stack = stack.kind == SINGLE_STACK
+model, analysis = current_model(), stack.queries  # the rows' tokens: the sidebar's text, or a source or target
 name, text = current_model_name(), current_text()
 limit = current_token_limit()
-plain = analysis
-[analysis] = with_ablation(analysis)  # heads knocked out on the "Does it matter?" page, if the user turns it on
-ablation = None if analysis is plain else knockout()  # every panel below shows the same run
-try:
-    with st.spinner("Weighting attention by vector norms…"):
-        weighted = cached_norm_weighted(name, text, limit, ablation)
-except UnsupportedArchitecture as err:
-    weighted = None
-    st.info(f"Norm-weighted attention is not available here. {err}")
-rolled = cached_rollout(name, text, limit, ablation)
+ablation = None
+if one_stack:
+    plain = analysis
+    [analysis] = with_ablation(analysis)  # heads knocked out on the "Does it matter?" page, if the user turns it on
+    ablation = None if analysis is plain else knockout()  # every panel below shows the same run
+    [stack] = stacks_of(analysis)
+weighted = rolled = None
+if one_stack:
+    try:
+        with st.spinner("Weighting attention by vector norms…"):
+            weighted = cached_norm_weighted(name, text, limit, ablation)
+    except UnsupportedArchitecture as err:
+        st.info(f"Norm-weighted attention is not available here. {err}")
+    rolled = cached_rollout(name, text, limit, ablation)
+elif not_defined(ROLLOUT, stack) is None:  # the encoder's: one token sequence with residual connections
+    rolled = rollout(analysis)
+missing = [f"{label} {why}" for label, view in (("norm-weighted attention", NORM), ("rollout", ROLLOUT))
+           if (why := not_defined(view, stack)) is not None]
+if missing:
+    st.caption(f"For the {stack.label.lower()}: {'; '.join(missing)}.")
 
 left, right = controls().columns(2)
 source = option(
-    left.radio, "Attention source", [RAW, NORM, ROLLOUT] if weighted is not None else [RAW, ROLLOUT],
+    left.radio, "Attention source", [RAW] + [NORM] * (weighted is not None) + [ROLLOUT] * (rolled is not None),
     key="source", horizontal=True,
 )
 reduction = option(
@@ -62,7 +75,7 @@ reduction = option(
 )
 head = None  # counted from 0, as on the attention page
 if reduction == "one head" and source != ROLLOUT:
-    head = option(left.selectbox, "Head (counted from 0)", range(analysis.num_heads), key="head")
+    head = option(left.selectbox, "Head (counted from 0)", range(stack.num_heads), key="head")
 include_special = option(right.toggle, "Include special tokens", key="special")
 wanted_words = option(
     right.toggle, "Word level", key="words", disabled=not word_level_allowed(source), help=WORD_LEVEL_HELP,
@@ -75,10 +88,16 @@ if wanted_words and not words:
 if source == ROLLOUT:
     matrices, heads, what = rolled[:, None], "mean", "rollout"
 else:
-    matrices = analysis.attentions if source == RAW else weighted
+    matrices = stack.attentions if source == RAW else weighted
     heads = head if head is not None else {"max over heads": "max", "mean over heads": "mean"}[reduction]
     what = f"{source}, head {head}" if head is not None else f"{source}, {reduction}"
 head_part = ("head", head) if head is not None else ("heads", heads)  # never a name ending in "-head"
+if stack.is_cross:  # target rows, source columns: the soft alignment instead of a token's own neighbours
+    cross_alignment_section(model, current_pair(), stack, heads, head, what, include_special, words)
+    end_page()
+stem = () if one_stack else (stack.kind,)
+if not one_stack:
+    what = f"{stack.label.lower()}, {what}"
 maxima = attention_maxima(
     analysis, matrices=matrices, heads=heads, skip_special=not include_special, words=words
 )
@@ -92,7 +111,7 @@ else:
     show_figure(
         maxima_grid(maxima, title=f"Most-attended token ({what}){', ablated run' if ablation else ''}",
                     weight_name=WEIGHT_NAMES[source]),
-        name=file_stem(model.name, "maxima", source, *head_part),
+        name=file_stem(model.name, "maxima", *stem, source, *head_part),
         data=maxima.long_table,
         key="maxima-grid",
     )
@@ -106,7 +125,7 @@ else:
     st.markdown("**Every token, every layer**: the most-attended token and its weight.")
     table = maxima.wide_table()
     st.dataframe(table, hide_index=True)
-    csv_download("Download the table (CSV)", table, file_name=f"{file_stem(model.name, 'maxima-table', source, *head_part)}.csv",
+    csv_download("Download the table (CSV)", table, file_name=f"{file_stem(model.name, 'maxima-table', *stem, source, *head_part)}.csv",
                  key="maxima-table-csv")
 
 st.header("Beyond raw attention")
@@ -121,24 +140,27 @@ explain(
     "passed through the head's slice of the output projection), so attention to a token that adds little shrinks."
 )
 @friendly_fragment
-def raw_norm_rollout(model, analysis, weighted, rolled, run: tuple, head: int | None) -> None:
-    """Raw, norm-weighted and rollout maps of one layer: moving the layer reruns only this part. ``weighted``,
-    ``rolled``: norm-weighted (or None) and rollout matrices; ``run``: (model name, text, token limit, ablation)."""
-    name, text, limit, ablation = run
-    layer = option(st.selectbox, BLOCK_SELECT_LABEL, range(analysis.num_layers), key="layer", help=BLOCK_SELECT_HELP)
+def raw_norm_rollout(model, stack, weighted, rolled, run: tuple, head: int | None) -> None:
+    """Raw, norm-weighted and rollout maps of one layer of ``stack``: moving the layer reruns only this part.
+    ``weighted``, ``rolled``: norm-weighted and rollout matrices, each None where not drawn; ``run``: (model name,
+    text, token limit, ablation, target and stack kind for an encoder-decoder)."""
+    name, text, limit, ablation = run[:4]
+    analysis = stack.queries
+    layer = option(st.selectbox, BLOCK_SELECT_LABEL, range(stack.num_layers), key="layer", help=BLOCK_SELECT_HELP)
     pick = (lambda m: m[layer, head]) if head is not None else (lambda m: m[layer].mean(axis=0))
-    panels = {f"raw attention, layer {layer}": pick(analysis.attentions)}
+    panels = {f"raw attention, layer {layer}": pick(stack.attentions)}
     if weighted is not None:
         panels[f"norm-weighted, layer {layer} (share of row)"] = row_normalise(pick(weighted))
-    panels[f"rollout, layers 0–{layer}"] = rolled[layer]
+    if rolled is not None:
+        panels[f"rollout, layers 0–{layer}"] = rolled[layer]
     st.caption(f"{f'Head {head}' if head is not None else 'Mean over heads'}; every token, special ones included.")
     labels = token_labels(analysis)
     stacked = columns_stacked()
     if analysis.num_tokens <= MAX_PANEL_TOKENS:
         show_figure(
-            cached_figure(name, ("maxima-panels", text, limit, layer, head, weighted is not None, stacked),
+            cached_figure(name, ("maxima-panels", text, limit, *run[4:], layer, head, tuple(panels), stacked),
                           lambda: attention_panels(list(panels.items()), labels, stacked=stacked), ablation=ablation),
-            name=file_stem(model.name, "raw-norm-weighted-rollout", "layer", layer,
+            name=file_stem(model.name, *run[5:], "raw-norm-weighted-rollout", "layer", layer,
                            *(("head", head) if head is not None else ("heads", "mean"))),
             data=partial(pairs_table, labels, panels),
             key="maxima-panels",
@@ -146,7 +168,8 @@ def raw_norm_rollout(model, analysis, weighted, rolled, run: tuple, head: int | 
     else:
         st.info(f"The maps are drawn for texts of up to {MAX_PANEL_TOKENS} tokens; this one has {analysis.num_tokens}.")
 
-raw_norm_rollout(model, analysis, weighted, rolled, (name, text, limit, ablation), head)
+raw_norm_rollout(model, stack, weighted, rolled,
+                 (name, text, limit, ablation) + (() if one_stack else (current_target(), stack.kind)), head)
 
 if weighted is not None and analysis.special_mask.any() and not analysis.special_mask.all():
     shares = {RAW: special_share(analysis.attentions, analysis.special_mask)}

@@ -1,11 +1,14 @@
-"""Head statistics: find the interesting heads by the numbers, over one text or a whole corpus."""
+"""Head statistics: find the interesting heads by the numbers, over one text or a whole corpus; for an encoder-decoder,
+of the stack the user picks (cross-attention has its own statistics)."""
 
 import streamlit as st
 
+from core.cross_attention import CROSS_DEFINITIONS, CROSS_STATISTICS, cross_head_statistics
 from core.examples import EXAMPLE_SENTENCES
-from core.head_stats import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, rank_heads, statistic_grid
+from core.head_stats import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, analysis_statistics, rank_heads, statistic_grid
 from core.heads import UnsupportedArchitecture
 from core.layers import numbering_caption
+from core.recording import SINGLE_STACK
 from ui.cache import cached_corpus_head_stats, cached_head_stats
 from ui.caveats import attention_caveat
 from ui.corpus_state import current_corpus, current_corpus_name
@@ -14,6 +17,7 @@ from ui.explain import explain
 from ui.figures import show_figure
 from ui.page_state import end_page, link_url, option, set_option
 from ui.progress_text import bar_progress
+from ui.seq2seq import choose_stack, current_pair, current_stacks, not_defined
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem
 from viz.head_stats import head_heatmap, head_heatmaps
@@ -21,7 +25,7 @@ from viz.head_stats import head_heatmap, head_heatmaps
 ATTENTION_PAGE = "attention"  # url path: ranked heads link there
 # Display labels are what the URL holds (?over=corpus&stat=previous+token), so they are short.
 SOURCES = {"text": "this text", "examples": "example sentences", "corpus": "corpus"}
-NOT_SHARES = ("entropy", "distance")
+NOT_SHARES = ("entropy", "distance", "diagonal")
 model = current_model()
 # What the first and end tokens are called in sentences: a decoder has no [CLS] or [SEP]. The picker's labels, which
 # links hold, are the same for every model.
@@ -29,6 +33,7 @@ FIRST, END = ("the first token", "end-of-text tokens") if model.is_decoder else 
 SHORT_NAMES = {
     "entropy": "entropy", "first": "first token", "end": "end tokens", "punctuation": "punctuation",
     "self": "self", "previous": "previous token", "next": "next token", "distance": "distance",
+    "diagonal": "alignment diagonal",
 }
 NAMES = {**STATISTICS, "first": f"Share to {FIRST}", "end": f"Share to {END}"}  # as this model's page names them
 RANKINGS = {
@@ -48,13 +53,13 @@ explain(
     + numbering_caption(model.num_layers)
 )
 attention_caveat()
-if model.is_encoder_decoder:
-    from ui.seq2seq_views import stats_page
-
-    stats_page()
-    end_page()
+stacks = current_stacks()
+stack = choose_stack(stacks)  # an encoder-decoder's encoder, decoder or cross stack; a model's one stack
+one_stack = stack.kind == SINGLE_STACK
+statistics, definitions = (CROSS_STATISTICS, CROSS_DEFINITIONS) if stack.is_cross else (STATISTICS, DEFINITIONS)
+names = NAMES if one_stack else statistics  # [CLS] / [SEP] wording is for a model with one stack
 left, _ = st.columns(2)
-source = option(
+source = "text" if not one_stack else option(
     left.segmented_control,
     "Average over",
     list(SOURCES),
@@ -66,7 +71,15 @@ source = option(
 )
 limit = current_token_limit()
 
-if source == "text":
+if not one_stack:
+    st.caption("Statistics are computed for the sidebar's source and target only: example sentences and a corpus are "
+               "averaged for models with one stack of layers.")
+    if stack.is_cross:
+        table, roles = cross_head_statistics(current_pair()), None
+    else:
+        table, roles = analysis_statistics(stack.queries, model.tokenizer)
+    about = f"{stack.label.lower()}, this {stack.query_side} ({stack.num_query_tokens} tokens)"
+elif source == "text":
     analysis = current_analysis()
     table, roles = cached_head_stats(current_model_name(), current_text(), limit)
     about = f"this text ({analysis.num_tokens} tokens)"
@@ -86,24 +99,29 @@ else:
     )
     bar.empty()
 
-if table[list(STATISTICS)].isna().all(axis=None):
+if table[list(statistics)].isna().all(axis=None):
     st.info("There is no query token to average over: type at least one ordinary word "
             "(two for a decoder, whose first token can only attend to itself).")
     end_page()
 
 @friendly_fragment
-def statistic_views(model, limit: int, source: str, table, roles, about: str) -> None:
-    """The statistic picker and everything it changes: picking another statistic reruns only this part."""
-    statistic = option(st.columns(2)[0].selectbox, "Statistic", list(STATISTICS), format_func=SHORT_NAMES.get, key="stat")
+def statistic_views(model, limit: int, source: str, table, roles, about: str, stack, names: dict[str, str],
+                    definitions: dict[str, str]) -> None:
+    """The statistic picker and everything it changes: picking another statistic reruns only this part. ``stack``:
+    the stack ``table`` describes; ``names``/``definitions``: its statistics' names and definitions."""
+    one_stack = stack.kind == SINGLE_STACK
+    statistic = option(st.columns(2)[0].selectbox, "Statistic", list(names), format_func=SHORT_NAMES.get, key="stat")
     share = statistic not in NOT_SHARES
     show_figure(
-        head_heatmap(statistic_grid(table, statistic), title=f"{NAMES[statistic]}: {about}", colorbar=statistic, share=share),
-        name=file_stem(model.name, "head-stats", statistic, source),
+        head_heatmap(statistic_grid(table, statistic), title=f"{names[statistic]}: {about}", colorbar=statistic, share=share),
+        name=file_stem(model.name, "head-stats", *(() if one_stack else (stack.kind,)), statistic, source),
         data=table,
         key="stats-heatmap",
     )
-    note = DEFINITIONS[statistic]
-    if statistic == "entropy":
+    note = definitions[statistic]
+    if statistic == "entropy" and stack.is_cross:
+        note += f" Attention spread evenly over the source would score {table[UNIFORM_ENTROPY].mean():.2f} nats."
+    elif statistic == "entropy":
         note += (
             f" Attention spread evenly would score {table[UNIFORM_ENTROPY].mean():.2f} nats: the mean over the query "
             "tokens of ln n, n = the keys a query sees (every token for an encoder, tokens 0..i for decoder query i)."
@@ -112,20 +130,29 @@ def statistic_views(model, limit: int, source: str, table, roles, about: str) ->
 
     st.header("Ranked heads")
     explain("Each head opens on the attention page in a new tab, with the same model and text.", caption=True)
-    for column, (name, heading) in zip(st.columns(len(RANKINGS)), RANKINGS.items()):
+    rankings = {name: heading for name, heading in RANKINGS.items() if name in names}
+    if "diagonal" in names:
+        rankings["diagonal"] = "The heads closest to the alignment diagonal (lowest distance)"
+    for column, (name, heading) in zip(st.columns(len(rankings)), rankings.items()):
         with column:
             st.markdown(f"**{heading}**")
             st.button("Show as heatmap", key=f"rank-{name}", on_click=set_option, args=("stat", name), icon=":material/grid_on:")
-            ranked = rank_heads(table, name)
-            if not (ranked[name] > 0).any():
+            ranked = rank_heads(table.assign(**{name: -table[name]}) if name == "diagonal" else table, name)
+            if name == "diagonal":
+                ranked[name] = -ranked[name]
+            elif not (ranked[name] > 0).any():
                 st.caption("No head attends to these tokens here.")
                 continue
             for row in ranked.itertuples():
                 text = f"layer {row.layer}, head {row.head}: {getattr(row, name):.3f}"
-                # a new tab with the sidebar's model and text, raw attention, this head
-                st.markdown(f"[{text}]({link_url(ATTENTION_PAGE, source='raw', layer=row.layer, head=row.head)})")
+                # a new tab with the sidebar's model and text (and stack), raw attention, this head
+                link = link_url(ATTENTION_PAGE, source="raw", layer=row.layer, head=row.head,
+                                stack=None if one_stack else stack.label)
+                st.markdown(f"[{text}]({link})")
 
-    if source == "text":
+    if not one_stack:
+        st.caption(f"Norm-weighted attention {not_defined('norm-weighted', stack)}, so the statistics are of raw attention.")
+    elif source == "text":
         st.header("The same statistic over norm-weighted attention")
         explain(
             "Norm-weighted attention (Kobayashi et al. 2020) weights each attention weight by the length of what the key "
@@ -156,8 +183,8 @@ def statistic_views(model, limit: int, source: str, table, roles, about: str) ->
                 )
             )
 
-statistic_views(model, limit, source, table, roles, about)
-if model.is_decoder:
+statistic_views(model, limit, source, table, roles, about, stack, names, definitions)
+if one_stack and model.is_decoder:
     from ui.lm_views import induction_view
 
     induction_view(model)

@@ -98,12 +98,13 @@ def bundled_gemma() -> LoadedModel:
 # hands whole files to its two workers in collection order (``--dist loadfile --no-loadscope-reorder``); starting the
 # longest first and ending with the many short unit files leaves no worker alone with a long file at the end.
 # pytest-xdist's own order (most tests first) had put the one-test, two-minute round trip last.
-LONGEST_FIRST = [  # seconds on a worker, clean clone of f675b9f (docs/test-suite.md)
-    "tests/browser/test_slides.py",  # 288 s
-    "tests/browser/test_every_page_roundtrip.py",  # 97 s
-    "tests/test_robustness.py",  # 87 s
-    "tests/browser/test_every_page_on_smollm2.py",  # 87 s
-    "tests/browser/test_degenerate.py",  # 60 s
+LONGEST_FIRST = [  # seconds on a worker in bb58c60's full run on a quiet machine (docs/test-suite.md)
+    "tests/browser/test_slides_outside_presentation_mode.py",  # 264 s: test_slides' tests outside presentation mode
+    "tests/browser/test_slides.py",  # 233 s: the rest of test_slides' 497 s
+    "tests/test_robustness.py",  # 163 s
+    "tests/browser/test_every_page_roundtrip.py",  # 143 s
+    "tests/browser/test_every_page_on_smollm2.py",  # 183 s, about 40 s less since its long-context view reads 256 tokens
+    "tests/browser/test_degenerate.py",  # 114 s
 ]
 
 

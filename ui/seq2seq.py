@@ -1,5 +1,6 @@
 """The Streamlit side of encoder-decoder models: the sidebar's target box, generation with progress
-and a stop button, and the cached ``PairAnalysis`` every page reads for these models."""
+and a stop button, the cached ``PairAnalysis`` every page reads for these models, and the stack selector a page
+iterates over (``current_stacks``: one "self" stack for other models, encoder, decoder and cross for these)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,21 @@ import dataclasses
 import streamlit as st
 
 from core.inference import AnalysisError
+from core.recording import SINGLE_STACK
 from core.seq2seq import MAX_GENERATED_TOKENS, PairAnalysis
+from core.stacks import STACK_LABELS, AttentionStack, stacks_of
 from ui.cache_seq2seq import cached_generated_target, cached_pair, generated_target_if_cached
 from ui.page_state import end_page, option, option_value, set_option
-from ui.session import MAX_TEXT_CHARS, current_model, current_model_name, current_text, current_token_limit
+from ui.session import MAX_TEXT_CHARS, current_analysis, current_model, current_model_name, current_text, current_token_limit
 
 TARGET_KEY = "target"  # an app-wide option, like the sidebar's text: ?target=…
 _STOPPED = "_generation_stopped"  # (model, source, limit) whose generation the user stopped
 _WRITTEN = "_target_written_for"  # (model, source, limit, text): the target box holds the model's own text
+STACK_HELP = (
+    "Encoder self-attention: source tokens attending to source tokens (every token sees all). Decoder "
+    "self-attention: target tokens attending to earlier target tokens (causal). Cross-attention: each target token "
+    "(query, from the decoder) attending to the source tokens (keys and values, from the encoder's last layer)."
+)
 
 
 def sidebar_model_is_encoder_decoder() -> bool:
@@ -144,3 +152,55 @@ def not_applicable(what: str) -> None:
             "The Attention, Maxima and Head statistics pages show its encoder, decoder and cross-attention.",
             icon=":material/info:")
     end_page()
+
+# Why a view of the attention is not drawn for an encoder-decoder's stack (the end of a sentence naming the view)
+_NOT_DEFINED = {
+    "norm-weighted": "needs each head's value vectors and output projection, which the app takes apart for models "
+                     "with one stack of layers only",
+    ("rollout", "decoder"): "would leave out what each decoder layer also adds from the source through "
+                            "cross-attention, so it is not defined for the decoder's self-attention alone",
+    ("rollout", "cross"): "multiplies attention through the layers of one token sequence, and cross-attention "
+                          "maps target tokens to source tokens",
+}
+
+
+def not_defined(view: str, stack: AttentionStack) -> str | None:
+    """Why ``view`` ("norm-weighted" or "rollout"; any other is raw weights) is not drawn for ``stack``, as the end
+    of a sentence that names the view ("… needs each head's value vectors …"); None when it is drawn (every view of
+    a model with one stack, the encoder's rollout)."""
+    if stack.kind == SINGLE_STACK:
+        return None
+    return _NOT_DEFINED.get(view) or _NOT_DEFINED.get((view, stack.kind))
+
+
+def current_stacks() -> tuple[AttentionStack, ...]:
+    """The sidebar's run as ``core.stacks`` stacks: one "self" stack for a model with one stack of layers, the
+    encoder's, the decoder's and the cross-attention stacks of ``current_pair()`` for an encoder-decoder."""
+    return current_pair().stacks if current_model().is_encoder_decoder else stacks_of(current_analysis())
+
+
+def stack_selector(stacks: tuple[AttentionStack, ...], key: str = "stack") -> AttentionStack:
+    """The **Encoder self-attention / Decoder self-attention / Cross-attention** selector (bound to the URL by label)."""
+    label = option(st.segmented_control, "Attention", [s.label for s in stacks], key=key, default=STACK_LABELS["cross"],
+                   required=True, help=STACK_HELP)
+    return next(s for s in stacks if s.label == label)
+
+
+def choose_stack(stacks: tuple[AttentionStack, ...], *, caption: bool = True) -> AttentionStack:
+    """The one stack of a model with one, else the user's pick among an encoder-decoder's (under the pair caption
+    when ``caption``)."""
+    if len(stacks) == 1:
+        return stacks[0]
+    if caption:
+        st.caption(pair_caption(current_pair()))
+    return stack_selector(stacks)
+
+
+def axis_titles(stack: AttentionStack) -> tuple[str, str]:
+    """(rows, columns) of one head's heatmap: "query (attending)" …, with the side for an encoder-decoder ("source
+    token: query (attending)"); for cross-attention the side that asks (the decoder) and the side asked (the encoder)."""
+    if stack.is_cross:
+        return f"{stack.query_side} token: query (decoder)", f"{stack.key_side} token: key (encoder)"
+    if not stack.query_side:
+        return "query (attending)", "key (attended to)"
+    return f"{stack.query_side} token: query (attending)", f"{stack.key_side} token: key (attended to)"

@@ -6,10 +6,10 @@ title, axis title, tick label, annotation, colour bar title or legend entry outs
 no two of these texts over each other (rotated ones compared as oriented rectangles), no colour
 bar or legend over the plotting area. Then, still in the smallest window, the camera button must save a
 1920 × 1080 PNG named after the model and the view. The same holds outside presentation mode, where the page is also
-measured on a 1024 × 768 laptop with its sidebar open and a 390 × 844 phone (figures fitted to the main column the
-browser measured, ``ui.viewport``; side-by-side figures stacked), and every figure is saved as SVG and measured alone.
-Each default view and tour step is also checked with axe-core for WCAG 2 A/AA in the light and the dark theme, as a
-page and in presentation mode (``tests/browser/axe.py``), on the same page load.
+measured on a 1024 × 768 laptop with its sidebar open and a 390 × 844 phone, and every figure is saved as SVG and
+measured alone: ``test_slides_outside_presentation_mode.py``, a file of its own so that the two run on the two test
+workers at once. Each default view and tour step is also checked with axe-core for WCAG 2 A/AA in the light and the
+dark theme, as a page and in presentation mode (``tests/browser/axe.py``), on the same page load.
 """
 
 from __future__ import annotations
@@ -21,16 +21,7 @@ from PIL import Image
 
 from tests.browser.axe import dark_theme, require_axe, violations_in_light_and_dark
 from tests.browser.conftest import EVERY_CHART_DRAWN, AppPage
-from tests.browser.slide_checks import (
-    NARROW_VIEWPORTS,
-    PAGE_FIGURES,
-    REFITTED_JS,
-    VIEWPORTS,
-    long_text,
-    measure,
-    measure_exported_svg,
-    resize_and_wait_for_measurement,
-)
+from tests.browser.slide_checks import NARROW_VIEWPORTS, PAGE_FIGURES, REFITTED_JS, VIEWPORTS, long_text, measure, resize_and_wait_for_measurement
 from tests.model_factory import build_tiny_gpt2_lm
 from tests.pages_registry import landed_pages
 
@@ -109,14 +100,6 @@ def _problems_at_every_size(tab: AppPage, viewports=VIEWPORTS) -> list[str]:
     return problems
 
 
-ON_THE_PAGE = VIEWPORTS + NARROW_VIEWPORTS  # outside presentation mode: a phone and a small laptop too
-
-
-def _restore_full_hd(tab: AppPage) -> None:
-    """Back to full HD after the narrow windows, figures refitted, so each figure is saved as a desktop user saves it."""
-    _resize(tab, *VIEWPORTS[0])
-
-
 def _in_dark_theme(tab: AppPage) -> list[str]:
     """The same measurement after the system switches to a dark colour scheme (Streamlit follows it)."""
     with dark_theme(tab.page):
@@ -138,26 +121,6 @@ def _download(tab: AppPage, figure) -> tuple[str, bytes]:
     assert not notices, f"Plotly's download notices are drawn over the page: {notices}"
     with open(saved.path(), "rb") as handle:
         return saved.suggested_filename, handle.read()
-
-
-def _exported_svg_problems(tab: AppPage) -> list[str]:
-    """Every drawn figure of the page saved as SVG (the sidebar's format) and measured alone at its export size."""
-    problems = []
-    figures = tab.page.locator(FIGURES)
-    saved = []
-    for index in range(figures.count()):
-        figure = figures.nth(index)
-        if figure.evaluate("f => f.getBoundingClientRect().width > 0"):  # not folded away in an expander
-            saved.append(_download(tab, figure))
-    assert saved, "no figure could be saved"
-    viewer = tab.page.context.new_page()
-    try:
-        for name, svg in saved:
-            assert name.endswith(".svg"), name
-            problems += [f"exported {name}: {p}" for p in measure_exported_svg(viewer, svg.decode("utf-8"))]
-    finally:
-        viewer.close()
-    return problems
 
 
 def _download_png(tab: AppPage) -> tuple[str, tuple[int, int]]:
@@ -189,37 +152,6 @@ def test_default_view_fits_every_screen_exports_a_slide_and_passes_axe(tab, tiny
     name, size = _download_png(tab)  # still in the 1280 × 720 window
     assert size == (1920, 1080), f"{name} is {size[0]} × {size[1]} pixels"
     assert name.endswith(".png") and ("tiny-gpt2-lm" if path in NOT_AN_LM else "all-MiniLM-L6-v2") in name, name
-    tab.assert_clean()
-
-
-@pytest.mark.parametrize("path", PAGES, ids=[p or "home" for p in PAGES])
-def test_default_view_fits_every_screen_and_passes_axe_outside_presentation_mode(tab, tiny_gpt2_lm, path):
-    """The same measurement at the page's own size: sidebar open, the theme's fonts, every figure of the page; then
-    every figure as its camera button saves it (SVG), measured alone at its export size (issue 28: exported PNGs
-    lost legend entries and titles that the page showed whole)."""
-    problems = []
-    if path in NOT_AN_LM:  # the bundled model has no head: its sentence, then a model with a head
-        page = _open(tab, path, {}, figures=False, present=False)
-        page.wait_for_selector(f"text={NOT_AN_LM[path]}")
-        problems += violations_in_light_and_dark(page)
-    query = {"model": tiny_gpt2_lm} | LM_PROMPTS.get(path, {}) if path in NOT_AN_LM else {}
-    page = _open(tab, path, query | {"img": "SVG"}, present=False)
-    assert page.locator(FIGURES).count() >= 1
-    problems += violations_in_light_and_dark(page) + _problems_at_every_size(tab, ON_THE_PAGE)
-    _restore_full_hd(tab)
-    problems += _exported_svg_problems(tab)
-    assert not problems, "\n".join(problems)
-    tab.assert_clean()
-
-
-@pytest.mark.parametrize("step", TOUR_STEPS)
-def test_every_tour_step_outside_presentation_mode_fits_every_screen_and_passes_axe(tab, step):
-    page = _open(tab, "tour", {"step": str(step), "img": "SVG"}, present=False)
-    page.wait_for_selector(f"text=Step {step} of")
-    problems = violations_in_light_and_dark(page) + _problems_at_every_size(tab, ON_THE_PAGE)
-    _restore_full_hd(tab)
-    problems += _exported_svg_problems(tab)
-    assert not problems, "\n".join(problems)
     tab.assert_clean()
 
 
