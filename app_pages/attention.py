@@ -5,11 +5,11 @@ from functools import partial
 
 import streamlit as st
 
-from core.attention import attention_view, rollout, window_hidden
-from core.heads import UnsupportedArchitecture
-from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
-from core.recording import SINGLE_STACK
-from core.tokens import token_labels
+from core.attention_heads.attention import attention_view, rollout, window_hidden
+from core.attention_heads.inside_head import UnsupportedArchitecture
+from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
+from core.model.recording import SINGLE_STACK
+from core.model.tokens import token_labels
 from ui.ablation import knockout, with_ablation
 from ui.cache import cached_attention_view, cached_figure, cached_queries_keys
 from ui.cache_seq2seq import cached_pair_view
@@ -134,7 +134,7 @@ def one_head_or_layer(model, analysis, stacks: tuple, stack, inputs: tuple, view
 
     ``stacks``/``stack``: the model's stacks (``ui.seq2seq.current_stacks``) and the one shown.
     ``ablation``: the knock-out shown instead of the plain run (part of every figure's cache key), or None.
-    ``hidden``/``windows``: each layer's sliding-window cells and window (``core.attention.window_hidden``), or None."""
+    ``hidden``/``windows``: each layer's sliding-window cells and window (``core.attention_heads.attention.window_hidden``), or None."""
     source = inputs[2]
     layers, heads = view.matrices.shape[:2]
     left, right, mode = st.columns([1, 1, 3])

@@ -5,7 +5,9 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from core.compare import (
+from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, hidden_state_label
+from core.model.tokens import token_labels
+from core.representations.compare import (
     SAME_SENSE_CONTROL,
     control_sentence,
     lookup_similarity,
@@ -15,9 +17,7 @@ from core.compare import (
     word_positions,
     word_similarity,
 )
-from core.examples import BANK_MONEY, BANK_RIVER
-from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, hidden_state_label
-from core.tokens import token_labels
+from core.teaching.examples import BANK_MONEY, BANK_RIVER
 from ui.ablation import knockout, with_ablation
 from ui.cache import cached_analysis, cached_figure
 from ui.caveats import attention_caveat

@@ -4,10 +4,10 @@ a word's vector depends on its context (self-similarity)."""
 import pandas as pd
 import streamlit as st
 
-from core.contextuality import MIN_OCCURRENCES, contextuality_sentence
-from core.drift import POOLINGS, REFERENCES, baseline_sentences, baseline_table, cls_table, drift_table
-from core.layers import numbering_caption
-from core.models import pooler_sentence
+from core.model.layers import numbering_caption
+from core.model.models import pooler_sentence
+from core.representations.contextuality import MIN_OCCURRENCES, contextuality_sentence
+from core.representations.drift import POOLINGS, REFERENCES, baseline_sentences, baseline_table, cls_table, drift_table
 from ui.cache import cached_contextuality, cached_corpus_embeddings
 from ui.corpus_state import current_corpus, current_corpus_name, render_corpus_picker
 from ui.errors import friendly_fragment

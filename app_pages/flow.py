@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.flow import DEFAULT_THRESHOLD, lens_logits, route_graph, route_sentence, top_tokens, written_logits
-from core.flow_details import decode, head_write, top_neurons
-from core.models import BUNDLED_LM
-from core.recording import UnsupportedArchitecture
-from core.tokens import token_labels
+from core.causal.flow import DEFAULT_THRESHOLD, lens_logits, route_graph, route_sentence, top_tokens, written_logits
+from core.causal.flow_details import decode, head_write, top_neurons
+from core.model.models import BUNDLED_LM
+from core.model.recording import UnsupportedArchitecture
+from core.model.tokens import token_labels
 from ui.cache import cached_language_model
 from ui.cache_flow import flow_with_progress
 from ui.errors import friendly_fragment

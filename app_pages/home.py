@@ -3,9 +3,9 @@
 import pandas as pd
 import streamlit as st
 
-from core.about import facts_lines, static_similarity_sentence
-from core.similarity import token_static_similarity
-from core.tokens import token_labels
+from core.maths.similarity import token_static_similarity
+from core.model.tokens import token_labels
+from core.teaching.about import facts_lines, static_similarity_sentence
 from ui.cache import cached_model_facts
 from ui.explain import explain
 from ui.figures import show_figure

@@ -7,12 +7,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.heads import UnsupportedArchitecture, architecture, compute_head, embeddings_description
-from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
-from core.recorded_heads import norm_before_attention
-from core.recording import SINGLE_STACK
-from core.seq2seq_heads import compute_pair_head, family
-from core.tokens import token_labels
+from core.attention_heads.head_parts import norm_before_attention
+from core.attention_heads.inside_head import UnsupportedArchitecture, architecture, compute_head, embeddings_description
+from core.attention_heads.inside_pair_head import compute_pair_head, family
+from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
+from core.model.recording import SINGLE_STACK
+from core.model.tokens import token_labels
 from ui.caveats import attention_caveat
 from ui.errors import friendly_fragment
 from ui.explain import beside
@@ -46,7 +46,7 @@ except UnsupportedArchitecture as err:
 @friendly_fragment
 def one_head_step_by_step(model, stack, arch) -> None:
     """Layer, head and query token pickers and every step they change: a pick reruns only this part. ``arch``: the
-    one-stack model's ``core.heads.architecture``, or an encoder-decoder's family ("t5" or "bart")."""
+    one-stack model's ``core.attention_heads.inside_head.architecture``, or an encoder-decoder's family ("t5" or "bart")."""
     one_stack = stack.kind == SINGLE_STACK
     analysis = stack.queries  # the rows; stack.keys the columns (the source, for cross-attention)
     labels, key_labels = token_labels(analysis), token_labels(stack.keys)

@@ -3,10 +3,10 @@
 
 import streamlit as st
 
-from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
-from core.long_context import FAR_SHARE, LOCAL_DISTANCE, LOCAL_SHARE, SINK_SHARE, text_ids
-from core.retrieval import HAYSTACK_SOURCE
-from core.tokens import decoded_tokens, quoted_token
+from core.attention_heads.long_context import FAR_SHARE, LOCAL_DISTANCE, LOCAL_SHARE, SINK_SHARE, text_ids
+from core.attention_heads.retrieval import HAYSTACK_SOURCE
+from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
+from core.model.tokens import decoded_tokens, quoted_token
 from ui.cache_long_context import cached_long_haystack, cached_profile, profile_if_cached
 from ui.errors import friendly_fragment
 from ui.explain import explain

@@ -6,13 +6,13 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from core.about import neighbour_sink_sentence, special_share_sentence
-from core.attention import attention_maxima, pairs_table, rollout, row_normalise, special_share
-from core.heads import UnsupportedArchitecture
-from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
-from core.recording import SINGLE_STACK
-from core.stacks import stacks_of
-from core.tokens import token_labels
+from core.attention_heads.attention import attention_maxima, pairs_table, rollout, row_normalise, special_share
+from core.attention_heads.inside_head import UnsupportedArchitecture
+from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
+from core.model.recording import SINGLE_STACK
+from core.model.stacks import stacks_of
+from core.model.tokens import token_labels
+from core.teaching.about import neighbour_sink_sentence, special_share_sentence
 from ui.ablation import knockout, with_ablation
 from ui.cache import cached_figure, cached_norm_weighted, cached_rollout
 from ui.caveats import NORM_WEIGHTED, WORD_LEVEL_HELP, attention_caveat, word_level_allowed

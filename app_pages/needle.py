@@ -3,10 +3,10 @@ the heads that copy the answer from the needle (retrieval heads, Wu et al. 2024)
 
 import streamlit as st
 
+from core.attention_heads.retrieval import DEFAULT_ANSWER, DEFAULT_NEEDLE, DEFAULT_QUESTION, HAYSTACK_SOURCE, contains_answer, top_and_random_heads
 from core.errors import AnalysisError
-from core.layers import head_code
-from core.predictions import NoLanguageModelHead
-from core.retrieval import DEFAULT_ANSWER, DEFAULT_NEEDLE, DEFAULT_QUESTION, HAYSTACK_SOURCE, contains_answer, top_and_random_heads
+from core.model.layers import head_code
+from core.outputs.predictions import NoLanguageModelHead
 from ui.cache import cached_language_model
 from ui.cache_needle import cached_knocked_out, cached_model_answer, cached_retrieval
 from ui.errors import friendly_errors

@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from core.examples import PATCHING_PRESETS
-from core.predictions import NoLanguageModelHead
+from core.outputs.predictions import NoLanguageModelHead
+from core.teaching.examples import PATCHING_PRESETS
 from ui.cache import cached_language_model
 from ui.explain import explain
 from ui.lm_views import dla_view, patching_prompts, patching_view

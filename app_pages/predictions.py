@@ -3,9 +3,9 @@
 import pandas as pd
 import streamlit as st
 
-from core.examples import BANK_RIVER
-from core.predictions import MAX_TOP_K, NoLanguageModelHead
-from core.tokens import BYTE_TOKEN, PARTIAL_BYTES_NOTE
+from core.model.tokens import BYTE_TOKEN, PARTIAL_BYTES_NOTE
+from core.outputs.predictions import MAX_TOP_K, NoLanguageModelHead
+from core.teaching.examples import BANK_RIVER
 from ui.cache import cached_language_model, cached_predictions
 from ui.errors import friendly_fragment
 from ui.explain import explain

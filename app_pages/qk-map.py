@@ -8,10 +8,17 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.corpus import CorpusError, documents_from_text, sample_corpus
-from core.projection import METHOD_NAMES
-from core.qk_map import QueryKeyMapError
-from core.qk_measures import NEIGHBOURS_FOR_ORDER, agreement_sentence, first_key_share, order_sentence, position_order, rotary_sentence
+from core.attention_heads.qk_map import QueryKeyMapError
+from core.attention_heads.qk_map_quality import (
+    NEIGHBOURS_FOR_ORDER,
+    agreement_sentence,
+    first_key_share,
+    order_sentence,
+    position_order,
+    rotary_sentence,
+)
+from core.maths.projection import METHOD_NAMES
+from core.representations.corpus import CorpusError, documents_from_text, sample_corpus
 from ui.cache import cached_figure
 from ui.cache_qk import (
     cached_agreement,

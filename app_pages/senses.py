@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.alignment import align_layout
-from core.inference import AnalysisError
-from core.layers import HIDDEN_STATE_SELECT_LABEL, hidden_state_label, numbering_caption
-from core.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, distinct_points, identical_points_note
-from core.senses import (
+from core.maths.alignment import align_layout
+from core.maths.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, distinct_points, identical_points_note
+from core.model.inference import AnalysisError
+from core.model.layers import HIDDEN_STATE_SELECT_LABEL, hidden_state_label, numbering_caption
+from core.representations.senses import (
     MAX_SENTENCES,
     builtin_set,
     builtin_words,

@@ -3,12 +3,12 @@ of the stack the user picks (cross-attention has its own statistics)."""
 
 import streamlit as st
 
-from core.cross_attention import CROSS_DEFINITIONS, CROSS_STATISTICS, cross_head_statistics
-from core.examples import EXAMPLE_SENTENCES
-from core.head_stats import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, analysis_statistics, rank_heads, statistic_grid
-from core.heads import UnsupportedArchitecture
-from core.layers import numbering_caption
-from core.recording import SINGLE_STACK
+from core.attention_heads.cross_attention import CROSS_DEFINITIONS, CROSS_STATISTICS, cross_head_statistics
+from core.attention_heads.head_statistics import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, analysis_statistics, rank_heads, statistic_grid
+from core.attention_heads.inside_head import UnsupportedArchitecture
+from core.model.layers import numbering_caption
+from core.model.recording import SINGLE_STACK
+from core.teaching.examples import EXAMPLE_SENTENCES
 from ui.cache import cached_corpus_head_stats, cached_head_stats
 from ui.caveats import attention_caveat
 from ui.corpus_state import current_corpus, current_corpus_name

@@ -6,14 +6,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core import compare
-from core.examples import BANK_MONEY, BANK_RIVER
-from core.heads import UnsupportedArchitecture, compute_head
-from core.layers import HIDDEN_STATE_SELECT_LABEL, hidden_state_label, numbering_caption
-from core.senses import builtin_set
-from core.similarity import cosine
-from core.tokens import token_labels
-from core.tour import control_lead, first_builtin_word, previous_is_sink, sink_heads
+from core.attention_heads.inside_head import UnsupportedArchitecture, compute_head
+from core.maths.similarity import cosine
+from core.model.layers import HIDDEN_STATE_SELECT_LABEL, hidden_state_label, numbering_caption
+from core.model.tokens import token_labels
+from core.representations import compare
+from core.representations.senses import builtin_set
+from core.teaching.examples import BANK_MONEY, BANK_RIVER
+from core.teaching.tour import control_lead, first_builtin_word, previous_is_sink, sink_heads
 from ui.cache import cached_analysis
 from ui.cache_senses import cached_occurrences
 from ui.page_state import option, option_value, set_option

@@ -1,4 +1,4 @@
-"""``core.inference.analyze`` against the raw forward pass it wraps, at 128 tokens on the bundled model.
+"""``core.model.inference.analyze`` against the raw forward pass it wraps, at 128 tokens on the bundled model.
 
 Raw = tokenizer + ``model(..., output_attentions=True, output_hidden_states=True)`` with nothing
 kept; ``analyze`` adds stacking, copies to NumPy and the per-token bookkeeping. Both run
@@ -20,8 +20,8 @@ SENTENCE = "I will hike along the bank of a river and then open a new account at
 
 def main() -> dict:
     from bench.interaction import text_of_tokens
-    from core.inference import analyze
-    from core.models import load_model
+    from core.model.inference import analyze
+    from core.model.models import load_model
 
     model = load_model(None)
     text = text_of_tokens(model.tokenizer, TOKENS)

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from core.attention import attention_view
-from core.inference import analyze
-from core.models import load_model
+from core.attention_heads.attention import attention_view
+from core.model.inference import analyze
+from core.model.models import load_model
 from tests.browser.conftest import NEXT_FRAMES
 from tests.model_factory import build_bert_base_size
 from viz import attention as va

@@ -12,7 +12,7 @@ import os
 import time
 
 from bench.interaction import text_of_tokens
-from core.models import DEFAULT_MODEL
+from core.model.models import DEFAULT_MODEL
 from ui import cache
 
 TOKENS = 128

@@ -1,6 +1,6 @@
 """Drift: the page's pipeline on the sample corpus vs padding every document to the model maximum.
 
-The pipeline (``core.drift.embed_corpus``) sorts documents by length and pads each batch
+The pipeline (``core.representations.drift.embed_corpus``) sorts documents by length and pads each batch
 only to its longest document. The alternative pads every document to the model's maximum
 (512 tokens for all-MiniLM-L6-v2), as a naive ``padding="max_length"`` call does. Both use
 the same batch size, no attention weights, and give the same mean-pooled vectors.
@@ -14,9 +14,9 @@ import time
 import numpy as np
 import torch
 
-from core.corpus import sample_corpus
-from core.drift import embed_corpus
-from core.models import load_model
+from core.model.models import load_model
+from core.representations.corpus import sample_corpus
+from core.representations.drift import embed_corpus
 
 BATCH_SIZE = 16
 REPEATS = 2

@@ -1,9 +1,9 @@
 """The "Does it matter?" page: importance map and integrated gradients.
 
-- Importance map (every head knocked out alone, ``core.effects.head_importance``) on the bundled
+- Importance map (every head knocked out alone, ``core.causal.effects.head_importance``) on the bundled
   all-MiniLM-L6-v2 (72 heads) at 32 tokens, batched (the page's way) and one copy per forward pass
   (the baseline); and on a random bert-base-size model (144 heads) at 128 tokens.
-- Integrated gradients, 32 steps, 64 tokens, on the bundled model (``core.attribution.token_attribution``).
+- Integrated gradients, 32 steps, 64 tokens, on the bundled model (``core.causal.token_attribution.token_attribution``).
 
 Best of ``REPEATS`` after one warm-up, as wall time and as this process's CPU time (with one thread,
 the wall time an idle core would give). Run: ``python -m bench effects``.
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from core import effects
-from core.attribution import token_attribution
-from core.models import load_model
+from core.causal import effects
+from core.causal.token_attribution import token_attribution
+from core.model.models import load_model
 from tests.model_factory import build_bert_base_size
 
 REPEATS = 3

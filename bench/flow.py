@@ -1,6 +1,6 @@
-"""Information flow on SmolLM2-135M-Instruct (issue 39's figures): ``core.flow.contributions`` (one recorded pass and
+"""Information flow on SmolLM2-135M-Instruct (issue 39's figures): ``core.causal.flow.contributions`` (one recorded pass and
 every node's contributions) at 32 and 128 tokens, the route graph redrawn for a new threshold and token
-(``core.flow.route_graph`` and ``viz.flow.route_figure``), and the detail of an edge and of a node (a head's terms at
+(``core.causal.flow.route_graph`` and ``viz.flow.route_figure``), and the detail of an edge and of a node (a head's terms at
 one query through the unembedding, a node's logit lens); with torch's threads and the machine's load beside them."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import time
 
 import torch
 
-from core.flow import contributions, head_terms, lens_logits, route_graph, top_tokens, written_logits
-from core.models import load_model
-from core.predictions import load_language_model
-from core.recorded_pass import record_pass
+from core.causal.flow import contributions, head_terms, lens_logits, route_graph, top_tokens, written_logits
+from core.model.models import load_model
+from core.model.recorded_pass import record_pass
+from core.outputs.predictions import load_language_model
 from viz.flow import route_figure
 
 # a plain English text, cut to the lengths measured; the first sentence is the app's example prompt

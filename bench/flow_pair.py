@@ -1,4 +1,4 @@
-"""Information flow through an encoder-decoder (issue 39, item 4; ``core.flow_pair``): one recorded pass and every
+"""Information flow through an encoder-decoder (issue 39, item 4; ``core.causal.flow_pair``): one recorded pass and every
 node's contributions for a 32-token source and a 16-token target, the route graph and its figure redrawn, and the
 detail of a cross-attention edge (the head's write through the decoder's final norm and the unembedding). No
 encoder-decoder is bundled, so the models are random T5s built here (``tests.model_factory``): the tests' tiny one and
@@ -13,9 +13,9 @@ from pathlib import Path
 import torch
 
 from bench.flow import CPU_SECONDS, TEXT, _best
-from core.flow import route_graph
-from core.flow_pair import decoder_logits, pair_contributions_of, record_pair
-from core.models import load_model
+from core.causal.flow import route_graph
+from core.causal.flow_pair import decoder_logits, pair_contributions_of, record_pair
+from core.model.models import load_model
 from tests.model_factory import build_tiny_t5
 from viz.flow_pair import PairLayout, pair_route_figure
 

@@ -254,7 +254,7 @@ def main() -> dict:
     from playwright.sync_api import sync_playwright
     from transformers import AutoTokenizer
 
-    from core.models import DEFAULT_MODEL, load_model
+    from core.model.models import DEFAULT_MODEL, load_model
     from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, serve_app
     from tests.model_factory import build_bert_base_size
 

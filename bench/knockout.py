@@ -1,10 +1,10 @@
-"""Knocking heads out through ``core.recording.Recorder.replace`` and finding a model's parts (``core.parts``).
+"""Knocking heads out through ``core.model.recording.Recorder.replace`` and finding a model's parts (``core.model.parts``).
 
 On SmolLM2-135M-Instruct (30 layers × 9 heads), one 20-token sentence, one torch thread:
 
 - ``analyze`` and ``ablate_heads`` (three heads, zero and mean): the knock-out's cost is the difference;
 - the importance map (every head knocked out alone, ``head_importance``) at 16 tokens;
-- the first lookup of the model's parts (``core.parts.parts_of``: one probe pass over four tokens; once per model) and
+- the first lookup of the model's parts (``core.model.parts.parts_of``: one probe pass over four tokens; once per model) and
   a head click after it (``compute_head`` and the values through the output projection, records kept by ``analyze``).
 
 Best of ``REPEATS`` after one warm-up, as wall time and as this process's CPU time (with one thread, the wall time an
@@ -19,12 +19,12 @@ import time
 
 import torch
 
-from core.bundled_lm import LM_NAME
-from core.effects import ablate_heads, head_importance
-from core.heads import compute_head, value_vectors_through_output
-from core.inference import analyze
-from core.models import load_model
-from core.parts import parts_of
+from core.attention_heads.inside_head import compute_head, value_vectors_through_output
+from core.causal.effects import ablate_heads, head_importance
+from core.model.bundled_lm import LM_NAME
+from core.model.inference import analyze
+from core.model.models import load_model
+from core.model.parts import parts_of
 
 REPEATS = 7
 TEXT = "The quick brown fox jumps over the lazy dog because it was bored and the sun was warm."

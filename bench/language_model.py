@@ -36,7 +36,7 @@ LONG_TEXT = "I will hike along the bank of a river and open a new account at my 
 
 def _later_load_seconds() -> float:
     code = (
-        "import time; t = time.perf_counter(); from core.models import load_model; "
+        "import time; t = time.perf_counter(); from core.model.models import load_model; "
         f"load_model({MODEL!r}); print(time.perf_counter() - t)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -87,18 +87,18 @@ def _sessions() -> dict:
 def main() -> dict:
     import psutil
 
-    from core.effects import head_importance
-    from core.generation import next_token_distribution
-    from core.heads import compute_head
-    from core.induction import induction_scores
-    from core.inference import analyze
-    from core.lens import logit_lens
-    from core.lens_grid import lens_summary
-    from core.logit_attribution import direct_logit_attribution
-    from core.models import load_model
-    from core.patching import patch_heads, patch_residual
-    from core.predictions import NoLanguageModelHead, load_language_model
-    from core.tokens import token_labels
+    from core.attention_heads.induction import induction_scores
+    from core.attention_heads.inside_head import compute_head
+    from core.causal.effects import head_importance
+    from core.causal.logit_attribution import direct_logit_attribution
+    from core.causal.patching import patch_heads, patch_residual
+    from core.model.inference import analyze
+    from core.model.models import load_model
+    from core.model.tokens import token_labels
+    from core.outputs.generation import next_token_distribution
+    from core.outputs.lens import logit_lens
+    from core.outputs.lens_grid import lens_summary
+    from core.outputs.predictions import NoLanguageModelHead, load_language_model
     from viz.attention import head_figure, overview_figure
 
     result: dict = {"model": MODEL, "torch_threads": torch.get_num_threads()}

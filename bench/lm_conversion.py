@@ -19,14 +19,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from core.bundled_lm import BUNDLED_LMS, CACHE_ENV, MANIFEST, cache_root, gemma_gguf_path
+from core.model.bundled_lm import BUNDLED_LMS, CACHE_ENV, MANIFEST, cache_root, gemma_gguf_path
 
 PROJECT = Path(__file__).resolve().parent.parent
 CHILD = """
 import json, os, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 started = time.perf_counter()
-from core.bundled_lm import cached_folder
+from core.model.bundled_lm import cached_folder
 import torch, transformers  # imported before the conversion, as in the app's server
 imported, cpu_imported = time.perf_counter(), time.process_time()
 folder = cached_folder(sys.argv[2])

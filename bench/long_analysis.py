@@ -37,7 +37,7 @@ def _rss_mb(field: str = "VmRSS") -> float:
 
 def _long_text(tokenizer, tokens: int) -> str:
     """The bundled haystack (Alice, chapters I–III, about 7,000 tokens) three times: cut at ``tokens`` by the limit."""
-    from core.retrieval import bundled_haystack
+    from core.attention_heads.retrieval import bundled_haystack
 
     return "\n\n".join([bundled_haystack()] * 3)
 
@@ -51,11 +51,11 @@ def smollm2_4096(rounds: int = ROUNDS) -> dict:
 
     import torch
 
-    import core.inference as inference
-    from core.attention import head_attention
-    from core.inference import analyze
-    from core.models import load_model
-    from core.on_demand import release_freed_memory
+    import core.model.inference as inference
+    from core.attention_heads.attention import head_attention
+    from core.model.inference import analyze
+    from core.model.models import load_model
+    from core.model.on_demand import release_freed_memory
     from ui.bounded_cache import nbytes_of
 
     model = load_model("SmolLM2-135M-Instruct")
@@ -125,9 +125,9 @@ def smollm2_4096(rounds: int = ROUNDS) -> dict:
 def one_long_run(name: str, tokens: int) -> dict:
     """In this process: load every bundled model, analyse ``tokens`` tokens with ``name``, then compute one head of
     its middle layer; the times and the peak memory."""
-    from core.attention import head_attention
-    from core.inference import analyze
-    from core.models import BUNDLED_MODELS, load_model
+    from core.attention_heads.attention import head_attention
+    from core.model.inference import analyze
+    from core.model.models import BUNDLED_MODELS, load_model
     from ui.bounded_cache import nbytes_of
 
     models = {bundled: load_model(bundled) for bundled in BUNDLED_MODELS}
@@ -165,7 +165,7 @@ def _in_fresh_process(name: str, tokens: int) -> dict:
 
 
 def main() -> dict:
-    from core.models import load_model
+    from core.model.models import load_model
 
     gemma_cap = load_model("gemma-3-270m").max_tokens
     result = {

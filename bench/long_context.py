@@ -1,5 +1,5 @@
-"""The long-context page and the needle page's depth × length grid: ``core.long_context.long_context_profile`` on the
-bundled long text (a raw forward pass of the same model and threads beside it) and ``core.retrieval.depth_length_grid``
+"""The long-context page and the needle page's depth × length grid: ``core.attention_heads.long_context.long_context_profile`` on the
+bundled long text (a raw forward pass of the same model and threads beside it) and ``core.attention_heads.retrieval.depth_length_grid``
 on SmolLM2-135M-Instruct, with the process's peak memory and the machine's load while they ran.
 
 ``BENCH_LONG_MODELS`` (default ``all-MiniLM-L6-v2:512,SmolLM2-135M-Instruct:2048,gemma-3-270m:2048``): model:tokens
@@ -21,10 +21,8 @@ def _peak_mb() -> int:
 
 
 def main() -> dict:
-    from core.long_context import long_context_profile, text_ids
-    from core.models import load_model
-    from core.predictions import load_language_model
-    from core.retrieval import (
+    from core.attention_heads.long_context import long_context_profile, text_ids
+    from core.attention_heads.retrieval import (
         DEFAULT_ANSWER,
         DEFAULT_NEEDLE,
         DEFAULT_QUESTION,
@@ -33,6 +31,8 @@ def main() -> dict:
         depth_length_grid,
         haystack_of_length,
     )
+    from core.model.models import load_model
+    from core.outputs.predictions import load_language_model
 
     figures: dict = {"cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "profiles": {}}
     for entry in os.environ.get("BENCH_LONG_MODELS", DEFAULT_MODELS).split(","):

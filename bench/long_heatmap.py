@@ -20,11 +20,11 @@ def _timed(run):
 
 
 def main() -> dict:
-    from core.inference import analyze
-    from core.long_attention import pooled_head, thumbnails, zoom
-    from core.models import load_model
-    from core.retrieval import bundled_haystack
-    from core.tokens import token_labels
+    from core.attention_heads.long_attention import pooled_head, thumbnails, zoom
+    from core.attention_heads.retrieval import bundled_haystack
+    from core.model.inference import analyze
+    from core.model.models import load_model
+    from core.model.tokens import token_labels
     from viz import long_heatmap as lh
 
     model = load_model("SmolLM2-135M-Instruct")

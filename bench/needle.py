@@ -1,4 +1,4 @@
-"""Needle in a haystack on SmolLM2-135M-Instruct: ``core.retrieval.retrieval_scores`` at 2,048 tokens (one forward
+"""Needle in a haystack on SmolLM2-135M-Instruct: ``core.attention_heads.retrieval.retrieval_scores`` at 2,048 tokens (one forward
 pass with every layer recorded, the needle at 50 %), and the machine's load while it ran."""
 
 from __future__ import annotations
@@ -8,9 +8,16 @@ import time
 
 
 def main() -> dict:
-    from core.models import load_model
-    from core.predictions import load_language_model
-    from core.retrieval import DEFAULT_ANSWER, DEFAULT_NEEDLE, DEFAULT_QUESTION, bundled_haystack, haystack_of_length, retrieval_scores
+    from core.attention_heads.retrieval import (
+        DEFAULT_ANSWER,
+        DEFAULT_NEEDLE,
+        DEFAULT_QUESTION,
+        bundled_haystack,
+        haystack_of_length,
+        retrieval_scores,
+    )
+    from core.model.models import load_model
+    from core.outputs.predictions import load_language_model
 
     lm = load_language_model(load_model("SmolLM2-135M-Instruct"))
     haystack = haystack_of_length(lm.tokenizer, bundled_haystack(), 2048)

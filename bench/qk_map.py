@@ -1,6 +1,6 @@
 """Queries and keys: one head's joint map over the bundled sample corpus (issue 38's figures).
 
-For each bundled model whose attention is recorded (``core.recording.is_recordable``): the recorded pass over the
+For each bundled model whose attention is recorded (``core.model.recording.is_recordable``): the recorded pass over the
 corpus (one layer, and every layer), the normalisation and PCA of one head, the nearest-key figure, UMAP (after a
 first call that compiles it) and every head of one layer with PCA and its position order (the matrix view). Best of
 ``REPEATS`` where cheap. Run with ``python -m bench qk_map``.
@@ -27,11 +27,11 @@ def best_of(repeats: int, run) -> float:
 
 
 def main() -> dict:
-    from core.corpus import sample_corpus
-    from core.models import load_model
-    from core.qk_map import query_key_map, record_corpus
-    from core.qk_measures import nearest_key_agreement, position_order
-    from core.recording import is_recordable
+    from core.attention_heads.qk_map import query_key_map, record_corpus
+    from core.attention_heads.qk_map_quality import nearest_key_agreement, position_order
+    from core.model.models import load_model
+    from core.model.recording import is_recordable
+    from core.representations.corpus import sample_corpus
 
     texts = [doc.text for doc in sample_corpus()]
     results = {}

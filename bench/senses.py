@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COLD = """
 import json, sys, time
 import numpy as np
-from core.projection import project
+from core.maths.projection import project
 n, hidden = int(sys.argv[1]), int(sys.argv[2])
 x = np.random.default_rng(0).standard_normal((n, hidden)).astype(np.float32)
 started = time.perf_counter()
@@ -53,7 +53,7 @@ def cold_umap_seconds(n: int) -> float:
 
 
 def main() -> dict:
-    from core.projection import project, warm_up_umap
+    from core.maths.projection import project, warm_up_umap
 
     cold = {n: cold_umap_seconds(n) for n in SIZES}  # before this process has compiled anything
     started = time.perf_counter()

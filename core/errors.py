@@ -1,6 +1,6 @@
 """The one base of every error ``core`` raises on purpose: its message is a sentence for the user.
 
-Its own module, with no heavy import, so that a helper process (``core.projection.run_isolated``) can raise and
+Its own module, with no heavy import, so that a helper process (``core.maths.projection.run_isolated``) can raise and
 catch these without importing torch. ``ui.errors`` shows any ``UserFacingError`` as its message and logs the rest.
 """
 

@@ -1,268 +1,30 @@
-"""Needle in a haystack and retrieval heads (Wu et al., 2024, "Retrieval Head Mechanistically Explains Long-Context
-Factuality").
+"""``core.retrieval``, the path named by issue 41 (item 5); the module is ``core.attention_heads.retrieval``."""
 
-A *needle* sentence is placed at a chosen depth of a long *haystack* text, a question follows, and the *answer* is
-appended (teacher-forced). At each answer token ``w`` (the query is the position just before it, the one that predicts
-it), a head *copies* when the position it attends to most lies inside the needle and holds that same token ``w``. A
-head's **retrieval score** is the fraction of the answer's tokens that occur in the needle which it copies. The
-prompt's token ids are built piece by piece, so the needle's span is exact; ``token_ids`` is what the model read.
-"""
+from core.attention_heads.retrieval import (
+    DEFAULT_ANSWER,
+    DEFAULT_NEEDLE,
+    DEFAULT_QUESTION,
+    HAYSTACK_FILE,
+    HAYSTACK_SOURCE,
+    AnswerSuccess,
+    DepthLengthGrid,
+    RetrievalScores,
+    answer_log_probability,
+    answer_success,
+    build_prompt,
+    bundled_haystack,
+    contains_answer,
+    depth_length_grid,
+    haystack_of_length,
+    model_answer,
+    needle_cut,
+    retrieval_scores,
+    top_and_random_heads,
+)
 
-from __future__ import annotations
-
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
-
-import numpy as np
-import torch
-
-from core.errors import AnalysisError
-from core.generation import greedy_ids
-from core.models import threads_for_input
-from core.recorded_pass import attention_weights
-from core.recording import Recorder
-
-HAYSTACK_FILE = Path(__file__).parent / "data" / "haystack_alice.txt"
-HAYSTACK_SOURCE = ("Lewis Carroll, *Alice's Adventures in Wonderland* (1865), chapters I–III: public domain; the text of "
-                   "Project Gutenberg eBook #11, as shipped in the examples of the wordcloud package's source on PyPI")
-
-# A needle and a question that SmolLM2-135M-Instruct answers: the question ends as a cloze, which a small model
-# completes far more often than a bare question (p(" purple basil") was 3e-7 after the question alone; 0.19 with the
-# cloze, 256 tokens, the needle at 50 %)
-DEFAULT_NEEDLE = "The secret ingredient of the lighthouse soup is purple basil."
-DEFAULT_QUESTION = "What is the secret ingredient of the lighthouse soup? The secret ingredient is"
-DEFAULT_ANSWER = "purple basil"
-
-
-@lru_cache(maxsize=1)
-def bundled_haystack() -> str:
-    """The bundled haystack text (``HAYSTACK_SOURCE``; about 31,000 characters, paragraphs separated by blank lines),
-    without its file's ``#`` header."""
-    lines = HAYSTACK_FILE.read_text(encoding="utf-8").splitlines()
-    return "\n".join(line for line in lines if not line.startswith("#")).strip()
-
-
-def _sentence_ends(text: str) -> list[int]:
-    """Every index just after a ".", "!" or "?" that whitespace or the end follows, ascending."""
-    return [i + 1 for i, c in enumerate(text) if c in ".!?" and (i + 1 == len(text) or text[i + 1].isspace())]
-
-
-def haystack_of_length(tokenizer, haystack: str, tokens: int) -> str:
-    """The longest start of ``haystack`` that ends a sentence and is at most ``tokens`` tokens (the whole text if it
-    is that short)."""
-    def count(text: str) -> int:
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    if count(haystack) <= tokens:
-        return haystack
-    ends = _sentence_ends(haystack)
-    low, high = 0, len(ends)  # ends[:low] fit; ends[high:] do not
-    while low < high:
-        middle = (low + high) // 2
-        if count(haystack[:ends[middle]]) <= tokens:
-            low = middle + 1
-        else:
-            high = middle
-    if low == 0:
-        raise AnalysisError(f"The haystack's first sentence is longer than {tokens:,} tokens: choose a longer length.")
-    return haystack[:ends[low - 1]]
-
-
-@dataclass(frozen=True, eq=False)
-class RetrievalScores:
-    """``scores`` float ``[layers, heads]`` in [0, 1]; ``copies`` bool ``[layers, heads, A]`` per answer token;
-    ``needle_span`` and ``answer_span``: ``(start, end)`` token positions (end excluded) in ``token_ids``;
-    ``copyable`` bool ``[A]``: the answer tokens that occur in the needle (the score's denominator);
-    ``answer_log_probability``: Σ log p(answer token | everything before it), teacher-forced."""
-
-    scores: np.ndarray
-    copies: np.ndarray
-    needle_span: tuple[int, int]
-    answer_span: tuple[int, int]
-    token_ids: list[int]
-    copyable: np.ndarray
-    answer_log_probability: float
-
-    @property
-    def answer_probability(self) -> float:
-        return float(np.exp(self.answer_log_probability))
-
-    @property
-    def prompt_ids(self) -> list[int]:
-        """The prompt without the appended answer: what the model answers."""
-        return self.token_ids[:self.answer_span[0]]
-
-
-def needle_cut(haystack: str, depth: float) -> int:
-    """The character index where the needle goes: the sentence end nearest to ``depth`` (0 = start, 1 = end) of
-    ``haystack`` (just after the ".", "!" or "?" that a space follows), or its start or end."""
-    if not 0.0 <= depth <= 1.0:
-        raise AnalysisError(f"The needle's depth must be between 0 and 1 (0 % and 100 %), not {depth}.")
-    target = round(depth * len(haystack))
-    ends = [0, len(haystack)] + [i + 1 for i in range(len(haystack) - 1) if haystack[i] in ".!?" and haystack[i + 1] == " "]
-    return min(ends, key=lambda i: (abs(i - target), i))
-
-
-def build_prompt(tokenizer, haystack: str, needle: str, question: str, answer: str,
-                 depth: float) -> tuple[list[int], tuple[int, int], tuple[int, int]]:
-    """``(token_ids, needle_span, answer_span)``: the tokenizer's own prefix (BOS where it adds one), the haystack up to
-    the cut, the needle, the rest of the haystack, the question and the answer, each piece tokenised on its own."""
-    if not needle.strip() or not answer.strip() or not question.strip():
-        raise AnalysisError("Write a needle sentence, a question and its answer.")
-    cut = needle_cut(haystack, depth)
-    prefix = tokenizer("", add_special_tokens=True)["input_ids"]
-
-    def ids(text: str) -> list[int]:
-        return tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
-
-    # spaces go before words, as byte-level tokenizers expect: "… rose." + " Needle." + " A dog …"
-    before = ids(haystack[:cut])
-    needle_ids = ids((" " if cut else "") + needle.strip())
-    after = haystack[cut:] if cut or not haystack else " " + haystack.lstrip()
-    rest = ids(after) + ids("\n\n" + question.strip())
-    answer_ids = ids(answer if answer.startswith(" ") else " " + answer)
-    start = len(prefix) + len(before)
-    token_ids = prefix + before + needle_ids + rest + answer_ids
-    return token_ids, (start, start + len(needle_ids)), (len(token_ids) - len(answer_ids), len(token_ids))
-
-
-def _run(lm, token_ids: list[int], rows: list[int], replace=None):
-    """One pass of ``lm`` over ``token_ids``: every layer's records (or none when ``replace`` knocks heads out) and
-    the log-probabilities ``[len(rows)]`` of the token after each position in ``rows``."""
-    ids = torch.tensor([token_ids], device=lm.device)
-    keep = len(token_ids) - rows[0]
-    with torch.inference_mode(), threads_for_input(ids.numel()), \
-            Recorder(lm.model, keep_weights=False, keep_tensors=replace is None, replace=replace or {}) as rec:
-        logits = lm.model(input_ids=ids, logits_to_keep=keep).logits[0].float()  # [keep, vocab]
-    log_probs = torch.log_softmax(logits, dim=-1)
-    picked = [float(log_probs[r - rows[0], token_ids[r + 1]]) for r in rows]
-    return rec.records, np.array(picked)
-
-
-def retrieval_scores(lm, haystack: str, needle: str, question: str, answer: str, depth: float) -> RetrievalScores:
-    """Every head's retrieval score on one needle-in-a-haystack prompt (see the module docstring); ``lm`` a causal
-    ``core.predictions.LanguageModel`` recorded through ``core.recording``."""
-    token_ids, needle_span, answer_span = build_prompt(lm.tokenizer, haystack, needle, question, answer, depth)
-    if len(token_ids) > lm.max_tokens:
-        raise AnalysisError(f"The prompt is {len(token_ids):,} tokens, more than {lm.name}'s {lm.max_tokens:,}: "
-                            "use a shorter haystack.")
-    rows = list(range(answer_span[0] - 1, answer_span[1] - 1))  # each predicts the answer token after it
-    records, log_probs = _run(lm, token_ids, rows)
-    if not records:
-        raise AnalysisError(f"{lm.name}'s attention is not recorded by the app, so its heads cannot be scored.")
-    ids = np.asarray(token_ids)
-    targets = ids[answer_span[0]:answer_span[1]]  # [A]
-    copyable = np.isin(targets, ids[needle_span[0]:needle_span[1]])
-    if not copyable.any():
-        raise AnalysisError("None of the answer's tokens occurs in the needle, so no head can copy it from there: "
-                            "make the answer a phrase of the needle.")
-    layers = len(records)
-    heads = records[0].queries.shape[1]
-    copies = np.zeros((layers, heads, len(rows)), dtype=bool)
-    for layer, record in sorted(records.items()):
-        weights = attention_weights(record, rows=rows)  # [H, A, T]
-        top = weights.argmax(axis=-1)  # [H, A]: the position each head attends to most
-        inside = (top >= needle_span[0]) & (top < needle_span[1])
-        copies[layer] = inside & (ids[top] == targets[None, :]) & copyable[None, :]
-    scores = copies.sum(axis=-1) / copyable.sum()
-    return RetrievalScores(scores, copies, needle_span, answer_span, token_ids, copyable, float(log_probs.sum()))
-
-
-def answer_log_probability(lm, token_ids: Sequence[int], answer_span: tuple[int, int],
-                           knocked_out: Sequence[tuple[int, int]] = ()) -> float:
-    """Σ log p(answer tokens) with each ``(layer, head)`` of ``knocked_out`` zeroed before the output projection."""
-    rows = list(range(answer_span[0] - 1, answer_span[1] - 1))
-    _, log_probs = _run(lm, list(token_ids), rows, replace={tuple(h): None for h in knocked_out} or None)
-    return float(log_probs.sum())
-
-
-def model_answer(lm, prompt_ids: Sequence[int], steps: int = 12) -> str:
-    """The model's own greedy answer to ``prompt_ids`` (``RetrievalScores.prompt_ids``): up to ``steps`` tokens,
-    decoded, ending at its end-of-text token."""
-    ids = torch.tensor(list(prompt_ids), device=lm.device)
-    with threads_for_input(ids.numel()):
-        written = greedy_ids(lm, ids, steps=steps)
-    return lm.tokenizer.decode(written, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-
-
-def contains_answer(text: str, answer: str) -> bool:
-    """Whether ``text`` holds ``answer`` (case and surrounding spaces ignored)."""
-    return answer.strip().casefold() in text.casefold()
-
-
-def top_and_random_heads(scores: np.ndarray, count: int, seed: int = 0) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """``count`` heads with the highest scores (ties by position) and as many drawn at random from the others."""
-    order = np.argsort(-scores, axis=None, kind="stable")[:count]
-    top = [tuple(int(x) for x in np.unravel_index(i, scores.shape)) for i in order]
-    others = [(layer, head) for layer in range(scores.shape[0]) for head in range(scores.shape[1]) if (layer, head) not in top]
-    rng = np.random.default_rng(seed)
-    picked = rng.choice(len(others), size=min(count, len(others)), replace=False)
-    return top, [others[i] for i in sorted(picked)]
-
-
-@dataclass(frozen=True)
-class AnswerSuccess:
-    """One needle-in-a-haystack prompt read with the answer appended (teacher-forced): ``log_probability`` Σ log p(answer
-    token | everything before it); ``top_everywhere``: every answer token was the model's most likely next token (so
-    greedy decoding writes the answer); ``prompt_tokens``: the prompt's length without the answer."""
-
-    log_probability: float
-    top_everywhere: bool
-    prompt_tokens: int
-
-    @property
-    def probability(self) -> float:
-        return float(np.exp(self.log_probability))
-
-
-def answer_success(lm, haystack: str, needle: str, question: str, answer: str, depth: float) -> AnswerSuccess:
-    """The answer's probability and whether it ranks first at each of its tokens, on the prompt ``build_prompt``
-    makes; one pass, no attention kept (``retrieval_scores`` reads the same prompt)."""
-    token_ids, _, answer_span = build_prompt(lm.tokenizer, haystack, needle, question, answer, depth)
-    if len(token_ids) > lm.max_tokens:
-        raise AnalysisError(f"The prompt is {len(token_ids):,} tokens, more than {lm.name}'s {lm.max_tokens:,}: "
-                            "use a shorter haystack.")
-    rows = list(range(answer_span[0] - 1, answer_span[1] - 1))
-    ids = torch.tensor([token_ids], device=lm.device)
-    with torch.inference_mode(), threads_for_input(ids.numel()):
-        logits = lm.model(input_ids=ids, logits_to_keep=len(token_ids) - rows[0]).logits[0].float()  # [A + 1, vocab]
-    log_probs = torch.log_softmax(logits, dim=-1)
-    targets = token_ids[answer_span[0]:answer_span[1]]
-    picked = [float(log_probs[r - rows[0], t]) for r, t in zip(rows, targets, strict=True)]
-    top = all(int(torch.argmax(log_probs[r - rows[0]])) == t for r, t in zip(rows, targets, strict=True))
-    return AnswerSuccess(float(sum(picked)), top, answer_span[0])
-
-
-@dataclass(frozen=True, eq=False)
-class DepthLengthGrid:
-    """``depths`` (fractions, rows) × ``lengths`` (haystack tokens, columns): ``probability`` float ``[D, N]`` of the
-    answer, ``top`` bool ``[D, N]`` (``AnswerSuccess.top_everywhere``), ``prompt_tokens`` int ``[D, N]``; a cell not
-    measured (stopped) is NaN, False and 0, and ``measured`` bool ``[D, N]`` says which are."""
-
-    depths: tuple[float, ...]
-    lengths: tuple[int, ...]
-    probability: np.ndarray
-    top: np.ndarray
-    prompt_tokens: np.ndarray
-    measured: np.ndarray
-
-
-def depth_length_grid(cell: Callable[[float, int], AnswerSuccess | None], depths: Sequence[float],
-                      lengths: Sequence[int], progress: Callable[[int, int], None] | None = None) -> DepthLengthGrid:
-    """The grid of ``cell(depth, length)`` (an ``AnswerSuccess``, or None for a cell not measured), column by column
-    (every depth at the shortest length first); ``progress(done, total)`` after each cell."""
-    shape = (len(depths), len(lengths))
-    probability, top = np.full(shape, np.nan), np.zeros(shape, dtype=bool)
-    tokens, measured = np.zeros(shape, dtype=int), np.zeros(shape, dtype=bool)
-    total = len(depths) * len(lengths)
-    for column, length in enumerate(lengths):
-        for row, depth in enumerate(depths):
-            found = cell(depth, length)
-            if found is not None:
-                probability[row, column], top[row, column] = found.probability, found.top_everywhere
-                tokens[row, column], measured[row, column] = found.prompt_tokens, True
-            if progress:
-                progress(column * len(depths) + row + 1, total)
-    return DepthLengthGrid(tuple(depths), tuple(lengths), probability, top, tokens, measured)
+__all__ = [
+    "answer_log_probability", "answer_success", "AnswerSuccess", "build_prompt", "bundled_haystack",
+    "contains_answer", "DEFAULT_ANSWER", "DEFAULT_NEEDLE", "DEFAULT_QUESTION", "depth_length_grid",
+    "DepthLengthGrid", "HAYSTACK_FILE", "haystack_of_length", "HAYSTACK_SOURCE", "model_answer", "needle_cut",
+    "retrieval_scores", "RetrievalScores", "top_and_random_heads"
+]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.bundled_lm import BUNDLED_LMS, BundledLMError, cache_folder, cache_problem, cached_folder  # after the project folder is on the path
+from core.model.bundled_lm import BUNDLED_LMS, BundledLMError, cache_folder, cache_problem, cached_folder  # after the project folder is on the path
 
 
 def prepare(lm) -> None:

@@ -16,7 +16,7 @@ _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
-from core.models import LoadedModel, load_model  # noqa: E402 - after OMP_NUM_THREADS is set, before torch is imported
+from core.model.models import LoadedModel, load_model  # noqa: E402 - after OMP_NUM_THREADS is set, before torch is imported
 from tests.model_factory import build_tiny_bart, build_tiny_bert, build_tiny_gpt2, build_tiny_t5  # noqa: E402 - as above
 
 

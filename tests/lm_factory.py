@@ -40,8 +40,8 @@ def build_tiny_llama_lm(folder: Path, *, layers: int = 2, heads: int = 4, kv_hea
 @pytest.fixture(scope="module", params=["llama", "gpt2"])
 def tiny_lm(request, tmp_path_factory):
     """A tiny random causal LM with its head: a Llama (grouped-query heads) and a GPT-2."""
-    from core.models import load_model
-    from core.predictions import load_language_model
+    from core.model.models import load_model
+    from core.outputs.predictions import load_language_model
     from tests.model_factory import build_tiny_gpt2_lm
 
     build = build_tiny_llama_lm if request.param == "llama" else build_tiny_gpt2_lm

@@ -2,7 +2,7 @@
 
 Nothing is downloaded: the BERT vocabulary is written here, the GPT-2 BPE is
 trained here on a few sentences. The saved folders load through the app's own
-``core.models.load_model`` (the real ``from_pretrained`` path).
+``core.model.models.load_model`` (the real ``from_pretrained`` path).
 """
 
 from __future__ import annotations
@@ -338,7 +338,7 @@ def build_tiny_electra(folder: Path, *, seed: int = 0) -> Path:
     return _bert_like(folder, ElectraConfig(**_bert_like_sizes(), embedding_size=16), ElectraModel, seed=seed)
 
 
-# --- Decoders that use transformers' attention interface (recorded by core.recording) ---
+# --- Decoders that use transformers' attention interface (recorded by core.model.recording) ---
 
 _SMALL = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
               max_position_embeddings=64, initializer_range=0.3, tie_word_embeddings=False)

@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from core.attention import attention_maxima
-from core.effects import ablate_heads
-from core.inference import analyze
-from core.models import load_model
+from core.attention_heads.attention import attention_maxima
+from core.causal.effects import ablate_heads
+from core.model.inference import analyze
+from core.model.models import load_model
 from tests.test_app import open_app, page_errors
 from ui.ablation import STATE_KEY
 from viz import attention as va

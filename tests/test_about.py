@@ -1,11 +1,12 @@
-"""core.about: the facts of the "About this model" panel, computed from the model."""
+"""core.teaching.about: the facts of the "About this model" panel, computed from the model."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from core.about import (
+from core.model.inference import analyze, analyze_many
+from core.teaching.about import (
     BUNDLED_DESCRIPTION,
     BUNDLED_LM_DESCRIPTION,
     ModelFacts,
@@ -16,7 +17,6 @@ from core.about import (
     static_similarity_sentence,
     token_anisotropy,
 )
-from core.inference import analyze, analyze_many
 
 
 def test_attention_received_is_the_mean_over_layers_heads_and_queries(tiny_model):
@@ -131,7 +131,7 @@ def _tiny_llama_dir(folder, tokenizer_dir) -> str:
 def test_architecture_facts_are_read_from_each_model(tiny_bert, tiny_gpt2, tiny_gpt2_dir, tmp_path):
     from transformers import AutoConfig
 
-    from core.models import load_model
+    from core.model.models import load_model
 
     llama = load_model(_tiny_llama_dir(tmp_path / "llama", tiny_gpt2_dir))
     text = "a cat and the cat"  # " cat" twice: its hidden state 0 differs by position only with position embeddings
@@ -172,7 +172,7 @@ def test_bundled_lm_facts(bundled_lm):
 
 
 def _hand_analysis(attentions: np.ndarray, special: list[bool]):
-    from core.inference import Analysis
+    from core.model.inference import Analysis
 
     t = attentions.shape[-1]
     return Analysis(
@@ -184,7 +184,7 @@ def _hand_analysis(attentions: np.ndarray, special: list[bool]):
 
 
 def test_neighbour_sink_sentence_is_computed_from_the_maxima():
-    from core.about import neighbour_sink_sentence
+    from core.teaching.about import neighbour_sink_sentence
 
     t = 6
     early = np.zeros((t, t))
@@ -204,7 +204,7 @@ def test_neighbour_sink_sentence_is_computed_from_the_maxima():
 
 
 def test_special_share_sentence_gives_the_ranges():
-    from core.about import special_share_sentence
+    from core.teaching.about import special_share_sentence
 
     text = special_share_sentence(np.array([0.313, 0.563, 0.59]), np.array([0.123, 0.185, 0.163]))
     assert "31%–59% of raw attention and 12%–18% of norm-weighted attention across the 3 layers" in text
@@ -212,7 +212,7 @@ def test_special_share_sentence_gives_the_ranges():
 
 
 def test_reference_anisotropy_is_computed_once_per_model(tiny_bert_dir, monkeypatch):
-    import core.about as about
+    import core.teaching.about as about
     from ui import cache
 
     computed = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.alignment import align_layout
+from core.maths.alignment import align_layout
 
 
 def _rotation(angle: float, reflect: bool = False) -> np.ndarray:

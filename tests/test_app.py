@@ -68,7 +68,7 @@ def test_sidebar_reads_model_and_text_from_the_url(tiny_gpt2_dir):
 
 @pytest.mark.app
 def test_example_button_fills_the_text(tiny_bert_dir):
-    from core.examples import BANK_MONEY
+    from core.teaching.examples import BANK_MONEY
 
     at = open_app({"model": tiny_bert_dir})
     at.pills(key="example").set_value("bank (money)").run()
@@ -122,8 +122,8 @@ def test_the_target_box_is_only_there_for_encoder_decoders(tiny_bert_dir, tiny_t
 @pytest.mark.app
 @pytest.mark.parametrize("model_fixture", SEQ2SEQ_FIXTURES)
 def test_an_empty_target_is_generated_and_fills_the_box(model_fixture, request):
-    from core.models import load_model
-    from core.seq2seq import generate_target
+    from core.model.models import load_model
+    from core.model.seq2seq import generate_target
 
     folder = request.getfixturevalue(model_fixture)
     at = open_app({"model": folder, "text": "the cat sat"}, page="app_pages/attention.py")
@@ -164,8 +164,8 @@ def test_pages_that_do_not_apply_say_so(page, tiny_t5_dir):
 
 @pytest.mark.app
 def test_a_written_target_is_rewritten_when_the_source_changes(tiny_t5_dir):
-    from core.models import load_model
-    from core.seq2seq import generate_target
+    from core.model.models import load_model
+    from core.model.seq2seq import generate_target
 
     at = open_app({"model": tiny_t5_dir, "text": "the cat sat"}, page="app_pages/attention.py")
     first = at.text_area(key="target").value

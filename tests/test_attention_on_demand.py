@@ -1,4 +1,4 @@
-"""Attention on demand for long texts (issue 41): ``core.attention.head_attention`` equals the model's own weights.
+"""Attention on demand for long texts (issue 41): ``core.attention_heads.attention.head_attention`` equals the model's own weights.
 
 The reference is always a plain eager forward pass with ``output_attentions=True`` on a model loaded without the
 app's recording implementation (``attn_implementation="eager"``), never the code under test.
@@ -11,15 +11,15 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-import core.inference as inference
-import core.on_demand as on_demand
-from core.attention import head_attention, layer_attention
-from core.hooks import hooked
-from core.inference import STORED_ATTENTION_MAX_TOKENS, analyze
-from core.models import load_model
-from core.on_demand import MEMO_LAYERS, StoredMask, _stored
-from core.parts import blocks_of
-from core.retrieval import bundled_haystack
+import core.model.inference as inference
+import core.model.on_demand as on_demand
+from core.attention_heads.attention import head_attention, layer_attention
+from core.attention_heads.retrieval import bundled_haystack
+from core.model.hooks import hooked
+from core.model.inference import STORED_ATTENTION_MAX_TOKENS, analyze
+from core.model.models import load_model
+from core.model.on_demand import MEMO_LAYERS, StoredMask, _stored
+from core.model.parts import blocks_of
 from tests.model_factory import build_tiny_decoder, build_tiny_gpt2
 from ui.bounded_cache import nbytes_of
 

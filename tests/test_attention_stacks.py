@@ -78,8 +78,8 @@ def test_maxima_offers_rollout_where_it_is_defined_and_says_why_not_elsewhere(st
 
 
 def test_statistics_of_cross_attention_rank_the_heads_nearest_the_diagonal_and_link_to_that_stack(tiny_bart_dir):
-    from core.models import load_model
-    from core.seq2seq import analyze_pair
+    from core.model.models import load_model
+    from core.model.seq2seq import analyze_pair
 
     at = open_app({"model": tiny_bart_dir, "text": SOURCE, "target": TARGET, "stack": "Cross-attention"},
                   page="app_pages/stats.py")
@@ -103,8 +103,8 @@ def test_statistics_of_cross_attention_rank_the_heads_nearest_the_diagonal_and_l
 
 @pytest.mark.parametrize("stack, bias", [("Cross-attention", False), ("Decoder self-attention", True)])
 def test_inside_one_head_of_a_t5_stack_matches_the_plain_models_attention_row(stack, bias, tiny_t5_dir):
-    from core.models import load_model
-    from core.seq2seq import analyze_pair
+    from core.model.models import load_model
+    from core.model.seq2seq import analyze_pair
 
     at = open_app({"model": tiny_t5_dir, "text": SOURCE, "target": TARGET, "stack": stack, "layer": "1", "head": "2",
                    "query": "1"}, page="app_pages/inside.py")

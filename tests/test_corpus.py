@@ -1,4 +1,4 @@
-"""core.corpus: the sample corpus, and parsing of .txt, .csv, .parquet and pasted corpora."""
+"""core.representations.corpus: the sample corpus, and parsing of .txt, .csv, .parquet and pasted corpora."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from core.corpus import (
+from core.representations.corpus import (
     MAX_DOCUMENT_CHARS,
     MAX_DOCUMENTS,
     MAX_UPLOAD_BYTES,

@@ -8,8 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from core.cross_attention import cross_alignment, cross_attention_view, cross_head_statistics, pair_attention_view
-from core.seq2seq import PairAnalysis, analyze_pair
+from core.attention_heads.cross_attention import cross_alignment, cross_attention_view, cross_head_statistics, pair_attention_view
+from core.model.seq2seq import PairAnalysis, analyze_pair
 from viz import attention as va
 from viz import bertviz_offline as bv
 from viz.cross_attention import alignment_figure, alignment_grid

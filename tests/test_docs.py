@@ -176,8 +176,8 @@ def _unknown_names(text: str) -> list[str]:
 
 
 def test_unknown_names_are_found():
-    text = "`core.inference.analyze` `core.inference.no_such` `ui/no_such.py` `ui/cache.py` `core.nowhere.f(x)`"
-    assert _unknown_names(text) == ["core.inference.no_such", "ui/no_such.py", "core.nowhere.f"]
+    text = "`core.model.inference.analyze` `core.model.inference.no_such` `ui/no_such.py` `ui/cache.py` `core.nowhere.f(x)`"
+    assert _unknown_names(text) == ["core.model.inference.no_such", "ui/no_such.py", "core.nowhere.f"]
 
 
 @pytest.mark.parametrize("path", MARKDOWN, ids=lambda p: str(p.relative_to(ROOT)))

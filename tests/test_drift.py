@@ -1,4 +1,4 @@
-"""core.drift: layer similarity against a direct computation, batching, baselines, [CLS] and pooler."""
+"""core.representations.drift: layer similarity against a direct computation, batching, baselines, [CLS] and pooler."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 import torch
 
-from core.drift import CorpusEmbeddings, baseline_table, cls_table, drift_table, embed_corpus, layer_similarity
-from core.inference import analyze_many
+from core.model.inference import analyze_many
+from core.representations.drift import CorpusEmbeddings, baseline_table, cls_table, drift_table, embed_corpus, layer_similarity
 
 DOCUMENTS = [
     "The cat sat on the mat.",
@@ -148,7 +148,7 @@ def test_cls_against_last_layer_and_never_against_the_pooler(tiny_bert):
 
 
 def test_a_pooler_missing_from_the_checkpoint_gives_no_pooler_output(tmp_path):
-    from core.models import load_model
+    from core.model.models import load_model
     from tests.model_factory import build_tiny_bert_mlm
 
     model = load_model(str(build_tiny_bert_mlm(tmp_path / "mlm")))  # a masked-LM checkpoint has no pooler weights
@@ -173,7 +173,7 @@ def test_cached_arrays_are_read_only(tiny_bert):
 
 @pytest.mark.integration
 def test_bundled_model_moves_documents_and_layers_are_anisotropic(bundled):
-    from core.corpus import sample_corpus
+    from core.representations.corpus import sample_corpus
 
     texts = [doc.text for doc in sample_corpus()[:12]]
     table = drift_table(embed_corpus(bundled, texts), reference="static", pooling="mean")
@@ -212,7 +212,7 @@ def test_page_options_never_rerun_the_model(tiny_bert_dir):
 
 @pytest.mark.parametrize("first", ["embeddings", "contextuality"])
 def test_either_cached_wrapper_runs_the_pass_that_serves_both(tiny_bert_dir, first):
-    from core.contextuality import contextuality
+    from core.representations.contextuality import contextuality
     from ui.cache import cached_contextuality, cached_corpus_embeddings, cached_model
 
     texts = tuple(f"{text} ({first} first)" for text in DOCUMENTS)  # keys no other test has cached
@@ -265,14 +265,14 @@ def test_two_sessions_asking_for_the_two_results_at_once_share_one_pass(tiny_ber
 
 @pytest.mark.app
 def test_the_first_view_runs_one_pass_over_the_corpus(tiny_bert_dir, monkeypatch):
-    import core.drift
+    import core.representations.drift
     from ui.store import results
 
     for name in ("corpus-embeddings", "contextuality"):
         results().shelf(name).clear()
     passes = []
-    original = core.drift.iter_analyses  # every pass over a corpus, for either result, is core.drift.run_over_corpus's
-    monkeypatch.setattr(core.drift, "iter_analyses", lambda *a, **k: passes.append(1) or original(*a, **k))
+    original = core.representations.drift.iter_analyses  # every pass over a corpus, for either result, is core.representations.drift.run_over_corpus's
+    monkeypatch.setattr(core.representations.drift, "iter_analyses", lambda *a, **k: passes.append(1) or original(*a, **k))
     at = _drift_page(tiny_bert_dir)
     assert not at.exception and not at.error
     assert len(passes) == 1  # embeddings and self-similarity from one pass of the model over the corpus
@@ -286,7 +286,7 @@ def _anisotropy(values):
 
 
 def test_baseline_sentence_follows_a_falling_anisotropy():
-    from core.drift import baseline_sentences
+    from core.representations.drift import baseline_sentences
 
     text = baseline_sentences(_anisotropy([0.735, 0.709, 0.637, 0.627, 0.660, 0.075]))
     assert "0.735 at hidden state 1" in text and "0.075 at hidden state 6, the last" in text
@@ -296,7 +296,7 @@ def test_baseline_sentence_follows_a_falling_anisotropy():
 
 
 def test_baseline_sentence_follows_a_rising_anisotropy_and_names_the_word_baseline():
-    from core.drift import baseline_sentences
+    from core.representations.drift import baseline_sentences
 
     words = pd.DataFrame({"layer": [0, 1, 2], "anisotropy": [0.05, 0.12, 0.61]})
     text = baseline_sentences(_anisotropy([0.3, 0.8]), words, pooling="cls")
@@ -308,8 +308,8 @@ def test_baseline_sentence_follows_a_rising_anisotropy_and_names_the_word_baseli
 @pytest.mark.integration
 def test_bundled_model_last_layer_is_nearly_isotropic_on_the_sample_corpus(bundled):
     """The measured fact the drift page's sentence rests on (mean pooling, sample corpus)."""
-    from core.corpus import sample_corpus
-    from core.drift import baseline_sentences
+    from core.representations.corpus import sample_corpus
+    from core.representations.drift import baseline_sentences
 
     embeddings = embed_corpus(bundled, [d.text for d in sample_corpus()])
     table = baseline_table(embeddings)
@@ -322,7 +322,7 @@ def test_one_pasted_document_has_no_baseline_line_no_empty_chart_and_is_one_docu
     """Issue 28: "1 documents", a "baseline" line at 0 beside "there is no baseline", an empty self-similarity chart."""
     import json
 
-    from core.corpus import documents_from_text
+    from core.representations.corpus import documents_from_text
     from ui.corpus_state import CORPUS_KEY, CORPUS_NAME_KEY, SOURCES
 
     at = _drift_page(tiny_bert_dir)

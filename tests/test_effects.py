@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from core import effects, effects_compare
-from core.effects import EffectsError, ablate_heads, ablation, head_importance
-from core.effects_compare import sentence_cosine
-from core.heads import UnsupportedArchitecture, compute_head
-from core.inference import AnalysisError, analyze
-from core.models import load_model
-from core.predictions import load_language_model
+from core.attention_heads.inside_head import UnsupportedArchitecture, compute_head
+from core.causal import effects, effects_compare
+from core.causal.effects import EffectsError, ablate_heads, ablation, head_importance
+from core.causal.effects_compare import sentence_cosine
+from core.model.inference import AnalysisError, analyze
+from core.model.models import load_model
+from core.outputs.predictions import load_language_model
 from tests.model_factory import build_tiny_bert_mlm, build_tiny_gpt2_lm, build_tiny_gpt_neo
 
 TEXT = "the cat sat on the mat and it was happy"
@@ -27,7 +27,7 @@ def _copy(model):
 
 
 def _projection_columns(model, layer, head):
-    """(weight, slice, axis): the head's input columns of the output projection, found independently of core.effects."""
+    """(weight, slice, axis): the head's input columns of the output projection, found independently of core.causal.effects."""
     d = model.hidden_size // model.num_heads
     cols = slice(head * d, (head + 1) * d)
     if model.model_type == "gpt2":

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from transformers import AutoConfig, AutoTokenizer
 
-from core.models import bundled_model_path
+from core.model.models import bundled_model_path
 from tests.model_factory import build_tiny_bert_mlm, build_tiny_gpt2_lm
 from tests.test_app import open_app, page_errors
 from ui.page_state import view_query
@@ -199,8 +199,8 @@ def test_the_knock_out_result_line_uses_the_pages_sign_convention(language_model
 
     import torch
 
-    from core.models import load_model
-    from core.predictions import load_language_model
+    from core.model.models import load_model
+    from core.outputs.predictions import load_language_model
 
     text = "the cat sat on the"
     at = open_app({"model": language_model_dirs["gpt2"], "text": text, "heads": "L1H0 L0H2"}, page=PAGE)
@@ -236,14 +236,14 @@ def test_the_knock_out_result_line_uses_the_pages_sign_convention(language_model
 
 
 def _repeat_loss(first, second):
-    from core.induction import RepeatLoss
+    from core.attention_heads.induction import RepeatLoss
 
     first, second = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
     return RepeatLoss(float(first.mean()), float(second.mean()), (), first, second)
 
 
 def _induction_result(scores):
-    from core.induction import InductionScores
+    from core.attention_heads.induction import InductionScores
 
     return InductionScores(np.asarray(scores, dtype=np.float64), np.zeros(9, dtype=np.int64), 1, 4)
 
@@ -276,8 +276,8 @@ def unconverging_gpt2_dir(tmp_path_factory) -> str:
     target's log-probability jumps along the integrated-gradients path and no affordable number of points adds up."""
     import torch
 
-    from core.models import load_model
-    from core.predictions import load_language_model
+    from core.model.models import load_model
+    from core.outputs.predictions import load_language_model
 
     folder = build_tiny_gpt2_lm(tmp_path_factory.mktemp("unconverging") / "gpt2")
     lm = load_language_model(load_model(str(folder)))

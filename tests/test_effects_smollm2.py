@@ -10,8 +10,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def induction_test(bundled_lm):
     """SmolLM2's language model, and the page's induction test on it (40 random tokens twice, seed 0)."""
-    from core.induction import induction_scores
-    from core.predictions import load_language_model
+    from core.attention_heads.induction import induction_scores
+    from core.outputs.predictions import load_language_model
 
     lm = load_language_model(bundled_lm)
     return lm, induction_scores(lm, length=40, seed=0)
@@ -21,7 +21,7 @@ def test_a_weak_induction_head_that_raises_both_copies_is_not_called_an_inductio
     """L23H3 (induction score 0.023, rank 52 of 270): its knock-out raises the loss on both copies (14.55 → 14.65 and
     5.63 → 5.80, the reviewer's figures); the page used to add "Induction heads lower the loss on the second copy
     only" whatever the heads."""
-    from core.induction import repeat_loss
+    from core.attention_heads.induction import repeat_loss
     from viz.induction import induction_knockout_sentence
 
     lm, result = induction_test
@@ -35,7 +35,7 @@ def test_a_weak_induction_head_that_raises_both_copies_is_not_called_an_inductio
 def test_the_strongest_induction_heads_raise_the_second_copy_only(induction_test):
     """L18H6, L17H4, L17H3 (the page's button): the second copy's loss rises from 5.63 to 9.60, the first's does not
     rise (14.55 → 14.50): the sentence calls that what induction heads do."""
-    from core.induction import repeat_loss
+    from core.attention_heads.induction import repeat_loss
     from viz.induction import induction_knockout_sentence
 
     lm, result = induction_test
@@ -54,7 +54,7 @@ def test_integrated_gradients_add_up_on_the_eiffel_prompt(induction_test):
     plain forward pass of the two embeddings."""
     import torch
 
-    from core.attribution import token_attribution
+    from core.causal.token_attribution import token_attribution
 
     lm, _ = induction_test
     text = "The Eiffel Tower stands in the city of"

@@ -1,4 +1,4 @@
-"""Information flow (core.flow, core.recorded_pass) against direct computations on plainly loaded models."""
+"""Information flow (core.causal.flow, core.model.recorded_pass) against direct computations on plainly loaded models."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, BertModel
 
-from core.flow import Contributions, contributions, contributions_of, head_terms, proximity_shares, route_graph
-from core.models import bundled_model_path, load_model
-from core.recorded_pass import record_pass
+from core.causal.flow import Contributions, contributions, contributions_of, head_terms, proximity_shares, route_graph
+from core.model.models import bundled_model_path, load_model
+from core.model.recorded_pass import record_pass
 from tests.lm_factory import build_tiny_llama_lm
 from tests.model_factory import build_tiny_bert, build_tiny_decoder, build_tiny_gpt2_lm
 
@@ -153,13 +153,13 @@ def test_route_graph_keeps_exactly_the_edges_above_threshold_that_reach_the_chos
 
 
 def test_contributions_of_a_text_longer_than_one_chunk_equal_those_computed_at_once(tiny_decoder, monkeypatch):
-    import core.flow
+    import core.causal.flow
 
     _, model = tiny_decoder
     ids = model.tokenizer(TEXT)["input_ids"]
     recorded = record_pass(model, ids)
     whole = contributions_of(recorded, ids)
-    monkeypatch.setattr(core.flow, "QUERY_CHUNK_CELLS", 1)  # one query at a time
+    monkeypatch.setattr(core.causal.flow, "QUERY_CHUNK_CELLS", 1)  # one query at a time
     chunked = contributions_of(recorded, ids)
     np.testing.assert_allclose(chunked.attention, whole.attention, atol=1e-6)
 

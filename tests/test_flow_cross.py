@@ -1,4 +1,4 @@
-"""Information flow through cross-attention (core.flow_cross) against hooks on plainly loaded tiny BART and T5."""
+"""Information flow through cross-attention (core.causal.flow_cross) against hooks on plainly loaded tiny BART and T5."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
-from core.flow import route_graph
-from core.flow_cross import cross_flow
-from core.flow_pair import decoder_logits, pair_contributions, pair_contributions_of, pair_ids, record_pair
-from core.models import load_model
+from core.causal.flow import route_graph
+from core.causal.flow_cross import cross_flow
+from core.causal.flow_pair import decoder_logits, pair_contributions, pair_contributions_of, pair_ids, record_pair
+from core.model.models import load_model
 from tests.model_factory import build_tiny_bart, build_tiny_t5
 
 SOURCE, TARGET = "the cat sat on the mat", "the dog sat"
@@ -103,7 +103,7 @@ def test_cross_shares_equal_proximities_by_hand(tiny_pair):
     np.testing.assert_allclose(flow.attention.sum(axis=(2, 3)) + flow.residual, 1, atol=1e-5)
 
 
-# The whole encoder-decoder pass (core.flow_pair): the decoder's three sums and the route across both stacks.
+# The whole encoder-decoder pass (core.causal.flow_pair): the decoder's three sums and the route across both stacks.
 
 def _decoder_sums(block):
     """(self-attention, its value map, its output map, the norm reading y₁, the norm reading y₂, the norm reading y₃

@@ -1,4 +1,4 @@
-"""The details of a route's edges and nodes (core.flow_details) against hooks on plainly loaded tiny models: a
+"""The details of a route's edges and nodes (core.causal.flow_details) against hooks on plainly loaded tiny models: a
 head's write from one key position through the frozen final norm and the unembedding, and an MLP's neurons, whose
 terms add up (with the output bias) to the MLP's output."""
 
@@ -9,11 +9,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from core.flow import lens_logits, top_tokens, written_logits
-from core.flow_details import head_write, neuron_terms, top_neurons
-from core.models import load_model
-from core.predictions import load_language_model
-from core.recorded_pass import record_pass
+from core.causal.flow import lens_logits, top_tokens, written_logits
+from core.causal.flow_details import head_write, neuron_terms, top_neurons
+from core.model.models import load_model
+from core.model.recorded_pass import record_pass
+from core.outputs.predictions import load_language_model
 from tests.lm_factory import build_tiny_llama_lm
 from tests.model_factory import build_tiny_decoder, build_tiny_gpt2_lm
 

@@ -13,13 +13,13 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
-from core.flow import Edge, RouteGraph, carriers, contributions_of, route_graph, route_sentence
-from core.flow_details import top_neurons
-from core.flow_pair import pair_contributions
-from core.models import load_model
-from core.predictions import load_language_model
-from core.recorded_pass import record_pass
-from core.seq2seq import analyze_pair
+from core.causal.flow import Edge, RouteGraph, carriers, contributions_of, route_graph, route_sentence
+from core.causal.flow_details import top_neurons
+from core.causal.flow_pair import pair_contributions
+from core.model.models import load_model
+from core.model.recorded_pass import record_pass
+from core.model.seq2seq import analyze_pair
+from core.outputs.predictions import load_language_model
 from tests.lm_factory import build_tiny_llama_lm
 from tests.model_factory import build_tiny_bart
 from tests.test_app import open_app, page_errors
@@ -158,7 +158,7 @@ def test_flow_page_draws_the_route_and_opens_an_edge_and_a_node(tiny_llama):
     ids = model.tokenizer(text)["input_ids"]
     graph = route_graph(contributions_of(record_pass(model, ids), ["x"] * len(ids)), len(ids) - 1, 0.01)
     drawn = sum(len([v for v in t["x"] if v is None]) for t in spec["data"] if t.get("mode") == "lines")
-    assert drawn == len(graph.edges)  # the page's graph is core.flow's at the threshold of the link
+    assert drawn == len(graph.edges)  # the page's graph is core.causal.flow's at the threshold of the link
     assert f"({len(graph.edges)} edges, {len(graph.nodes)} nodes)" in _detail_box(at).label
     box = _detail_box(at)
     edge_ids = {edge_id(e) for e in graph.edges}
@@ -273,7 +273,7 @@ def _numbers(values) -> np.ndarray:
 
 @pytest.mark.app
 def test_flow_page_on_an_encoder_decoder_draws_the_route_across_cross_attention(tiny_pair_dir):
-    """The page draws core.flow_pair's route of the sidebar's source and target (graph rebuilt here from a plain
+    """The page draws core.causal.flow_pair's route of the sidebar's source and target (graph rebuilt here from a plain
     record of the same tokens), every edge and node clickable and in the list; a cross edge opens its head, its
     cross-attention row over the source and what it writes through the unembedding; a decoder node its logit lens."""
     source, target = "the cat sat on the mat", "the dog sat"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.bundled_lm import MANIFEST, cache_folder, cache_problem, cache_root, gemma_gguf_path
+from core.model.bundled_lm import MANIFEST, cache_folder, cache_problem, cache_root, gemma_gguf_path
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +30,7 @@ def plain_gemma(bundled_gemma):
 
 
 def test_gemma_loads_from_its_checked_cache_with_its_shape(bundled_gemma):
-    from core.recording import IMPLEMENTATION
+    from core.model.recording import IMPLEMENTATION
 
     config = bundled_gemma.model.config
     assert bundled_gemma.name == "gemma-3-270m" and Path(bundled_gemma.source) == cache_folder("gemma-3-270m")
@@ -54,7 +54,7 @@ def test_gemma_loads_from_its_checked_cache_with_its_shape(bundled_gemma):
 def test_gemma_gives_mary_the_drink(bundled_gemma, plain_gemma):
     """The name-mover prompt: " Mary" at about 0.85, the softmax of the plain model's last logits, and the same
     probability through the app's predictions."""
-    from core.predictions import load_language_model, predict
+    from core.outputs.predictions import load_language_model, predict
 
     tokenizer, plain = plain_gemma
     ids = tokenizer(PROMPT, return_tensors="pt")["input_ids"]
@@ -72,9 +72,9 @@ def test_recorded_attention_equals_eager_past_the_sliding_window(bundled_gemma, 
     """analyze's attention (the recording implementation) equals a plain eager ``output_attentions=True`` pass on a
     text longer than the window: the sliding layers give 0 to keys 512 or more tokens back, the full layers do not,
     and heads recomputed from the recorded (QK-normed, rotated) queries and keys match."""
-    from core.attention import head_attention
-    from core.heads import compute_head
-    from core.inference import analyze
+    from core.attention_heads.attention import head_attention
+    from core.attention_heads.inside_head import compute_head
+    from core.model.inference import analyze
 
     _tokenizer, plain = plain_gemma
     analysis = analyze(bundled_gemma, LONG_TEXT, on_demand=False)  # every head's weights stored

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.generation import branch_from_param, branch_to_param, generate, next_token_distribution, sampling_distribution
+from core.outputs.generation import branch_from_param, branch_to_param, generate, next_token_distribution, sampling_distribution
 from tests.lm_factory import tiny_lm  # noqa: F401 (fixture)
 
 TEXT = "I will hike along the bank of a"
@@ -115,14 +115,14 @@ def test_the_key_value_cache_gives_the_full_passes_probabilities(tiny_lm):
 def test_bad_links_and_controls():
     assert branch_from_param("12.7.x.3", 100) == [12, 7]
     assert branch_from_param("<script>", 100) == [] and branch_from_param("5.500", 100) == [5]
-    from core.generation import shape_distribution
+    from core.outputs.generation import shape_distribution
     with pytest.raises(ValueError, match="temperature"):
         shape_distribution(torch.zeros(3), temperature=0)
 
 
 def test_the_sentence_says_when_nothing_is_cut_and_writes_no_negative_zero():
     """Issue 40, item 8: "49,152 of 49,152 tokens can be drawn; the rest are cut." and "-0.00 after"."""
-    from core.generation import shape_distribution
+    from core.outputs.generation import shape_distribution
     from viz.generation import distribution_sentence
 
     logits = torch.tensor([3.0, 1.0, 0.5, 0.0])

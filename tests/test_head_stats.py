@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.head_stats import (
+from core.attention_heads.head_statistics import (
     STATISTICS,
     TokenRoles,
     analysis_statistics,
@@ -20,7 +20,7 @@ from core.head_stats import (
     statistic_grid,
     token_roles,
 )
-from core.inference import analyze
+from core.model.inference import analyze
 from viz.head_stats import head_heatmap, head_heatmaps
 
 
@@ -259,7 +259,7 @@ def test_gpt2_has_no_end_tokens_to_rank_and_a_first_token_sink(tiny_gpt2_dir):
 
 @pytest.mark.integration
 def test_norm_weighting_shrinks_the_cls_sink_of_the_bundled_model(bundled):
-    from core.attention import norm_weighted
+    from core.attention_heads.attention import norm_weighted
 
     a = analyze(bundled, "I will hike along the bank of a river.")
     raw, roles = analysis_statistics(a, bundled.tokenizer)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.heads import compute_head, value_vectors_through_output
-from core.inference import analyze
+from core.attention_heads.inside_head import compute_head, value_vectors_through_output
+from core.model.inference import analyze
 
 TEXT = "I will hike along the bank of a river."
 
@@ -75,7 +75,7 @@ def test_bundled_model_heads_recompute(bundled):
 @pytest.fixture(scope="module")
 def lookalikes(tmp_path_factory):
     """Tiny MegatronBERT (pre-LN) and RoFormer (rotary): module names like BERT's, attention unlike it."""
-    from core.models import load_model
+    from core.model.models import load_model
     from tests.model_factory import build_tiny_megatron_bert, build_tiny_roformer
 
     root = tmp_path_factory.mktemp("lookalikes")
@@ -87,7 +87,7 @@ def lookalikes(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny_electra(tmp_path_factory):
-    from core.models import load_model
+    from core.model.models import load_model
     from tests.model_factory import build_tiny_electra
 
     return load_model(str(build_tiny_electra(tmp_path_factory.mktemp("electra") / "electra")))
@@ -96,9 +96,9 @@ def tiny_electra(tmp_path_factory):
 @pytest.mark.parametrize("model_type", ["megatron-bert", "roformer"])
 def test_bert_lookalikes_are_refused_with_a_sentence(lookalikes, model_type):
     """Their modules compute attention themselves (never through the attention interface), so nothing is recorded."""
-    from core.attention import norm_weighted
-    from core.heads import UnsupportedArchitecture, architecture
-    from core.queries_keys import queries_and_keys
+    from core.attention_heads.attention import norm_weighted
+    from core.attention_heads.inside_head import UnsupportedArchitecture, architecture
+    from core.attention_heads.neuron_view import queries_and_keys
 
     model = lookalikes[model_type]
     assert model.model_type == model_type
@@ -113,9 +113,9 @@ def test_bert_lookalikes_are_refused_with_a_sentence(lookalikes, model_type):
 def test_a_recomputation_that_misses_the_models_attention_is_not_shown(tiny_model):
     from dataclasses import replace
 
-    from core.attention import norm_weighted
-    from core.heads import UnsupportedArchitecture
-    from core.queries_keys import queries_and_keys
+    from core.attention_heads.attention import norm_weighted
+    from core.attention_heads.inside_head import UnsupportedArchitecture
+    from core.attention_heads.neuron_view import queries_and_keys
 
     a = analyze(tiny_model, TEXT)
     wrong = np.array(a.attentions)
@@ -131,7 +131,7 @@ def test_a_recomputation_that_misses_the_models_attention_is_not_shown(tiny_mode
 def test_electra_is_recomputed_and_its_embeddings_project_is_named(tiny_electra):
     import torch
 
-    from core.heads import architecture, embeddings_description
+    from core.attention_heads.inside_head import architecture, embeddings_description
 
     assert architecture(tiny_electra).kind == "bert" and not architecture(tiny_electra).pre_ln
     a = analyze(tiny_electra, TEXT)
@@ -146,7 +146,7 @@ def test_electra_is_recomputed_and_its_embeddings_project_is_named(tiny_electra)
 
 
 def test_supported_architectures_name_their_layer_norm_place(tiny_bert, tiny_gpt2):
-    from core.heads import architecture, embeddings_description
+    from core.attention_heads.inside_head import architecture, embeddings_description
 
     assert not architecture(tiny_bert).pre_ln and architecture(tiny_gpt2).pre_ln
     assert "embeddings_project" not in embeddings_description(tiny_bert)

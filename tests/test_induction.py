@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.head_stats import induction_scores
+from core.attention_heads.head_statistics import induction_scores
 from tests.lm_factory import tiny_lm  # noqa: F401 (fixture)
 
 
@@ -41,7 +41,7 @@ def test_works_on_the_base_model_too(tiny_gpt2):
 
 
 def test_repeat_loss_and_knock_out_by_hand(tiny_lm):
-    from core.induction import repeat_loss
+    from core.attention_heads.induction import repeat_loss
 
     scores = induction_scores(tiny_lm, length=10, seed=2)
     ids = torch.tensor(scores.token_ids)[None]

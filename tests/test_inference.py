@@ -7,8 +7,8 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from core.examples import BANK_MONEY, BANK_RIVER
-from core.inference import Analysis, AnalysisError, analyze, analyze_many
+from core.model.inference import Analysis, AnalysisError, analyze, analyze_many
+from core.teaching.examples import BANK_MONEY, BANK_RIVER
 
 TEXT = "I will hike along the bank of a river."
 
@@ -39,7 +39,7 @@ def test_encoder_attends_both_ways(tiny_bert):
 @pytest.mark.parametrize("which", ["tiny_bert_dir", "tiny_gpt2_dir"])
 def test_equals_a_direct_transformers_forward_pass(which, request):
     folder = request.getfixturevalue(which)
-    from core.models import load_model
+    from core.model.models import load_model
 
     model = load_model(folder)
     a = analyze(model, TEXT)
@@ -162,7 +162,7 @@ def test_truncated_only_when_something_was_cut(tiny_model):
 
 @pytest.mark.parametrize("which", ["bert", "gpt2"])
 def test_batched_equals_single_with_a_left_padding_tokenizer(which, tmp_path):
-    from core.models import load_model
+    from core.model.models import load_model
     from tests.model_factory import build_tiny_bert, build_tiny_gpt2, set_padding_side
 
     build = build_tiny_bert if which == "bert" else build_tiny_gpt2
@@ -181,10 +181,10 @@ def test_batched_equals_single_with_a_left_padding_tokenizer(which, tmp_path):
 
 
 # Issue 40 item 9: names the README and older notebooks use keep importing from where they were documented.
-PUBLIC_NAMES = ["core.inference.analyze", "core.inference.analyze_many", "core.inference.iter_analyses",
-                "core.inference.Analysis", "core.inference.AnalysisError", "core.inference.analyze_pair",
-                "core.inference.PairAnalysis", "core.inference.generate_target", "core.seq2seq.analyze_pair",
-                "core.heads.compute_head", "core.models.load_model"]
+PUBLIC_NAMES = ["core.model.inference.analyze", "core.model.inference.analyze_many", "core.model.inference.iter_analyses",
+                "core.model.inference.Analysis", "core.model.inference.AnalysisError", "core.model.inference.analyze_pair",
+                "core.model.inference.PairAnalysis", "core.model.inference.generate_target", "core.model.seq2seq.analyze_pair",
+                "core.attention_heads.inside_head.compute_head", "core.model.models.load_model"]
 
 
 @pytest.mark.parametrize("path", PUBLIC_NAMES)
@@ -196,8 +196,8 @@ def test_public_names_import(path):
 
 
 def test_the_old_analyze_pair_path_is_the_seq2seq_function():
-    from core import inference, seq2seq
-    from core.inference import analyze_pair
+    from core.model import inference, seq2seq
+    from core.model.inference import analyze_pair
 
     assert analyze_pair is seq2seq.analyze_pair
     with pytest.raises(AttributeError, match="no_such_name"):

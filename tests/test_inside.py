@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.heads import architecture
+from core.attention_heads.inside_head import architecture
 from tests.model_factory import build_tiny_gpt_neo
 from tests.test_app import open_app, page_errors
 

@@ -1,5 +1,5 @@
-"""Issue 37: one way to knock a head out (``core.recording.Recorder(replace=…)``, which ``core.effects`` uses) and one
-lookup of a model's parts (``core.parts``). References: the same checkpoint loaded plainly with eager attention, a
+"""Issue 37: one way to knock a head out (``core.model.recording.Recorder(replace=…)``, which ``core.causal.effects`` uses) and one
+lookup of a model's parts (``core.model.parts``). References: the same checkpoint loaded plainly with eager attention, a
 hand-written zeroing pre-hook on its output projection (``tests.plain_heads.zero_heads_hook``), and module paths
 written out here per family, as the app no longer needs to."""
 
@@ -12,13 +12,13 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
-from core.effects import ablate_heads, ablation
-from core.hooks import hooked, replacing_input
-from core.inference import analyze
-from core.models import load_model
-from core.parts import parts_of
-from core.predictions import load_language_model
-from core.recording import Recorder
+from core.causal.effects import ablate_heads, ablation
+from core.model.hooks import hooked, replacing_input
+from core.model.inference import analyze
+from core.model.models import load_model
+from core.model.parts import parts_of
+from core.model.recording import Recorder
+from core.outputs.predictions import load_language_model
 from tests.lm_factory import build_tiny_llama_lm
 from tests.plain_heads import zero_heads_hook
 

@@ -78,7 +78,7 @@ def walk_every_screen(model: str | None) -> list[str]:
     """Open every page and every tour step on ``model`` (None: the bundled one); the wrong phrases found."""
     from streamlit.testing.v1 import AppTest
 
-    from core.models import bundled_model_path
+    from core.model.models import bundled_model_path
 
     config = AutoConfig.from_pretrained(model or str(bundled_model_path()))
     layers, heads = config.num_hidden_layers, config.num_attention_heads

@@ -53,7 +53,7 @@ def _layer(name: str) -> int:
 
 
 def test_the_walk_finds_the_application():
-    assert {"core.inference", "ui.session", "viz.attention", "app_pages.home", "app"} <= set(MODULES)
+    assert {"core.model.inference", "ui.session", "viz.attention", "app_pages.home", "app"} <= set(MODULES)
 
 
 def test_every_import_goes_down_the_layers():
@@ -175,7 +175,7 @@ def test_every_application_module_holds_one_thing():
 
 HOOK_METHODS = {"register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
                 "register_full_backward_pre_hook", "register_backward_hook"}
-HOOK_MODULE = "core.hooks"  # issue 37: the one module of core/ that registers hooks (docs/architecture.md)
+HOOK_MODULE = "core.model.hooks"  # issue 37: the one module of core/ that registers hooks (docs/architecture.md)
 
 
 def _hook_calls(tree: ast.AST) -> list[str]:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.layers import block_label, hidden_state_label, numbering_caption, writer_of
+from core.model.layers import block_label, hidden_state_label, numbering_caption, writer_of
 
 
 def test_labels_follow_block_l_writes_hidden_state_l_plus_1():
@@ -42,7 +42,7 @@ def test_writer_matches_the_model(tiny_bert):
 
 
 def test_pages_and_figures_take_their_labels_from_the_helper():
-    """No page or figure writes its own layer numbering: the phrases live only in core/layers.py."""
+    """No page or figure writes its own layer numbering: the phrases live only in core/model/layers.py."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
@@ -52,13 +52,13 @@ def test_pages_and_figures_take_their_labels_from_the_helper():
         text = path.read_text(encoding="utf-8")
         assert not [phrase for phrase in own if phrase in text], path.name
     used = {p.name for p in list((root / "app_pages").glob("*.py")) + list((root / "viz").glob("*.py"))
-            if "core.layers" in p.read_text(encoding="utf-8")}
+            if "core.model.layers" in p.read_text(encoding="utf-8")}
     for page in ("drift.py", "senses.py", "attention.py", "maxima.py", "compare.py", "inside.py", "stats.py"):
         assert page in used, page
 
 
 def test_the_last_hidden_state_says_so_and_none_past_it_exists():
-    from core.layers import example_head_codes, head_code, since_hidden_state
+    from core.model.layers import example_head_codes, head_code, since_hidden_state
 
     assert hidden_state_label(6, num_layers=6) == "the last hidden state (6, output of layer 5)"
     assert hidden_state_label(2, num_layers=6) == hidden_state_label(2)

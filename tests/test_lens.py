@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from core.inference import analyze
-from core.lens import MissingLanguageModelHead, logit_lens
-from core.models import load_model
-from core.predictions import NoLanguageModelHead, load_language_model
-from core.tokens import decoded_tokens
+from core.model.inference import analyze
+from core.model.models import load_model
+from core.model.tokens import decoded_tokens
+from core.outputs.lens import MissingLanguageModelHead, logit_lens
+from core.outputs.predictions import NoLanguageModelHead, load_language_model
 from tests.model_factory import build_tiny_bert_mlm, build_tiny_gpt2_lm
 
 CASES = {"bert": (build_tiny_bert_mlm, "the [MASK] of a river"), "gpt2": (build_tiny_gpt2_lm, "the cat sat on the mat")}

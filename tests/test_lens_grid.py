@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.lens_grid import lens_summary
+from core.outputs.lens_grid import lens_summary
 from viz.lens_grid import final_rank_grid, lens_sentence
 
 
 @pytest.fixture(scope="module")
 def tiny_gpt2_lm_and_lens(tmp_path_factory):
-    from core.inference import analyze
-    from core.lens import logit_lens
-    from core.models import load_model
-    from core.predictions import load_language_model
+    from core.model.inference import analyze
+    from core.model.models import load_model
+    from core.outputs.lens import logit_lens
+    from core.outputs.predictions import load_language_model
     from tests.model_factory import build_tiny_gpt2_lm
 
     model = load_model(str(build_tiny_gpt2_lm(tmp_path_factory.mktemp("models") / "gpt2-lm")))

@@ -37,7 +37,7 @@ def test_predictions_page_shapes_the_distribution_and_generates(lm_dirs, which):
     text = _text(at)
     assert "5 of " in text and "tokens can be drawn" in text and "nats before the cuts" in text
     assert "4 tokens written (greedy)" in text
-    if which == "gpt2":  # the lens of Llama-like models is issue 26's (core/lens.py)
+    if which == "gpt2":  # the lens of Llama-like models is issue 26's (core/outputs/lens.py)
         assert "the final prediction stays on top from hidden state" in text
         # issue 40, items 5 and 10: a read-out, not where the answer is decided; rank 1 is the scale's light end
         assert "When the prediction becomes readable: the logit lens" in [h.value for h in at.header]
@@ -108,12 +108,12 @@ def test_head_statistics_show_induction_scores_for_a_decoder(lm_dirs):
 
 def test_does_it_matter_knocks_out_the_strongest_induction_heads_on_the_repeated_tokens(lm_dirs):
     """Issue 27, item 6: on Does it matter?, a button chooses the strongest induction heads, and the page measures
-    their knock-out on the induction test's repeated random tokens, loss on each copy, as core.induction computes it."""
+    their knock-out on the induction test's repeated random tokens, loss on each copy, as core.attention_heads.induction computes it."""
     import numpy as np
 
-    from core.induction import induction_scores, repeat_loss
-    from core.models import load_model
-    from core.predictions import load_language_model
+    from core.attention_heads.induction import induction_scores, repeat_loss
+    from core.model.models import load_model
+    from core.outputs.predictions import load_language_model
 
     at = open_app({"model": lm_dirs["llama"], "text": "the cat sat on the mat", "measure": "sentence embedding"},
                   page="app_pages/effects.py")
@@ -155,9 +155,9 @@ def test_stop_keeps_the_text_so_far_and_continue_writes_the_same_text(lm_dirs, m
     """Issue 27, item 2: a generation written a chunk at a time (one token per chunk here) can be stopped between
     chunks; the tokens written stay, and Continue ends on the text an uninterrupted generation writes."""
     import ui.lm_writer as writer
-    from core.generation import generate
-    from core.models import load_model
-    from core.predictions import load_language_model
+    from core.model.models import load_model
+    from core.outputs.generation import generate
+    from core.outputs.predictions import load_language_model
 
     monkeypatch.setattr(writer, "CHUNK_SECONDS", 0.0)
     monkeypatch.setattr(writer, "MIN_CHUNK", 1)
@@ -188,8 +188,8 @@ def test_predictions_read_only_the_token_limit_and_say_the_text_was_cut(lm_dirs,
     import numpy as np
     import torch
 
-    from core.models import load_model
-    from core.predictions import load_language_model
+    from core.model.models import load_model
+    from core.outputs.predictions import load_language_model
 
     monkeypatch.setenv("EXPLORER_MAX_TOKENS", "16")  # below the tiny model's own 64
     text = "the cat sat on the mat and the dog sat on the log " * 3

@@ -24,7 +24,7 @@ MARGIN = 0.05  # the sentences' margin: 5 points of the way from corrupted to cl
 
 @pytest.fixture(scope="module")
 def smollm2(bundled_lm):
-    from core.predictions import load_language_model
+    from core.outputs.predictions import load_language_model
 
     return load_language_model(bundled_lm)
 
@@ -104,8 +104,8 @@ def test_the_patching_sentence_names_the_plateau_not_its_argmax(smollm2):
 
 def test_the_sampling_step_writes_a_small_probability_with_its_digits(smollm2):
     """Item 7: the least likely token the sampler drew is written with two significant digits, not "0.0%"."""
-    from core.examples import BANK_RIVER
-    from core.generation import generate
+    from core.outputs.generation import generate
+    from core.teaching.examples import BANK_RIVER
 
     at = open_app({"model": MODEL, "track": "lm", "step": "2", "text": BANK_RIVER, "temp": "1.2", "seed": "0"},
                   page="app_pages/tour.py")

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from core.attribution import direct_logit_attribution
-from core.generation import generate, next_token_distribution
-from core.head_stats import induction_scores
-from core.patching import patch_heads, patch_residual
+from core.attention_heads.head_statistics import induction_scores
+from core.causal.patching import patch_heads, patch_residual
+from core.causal.token_attribution import direct_logit_attribution
+from core.outputs.generation import generate, next_token_distribution
 from tests.lm_factory import logit_difference
 
 pytestmark = pytest.mark.integration
@@ -20,7 +20,7 @@ CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"
 @pytest.fixture(scope="module")
 def smollm2(bundled_lm):
     """SmolLM2 as the app loads it: ``load_model("SmolLM2-135M-Instruct")`` and its (tied) language-model head."""
-    from core.predictions import load_language_model
+    from core.outputs.predictions import load_language_model
 
     return load_language_model(bundled_lm)
 

@@ -1,4 +1,4 @@
-"""Long-context views (core.long_context) against eager attention (``output_attentions``) of plainly loaded tiny models,
+"""Long-context views (core.attention_heads.long_context) against eager attention (``output_attentions``) of plainly loaded tiny models,
 reduced by numpy by hand: a Gemma 3 with a 4-token sliding window in its first layer, a Llama without one, a BERT."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForCausalLM
 
+from core.attention_heads.long_context import bin_labels, distance_edges, long_context_profile, sliding_windows
 from core.errors import AnalysisError
-from core.long_context import bin_labels, distance_edges, long_context_profile, sliding_windows
-from core.models import load_model
+from core.model.models import load_model
 from tests.model_factory import build_tiny_bert, build_tiny_decoder
 
 IDS = [7 + (5 * i) % 40 for i in range(40)]  # 40 tokens, inside the tiny models' 64 positions
@@ -126,7 +126,7 @@ def test_progress_reports_every_layer(models):
 
 
 def test_small_blocks_give_the_same_numbers(models, monkeypatch):
-    import core.long_context as long_context
+    import core.attention_heads.long_context as long_context
 
     whole = long_context_profile(models["gemma3_text"][0], IDS)
     monkeypatch.setattr(long_context, "BLOCK_CELLS", 4 * 3 * len(IDS))  # blocks of 3 rows
@@ -136,7 +136,7 @@ def test_small_blocks_give_the_same_numbers(models, monkeypatch):
 
 
 def test_head_kinds_follow_the_stated_thresholds_in_their_order(models):
-    from core.long_context import head_kinds
+    from core.attention_heads.long_context import head_kinds
 
     profile = long_context_profile(models["gemma3_text"][0], IDS)
     kinds = head_kinds(profile)
@@ -151,7 +151,7 @@ def test_head_kinds_follow_the_stated_thresholds_in_their_order(models):
 @pytest.mark.parametrize("family", ["gemma3_text", "bert"])
 def test_each_query_s_bins_sum_to_one_and_equal_the_loops(models, family):
     """Per query, not only on average: the block reduction of eager weights, against loops over the keys."""
-    from core.long_context import _reduce
+    from core.attention_heads.long_context import _reduce
 
     _, plain = models[family]
     att = _eager(plain, IDS).astype(np.float32)

@@ -1,5 +1,5 @@
 """The long-context page in AppTest: a tiny random Gemma 3 (a 4-token sliding window in its first layer) on the bundled
-long text, and a tiny BERT on the sidebar's text; the drawn numbers are core.long_context's, run directly."""
+long text, and a tiny BERT on the sidebar's text; the drawn numbers are core.attention_heads.long_context's, run directly."""
 
 from __future__ import annotations
 
@@ -37,10 +37,10 @@ def _z(at, key: str) -> np.ndarray:
 
 
 def _direct(model_dir: str, length: int):
-    """The profile core.long_context gives for the bundled text cut to ``length`` tokens, with no page or cache."""
-    from core.long_context import long_context_profile
-    from core.models import load_model
-    from core.retrieval import bundled_haystack, haystack_of_length
+    """The profile core.attention_heads.long_context gives for the bundled text cut to ``length`` tokens, with no page or cache."""
+    from core.attention_heads.long_context import long_context_profile
+    from core.attention_heads.retrieval import bundled_haystack, haystack_of_length
+    from core.model.models import load_model
 
     model = load_model(model_dir)
     added = len(model.tokenizer("", add_special_tokens=True)["input_ids"])
@@ -96,8 +96,8 @@ def test_a_stopped_measurement_says_so_and_measures_again_on_request(gemma_dir):
     "Measure again" (a length no other test here measures, so nothing is cached yet)."""
     from streamlit.testing.v1 import AppTest
 
-    from core.models import load_model
-    from core.retrieval import bundled_haystack, haystack_of_length
+    from core.attention_heads.retrieval import bundled_haystack, haystack_of_length
+    from core.model.models import load_model
     from tests.test_app import APP
 
     tokenizer = load_model(gemma_dir).tokenizer

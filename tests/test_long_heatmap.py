@@ -1,4 +1,4 @@
-"""The long-text Attention view: pooled pixels, zoom and thumbnails (core.pooling, core.long_attention,
+"""The long-text Attention view: pooled pixels, zoom and thumbnails (core.attention_heads.pooling, core.attention_heads.long_attention,
 viz.long_heatmap), against weights from a plainly loaded eager model pooled by hand with loops over blocks."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, GPT2TokenizerFast
 
-from core.inference import analyze
-from core.long_attention import pooled_head, row_weights, thumbnails, zoom
-from core.models import load_model
-from core.pooling import pixel_starts, pool, visible_blocks
-from core.tokens import token_labels
+from core.attention_heads.long_attention import pooled_head, row_weights, thumbnails, zoom
+from core.attention_heads.pooling import pixel_starts, pool, visible_blocks
+from core.model.inference import analyze
+from core.model.models import load_model
+from core.model.tokens import token_labels
 from tests.model_factory import _SMALL, build_tiny_gpt2
 from viz import long_heatmap as lh
 
@@ -208,7 +208,7 @@ def test_the_attention_page_draws_a_long_text_pooled_with_a_zoom_that_names_its_
 
 
 def test_a_dragged_box_becomes_the_smallest_square_zoom_that_covers_it_inside_the_text():
-    from core.pooling import region_around
+    from core.attention_heads.pooling import region_around
 
     sides = [16, 32, 64, 128, 256]
     assert region_around((-0.5, 63.5), (99.5, 163.5), 4096, sides) == (100, 0, 64)  # 64 × 64 cells exactly

@@ -1,4 +1,4 @@
-"""Comparisons with a margin (core/margins.py) and the wording of numbers and colours (viz/wording.py), on
+"""Comparisons with a margin (core/maths/margins.py) and the wording of numbers and colours (viz/wording.py), on
 hand-made numbers."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from core.margins import leads_from, plateau, runs
+from core.maths.margins import leads_from, plateau, runs
 from viz.wording import colour_words, fixed, percent, percent_span, probability, rank_colour_key
 
 

@@ -7,8 +7,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from core.attention import attention_maxima, top_attended
-from core.inference import analyze
+from core.attention_heads.attention import attention_maxima, top_attended
+from core.model.inference import analyze
 from tests.test_rollout_norm import hand_analysis
 
 #                [CLS]  a     b     c    [SEP]
@@ -139,14 +139,14 @@ def test_page_table_has_one_row_per_token_and_a_column_per_layer(tiny_bert_dir):
 
 @pytest.mark.app
 def test_unsupported_architecture_is_an_info_and_the_page_keeps_working(tiny_bert_dir, monkeypatch):
-    import core.attention
-    from core.heads import UnsupportedArchitecture
+    import core.attention_heads.attention
+    from core.attention_heads.inside_head import UnsupportedArchitecture
     from tests.test_app import open_app, page_errors
 
     def refuse(model):
         raise UnsupportedArchitecture("Recomputing a head step by step is not available for these models.")
 
-    monkeypatch.setattr(core.attention, "check_supported", refuse)
+    monkeypatch.setattr(core.attention_heads.attention, "check_supported", refuse)
     at = open_app({"model": tiny_bert_dir, "text": "the bank of a river again"}, page="app_pages/maxima.py")
     assert not page_errors(at)
     assert any("Norm-weighted attention is not available" in i.value for i in at.info)

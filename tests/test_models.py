@@ -7,11 +7,11 @@ import json
 import pytest
 import torch
 
-from core.models import DEFAULT_MODEL, ModelLoadError, load_model
+from core.model.models import DEFAULT_MODEL, ModelLoadError, load_model
 
 
 def test_tiny_models_load_with_the_recording_attention_float32_eval(tiny_bert, tiny_gpt2):
-    from core.recording import IMPLEMENTATION
+    from core.model.recording import IMPLEMENTATION
 
     for model in (tiny_bert, tiny_gpt2):
         assert model.model.config._attn_implementation == IMPLEMENTATION
@@ -67,7 +67,7 @@ def test_trust_remote_code_is_never_enabled(tiny_bert_dir, monkeypatch):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(transformers.AutoModel, "from_pretrained", spy)
-    monkeypatch.setattr("core.models.AutoModel.from_pretrained", spy)
+    monkeypatch.setattr("core.model.models.AutoModel.from_pretrained", spy)
     load_model(tiny_bert_dir)
     assert seen == [False]
 
@@ -87,7 +87,7 @@ def test_a_checkpoint_with_trained_pooler_weights(tmp_path):
 
     model = load_model(str(build_tiny_bert_trained_pooler(tmp_path / "trained")))
     assert model.has_pooler and model.pooler_trained
-    from core.models import pooler_sentence
+    from core.model.models import pooler_sentence
 
     assert "has a trained pooler" in pooler_sentence(model)
 
@@ -100,7 +100,7 @@ def test_a_checkpoint_without_pooler_weights_has_no_pooler(tmp_path):
     # transformers made up a random pooler, different on each load; the app must not call it a pooler
     assert not torch.equal(first.model.pooler.dense.weight, second.model.pooler.dense.weight)
     assert not first.has_pooler and not first.pooler_trained
-    from core.models import pooler_sentence
+    from core.model.models import pooler_sentence
 
     assert "no trained pooler" in pooler_sentence(first)
 
@@ -109,7 +109,7 @@ def test_pooler_weights_at_their_initial_zero_bias_are_not_trained(tiny_bert, ti
     # BertModel initialises the pooler bias to 0; the tiny BERT was saved untrained
     assert tiny_bert.has_pooler and not tiny_bert.pooler_trained
     assert not tiny_gpt2.has_pooler and not tiny_gpt2.pooler_trained
-    from core.models import pooler_sentence
+    from core.model.models import pooler_sentence
 
     assert "look untrained" in pooler_sentence(tiny_bert)
 
@@ -143,8 +143,8 @@ def _threads_in_forward(model, monkeypatch) -> list[int]:
 def test_a_small_forward_pass_runs_on_one_thread_and_a_large_one_on_torchs_own(tiny_bert, monkeypatch):
     """Two threads on a few tokens wait for each other when the other core is busy (a browser, another session):
     a 12-token text took ten times longer. A large input keeps torch's setting; either way it is restored."""
-    from core.inference import analyze, analyze_many
-    from core.models import ONE_THREAD_BELOW_TOKENS
+    from core.model.inference import analyze, analyze_many
+    from core.model.models import ONE_THREAD_BELOW_TOKENS
 
     before = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -162,7 +162,7 @@ def test_a_small_forward_pass_runs_on_one_thread_and_a_large_one_on_torchs_own(t
 
 
 def test_the_thread_setting_is_restored_when_a_forward_pass_fails():
-    from core.models import threads_for_input
+    from core.model.models import threads_for_input
 
     before = torch.get_num_threads()
     torch.set_num_threads(2)

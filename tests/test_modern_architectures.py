@@ -1,4 +1,4 @@
-"""Today's decoder families (Llama, Mistral, Qwen2/3, Gemma 1/2/3, Phi-3) through core.recording, each API
+"""Today's decoder families (Llama, Mistral, Qwen2/3, Gemma 1/2/3, Phi-3) through core.model.recording, each API
 compared with a direct computation on the same checkpoint loaded plainly (eager attention, forward hooks)."""
 
 from __future__ import annotations
@@ -10,17 +10,17 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForCausalLM
 
-from core.attention import attention_maxima, norm_weighted, rollout
-from core.attribution import token_attribution
-from core.effects import ablate_heads, head_importance
-from core.head_stats import analysis_statistics
-from core.heads import UnsupportedArchitecture, compute_head, verify_layer
-from core.inference import analyze
-from core.lens import logit_lens
-from core.models import load_model
-from core.predictions import load_language_model
-from core.recorded_heads import sharing_groups
-from core.recording import IMPLEMENTATION, Recorder
+from core.attention_heads.attention import attention_maxima, norm_weighted, rollout
+from core.attention_heads.head_parts import sharing_groups
+from core.attention_heads.head_statistics import analysis_statistics
+from core.attention_heads.inside_head import UnsupportedArchitecture, compute_head, verify_layer
+from core.causal.effects import ablate_heads, head_importance
+from core.causal.token_attribution import token_attribution
+from core.model.inference import analyze
+from core.model.models import load_model
+from core.model.recording import IMPLEMENTATION, Recorder
+from core.outputs.lens import logit_lens
+from core.outputs.predictions import load_language_model
 from tests.model_factory import DECODER_FAMILIES, build_tiny_decoder
 from tests.plain_heads import zero_heads_hook
 
@@ -116,7 +116,7 @@ def test_sliding_windows_are_masked_cells(family):
 def test_attention_page_draws_a_sliding_window_as_masked_cells(family):
     """``Analysis.sliding_windows`` comes from the attention calls; the views' hidden cells are exactly the cells the
     plain eager model gives weight 0 below the diagonal, and the head figure draws them as masked (NaN), not 0."""
-    from core.attention import attention_view, window_hidden
+    from core.attention_heads.attention import attention_view, window_hidden
     from viz.attention import head_figure
     from viz.attention_cells import shown_values
 
@@ -311,7 +311,7 @@ def test_model_that_cannot_be_recorded_gets_a_sentence(decoders):
 def test_queries_and_keys_reproduce_the_weights_or_refuse(family):
     """BertViz's neuron view recomputes softmax(q·k/√d) under the causal mask: either that gives the model's
     attention, or the model is refused with a sentence (window, cap or another scale)."""
-    from core.queries_keys import queries_and_keys
+    from core.attention_heads.neuron_view import queries_and_keys
 
     name, _, model, _ = family
     analysis = analyze(model, TEXT)
@@ -330,9 +330,9 @@ def test_queries_and_keys_reproduce_the_weights_or_refuse(family):
 
 def test_batches_with_padding_drift_and_senses_equal_one_text_at_a_time(family):
     """Drift and senses read batched, right-padded passes: each text must equal its own plain forward pass."""
-    from core.drift import embed_corpus
-    from core.inference import analyze_many
-    from core.senses import occurrence_embeddings
+    from core.model.inference import analyze_many
+    from core.representations.drift import embed_corpus
+    from core.representations.senses import occurrence_embeddings
 
     _, _, model, plain = family
     texts = [TEXT, "my bank", "The cat sat on the mat by the bank."]

@@ -1,5 +1,5 @@
 """The needle-in-a-haystack page in AppTest: a tiny random Llama (its window is 64 tokens, so a short haystack) and,
-as an integration test, SmolLM2-135M-Instruct, its sentences checked against core.retrieval run directly."""
+as an integration test, SmolLM2-135M-Instruct, its sentences checked against core.attention_heads.retrieval run directly."""
 
 from __future__ import annotations
 
@@ -40,10 +40,10 @@ def test_tiny_llama_draws_the_grid_the_answer_and_the_knock_out(llama_dir):
 
 
 def _direct(model_dir: str, length: int, needle: str, question: str, answer: str, depth: float):
-    """core.retrieval run directly (no page, no cache): scores, the answer's log-probability and the knock-outs."""
-    from core.models import load_model
-    from core.predictions import load_language_model
-    from core.retrieval import answer_log_probability, bundled_haystack, haystack_of_length, retrieval_scores, top_and_random_heads
+    """core.attention_heads.retrieval run directly (no page, no cache): scores, the answer's log-probability and the knock-outs."""
+    from core.attention_heads.retrieval import answer_log_probability, bundled_haystack, haystack_of_length, retrieval_scores, top_and_random_heads
+    from core.model.models import load_model
+    from core.outputs.predictions import load_language_model
 
     lm = load_language_model(load_model(model_dir))
     haystack = haystack_of_length(lm.tokenizer, bundled_haystack(), length)
@@ -116,8 +116,8 @@ def test_the_tiny_window_limits_the_lengths_offered(llama_dir):
 @pytest.mark.integration
 def test_smollm2_answers_the_default_needle_and_the_page_s_numbers_are_core_retrieval_s():
     """The page's defaults at 256 tokens, the needle at 50 %: SmolLM2 answers them (measured p ≈ 0.19), and every
-    number the sentences state is the one core.retrieval gives when run directly."""
-    from core.retrieval import DEFAULT_ANSWER, DEFAULT_NEEDLE, DEFAULT_QUESTION
+    number the sentences state is the one core.attention_heads.retrieval gives when run directly."""
+    from core.attention_heads.retrieval import DEFAULT_ANSWER, DEFAULT_NEEDLE, DEFAULT_QUESTION
     from viz.wording import probability
 
     name = "SmolLM2-135M-Instruct"
@@ -136,10 +136,10 @@ def test_smollm2_answers_the_default_needle_and_the_page_s_numbers_are_core_retr
 
 def test_the_depth_length_grid_holds_single_retrieval_runs(llama_dir):
     """Switched on, the grid measures 5 depths × the lengths offered (16 and 32 tokens in the tiny window); each
-    drawn cell is the answer's probability of core.retrieval run directly on that depth and length."""
-    from core.models import load_model
-    from core.predictions import load_language_model
-    from core.retrieval import bundled_haystack, haystack_of_length, retrieval_scores
+    drawn cell is the answer's probability of core.attention_heads.retrieval run directly on that depth and length."""
+    from core.attention_heads.retrieval import bundled_haystack, haystack_of_length, retrieval_scores
+    from core.model.models import load_model
+    from core.outputs.predictions import load_language_model
 
     at = open_app({"model": llama_dir, **TINY, "grid": "true"}, page=PAGE)
     assert not page_errors(at), page_errors(at)

@@ -29,7 +29,7 @@ def test_the_knockout_sentence_says_about_the_same_within_the_loss_margin(plain,
 
 
 def test_the_generation_csv_writes_alternatives_by_the_token_label_rule():
-    from core.generation import Step
+    from core.outputs.generation import Step
     from ui.lm_views import generation_table
 
     # id 7 is the first byte of "é" alone: decoded on its own it is "\ufffd", for display "<0xC3>"
@@ -41,7 +41,7 @@ def test_the_generation_csv_writes_alternatives_by_the_token_label_rule():
 
 
 def test_the_tour_sampling_sentence_labels_tokens_by_the_rule_not_their_raw_text():
-    from core.generation import Step
+    from core.outputs.generation import Step
     from ui.tour_lm import sampling_sentence
 
     # the sampler's second token is the first byte of "é" alone: its own text decodes to "\ufffd"
@@ -129,7 +129,7 @@ def test_the_induction_sentence_names_the_heads_within_the_margin_of_the_stronge
 
 
 def test_the_tour_same_vector_step_counts_a_control_lead_only_beyond_the_margin():
-    from core.tour import CONTROL_MARGIN, control_lead
+    from core.teaching.tour import CONTROL_MARGIN, control_lead
 
     # cosine(A, C) − cosine(A, B) per hidden state: 0.005 and 0.01 are within the margin, 0.15 and 0.30 are not
     sentence = control_lead(np.array([0.0, 0.005, 0.01, 0.15, 0.30]))
@@ -141,7 +141,7 @@ def test_the_tour_same_vector_step_counts_a_control_lead_only_beyond_the_margin(
 
 
 def test_the_corpus_step_says_each_layer_moves_the_text_further_only_beyond_the_margin():
-    from core.tour import falls_at_every_layer
+    from core.teaching.tour import falls_at_every_layer
 
     assert falls_at_every_layer(np.array([0.95, 0.80, 0.62, 0.41]))
     assert not falls_at_every_layer(np.array([0.95, 0.80, 0.795, 0.41]))  # 0.005 at one layer: was "further" anyway
@@ -151,7 +151,7 @@ def test_the_corpus_step_says_each_layer_moves_the_text_further_only_beyond_the_
 def test_the_senses_verdict_calls_a_tied_vote_a_tie_rather_than_naming_the_sense_the_cosines_pick():
     import pandas as pd
 
-    from core.placement import sense_votes
+    from core.representations.placement import sense_votes
     from ui.placement import PlacedSentence, verdict
 
     rows = [(0, "river", 0.61), (0, "river", 0.60), (0, "money", 0.63), (0, "money", 0.59),   # 2 : 2 at hidden state 0
@@ -166,7 +166,7 @@ def test_the_senses_verdict_calls_a_tied_vote_a_tie_rather_than_naming_the_sense
 def test_the_contextuality_sentence_names_every_hidden_state_within_the_margin_of_the_lowest():
     import pandas as pd
 
-    from core.contextuality import contextuality_sentence
+    from core.representations.contextuality import contextuality_sentence
 
     adjusted = [0.60, 0.30, 0.205, 0.20, 0.21, 0.35]  # 2-4 within 0.02 of the lowest (3); 1 and 5 are not
     table = pd.DataFrame({"layer": range(6), "self_similarity": [a + 0.3 for a in adjusted],
@@ -179,7 +179,7 @@ def test_the_contextuality_sentence_names_every_hidden_state_within_the_margin_o
 
 
 def test_the_static_similarity_sentence_names_no_lowest_layer_within_the_margin_of_the_last():
-    from core.about import static_similarity_sentence
+    from core.teaching.about import static_similarity_sentence
 
     # mean over the text tokens per hidden state: 1.0, 0.6, 0.40, 0.41 (the last is 0.01 above the lowest)
     similarity = np.array([[1.0, 1.0], [0.5, 0.7], [0.39, 0.41], [0.40, 0.42]])

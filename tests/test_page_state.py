@@ -10,9 +10,9 @@ from urllib.parse import quote
 
 import pytest
 
-from core.corpus import CorpusError, guess_text_column, read_table
-from core.inference import AnalysisError
-from core.senses import read_sentence_csv
+from core.model.inference import AnalysisError
+from core.representations.corpus import CorpusError, guess_text_column, read_table
+from core.representations.senses import read_sentence_csv
 from tests.model_factory import build_tiny_bert, build_tiny_bert_mlm
 from ui import option_values as ov
 from ui import page_state as ps
@@ -293,11 +293,11 @@ def test_pages_end_early_through_end_page_only():
 def test_models_loaded_at_once_leave_masked_lm_heads_loadable(tmp_path):
     """Found by the every-page browser round trip: the start-up warm-up and a page loading models at the same time
     left transformers patched, so a masked LM's tied decoder weights were then reported missing and Predictions
-    and Effects said the model had no head. Loads now wait for each other (``core.models.WEIGHT_LOAD_LOCK``)."""
+    and Effects said the model had no head. Loads now wait for each other (``core.model.models.WEIGHT_LOAD_LOCK``)."""
     import threading
 
-    from core.models import load_model
-    from core.predictions import load_language_model
+    from core.model.models import load_model
+    from core.outputs.predictions import load_language_model
     from tests.model_factory import build_tiny_gpt2
 
     folders = [str(build_tiny_bert(tmp_path / f"bert{i}", seed=i)) for i in range(3)] + [str(build_tiny_gpt2(tmp_path / "gpt2"))]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.patching import Patching, UnequalLengths, patch_heads, patch_mlps, patch_residual
+from core.causal.patching import Patching, UnequalLengths, patch_heads, patch_mlps, patch_residual
 from tests.lm_factory import logit_difference, tiny_lm  # noqa: F401 (fixture)
 from viz.patching import patching_heatmap, patching_sentence
 
@@ -108,12 +108,12 @@ def test_mlp_cells_equal_single_patched_runs(tiny_lm):
 
 
 def test_batches_of_any_size_give_the_same_grid_and_hooks_are_removed(tiny_lm, monkeypatch):
-    import core.patching
+    import core.causal.patching
 
     lm = tiny_lm
     before = _diff(lm, _ids(lm, CORRUPTED))
     whole = patch_residual(lm, CLEAN, CORRUPTED, ANSWER, WRONG)
-    monkeypatch.setattr(core.patching, "MAX_BATCH_TOKENS", 7)  # about one patched copy per forward pass
+    monkeypatch.setattr(core.causal.patching, "MAX_BATCH_TOKENS", 7)  # about one patched copy per forward pass
     progress = []
     single = patch_residual(lm, CLEAN, CORRUPTED, ANSWER, WRONG, progress=lambda d, t: progress.append((d, t)))
     np.testing.assert_allclose(whole.raw, single.raw, atol=1e-4)

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.placement import first_settled_layer, nearest_occurrences, sense_votes
-from core.projection import ProjectionError, fit_projection, project
+from core.maths.projection import ProjectionError, fit_projection, project
+from core.representations.placement import first_settled_layer, nearest_occurrences, sense_votes
 from viz.senses import OWN_SENTENCE, add_own_sentence, sense_projection_figure
 
 
@@ -152,7 +152,7 @@ def test_own_sentence_marker_is_a_separate_labelled_trace():
 
 @pytest.mark.integration
 def test_held_out_river_sentence_votes_river_at_the_later_layers_and_lands_in_the_same_map(bundled):
-    from core.senses import builtin_set, occurrence_embeddings
+    from core.representations.senses import builtin_set, occurrence_embeddings
 
     sentences, senses = builtin_set("bank")
     occurrences = occurrence_embeddings(bundled, sentences, "bank")
@@ -230,7 +230,7 @@ def test_a_text_without_the_word_gets_a_hint_and_no_marker(tiny_bert_dir):
 
 @pytest.mark.app
 def test_the_sentence_itself_in_the_set_is_left_out_of_its_neighbours(tiny_bert_dir):
-    from core.senses import builtin_set
+    from core.representations.senses import builtin_set
 
     in_set = builtin_set("bank")[0][0]  # any sentence of the built-in set
     at = _senses({"model": tiny_bert_dir, "text": in_set, "word": "bank", "method": "PCA"})

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.models import load_model
-from core.predictions import MODELS_WITH_HEAD, NoLanguageModelHead, load_language_model, predict
+from core.model.models import load_model
+from core.outputs.predictions import MODELS_WITH_HEAD, NoLanguageModelHead, load_language_model, predict
 from tests.model_factory import build_tiny_bert_mlm, build_tiny_gpt2_lm, build_tiny_gpt2_untied_without_head
 
 

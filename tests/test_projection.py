@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.inference import AnalysisError
-from core.projection import ProjectionError, distinct_points, identical_points_note, project, run_isolated
+from core.maths.projection import ProjectionError, distinct_points, identical_points_note, project, run_isolated
+from core.model.inference import AnalysisError
 
 # UMAP and t-SNE fit for seconds each: the full suite runs them, `make test-fast` leaves them out.
 SLOW_UMAP = pytest.param("umap", marks=pytest.mark.slow)
@@ -119,9 +119,9 @@ def test_a_crash_in_native_code_ends_only_the_helper_process():
 @pytest.mark.slow
 def test_the_helper_process_returns_the_same_as_in_process():
     vectors, _ = _two_blobs()
-    from core.projection import _tsne
+    from core.maths.projection import _tsne
 
-    np.testing.assert_array_equal(run_isolated("core.projection:_tsne", vectors, 0, what="t-SNE"), _tsne(vectors, 0))
+    np.testing.assert_array_equal(run_isolated("core.maths.projection:_tsne", vectors, 0, what="t-SNE"), _tsne(vectors, 0))
 
 
 def test_non_finite_vectors_are_a_sentence():
@@ -132,7 +132,7 @@ def test_non_finite_vectors_are_a_sentence():
 
 
 def test_the_helper_process_imports_neither_torch_nor_transformers():
-    """The t-SNE helper imports ``core.projection`` afresh for every projection; through ``core.inference`` that
+    """The t-SNE helper imports ``core.maths.projection`` afresh for every projection; through ``core.model.inference`` that
     pulled in torch and transformers, about 3 s of a 5 s t-SNE on 40 points."""
     import subprocess
     import sys
@@ -140,7 +140,7 @@ def test_the_helper_process_imports_neither_torch_nor_transformers():
     from tests.pages_registry import ROOT
 
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, core.projection; print(sorted(m for m in ('torch', 'transformers', 'streamlit') if m in sys.modules))"],
+        [sys.executable, "-c", "import sys, core.maths.projection; print(sorted(m for m in ('torch', 'transformers', 'streamlit') if m in sys.modules))"],
         cwd=ROOT, capture_output=True, text=True, check=True,
     ).stdout.strip()
     assert loaded == "[]", loaded

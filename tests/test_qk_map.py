@@ -1,7 +1,7 @@
-"""core.qk_map: one head's queries and keys over a corpus on one map (issue 38).
+"""core.attention_heads.qk_map: one head's queries and keys over a corpus on one map (issue 38).
 
 Expected values come from the checkpoint loaded plainly (eager attention, forward hooks on the query and key
-projections, the rotary embedding applied by hand in numpy) and from numpy by hand, never from core.qk_map itself.
+projections, the rotary embedding applied by hand in numpy) and from numpy by hand, never from core.attention_heads.qk_map itself.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 import torch
 from transformers import AutoModel
 
-from core.models import load_model
-from core.qk_map import CorpusQueriesKeys, QueryKeyMap, QueryKeyMapError, normalise, query_key_map, record_corpus
-from core.qk_measures import nearest_key_agreement, position_order
+from core.attention_heads.qk_map import CorpusQueriesKeys, QueryKeyMap, QueryKeyMapError, normalise, query_key_map, record_corpus
+from core.attention_heads.qk_map_quality import nearest_key_agreement, position_order
+from core.model.models import load_model
 from tests.lm_factory import build_tiny_llama_lm
 from tests.model_factory import build_tiny_gpt_neo
 
@@ -244,7 +244,7 @@ def test_bert_queries_keys_equal_hooks_and_keep_attention(tiny_bert_dir):
 def test_smollm2_map_keeps_the_models_attention(bundled_lm):
     """The bundled SmolLM2 (9 query heads sharing 3 key/value heads): the normalised map's attention equals the
     model's own weights (its eager attention with output_attentions, one text at a time)."""
-    from core.inference import analyze
+    from core.model.inference import analyze
 
     texts = TEXTS[:2]
     corpus = record_corpus(bundled_lm, texts, layers={2})
@@ -261,7 +261,7 @@ def test_smollm2_map_keeps_the_models_attention(bundled_lm):
 
 
 def test_sentences_from_the_numbers():
-    from core.qk_measures import Agreement, agreement_sentence, order_sentence, rotary_sentence
+    from core.attention_heads.qk_map_quality import Agreement, agreement_sentence, order_sentence, rotary_sentence
 
     better = agreement_sentence(Agreement(0.40, 0.55, 0.10, 1000), "PCA", 64, 0.2)
     assert "40% of the 1,000 queries" in better and "more often than a key picked at random (10%)" in better

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.examples import BANK_MONEY, BANK_RIVER
-from core.inference import analyze
+from core.model.inference import analyze
+from core.teaching.examples import BANK_MONEY, BANK_RIVER
 
 PAGES_DOC = (Path(__file__).resolve().parent.parent / "docs" / "pages.md").read_text(encoding="utf-8")
 PAGES_FLAT = re.sub(r"\s+", " ", PAGES_DOC)
@@ -27,9 +27,9 @@ def test_inputs_are_named():
 
 
 def test_drift_and_self_similarity_figures(bundled):
-    from core.contextuality import contextuality
-    from core.corpus import sample_corpus
-    from core.drift import baseline_table, embed_corpus
+    from core.representations.contextuality import contextuality
+    from core.representations.corpus import sample_corpus
+    from core.representations.drift import baseline_table, embed_corpus
 
     docs = [d.text for d in sample_corpus()]
     pooled = baseline_table(embed_corpus(bundled, docs))["anisotropy"]
@@ -44,8 +44,8 @@ def test_drift_and_self_similarity_figures(bundled):
 
 
 def test_attention_figures_on_the_named_text(bundled):
-    from core.about import model_facts, neighbour_sink_sentence
-    from core.attention import norm_weighted, special_share
+    from core.attention_heads.attention import norm_weighted, special_share
+    from core.teaching.about import model_facts, neighbour_sink_sentence
 
     analysis = analyze(bundled, BANK_RIVER)
     facts = model_facts(bundled, analysis)
@@ -61,7 +61,7 @@ def test_attention_figures_on_the_named_text(bundled):
 
 
 def test_compare_control_figures(bundled):
-    from core.compare import SAME_SENSE_CONTROL, word_similarity
+    from core.representations.compare import SAME_SENSE_CONTROL, word_similarity
 
     a, b, c = (analyze(bundled, t) for t in (BANK_RIVER, BANK_MONEY, SAME_SENSE_CONTROL))
     cross = word_similarity(a, b, "bank")["cosine_similarity"].to_numpy()
@@ -72,7 +72,7 @@ def test_compare_control_figures(bundled):
 
 
 def test_senses_figures(bundled):
-    from core.senses import builtin_set, knn_chance_level, occurrence_embeddings, separation
+    from core.representations.senses import builtin_set, knn_chance_level, occurrence_embeddings, separation
 
     sentences, senses = builtin_set("bank")
     occ = occurrence_embeddings(bundled, sentences, "bank")
@@ -88,7 +88,7 @@ def test_senses_figures(bundled):
 
 
 def test_senses_layer_zero_figure(bundled):
-    from core.senses import builtin_set, occurrence_embeddings, separation
+    from core.representations.senses import builtin_set, occurrence_embeddings, separation
 
     sentences, senses = builtin_set("bat")
     occ = occurrence_embeddings(bundled, sentences, "bat")

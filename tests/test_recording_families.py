@@ -1,4 +1,4 @@
-"""Issue 37 item 1: every family through the one recording attention function (core.recording).
+"""Issue 37 item 1: every family through the one recording attention function (core.model.recording).
 
 BERT, RoBERTa, ELECTRA, DistilBERT (no ``layer_idx``), GPT-2 and the decoder families are loaded with the
 recording implementation, and what a recorded pass holds equals an independent reference: the same checkpoint
@@ -14,10 +14,10 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForSeq2SeqLM
 
-from core.heads import compute_head
-from core.inference import analyze
-from core.models import load_model
-from core.recording import IMPLEMENTATION, Recorder, is_recordable
+from core.attention_heads.inside_head import compute_head
+from core.model.inference import analyze
+from core.model.models import load_model
+from core.model.recording import IMPLEMENTATION, Recorder, is_recordable
 from tests import model_factory
 from tests.plain_heads import plain_layer, softmax_weights
 
@@ -164,10 +164,10 @@ def test_encoder_decoder_stacks_are_told_apart(tiny_seq2seq):
 
 @pytest.mark.parametrize("stack", ["encoder", "decoder", "cross"])
 def test_pair_heads_equal_the_plain_model_taken_apart_by_hand(tiny_seq2seq, stack):
-    """core.seq2seq_heads reads every stack from the recorded pass: its queries, keys and values equal the plain
+    """core.attention_heads.inside_pair_head reads every stack from the recorded pass: its queries, keys and values equal the plain
     eager model's projections of the inputs a hook caught (numpy by hand), its weights the plain model's own."""
-    from core.seq2seq import analyze_pair
-    from core.seq2seq_heads import compute_pair_head
+    from core.attention_heads.inside_pair_head import compute_pair_head
+    from core.model.seq2seq import analyze_pair
 
     model = tiny_seq2seq
     pair = analyze_pair(model, TEXTS[0], "the cat sat on the mat")

@@ -1,4 +1,4 @@
-"""Needle in a haystack (core.retrieval) against a plainly loaded eager model."""
+"""Needle in a haystack (core.attention_heads.retrieval) against a plainly loaded eager model."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from core.attention_heads.retrieval import answer_log_probability, build_prompt, needle_cut, retrieval_scores, top_and_random_heads
 from core.errors import AnalysisError
-from core.models import load_model
-from core.predictions import load_language_model
-from core.retrieval import answer_log_probability, build_prompt, needle_cut, retrieval_scores, top_and_random_heads
+from core.model.models import load_model
+from core.outputs.predictions import load_language_model
 from tests.lm_factory import build_tiny_llama_lm
 from tests.plain_heads import zero_heads_hook
 
@@ -110,7 +110,7 @@ def test_top_and_random_heads_do_not_overlap():
 
 
 def test_the_bundled_haystack_is_cut_at_a_sentence_end_within_the_length(tiny):
-    from core.retrieval import bundled_haystack, haystack_of_length
+    from core.attention_heads.retrieval import bundled_haystack, haystack_of_length
 
     lm, _ = tiny
     text = bundled_haystack()
@@ -127,7 +127,7 @@ def test_the_bundled_haystack_is_cut_at_a_sentence_end_within_the_length(tiny):
 
 
 def test_the_model_s_answer_is_the_plain_model_s_greedy_generation(tiny):
-    from core.retrieval import contains_answer, model_answer
+    from core.attention_heads.retrieval import contains_answer, model_answer
 
     lm, plain = tiny
     result = retrieval_scores(lm, HAYSTACK, NEEDLE, QUESTION, ANSWER, 0.5)
@@ -144,7 +144,7 @@ def test_the_model_s_answer_is_the_plain_model_s_greedy_generation(tiny):
 def test_the_depth_length_grid_s_cells_equal_single_retrieval_runs(tiny):
     """Each cell of the grid is the answer's probability that retrieval_scores gives on that depth and length, and
     "top everywhere" is the plain model's own argmax at every answer token."""
-    from core.retrieval import answer_success, bundled_haystack, depth_length_grid, haystack_of_length
+    from core.attention_heads.retrieval import answer_success, bundled_haystack, depth_length_grid, haystack_of_length
 
     lm, plain = tiny
     haystacks = {n: haystack_of_length(lm.tokenizer, bundled_haystack(), n) for n in (16, 32)}
@@ -166,7 +166,7 @@ def test_the_depth_length_grid_s_cells_equal_single_retrieval_runs(tiny):
 
 
 def test_a_cell_not_measured_stays_empty_in_the_grid():
-    from core.retrieval import AnswerSuccess, depth_length_grid
+    from core.attention_heads.retrieval import AnswerSuccess, depth_length_grid
 
     grid = depth_length_grid(lambda d, n: AnswerSuccess(-1.0, True, n) if n == 16 else None, (0.0, 1.0), (16, 32))
     assert grid.measured.tolist() == [[True, False], [True, False]]

@@ -131,9 +131,9 @@ def test_a_bad_deployment_setting_is_a_sentence_naming_it(monkeypatch):
 
 
 def test_every_core_error_keeps_its_own_sentence():
-    from core.corpus import CorpusError
-    from core.heads import UnsupportedArchitecture
-    from core.settings import SettingsError
+    from core.attention_heads.inside_head import UnsupportedArchitecture
+    from core.model.settings import SettingsError
+    from core.representations.corpus import CorpusError
     from ui.errors import user_message
 
     for err in (CorpusError("a corpus sentence"), UnsupportedArchitecture("an architecture sentence"), SettingsError("a setting sentence")):
@@ -156,7 +156,7 @@ def test_every_exception_class_of_core_is_user_facing_and_shown_as_its_sentence(
     for info in pkgutil.walk_packages(core.__path__, "core."):
         module = importlib.import_module(info.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
-            # a private class (core.qk_map._PassDone) is a control-flow signal caught where it is raised, not an error
+            # a private class (core.attention_heads.qk_map._PassDone) is a control-flow signal caught where it is raised, not an error
             if cls.__module__ == info.name and issubclass(cls, BaseException) and not cls.__name__.startswith("_"):
                 found.append(cls)
     assert len(found) >= 10, found  # the classes the review counted, and any added since

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.attention import norm_weighted, rollout
-from core.heads import UnsupportedArchitecture
-from core.inference import Analysis, analyze
+from core.attention_heads.attention import norm_weighted, rollout
+from core.attention_heads.inside_head import UnsupportedArchitecture
+from core.model.inference import Analysis, analyze
 
 TEXT = "I will hike along the bank of a river."
 
@@ -88,7 +88,7 @@ def test_rollout_rows_sum_to_one_and_decoder_stays_causal(tiny_model):
 
 
 def _direct_value_norms(model, layer_module, x: torch.Tensor, heads: int) -> np.ndarray:
-    """``[heads, T]`` ‖f_h(x_j)‖ from the block's own modules, without core.heads."""
+    """``[heads, T]`` ‖f_h(x_j)‖ from the block's own modules, without core.attention_heads.inside_head."""
     d = x.shape[-1] // heads
     if hasattr(layer_module, "attn"):  # GPT-2: pre-LN, Conv1D c_attn = [q | k | v], c_proj
         h = layer_module.ln_1(x)

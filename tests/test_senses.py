@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.inference import AnalysisError, analyze
-from core.senses import (
+from core.model.inference import AnalysisError, analyze
+from core.representations.senses import (
     builtin_sense_sets,
     builtin_set,
     builtin_words,

@@ -8,7 +8,15 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from core.senses import builtin_set, builtin_words, knn_chance_level, occurrence_embeddings, separation, separation_interval, token_positions
+from core.representations.senses import (
+    builtin_set,
+    builtin_words,
+    knn_chance_level,
+    occurrence_embeddings,
+    separation,
+    separation_interval,
+    token_positions,
+)
 from viz.senses import separation_figure
 
 

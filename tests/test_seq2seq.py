@@ -7,9 +7,9 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from core.inference import AnalysisError, analyze
-from core.seq2seq import MAX_GENERATED_TOKENS, PairAnalysis, analyze_pair, generate_target
-from core.tokens import token_labels
+from core.model.inference import AnalysisError, analyze
+from core.model.seq2seq import MAX_GENERATED_TOKENS, PairAnalysis, analyze_pair, generate_target
+from core.model.tokens import token_labels
 
 SOURCE = "I will hike along the bank of a river."
 TARGET = "the cat sat on the mat"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.heads import UnsupportedArchitecture
-from core.seq2seq import analyze_pair
-from core.seq2seq_heads import compute_pair_head, family
+from core.attention_heads.inside_head import UnsupportedArchitecture
+from core.attention_heads.inside_pair_head import compute_pair_head, family
+from core.model.seq2seq import analyze_pair
 
 
 @pytest.fixture(scope="module")

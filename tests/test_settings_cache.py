@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from core.settings import SettingsError, load_settings
+from core.model.settings import SettingsError, load_settings
 from ui.bounded_cache import BoundedCache, nbytes_of
 
 
@@ -104,7 +104,7 @@ def test_nbytes_of_counts_arrays_in_objects():
 
 
 def test_server_caps_apply_to_uploaded_corpora(monkeypatch):
-    from core.corpus import CorpusError, Document
+    from core.representations.corpus import CorpusError, Document
     from ui.corpus_state import within_deployment_limits
 
     docs = [Document(f"d{i}", "some text") for i in range(5)]

@@ -9,10 +9,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from core.attention import attention_maxima
-from core.flow import Edge, RouteGraph
-from core.inference import analyze
-from core.long_attention import PooledHead, Thumbnails, Zoom
+from core.attention_heads.attention import attention_maxima
+from core.attention_heads.long_attention import PooledHead, Thumbnails, Zoom
+from core.causal.flow import Edge, RouteGraph
+from core.model.inference import analyze
 from tests.test_flow_page import _graph as flow_graph
 from viz import attention as va
 from viz import figure_reading, slides
@@ -185,7 +185,7 @@ def test_fitting_returns_a_copy():
 
 def _long_context_profile():
     """A made-up profile of 2 layers × 4 heads over 600 tokens, the first layer with a 512-token window."""
-    from core.long_context import LongContextProfile, distance_edges
+    from core.attention_heads.long_context import LongContextProfile, distance_edges
 
     edges = distance_edges(599)
     shares = RNG.random((2, 4, len(edges) - 1))
@@ -195,7 +195,7 @@ def _long_context_profile():
 
 
 def _depth_length_grid():
-    from core.retrieval import DepthLengthGrid
+    from core.attention_heads.retrieval import DepthLengthGrid
 
     measured = np.ones((5, 4), dtype=bool)
     measured[-1, -1] = False
@@ -305,7 +305,7 @@ def test_a_legend_of_many_rows_makes_the_figure_taller_by_its_rows():
 
 
 def test_a_long_y_title_makes_a_short_figure_taller():
-    from core.layers import HIDDEN_STATE_AXIS
+    from core.model.layers import HIDDEN_STATE_AXIS
 
     fig = token_layer_heatmap(RNG.random((7, 12)), [f"t{i}" for i in range(12)], title="home", colorbar="cosine")
     assert text_width(HIDDEN_STATE_AXIS, 20) > 2 * (fig.layout.height - 140)  # it could not fit in two lines as drawn

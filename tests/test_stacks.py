@@ -1,4 +1,4 @@
-"""core.stacks: one contract for the blocks of any model, checked against a plainly loaded transformers model."""
+"""core.model.stacks: one contract for the blocks of any model, checked against a plainly loaded transformers model."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 
-from core.inference import analyze
-from core.seq2seq import analyze_pair
-from core.stacks import stack_of, stacks_of
+from core.model.inference import analyze
+from core.model.seq2seq import analyze_pair
+from core.model.stacks import stack_of, stacks_of
 
 SOURCE = "I will hike along the bank of a river."
 TARGET = "the cat sat on the mat"

@@ -1,4 +1,4 @@
-"""The run key (``core.run.Run``) and the one store of results (``ui.store``), issue 37 item 3."""
+"""The run key (``core.model.run.Run``) and the one store of results (``ui.store``), issue 37 item 3."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.run import Ablation, Run
+from core.model.run import Ablation, Run
 from ui.store import SHELVES, Shelf, Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def test_knockouts_are_the_same_run_in_any_order_and_no_heads_is_the_plain_run()
 
 
 def test_the_digest_is_short_and_the_same_in_another_process():
-    script = "from core.run import Ablation, Run; print(Run('model-a', ('The cat sat.',), 64, " \
+    script = "from core.model.run import Ablation, Run; print(Run('model-a', ('The cat sat.',), 64, " \
              "Ablation(((0, 1),), 'zero'), (('config.json', 10, 1),)).digest)"
     env = {**os.environ, "PYTHONHASHSEED": "12345"}  # hash() of a str differs between processes; the digest may not
     other = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
@@ -207,9 +207,9 @@ def test_a_view_resolves_its_model_name_once(tiny_bert_dir, monkeypatch):
 
 
 def test_taking_a_head_apart_reads_the_pass_of_its_own_analysis(tiny_gpt2):
-    from core.effects import ablate_heads
-    from core.heads import compute_head
-    from core.inference import analyze, analyze_many
+    from core.attention_heads.inside_head import compute_head
+    from core.causal.effects import ablate_heads
+    from core.model.inference import analyze, analyze_many
 
     model = tiny_gpt2
     text = "the cat sat on the mat"
@@ -236,10 +236,10 @@ def test_taking_a_head_apart_reads_the_pass_of_its_own_analysis(tiny_gpt2):
 
 def test_an_analysis_kept_from_an_earlier_load_is_taken_apart_by_a_new_load(tiny_bert_dir, tiny_bert):
     """The store outlives a model evicted from Streamlit's model cache: the reloaded model must still read it."""
-    from core.attention import norm_weighted
-    from core.heads import compute_head
-    from core.inference import analyze
-    from core.models import load_model
+    from core.attention_heads.attention import norm_weighted
+    from core.attention_heads.inside_head import compute_head
+    from core.model.inference import analyze
+    from core.model.models import load_model
 
     kept = analyze(tiny_bert, "the cat sat on the mat")
     reloaded = load_model(tiny_bert_dir)  # another object, the same weights

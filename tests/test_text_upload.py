@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from transformers import AutoConfig
 
-from core.settings import load_settings
+from core.model.settings import load_settings
 from tests.pages_registry import landed_pages
 from tests.test_app import open_app, page_errors
 from ui.page_limits import PAGE_LIMITS, limit_sentence

@@ -1,7 +1,7 @@
 """One token-label rule for every view and tokenizer (issue 40, items 8, 11, 12, 13, 20 and 22).
 
 Expected labels are written by hand or from the tokenizer's own decode and transformers' byte table, never from
-``core.tokens``.
+``core.model.tokens``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from transformers.convert_slow_tokenizer import bytes_to_unicode
 
-import core.tokens as tokens  # its names looked up in each test: each fails alone on code without them
-from core.inference import analyze
+import core.model.tokens as tokens  # its names looked up in each test: each fails alone on code without them
+from core.model.inference import analyze
 from tests.test_app import open_app, page_errors
 
 YESTERDAY = "Yesterday my grandmother went\n to the Eiffel city."
@@ -42,7 +42,7 @@ def test_wordpiece_keeps_its_own_marks_and_the_case_typed(tiny_bert):
 
 
 def test_sentences_quote_tokens_by_the_same_rule():
-    from core.generation import Distribution
+    from core.outputs.generation import Distribution
     from viz.generation import distribution_sentence
 
     d = Distribution(order=np.array([5, 6]), raw=np.array([0.9, 0.1]), scaled=np.array([0.9, 0.1]),
@@ -70,7 +70,7 @@ def test_figures_draw_no_control_pictures():
 # --- item 20: parts of a character -----------------------------------------------------------------------------------
 
 def test_a_token_that_is_part_of_a_character_shows_its_bytes(tiny_gpt2):
-    char_of_byte = bytes_to_unicode()  # transformers' own byte table, independent of core.tokens
+    char_of_byte = bytes_to_unicode()  # transformers' own byte table, independent of core.model.tokens
     tok = tiny_gpt2.tokenizer
     vocab = tok.get_vocab()
     piece = char_of_byte[0xD8]
@@ -83,7 +83,7 @@ def test_a_token_that_is_part_of_a_character_shows_its_bytes(tiny_gpt2):
 # --- item 13: the lens grid is legible --------------------------------------------------------------------------------
 
 def _lens_figure():
-    from core.lens_grid import lens_summary
+    from core.outputs.lens_grid import lens_summary
     from viz.lens_grid import final_rank_grid
 
     rng = np.random.default_rng(0)
@@ -140,7 +140,7 @@ def test_lens_grid_marks_cells_on_their_edges_and_shows_only_the_hidden_states()
 # --- item 22: the sink sentence is written from the attention --------------------------------------------------------
 
 def _hand_analysis(attentions: np.ndarray, special: list[bool]):
-    from core.inference import Analysis
+    from core.model.inference import Analysis
 
     t = attentions.shape[-1]
     return Analysis(
@@ -152,7 +152,7 @@ def _hand_analysis(attentions: np.ndarray, special: list[bool]):
 
 
 def test_a_plain_first_token_is_measured_as_the_sink():
-    from core.about import neighbour_sink_sentence
+    from core.teaching.about import neighbour_sink_sentence
 
     t = 6
     early = np.tril(np.eye(t) + np.eye(t, k=-1))  # itself and its left neighbour
@@ -183,9 +183,9 @@ def test_maxima_on_smollm2_finds_the_first_token_sink(bundled_lm):
 @pytest.mark.integration
 def test_smollm2_views_label_tokens_alike(bundled_lm):
     """The lens grid's axis, Attention's labels and the decoded tokens Predictions shows agree on SmolLM2."""
-    from core.lens import logit_lens
-    from core.lens_grid import lens_summary
-    from core.predictions import load_language_model
+    from core.outputs.lens import logit_lens
+    from core.outputs.lens_grid import lens_summary
+    from core.outputs.predictions import load_language_model
     from viz.lens_grid import final_rank_grid
 
     analysis = analyze(bundled_lm, YESTERDAY)
@@ -227,7 +227,7 @@ def test_generation_headings_and_buttons_label_newlines_and_bytes_alike(bundled_
     tok = bundled_lm.tokenizer
     ids = tok(SHOPPING, return_tensors="pt")["input_ids"]
     with torch.inference_mode():  # greedy by hand, on the plainly loaded weights
-        from core.predictions import load_language_model
+        from core.outputs.predictions import load_language_model
 
         model = load_language_model(bundled_lm).model
         written = []

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.inference import analyze
-from core.similarity import cosine, token_static_similarity
-from core.tokens import token_labels, unique_labels
+from core.maths.similarity import cosine, token_static_similarity
+from core.model.inference import analyze
+from core.model.tokens import token_labels, unique_labels
 from viz.common import file_stem, plotly_safe, token_axis
 
 

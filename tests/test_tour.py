@@ -99,12 +99,12 @@ def test_the_senses_step_places_the_sidebar_sentence(tiny_bert_dir):
 def test_the_explain_step_knocks_out_the_heads_it_names_and_links_to_the_effects_page(model_fixture, request):
     from urllib.parse import parse_qs, urlsplit
 
-    from core.effects import ablate_heads
-    from core.effects_compare import sentence_cosine
-    from core.head_stats import analysis_statistics
-    from core.inference import analyze
-    from core.models import load_model
-    from core.tour import clearest_head, clearest_sink_head
+    from core.attention_heads.head_statistics import analysis_statistics
+    from core.causal.effects import ablate_heads
+    from core.causal.effects_compare import sentence_cosine
+    from core.model.inference import analyze
+    from core.model.models import load_model
+    from core.teaching.tour import clearest_head, clearest_sink_head
 
     model_dir = request.getfixturevalue(model_fixture)
     text = "The river bank was muddy after the rain, so we walked along the bank slowly."
@@ -174,8 +174,8 @@ def test_on_hi_the_token_before_is_cls_so_no_head_is_called_a_previous_token_hea
 def test_previous_is_sink_only_when_every_token_before_is_a_start_or_end_token():
     import numpy as np
 
-    from core.head_stats import TokenRoles
-    from core.tour import previous_is_sink
+    from core.attention_heads.head_statistics import TokenRoles
+    from core.teaching.tour import previous_is_sink
 
     def roles(query, start, end):
         b = lambda v: np.array(v, dtype=bool)  # noqa: E731 - a one-line helper, read where it is used

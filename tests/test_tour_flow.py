@@ -13,12 +13,12 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from core.flow import Edge, RouteGraph, contributions_of, layer_runs
-from core.flow_details import ROUTE_MARGIN, route_summary
-from core.models import load_model
-from core.predictions import load_language_model
-from core.recorded_pass import record_pass
-from core.tokens import decoded_tokens, quoted_token
+from core.causal.flow import Edge, RouteGraph, contributions_of, layer_runs
+from core.causal.flow_details import ROUTE_MARGIN, route_summary
+from core.model.models import load_model
+from core.model.recorded_pass import record_pass
+from core.model.tokens import decoded_tokens, quoted_token
+from core.outputs.predictions import load_language_model
 from tests.lm_factory import build_tiny_llama_lm
 from tests.test_app import open_app, page_errors
 from ui.tour_flow import FLOW_PROMPT, flow_sentences

@@ -35,8 +35,8 @@ def lm_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lm(lm_dir):
-    from core.models import load_model
-    from core.predictions import load_language_model
+    from core.model.models import load_model
+    from core.outputs.predictions import load_language_model
 
     return load_language_model(load_model(lm_dir))
 
@@ -88,8 +88,8 @@ def test_the_encoder_tour_is_unchanged(tiny_bert_dir):
 
 
 def test_the_predict_step_says_the_models_own_distribution(lm_dir, lm):
-    from core.generation import last_logits, shape_distribution
-    from core.lm_parts import encode
+    from core.outputs.causal_lm import encode
+    from core.outputs.generation import last_logits, shape_distribution
 
     at = _tour({"model": lm_dir, "text": TEXT, "step": "1"})
     d = shape_distribution(last_logits(lm, encode(lm, TEXT)))
@@ -103,7 +103,7 @@ def test_the_predict_step_says_the_models_own_distribution(lm_dir, lm):
 
 
 def test_the_sample_step_writes_what_generate_writes_and_its_link_reproduces_it(lm_dir, lm):
-    from core.generation import generate
+    from core.outputs.generation import generate
 
     at = _tour({"model": lm_dir, "text": TEXT, "step": "2", "temp": "1.5", "seed": "3"})
     assert at.slider(key="tour.temp").value == 1.5 and at.number_input(key="tour.seed").value == 3
@@ -126,9 +126,9 @@ def test_the_sample_step_writes_what_generate_writes_and_its_link_reproduces_it(
 
 
 def test_the_lens_step_says_when_the_final_prediction_settles(lm_dir, lm):
-    from core.inference import analyze
-    from core.lens import logit_lens
-    from core.lens_grid import lens_summary
+    from core.model.inference import analyze
+    from core.outputs.lens import logit_lens
+    from core.outputs.lens_grid import lens_summary
 
     at = _tour({"model": lm_dir, "text": TEXT, "step": "3"})
     lens = logit_lens(lm, analyze(load_model_of(lm_dir), TEXT), k=1)
@@ -163,13 +163,13 @@ def _shade(colour: str) -> str:
 
 
 def load_model_of(folder: str):
-    from core.models import load_model
+    from core.model.models import load_model
 
     return load_model(folder)
 
 
 def test_the_induction_step_names_the_strongest_head(lm_dir):
-    from core.induction import induction_scores
+    from core.attention_heads.induction import induction_scores
 
     at = _tour({"model": lm_dir, "step": "4"})
     result = induction_scores(load_model_of(lm_dir), length=31, seed=0)  # two copies and a BOS fit 64 positions
@@ -180,7 +180,7 @@ def test_the_induction_step_names_the_strongest_head(lm_dir):
 
 
 def test_the_patching_step_patches_the_residual_stream_of_its_prompts(lm_dir, lm):
-    from core.patching import patch_residual
+    from core.causal.patching import patch_residual
 
     at = _tour({"model": lm_dir, "step": "5", "clean": CLEAN, "corrupted": CORRUPTED, "answer": " river",
                 "wrong": " home"})

@@ -10,9 +10,9 @@ import plotly.graph_objects as go
 import pytest
 from PIL import Image
 
-from core.attention import attention_view
-from core.inference import analyze
-from core.queries_keys import queries_and_keys
+from core.attention_heads.attention import attention_view
+from core.attention_heads.neuron_view import queries_and_keys
+from core.model.inference import analyze
 from viz import attention as va
 from viz import attention_cells as va_cells
 from viz.common import COLORBLIND_SAFE

@@ -178,7 +178,7 @@ def test_the_warm_up_leaves_a_collector_that_was_off_off(monkeypatch):
 def test_the_warm_up_converts_the_bundled_language_model_once_and_the_sidebar_says_how_long(monkeypatch, tmp_path):
     """Issue 40, item 15: a starting server converts SmolLM2 into its cache (a stand-in for the real conversion
     here), says meanwhile that it is converting, and leaves a cache its load accepts."""
-    from core import bundled_lm
+    from core.model import bundled_lm
     from ui.sidebar import language_model_wait
 
     monkeypatch.setenv(bundled_lm.CACHE_ENV, str(tmp_path / "cache"))

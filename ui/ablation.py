@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.inference import Analysis
+from core.model.inference import Analysis
 from ui.cache import cached_ablated_analysis
 from ui.session import current_model_name
 

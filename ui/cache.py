@@ -1,7 +1,7 @@
 """The app's caches of models and of results for one text or corpus. Everything else calls ``core`` directly.
 
 A model name is resolved to a model once per call (``model_and_run``); every result is kept in the one store
-(``ui.store``) under its ``core.run.Run`` and the view's own parameters. Cached objects are shared by every
+(``ui.store``) under its ``core.model.run.Run`` and the view's own parameters. Cached objects are shared by every
 session, so they are read-only (``Analysis`` freezes its arrays).
 """
 
@@ -18,16 +18,16 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from core import about
-from core.attention import attention_view, norm_weighted, rollout
-from core.contextuality import embed_corpus_and_contextuality
-from core.effects import ablate_heads
-from core.head_stats import analysis_statistics, corpus_statistics
-from core.inference import Analysis, analyze
-from core.models import LoadedModel, load_model
-from core.predictions import MAX_TOP_K, NoLanguageModelHead, load_language_model, predict
-from core.queries_keys import queries_and_keys
-from core.run import Ablation, Run
+from core.attention_heads.attention import attention_view, norm_weighted, rollout
+from core.attention_heads.head_statistics import analysis_statistics, corpus_statistics
+from core.attention_heads.neuron_view import queries_and_keys
+from core.causal.effects import ablate_heads
+from core.model.inference import Analysis, analyze
+from core.model.models import LoadedModel, load_model
+from core.model.run import Ablation, Run
+from core.outputs.predictions import MAX_TOP_K, NoLanguageModelHead, load_language_model, predict
+from core.representations.contextuality import embed_corpus_and_contextuality
+from core.teaching import about
 from ui.store import cached, results
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ def cached_analysis(model_name: str, text: str, max_tokens: int | None = None) -
 
 def analysis_of(model: LoadedModel, run: Run) -> Analysis:
     """The ``Analysis`` of ``run`` (one text) through ``model`` (``model_and_run``'s): ``analyze``, or with
-    ``run.ablation`` ``core.effects.ablate_heads``; cached."""
+    ``run.ablation`` ``core.causal.effects.ablate_heads``; cached."""
     if run.ablation is None:
         return cached("analyses", run, lambda: in_model_turn(analyze, model, run.text, max_tokens=run.max_tokens))
     heads, method = run.ablation.heads, run.ablation.method
@@ -171,12 +171,12 @@ def analysis_for(model_name: str, text: str, max_tokens: int | None = None, abla
 
 
 def cached_ablated_analysis(model_name: str, text: str, max_tokens: int | None, heads: tuple, method: str) -> Analysis:
-    """``core.effects.ablate_heads``: the ``Analysis`` of ``text`` with ``heads`` ((layer, head) pairs) knocked out."""
+    """``core.causal.effects.ablate_heads``: the ``Analysis`` of ``text`` with ``heads`` ((layer, head) pairs) knocked out."""
     return analysis_of(*model_and_run(model_name, (text,), max_tokens, (heads, method)))
 
 
 def cached_rollout(model_name: str, text: str, max_tokens: int | None = None, ablation: tuple | None = None) -> np.ndarray:
-    """``core.attention.rollout`` of ``analysis_for(model_name, text, max_tokens, ablation)``: read-only ``[layers, T, T]``.
+    """``core.attention_heads.attention.rollout`` of ``analysis_for(model_name, text, max_tokens, ablation)``: read-only ``[layers, T, T]``.
 
     Pass the same ``max_tokens`` (and ``ablation``) as the analysis the page shows, so both have the same tokens.
     """
@@ -188,11 +188,11 @@ def _rollout(model: LoadedModel, run: Run) -> np.ndarray:
 
 
 def cached_norm_weighted(model_name: str, text: str, max_tokens: int | None = None, ablation: tuple | None = None) -> np.ndarray:
-    """``core.attention.norm_weighted`` of ``analysis_for(model_name, text, max_tokens, ablation)``: read-only
+    """``core.attention_heads.attention.norm_weighted`` of ``analysis_for(model_name, text, max_tokens, ablation)``: read-only
     ``[layers, heads, T, T]``. Of an ablated run it is computed from that run's hidden states; a knocked-out head
     keeps its weights and value norms there (ablation removes its output, not its attention).
 
-    Raises ``core.heads.UnsupportedArchitecture`` (not cached) for models it cannot take apart.
+    Raises ``core.attention_heads.inside_head.UnsupportedArchitecture`` (not cached) for models it cannot take apart.
     """
     return _norm_weighted(*model_and_run(model_name, (text,), max_tokens, ablation))
 
@@ -214,7 +214,7 @@ def read_only(array: np.ndarray) -> np.ndarray:
 
 
 def cached_head_stats(model_name: str, text: str, max_tokens: int | None, weighting: str = "attention"):
-    """``core.head_stats.analysis_statistics`` of one text: ``(table, roles)`` (small tables, one row per head).
+    """``core.attention_heads.head_statistics.analysis_statistics`` of one text: ``(table, roles)`` (small tables, one row per head).
 
     ``weighting``: ``"attention"`` or ``"norm-weighted"`` (raises ``UnsupportedArchitecture``, not cached).
     """
@@ -228,7 +228,7 @@ def cached_head_stats(model_name: str, text: str, max_tokens: int | None, weight
 
 
 def cached_corpus_head_stats(model_name: str, texts: tuple[str, ...], max_tokens: int | None, progress=None):
-    """``core.head_stats.corpus_statistics`` keyed by (model, texts, token limit).
+    """``core.attention_heads.head_statistics.corpus_statistics`` keyed by (model, texts, token limit).
 
     A bounded store rather than ``st.cache_data``: ``progress(done, total)`` draws into the
     page, and a cache that records page updates would replay them on a later hit.
@@ -242,7 +242,7 @@ def cached_corpus_head_stats(model_name: str, texts: tuple[str, ...], max_tokens
 
 
 def cached_corpus_embeddings(model_name: str, texts: tuple[str, ...], max_tokens: int | None = None, progress=None):
-    """``core.drift.embed_corpus`` keyed by (model, texts, token limit): changing a plot option never re-runs the model.
+    """``core.representations.drift.embed_corpus`` keyed by (model, texts, token limit): changing a plot option never re-runs the model.
 
     Computed with ``cached_contextuality``'s result in one pass (``_corpus_pass``). ``progress(done, total)`` is
     called only when the model runs.
@@ -252,7 +252,7 @@ def cached_corpus_embeddings(model_name: str, texts: tuple[str, ...], max_tokens
 
 
 def _corpus_pass(model: LoadedModel, run: Run, progress=None):
-    """``(CorpusEmbeddings, Contextuality)`` of ``core.contextuality.embed_corpus_and_contextuality``, each put on
+    """``(CorpusEmbeddings, Contextuality)`` of ``core.representations.contextuality.embed_corpus_and_contextuality``, each put on
     the shelf of its wrapper (``cached_corpus_embeddings``, ``cached_contextuality``), so the Drift page's two
     calls run the model once."""
     store = results()
@@ -273,7 +273,7 @@ MAX_LANGUAGE_MODELS = 2
 
 @st.cache_resource(max_entries=MAX_LANGUAGE_MODELS, show_spinner=False)
 def cached_language_model(name: str):
-    """``core.predictions.load_language_model`` of model ``name``, or the ``NoLanguageModelHead`` it raised.
+    """``core.outputs.predictions.load_language_model`` of model ``name``, or the ``NoLanguageModelHead`` it raised.
 
     Having no head is a property of the checkpoint, so that answer is cached too (returned, not
     raised) instead of loading the weights again on every rerun.
@@ -285,7 +285,7 @@ def cached_language_model(name: str):
 
 
 def cached_predictions(model_name: str, text: str, max_tokens: int | None = None):
-    """The top ``core.predictions.MAX_TOP_K`` predictions for the first ``max_tokens`` tokens of ``text``; pages cut
+    """The top ``core.outputs.predictions.MAX_TOP_K`` predictions for the first ``max_tokens`` tokens of ``text``; pages cut
     them with ``.top(k)``, so changing k never re-runs the model."""
     run = run_of(model_name, (text,), max_tokens)
     language_model = cached_language_model(model_name)
@@ -301,7 +301,7 @@ def cached_predictions(model_name: str, text: str, max_tokens: int | None = None
 
 def cached_attention_view(model_name: str, text: str, max_tokens: int | None, source: str, special: str, words: bool,
                           ablation: tuple | None = None):
-    """``core.attention.attention_view`` of ``source``: ``"raw"`` and ``"norm-weighted"`` give
+    """``core.attention_heads.attention.attention_view`` of ``source``: ``"raw"`` and ``"norm-weighted"`` give
     ``[layers, heads, n, n]``; ``"rollout"`` (no heads) gives ``[layers, 1, n, n]``. With ``ablation``
     (``(heads, method)`` from ``ui.ablation.knockout()``) the view is of the ablated run."""
     model, run = model_and_run(model_name, (text,), max_tokens, ablation)
@@ -318,7 +318,7 @@ def cached_attention_view(model_name: str, text: str, max_tokens: int | None, so
 
 
 def cached_queries_keys(model_name: str, text: str, max_tokens: int | None = None, ablation: tuple | None = None):
-    """``core.queries_keys.queries_and_keys``: ``(queries, keys)`` ``[layers, heads, T, d]`` for BertViz's neuron view
+    """``core.attention_heads.neuron_view.queries_and_keys``: ``(queries, keys)`` ``[layers, heads, T, d]`` for BertViz's neuron view
     (of the ablated run with ``ablation``)."""
     model, run = model_and_run(model_name, (text,), max_tokens, ablation)
     return cached("queries-keys", run, lambda: in_model_turn(queries_and_keys, model, analysis_of(model, run)))
@@ -338,7 +338,7 @@ def cached_figure(model_name: str, key: tuple, build, ablation: tuple | None = N
 
 
 def cached_contextuality(model_name: str, texts: tuple[str, ...], max_tokens: int | None = None, progress=None):
-    """``core.contextuality.contextuality`` keyed by (model, texts, token limit): small tables. Computed with
+    """``core.representations.contextuality.contextuality`` keyed by (model, texts, token limit): small tables. Computed with
     ``cached_corpus_embeddings``'s result in one pass (``_corpus_pass``). ``progress(done, total)`` is called only
     when the model runs."""
     model, run = model_and_run(model_name, tuple(texts), max_tokens)
@@ -346,7 +346,7 @@ def cached_contextuality(model_name: str, texts: tuple[str, ...], max_tokens: in
 
 
 def cached_model_facts(model_name: str, text: str, max_tokens: int | None = None):
-    """``core.about.model_facts`` for the sidebar's model and text. The part that is the same for every text
+    """``core.teaching.about.model_facts`` for the sidebar's model and text. The part that is the same for every text
     (anisotropy: a pass over 8 short reference sentences) is computed once per model; the rest is a few sums."""
     model, run = model_and_run(model_name, (text,), max_tokens)
     anisotropy = cached("reference-anisotropy", Run(model_name, revision=run.revision),

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.attribution import token_attribution
-from core.effects import head_importance
-from core.effects_compare import target_change
-from core.lens import logit_lens
-from core.models import LoadedModel
-from core.run import Run
+from core.causal.effects import head_importance
+from core.causal.effects_compare import target_change
+from core.causal.token_attribution import token_attribution
+from core.model.models import LoadedModel
+from core.model.run import Run
+from core.outputs.lens import logit_lens
 from ui.cache import analysis_of, cached_language_model, model_and_run, read_only, run_of
 from ui.store import cached
 
@@ -32,7 +32,7 @@ def _effects_model(model: LoadedModel | None, model_name: str, measure: str):
 
 def cached_head_importance(model_name: str, text: str, max_tokens: int | None, measure: str, method: str,
                            target: str | None = None, progress=None) -> np.ndarray:
-    """``core.effects.head_importance``: read-only ``[layers, heads]``; ``progress(done, total)`` only when the model runs."""
+    """``core.causal.effects.head_importance``: read-only ``[layers, heads]``; ``progress(done, total)`` only when the model runs."""
     model, run = _model_and_run(model_name, text, max_tokens, measure)
     return cached("head-importance", run,
                   lambda: read_only(head_importance(_effects_model(model, model_name, measure), text, measure=measure,
@@ -43,7 +43,7 @@ def cached_head_importance(model_name: str, text: str, max_tokens: int | None, m
 
 def cached_target_change(model_name: str, text: str, max_tokens: int | None, heads: tuple, method: str,
                          target: str | None = None, k: int = 5):
-    """``core.effects_compare.target_change``: top-``k`` predictions and log p(target) before and after the knock-out."""
+    """``core.causal.effects_compare.target_change``: top-``k`` predictions and log p(target) before and after the knock-out."""
     run = run_of(model_name, (text,), max_tokens, (heads, method))
     return cached("target-changes", run,
                   lambda: target_change(_effects_model(None, model_name, "target"), text, heads, method=method,
@@ -53,7 +53,7 @@ def cached_target_change(model_name: str, text: str, max_tokens: int | None, hea
 
 def cached_attribution(model_name: str, text: str, max_tokens: int | None, method: str, measure: str,
                        steps: int = 32, target: str | None = None, progress=None):
-    """``core.attribution.token_attribution`` of ``text``; ``progress(done, total)`` only when the model runs."""
+    """``core.causal.token_attribution.token_attribution`` of ``text``; ``progress(done, total)`` only when the model runs."""
     model, run = _model_and_run(model_name, text, max_tokens, measure)
     return cached("attributions", run,
                   lambda: token_attribution(_effects_model(model, model_name, measure), text, method=method,
@@ -63,7 +63,7 @@ def cached_attribution(model_name: str, text: str, max_tokens: int | None, metho
 
 
 def cached_lens(model_name: str, text: str, max_tokens: int | None, k: int = 5, *, start: int = 0):
-    """``core.lens.logit_lens`` of ``cached_analysis(model_name, text, max_tokens)`` through the model's own head,
+    """``core.outputs.lens.logit_lens`` of ``cached_analysis(model_name, text, max_tokens)`` through the model's own head,
     at the positions from ``start`` on."""
     model, run = model_and_run(model_name, (text,), max_tokens)
     return cached("logit-lens", run,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from core.flow import Contributions, contributions_of
-from core.flow_pair import PairContributions, PairPass, pair_contributions_of, record_pair
-from core.recorded_pass import RecordedPass, record_pass
+from core.causal.flow import Contributions, contributions_of
+from core.causal.flow_pair import PairContributions, PairPass, pair_contributions_of, record_pair
+from core.model.recorded_pass import RecordedPass, record_pass
 from ui.cache import analysis_of, model_and_run, model_turn, read_only
 from ui.cache_seq2seq import cached_pair
 from ui.store import cached
@@ -23,7 +23,7 @@ class Flow(NamedTuple):
 
 
 def cached_flow(model_name: str, text: str, max_tokens: int | None, progress=None) -> Flow:
-    """``core.flow.contributions_of`` of one recorded pass over ``text``; ``progress(done, total)`` after each layer,
+    """``core.causal.flow.contributions_of`` of one recorded pass over ``text``; ``progress(done, total)`` after each layer,
     only when it is computed. Raises ``UnsupportedArchitecture`` (a sentence) for a model the app cannot record."""
     model, run = model_and_run(model_name, (text,), max_tokens)
 
@@ -47,14 +47,14 @@ def flow_with_progress(model_name: str, text: str, max_tokens: int | None, slot)
 
 
 class PairFlow(NamedTuple):
-    """An encoder-decoder's recorded pass (``core.flow_pair.PairPass``) and its contributions."""
+    """An encoder-decoder's recorded pass (``core.causal.flow_pair.PairPass``) and its contributions."""
 
     recorded: PairPass
     contributions: PairContributions
 
 
 def cached_pair_flow(model_name: str, source: str, target: str, max_tokens: int | None, progress=None) -> PairFlow:
-    """``core.flow_pair`` over the source and target of ``ui.cache_seq2seq.cached_pair`` (its very tokens), per
+    """``core.causal.flow_pair`` over the source and target of ``ui.cache_seq2seq.cached_pair`` (its very tokens), per
     (model, source, target, token limit); ``progress(done, total)`` after each layer of either stack, only when it is
     computed. Raises ``UnsupportedArchitecture`` (a sentence) for a model the app cannot take apart."""
     model, run = model_and_run(model_name, (source, target), max_tokens)

@@ -1,12 +1,12 @@
 """The long-context page's caches: the bundled haystack cut to a length in a model's tokens, and one
-``core.long_context.LongContextProfile`` per run (model, text, tokens read as its token limit)."""
+``core.attention_heads.long_context.LongContextProfile`` per run (model, text, tokens read as its token limit)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from core.long_context import LongContextProfile, long_context_profile, text_ids
-from core.retrieval import bundled_haystack, haystack_of_length
+from core.attention_heads.long_context import LongContextProfile, long_context_profile, text_ids
+from core.attention_heads.retrieval import bundled_haystack, haystack_of_length
 from ui.cache import model_and_run, model_turn, run_of
 from ui.store import cached, stored
 
@@ -30,7 +30,7 @@ def profile_if_cached(model_name: str, text: str, tokens: int) -> LongContextPro
 
 def cached_profile(model_name: str, text: str, tokens: int,
                    progress: Callable[[int, int], None] | None = None) -> LongContextProfile:
-    """``core.long_context.long_context_profile`` of ``text`` cut to ``tokens`` tokens; ``progress(done, total)``
+    """``core.attention_heads.long_context.long_context_profile`` of ``text`` cut to ``tokens`` tokens; ``progress(done, total)``
     only when the model runs."""
     model, run = model_and_run(model_name, (text,), tokens)
 

@@ -4,7 +4,7 @@ what else they take."""
 
 from __future__ import annotations
 
-from core.retrieval import answer_log_probability, bundled_haystack, haystack_of_length, model_answer, retrieval_scores
+from core.attention_heads.retrieval import answer_log_probability, bundled_haystack, haystack_of_length, model_answer, retrieval_scores
 from ui.cache import cached_language_model, model_turn, run_of
 from ui.store import cached
 
@@ -17,13 +17,13 @@ def _language_model(model_name: str):
 
 
 def cached_haystack(model_name: str, tokens: int) -> str:
-    """``core.retrieval.haystack_of_length`` of the bundled haystack in ``model_name``'s tokens."""
+    """``core.attention_heads.retrieval.haystack_of_length`` of the bundled haystack in ``model_name``'s tokens."""
     return cached("needle-haystacks", run_of(model_name, (), tokens), lambda: haystack_of_length(
         _language_model(model_name).tokenizer, bundled_haystack(), tokens))
 
 
 def cached_retrieval(model_name: str, tokens: int, needle: str, question: str, answer: str, depth: float):
-    """``core.retrieval.retrieval_scores`` on the bundled haystack cut to ``tokens`` tokens."""
+    """``core.attention_heads.retrieval.retrieval_scores`` on the bundled haystack cut to ``tokens`` tokens."""
     def compute():
         haystack = cached_haystack(model_name, tokens)
         with model_turn():
@@ -33,7 +33,7 @@ def cached_retrieval(model_name: str, tokens: int, needle: str, question: str, a
 
 
 def cached_model_answer(model_name: str, prompt_ids: tuple[int, ...]) -> str:
-    """``core.retrieval.model_answer``: the model's greedy answer to ``prompt_ids``."""
+    """``core.attention_heads.retrieval.model_answer``: the model's greedy answer to ``prompt_ids``."""
     def compute():
         with model_turn():
             return model_answer(_language_model(model_name), prompt_ids)
@@ -43,7 +43,7 @@ def cached_model_answer(model_name: str, prompt_ids: tuple[int, ...]) -> str:
 
 def cached_knocked_out(model_name: str, token_ids: tuple[int, ...], answer_span: tuple[int, int],
                        heads: tuple[tuple[int, int], ...]) -> float:
-    """``core.retrieval.answer_log_probability`` with ``heads`` knocked out."""
+    """``core.attention_heads.retrieval.answer_log_probability`` with ``heads`` knocked out."""
     def compute():
         with model_turn():
             return answer_log_probability(_language_model(model_name), token_ids, answer_span, heads)

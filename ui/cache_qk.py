@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.qk_map import query_key_map, record_corpus
-from core.qk_measures import nearest_key_agreement, position_order
+from core.attention_heads.qk_map import query_key_map, record_corpus
+from core.attention_heads.qk_map_quality import nearest_key_agreement, position_order
 from ui.cache import cached_model, in_model_turn, model_and_run, read_only, run_of
 from ui.store import cached, stored
 
@@ -21,7 +21,7 @@ def recorded_layers(model_name: str, layer: int) -> tuple[int, ...] | None:
 
 def cached_corpus_queries_keys(model_name: str, texts: tuple[str, ...], max_tokens: int | None,
                                layers: tuple[int, ...] | None, progress=None):
-    """``core.qk_map.record_corpus`` keyed by (model, texts, token limit, layers); ``progress(done, total)`` only
+    """``core.attention_heads.qk_map.record_corpus`` keyed by (model, texts, token limit, layers); ``progress(done, total)`` only
     when the model runs."""
     model, run = model_and_run(model_name, texts, max_tokens)
     return cached("qk-corpus", run,
@@ -32,7 +32,7 @@ def cached_corpus_queries_keys(model_name: str, texts: tuple[str, ...], max_toke
 
 def cached_query_key_map(model_name: str, texts: tuple[str, ...], max_tokens: int | None, layers, layer: int, head: int,
                          rotary: bool, method: str):
-    """``core.qk_map.query_key_map`` of the cached pass (random state 0): a ``QueryKeyMap``."""
+    """``core.attention_heads.qk_map.query_key_map`` of the cached pass (random state 0): a ``QueryKeyMap``."""
     corpus = cached_corpus_queries_keys(model_name, texts, max_tokens, layers)
     return cached("qk-maps", run_of(model_name, texts, max_tokens),
                   lambda: query_key_map(None, None, layer, head, method=method, rotary=rotary, corpus=corpus),
@@ -41,7 +41,7 @@ def cached_query_key_map(model_name: str, texts: tuple[str, ...], max_tokens: in
 
 def cached_agreement(model_name: str, texts: tuple[str, ...], max_tokens: int | None, layers, layer: int, head: int,
                      rotary: bool, method: str):
-    """``core.qk_map.nearest_key_agreement`` of ``cached_query_key_map(...)``."""
+    """``core.attention_heads.qk_map.nearest_key_agreement`` of ``cached_query_key_map(...)``."""
     qmap = cached_query_key_map(model_name, texts, max_tokens, layers, layer, head, rotary, method)
     return cached("qk-agreements", run_of(model_name, texts, max_tokens), lambda: nearest_key_agreement(qmap),
                   (layer, head, rotary, method))

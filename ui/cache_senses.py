@@ -11,9 +11,9 @@ import time
 import numpy as np
 import streamlit as st
 
-from core.alignment import align_layout
-from core.projection import fit_projection, project, warm_up_umap
-from core.senses import occurrence_embeddings, separation, separation_interval
+from core.maths.alignment import align_layout
+from core.maths.projection import fit_projection, project, warm_up_umap
+from core.representations.senses import occurrence_embeddings, separation, separation_interval
 from ui.cache import freeze_long_lived, in_model_turn, model_and_run, read_only, run_of
 from ui.idle import wait_until_idle, wake_idle_waiters
 from ui.store import cached
@@ -26,14 +26,14 @@ log = logging.getLogger(__name__)
 
 
 def cached_occurrences(model_name: str, word: str, sentences: tuple[str, ...], progress=None):
-    """``core.senses.occurrence_embeddings`` keyed by (model, word, sentences); ``progress(done, total)`` only when the model runs."""
+    """``core.representations.senses.occurrence_embeddings`` keyed by (model, word, sentences); ``progress(done, total)`` only when the model runs."""
     model, run = model_and_run(model_name, sentences)
     return cached("occurrences", run,
                   lambda: in_model_turn(occurrence_embeddings, model, list(sentences), word, progress=progress), (word,))
 
 
 def cached_projection(model_name: str, word: str, sentences: tuple[str, ...], layer: int, method: str) -> np.ndarray:
-    """``core.projection.project`` of layer ``layer`` of ``cached_occurrences(...)``: read-only ``[N, 2]``, random state 0,
+    """``core.maths.projection.project`` of layer ``layer`` of ``cached_occurrences(...)``: read-only ``[N, 2]``, random state 0,
     so moving the layer slider never re-runs the model and a view is drawn the same way every time."""
     occurrences = cached_occurrences(model_name, word, sentences)
     return cached("projections", run_of(model_name, sentences),
@@ -41,7 +41,7 @@ def cached_projection(model_name: str, word: str, sentences: tuple[str, ...], la
 
 
 def cached_fitted_projection(model_name: str, word: str, sentences: tuple[str, ...], layer: int, method: str):
-    """``core.projection.fit_projection`` of layer ``layer`` of ``cached_occurrences(...)`` (random state 0): a
+    """``core.maths.projection.fit_projection`` of layer ``layer`` of ``cached_occurrences(...)`` (random state 0): a
     ``FittedProjection`` whose ``transform`` places a new occurrence into the same map. Keeps the fitted
     estimator, so fewer entries than ``cached_projection``."""
     occurrences = cached_occurrences(model_name, word, sentences)
@@ -50,7 +50,7 @@ def cached_fitted_projection(model_name: str, word: str, sentences: tuple[str, .
 
 
 def cached_separation(model_name: str, word: str, sentences: tuple[str, ...], labels: tuple[str, ...]):
-    """``core.senses.separation`` of ``cached_occurrences(...)``, one label per occurrence: a small table per layer.
+    """``core.representations.senses.separation`` of ``cached_occurrences(...)``, one label per occurrence: a small table per layer.
     (In the store, so a re-saved model folder drops it with the model's other results.)"""
     return cached("separations", run_of(model_name, sentences),
                   lambda: separation(cached_occurrences(model_name, word, sentences).vectors, list(labels)), (word, labels))
@@ -89,7 +89,7 @@ def _umap_warmup_thread() -> threading.Thread:
 
 
 def cached_aligned_projection(model_name: str, word: str, sentences: tuple[str, ...], layer: int, method: str) -> np.ndarray:
-    """``cached_projection`` of ``layer`` rotated, reflected, shifted and scaled (``core.alignment.align_layout``)
+    """``cached_projection`` of ``layer`` rotated, reflected, shifted and scaled (``core.maths.alignment.align_layout``)
     onto the same method's layout of the last hidden state, so every layer is drawn in one frame and
     moving the slider moves the same points instead of redrawing them."""
     last = cached_occurrences(model_name, word, sentences).num_layers
@@ -102,7 +102,7 @@ def cached_aligned_projection(model_name: str, word: str, sentences: tuple[str, 
 
 
 def cached_separation_interval(model_name: str, word: str, sentences: tuple[str, ...], labels: tuple[str, ...]):
-    """``core.senses.separation_interval`` of ``cached_occurrences(...)`` (90% bootstrap), one label per occurrence."""
+    """``core.representations.senses.separation_interval`` of ``cached_occurrences(...)`` (90% bootstrap), one label per occurrence."""
     return cached("separation-intervals", run_of(model_name, sentences),
                   lambda: separation_interval(cached_occurrences(model_name, word, sentences).vectors, list(labels)),
                   (word, labels))

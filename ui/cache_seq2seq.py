@@ -4,8 +4,8 @@ source, target, token limit), and the attention views drawn from it.
 
 from __future__ import annotations
 
-from core.cross_attention import pair_attention_view
-from core.seq2seq import analyze_pair, generate_target
+from core.attention_heads.cross_attention import pair_attention_view
+from core.model.seq2seq import analyze_pair, generate_target
 from ui.cache import model_and_run, run_of
 from ui.store import cached, stored
 
@@ -14,7 +14,7 @@ from ui.store import cached, stored
 
 
 def cached_generated_target(model_name: str, source: str, max_tokens: int | None, progress=None) -> str:
-    """``core.seq2seq.generate_target`` keyed by (model, source, token limit); ``progress(done, total)``
+    """``core.model.seq2seq.generate_target`` keyed by (model, source, token limit); ``progress(done, total)``
     only when the model runs."""
     model, run = model_and_run(model_name, (source,), max_tokens)
     return cached("generated-targets", run,
@@ -27,13 +27,13 @@ def generated_target_if_cached(model_name: str, source: str, max_tokens: int | N
 
 
 def cached_pair(model_name: str, source: str, target: str, max_tokens: int | None = None):
-    """``core.seq2seq.analyze_pair`` of a given (non-empty) target, per (model, source, target, token limit)."""
+    """``core.model.seq2seq.analyze_pair`` of a given (non-empty) target, per (model, source, target, token limit)."""
     model, run = model_and_run(model_name, (source, target), max_tokens)
     return cached("pairs", run, lambda: analyze_pair(model, source, target, max_tokens=max_tokens))
 
 
 def cached_pair_view(model_name: str, source: str, target: str, max_tokens: int | None, stack: str, special: str, words: bool):
-    """``core.cross_attention.pair_attention_view`` of one stack ("encoder", "decoder", "cross") of ``cached_pair``."""
+    """``core.attention_heads.cross_attention.pair_attention_view`` of one stack ("encoder", "decoder", "cross") of ``cached_pair``."""
     return cached("pair-views", run_of(model_name, (source, target), max_tokens),
                   lambda: pair_attention_view(cached_pair(model_name, source, target, max_tokens), stack, special=special,
                                               words=words),

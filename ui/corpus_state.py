@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.corpus import (
+from core.representations.corpus import (
     MAX_DOCUMENT_CHARS,
     MAX_DOCUMENTS,
     MAX_UPLOAD_BYTES,
@@ -47,7 +47,7 @@ def current_corpus_name() -> str:
 
 
 def within_deployment_limits(documents: list[Document], size_bytes: int, source: str) -> list[Document]:
-    """Apply the workshop-server caps (``core.settings``), which may be tighter than the corpus module's own."""
+    """Apply the workshop-server caps (``core.model.settings``), which may be tighter than the corpus module's own."""
     settings = current_settings()
     if size_bytes > settings.max_upload_bytes:
         raise CorpusError(f"{source} has {size_bytes / 1e6:.1f} MB; this server accepts at most {settings.max_upload_mb} MB.")

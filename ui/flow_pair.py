@@ -1,4 +1,4 @@
-"""The Information flow page for an encoder-decoder (``core.flow_pair``): the sidebar's source and target, the route
+"""The Information flow page for an encoder-decoder (``core.causal.flow_pair``): the sidebar's source and target, the route
 across both stacks, and the detail of an edge or node picked on the figure or from the list. Also the one reading of
 a click on the route figure both versions of the page use (``clicked``)."""
 
@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.flow import DEFAULT_THRESHOLD, head_terms, route_graph, top_tokens
-from core.flow_pair import ENCODER, decoder_logits, pair_route_sentence
-from core.models import LoadedModel
-from core.recording import UnsupportedArchitecture
-from core.tokens import token_labels
+from core.causal.flow import DEFAULT_THRESHOLD, head_terms, route_graph, top_tokens
+from core.causal.flow_pair import ENCODER, decoder_logits, pair_route_sentence
+from core.model.models import LoadedModel
+from core.model.recording import UnsupportedArchitecture
+from core.model.tokens import token_labels
 from ui.cache_flow import PairFlow, cached_pair_flow
 from ui.errors import friendly_fragment
 from ui.figures import show_figure

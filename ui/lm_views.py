@@ -8,15 +8,15 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from core import patching
-from core.attribution import direct_logit_attribution
-from core.generation import Distribution, branch_from_param, branch_to_param, generate, last_logits, shape_distribution
-from core.heads import UnsupportedArchitecture
-from core.induction import induction_scores, repeat_loss
-from core.layers import head_code
-from core.lm_parts import encode
-from core.patching import UnequalLengths
-from core.tokens import decoded_tokens, quoted_token, readable_token
+from core.attention_heads.induction import induction_scores, repeat_loss
+from core.attention_heads.inside_head import UnsupportedArchitecture
+from core.causal import patching
+from core.causal.patching import UnequalLengths
+from core.causal.token_attribution import direct_logit_attribution
+from core.model.layers import head_code
+from core.model.tokens import decoded_tokens, quoted_token, readable_token
+from core.outputs.causal_lm import encode
+from core.outputs.generation import Distribution, branch_from_param, branch_to_param, generate, last_logits, shape_distribution
 from ui.cache import cached_language_model, cached_predictions, model_turn, run_of
 from ui.errors import friendly_fragment
 from ui.explain import explain
@@ -62,7 +62,7 @@ def lm_result_key(kind: str, model_name: str, *args, **kwargs) -> tuple:
 
 
 def token_texts(tokenizer, ids) -> list[str]:
-    """Each token id decoded on its own for display (``core.tokens.decoded_tokens``)."""
+    """Each token id decoded on its own for display (``core.model.tokens.decoded_tokens``)."""
     return decoded_tokens(tokenizer, ids)
 
 
@@ -267,7 +267,7 @@ def induction_view(model) -> None:
 
 
 def cached_induction(model, length: int, seed: int):
-    """``core.induction.induction_scores`` of ``model``, once per (model, length, seed) in this process."""
+    """``core.attention_heads.induction.induction_scores`` of ``model``, once per (model, length, seed) in this process."""
     with model_turn():
         return cached_lm(lm_result_key("induction", current_model_name(), length, seed),
                          lambda: induction_scores(model, length=length, seed=seed))
@@ -313,7 +313,7 @@ def strongest_induction_heads(result, count: int = KNOCKED_OUT) -> list[tuple[in
 
 
 def repeat_losses(result, heads):
-    """``(plain, knocked)``: ``core.induction.repeat_loss`` on the induction test's tokens without and with ``heads``
+    """``(plain, knocked)``: ``core.attention_heads.induction.repeat_loss`` on the induction test's tokens without and with ``heads``
     knocked out, once per process; None where the model is not a causal LM or its heads cannot be taken apart."""
     lm = cached_language_model(current_model_name())
     if isinstance(lm, Exception) or lm.kind != "next":

@@ -6,7 +6,7 @@ not be stopped. So the first chunk is written in the run that asks for the text 
 done there: at least ``MIN_CHUNK`` tokens), and the rest by a fragment that reruns itself every ``POLL_SECONDS``
 while tokens remain, writing for up to ``CHUNK_SECONDS`` each time and showing the text so far, the progress and
 Stop. Stop keeps what was written (in the session, by the generation's arguments); Continue writes on from there, to
-the same text an uninterrupted generation gives (``core.generation.generate(resume=...)``). A finished text goes to
+the same text an uninterrupted generation gives (``core.outputs.generation.generate(resume=...)``). A finished text goes to
 the same process-wide store as every other language-model result, then the page is drawn again around it.
 """
 
@@ -16,8 +16,8 @@ import time
 
 import streamlit as st
 
-from core.generation import Generation, generate
-from core.run import Run
+from core.model.run import Run
+from core.outputs.generation import Generation, generate
 from ui.cache import cached_language_model, model_turn
 from ui.errors import friendly_fragment
 from ui.stoppable import Progress, progress_with_stop

@@ -1,7 +1,7 @@
 """The Attention page for a text longer than its full heatmaps draw (``LONG_TEXT_TOKENS``): one head at screen
 resolution (each pixel the maximum or the sum of the cells it covers), a zoomed region token by token, and every head
 of a layer (or of every layer) as thumbnails; computed one head, or a few query rows, at a time
-(``core.long_attention``) and cached per head, so switching heads within a layer on screen is a cache hit."""
+(``core.attention_heads.long_attention``) and cached per head, so switching heads within a layer on screen is a cache hit."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from core.inference import Analysis
-from core.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
-from core.long_attention import pooled_head, thumbnails, zoom
-from core.models import LoadedModel
-from core.pooling import region_around
-from core.run import Run
-from core.tokens import token_labels
+from core.attention_heads.long_attention import pooled_head, thumbnails, zoom
+from core.attention_heads.pooling import region_around
+from core.model.inference import Analysis
+from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
+from core.model.models import LoadedModel
+from core.model.run import Run
+from core.model.tokens import token_labels
 from ui.cache import analysis_of, cached_figure, in_model_turn, model_and_run
 from ui.errors import friendly_fragment
 from ui.figures import PRESENTATION_WIDTH, fit_ahead, main_column_width, show_figure
@@ -65,7 +65,7 @@ def _key(model_name: str, ablation) -> tuple:
 
 
 def cached_pooled_head(model_name: str, ablation, layer: int, head: int, pixels: int) -> dict:
-    """``core.long_attention.pooled_head`` (max and sum) of the sidebar's text, per head."""
+    """``core.attention_heads.long_attention.pooled_head`` (max and sum) of the sidebar's text, per head."""
     model, run = _run(model_name, ablation)
     return cached("long-pooled-heads", run,
                   lambda: in_model_turn(pooled_head, *_model_and_analysis(model, run), layer, head, pixels),
@@ -82,7 +82,7 @@ def cached_labels(model_name: str, ablation) -> list[str]:
 
 
 def cached_zoom(model_name: str, ablation, layer: int, head: int, queries: range, keys: range):
-    """``core.long_attention.zoom``: only the query rows shown are computed."""
+    """``core.attention_heads.long_attention.zoom``: only the query rows shown are computed."""
     model, run = _run(model_name, ablation)
     labels = cached_labels(model_name, ablation)
     return cached("long-zooms", run, lambda: in_model_turn(

@@ -1,11 +1,11 @@
-"""The needle page's depth × length grid: one cached teacher-forced pass per cell (``core.retrieval.answer_success``),
+"""The needle page's depth × length grid: one cached teacher-forced pass per cell (``core.attention_heads.retrieval.answer_success``),
 measured with a progress bar and a Stop button; a stopped grid shows the cells measured so far and can go on."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from core.retrieval import AnswerSuccess, answer_success, depth_length_grid
+from core.attention_heads.retrieval import AnswerSuccess, answer_success, depth_length_grid
 from ui.cache import cached_language_model, model_turn, run_of
 from ui.cache_needle import cached_haystack
 from ui.figures import show_figure

@@ -1,7 +1,7 @@
 """How many tokens each page reads, and why: one table (issue 41).
 
 The app reads a text up to the model's own window (SmolLM2-135M: 8,192 tokens) unless the deployment caps it
-(``EXPLORER_MAX_TOKENS``, ``core.settings``). A page whose cost grows faster than that sets its own, lower limit here,
+(``EXPLORER_MAX_TOKENS``, ``core.model.settings``). A page whose cost grows faster than that sets its own, lower limit here,
 with the reason as a clause computed from the model's sizes and the text's length; ``ui.session.page_limit_notice``
 says it above the page before anything is computed, and ``ui.session.current_token_limit`` applies it.
 """
@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.inference import STORED_ATTENTION_MAX_TOKENS
-from core.models import LoadedModel
+from core.model.inference import STORED_ATTENTION_MAX_TOKENS
+from core.model.models import LoadedModel
 from ui.cache_flow import FLOW_MAX_TOKENS
 
 # The memory one page may fill with its own results for one text: what the probabilities of gemma-3-270m's 262,144
 # tokens after each of 512 positions take (float32 logits and float64 probabilities), a page that works: 1.6 GB.
 PAGE_MEMORY_BUDGET = 512 * 262_144 * 12
-CORPUS_BATCH = 16  # core.inference.iter_analyses' default batch: its hidden states exist at once
+CORPUS_BATCH = 16  # core.model.inference.iter_analyses' default batch: its hidden states exist at once
 
 
 def size(nbytes: float) -> str:
@@ -97,7 +97,7 @@ _STORED = PageLimit(_fixed(STORED_ATTENTION_MAX_TOKENS), _every_head)
 _CORPUS = PageLimit(_fixed(512), _corpus, reads_text=False)
 
 # url path (``app.PAGES``; "home" for the home page) → its limit. A page not listed reads the whole window: Attention
-# (one head at a time, core.attention.head_attention, above 512 tokens: ui.long_attention), Long context, Patching.
+# (one head at a time, core.attention_heads.attention.head_attention, above 512 tokens: ui.long_attention), Long context, Patching.
 PAGE_LIMITS: dict[str, PageLimit] = {
     "home": _STORED,  # the model's facts average every head's weights
     "tour": _STORED,

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.layers import hidden_state_label, since_hidden_state
-from core.placement import DEFAULT_K, first_settled_layer, nearest_occurrences, sense_votes
-from core.projection import METHOD_NAMES, PLACEABLE, ProjectionError
+from core.maths.projection import METHOD_NAMES, PLACEABLE, ProjectionError
+from core.model.layers import hidden_state_label, since_hidden_state
+from core.representations.placement import DEFAULT_K, first_settled_layer, nearest_occurrences, sense_votes
 from ui.cache_senses import cached_fitted_projection, cached_occurrences
 from viz.common import markdown_safe
 
@@ -22,7 +22,7 @@ class PlacedSentence:
 
     ``coords``: ``[N, 2]`` of the fitted map the point was placed into (None when the method cannot
     place points, see ``why_not_drawn``); ``xy``: ``[2]`` its place on that map; ``neighbours`` and
-    ``votes``: ``core.placement.nearest_occurrences`` / ``sense_votes`` for every layer (full space).
+    ``votes``: ``core.representations.placement.nearest_occurrences`` / ``sense_votes`` for every layer (full space).
     ``count``: occurrences of the word in the text (the first one is placed). ``in_set``: the text is itself one of
     the labelled sentences; its own occurrences are then left out of its neighbours.
     """

@@ -8,10 +8,10 @@ import dataclasses
 
 import streamlit as st
 
-from core.inference import AnalysisError
-from core.recording import SINGLE_STACK
-from core.seq2seq import MAX_GENERATED_TOKENS, PairAnalysis
-from core.stacks import STACK_LABELS, AttentionStack, stacks_of
+from core.model.inference import AnalysisError
+from core.model.recording import SINGLE_STACK
+from core.model.seq2seq import MAX_GENERATED_TOKENS, PairAnalysis
+from core.model.stacks import STACK_LABELS, AttentionStack, stacks_of
 from ui.cache_seq2seq import cached_generated_target, cached_pair, generated_target_if_cached
 from ui.page_state import end_page, option, option_value, set_option
 from ui.session import MAX_TEXT_CHARS, current_analysis, current_model, current_model_name, current_text, current_token_limit
@@ -174,7 +174,7 @@ def not_defined(view: str, stack: AttentionStack) -> str | None:
 
 
 def current_stacks() -> tuple[AttentionStack, ...]:
-    """The sidebar's run as ``core.stacks`` stacks: one "self" stack for a model with one stack of layers, the
+    """The sidebar's run as ``core.model.stacks`` stacks: one "self" stack for a model with one stack of layers, the
     encoder's, the decoder's and the cross-attention stacks of ``current_pair()`` for an encoder-decoder."""
     return current_pair().stacks if current_model().is_encoder_decoder else stacks_of(current_analysis())
 

@@ -2,7 +2,7 @@
 home page's two token sequences, the Maxima page's soft alignment of cross-attention, and what each stack's head
 reads (``READS``, for Inside one head).
 
-Each reads the model's blocks through one contract, ``core.stacks.AttentionStack`` (``PairAnalysis.stacks``: encoder
+Each reads the model's blocks through one contract, ``core.model.stacks.AttentionStack`` (``PairAnalysis.stacks``: encoder
 self-attention, decoder self-attention and cross-attention; target rows = queries, source columns = keys). The
 Attention, Maxima, Head statistics and Inside one head pages draw every stack with one body each
 (``ui.seq2seq.current_stacks``, ``choose_stack``). Pages that apply
@@ -14,9 +14,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.attention import reduce_heads
-from core.cross_attention import cross_alignment, cross_attention_view
-from core.stacks import AttentionStack, stack_of
+from core.attention_heads.attention import reduce_heads
+from core.attention_heads.cross_attention import cross_alignment, cross_attention_view
+from core.model.stacks import AttentionStack, stack_of
 from ui.cache_seq2seq import cached_pair_view
 from ui.figures import show_figure
 from ui.page_state import option

@@ -6,11 +6,11 @@ from functools import lru_cache
 
 import streamlit as st
 
-from core.bundled_lm import bundled_lm
-from core.examples import SUGGESTED_MODELS
-from core.inference import Analysis
-from core.models import BUNDLED_MODELS, DEFAULT_MODEL, LoadedModel, ModelLoadError, bundled_name
-from core.settings import Settings, load_settings
+from core.model.bundled_lm import bundled_lm
+from core.model.inference import Analysis
+from core.model.models import BUNDLED_MODELS, DEFAULT_MODEL, LoadedModel, ModelLoadError, bundled_name
+from core.model.settings import Settings, load_settings
+from core.teaching.examples import SUGGESTED_MODELS
 from ui.cache import cached_analysis, cached_model
 from ui.page_limits import PAGE_LIMITS, limit_sentence, page_limit
 from ui.page_state import current_page, option_value

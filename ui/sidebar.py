@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.bundled_lm import BUNDLED_LMS, GEMMA_NAME, WAIT, bundled_lm, cache_ready
-from core.examples import BANK_RIVER, EXAMPLE_SENTENCES
-from core.models import BUNDLED_KINDS, bundled_name
+from core.model.bundled_lm import BUNDLED_LMS, GEMMA_NAME, WAIT, bundled_lm, cache_ready
+from core.model.models import BUNDLED_KINDS, bundled_name
+from core.teaching.examples import BANK_RIVER, EXAMPLE_SENTENCES
 from ui.page_state import option, option_value, set_option
 from ui.seq2seq import render_target_box
 from ui.session import MAX_TEXT_CHARS, current_settings, offered_models

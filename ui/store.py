@@ -1,4 +1,4 @@
-"""The one store of computed results: every cached result of the app, keyed by a ``core.run.Run`` and the view's own
+"""The one store of computed results: every cached result of the app, keyed by a ``core.model.run.Run`` and the view's own
 parameters, on a shelf of its kind, each shelf bounded in entries and in bytes.
 
     results().get_or_compute("rollouts", run, (), compute)        # computed once per run, shared by every session
@@ -20,7 +20,7 @@ from typing import Any
 
 import streamlit as st
 
-from core.run import Run
+from core.model.run import Run
 from ui.bounded_cache import BoundedCache, nbytes_of
 
 MB = 1_000_000
@@ -123,7 +123,7 @@ class Store:
     def key(run: Run, params: tuple = ()) -> tuple[Run, tuple]:
         """The key of ``run``'s result with the view's own ``params``."""
         if not isinstance(run, Run):
-            raise TypeError(f"a stored result is keyed by a core.run.Run, got {type(run).__name__}")
+            raise TypeError(f"a stored result is keyed by a core.model.run.Run, got {type(run).__name__}")
         if not isinstance(params, tuple):
             raise TypeError(f"a stored result's params are a tuple, got {type(params).__name__}")
         return run, params

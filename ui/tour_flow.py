@@ -1,5 +1,5 @@
 """The guided tour's information-flow step (the language-model track of ui/tour_lm.py): how the model got to its
-answer on the capital-of-France prompt, read off the route graph of ``core.flow`` (Ferrando & Voita 2024)."""
+answer on the capital-of-France prompt, read off the route graph of ``core.causal.flow`` (Ferrando & Voita 2024)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import numpy as np
 import streamlit as st
 import torch
 
-from core.examples import PATCHING_PRESETS
-from core.flow import DEFAULT_THRESHOLD, RouteGraph, layer_runs, route_graph
-from core.flow_details import ROUTE_MARGIN, RouteSummary, route_summary
-from core.heads import UnsupportedArchitecture
-from core.tokens import quoted_token
+from core.attention_heads.inside_head import UnsupportedArchitecture
+from core.causal.flow import DEFAULT_THRESHOLD, RouteGraph, layer_runs, route_graph
+from core.causal.flow_details import ROUTE_MARGIN, RouteSummary, route_summary
+from core.model.tokens import quoted_token
+from core.teaching.examples import PATCHING_PRESETS
 from ui.cache import cached_language_model
 from ui.cache_flow import FLOW_MAX_TOKENS, flow_with_progress
 from ui.lm_views import PROMPT_MAX_CHARS, cached_lm_result, next_logits, token_texts

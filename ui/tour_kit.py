@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.tour import clearest_head, uniform_previous_share
+from core.teaching.tour import clearest_head, uniform_previous_share
 from ui.cache import cached_head_stats
 from ui.figures import PRESENTATION_WIDTH, show_figure
 from ui.page_state import link_url

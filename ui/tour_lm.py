@@ -15,13 +15,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.examples import PATCHING_PRESETS
-from core.generation import shape_distribution
-from core.heads import UnsupportedArchitecture
-from core.lm_parts import encode
-from core.margins import leads_from
-from core.patching import UnequalLengths, patch_residual
-from core.tokens import quoted_token
+from core.attention_heads.inside_head import UnsupportedArchitecture
+from core.causal.patching import UnequalLengths, patch_residual
+from core.maths.margins import leads_from
+from core.model.tokens import quoted_token
+from core.outputs.causal_lm import encode
+from core.outputs.generation import shape_distribution
+from core.teaching.examples import PATCHING_PRESETS
 from ui.cache import cached_language_model
 from ui.lm_lens import lens_parts
 from ui.lm_views import (
@@ -89,7 +89,7 @@ def _text() -> str | None:
 
 
 def _q(label: str) -> str:
-    """A token as the sentences quote it (``core.tokens.quoted_token``: “·Paris”), escaped for markdown."""
+    """A token as the sentences quote it (``core.model.tokens.quoted_token``: “·Paris”), escaped for markdown."""
     return markdown_safe(quoted_token(label))
 
 
@@ -171,7 +171,7 @@ def step_sample() -> None:
 def sampling_sentence(greedy, sampled, shown: dict[int, str], greedy_text: str, sampled_text: str,
                       temperature: float, seed: int) -> str:
     """The sampling step's sentence (markdown, escaped) from greedy's and the sampler's steps
-    (``core.generation.Step``); each token labelled by ``shown`` (token id → its text decoded for display, part of a
+    (``core.outputs.generation.Step``); each token labelled by ``shown`` (token id → its text decoded for display, part of a
     character as ``<0xD8>``), the written texts ``greedy_text`` and ``sampled_text`` decoded whole."""
     part = next((i for i, (g, s) in enumerate(zip(greedy, sampled)) if g.token_id != s.token_id), None)
     low = min(range(len(sampled)), key=lambda i: sampled[i].probability)

@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.drift import drift_table
-from core.effects import EffectsError
-from core.effects_compare import sentence_cosine
-from core.heads import UnsupportedArchitecture
-from core.layers import head_code, hidden_state_label
-from core.tour import clearest_sink_head, falls_at_every_layer, previous_is_sink
+from core.attention_heads.inside_head import UnsupportedArchitecture
+from core.causal.effects import EffectsError
+from core.causal.effects_compare import sentence_cosine
+from core.model.layers import head_code, hidden_state_label
+from core.representations.drift import drift_table
+from core.teaching.tour import clearest_sink_head, falls_at_every_layer, previous_is_sink
 from ui.cache import cached_ablated_analysis, cached_corpus_embeddings
 from ui.corpus_state import current_corpus, current_corpus_name
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit

@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 
-from core.bundled_lm import BundledLMError, cache_ready, cached_folder
+from core.model.bundled_lm import BundledLMError, cache_ready, cached_folder
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def prepare_language_model() -> float | None:
     """Convert the bundled language model into its cache when it is missing or unsound, as its first load would, so
     that choosing it later does not wait. Returns the seconds it took, or None when there was nothing to do or it
     could not be done (the first load then explains why)."""
-    from core.models import WEIGHT_LOAD_LOCK  # noqa: PLC0415 - torch: ui.warmup must import fast (before the start-up wait)
+    from core.model.models import WEIGHT_LOAD_LOCK  # noqa: PLC0415 - torch: ui.warmup must import fast (before the start-up wait)
 
     if cache_ready():
         return None
@@ -49,7 +49,7 @@ def _warm_up(collector_was_on: bool) -> None:
     started = time.perf_counter()
     try:
         try:
-            from core.models import DEFAULT_MODEL  # noqa: PLC0415 - the warm-up thread imports torch, not the start-up
+            from core.model.models import DEFAULT_MODEL  # noqa: PLC0415 - the warm-up thread imports torch, not the start-up
             from ui.cache import cached_model  # noqa: PLC0415 - the warm-up thread imports torch, not the start-up
             from ui.cache_senses import start_umap_warmup  # noqa: PLC0415 - the warm-up thread imports torch, not the start-up
         finally:

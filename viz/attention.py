@@ -1,7 +1,7 @@
 """Attention heatmaps: one head large, one layer's heads as a grid, every head as one mosaic image.
 
 Inputs are matrices whose last two axes are ``[n queries, n keys]`` (tokens or words, as
-``core.attention.attention_view`` returns them). Rows are queries, columns keys. Cross-attention
+``core.attention_heads.attention.attention_view`` returns them). Rows are queries, columns keys. Cross-attention
 of an encoder-decoder is not square (``[t target queries, s source keys]``): pass its column
 labels as ``key_labels``. For a
 decoder, cells above the diagonal (a token looking at a later token) are drawn as
@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.layers import BLOCK_AXIS
-from core.tokens import unique_labels
+from core.model.layers import BLOCK_AXIS
+from core.model.tokens import unique_labels
 
 # Two lines, not one name a line: this module is at the 400-line cap (tests/test_layering.py).
 from viz.attention_cells import GRID_DIGITS, LONG_HEAD, MASK_COLOR, SharedNumbers, bin_labels, block_mean_2d, colour_ticks
@@ -281,7 +281,7 @@ def overview_figure(
 
     One picture instead of layers × heads subplots: a few hundred kB at any length. An
     invisible coarse grid on top answers hover with "layer L, head H". ``hidden``: bool ``[layers, 1, n, n]``, the
-    cells each layer's sliding window masked (``core.attention.window_hidden``), drawn as masked.
+    cells each layer's sliding window masked (``core.attention_heads.attention.window_hidden``), drawn as masked.
 
     One map per layer (``heads == 1``, attention rollout) is drawn as a row, layers across, instead of one narrow
     column in a wide figure.

@@ -14,7 +14,7 @@ import numpy as np
 import plotly.colors as pcolors
 from PIL import Image
 
-from core.tokens import unique_labels
+from core.model.tokens import unique_labels
 
 OVERVIEW_MIN_PIXELS = 48  # small inputs are upscaled so a thumbnail is never a smudge
 MASK_COLOR = "#e3e3e3"
@@ -121,7 +121,7 @@ def colour_ticks(top: float, scale: int) -> dict:
 
 def masked_upper(matrices: np.ndarray, causal: bool, hidden: np.ndarray | None = None) -> np.ndarray:
     """float32 copy of ``[..., n, n]`` with the cells above the diagonal set to NaN when ``causal``, and the cells
-    ``hidden`` marks (bool, broadcast against ``matrices``: a sliding window's, ``core.attention.window_hidden``)."""
+    ``hidden`` marks (bool, broadcast against ``matrices``: a sliding window's, ``core.attention_heads.attention.window_hidden``)."""
     out = np.array(matrices, dtype=np.float32, copy=True)
     if causal:
         n = out.shape[-1]

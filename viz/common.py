@@ -18,7 +18,7 @@ def plotly_safe(text: object) -> str:
     ``<``, ``>`` and ``&`` become entities (Plotly shows them as the characters),
     so a token such as ``<img src=x onerror=...>`` is shown, never interpreted. Control
     characters (a byte-level token can decode to one) become ASCII escapes (``\\n``, ``\\x14``,
-    as ``core.tokens.readable_token`` writes them): XML forbids them, one in a label would break the figure's
+    as ``core.model.tokens.readable_token`` writes them): XML forbids them, one in a label would break the figure's
     SVG and PNG export, and the control pictures (U+2400…) are missing from the bundled fonts. Right-to-left
     words are isolated (see ``isolate_rtl``) so that ``##`` or `` (2)`` around them stay where they are written.
     """

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.layers import HIDDEN_STATE_AXIS
+from core.model.layers import HIDDEN_STATE_AXIS
 from viz.common import OKABE_ITO, plotly_safe
 from viz.inside import matrix_heatmap
 

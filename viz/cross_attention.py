@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from core.cross_attention import Alignment
-from core.layers import BLOCK_AXIS
-from core.tokens import unique_labels
+from core.attention_heads.cross_attention import Alignment
+from core.model.layers import BLOCK_AXIS
+from core.model.tokens import unique_labels
 from viz.common import COLORBLIND_SAFE, plotly_safe, token_axis
 
 MAX_CELL_TEXT = 60  # above this many target columns the source labels are left to the hover

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.layers import HIDDEN_STATE_AXIS
+from core.model.layers import HIDDEN_STATE_AXIS
 from viz.common import OKABE_ITO, plotly_safe
 
 
@@ -52,7 +52,7 @@ def layer_violin_figure(
     violins (raw view). ``adjusted``: ``value`` is already similarity − baseline, and a zero line marks the
     baseline (no line otherwise: a single document has no baseline).
     ``token_baseline``: optional rows ``layer``, ``anisotropy`` of single words (random word pairs from
-    different documents, ``core.contextuality``), drawn beside the pooled baseline in the raw view.
+    different documents, ``core.representations.contextuality``), drawn beside the pooled baseline in the raw view.
     """
     fig = go.Figure(_violins(table["layer"], table[value], table["document"].map(lambda i: titles[i]), name="documents", x_label="hidden state "))
     if baseline is not None:
@@ -125,7 +125,7 @@ CONTEXTUALITY_LINES = {
 
 
 def contextuality_figure(table: pd.DataFrame, *, adjusted: bool, title: str) -> go.Figure:
-    """Lines over hidden states 0..L of ``core.contextuality`` measures: raw with the anisotropy baseline,
+    """Lines over hidden states 0..L of ``core.representations.contextuality`` measures: raw with the anisotropy baseline,
     or (``adjusted``) each minus the baseline, with a zero line."""
     fig = go.Figure()
     for column, (label, colour, dash) in CONTEXTUALITY_LINES.items():

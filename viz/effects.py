@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.layers import HIDDEN_STATE_AXIS
+from core.model.layers import HIDDEN_STATE_AXIS
 from viz.common import OKABE_ITO, plotly_safe, token_axis
 from viz.predictions import candidate_cells
 

@@ -1,4 +1,4 @@
-"""The information-flow route graph (``core.flow.route_graph``) as a Plotly figure, and its names and table.
+"""The information-flow route graph (``core.causal.flow.route_graph``) as a Plotly figure, and its names and table.
 
 Positions run across (one column per token), layers up: the embedding at the bottom, then per layer the residual
 after attention and the residual after the block; each MLP is a small square beside its position. Edges are lines
@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.colors
 import plotly.graph_objects as go
 
-from core.flow import Edge, Node, RouteGraph
+from core.causal.flow import Edge, Node, RouteGraph
 from viz.common import plotly_safe, token_axis
 
 RESIDUAL_COLOUR = "#999999"
@@ -24,7 +24,7 @@ HEAD_COLOURS = plotly.colors.qualitative.Safe  # colour-blind safe, 11 colours, 
 CROSS_DASH = "dot"  # cross-attention edges (an encoder-decoder's), apart from the stacks' own attention edges
 MLP_OFFSET = 0.3  # an MLP square sits this far right of its position's column
 SELF_BOW = 0.2  # an attention edge within one position bends this far left of its residual edge
-# The y title: short, since a long one (core.layers.BLOCK_AXIS) met the wrapped figure title on a phone; the nodes'
+# The y title: short, since a long one (core.model.layers.BLOCK_AXIS) met the wrapped figure title on a phone; the nodes'
 # hover names say which hidden state each is ("hidden state 3 (after layer 2)").
 LAYER_AXIS = "layer (counted from 0)"
 MIN_WIDTH, MAX_WIDTH, WIDTH_STEP = 1.0, 8.0, 0.5  # line widths (px) for weights 0 and 1, rounded to the step

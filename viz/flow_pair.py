@@ -1,4 +1,4 @@
-"""An encoder-decoder's information-flow route (``core.flow_pair``) as one Plotly figure, and its names and table.
+"""An encoder-decoder's information-flow route (``core.causal.flow_pair``) as one Plotly figure, and its names and table.
 
 The encoder's columns (source tokens) on the left, the decoder's (target tokens, shifted right) on the right, both
 stacks' layers up on one height, so the figure fills a 16:9 slide; the cross-attention edges run from the top of the
@@ -12,8 +12,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.flow import Edge, Node, RouteGraph
-from core.flow_pair import ENCODER
+from core.causal.flow import Edge, Node, RouteGraph
+from core.causal.flow_pair import ENCODER
 from viz.common import plotly_safe
 from viz.flow import LAYER_AXIS, MLP_OFFSET, SELF_BOW, draw_route
 

@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.layers import BLOCK_AXIS
+from core.model.layers import BLOCK_AXIS
 from viz.common import SEQUENTIAL, plotly_safe
 
 LAYER_TITLE = BLOCK_AXIS

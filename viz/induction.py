@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.layers import head_code
+from core.model.layers import head_code
 
 MARGIN_STANDARD_ERRORS = 2  # a change in a copy's mean loss counts when it exceeds this many standard errors
 MAX_HEADS_NAMED = 5

@@ -1,4 +1,4 @@
-"""Figures, tables and sentences of the long-context page (``core.long_context``): attention by distance per head, the
+"""Figures, tables and sentences of the long-context page (``core.attention_heads.long_context``): attention by distance per head, the
 share on the sink by query position, and what the numbers say about each head, each written from the numbers."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.long_context import FAR_SHARE, LOCAL_DISTANCE, LOCAL_SHARE, SINK_SHARE, LongContextProfile, bin_labels, head_kinds
+from core.attention_heads.long_context import FAR_SHARE, LOCAL_DISTANCE, LOCAL_SHARE, SINK_SHARE, LongContextProfile, bin_labels, head_kinds
 from viz.common import SEQUENTIAL, plotly_safe
 from viz.wording import percent, percent_span
 

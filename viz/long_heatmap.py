@@ -1,6 +1,6 @@
 """A long text's attention: one head at screen resolution, a zoomed region token by token, every head as thumbnails.
 
-Inputs come from ``core.long_attention`` (``PooledHead``, ``Zoom``, ``Thumbnails``). The pooled head and the
+Inputs come from ``core.attention_heads.long_attention`` (``PooledHead``, ``Zoom``, ``Thumbnails``). The pooled head and the
 thumbnails travel as one palette PNG each (an image trace: a few tens of kB whatever the length, where a heatmap of
 560 × 560 values is over 400 kB of JSON), with a colour bar from a heatmap of two cells outside the plotted range.
 Axes count token positions from 0; pixel ``i`` of a pooled head covers positions ``i·step .. i·step + step − 1``,
@@ -18,8 +18,8 @@ import plotly.colors as pcolors
 import plotly.graph_objects as go
 from PIL import Image
 
-from core.layers import BLOCK_AXIS
-from core.long_attention import PooledHead, Thumbnails, Zoom
+from core.attention_heads.long_attention import PooledHead, Thumbnails, Zoom
+from core.model.layers import BLOCK_AXIS
 from viz.attention import NO_TEMPLATE, head_figure, matrix_table
 from viz.attention_cells import MASK_COLOR, MASK_INDEX, PNG_COMPRESS_LEVEL, colormap, mosaic_png, quantise, scale_max
 from viz.common import plotly_safe
@@ -62,7 +62,7 @@ def pooled_note(head: PooledHead) -> str:
 
 def pooled_head_figure(head: PooledHead, *, title: str, colorscale: str, per_head_scale: bool = False,
                        large: bool = False, region: tuple[range, range] | None = None, masked_note: str = "") -> go.Figure:
-    """One head at screen resolution (``core.long_attention.pooled_head``), queries down and keys across, both in
+    """One head at screen resolution (``core.attention_heads.long_attention.pooled_head``), queries down and keys across, both in
     token positions; ``region`` ``(queries, keys)``: the zoomed region, outlined."""
     n, step = head.num_tokens, head.step
     top = scale_max(head.values, per_head_scale)

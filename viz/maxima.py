@@ -6,8 +6,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.attention import Maxima
-from core.layers import BLOCK_AXIS
+from core.attention_heads.attention import Maxima
+from core.model.layers import BLOCK_AXIS
 from viz.common import OKABE_ITO, SEQUENTIAL, plotly_safe, token_axis
 
 DISTANCE_SCALE = "PuOr"  # diverging, colour-blind safe: orange = left, white = the token itself, purple = right

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.retrieval import DepthLengthGrid
+from core.attention_heads.retrieval import DepthLengthGrid
 from viz.common import SEQUENTIAL
 from viz.wording import percent, probability
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from core.logit_attribution import LogitAttribution
-from core.margins import runs
-from core.patching import Patching
-from core.tokens import quoted_token
+from core.causal.logit_attribution import LogitAttribution
+from core.causal.patching import Patching
+from core.maths.margins import runs
+from core.model.tokens import quoted_token
 from viz.common import token_axis
 from viz.predictions import visible_spaces
 from viz.wording import fixed, percent, percent_span

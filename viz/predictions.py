@@ -6,13 +6,13 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale, unlabel_rgb
 
-from core.tokens import readable_token
+from core.model.tokens import readable_token
 from viz.common import OKABE_ITO, SEQUENTIAL, plotly_safe, token_axis
 from viz.lens_grid import ASSUMED_WIDTH_PX, CELL_FONT_PX, contrast_ratio, fitted_cell_text
 
 
 def visible_spaces(token: str) -> str:
-    """A decoded token as its label, by the app's one rule (``core.tokens.readable_token``): spaces as "·" (GPT-2's
+    """A decoded token as its label, by the app's one rule (``core.model.tokens.readable_token``): spaces as "·" (GPT-2's
     " bank" vs "bank"), a newline as ``\\n``; not yet escaped."""
     return readable_token(token)
 

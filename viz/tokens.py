@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from core.layers import HIDDEN_STATE_AXIS
+from core.model.layers import HIDDEN_STATE_AXIS
 from viz.common import SEQUENTIAL, plotly_safe, token_axis
 
 

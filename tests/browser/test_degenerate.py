@@ -27,7 +27,7 @@ def test_degenerate_text_draws_cleanly(module_tab, path, kind):
 
 
 def test_all_unk_is_what_the_bundled_tokenizer_makes():
-    from core.models import load_model
+    from core.model.models import load_model
 
     tokenizer = load_model().tokenizer
     tokens = tokenizer.convert_ids_to_tokens(tokenizer(DEGENERATE["all-unk"])["input_ids"])

@@ -4,7 +4,7 @@ With a tiny masked LM (so Predictions and Effects show their options). ``CHANGES
 the options each page declares (``declared_options`` reads literal keys, keys passed through a helper, and
 ``COMPUTED_KEYS``), so a new option fails until it is added. It found one defect: two model loads at once (the
 start-up warm-up and a page) left transformers patched so that masked LMs were reported headless; fixed by
-``core.models.WEIGHT_LOAD_LOCK`` (regression test in tests/test_page_state.py).
+``core.model.models.WEIGHT_LOAD_LOCK`` (regression test in tests/test_page_state.py).
 """
 
 from __future__ import annotations

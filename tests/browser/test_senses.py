@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.senses import builtin_set
+from core.representations.senses import builtin_set
 
 pytestmark = pytest.mark.browser
 

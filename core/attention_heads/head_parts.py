@@ -1,0 +1,115 @@
+"""Heads of every model recorded through ``core.model.recording`` (BERT, GPT-2, Llama, Qwen, Gemma …), one code path.
+
+What a head reads, its queries, keys and values as the attention function received them (projection biases
+included, after the rotary embedding where there is one), the mask (causal, sliding window), the scaling and
+Gemma 2's soft-cap all come from a recorded forward pass of the model itself, so no family needs code of its own.
+Shapes: ``T`` tokens, ``d`` the head size (``config.head_dim``, not always hidden / heads), ``Hq`` query heads,
+``Hkv`` key/value heads; query head ``h`` reads key/value head ``h // (Hq / Hkv)`` (transformers' ``repeat_kv``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from core.model.inference import Analysis
+from core.model.models import LoadedModel, threads_for_input
+from core.model.parts import parts_of
+from core.model.recording import LayerRecord, Recorder, recorded_by, rotate_back
+
+
+def records(model: LoadedModel, analysis: Analysis) -> dict[int, LayerRecord]:
+    """Every layer's ``LayerRecord`` for ``analysis``'s tokens: those of its own pass (``analysis.recorded``), else
+    (an analysis from a batch of texts, or from an earlier load of this model) one recorded pass, not kept."""
+    found = analysis.recorded
+    if found is not None and len(found) == model.num_layers and recorded_by(model.model, found.values()):
+        return found
+    ids = torch.tensor([analysis.input_ids], device=model.device)
+    with torch.inference_mode(), threads_for_input(ids.numel()), Recorder(model.model, keep_weights=False) as rec:
+        model.model(input_ids=ids, attention_mask=torch.ones_like(ids))
+    return rec.records
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().float().cpu().numpy().astype(np.float64)
+
+
+def kv_head_of(model: LoadedModel, head: int) -> int:
+    """The key/value head query head ``head`` reads."""
+    return head // (model.num_heads // kv_heads(model))
+
+
+def kv_heads(model: LoadedModel) -> int:
+    """How many key/value heads each layer has (= query heads without grouped-query attention)."""
+    n = getattr(model.model.config, "num_key_value_heads", None)
+    return int(n) if isinstance(n, int) and n > 0 else model.num_heads
+
+
+def sharing_groups(model: LoadedModel) -> list[list[int]]:
+    """For each key/value head, the query heads that share it: ``[[0, 1, 2], [3, 4, 5], …]``."""
+    per = model.num_heads // kv_heads(model)
+    return [list(range(g * per, (g + 1) * per)) for g in range(kv_heads(model))]
+
+
+def keep_mask(record: LayerRecord, t: int) -> np.ndarray:
+    """bool ``[T, T]``: True where a query may look at a key (the recorded additive mask is 0 there)."""
+    if record.mask is None:
+        return np.ones((t, t), dtype=bool)
+    mask = record.mask[0, 0, :t, :t]
+    if mask.dtype == torch.bool:
+        return mask.cpu().numpy()
+    return (mask > torch.finfo(mask.dtype).min / 2).cpu().numpy()
+
+
+def logits(q: np.ndarray, k: np.ndarray, record: LayerRecord, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(scores, scaled)``: q·k, and scores × scaling, soft-capped (cap·tanh(x / cap)) if the layer caps,
+    masked cells -inf (``[..., T, T]``)."""
+    scores = q @ np.swapaxes(k, -1, -2)
+    scaled = scores * record.scaling
+    if record.softcap:
+        scaled = np.tanh(scaled / record.softcap) * record.softcap
+    return scores, np.where(keep, scaled, -np.inf)
+
+
+def softmax(scaled: np.ndarray) -> np.ndarray:
+    exp = np.exp(scaled - scaled.max(axis=-1, keepdims=True))
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+def layer_weights(model: LoadedModel, analysis: Analysis, layer: int) -> np.ndarray:
+    """``[Hq, T, T]`` recomputed from the recorded queries and keys (float64)."""
+    record = records(model, analysis)[layer]
+    q, k = _np(record.queries[0]), _np(record.keys[0])
+    k = np.repeat(k, record.kv_groups, axis=0)
+    return softmax(logits(q, k, record, keep_mask(record, len(analysis.tokens)))[1])
+
+
+def rotation(record: LayerRecord, head: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``(queries, keys)`` ``[T, d]`` of ``head`` before the rotary embedding, or ``(None, None)`` without one."""
+    q, k = rotate_back(record.queries, record), rotate_back(record.keys, record)
+    if q is None or k is None:
+        return None, None
+    return _np(q[0, head]), _np(k[0, head // record.kv_groups])
+
+
+def output_matrix(projection: torch.nn.Module) -> np.ndarray:
+    """``[Hq * d, hidden]``: the projection as ``x @ W`` (``nn.Linear`` keeps ``[out, in]``, ``Conv1D`` ``[in, out]``)."""
+    weight = _np(projection.weight)
+    return weight.T if isinstance(projection, torch.nn.Linear) else weight
+
+
+def value_vectors_through_output(model: LoadedModel, analysis: Analysis, layer: int) -> np.ndarray:
+    """``[Hq, T, hidden]``: f_h(x_j) = v_j^{kv(h)} W_O^h, the value of the key/value head ``h`` shares."""
+    record = records(model, analysis)[layer]
+    d = record.queries.shape[3]
+    w_o = output_matrix(parts_of(model.model).layers[layer].output_projection)  # [Hq * d, hidden]
+    values = _np(record.values[0])  # [Hkv, T, d]
+    return np.stack([values[h // record.kv_groups] @ w_o[h * d:(h + 1) * d] for h in range(record.queries.shape[1])])
+
+
+def norm_before_attention(model: LoadedModel, layer: int) -> str | None:
+    """The name of block ``layer``'s norm before attention (``input_layernorm``), or None when it has none by that name."""
+    blocks = getattr(model.model, "layers", None)
+    if blocks is None or not 0 <= layer < len(blocks):
+        return None
+    return "input_layernorm" if isinstance(getattr(blocks[layer], "input_layernorm", None), torch.nn.Module) else None

@@ -1,0 +1,153 @@
+"""One head of a long text at screen resolution, its zoomed region, and every head as a thumbnail: computed one head
+(or a few query rows) at a time, never every head's ``[T, T]`` at once.
+
+Shapes: ``T`` tokens; ``r``/``c`` pixel rows/columns (``core.attention_heads.pooling``). Masked blocks and cells (a decoder's future,
+keys further back than a layer's sliding window) are NaN in ``values`` and True in ``hidden``: drawn as masked, never
+as a weight of 0.
+
+Example::
+
+    head = pooled_head(model, analysis, layer=3, head=5, max_pixels=560)["max"]
+    head.values.shape                     # (r, c): each pixel the maximum of the step × step cells it covers
+    zoomed = zoom(model, analysis, 3, 5, range(1000, 1064), range(0, 64))
+    zoomed.values                         # exactly the model's weights of those queries and keys
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.attention_heads.attention import head_attention
+from core.attention_heads.head_parts import records
+from core.attention_heads.pooling import POOLS, Pool, block_ends, pixel_starts, pool, sampled_rows, visible_blocks
+from core.model.inference import Analysis
+from core.model.models import LoadedModel
+from core.model.recorded_pass import attention_weights
+from core.model.tokens import token_labels
+
+
+def head_weights(model: LoadedModel, analysis: Analysis, layer: int, head: int) -> np.ndarray:
+    """float32 ``[T, T]``: head ``head`` of layer ``layer``, exactly the model's own weights (rows = queries)."""
+    if analysis.attentions is not None:
+        return analysis.attentions[layer, head]
+    return head_attention(model, analysis, layer, head)
+
+
+def row_weights(model: LoadedModel, analysis: Analysis, layer: int, heads: list[int], rows: list[int]) -> np.ndarray:
+    """float32 ``[len(heads), len(rows), T]``: only the query rows ``rows`` of ``heads``, computed from the layer's
+    queries and keys when the analysis does not hold every head's weights (``core.model.on_demand`` for a long analysis,
+    else ``core.model.recorded_pass.attention_weights``)."""
+    if analysis.attentions is not None:
+        return np.asarray(analysis.attentions[layer][heads][:, rows], dtype=np.float32)
+    if analysis.on_demand is not None:  # the analysis's own block calls: one layer's queries and keys, no second pass
+        return analysis.on_demand.weights(model.model, analysis.hidden_states, layer, heads, list(rows))
+    return attention_weights(records(model, analysis)[layer], heads, list(rows))
+
+
+def window_of(analysis: Analysis, layer: int) -> int | None:
+    """The sliding window layer ``layer`` attends through, or None."""
+    windows = analysis.sliding_windows
+    return None if windows is None else windows[layer]
+
+
+@dataclass(frozen=True, eq=False)
+class PooledHead:
+    """One head at screen resolution: ``values`` float32 ``[r, c]``, each pixel the ``how`` (max or sum) of the cells
+    of queries ``row_starts[i]..`` and keys ``col_starts[j]..`` (blocks of ``step``; NaN: no visible cell)."""
+
+    values: np.ndarray
+    row_starts: np.ndarray
+    col_starts: np.ndarray
+    num_tokens: int
+    how: str
+
+    @property
+    def step(self) -> int:
+        return int(self.row_starts[1] - self.row_starts[0]) if len(self.row_starts) > 1 else self.num_tokens
+
+
+def pooled_head(model: LoadedModel, analysis: Analysis, layer: int, head: int, max_pixels: int,
+                hows: tuple[Pool, ...] = ("max", "sum")) -> dict[str, PooledHead]:
+    """Head ``head`` of layer ``layer`` pooled to at most ``max_pixels`` per side, once per way in ``hows`` (one
+    computation of its weights for all of them)."""
+    weights = head_weights(model, analysis, layer, head)
+    n = weights.shape[-1]
+    starts = pixel_starts(n, max_pixels)
+    ends = block_ends(starts, n)
+    seen = visible_blocks(starts, ends, starts, ends, causal=analysis.is_decoder, window=window_of(analysis, layer))
+    out = {}
+    for how in hows:
+        values = pool(weights, starts, starts, how)
+        values[~seen] = np.nan
+        values.setflags(write=False)
+        out[how] = PooledHead(values, starts, starts, n, how)
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Zoom:
+    """A region of one head, every cell its own: ``values`` float32 ``[q, k]`` exactly the model's weights of queries
+    ``queries`` and keys ``keys``; ``hidden`` bool ``[q, k]`` the cells the model masks; each position's label."""
+
+    values: np.ndarray
+    hidden: np.ndarray
+    queries: range
+    keys: range
+    query_labels: list[str]
+    key_labels: list[str]
+
+
+def zoom(model: LoadedModel, analysis: Analysis, layer: int, head: int, queries: range, keys: range,
+         labels: list[str] | None = None) -> Zoom:
+    """The cells of ``queries`` × ``keys`` (ranges of positions inside the text) of one head, computing only those
+    query rows. ``labels``: ``core.model.tokens.token_labels(analysis)``, if the caller has them already."""
+    n = analysis.num_tokens
+    if not (0 <= queries.start < queries.stop <= n and 0 <= keys.start < keys.stop <= n):
+        raise ValueError(f"a region inside the {n} tokens, got queries {queries} and keys {keys}")
+    rows = row_weights(model, analysis, layer, [head], list(queries))[0]
+    values = np.ascontiguousarray(rows[:, keys.start : keys.stop], dtype=np.float32)
+    q, k = np.arange(queries.start, queries.stop), np.arange(keys.start, keys.stop)
+    hidden = ~visible_blocks(q, q, k, k, causal=analysis.is_decoder, window=window_of(analysis, layer))
+    labels = token_labels(analysis) if labels is None else labels
+    return Zoom(values, hidden, queries, keys, labels[queries.start : queries.stop], labels[keys.start : keys.stop])
+
+
+@dataclass(frozen=True, eq=False)
+class Thumbnails:
+    """Every head of ``layers`` as a small picture: ``values`` float32 ``[len(layers), heads, r, c]``. Row ``i`` of a
+    thumbnail is query ``rows[i]`` alone (one query per block of rows: the last), each pixel the ``how`` of its
+    weights on the keys ``col_starts[j]..`` (NaN: none visible)."""
+
+    values: np.ndarray
+    layers: tuple[int, ...]
+    rows: np.ndarray
+    col_starts: np.ndarray
+    num_tokens: int
+    how: str
+
+
+def thumbnails(model: LoadedModel, analysis: Analysis, layers: tuple[int, ...], how: Pool, max_pixels: int,
+               progress=None) -> Thumbnails:
+    """Every head of each layer in ``layers`` from ``max_pixels`` sampled query rows (``core.attention_heads.pooling.sampled_rows``):
+    ``max_pixels / T`` of the work of their whole matrices. ``progress(done, total)`` after each layer."""
+    if how not in POOLS:
+        raise ValueError(f"unknown pooling {how!r}")
+    n = analysis.num_tokens
+    rows = sampled_rows(n, max_pixels)
+    starts = pixel_starts(n, max_pixels)
+    heads = list(range(model.num_heads))
+    out = np.empty((len(layers), len(heads), len(rows), len(starts)), dtype=np.float32)
+    one_per_row = np.arange(len(rows))
+    for i, layer in enumerate(layers):
+        weights = row_weights(model, analysis, layer, heads, rows.tolist())  # [heads, r, T]
+        values = pool(weights, one_per_row, starts, how)
+        seen = visible_blocks(rows, rows, starts, block_ends(starts, n), causal=analysis.is_decoder,
+                              window=window_of(analysis, layer))
+        values[:, ~seen] = np.nan
+        out[i] = values
+        if progress is not None:
+            progress(i + 1, len(layers))
+    out.setflags(write=False)
+    return Thumbnails(out, tuple(layers), rows, starts, n, how)

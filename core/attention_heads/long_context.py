@@ -1,0 +1,253 @@
+"""How far each head looks over a long text: attention by relative distance, attention on the first token (attention
+sinks, Xiao et al. 2023), and the sliding window of each layer as the model's config declares it.
+
+One forward pass is recorded (``core.model.recording.Recorder``: queries and keys, never every head's ``[T, T]`` weights);
+then each layer's weights are recomputed a block of query rows at a time (``core.model.recorded_pass.attention_weights``),
+reduced to a few numbers per query and dropped. Memory held: the records (queries, keys, values of every layer) and
+one block of ``[H, R, T]`` weights, ``R`` chosen so a block has at most ``BLOCK_CELLS`` cells.
+
+Distance ``d`` is ``query − key`` for a decoder (a query sees only keys at ``d ≥ 0``) and ``|query − key|`` for an
+encoder. Bins are log-spaced: ``[0], [1], [2, 3], [4, 7], [8, 15], …``; bin ``b`` holds ``edges[b] ≤ d <
+edges[b + 1]``. Averages run over the **queries**: every position of an encoder; every position but the first for a
+decoder (the first can only attend to itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from core.errors import AnalysisError
+from core.model.models import LoadedModel, threads_for_input
+from core.model.recorded_pass import attention_weights
+from core.model.recording import Recorder
+
+BLOCK_CELLS = 8_000_000  # cells of one block of recomputed weights [H, R, T] (32 MB of float32)
+LOCAL_DISTANCE = 8  # "local": attention within this many tokens (d < 8)
+LOCAL_SHARE = 0.5  # a head is local when at least this share of its attention is local …
+SINK_SHARE = 0.5  # … a sink head when at least this share lands on the sink positions …
+FAR_SHARE = 0.25  # … a long-range head when at least this share (and uniform's) goes past the far distance, sink excluded
+FAR_DISTANCE = 256  # the far distance of a model without a sliding window (with one: the smallest window)
+
+
+def distance_edges(max_distance: int) -> np.ndarray:
+    """int ``[B + 1]``: 0, 1, 2, 4, 8, … up to the first power of two past ``max_distance``, the last edge cut to
+    ``max_distance + 1``, so the bins cover distances 0 … ``max_distance`` exactly."""
+    edges = [0, 1]
+    while edges[-1] <= max_distance:
+        edges.append(edges[-1] * 2)
+    edges[-1] = max_distance + 1
+    return np.array(edges, dtype=np.int64)
+
+
+def bin_labels(edges: Sequence[int]) -> list[str]:
+    """``["0", "1", "2–3", "4–7", …]``: the distances each bin holds."""
+    return [str(lo) if hi - lo == 1 else f"{lo}–{hi - 1}" for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
+
+
+def sliding_windows(config, num_layers: int) -> tuple[int | None, ...]:
+    """Each layer's sliding window in tokens from the model's config (None: the layer sees every earlier token).
+    ``layer_types`` names the layers that slide (Gemma 2/3, Qwen2 …); without it a ``sliding_window`` applies to every
+    layer (Mistral), unless ``use_sliding_window`` is False. A query at ``i`` then sees keys ``j`` with ``i − j <
+    window``, as transformers' masks do."""
+    window = getattr(config, "sliding_window", None)
+    if not isinstance(window, int) or window <= 0 or getattr(config, "use_sliding_window", True) is False:
+        return (None,) * num_layers
+    types = getattr(config, "layer_types", None)
+    if types is None:
+        return (window,) * num_layers
+    return tuple(window if "sliding" in str(kind) else None for kind in list(types)[:num_layers])
+
+
+@dataclass(frozen=True, eq=False)
+class LongContextProfile:
+    """What ``long_context_profile`` measured (``L`` layers, ``H`` heads, ``B`` distance bins, ``T`` tokens):
+
+    ``edges`` int ``[B + 1]`` (``distance_edges``); ``shares`` float ``[L, H, B]``: the mean over the queries of the
+    share of each query's attention at those distances (each query's shares sum to 1); ``uniform`` ``[L, B]``: the
+    same for attention spread evenly over the keys each query may see (the layer's window and causality included):
+    the chance level. ``sink_positions``: the positions counted as the sink; ``sink`` ``[L, H, T]``: each query
+    position's share on them (NaN for a query that is not averaged); ``sink_uniform``: uniform attention's
+    share on them per layer ``[L, T]``; ``far_distance`` and ``far`` ``[L, H]``: the mean share at distance ≥ ``far_distance`` to keys
+    other than the sink (``far_uniform`` ``[L]``: uniform's); ``windows``: each layer's sliding window or None."""
+
+    edges: np.ndarray
+    shares: np.ndarray
+    uniform: np.ndarray
+    sink_positions: tuple[int, ...]
+    sink: np.ndarray
+    sink_uniform: np.ndarray
+    far_distance: int
+    far: np.ndarray
+    far_uniform: np.ndarray
+    windows: tuple[int | None, ...]
+    causal: bool
+    input_ids: tuple[int, ...]
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def queries(self) -> np.ndarray:
+        """The query positions averaged over: all of an encoder's, all but the first of a decoder's."""
+        return np.arange(1 if self.causal else 0, self.num_tokens)
+
+    @property
+    def local(self) -> np.ndarray:
+        """``[L, H]``: the mean share at distance < ``LOCAL_DISTANCE`` (the bins below it; edges are powers of 2)."""
+        return self.shares[..., self.edges[1:] <= LOCAL_DISTANCE].sum(axis=-1)
+
+    @property
+    def local_uniform(self) -> np.ndarray:
+        return self.uniform[..., self.edges[1:] <= LOCAL_DISTANCE].sum(axis=-1)
+
+    @property
+    def sink_mean(self) -> np.ndarray:
+        """``[L, H]``: the mean over the queries of the share on the sink positions."""
+        return self.sink[..., self.queries].mean(axis=-1)
+
+    @property
+    def sink_uniform_mean(self) -> np.ndarray:
+        """``[L]``: uniform attention's mean share on the sink positions, per layer."""
+        return self.sink_uniform[:, self.queries].mean(axis=-1)
+
+
+def _bin_sums(cumulative: np.ndarray, rows: np.ndarray, edges: np.ndarray, causal: bool) -> np.ndarray:
+    """``[H, R, B]``: each row's weight at distances in each bin, from ``cumulative`` ``[H, R, T + 1]`` (the running
+    sum of a row's weights over keys, 0 first) and the rows' query positions ``[R]``."""
+    t = cumulative.shape[-1] - 1
+    lo, hi = edges[:-1][None, :], edges[1:][None, :]  # [1, B]
+    i = rows[:, None]  # [R, 1]
+    # keys before (or at) the query: j in (i − hi, i − lo]
+    top = np.clip(i - lo + 1, 0, t)
+    bottom = np.clip(i - hi + 1, 0, t)
+    sums = np.take_along_axis(cumulative, top[None], axis=-1) - np.take_along_axis(cumulative, bottom[None], axis=-1)
+    if not causal:  # keys after the query: j in [i + max(lo, 1), i + hi)
+        start = np.clip(i + np.maximum(lo, 1), 0, t)
+        end = np.clip(i + hi, 0, t)
+        sums += np.take_along_axis(cumulative, end[None], axis=-1) - np.take_along_axis(cumulative, start[None], axis=-1)
+    return sums
+
+
+def _far_sums(cumulative: np.ndarray, rows: np.ndarray, far: int, causal: bool) -> np.ndarray:
+    """``[H, R]``: each row's weight at distance ≥ ``far``."""
+    t = cumulative.shape[-1] - 1
+    before = np.clip(rows - far + 1, 0, t)
+    sums = np.take_along_axis(cumulative, np.broadcast_to(before[None, :, None], cumulative.shape[:2] + (1,)), axis=-1)[..., 0]
+    if not causal:
+        after = np.clip(rows + far, 0, t)
+        sums = sums + cumulative[..., t] - np.take_along_axis(
+            cumulative, np.broadcast_to(after[None, :, None], cumulative.shape[:2] + (1,)), axis=-1)[..., 0]
+    return sums
+
+
+def _uniform_weights(rows: np.ndarray, t: int, causal: bool, window: int | None) -> np.ndarray:
+    """``[1, R, T]``: attention spread evenly over the keys each query position in ``rows`` may see."""
+    keys = np.arange(t)[None, :]
+    distance = rows[:, None] - keys
+    visible = distance >= 0 if causal else np.ones_like(distance, dtype=bool)
+    if window is not None:
+        visible &= np.abs(distance) < window
+    return (visible / visible.sum(axis=-1, keepdims=True))[None]
+
+
+def _reduce(weights: np.ndarray, rows: np.ndarray, edges: np.ndarray, sinks: list[int], far: int, causal: bool):
+    """``(bins [H, R, B], sink [H, R], far [H, R])`` of one block of weights ``[H, R, T]``; the sink excluded from far."""
+    cumulative = np.zeros(weights.shape[:-1] + (weights.shape[-1] + 1,), dtype=np.float64)
+    np.cumsum(weights, axis=-1, dtype=np.float64, out=cumulative[..., 1:])
+    bins = _bin_sums(cumulative, rows, edges, causal)
+    sink = weights[..., sinks].sum(axis=-1, dtype=np.float64)
+    far_sums = _far_sums(cumulative, rows, far, causal)
+    sink_distance = np.abs(rows[:, None] - np.array(sinks)[None, :])  # [R, S]
+    sink_far = (weights[..., sinks] * (sink_distance >= far)[None]).sum(axis=-1, dtype=np.float64)
+    return bins, sink, far_sums - sink_far
+
+
+def long_context_profile(model: LoadedModel, input_ids: Sequence[int], *, sink_positions: Sequence[int] = (0,),
+                         progress: Callable[[int, int], None] | None = None) -> LongContextProfile:
+    """Every head's attention by distance, on the sink and past the far distance, over ``input_ids`` (see the module
+    docstring). ``progress(done, total)``: after the pass (``done = 0``) and after each layer."""
+    ids = list(input_ids)
+    t = len(ids)
+    if t < 2:
+        raise AnalysisError("The text needs at least two tokens to measure how far attention goes.")
+    if model.is_encoder_decoder:
+        raise AnalysisError(f"{model.name} is an encoder-decoder; this view reads models with one stack of layers.")
+    causal = bool(model.is_decoder)
+    tensor = torch.tensor([ids], device=model.device)
+    with torch.inference_mode(), threads_for_input(tensor.numel()), Recorder(model.model, keep_weights=False) as rec:
+        model.model(input_ids=tensor, attention_mask=torch.ones_like(tensor))
+    records = rec.records
+    if len(records) != model.num_layers:
+        raise AnalysisError(f"{model.name}'s attention is not recorded by the app, so it cannot be measured here.")
+    windows = sliding_windows(model.model.config, model.num_layers)
+    present = [w for w in windows if w is not None]
+    far = min(present) if present else FAR_DISTANCE
+    edges = distance_edges(t - 1)
+    sinks = sorted({int(p) for p in sink_positions if 0 <= int(p) < t})
+    queries = np.arange(1 if causal else 0, t)
+    layers, heads, bins = model.num_layers, model.num_heads, len(edges) - 1
+    shares = np.zeros((layers, heads, bins))
+    uniform = np.zeros((layers, bins))
+    far_share = np.zeros((layers, heads))
+    far_uniform = np.zeros(layers)
+    sink = np.full((layers, heads, t), np.nan, dtype=np.float32)
+    sink_uniform = np.full((layers, t), np.nan)
+    block = max(1, BLOCK_CELLS // (heads * t))
+    starts = range(int(queries[0]), t, block)
+    even = {}  # window -> (bins [B], sink [T], far): uniform attention's, per distinct window
+    for window in dict.fromkeys(windows):
+        even_bins, even_sink, even_far = np.zeros(bins), np.full(t, np.nan), 0.0
+        for start in starts:
+            rows = np.arange(start, min(start + block, t))
+            b, s, f = _reduce(_uniform_weights(rows, t, causal, window), rows, edges, sinks, far, causal)
+            even_bins += b[0].sum(axis=0)
+            even_sink[rows] = s[0]
+            even_far += float(f[0].sum())
+        even[window] = (even_bins, even_sink, even_far)
+    if progress:
+        progress(0, layers)
+    for layer in range(layers):
+        record = records[layer]
+        for start in starts:
+            rows = np.arange(start, min(start + block, t))
+            weights = attention_weights(record, rows=slice(rows[0], rows[-1] + 1))  # [H, R, T]
+            bin_sums, sink_sums, far_sums = _reduce(weights, rows, edges, sinks, far, causal)
+            shares[layer] += bin_sums.sum(axis=1)
+            sink[layer][:, rows] = sink_sums
+            far_share[layer] += far_sums.sum(axis=1)
+        uniform[layer], sink_uniform[layer], far_uniform[layer] = even[windows[layer]]
+        if progress:
+            progress(layer + 1, layers)
+    count = len(queries)
+    return LongContextProfile(
+        edges=edges, shares=(shares / count).astype(np.float32), uniform=(uniform / count).astype(np.float32),
+        sink_positions=tuple(sinks), sink=sink, sink_uniform=sink_uniform.astype(np.float32), far_distance=far,
+        far=(far_share / count).astype(np.float32), far_uniform=(far_uniform / count).astype(np.float32),
+        windows=windows, causal=causal, input_ids=tuple(ids),
+    )
+
+
+def head_kinds(profile: LongContextProfile) -> np.ndarray:
+    """str ``[L, H]`` from the numbers, in this order: "sink" (≥ ``SINK_SHARE`` on the sink positions), "local"
+    (≥ ``LOCAL_SHARE`` within ``LOCAL_DISTANCE`` tokens), "long-range" (at distance ≥ ``far_distance``, sink
+    excluded, at least ``FAR_SHARE`` and at least what uniform attention puts there in its layer), else "between"."""
+    kinds = np.full(profile.far.shape, "between", dtype=object)
+    kinds[(profile.far >= FAR_SHARE) & (profile.far >= profile.far_uniform[:, None])] = "long-range"
+    kinds[profile.local >= LOCAL_SHARE] = "local"
+    kinds[profile.sink_mean >= SINK_SHARE] = "sink"
+    return kinds
+
+
+def text_ids(tokenizer, text: str, max_tokens: int) -> tuple[list[int], int, bool]:
+    """``(ids, tokens before the cut, first_is_added)``: ``text`` tokenised with the tokenizer's own special tokens
+    and cut to ``max_tokens``; ``first_is_added``: position 0 is a token the tokenizer adds (BOS, [CLS]), not text."""
+    total = len(tokenizer(text, add_special_tokens=True)["input_ids"])
+    ids = tokenizer(text, add_special_tokens=True, truncation=True, max_length=max_tokens)["input_ids"]
+    prefix = tokenizer("", add_special_tokens=True)["input_ids"]
+    first_is_added = bool(prefix) and bool(ids) and ids[0] == prefix[0]
+    return list(ids), total, first_is_added

@@ -1,0 +1,381 @@
+"""Information flow through an encoder-decoder (issue 39, item 4): the encoder's graph over the source, the decoder's
+over the target, joined by the cross-attention edges from each decoder position to the encoder's last-layer nodes.
+
+One teacher-forced pass, as ``core.model.seq2seq.analyze_pair`` runs it (the target shifted right behind the decoder's
+start token). The encoder's nodes are ``core.causal.flow``'s (self-attention, MLP). A decoder block has three sub-blocks,
+so at each decoder position ``i`` of layer ``l`` the stream passes through three sums, and each node's incoming shares
+are the proximities of ``core.causal.flow`` (``max(0, ‖y‖₁ − ‖y − z‖₁)``, normalised to add up to 1) of the parts of one sum:
+
+1. self-attention, ``y₁ = x + Σ_h Σ_{j≤i} t[i, j, h] (+ bias)``: ``x`` the block's input, ``t`` one term per (head,
+   earlier target position) → ``attention``, ``attention_residual``;
+2. cross-attention, ``y₂ = m₁ + Σ_h Σ_s c[i, s, h] (+ bias)``: ``m₁`` the stream after sum 1 (its norm's output in a
+   post-norm block such as BART's, ``y₁`` itself in a pre-norm block such as T5's), ``c`` one term per (head, source
+   position) of the encoder's output (``core.causal.flow_cross``) → ``cross_attention``, ``cross_residual``;
+3. the MLP, ``y₃ = m₂ + mlp(m₂)``: ``m₂`` the stream after sum 2 → ``mlp``, ``mlp_residual``.
+
+Each ``y`` is the input of the first norm the block calls after that sub-block (post-norm: the norm that follows the
+update; pre-norm: the next sub-block's norm, and the block's output for ``y₃``), found from the calls, not by family.
+Output biases are not parts (as in ``core.causal.flow``).
+
+Shapes (``L`` decoder layers, ``T`` decoder positions, ``S`` source tokens, ``H`` heads)::
+
+    PairContributions.encoder           core.causal.flow.Contributions of the encoder over the source
+    PairContributions.attention         [L, T, T, H]   decoder self-attention (causal: 0 for later keys)
+    PairContributions.attention_residual [L, T]
+    PairContributions.cross_attention   [L, T, S, H]   into the stream after cross-attention
+    PairContributions.cross_residual    [L, T]
+    PairContributions.mlp, .mlp_residual [L, T]
+
+The graph (``core.causal.flow.route_graph(pair_contributions, position, threshold)``) has the decoder's nodes ``("embedding",
+-1, i)``, ``("attention", l, i)``, ``("cross", l, i)`` (the stream after cross-attention), ``("mlp", l, i)``, ``("block",
+l, i)``, the encoder's the same kinds prefixed ``encoder_``; a cross edge (kind "cross") runs from ``("encoder_block",
+L_enc − 1, s)`` into ``("cross", l, i)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import torch
+
+from core.causal.flow import (
+    Contributions,
+    Edge,
+    Node,
+    RouteGraph,
+    _attention_layer,
+    contributions_of,
+    layer_runs,
+    proximity_shares,
+    record_output_map,
+    stack_incoming,
+)
+from core.causal.flow_cross import cross_shares, cross_terms
+from core.causal.flow_details import ROUTE_MARGIN
+from core.causal.logit_attribution import _frozen_norm
+from core.model.hooks import hooked
+from core.model.inference import _token_limit
+from core.model.models import LoadedModel, threads_for_input
+from core.model.parts import parts_of
+from core.model.recorded_pass import RecordedPass, _first_tensor, _is_norm
+from core.model.recording import Recorder, UnsupportedArchitecture
+from core.model.seq2seq import shift_right
+
+ENCODER = "encoder_"  # the prefix of the encoder's node kinds
+
+
+class KeptWeightsPass(RecordedPass):
+    """A ``RecordedPass`` whose records keep the weights the model used: T5's relative-position bias is added to
+    the scores, so the weights cannot be recomputed from queries and keys alone."""
+
+    def attention(self, layer: int, heads: list[int] | None = None) -> np.ndarray:
+        weights = self.records[layer].weights[0].float().numpy()
+        return weights if heads is None else weights[list(heads)]
+
+
+@dataclass(frozen=True, eq=False)
+class PairPass:
+    """One encoder-decoder pass: ``encoder`` and ``decoder`` (its self-attention; ``residual_mid`` = ``m₁``) as
+    ``RecordedPass``; per decoder layer ``cross_records``, ``cross_maps`` (W [H·d, D], b [D]), ``cross_output`` what
+    the module returned [L, T, D], ``cross_sum`` ``y₂``
+    [L, T, D], ``cross_mid`` ``m₂`` [L, T, D], ``mlp_sum`` ``y₃`` [L, T, D]; ``final_norm`` the decoder's (or None),
+    ``unembedding_input`` [T, D] what the language-model head read (None without one)."""
+
+    encoder: RecordedPass
+    decoder: RecordedPass
+    cross_records: dict
+    cross_maps: tuple
+    cross_output: torch.Tensor
+    cross_sum: torch.Tensor
+    cross_mid: torch.Tensor
+    mlp_sum: torch.Tensor
+    final_norm: torch.nn.Module | None
+    unembedding: torch.nn.Module | None
+    unembedding_input: torch.Tensor | None
+
+    def cross_write(self, layer: int, query: int, source: int, head: int) -> torch.Tensor:
+        """``[D]``: what ``head`` of decoder layer ``layer``'s cross-attention wrote at ``query`` from source ``source``."""
+        return cross_terms(self.cross_records[layer], self.cross_maps[layer][0])[query, source, head]
+
+
+@dataclass(frozen=True, eq=False)
+class PairContributions:
+    """Each node's incoming contributions through an encoder-decoder (shapes in the module docstring)."""
+
+    encoder: Contributions
+    attention: np.ndarray
+    attention_residual: np.ndarray
+    cross_attention: np.ndarray
+    cross_residual: np.ndarray
+    mlp: np.ndarray
+    mlp_residual: np.ndarray
+    tokens: list[str]
+
+    num_layers = property(lambda self: self.attention.shape[0])
+    num_positions = property(lambda self: self.attention.shape[1])
+
+    @cached_property
+    def key_shares(self) -> np.ndarray:
+        """``[L, T, T]``: the decoder's self-attention shares summed over the heads."""
+        return self.attention.sum(axis=3)
+
+    @cached_property
+    def source_shares(self) -> np.ndarray:
+        """``[L, T, S]``: each source position's cross-attention share summed over the heads."""
+        return self.cross_attention.sum(axis=3)
+
+    def last(self, position: int) -> Node:
+        return ("block", self.num_layers - 1, position)
+
+    def incoming(self, node: Node, threshold: float) -> list[Edge]:
+        """The edges into ``node`` (cross edges only above ``threshold``, summed over heads)."""
+        kind, layer, p = node
+        if kind.startswith(ENCODER):
+            return stack_incoming(self.encoder, node, threshold, ENCODER)
+        if kind == "block":
+            return [Edge(("mlp", layer, p), node, float(self.mlp[layer, p]), "mlp"),
+                    Edge(("cross", layer, p), node, float(self.mlp_residual[layer, p]), "residual")]
+        if kind == "mlp":
+            return [Edge(("cross", layer, p), node, float(self.mlp[layer, p]), "mlp")]
+        if kind == "cross":
+            edges = [Edge(("attention", layer, p), node, float(self.cross_residual[layer, p]), "residual")]
+            top = (ENCODER + "block", self.encoder.num_layers - 1)
+            summed, shares = self.source_shares[layer, p], self.cross_attention[layer, p]
+            for s in np.flatnonzero(summed > threshold):
+                edges.append(Edge((*top, int(s)), node, float(summed[s]), "cross", tuple(shares[s].tolist())))
+            return edges
+        return stack_incoming(self, node, threshold)  # the decoder's self-attention node: as in one stack
+
+
+def _outer_blocks(stack: torch.nn.Module, attentions: list[torch.nn.Module]) -> list[torch.nn.Module]:
+    """Per attention module, the element of ``stack``'s outermost ``ModuleList`` that holds it (T5's ``T5Block``,
+    not the ``T5LayerSelfAttention`` of its inner list; BART's layer)."""
+    lists = sorted(((name, m) for name, m in stack.named_modules() if isinstance(m, torch.nn.ModuleList)),
+                   key=lambda item: item[0].count("."))
+    for _, layers in lists:
+        holding = [next((b for b in layers if any(m is a for m in b.modules())), None) for a in attentions]
+        if all(b is not None for b in holding):
+            return holding
+    raise UnsupportedArchitecture(f"{type(stack).__name__} keeps its attention layers in no list of blocks.")
+
+
+class _Block:
+    """What one block's hooks saw: its input and output, each attention's output and the norms called after it."""
+
+    def __init__(self, attentions: list[torch.nn.Module]):
+        self.attentions, self.pre, self.post = attentions, None, None
+        self.outputs: list[torch.Tensor] = []
+        self.norms: list[tuple[int, torch.Tensor, torch.Tensor]] = []  # (attentions done, input, output)
+
+    def sums(self, stack: str) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, bool]:
+        """``(y per attention, m per attention, y of the MLP, post-norm)`` (see the module docstring)."""
+        count = len(self.attentions)
+        if self.pre is None or self.post is None or len(self.outputs) != count:
+            raise UnsupportedArchitecture(f"A block of the {stack} did not run as the app expects.")
+        after = [[(x, y) for done, x, y in self.norms if done == k + 1] for k in range(count)]
+        post_norm = bool(self.norms) and torch.equal(self.norms[-1][2], self.post) and all(after)
+        if post_norm:  # BART: each update is added, then normalised; the MLP's sum is the last norm's input
+            return [a[0][0] for a in after], [a[0][1] for a in after], self.norms[-1][1], True
+        mids = []
+        for k, seen in enumerate(after):
+            found = [x for x, _ in seen if not (x.shape == self.outputs[k].shape and torch.equal(x, self.outputs[k]))]
+            if not found:
+                raise UnsupportedArchitecture(f"The app cannot find the stream after each attention of the {stack}.")
+            mids.append(found[0])
+        return mids, mids, self.post, False
+
+
+def record_pair(model: LoadedModel, source_ids: list[int], decoder_ids: list[int]) -> PairPass:
+    """Run ``model`` once over ``source_ids`` (encoder) and ``decoder_ids`` (the decoder's input, already shifted
+    right) and record what ``pair_contributions_of`` needs. Raises ``UnsupportedArchitecture`` (a sentence)."""
+    base = model.model
+    parts = parts_of(base)  # core.model.parts: the one lookup of every stack's attention modules and output projections
+    if "cross" not in parts.stacks:
+        raise UnsupportedArchitecture(f"{model.name} has no cross-attention the app can record.")
+    stacks = {"encoder": base.get_encoder(), "decoder": base.get_decoder()}
+    seen: dict[str, list[_Block]] = {}
+    hooks = []
+    for stack, module in stacks.items():
+        own = [p.attention for p in parts.stacks[stack]]
+        blocks = _outer_blocks(module, own)
+        crosses = [p.attention for p in parts.stacks["cross"]] if stack == "decoder" else []
+        seen[stack] = [_Block([a, *(c for c in crosses if any(m is c for m in b.modules()))])
+                       for a, b in zip(own, blocks, strict=True)]
+        for calls, block in zip(seen[stack], blocks, strict=True):
+            hooks += _block_hooks(calls, block)
+    final: list = [None]  # the decoder's first norm called after its last block (T5's final_layer_norm; BART: none)
+
+    def after_decoder(module, _args, _kwargs, _output):
+        if seen["decoder"][-1].post is not None and final[0] is None:
+            final[0] = module
+
+    inside = {id(m) for b in _outer_blocks(stacks["decoder"], [p.attention for p in parts.stacks["decoder"]])
+              for m in b.modules()}
+    hooks += [(m, "post_kwargs", after_decoder) for m in stacks["decoder"].modules() if _is_norm(m) and id(m) not in inside]
+    head_input: list = [None]
+    if parts.unembedding is not None:
+        hooks.append((parts.unembedding, "pre", lambda _m, args, kwargs: head_input.__setitem__(0, args[0][0].detach())))
+    ids, decoder = torch.tensor([list(source_ids)]), torch.tensor([list(decoder_ids)])
+    with torch.inference_mode(), threads_for_input(0), hooked(hooks), Recorder(base) as rec:
+        base(input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=decoder)
+    passes = {stack: _stack_pass(stack, seen[stack], rec.stacks.get(stack, {}), read)
+              for stack, read in (("encoder", ids), ("decoder", decoder))}
+    cross_records = rec.stacks.get("cross", {})
+    if len(cross_records) != len(seen["decoder"]) or any(len(c.attentions) != 2 for c in seen["decoder"]):
+        raise UnsupportedArchitecture(f"{model.name}'s decoder blocks do not each hold one cross-attention.")
+    found = [calls.sums("decoder") for calls in seen["decoder"]]
+    stacked = lambda xs: torch.stack([x.float() for x in xs])  # noqa: E731 - three stacks of per-layer tensors
+    return PairPass(passes["encoder"], passes["decoder"], cross_records,
+                    tuple(record_output_map(cross_records[layer]) for layer in range(len(found))),
+                    stacked([calls.outputs[1] for calls in seen["decoder"]]),
+                    stacked([f[0][1] for f in found]), stacked([f[1][1] for f in found]), stacked([f[2] for f in found]),
+                    final[0], parts.unembedding, None if head_input[0] is None else head_input[0].float())
+
+
+def _block_hooks(calls: _Block, block: torch.nn.Module) -> list:
+    """Hooks (for ``core.model.hooks.hooked``) on ``block``, its attention modules and its norms outside them."""
+    def block_pre(_module, args, kwargs):
+        calls.pre = _first_tensor(kwargs.get("hidden_states", args[0] if args else None)).detach()[0]
+
+    def block_post(_module, _args, output):
+        calls.post = _first_tensor(output).detach()[0]
+
+    def attention_post(_module, _args, output):
+        calls.outputs.append(_first_tensor(output).detach()[0])
+
+    def norm_post(_module, args, kwargs, output):
+        if calls.outputs:
+            x = _first_tensor(kwargs.get("hidden_states", args[0] if args else None)).detach()[0]
+            calls.norms.append((len(calls.outputs), x, _first_tensor(output).detach()[0]))
+
+    inside = {id(m) for a in calls.attentions for m in a.modules()}
+    hooks = [(block, "pre", block_pre), (block, "post", block_post)]
+    hooks += [(a, "post", attention_post) for a in calls.attentions]
+    return hooks + [(m, "post_kwargs", norm_post) for m in block.modules() if _is_norm(m) and id(m) not in inside]
+
+
+def _stack_pass(stack: str, seen: list[_Block], records: dict, ids: torch.Tensor) -> RecordedPass:
+    """One stack's self-attention sub-blocks as a ``RecordedPass`` (its MLP's node: ``PairPass`` for the decoder)."""
+    if len(records) != len(seen):
+        raise UnsupportedArchitecture(f"The {stack}'s attention is not recorded by the app.")
+    found = [calls.sums(stack) for calls in seen]
+    post_norm = found[0][3]
+    if any(f[3] != post_norm for f in found):
+        raise UnsupportedArchitecture(f"The {stack} mixes blocks that normalise before and after their updates.")
+    stacked = lambda xs: torch.stack([x.float() for x in xs])  # noqa: E731 - as in record_pair
+    mids = [calls.norms[0][2] if post_norm else f[1][0] for calls, f in zip(seen, found, strict=True)]
+    return KeptWeightsPass(
+        input_ids=tuple(ids[0].tolist()), records=records, residual_pre=stacked([c.pre for c in seen]),
+        residual_mid=stacked(mids), residual_post=stacked([c.post for c in seen]),
+        attention_output=stacked([c.outputs[0] for c in seen]),
+        attention_sum=stacked([f[0][0] for f in found]) if post_norm else None,
+        mlp_sum=stacked([f[2] for f in found]) if post_norm and stack == "encoder" else None)
+
+
+def pair_contributions_of(recorded: PairPass, source_tokens: list[str], target_tokens: list[str],
+                          progress: Callable[[int, int], None] | None = None) -> PairContributions:
+    """``PairContributions`` of one recorded pass; ``progress(done, total)`` after each layer of either stack."""
+    decoder = recorded.decoder
+    layers, t = decoder.num_layers, decoder.num_tokens
+    total = recorded.encoder.num_layers + layers
+    encoder = contributions_of(recorded.encoder, source_tokens,
+                               None if progress is None else lambda done, _: progress(done, total))
+    s, heads = recorded.encoder.num_tokens, decoder.records[0].queries.shape[1]
+    attention, cross = np.zeros((layers, t, t, heads), np.float32), np.zeros((layers, t, s, heads), np.float32)
+    attention_residual, cross_residual, mlp, mlp_residual = (np.zeros((layers, t), np.float32) for _ in range(4))
+    with threads_for_input(0):  # one torch thread, as core.causal.flow.contributions_of
+        for layer in range(layers):
+            attention[layer], attention_residual[layer] = _attention_layer(decoder, layer)
+            whole = recorded.cross_sum[layer]
+            stream = whole - recorded.cross_output[layer]  # m₁: y₂ less the cross-attention's output (bias included)
+            cross[layer], cross_residual[layer] = cross_shares(
+                cross_terms(recorded.cross_records[layer], recorded.cross_maps[layer][0]), stream, whole)
+            mid, whole = recorded.cross_mid[layer], recorded.mlp_sum[layer]
+            shares = proximity_shares(torch.stack([whole - mid, mid], dim=1), whole).numpy()
+            mlp[layer], mlp_residual[layer] = shares[:, 0], shares[:, 1]
+            if progress is not None:
+                progress(recorded.encoder.num_layers + layer + 1, total)
+    return PairContributions(encoder, attention, attention_residual, cross, cross_residual, mlp, mlp_residual,
+                             list(target_tokens))
+
+
+def pair_ids(model: LoadedModel, source: str, target: str, max_tokens: int | None = None) -> tuple[list[int], list[int]]:
+    """``(source ids, decoder input ids)`` as ``core.model.seq2seq.analyze_pair`` makes them: each text cut to the token
+    limit, the target shifted right behind the decoder's start token."""
+    limit = _token_limit(model, max_tokens)
+    source_ids = model.tokenizer(source, truncation=True, max_length=limit)["input_ids"]
+    labels = model.tokenizer(text_target=target, truncation=True, max_length=limit)["input_ids"]
+    return source_ids, shift_right(model, torch.tensor([labels]))[0].tolist()
+
+
+def pair_contributions(model: LoadedModel, source: str, target: str, *, max_tokens: int | None = None,
+                       progress: Callable[[int, int], None] | None = None) -> PairContributions:
+    """Record one teacher-forced pass of an encoder-decoder over ``source`` and ``target`` and return every node's
+    incoming contributions. Raises ``UnsupportedArchitecture`` (a sentence) for a model the app cannot take apart."""
+    source_ids, decoder_ids = pair_ids(model, source, target, max_tokens)
+    tokens = model.tokenizer.convert_ids_to_tokens
+    return pair_contributions_of(record_pair(model, source_ids, decoder_ids), tokens(source_ids), tokens(decoder_ids),
+                                 progress)
+
+
+def decoder_logits(recorded: PairPass, vector: torch.Tensor, position: int, *, lens: bool = False) -> np.ndarray | None:
+    """``[V]``, or None for a model without a language-model head. ``lens=False``: what ``vector`` (a write into
+    decoder position ``position``'s stream) adds to each logit there, through the decoder's final norm with its scale
+    frozen at that position's last residual and the unembedding (the norm's shift and the biases are no part, as in
+    ``core.causal.flow.written_logits``); ``lens=True``: the logit lens of a residual ``vector``: the norm, then the
+    unembedding. A constant factor between the norm's output and what the head reads (T5 scales it by d^-½ when the
+    head is tied to the embedding) is measured from this pass and kept."""
+    if recorded.unembedding is None or recorded.unembedding_input is None:
+        return None
+    norm, last = recorded.final_norm, recorded.decoder.residual_post[-1, position]
+    with torch.inference_mode():
+        normed_last = norm(last[None])[0].float() if norm is not None else last
+        read = recorded.unembedding_input[position]
+        factor = float(read @ normed_last / (normed_last @ normed_last).clamp(min=1e-30))
+        if not torch.allclose(read, factor * normed_last, rtol=1e-3, atol=1e-4 * float(read.abs().max())):
+            raise UnsupportedArchitecture("The language-model head does not read the decoder's final norm's output.")
+        if lens:
+            mapped = norm(vector.float()[None])[0] if norm is not None else vector.float()
+        else:
+            mapped = _frozen_norm(norm, last)[0](vector.double()).float() if norm is not None else vector.float()
+        return (factor * mapped @ recorded.unembedding.weight.detach().float().T).numpy()
+
+
+def pair_route_sentence(graph: RouteGraph, source_labels: list[str], target_labels: list[str],
+                        margin: float = ROUTE_MARGIN) -> str:
+    """Plain text (escape it for markdown): which source tokens the route into the chosen decoder position reads
+    through its cross-attention edges (summed weight per source token, two within ``margin`` not ranked), and which
+    earlier target token its decoder self-attention edges bring most from."""
+    chosen = f"“{target_labels[graph.position]}” (decoder position {graph.position})"
+    sent: dict[int, list] = {}
+    for edge in graph.edges:
+        if edge.kind == "cross":
+            total = sent.setdefault(edge.source[2], [0.0, set()])
+            total[0] += edge.weight
+            total[1].add(edge.target[1])
+    if not sent:
+        sentence = (f"At this threshold no cross-attention edge joins the route into {chosen}: every edge kept stays "
+                    "in the decoder.")
+    else:
+        ranked = sorted(sent.items(), key=lambda item: -item[1][0])
+        top, (weight, layers) = ranked[0]
+        tied = [(s, w) for s, (w, _) in ranked[1:] if w >= weight - margin]
+        named = f"“{source_labels[top]}” (source token {top})"
+        sentence = (f"Through cross-attention the route into {chosen} reads the source most from {named}: its edges in "
+                    f"decoder {layer_runs(sorted(layers))} add up to {weight:.2f}")
+        if tied:
+            sentence += ", about as much as " + ", ".join(f"“{source_labels[s]}” (source token {s}, {w:.2f})"
+                                                        for s, w in tied)
+        sentence += f"; {len(sent)} source token{'s' if len(sent) != 1 else ''} in all send cross edges."
+    moving: dict[int, float] = {}
+    for edge in graph.edges:
+        if edge.kind == "attention" and not edge.source[0].startswith(ENCODER) and edge.source[2] != edge.target[2]:
+            moving[edge.source[2]] = moving.get(edge.source[2], 0.0) + edge.weight
+    if moving:
+        earlier, weight = max(moving.items(), key=lambda item: item[1])
+        sentence += (f" Within the decoder, the self-attention edges from “{target_labels[earlier]}” (decoder position "
+                     f"{earlier}) weigh most, {weight:.2f} in all.")
+    return sentence

@@ -1,0 +1,388 @@
+"""Recording attention through transformers' public ``AttentionInterface``: one mechanism for every family.
+
+Every model is loaded with ``attn_implementation=IMPLEMENTATION`` ("explorer"), registered here with
+``AttentionInterface.register``. Whether a family's attention really goes through it is decided by what its modules
+do: ``core.model.models.load_model`` runs a probe pass inside a ``Recorder`` and keeps the implementation only when every
+layer's attention called it (``records_every_layer``); otherwise (MegatronBERT, RoFormer compute attention
+themselves, GPT-Neo picks its attention class by implementation name) the model is loaded with plain eager
+attention and ``is_recordable`` is False. BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, DistilBERT, GPT-2, the decoder
+families (Llama, Mistral, Qwen2/3, Gemma 1/2/3, Phi-3, SmolLM …) and the encoder-decoders T5, BART, Marian, mBART and
+Pegasus (encoder, decoder and cross-attention) all call it in transformers 5.23.
+
+The registered function calls the family's own ``eager_attention_forward`` (found in the module that defines the
+attention class), so every weight is what eager attention gives, scaling, mask, position bias, soft-cap and sliding
+window included. Outside a ``Recorder`` it only does that. Inside ``with Recorder(model) as rec:`` (per thread: a
+``ContextVar``) it also keeps, for each recorded layer, a ``LayerRecord``, and it can replace one head's output before
+the output projection (knock-out / patching).
+
+Calls are told apart by the module that makes them, not by ``layer_idx`` (DistilBERT has none, and an
+encoder-decoder's encoder, decoder and cross-attention share the same values): a call's key is ``(stack, layer)``,
+``layer`` the block number in the module's path (``encoder.layer.3.attention.self`` → 3) and ``stack`` "self" for a
+model with one stack, else "encoder" (inside ``model.get_encoder()``), "decoder" (a causal module) or "cross".
+
+Shapes (``B`` batch, ``T`` query tokens, ``S`` key tokens (= ``T`` but for cross-attention), ``Hq`` query heads,
+``Hkv`` key/value heads, ``d`` head size)::
+
+    LayerRecord.queries   [B, Hq, T, d]   after rotary embedding (and q-norm); projection biases included
+    LayerRecord.keys      [B, Hkv, S, d]  after rotary embedding (and k-norm)
+    LayerRecord.values    [B, Hkv, S, d]
+    LayerRecord.mask      [B, 1, T, S] additive (0 = may attend, dtype minimum = masked), or None
+    LayerRecord.weights   [B, Hq, T, S]   softmax weights, exactly the model's (None with keep_weights=False)
+    LayerRecord.inputs    [B, T, hidden]  what the attention module read (after the block's pre-norm, if any)
+    LayerRecord.cos/sin   [B, T, r] rotary tables the module received (None without rotary); r <= d
+    LayerRecord.position_bias  [1, Hq, T, S] T5's relative-position bias, added to the scores (None elsewhere)
+    replace[(layer, head)] or replace[(stack, layer, head)]: that head's output before the output projection
+        becomes zeros (None), a tensor [B, T, d], or what a function of it [B, T, d] returns (mean, per-row patch)
+
+Example::
+
+    with torch.inference_mode(), Recorder(loaded.model, layers={3}, replace={(5, 2): None}) as rec:
+        loaded.model(input_ids)            # head 2 of layer 5 knocked out in this pass only
+    rec.records[3].queries                 # [1, Hq, T, d]; an encoder-decoder's: rec.stacks["cross"][3]
+
+``Recorder(model)`` puts forward pre-hooks on the attention modules that keep their input and rotary tables, through
+``core.model.hooks`` (the one module that registers hooks), and removes them on leaving; they act only in the Recorder's
+thread. Passes in other threads are never recorded or changed. ``replace`` is the one way the app changes a head's
+output (knock-out, mean ablation, patching from another run): a Recorder opened inside another one on the same model
+(``core.model.inference.analyze`` inside ``core.causal.effects.ablation``) keeps the outer one's replacements.
+"""
+
+from __future__ import annotations
+
+import importlib
+import weakref
+from collections.abc import Callable
+from contextlib import ExitStack
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+import torch
+from transformers import AttentionInterface
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+
+from core.errors import UserFacingError
+from core.model.hooks import hooked
+
+
+class UnsupportedArchitecture(UserFacingError, ValueError):
+    """The model's attention is laid out in a way the app does not know. Message meant for the user."""
+
+
+class AttentionReached(Exception):
+    """Raised by the attention function inside ``Recorder(stop_at_attention=True)`` once it has recorded the layer."""
+
+
+IMPLEMENTATION = "explorer"
+_ACTIVE: ContextVar[Recorder | None] = ContextVar("explorer_recorder", default=None)
+SINGLE_STACK = "self"  # the stack name of a model with one stack of attention layers (``Recorder.records``)
+# What a head's output [B, T, d] becomes: zeros (None), a tensor, or a function of the output
+Replacement = torch.Tensor | Callable[[torch.Tensor], torch.Tensor] | None
+
+
+@dataclass
+class LayerRecord:
+    """One attention layer's call (see the module docstring for shapes)."""
+
+    module: torch.nn.Module
+    queries: torch.Tensor
+    keys: torch.Tensor
+    values: torch.Tensor | None  # None with Recorder(queries_keys_only=True)
+    mask: torch.Tensor | None
+    weights: torch.Tensor | None
+    scaling: float
+    softcap: float | None
+    sliding_window: int | None
+    inputs: torch.Tensor | None = None
+    cos: torch.Tensor | None = None
+    sin: torch.Tensor | None = None
+    position_bias: torch.Tensor | None = None
+
+    @property
+    def kv_groups(self) -> int:
+        """How many query heads share one key/value head."""
+        return self.queries.shape[1] // self.keys.shape[1]
+
+
+@dataclass
+class Recorder:
+    """Context manager: records ``layers`` (None = all) of forward passes of ``model`` run in this thread.
+
+    ``records``: ``{layer: LayerRecord}`` of a model with one stack; ``stacks``: ``{stack: {layer: LayerRecord}}``
+    for every stack ("self", or "encoder", "decoder" and "cross" for an encoder-decoder).
+    ``replace`` maps ``(layer, head)`` of the "self" stack, or ``(stack, layer, head)``, to what that head's output
+    ``[B, T, d]`` becomes: None (zeros), a tensor, or a function of the output (``Replacement``).
+    ``keep_tensors=False`` records nothing (only the replacements act), for cheap knock-outs;
+    ``keep_weights=False`` records everything but the attention weights (the caller has them already).
+    ``queries_keys_only`` records only queries, keys, mask, scaling, soft-cap and window (what
+    ``core.model.on_demand`` needs for a long text), and ``rows_per_chunk`` runs each layer's eager attention over that many
+    query rows at a time, returning no weights: a long text's pass never holds a layer's full ``[Hq, T, T]``.
+    ``shapes_only`` (with ``queries_keys_only``) keeps each call's queries, keys and mask as meta tensors (shape and
+    dtype, no storage) with its scaling, soft-cap and window: a long pass holds no layer's queries.
+    ``stop_at_attention`` records the first wanted layer's call (as ``queries_keys_only``) and then raises
+    ``AttentionReached`` before its attention is computed: ``core.model.on_demand`` gets one layer's queries and keys
+    by calling that layer's block again, without its attention and MLP.
+    """
+
+    model: torch.nn.Module | None = None
+    layers: set[int] | None = None
+    replace: dict[tuple, Replacement] = field(default_factory=dict)
+    keep_tensors: bool = True
+    keep_weights: bool = True
+    queries_keys_only: bool = False
+    rows_per_chunk: int | None = None
+    shapes_only: bool = False
+    stop_at_attention: bool = False
+    records: dict[int, LayerRecord] = field(default_factory=dict)
+    stacks: dict[str, dict[int, LayerRecord]] = field(default_factory=dict)
+    _inputs: dict[int, tuple] = field(default_factory=dict)
+    _keys: dict[int, tuple[str, int]] = field(default_factory=dict)
+    _replacing: dict[tuple[str, int], dict[int, Replacement]] = field(default_factory=dict)
+    _hooks: ExitStack | None = None
+    _token: object = None
+
+    def __enter__(self) -> Recorder:
+        self.stacks[SINGLE_STACK] = self.records
+        outer = _ACTIVE.get()
+        if outer is not None and outer.model is self.model:
+            self._replacing = {key: dict(heads) for key, heads in outer._replacing.items()}
+        for key, new in self.replace.items():
+            stack, layer, head = key if len(key) == 3 else (SINGLE_STACK, *key)
+            self._replacing.setdefault((stack, int(layer)), {})[int(head)] = new
+        self._hooks = ExitStack()
+        if self.model is not None:
+            self._keys = _keys(self.model)
+            if self.keep_tensors and not self.queries_keys_only:
+                self._hooks.enter_context(hooked([(m, "pre", _input_hook) for m in attention_modules(self.model)]))
+        self._token = _ACTIVE.set(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _ACTIVE.reset(self._token)
+        self._hooks.close()
+
+    def wants(self, layer: int) -> bool:
+        return self.keep_tensors and (self.layers is None or layer in self.layers)
+
+    def key_of(self, module: torch.nn.Module) -> tuple[str, int]:
+        """``(stack, layer)`` of an attention module's call."""
+        key = self._keys.get(id(module))
+        if key is not None:
+            return key
+        layer = getattr(module, "layer_idx", None)  # a Recorder without its model: single-stack decoders
+        if not isinstance(layer, int):
+            raise RuntimeError(f"{type(module).__name__} is not inside a numbered block, so its calls cannot be told apart")
+        return SINGLE_STACK, layer
+
+
+_EAGER: dict[type, object] = {}
+
+
+def _family_eager(module: torch.nn.Module):
+    """The ``eager_attention_forward`` of the module's own family (the reference computation)."""
+    eager = _EAGER.get(type(module))
+    if eager is None:
+        eager = getattr(importlib.import_module(type(module).__module__), "eager_attention_forward", None)
+        if eager is None:
+            from transformers.models.llama.modeling_llama import eager_attention_forward as eager  # noqa: PLC0415 - only for a family without an eager function
+        _EAGER[type(module)] = eager
+    return eager
+
+
+_SOFTCAPS: weakref.WeakKeyDictionary[torch.nn.Module, float | None] = weakref.WeakKeyDictionary()
+
+
+def _configured_softcap(module: torch.nn.Module) -> float | None:
+    """The module's configured ``attn_logit_softcapping`` (Gemma 2), read once per module (config reads are slow)."""
+    if module not in _SOFTCAPS:
+        _SOFTCAPS[module] = getattr(getattr(module, "config", None), "attn_logit_softcapping", None)
+    return _SOFTCAPS[module]
+
+
+def explorer_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """The registered attention function: the family's eager attention, recorded when a Recorder is active."""
+    rec = _ACTIVE.get()
+    if rec is not None and rec.stop_at_attention:
+        stack, layer = rec.key_of(module)
+        if rec.wants(layer):
+            rec.stacks.setdefault(stack, {})[layer] = _call_record(rec, module, query, key, attention_mask, scaling, kwargs)
+            raise AttentionReached
+    chunk = rec.rows_per_chunk if rec is not None else None
+    if chunk and query.shape[2] > chunk and kwargs.get("position_bias") is None:
+        output, weights = _eager_by_rows(module, query, key, value, attention_mask, scaling, dropout, chunk, **kwargs)
+    else:
+        output, weights = _family_eager(module)(module, query, key, value, attention_mask, scaling=scaling,
+                                                dropout=dropout, **kwargs)
+    if rec is None:
+        return output, weights
+    stack, layer = rec.key_of(module)
+    if rec.wants(layer):
+        if rec.queries_keys_only:
+            rec.stacks.setdefault(stack, {})[layer] = _call_record(rec, module, query, key, attention_mask, scaling, kwargs)
+        else:
+            inputs, cos, sin = rec._inputs.pop(id(module), (None, None, None))
+            rec.stacks.setdefault(stack, {})[layer] = LayerRecord(
+                module, query.detach(), key.detach(), value.detach(),
+                None if attention_mask is None else attention_mask.detach(),
+                weights.detach() if rec.keep_weights and weights is not None else None,
+                float(scaling if scaling is not None else query.shape[-1] ** -0.5), _softcap(module, kwargs),
+                kwargs.get("sliding_window"), inputs, cos, sin, kwargs.get("position_bias"),
+            )
+    heads = rec._replacing.get((stack, layer)) if rec._replacing else None
+    if heads:
+        output = output.clone()  # [B, T, Hq, d]
+        for h, new in heads.items():
+            if new is None:
+                output[:, :, h] = 0.0
+            else:
+                output[:, :, h] = (new(output[:, :, h]) if callable(new) else new).to(output.dtype)
+    return output, weights
+
+
+def _softcap(module, kwargs) -> float | None:
+    softcap = kwargs.get("softcap", None)
+    return _configured_softcap(module) if softcap is None else softcap
+
+
+def _call_record(rec: Recorder, module, query, key, attention_mask, scaling, kwargs) -> LayerRecord:
+    """The record of ``queries_keys_only``: queries, keys and mask (meta tensors with ``shapes_only``), no values."""
+    def kept(tensor: torch.Tensor | None) -> torch.Tensor | None:
+        if tensor is None:
+            return None
+        return tensor.detach().to("meta") if rec.shapes_only else tensor.detach()
+
+    return LayerRecord(module, kept(query), kept(key), None, kept(attention_mask), None,
+                       float(scaling if scaling is not None else query.shape[-1] ** -0.5), _softcap(module, kwargs),
+                       kwargs.get("sliding_window"), position_bias=kwargs.get("position_bias"))
+
+
+def _eager_by_rows(module, query, key, value, attention_mask, scaling, dropout, rows: int, **kwargs):
+    """The family's eager attention over ``rows`` query rows at a time (each row's softmax reads only its own row,
+    so the output is the same), without its weights: ``(output [B, T, Hq, d], None)``."""
+    eager = _family_eager(module)
+    length = query.shape[2]
+    pieces = []
+    for start in range(0, length, rows):
+        part = slice(start, start + rows)
+        mask = attention_mask
+        if mask is not None and mask.shape[-2] == length:
+            mask = mask[:, :, part]
+        pieces.append(eager(module, query[:, :, part], key, value, mask, scaling=scaling, dropout=dropout, **kwargs)[0])
+    return torch.cat(pieces, dim=1), None
+
+
+def _input_hook(module, args, kwargs):
+    rec = _ACTIVE.get()
+    if rec is None:
+        return
+    key = rec._keys.get(id(module))
+    if key is None or not rec.wants(key[1]):
+        return
+    hidden = kwargs.get("hidden_states", args[0] if args else None)
+    rope = kwargs.get("position_embeddings")
+    cos, sin = rope if isinstance(rope, tuple) and len(rope) == 2 else (None, None)
+    rec._inputs[id(module)] = (None if hidden is None else hidden.detach(), cos, sin)
+
+
+def record_keys(model: torch.nn.Module) -> dict[int, tuple[str, int]]:
+    """``id(module) → (stack, layer)`` for every module of ``model`` inside a numbered block (see the module
+    docstring): the block number is the first number in the module's path."""
+    encoder = model.get_encoder() if getattr(model.config, "is_encoder_decoder", False) else None
+    in_encoder = {id(m) for m in encoder.modules()} if encoder is not None else set()
+    keys = {}
+    for name, module in model.named_modules():
+        layer = next((int(part) for part in name.split(".") if part.isdigit()), None)
+        if layer is None:
+            continue
+        if encoder is None:
+            stack = SINGLE_STACK
+        elif id(module) in in_encoder:
+            stack = "encoder"
+        else:  # a decoder's self-attention is causal, its cross-attention is not (what each module declares)
+            stack = "decoder" if getattr(module, "is_causal", True) else "cross"
+        keys[id(module)] = (stack, layer)
+    return keys
+
+
+def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The modules that call the attention interface, in the model's order: attention classes (``…Attention``,
+    with a ``config``) inside a numbered block. Found once per model."""
+    found = getattr(model, "_explorer_attention_modules", None)
+    if found is None:
+        keys = _keys(model)
+        found = [m for m in model.modules()
+                 if id(m) in keys and hasattr(m, "config") and type(m).__name__.endswith("Attention")]
+        model._explorer_attention_modules = found
+    if found and found[0] not in _MODEL_OF:
+        for module in found:
+            _MODEL_OF[module] = weakref.ref(model)
+    return found
+
+
+def recorded_by(model: torch.nn.Module, records) -> bool:
+    """True when every ``LayerRecord`` of ``records`` was recorded on ``model`` itself: a result kept from an earlier
+    load of the same checkpoint holds records of that load's modules, which views of this load cannot use."""
+    own = {id(m) for m in attention_modules(model)}
+    return all(id(record.module) in own for record in records)
+
+
+_MODEL_OF: weakref.WeakKeyDictionary[torch.nn.Module, weakref.ref] = weakref.WeakKeyDictionary()
+
+
+def model_of(attention: torch.nn.Module) -> torch.nn.Module | None:
+    """The model ``attention`` was found in by ``attention_modules`` (so a record's module leads to the model's
+    parts, ``core.model.parts.layer_parts``), or None."""
+    ref = _MODEL_OF.get(attention)
+    return None if ref is None else ref()
+
+
+def _keys(model: torch.nn.Module) -> dict[int, tuple[str, int]]:
+    """``record_keys(model)``, computed once per model."""
+    keys = getattr(model, "_explorer_keys", None)
+    if keys is None:
+        keys = record_keys(model)
+        model._explorer_keys = keys
+    return keys
+
+
+def implementation_for(config) -> str:
+    """The ``attn_implementation`` to load a model with: IMPLEMENTATION, for every class.
+
+    Whether the class's attention really calls it is decided afterwards from what its modules do
+    (``records_every_layer`` on a probe pass, in ``core.model.models.load_model``), never from a list of families.
+    """
+    return IMPLEMENTATION
+
+
+def records_every_layer(rec: Recorder, layers: dict[str, int]) -> bool:
+    """True when ``rec`` holds a record for every layer ``0 .. n-1`` of every stack in ``layers`` (``{stack: n}``),
+    each with the module's input: every attention call of the pass went through the recording function."""
+    return all(n > 0 and sorted(rec.stacks.get(stack, {})) == list(range(n))
+               and all(r.inputs is not None for r in rec.stacks[stack].values()) for stack, n in layers.items())
+
+
+def is_recordable(model: torch.nn.Module) -> bool:
+    """True when ``model`` was loaded with the recording attention implementation (``load_model`` keeps it only
+    for models whose every attention layer calls it)."""
+    config = getattr(model, "config", None)
+    return getattr(config, "_attn_implementation", None) == IMPLEMENTATION and bool(attention_modules(model))
+
+
+def rotate_back(x: torch.Tensor, record: LayerRecord) -> torch.Tensor | None:
+    """``x`` ``[B, H, T, d]`` before its rotary embedding, or None when the layer got no rotary tables.
+
+    Rotary embedding is a rotation q·cos + rotate_half(q)·sin of the first ``r`` dimensions; its inverse
+    is q·cos − rotate_half(q)·sin, with the family's own ``rotate_half``.
+    """
+    if record.cos is None or record.sin is None:
+        return None
+    rotate_half = getattr(importlib.import_module(type(record.module).__module__), "rotate_half", None)
+    if rotate_half is None:
+        return None
+    cos, sin = record.cos.unsqueeze(1), record.sin.unsqueeze(1)
+    r = cos.shape[-1]
+    turned, passed = x[..., :r], x[..., r:]
+    return torch.cat([turned * cos - rotate_half(turned) * sin, passed], dim=-1)
+
+
+AttentionInterface.register(IMPLEMENTATION, explorer_attention)
+ALL_MASK_ATTENTION_FUNCTIONS.register(IMPLEMENTATION, eager_mask)

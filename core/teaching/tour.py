@@ -1,0 +1,89 @@
+"""The numbers the guided tour writes its sentences from; each is computed for the model on screen."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from core.attention_heads.head_statistics import TokenRoles, rank_heads
+from core.representations.senses import builtin_words, find_word
+
+SINK_SHARE = 0.5  # a head "parks" its attention when more than half of it goes to [CLS]/[SEP]-like tokens
+# One pair of sentences and one control: a cosine lead below 0.02 is too small to tell the sense from the wording of the
+# sentences, so the same-vector step counts neither it nor a growth of it smaller than that.
+CONTROL_MARGIN = 0.02
+# The corpus step's medians move with the corpus chosen: a layer counts as moving the text further only when the
+# median cosine falls by more than 0.01 there.
+DRIFT_STEP_MARGIN = 0.01
+
+
+def clearest_head(table: pd.DataFrame, statistic: str = "previous") -> tuple[int, int, float] | None:
+    """``(layer, head, value)`` of the head with the highest ``statistic`` in a ``core.attention_heads.head_statistics`` table;
+    None when the statistic is NaN for every head (no query token to average over)."""
+    best = rank_heads(table, statistic, top=1)
+    if best.empty or not np.isfinite(best[statistic].iloc[0]):
+        return None
+    return int(best["layer"].iloc[0]), int(best["head"].iloc[0]), float(best[statistic].iloc[0])
+
+
+def uniform_previous_share(roles: TokenRoles) -> float:
+    """The previous-token share a head would get by spreading attention evenly (the chance level):
+    the mean over the query tokens that have a previous token of 1 / (keys the query sees)."""
+    t = len(roles.query)
+    positions = np.arange(t)
+    queries = roles.query & (positions >= 1)
+    if not queries.any():
+        return float("nan")
+    visible = positions + 1 if roles.causal else np.full(t, t)
+    return float(np.mean(1.0 / visible[queries]))
+
+
+def previous_is_sink(roles: TokenRoles) -> bool:
+    """True when the token before every query token (that has one) is a start or end token ("Hi": [CLS] hi
+    [SEP]): then attention to the previous token cannot be told from attention to the sink."""
+    before = np.flatnonzero(roles.query[1:])  # query q = i + 1 has token i before it
+    return bool(before.size) and bool((roles.start[before] | roles.end[before]).all())
+
+
+def sink_heads(table: pd.DataFrame, threshold: float = SINK_SHARE) -> int:
+    """How many heads give more than ``threshold`` of their attention to start and end tokens together."""
+    return int(((table["first"] + table["end"]) > threshold).sum())
+
+
+def first_builtin_word(text: str) -> str | None:
+    """The first word of ``text`` (in text order) that has a built-in sense set, or None."""
+    found = [(spans[0][0], word) for word in builtin_words() if (spans := find_word(text, word))]
+    return min(found)[1] if found else None
+
+
+def layers_where(values: np.ndarray, than: np.ndarray) -> list[int]:
+    """Indices where ``values`` is strictly greater than ``than``."""
+    return [int(i) for i in np.flatnonzero(np.asarray(values) > np.asarray(than))]
+
+
+def clearest_sink_head(table: pd.DataFrame) -> tuple[int, int, float] | None:
+    """``(layer, head, share)`` of the head that gives the largest share of its attention to start and end tokens
+    together (columns ``first`` + ``end`` of a ``core.attention_heads.head_statistics`` table); None when no head has a share."""
+    return clearest_head(table.assign(sink=table["first"] + table["end"]), "sink")
+
+
+def control_lead(gap: np.ndarray) -> str:
+    """The same-vector step's sentences on ``gap`` ``[hidden states]``: cosine(A, C) − cosine(A, B), > 0 where the
+    control pair is the more similar; a lead or its growth within ``CONTROL_MARGIN`` is not counted."""
+    gap = np.asarray(gap, dtype=float)
+    closer = layers_where(gap, np.full_like(gap, CONTROL_MARGIN))
+    said = (f"The control pair is more similar by more than {CONTROL_MARGIN:g} in cosine at hidden states "
+            f"{', '.join(map(str, closer))}. " if closer else
+            f"On these sentences the control pair is never more similar by more than {CONTROL_MARGIN:g} in cosine. ")
+    if gap[-1] > max(gap[0], 0) + CONTROL_MARGIN:
+        return said + (f"The control's lead grows from {gap[0]:+.3f} at hidden state 0 (position only) to {gap[-1]:+.3f} "
+                       "at the last: context, not position, has pulled the senses apart.")
+    return said + (f"The control's lead is {gap[0]:+.3f} at hidden state 0 (position only) and {gap[-1]:+.3f} at the "
+                   f"last, no clear growth (within {CONTROL_MARGIN:g}), so on these sentences this model does not pull "
+                   "the two senses apart.")
+
+
+def falls_at_every_layer(medians: np.ndarray) -> bool:
+    """True when ``medians`` ``[hidden states]`` (median cosine to the static embedding) falls by more than
+    ``DRIFT_STEP_MARGIN`` from each hidden state to the next."""
+    return bool((np.diff(np.asarray(medians, dtype=float)) < -DRIFT_STEP_MARGIN).all())
