@@ -271,7 +271,8 @@ def test_the_first_view_runs_one_pass_over_the_corpus(tiny_bert_dir, monkeypatch
     for name in ("corpus-embeddings", "contextuality"):
         results().shelf(name).clear()
     passes = []
-    original = core.representations.drift.iter_analyses  # every pass over a corpus, for either result, is core.representations.drift.run_over_corpus's
+    # every pass over a corpus, for either result, is core.representations.drift.run_over_corpus's
+    original = core.representations.drift.iter_analyses
     monkeypatch.setattr(core.representations.drift, "iter_analyses", lambda *a, **k: passes.append(1) or original(*a, **k))
     at = _drift_page(tiny_bert_dir)
     assert not at.exception and not at.error

@@ -140,7 +140,8 @@ def test_the_helper_process_imports_neither_torch_nor_transformers():
     from tests.pages_registry import ROOT
 
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, core.maths.projection; print(sorted(m for m in ('torch', 'transformers', 'streamlit') if m in sys.modules))"],
+        [sys.executable, "-c",
+         "import sys, core.maths.projection; print(sorted(m for m in ('torch', 'transformers', 'streamlit') if m in sys.modules))"],
         cwd=ROOT, capture_output=True, text=True, check=True,
     ).stdout.strip()
     assert loaded == "[]", loaded
