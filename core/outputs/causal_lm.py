@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.model.parts import ModelParts, parts_of
+from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import decoded_tokens, quoted_token
 from core.outputs.predictions import LanguageModel
 

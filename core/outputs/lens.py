@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.model.inference import Analysis
 from core.model.models import LoadedModel
+from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import decoded_tokens
 from core.outputs.predictions import LanguageModel, NoLanguageModelHead, load_language_model
 
