@@ -77,6 +77,69 @@ def test_core_and_viz_import_no_streamlit(package):
     assert offending == []
 
 
+# Issue 37 item 6: core's sub-packages by question, lowest first. A module imports only from its own package, the
+# packages before it and ``core.errors`` (the one error base, below them all). The other flat modules of core/ are
+# contract shims: old paths the issues name, which only re-export; nothing in the repository imports them.
+CORE_PACKAGES = ("model", "maths", "outputs", "attention_heads", "representations", "causal", "teaching")
+CORE_BASE = ("core", "core.errors")
+
+
+def _core_rank(name: str) -> int:
+    """-1 for the base, the package's place in ``CORE_PACKAGES``, or one past the top for a contract shim."""
+    if name in CORE_BASE:
+        return -1
+    package = name.split(".")[1]
+    return CORE_PACKAGES.index(package) if package in CORE_PACKAGES else len(CORE_PACKAGES)
+
+
+def _contract_shims() -> list[str]:
+    return sorted(name for name in MODULES if name.startswith("core.") and _core_rank(name) == len(CORE_PACKAGES))
+
+
+def _upward_core_imports() -> list[str]:
+    return [f"{name} imports {target}" for name in MODULES if name.startswith("core")
+            for target in _project_imports(name)
+            if target.startswith("core") and _core_rank(target) > _core_rank(name)]
+
+
+def test_every_core_module_is_in_a_package_or_is_a_contract_shim():
+    assert {name.split(".")[1] for name in MODULES if name.count(".") >= 2 and name.startswith("core.")} == set(CORE_PACKAGES)
+    for shim in _contract_shims():
+        tree = ast.parse(MODULES[shim].read_text(encoding="utf-8"))
+        kinds = {type(node).__name__ for node in tree.body[1:]}  # after the docstring
+        assert kinds <= {"ImportFrom", "Assign"}, f"{shim} does more than re-export: {kinds}"
+        assert all(imported.split(".")[1] in CORE_PACKAGES or imported.startswith("core.errors.")
+                   for imported, _ in _imported_names(tree) if imported.count(".") >= 2), shim
+
+
+def test_core_packages_import_downward_only():
+    assert _upward_core_imports() == []
+
+
+def test_the_package_order_check_finds_an_upward_import(monkeypatch, tmp_path):
+    """The check itself can fail: the model package importing from the causal tools is reported."""
+    (tmp_path / "low.py").write_text("from core.causal.effects import ablate_heads\n")
+    monkeypatch.setitem(MODULES, "core.model.low", tmp_path / "low.py")
+    assert _upward_core_imports() == ["core.model.low imports core.causal.effects"]
+
+
+def _repository_python_files() -> dict[str, Path]:
+    found = {str(path.relative_to(ROOT)): path for folder in ("tests", "bench", "scripts", "deploy")
+             for path in sorted((ROOT / folder).rglob("*.py"))}
+    return found | {name: path for name, path in MODULES.items()}
+
+
+def test_nothing_in_the_repository_imports_a_contract_shim():
+    """The shims are for notebooks and old links; the code itself names the new places (the contract test in
+    tests/test_inference.py reads the old paths by string)."""
+    shims = set(_contract_shims())
+    assert len(shims) >= 15
+    importing = [f"{name}:{line} imports {imported}" for name, path in _repository_python_files().items()
+                 for imported, line in _imported_names(ast.parse(path.read_text(encoding="utf-8")))
+                 if imported in shims or imported.rsplit(".", 1)[0] in shims]
+    assert importing == []
+
+
 def _cycle() -> list[str] | None:
     graph = {name: sorted(_project_imports(name)) for name in MODULES}
     state: dict[str, int] = {}  # 1: on the current path, 2: done
