@@ -96,8 +96,7 @@ def main() -> dict:
     from core.model.models import load_model
     from core.model.tokens import token_labels
     from core.outputs.generation import next_token_distribution
-    from core.outputs.lens import logit_lens
-    from core.outputs.lens_grid import lens_summary
+    from core.outputs.lens import lens_summary, logit_lens
     from core.outputs.predictions import NoLanguageModelHead, load_language_model
     from viz.attention import head_figure, overview_figure
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.outputs.lens_grid import lens_summary
+from core.outputs.lens import lens_summary
 from viz.lens_grid import final_rank_grid, lens_sentence
 
 

@@ -83,7 +83,7 @@ def test_a_token_that_is_part_of_a_character_shows_its_bytes(tiny_gpt2):
 # --- item 13: the lens grid is legible --------------------------------------------------------------------------------
 
 def _lens_figure():
-    from core.outputs.lens_grid import lens_summary
+    from core.outputs.lens import lens_summary
     from viz.lens_grid import final_rank_grid
 
     rng = np.random.default_rng(0)
@@ -183,8 +183,7 @@ def test_maxima_on_smollm2_finds_the_first_token_sink(bundled_lm):
 @pytest.mark.integration
 def test_smollm2_views_label_tokens_alike(bundled_lm):
     """The lens grid's axis, Attention's labels and the decoded tokens Predictions shows agree on SmolLM2."""
-    from core.outputs.lens import logit_lens
-    from core.outputs.lens_grid import lens_summary
+    from core.outputs.lens import lens_summary, logit_lens
     from core.outputs.predictions import load_language_model
     from viz.lens_grid import final_rank_grid
 

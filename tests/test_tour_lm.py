@@ -127,8 +127,7 @@ def test_the_sample_step_writes_what_generate_writes_and_its_link_reproduces_it(
 
 def test_the_lens_step_says_when_the_final_prediction_settles(lm_dir, lm):
     from core.model.inference import analyze
-    from core.outputs.lens import logit_lens
-    from core.outputs.lens_grid import lens_summary
+    from core.outputs.lens import lens_summary, logit_lens
 
     at = _tour({"model": lm_dir, "text": TEXT, "step": "3"})
     lens = logit_lens(lm, analyze(load_model_of(lm_dir), TEXT), k=1)

@@ -7,7 +7,7 @@ import streamlit as st
 
 from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.outputs.causal_lm import encode
-from core.outputs.lens_grid import lens_summary
+from core.outputs.lens import lens_summary
 from ui.cache import cached_language_model
 from ui.cache_effects import cached_lens
 from ui.errors import friendly_fragment

@@ -7,7 +7,7 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from core.model.tokens import quoted_token, readable_token
-from core.outputs.lens_grid import LensSummary
+from core.outputs.lens import LensSummary
 from viz.common import plotly_safe, token_axis
 
 CELL_FONT_PX = 12  # the cell tokens' size: legible at every window size (Plotly's automatic size fell to ~6 px)

@@ -4,7 +4,8 @@ What would the model predict if it stopped after layer ``l``? GPT-2's head reads
 hidden state after the final LayerNorm ``ln_f``, so earlier states go through ``ln_f`` first
 (``hidden_states[-1]`` already has it, as ``transformers`` returns it). A BERT-style masked LM's
 head is a transform (dense, activation, LayerNorm) and the decoder; every state goes through both.
-At the last layer the lens equals the model's own output.
+At the last layer the lens equals the model's own output. ``lens_summary`` reads the lens for every position: where
+the model's final prediction first comes out on top, and from which hidden state it stays there.
 """
 
 from __future__ import annotations
@@ -128,3 +129,26 @@ def logit_lens(model: LoadedModel | LanguageModel, analysis: Analysis, *, k: int
         kind=lm.kind,
         start=start,
     )
+
+
+# The lens for every position, summarised (computed from ``Lens.final_ranks`` ``[layers + 1, T]``: the rank, 0 = top,
+# at each hidden state of the token the last layer puts first): where the final prediction first comes out on top.
+
+
+@dataclass(frozen=True, eq=False)
+class LensSummary:
+    """``first_top``: int ``[T]``, the first hidden state at which the final prediction is top-1; ``settled``:
+    ``[T]``, the hidden state from which it stays top-1 to the end (at most the last one, where it is by
+    definition)."""
+
+    first_top: np.ndarray
+    settled: np.ndarray
+
+
+def lens_summary(final_ranks: np.ndarray) -> LensSummary:
+    """``LensSummary`` of ``final_ranks`` ``[layers + 1, T]``."""
+    top = np.asarray(final_ranks) == 0
+    rows = top.shape[0]
+    first = np.argmax(top, axis=0)
+    not_top_after = np.where(~top, np.arange(rows)[:, None], -1).max(axis=0)  # last hidden state where it is not top
+    return LensSummary(first.astype(np.int64), (not_top_after + 1).astype(np.int64))
