@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from core.attention_heads.head_statistics import induction_scores
+from core.causal.logit_attribution import direct_logit_attribution
 from core.causal.patching import patch_heads, patch_residual
-from core.causal.token_attribution import direct_logit_attribution
 from core.outputs.generation import generate, next_token_distribution
 from tests.lm_factory import logit_difference
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.causal.token_attribution import direct_logit_attribution
+from core.causal.logit_attribution import direct_logit_attribution
 from tests.lm_factory import tiny_lm  # noqa: F401 (fixture)
 
 TEXT, ANSWER, WRONG = "I will hike along the bank of a", " river", " home"

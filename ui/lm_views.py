@@ -11,8 +11,8 @@ import torch
 from core.attention_heads.induction import induction_scores, repeat_loss
 from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.causal import patching
+from core.causal.logit_attribution import direct_logit_attribution
 from core.causal.patching import UnequalLengths
-from core.causal.token_attribution import direct_logit_attribution
 from core.model.layers import head_code
 from core.model.tokens import decoded_tokens, quoted_token, readable_token
 from core.outputs.causal_lm import encode

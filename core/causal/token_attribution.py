@@ -39,7 +39,6 @@ import numpy as np
 import torch
 
 from core.causal.effects import EffectsError, Measure, Network, Target, _check_measure, encode, mean_pooled, network, resolve_target
-from core.causal.logit_attribution import LogitAttribution, direct_logit_attribution  # noqa: F401 - re-exported: issue 27 names them here
 from core.model.inference import special_token_ids
 from core.model.models import LoadedModel
 from core.outputs.predictions import LanguageModel
