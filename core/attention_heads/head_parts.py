@@ -30,7 +30,8 @@ def records(model: LoadedModel, analysis: Analysis) -> dict[int, LayerRecord]:
     return rec.records
 
 
-def _np(t: torch.Tensor) -> np.ndarray:
+def as_float64(t: torch.Tensor) -> np.ndarray:
+    """A recorded tensor as a float64 array, the precision every head is taken apart in."""
     return t.detach().float().cpu().numpy().astype(np.float64)
 
 
@@ -79,7 +80,7 @@ def softmax(scaled: np.ndarray) -> np.ndarray:
 def layer_weights(model: LoadedModel, analysis: Analysis, layer: int) -> np.ndarray:
     """``[Hq, T, T]`` recomputed from the recorded queries and keys (float64)."""
     record = records(model, analysis)[layer]
-    q, k = _np(record.queries[0]), _np(record.keys[0])
+    q, k = as_float64(record.queries[0]), as_float64(record.keys[0])
     k = np.repeat(k, record.kv_groups, axis=0)
     return softmax(logits(q, k, record, keep_mask(record, len(analysis.tokens)))[1])
 
@@ -89,12 +90,12 @@ def rotation(record: LayerRecord, head: int) -> tuple[np.ndarray | None, np.ndar
     q, k = rotate_back(record.queries, record), rotate_back(record.keys, record)
     if q is None or k is None:
         return None, None
-    return _np(q[0, head]), _np(k[0, head // record.kv_groups])
+    return as_float64(q[0, head]), as_float64(k[0, head // record.kv_groups])
 
 
 def output_matrix(projection: torch.nn.Module) -> np.ndarray:
     """``[Hq * d, hidden]``: the projection as ``x @ W`` (``nn.Linear`` keeps ``[out, in]``, ``Conv1D`` ``[in, out]``)."""
-    weight = _np(projection.weight)
+    weight = as_float64(projection.weight)
     return weight.T if isinstance(projection, torch.nn.Linear) else weight
 
 
@@ -103,7 +104,7 @@ def value_vectors_through_output(model: LoadedModel, analysis: Analysis, layer: 
     record = records(model, analysis)[layer]
     d = record.queries.shape[3]
     w_o = output_matrix(parts_of(model.model).layers[layer].output_projection)  # [Hq * d, hidden]
-    values = _np(record.values[0])  # [Hkv, T, d]
+    values = as_float64(record.values[0])  # [Hkv, T, d]
     return np.stack([values[h // record.kv_groups] @ w_o[h * d:(h + 1) * d] for h in range(record.queries.shape[1])])
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from core.attention_heads import head_parts as rh
 from core.model.inference import Analysis
@@ -91,10 +90,6 @@ class HeadComputation:
     shared_with: tuple[int, ...] = ()
     softcap: float | None = None
     sliding_window: int | None = None
-
-
-def _np(t: torch.Tensor) -> np.ndarray:
-    return t.detach().float().cpu().numpy().astype(np.float64)
 
 
 def architecture(model: LoadedModel) -> Architecture:
@@ -172,14 +167,14 @@ def compute_head(model: LoadedModel, analysis: Analysis, layer: int, head: int) 
     _check_position(model, layer, head)
     record = rh.records(model, analysis)[layer]
     kv = head // record.kv_groups
-    q, k, v = (_np(t[0, i]) for t, i in ((record.queries, head), (record.keys, kv), (record.values, kv)))
+    q, k, v = (rh.as_float64(t[0, i]) for t, i in ((record.queries, head), (record.keys, kv), (record.values, kv)))
     keep = rh.keep_mask(record, len(q))
     scores, scaled = rh.logits(q, k, record, keep)
     weights = rh.softmax(scaled)
     _check_against_model(model, analysis, layer, [head], [weights])
     q0, k0 = rh.rotation(record, head)
     shared = tuple(h for h in range(model.num_heads) if h // record.kv_groups == kv)
-    return HeadComputation(layer, head, _np(record.inputs[0]), q, k, v, scores, scaled, weights, weights @ v, keep,
+    return HeadComputation(layer, head, rh.as_float64(record.inputs[0]), q, k, v, scores, scaled, weights, weights @ v, keep,
                            record.scaling, q0, k0, kv, shared, record.softcap, record.sliding_window)
 
 

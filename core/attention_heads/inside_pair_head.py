@@ -22,13 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.attention_heads.inside_head import (
-    UnsupportedArchitecture,
-    _np,  # tensor → float64 array, as core.attention_heads.inside_head computes its heads
-)
+from core.attention_heads.head_parts import as_float64, softmax
 from core.model.models import LoadedModel
 from core.model.parts import parts_of
-from core.model.recording import LayerRecord, Recorder, recorded_by
+from core.model.recording import LayerRecord, Recorder, UnsupportedArchitecture, recorded_by
 from core.model.seq2seq import PairAnalysis
 
 SUPPORTED = "T5 and the BART family (BART, Marian, mBART, Pegasus)"
@@ -69,12 +66,6 @@ def family(model: LoadedModel) -> str:
     return "t5" if any(isinstance(m, torch.nn.Embedding) for m in attention.modules()) else "bart"
 
 
-def _softmax(scaled: np.ndarray) -> np.ndarray:
-    shifted = scaled - scaled.max(axis=-1, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / exp.sum(axis=-1, keepdims=True)
-
-
 def pair_records(model: LoadedModel, pair: PairAnalysis) -> dict[str, dict[int, LayerRecord]]:
     """``{stack: {layer: LayerRecord}}`` of the pass over ``pair``'s source and decoder tokens: the pair's own
     (``pair.recorded``), else (a pair from an earlier load of this model) one recorded pass, not kept."""
@@ -98,7 +89,7 @@ def compute_pair_head(model: LoadedModel, pair: PairAnalysis, stack: str, layer:
         raise ValueError(f"head must be in 0..{heads - 1}, got {head}")
     record = pair_records(model, pair)[stack][layer]
     kv = head // record.kv_groups
-    q, k, v = _np(record.queries[0, head]), _np(record.keys[0, kv]), _np(record.values[0, kv])
+    q, k, v = as_float64(record.queries[0, head]), as_float64(record.keys[0, kv]), as_float64(record.values[0, kv])
     scores = q @ k.T
     t, s = scores.shape
     if record.mask is None:
@@ -106,7 +97,7 @@ def compute_pair_head(model: LoadedModel, pair: PairAnalysis, stack: str, layer:
     else:
         mask = record.mask[0, 0, :t, :s]
         keep = (mask > torch.finfo(mask.dtype).min / 2).cpu().numpy() if mask.dtype != torch.bool else mask.cpu().numpy()
-    bias = np.zeros((t, s)) if record.position_bias is None else _np(record.position_bias[0, head, :t, :s])
+    bias = np.zeros((t, s)) if record.position_bias is None else as_float64(record.position_bias[0, head, :t, :s])
     scaled = np.where(keep, scores * record.scaling + bias, -np.inf)
-    weights = _softmax(scaled)
+    weights = softmax(scaled)
     return PairHeadComputation(q, k, v, scores, bias, scaled, weights, weights @ v, keep, record.scaling)
