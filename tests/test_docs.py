@@ -166,6 +166,8 @@ def _unknown_names(text: str) -> list[str]:
         parts = dotted.group(1).split(".")
         for cut in range(len(parts), 0, -1):  # the longest prefix that is a module file
             module = ROOT.joinpath(*parts[:cut]).with_suffix(".py")
+            if not module.exists():  # a package names its __init__.py (core.model …)
+                module = ROOT.joinpath(*parts[:cut], "__init__.py")
             if module.exists():
                 if cut < len(parts) and parts[cut] not in _defined(module):
                     missing.append(dotted.group(1))
@@ -176,8 +178,9 @@ def _unknown_names(text: str) -> list[str]:
 
 
 def test_unknown_names_are_found():
-    text = "`core.model.inference.analyze` `core.model.inference.no_such` `ui/no_such.py` `ui/cache.py` `core.nowhere.f(x)`"
-    assert _unknown_names(text) == ["core.model.inference.no_such", "ui/no_such.py", "core.nowhere.f"]
+    text = ("`core.model.inference.analyze` `core.model.inference.no_such` `ui/no_such.py` `ui/cache.py` `core.nowhere.f(x)`"
+            " `core.model` `core.no_package`")
+    assert _unknown_names(text) == ["core.model.inference.no_such", "ui/no_such.py", "core.nowhere.f", "core.no_package"]
 
 
 @pytest.mark.parametrize("path", MARKDOWN, ids=lambda p: str(p.relative_to(ROOT)))
