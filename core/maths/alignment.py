@@ -28,9 +28,10 @@ def align_layout(layout: np.ndarray, reference: np.ndarray, *, also: np.ndarray 
     if len(layout) < 2 or norm_a < 1e-12 or norm_b < 1e-12:
         rotation, scale = np.eye(layout.shape[1]), 1.0
     else:
-        u, singular, vt = np.linalg.svd(a.T @ b)
-        rotation = u @ vt
-        scale = singular.sum() / norm_a**2
+        from scipy.linalg import orthogonal_procrustes  # noqa: PLC0415 - SciPy's import cost, only when asked
+
+        rotation, singular_sum = orthogonal_procrustes(a, b)  # the orthogonal R minimising |a R - b|, and Σ σ(aᵀb)
+        scale = singular_sum / norm_a**2
     aligned = (a @ rotation) * scale + reference_mean
     if also is None:
         return aligned
