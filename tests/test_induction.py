@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.attention_heads.head_statistics import induction_scores
+from core.attention_heads.induction import induction_scores
 from tests.lm_factory import tiny_lm  # noqa: F401 (fixture)
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.attention_heads.head_statistics import induction_scores
+from core.attention_heads.induction import induction_scores
 from core.causal.logit_attribution import direct_logit_attribution
 from core.causal.patching import patch_heads, patch_residual
 from core.outputs.generation import generate, next_token_distribution

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core.attention_heads.induction import InductionScores, induction_scores  # noqa: F401 - re-exported: issue 27 names them here
 from core.model.inference import Analysis, iter_analyses
 from core.model.models import LoadedModel
 
