@@ -13,3 +13,8 @@ class UserFacingError(Exception):
 
 class AnalysisError(UserFacingError, ValueError):
     """The text cannot be analysed (a ``ValueError`` too: it is a bad input)."""
+
+
+class PassStopped(Exception):
+    """Not an error: raised inside a forward pass to end it once what was wanted is recorded, and caught where the pass
+    was started (never reaches a page)."""

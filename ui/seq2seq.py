@@ -176,7 +176,8 @@ def not_defined(view: str, stack: AttentionStack) -> str | None:
 def current_stacks() -> tuple[AttentionStack, ...]:
     """The sidebar's run as ``core.model.stacks`` stacks: one "self" stack for a model with one stack of layers, the
     encoder's, the decoder's and the cross-attention stacks of ``current_pair()`` for an encoder-decoder."""
-    return current_pair().stacks if current_model().is_encoder_decoder else stacks_of(current_analysis())
+    model = current_model()
+    return current_pair().stacks if model.is_encoder_decoder else stacks_of(current_analysis(), model)
 
 
 def stack_selector(stacks: tuple[AttentionStack, ...], key: str = "stack") -> AttentionStack:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.errors import UserFacingError
+from core.errors import PassStopped, UserFacingError
 from core.maths.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, UMAP_NEIGHBOURS, ProjectionError, distinct_points, run_isolated
 from core.model.hooks import hooked
 from core.model.models import LoadedModel, threads_for_input
@@ -38,7 +38,7 @@ class QueryKeyMapError(UserFacingError, ValueError):
     """The corpus or the model cannot give a query-key map. The message is a sentence meant for the user."""
 
 
-class _PassDone(Exception):
+class _PassDone(PassStopped):
     """Raised by a forward hook once the last wanted layer is recorded: the layers after it need not run."""
 
 

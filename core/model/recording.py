@@ -60,7 +60,7 @@ import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
 
-from core.errors import UserFacingError
+from core.errors import PassStopped, UserFacingError
 from core.model.hooks import hooked
 
 
@@ -68,7 +68,7 @@ class UnsupportedArchitecture(UserFacingError, ValueError):
     """The model's attention is laid out in a way the app does not know. Message meant for the user."""
 
 
-class AttentionReached(Exception):
+class AttentionReached(PassStopped):
     """Raised by the attention function inside ``Recorder(stop_at_attention=True)`` once it has recorded the layer."""
 
 

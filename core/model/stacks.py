@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
+import torch
 
 from core.model.inference import Analysis
+from core.model.models import LoadedModel
 from core.model.recording import SINGLE_STACK, LayerRecord
 
 STACK_LABELS = {
@@ -49,6 +51,7 @@ class AttentionStack:
     attentions: np.ndarray | None
     causal: bool
     records: dict[int, LayerRecord] | None = field(default=None, repr=False)
+    model: torch.nn.Module | None = field(default=None, repr=False)  # the torch model, for weights on demand
 
     @property
     def label(self) -> str:
@@ -96,7 +99,9 @@ class AttentionStack:
             return np.asarray(chosen, dtype=np.float32)
         if self.queries.on_demand is None:
             raise ValueError("this analysis was computed without attentions")
-        return self.queries.on_demand.weights(layer, heads)
+        if self.model is None:
+            raise ValueError("a long text's weights are computed from its model: stacks_of(analysis, model)")
+        return self.queries.on_demand.weights(self.model, self.queries.hidden_states, layer, heads)
 
 
 class HasStacks(Protocol):
@@ -104,12 +109,13 @@ class HasStacks(Protocol):
     def stacks(self) -> tuple[AttentionStack, ...]: ...
 
 
-def stacks_of(analysis: Analysis | HasStacks) -> tuple[AttentionStack, ...]:
+def stacks_of(analysis: Analysis | HasStacks, model: LoadedModel | None = None) -> tuple[AttentionStack, ...]:
     """The stacks of an ``Analysis`` (one: ``"self"``) or of anything with a ``stacks`` property (a
-    ``core.model.seq2seq.PairAnalysis``: ``"encoder"``, ``"decoder"``, ``"cross"``)."""
+    ``core.model.seq2seq.PairAnalysis``: ``"encoder"``, ``"decoder"``, ``"cross"``). ``model``: the model the analysis
+    was made with, needed only for a long text's weights (computed on demand by calling its blocks again)."""
     if isinstance(analysis, Analysis):
         return (AttentionStack(SINGLE_STACK, analysis, analysis, analysis.attentions, analysis.is_decoder,
-                               analysis.recorded),)
+                               analysis.recorded, None if model is None else model.model),)
     return analysis.stacks
 
 
