@@ -306,11 +306,11 @@ def pair_contributions(model: LoadedModel, source: str, target: str, *, max_toke
 
 def decoder_logits(recorded: PairPass, vector: torch.Tensor, position: int, *, lens: bool = False) -> np.ndarray | None:
     """``[V]``, or None for a model without a language-model head. ``lens=False``: what ``vector`` (a write into
-    decoder position ``position``'s stream) adds to each logit there, through the decoder's final norm with its scale
-    frozen at that position's last residual and the unembedding (the norm's shift and the biases are no part, as in
-    ``core.causal.flow.written_logits``); ``lens=True``: the logit lens of a residual ``vector``: the norm, then the
-    unembedding. A constant factor between the norm's output and what the head reads (T5 scales it by d^-½ when the
-    head is tied to the embedding) is measured from this pass and kept."""
+    decoder position ``position``'s stream; or ``k`` of them ``[k, D]``, giving ``[k, V]``) adds to each logit there,
+    through the decoder's final norm with its scale frozen at that position's last residual and the unembedding (the
+    norm's shift and the biases are no part, as in ``core.causal.flow.written_logits``); ``lens=True``: the logit lens
+    of a residual ``vector``: the norm, then the unembedding. A constant factor between the norm's output and what the
+    head reads (T5 scales it by d^-½ when the head is tied to the embedding) is measured from this pass and kept."""
     if recorded.unembedding is None or recorded.unembedding_input is None:
         return None
     norm, last = recorded.final_norm, recorded.decoder.residual_post[-1, position]
