@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -10,8 +12,10 @@ from transformers import AutoModelForSeq2SeqLM
 from core.causal.flow import route_graph
 from core.causal.flow_cross import cross_flow
 from core.causal.flow_details import neuron_terms
-from core.causal.flow_pair import decoder_logits, pair_contributions, pair_contributions_of, pair_ids, pair_top_neurons, record_pair
+from core.causal.flow_pair import _with_neurons, decoder_logits, pair_contributions, pair_contributions_of, pair_ids, pair_top_neurons, record_pair
+from core.causal.flow_pair_blocks import BlockCalls
 from core.model.models import load_model
+from core.model.recording import UnsupportedArchitecture
 from tests.model_factory import build_tiny_bart, build_tiny_t5
 
 SOURCE, TARGET = "the cat sat on the mat", "the dog sat"
@@ -361,3 +365,21 @@ def test_pair_mlp_neurons_add_up_to_the_mlp_output_and_their_shares_to_1(tiny_pa
             assert all(np.diff(top.share) <= 0)  # largest first
             np.testing.assert_allclose(top.activation, seen["in"][position, top.index].numpy(), rtol=1e-5, atol=1e-7)
     assert ranked >= len(plain) * (len(decoder_ids) - 1)  # at most the start token skipped
+
+
+def test_pair_neurons_are_refused_where_the_maps_output_is_not_what_the_stream_received(tiny_pair):
+    """record_pair keeps an MLP's output map only where what it returned equals y₃ − m₂ (the decoder's sums); a map
+    whose output the stream did not receive gives a sentence instead of a table."""
+    _, model = tiny_pair
+    recorded = record_pair(model, *pair_ids(model, SOURCE, TARGET))
+    decoder = recorded.decoder
+    calls = [BlockCalls([]) for _ in decoder.mlp_outputs]
+    for layer, seen in enumerate(calls):
+        seen.mlp_map, seen.neurons, seen.written = (decoder.mlp_outputs[layer], decoder.mlp_activations[layer],
+                                                    decoder.mlp_added[layer])
+    assert all(m is not None for m in _with_neurons(decoder, calls, recorded.mlp_sum, recorded.cross_mid).mlp_outputs)
+    calls[1].written = calls[1].written + 0.01 * calls[1].written.abs().max()  # 1% off: not the stream's update
+    off = _with_neurons(decoder, calls, recorded.mlp_sum, recorded.cross_mid)
+    assert off.mlp_outputs[0] is decoder.mlp_outputs[0] and off.mlp_outputs[1] is None
+    with pytest.raises(UnsupportedArchitecture, match="cannot find the output map of the decoder's MLPs"):
+        pair_top_neurons(model, dataclasses.replace(recorded, decoder=off), "decoder", 1, 1)

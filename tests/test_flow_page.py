@@ -325,3 +325,5 @@ def test_flow_page_on_an_encoder_decoder_draws_the_route_across_cross_attention(
         assert shares[int(table["neuron"].iloc[0])] == pytest.approx(shares.max(), abs=1e-4)  # the top neuron
         np.testing.assert_allclose(table["share"], shares[table["neuron"].to_numpy()], rtol=2e-4, atol=2e-5)
         assert ("raises most" in table.columns) == (stack == "decoder")  # the encoder is not read by the unembedding
+    _detail_box(at).set_value(edge_id(next(e for e in graph.edges if e.kind == "mlp"))).run()  # an MLP edge: the same
+    assert not page_errors(at) and "Top neurons" in _said(at)

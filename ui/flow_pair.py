@@ -204,6 +204,8 @@ def _edge_detail(model: LoadedModel, flow: PairFlow, layout: PairLayout, edge) -
     if edge.kind in ("residual", "mlp"):
         what = "The residual stream passed on unchanged" if edge.kind == "residual" else "The MLP"
         st.markdown(markdown_safe(f"{what} carries {edge.weight:.1%} of {layout.name(edge.target)}."))
+        if edge.kind == "mlp":  # its neurons, as on the MLP node (the one-stack page opens that node's detail)
+            _neurons(model, flow, "encoder" if kind.startswith(ENCODER) else "decoder", layer, query)
         return
     key = edge.source[2]
     encoder, cross = kind.startswith(ENCODER), edge.kind == "cross"
