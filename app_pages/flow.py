@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from core.causal.flow import DEFAULT_THRESHOLD, lens_logits, route_graph, route_sentence, top_tokens, written_logits
-from core.causal.flow_details import decode, head_write, top_neurons
+from core.causal.flow_details import head_write, top_neurons
 from core.model.models import BUNDLED_LM
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
@@ -17,7 +17,7 @@ from ui.cache_flow import flow_with_progress
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
-from ui.flow_pair import clicked, pair_flow_page
+from ui.flow_pair import clicked, pair_flow_page, show_neurons
 from ui.page_state import end_page, option, option_value, set_option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
@@ -148,17 +148,9 @@ def neuron_table(view: FlowView, layer: int, p: int, final) -> None:
     except UnsupportedArchitecture as err:
         st.caption(markdown_safe(str(err)))
         return
-    table = pd.DataFrame({"neuron": neurons.index, "activation": neurons.activation, "share": neurons.share})
-    if language_model is not None:
-        written = written_logits(language_model, neurons.terms, final)  # [k, V]: one pass over the unembedding
-        table["raises most"] = decode(language_model, written.argmax(axis=1))
-        table["lowers most"] = decode(language_model, written.argmin(axis=1))
-    st.markdown("**Top neurons** " + markdown_safe(
-        f"of the {neurons.count:,}: each neuron's write is its activation times its row of the MLP's "
-        "output map, and the neurons' writes plus the map's bias add up to what the MLP wrote here. A neuron's share "
-        "is the graph's proximity measure against that output, max(0, ‖y‖₁ − ‖y − write‖₁), over the sum of every "
-        f"neuron's: these {len(neurons.index)} hold {neurons.share.sum():.1%} of it."))
-    st.dataframe(table, hide_index=True)
+    # [k, V]: one pass over the unembedding
+    written = None if language_model is None else written_logits(language_model, neurons.terms, final)
+    show_neurons(neurons, written, language_model)
 
 
 def edge_detail(view: FlowView, edge) -> None:

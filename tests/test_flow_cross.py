@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -9,8 +11,11 @@ from transformers import AutoModelForSeq2SeqLM
 
 from core.causal.flow import route_graph
 from core.causal.flow_cross import cross_flow
-from core.causal.flow_pair import decoder_logits, pair_contributions, pair_contributions_of, pair_ids, record_pair
+from core.causal.flow_details import neuron_terms
+from core.causal.flow_pair import _with_neurons, decoder_logits, pair_contributions, pair_contributions_of, pair_ids, pair_top_neurons, record_pair
+from core.causal.flow_pair_blocks import BlockCalls
 from core.model.models import load_model
+from core.model.recording import UnsupportedArchitecture
 from tests.model_factory import build_tiny_bart, build_tiny_t5
 
 SOURCE, TARGET = "the cat sat on the mat", "the dog sat"
@@ -307,3 +312,74 @@ def test_pair_logit_lens_of_the_last_residual_is_the_models_logits(tiny_pair):
                                    rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(decoder_logits(recorded, last, position), logits[position].numpy(),
                                    rtol=1e-3, atol=1e-5)
+
+
+def _plain_mlps(folder, source_ids, decoder_ids) -> dict:
+    """Per (stack, layer), from hooks on a plainly loaded eager model: the MLP's output map (BART's fc2, T5's
+    DenseReluDense.wo), its input (the neurons, [T, F]) and what it returned (the MLP's output, [T, D])."""
+    plain = AutoModelForSeq2SeqLM.from_pretrained(folder, attn_implementation="eager").eval()
+    seen, handles = {}, []
+    for stack, module in (("encoder", plain.get_encoder()), ("decoder", plain.get_decoder())):
+        for i, block in enumerate(module.layers if hasattr(module, "layers") else module.block):
+            out_map = block.fc2 if hasattr(block, "fc2") else block.layer[-1].DenseReluDense.wo
+            seen[(stack, i)] = {"map": out_map}
+            handles += [out_map.register_forward_pre_hook(lambda m, a, k=(stack, i): seen[k].__setitem__("in", a[0][0])),
+                        out_map.register_forward_hook(lambda m, a, o, k=(stack, i): seen[k].__setitem__("out", o[0]))]
+    with torch.no_grad():
+        plain(input_ids=torch.tensor([source_ids]), decoder_input_ids=torch.tensor([decoder_ids]))
+    for h in handles:
+        h.remove()
+    return seen
+
+
+def test_pair_mlp_neurons_add_up_to_the_mlp_output_and_their_shares_to_1(tiny_pair):
+    """Each MLP of both stacks: the neuron terms plus the output map's bias equal the MLP's output hooked on a plain
+    model; each term is the hooked activation times the map's row; the shares (all F neurons) equal the proximities
+    by hand in float64, are ≥ 0 and sum to 1, and the top neurons are those of largest share."""
+    folder, model = tiny_pair
+    source_ids, decoder_ids = pair_ids(model, SOURCE, TARGET)
+    recorded = record_pair(model, source_ids, decoder_ids)
+    plain = _plain_mlps(folder, source_ids, decoder_ids)
+    assert {stack for stack, _ in plain} == {"encoder", "decoder"}
+    ranked = 0
+    for (stack, layer), seen in plain.items():
+        found = getattr(recorded, stack)
+        rows = seen["map"].weight.detach().double().T  # [F, D]
+        bias = seen["map"].bias
+        if bias is not None:
+            assert bias.abs().max() > 0.1  # a bias left in or lost would show
+        for position in range(seen["out"].shape[0]):
+            terms, found_bias = neuron_terms(model, found, layer, position, output_map=found.mlp_outputs[layer])
+            torch.testing.assert_close(terms.sum(0) + found_bias, seen["out"][position], rtol=1e-4, atol=1e-5)
+            by_hand = seen["in"][position].double()[:, None] * rows
+            torch.testing.assert_close(terms.double(), by_hand, rtol=1e-4, atol=1e-6)
+            y = seen["out"][position].double().numpy()
+            near = np.maximum(0, np.abs(y).sum() - np.abs(y[None] - by_hand.numpy()).sum(-1))
+            if near.sum() == 0:  # nothing near the output (T5's start token embeds to zeros): no share to give
+                continue
+            top = pair_top_neurons(model, recorded, stack, layer, position, k=rows.shape[0])
+            ranked += 1
+            assert top.count == rows.shape[0] and (top.share >= 0).all()
+            assert top.share.sum() == pytest.approx(1, abs=1e-5)
+            np.testing.assert_allclose(top.share, (near / near.sum())[top.index], rtol=2e-4, atol=2e-5)  # float32 L1 sums
+            assert all(np.diff(top.share) <= 0)  # largest first
+            np.testing.assert_allclose(top.activation, seen["in"][position, top.index].numpy(), rtol=1e-5, atol=1e-7)
+    assert ranked >= len(plain) * (len(decoder_ids) - 1)  # at most the start token skipped
+
+
+def test_pair_neurons_are_refused_where_the_maps_output_is_not_what_the_stream_received(tiny_pair):
+    """record_pair keeps an MLP's output map only where what it returned equals y₃ − m₂ (the decoder's sums); a map
+    whose output the stream did not receive gives a sentence instead of a table."""
+    _, model = tiny_pair
+    recorded = record_pair(model, *pair_ids(model, SOURCE, TARGET))
+    decoder = recorded.decoder
+    calls = [BlockCalls([]) for _ in decoder.mlp_outputs]
+    for layer, seen in enumerate(calls):
+        seen.mlp_map, seen.neurons, seen.written = (decoder.mlp_outputs[layer], decoder.mlp_activations[layer],
+                                                    decoder.mlp_added[layer])
+    assert all(m is not None for m in _with_neurons(decoder, calls, recorded.mlp_sum, recorded.cross_mid).mlp_outputs)
+    calls[1].written = calls[1].written + 0.01 * calls[1].written.abs().max()  # 1% off: not the stream's update
+    off = _with_neurons(decoder, calls, recorded.mlp_sum, recorded.cross_mid)
+    assert off.mlp_outputs[0] is decoder.mlp_outputs[0] and off.mlp_outputs[1] is None
+    with pytest.raises(UnsupportedArchitecture, match="cannot find the output map of the decoder's MLPs"):
+        pair_top_neurons(model, dataclasses.replace(recorded, decoder=off), "decoder", 1, 1)

@@ -23,6 +23,7 @@ from core.outputs.predictions import load_language_model
 from tests.lm_factory import build_tiny_llama_lm
 from tests.model_factory import build_tiny_bart
 from tests.test_app import open_app, page_errors
+from tests.test_flow_cross import _plain_mlps
 from ui.page_state import view_query
 from viz.flow import edge_id, edge_width, node_id, route_figure
 
@@ -249,8 +250,8 @@ def test_flow_page_on_smollm2_traces_the_capital_of_france(bundled_lm):
 
 @pytest.fixture(scope="module", params=["bart", "t5"])
 def tiny_pair_dir(request, tiny_t5_dir, tmp_path_factory) -> str:
-    """A tiny T5, or a tiny BART whose attention weights are drawn wider than its init's 0.02 (there no
-    cross-attention term reaches 1% of its node)."""
+    """A tiny T5, or a tiny BART whose attention and MLP weights are drawn wider than its init's 0.02 (there no
+    cross-attention term and no MLP reaches 1% of its node)."""
     if request.param == "t5":
         return tiny_t5_dir
     folder = build_tiny_bart(tmp_path_factory.mktemp("flow-pair") / "bart")
@@ -258,7 +259,7 @@ def tiny_pair_dir(request, tiny_t5_dir, tmp_path_factory) -> str:
     torch.manual_seed(1)
     with torch.no_grad():
         for name, param in plain.named_parameters():
-            if "attn." in name and param.ndim == 2:
+            if ("attn." in name or ".fc" in name) and param.ndim == 2:
                 param.copy_(0.3 * torch.randn_like(param))
     plain.save_pretrained(folder)
     return str(folder)
@@ -308,3 +309,21 @@ def test_flow_page_on_an_encoder_decoder_draws_the_route_across_cross_attention(
     assert view_query(at.session_state)["item"] == edge_id(edge)
     _detail_box(at).set_value(f"block:{found.num_layers - 1}:{len(pair.target.tokens) - 1}").run()
     assert not page_errors(at) and "Logit lens" in _said(at)
+    # an MLP node of either stack, picked from the list, lists its top neurons: the shares by hand from hooks on a
+    # plain model (each neuron's activation times its row of the output map, proximity to the map's output)
+    plain = _plain_mlps(tiny_pair_dir, list(pair.source.input_ids), list(pair.target.input_ids))
+    for kind, stack in (("mlp", "decoder"), ("encoder_mlp", "encoder")):
+        node = max((n for n in graph.nodes if n[0] == kind), key=lambda n: (n[1], n[2]))
+        _detail_box(at).set_value(node_id(node)).run()
+        assert not page_errors(at) and "Top neurons" in _said(at)
+        seen = plain[(stack, node[1])]
+        y, rows = seen["out"][node[2]].double().numpy(), seen["map"].weight.detach().double().T.numpy()
+        near = np.maximum(0, np.abs(y).sum() - np.abs(y[None] - seen["in"][node[2]].double().numpy()[:, None] * rows).sum(-1))
+        shares = near / near.sum()
+        table = at.dataframe[-1].value
+        assert list(table.columns[:3]) == ["neuron", "activation", "share"] and len(table) == 8
+        assert shares[int(table["neuron"].iloc[0])] == pytest.approx(shares.max(), abs=1e-4)  # the top neuron
+        np.testing.assert_allclose(table["share"], shares[table["neuron"].to_numpy()], rtol=2e-4, atol=2e-5)
+        assert ("raises most" in table.columns) == (stack == "decoder")  # the encoder is not read by the unembedding
+    _detail_box(at).set_value(edge_id(next(e for e in graph.edges if e.kind == "mlp"))).run()  # an MLP edge: the same
+    assert not page_errors(at) and "Top neurons" in _said(at)

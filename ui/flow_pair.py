@@ -1,6 +1,7 @@
 """The Information flow page for an encoder-decoder (``core.causal.flow_pair``): the sidebar's source and target, the route
-across both stacks, and the detail of an edge or node picked on the figure or from the list. Also the one reading of
-a click on the route figure both versions of the page use (``clicked``)."""
+across both stacks, and the detail of an edge or node picked on the figure or from the list. Also what both versions
+of the page share: the one reading of a click on the route figure (``clicked``) and an MLP node's top-neurons table
+(``show_neurons``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pandas as pd
 import streamlit as st
 
 from core.causal.flow import DEFAULT_THRESHOLD, head_terms, route_graph, top_tokens
-from core.causal.flow_pair import ENCODER, decoder_logits, pair_route_sentence
+from core.causal.flow_details import Neurons, decode
+from core.causal.flow_pair import ENCODER, decoder_logits, pair_route_sentence, pair_top_neurons
 from core.model.models import LoadedModel
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
@@ -25,6 +27,7 @@ from viz.flow_pair import PairLayout, pair_edge_table, pair_route_figure
 from viz.inside import token_bars
 
 TOP_K = 5
+TOP_NEURONS = 8
 NOTHING = "none"
 GRAPH_KEY = "flow-graph"
 
@@ -137,6 +140,7 @@ def _node_detail(model: LoadedModel, flow: PairFlow, layout: PairLayout, node) -
         share = float(shares.mlp[layer, p])
         st.markdown(markdown_safe(f"The MLP's share of hidden state {layer + 1} at this position: {share:.1%}; the "
                                   f"residual stream passed on carries the other {1 - share:.1%}."))
+        _neurons(model, flow, "encoder" if encoder else "decoder", layer, p)
     elif base == "cross":
         share = float(c.cross_residual[layer, p])
         st.markdown(markdown_safe(f"Cross-attention brings {1 - share:.1%} of this representation from the source "
@@ -158,6 +162,34 @@ def _node_detail(model: LoadedModel, flow: PairFlow, layout: PairLayout, node) -
                          hide_index=True)
 
 
+def _neurons(model: LoadedModel, flow: PairFlow, stack: str, layer: int, p: int) -> None:
+    """The top neurons of ``stack``'s MLP in layer ``layer`` at position ``p``; a decoder's with the token each one's
+    write raises and lowers most (the encoder's are not read by the unembedding)."""
+    try:
+        neurons = pair_top_neurons(model, flow.recorded, stack, layer, p, TOP_NEURONS)
+    except UnsupportedArchitecture as err:
+        st.caption(markdown_safe(str(err)))
+        return
+    written = _logits(flow, neurons.terms, p) if stack == "decoder" and _vocabulary(model) else None
+    show_neurons(neurons, written, model)
+
+
+def show_neurons(neurons: Neurons, written: np.ndarray | None, tokenizer_owner) -> None:
+    """An MLP's top neurons (``core.causal.flow_details.Neurons``) as both flow pages list them: index, activation and
+    share; where ``written`` [k, V] (each neuron's write through the final norm and the unembedding) is given, the
+    token it raises and lowers most, decoded by ``tokenizer_owner.tokenizer``."""
+    table = pd.DataFrame({"neuron": neurons.index, "activation": neurons.activation, "share": neurons.share})
+    if written is not None:
+        table["raises most"] = decode(tokenizer_owner, written.argmax(axis=1))
+        table["lowers most"] = decode(tokenizer_owner, written.argmin(axis=1))
+    st.markdown("**Top neurons** " + markdown_safe(
+        f"of the {neurons.count:,}: each neuron's write is its activation times its row of the MLP's "
+        "output map, and the neurons' writes plus the map's bias add up to what the MLP wrote here. A neuron's share "
+        "is the graph's proximity measure against that output, max(0, ‖y‖₁ − ‖y − write‖₁), over the sum of every "
+        f"neuron's: these {len(neurons.index)} hold {neurons.share.sum():.1%} of it."))
+    st.dataframe(table, hide_index=True)
+
+
 def _logits(flow: PairFlow, vector, position: int, *, lens: bool = False):
     try:
         return decoder_logits(flow.recorded, vector, position, lens=lens)
@@ -172,6 +204,8 @@ def _edge_detail(model: LoadedModel, flow: PairFlow, layout: PairLayout, edge) -
     if edge.kind in ("residual", "mlp"):
         what = "The residual stream passed on unchanged" if edge.kind == "residual" else "The MLP"
         st.markdown(markdown_safe(f"{what} carries {edge.weight:.1%} of {layout.name(edge.target)}."))
+        if edge.kind == "mlp":  # its neurons, as on the MLP node (the one-stack page opens that node's detail)
+            _neurons(model, flow, "encoder" if kind.startswith(ENCODER) else "decoder", layer, query)
         return
     key = edge.source[2]
     encoder, cross = kind.startswith(ENCODER), edge.kind == "cross"

@@ -5,7 +5,8 @@
 - ``neuron_terms`` / ``top_neurons``: block ``l``'s MLP output at one position as one term per neuron,
   ``a[n] · W_out[n]`` ``[F, D]``, plus the output map's bias ``[D]``; their sum is the MLP's output. A neuron's
   *share* is the graph's proximity measure against that output ``y``, ``max(0, ‖y‖₁ − ‖y − a[n] · W_out[n]‖₁)``,
-  normalised over the neurons (the bias is not a part, as for the heads).
+  normalised over the neurons (the bias is not a part, as for the heads). The output map is ``core.model.parts``' for
+  a one-stack model; an encoder-decoder's pass hands its own (``core.causal.flow_pair.pair_top_neurons``).
 - ``route_summary``: which earlier tokens carry the route into a position (summed weight of the graph's attention
   edges between positions), through which layers, and which heads carry the largest of those edges; two candidates
   within ``ROUTE_MARGIN`` of each other are not ranked.
@@ -20,8 +21,9 @@ import torch
 
 from core.causal.flow import RouteGraph, carriers, head_terms
 from core.model.models import LoadedModel
-from core.model.recorded_pass import RecordedPass, _last_linear_to_hidden, blocks_of  # one finder of the MLP's output map
-from core.model.recording import UnsupportedArchitecture, attention_modules
+from core.model.parts import parts_of
+from core.model.recorded_pass import RecordedPass
+from core.model.recording import SINGLE_STACK, UnsupportedArchitecture
 
 # Two summed shares (or two heads' shares of an edge) closer than this are called about equal: the sentence does not
 # rank candidates that one step of the threshold slider (0.01) could reorder.
@@ -36,12 +38,14 @@ def head_write(recorded: RecordedPass, layer: int, query: int, key: int, head: i
     return head_terms(recorded, layer, slice(query, query + 1))[0, key, head]
 
 
-def mlp_output_map(model: LoadedModel, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(W_out [F, D], b [D])`` of block ``layer``'s MLP output map (``down_proj``, ``c_proj``, ``fc2`` …; ``nn.Linear``
-    or GPT-2's ``Conv1D``), read as an affine map: its value at 0 is ``b``, at each unit vector ``b`` plus a row."""
-    base = model.model
-    block, attention = blocks_of(base)[layer], attention_modules(base)[layer]
-    module = _last_linear_to_hidden(block, attention, base.config.hidden_size)
+def mlp_output_map(model: LoadedModel, layer: int, module: torch.nn.Module | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(W_out [F, D], b [D])`` of block ``layer``'s MLP output map (``down_proj``, ``c_proj``, ``fc2``, T5's ``wo`` …;
+    ``nn.Linear`` or GPT-2's ``Conv1D``), read as an affine map: its value at 0 is ``b``, at each unit vector ``b``
+    plus a row. ``module``: that map where the caller found it (an encoder-decoder's stacks); None: the one
+    ``core.model.parts`` found for block ``layer`` of a one-stack model."""
+    if module is None:
+        layers = parts_of(model.model).stacks.get(SINGLE_STACK, ())
+        module = layers[layer].mlp_output if layer < len(layers) else None
     if module is None:
         raise UnsupportedArchitecture(f"The app cannot find the MLP's output map in {model.name}'s blocks.")
     weight = module.weight.detach()
@@ -53,15 +57,16 @@ def mlp_output_map(model: LoadedModel, layer: int) -> tuple[torch.Tensor, torch.
         return module(torch.eye(inner, dtype=weight.dtype)).float() - zero, zero
 
 
-def neuron_terms(model: LoadedModel, recorded: RecordedPass, layer: int,
-                 position: int) -> tuple[torch.Tensor, torch.Tensor]:
+def neuron_terms(model: LoadedModel, recorded: RecordedPass, layer: int, position: int, *,
+                 output_map: torch.nn.Module | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(terms [F, D], bias [D])``: each neuron's activation times its output row at ``position``; ``terms.sum(0) +
     bias`` is block ``layer``'s MLP output there, which the stream receives (``mlp_update``). Where the block
     normalises the MLP's output before adding it (Gemma 2/3), terms and bias go through that norm with its scale
-    frozen at this position, so they add up to the update. Needs ``record_pass(..., neurons=True)``."""
+    frozen at this position, so they add up to the update. Needs ``record_pass(..., neurons=True)`` (or an
+    encoder-decoder stack's pass, ``core.causal.flow_pair.record_pair``, with its ``output_map``)."""
     if recorded.mlp_activations is None:
         raise UnsupportedArchitecture("The MLP's neurons were not recorded for this model.")
-    weight, bias = mlp_output_map(model, layer)
+    weight, bias = mlp_output_map(model, layer, output_map)
     terms = recorded.mlp_activations[layer, position][:, None] * weight
     output, update = terms.sum(0) + bias, recorded.mlp_update[layer, position]
     if not torch.allclose(output, update, rtol=1e-4, atol=1e-5 * float(update.abs().max())):
@@ -83,10 +88,11 @@ class Neurons:
     count: int  # F: the MLP's neurons
 
 
-def top_neurons(model: LoadedModel, recorded: RecordedPass, layer: int, position: int, k: int = 8) -> Neurons:
+def top_neurons(model: LoadedModel, recorded: RecordedPass, layer: int, position: int, k: int = 8, *,
+                output_map: torch.nn.Module | None = None) -> Neurons:
     """The ``k`` neurons of block ``layer``'s MLP whose terms bring its output at ``position`` closest (the proximity
-    measure of the route graph, normalised over the neurons)."""
-    terms, bias = neuron_terms(model, recorded, layer, position)
+    measure of the route graph, normalised over the neurons); ``output_map`` as in ``neuron_terms``."""
+    terms, bias = neuron_terms(model, recorded, layer, position, output_map=output_map)
     output = terms.sum(0) + bias
     with torch.inference_mode():
         near = (output.abs().sum() - (output[None] - terms).abs().sum(-1)).clamp(min=0)

@@ -15,7 +15,10 @@ are the proximities of ``core.causal.flow`` (``max(0, ‖y‖₁ − ‖y − z�
 
 Each ``y`` is the input of the first norm the block calls after that sub-block (post-norm: the norm that follows the
 update; pre-norm: the next sub-block's norm, and the block's output for ``y₃``), found from the calls, not by family.
-Output biases are not parts (as in ``core.causal.flow``).
+Output biases are not parts (as in ``core.causal.flow``). An MLP node's neurons (``pair_top_neurons``, as
+``core.causal.flow_details.top_neurons``): the output map is ``core.model.parts``' (BART's ``fc2``) or, where the parts
+hold none (T5's blocks there are its sub-layers), the last linear map to the hidden size in the block
+(``DenseReluDense.wo``); it is kept only where what it returned is what the stream received (``y₃ − m₂``).
 
 Shapes (``L`` decoder layers, ``T`` decoder positions, ``S`` source tokens, ``H`` heads)::
 
@@ -35,7 +38,7 @@ L_enc − 1, s)`` into ``("cross", l, i)``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -54,22 +57,33 @@ from core.causal.flow import (
     stack_incoming,
 )
 from core.causal.flow_cross import cross_shares, cross_terms
-from core.causal.flow_details import ROUTE_MARGIN
+from core.causal.flow_details import ROUTE_MARGIN, Neurons, top_neurons
+from core.causal.flow_pair_blocks import BlockCalls, block_hooks, outer_blocks
 from core.causal.logit_attribution import _frozen_norm
 from core.model.hooks import hooked
 from core.model.inference import _token_limit
 from core.model.models import LoadedModel, threads_for_input
-from core.model.parts import parts_of
-from core.model.recorded_pass import RecordedPass, _first_tensor, _is_norm
+from core.model.parts import _last_linear_to_hidden, parts_of
+from core.model.recorded_pass import RecordedPass, _is_norm
 from core.model.recording import Recorder, UnsupportedArchitecture
 from core.model.seq2seq import shift_right
 
 ENCODER = "encoder_"  # the prefix of the encoder's node kinds
 
 
+@dataclass(frozen=True, eq=False)
 class KeptWeightsPass(RecordedPass):
     """A ``RecordedPass`` whose records keep the weights the model used: T5's relative-position bias is added to
-    the scores, so the weights cannot be recomputed from queries and keys alone."""
+    the scores, so the weights cannot be recomputed from queries and keys alone. Its MLPs: ``mlp_outputs[l]`` the
+    output map (the module whose input is ``mlp_activations[l]``; None where its output is not what the stream
+    received) and ``mlp_added`` [L, T, D] what those maps returned, the MLP's update (the decoder's, y₃ − m₂)."""
+
+    mlp_outputs: tuple[torch.nn.Module | None, ...] = field(default=(), repr=False)
+    mlp_added: torch.Tensor | None = field(default=None, repr=False)
+
+    @property
+    def mlp_update(self) -> torch.Tensor:
+        return super().mlp_update if self.mlp_added is None else self.mlp_added
 
     def attention(self, layer: int, heads: list[int] | None = None) -> np.ndarray:
         weights = self.records[layer].weights[0].float().numpy()
@@ -150,44 +164,6 @@ class PairContributions:
         return stack_incoming(self, node, threshold)  # the decoder's self-attention node: as in one stack
 
 
-def _outer_blocks(stack: torch.nn.Module, attentions: list[torch.nn.Module]) -> list[torch.nn.Module]:
-    """Per attention module, the element of ``stack``'s outermost ``ModuleList`` that holds it (T5's ``T5Block``,
-    not the ``T5LayerSelfAttention`` of its inner list; BART's layer)."""
-    lists = sorted(((name, m) for name, m in stack.named_modules() if isinstance(m, torch.nn.ModuleList)),
-                   key=lambda item: item[0].count("."))
-    for _, layers in lists:
-        holding = [next((b for b in layers if any(m is a for m in b.modules())), None) for a in attentions]
-        if all(b is not None for b in holding):
-            return holding
-    raise UnsupportedArchitecture(f"{type(stack).__name__} keeps its attention layers in no list of blocks.")
-
-
-class _Block:
-    """What one block's hooks saw: its input and output, each attention's output and the norms called after it."""
-
-    def __init__(self, attentions: list[torch.nn.Module]):
-        self.attentions, self.pre, self.post = attentions, None, None
-        self.outputs: list[torch.Tensor] = []
-        self.norms: list[tuple[int, torch.Tensor, torch.Tensor]] = []  # (attentions done, input, output)
-
-    def sums(self, stack: str) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, bool]:
-        """``(y per attention, m per attention, y of the MLP, post-norm)`` (see the module docstring)."""
-        count = len(self.attentions)
-        if self.pre is None or self.post is None or len(self.outputs) != count:
-            raise UnsupportedArchitecture(f"A block of the {stack} did not run as the app expects.")
-        after = [[(x, y) for done, x, y in self.norms if done == k + 1] for k in range(count)]
-        post_norm = bool(self.norms) and torch.equal(self.norms[-1][2], self.post) and all(after)
-        if post_norm:  # BART: each update is added, then normalised; the MLP's sum is the last norm's input
-            return [a[0][0] for a in after], [a[0][1] for a in after], self.norms[-1][1], True
-        mids = []
-        for k, seen in enumerate(after):
-            found = [x for x, _ in seen if not (x.shape == self.outputs[k].shape and torch.equal(x, self.outputs[k]))]
-            if not found:
-                raise UnsupportedArchitecture(f"The app cannot find the stream after each attention of the {stack}.")
-            mids.append(found[0])
-        return mids, mids, self.post, False
-
-
 def record_pair(model: LoadedModel, source_ids: list[int], decoder_ids: list[int]) -> PairPass:
     """Run ``model`` once over ``source_ids`` (encoder) and ``decoder_ids`` (the decoder's input, already shifted
     right) and record what ``pair_contributions_of`` needs. Raises ``UnsupportedArchitecture`` (a sentence)."""
@@ -196,23 +172,25 @@ def record_pair(model: LoadedModel, source_ids: list[int], decoder_ids: list[int
     if "cross" not in parts.stacks:
         raise UnsupportedArchitecture(f"{model.name} has no cross-attention the app can record.")
     stacks = {"encoder": base.get_encoder(), "decoder": base.get_decoder()}
-    seen: dict[str, list[_Block]] = {}
+    seen: dict[str, list[BlockCalls]] = {}
     hooks = []
     for stack, module in stacks.items():
         own = [p.attention for p in parts.stacks[stack]]
-        blocks = _outer_blocks(module, own)
+        blocks = outer_blocks(module, own)
         crosses = [p.attention for p in parts.stacks["cross"]] if stack == "decoder" else []
-        seen[stack] = [_Block([a, *(c for c in crosses if any(m is c for m in b.modules()))])
+        seen[stack] = [BlockCalls([a, *(c for c in crosses if any(m is c for m in b.modules()))])
                        for a, b in zip(own, blocks, strict=True)]
-        for calls, block in zip(seen[stack], blocks, strict=True):
-            hooks += _block_hooks(calls, block)
+        for calls, block, part in zip(seen[stack], blocks, parts.stacks[stack], strict=True):
+            calls.mlp_map = part.mlp_output if part.mlp_output is not None else \
+                _last_linear_to_hidden(block, part.attention, base.config.hidden_size)  # T5: not in the parts' sub-layer
+            hooks += block_hooks(calls, block)
     final: list = [None]  # the decoder's first norm called after its last block (T5's final_layer_norm; BART: none)
 
     def after_decoder(module, _args, _kwargs, _output):
         if seen["decoder"][-1].post is not None and final[0] is None:
             final[0] = module
 
-    inside = {id(m) for b in _outer_blocks(stacks["decoder"], [p.attention for p in parts.stacks["decoder"]])
+    inside = {id(m) for b in outer_blocks(stacks["decoder"], [p.attention for p in parts.stacks["decoder"]])
               for m in b.modules()}
     hooks += [(m, "post_kwargs", after_decoder) for m in stacks["decoder"].modules() if _is_norm(m) and id(m) not in inside]
     head_input: list = [None]
@@ -228,36 +206,16 @@ def record_pair(model: LoadedModel, source_ids: list[int], decoder_ids: list[int
         raise UnsupportedArchitecture(f"{model.name}'s decoder blocks do not each hold one cross-attention.")
     found = [calls.sums("decoder") for calls in seen["decoder"]]
     stacked = lambda xs: torch.stack([x.float() for x in xs])  # noqa: E731 - three stacks of per-layer tensors
-    return PairPass(passes["encoder"], passes["decoder"], cross_records,
+    cross_mid, mlp_sum, encoder = stacked([f[1][1] for f in found]), stacked([f[2] for f in found]), passes["encoder"]
+    whole = encoder.residual_post if encoder.mlp_sum is None else encoder.mlp_sum  # y₃ of an encoder block
+    encoder = _with_neurons(encoder, seen["encoder"], whole, encoder.residual_mid)
+    return PairPass(encoder, _with_neurons(passes["decoder"], seen["decoder"], mlp_sum, cross_mid), cross_records,
                     tuple(record_output_map(cross_records[layer]) for layer in range(len(found))),
-                    stacked([calls.outputs[1] for calls in seen["decoder"]]),
-                    stacked([f[0][1] for f in found]), stacked([f[1][1] for f in found]), stacked([f[2] for f in found]),
-                    final[0], parts.unembedding, None if head_input[0] is None else head_input[0].float())
+                    stacked([calls.outputs[1] for calls in seen["decoder"]]), stacked([f[0][1] for f in found]),
+                    cross_mid, mlp_sum, final[0], parts.unembedding, None if head_input[0] is None else head_input[0].float())
 
 
-def _block_hooks(calls: _Block, block: torch.nn.Module) -> list:
-    """Hooks (for ``core.model.hooks.hooked``) on ``block``, its attention modules and its norms outside them."""
-    def block_pre(_module, args, kwargs):
-        calls.pre = _first_tensor(kwargs.get("hidden_states", args[0] if args else None)).detach()[0]
-
-    def block_post(_module, _args, output):
-        calls.post = _first_tensor(output).detach()[0]
-
-    def attention_post(_module, _args, output):
-        calls.outputs.append(_first_tensor(output).detach()[0])
-
-    def norm_post(_module, args, kwargs, output):
-        if calls.outputs:
-            x = _first_tensor(kwargs.get("hidden_states", args[0] if args else None)).detach()[0]
-            calls.norms.append((len(calls.outputs), x, _first_tensor(output).detach()[0]))
-
-    inside = {id(m) for a in calls.attentions for m in a.modules()}
-    hooks = [(block, "pre", block_pre), (block, "post", block_post)]
-    hooks += [(a, "post", attention_post) for a in calls.attentions]
-    return hooks + [(m, "post_kwargs", norm_post) for m in block.modules() if _is_norm(m) and id(m) not in inside]
-
-
-def _stack_pass(stack: str, seen: list[_Block], records: dict, ids: torch.Tensor) -> RecordedPass:
+def _stack_pass(stack: str, seen: list[BlockCalls], records: dict, ids: torch.Tensor) -> RecordedPass:
     """One stack's self-attention sub-blocks as a ``RecordedPass`` (its MLP's node: ``PairPass`` for the decoder)."""
     if len(records) != len(seen):
         raise UnsupportedArchitecture(f"The {stack}'s attention is not recorded by the app.")
@@ -273,6 +231,31 @@ def _stack_pass(stack: str, seen: list[_Block], records: dict, ids: torch.Tensor
         attention_output=stacked([c.outputs[0] for c in seen]),
         attention_sum=stacked([f[0][0] for f in found]) if post_norm else None,
         mlp_sum=stacked([f[2] for f in found]) if post_norm and stack == "encoder" else None)
+
+
+def _with_neurons(recorded: KeptWeightsPass, seen: list[BlockCalls], whole: torch.Tensor, stream: torch.Tensor) -> KeptWeightsPass:
+    """``recorded`` with its MLPs' output maps (``seen[l].mlp_map`` where what it returned is what the stream received,
+    ``whole[l] − stream[l]`` [T, D] up to the rounding of ``whole``), their neurons and outputs when every layer has one."""
+    maps = tuple(c.mlp_map if c.written is not None and torch.allclose(
+        c.written.float(), y - m, rtol=1e-4, atol=1e-5 * float(y.abs().max())) else None
+        for c, y, m in zip(seen, whole, stream, strict=True))
+    if any(m is None for m in maps):
+        return replace(recorded, mlp_outputs=maps)
+    return replace(recorded, mlp_outputs=maps, mlp_activations=torch.stack([c.neurons.float() for c in seen]),
+                   mlp_added=torch.stack([c.written.float() for c in seen]))
+
+
+def pair_top_neurons(model: LoadedModel, recorded: PairPass, stack: str, layer: int, position: int,
+                     k: int = 8) -> Neurons:
+    """``core.causal.flow_details.top_neurons`` of the MLP of layer ``layer`` of ``stack`` ("encoder" or "decoder") at
+    ``position``, through the output map ``record_pair`` found and checked. Raises ``UnsupportedArchitecture`` (a
+    sentence) where it found none."""
+    found = recorded.encoder if stack == "encoder" else recorded.decoder
+    output_map = found.mlp_outputs[layer] if layer < len(found.mlp_outputs) else None
+    if output_map is None or found.mlp_activations is None:
+        raise UnsupportedArchitecture(f"The app cannot find the output map of the {stack}'s MLPs (the linear map whose "
+                                      "output the residual stream receives), so their neurons are not listed.")
+    return top_neurons(model, found, layer, position, k, output_map=output_map)
 
 
 def pair_contributions_of(recorded: PairPass, source_tokens: list[str], target_tokens: list[str],
@@ -323,11 +306,11 @@ def pair_contributions(model: LoadedModel, source: str, target: str, *, max_toke
 
 def decoder_logits(recorded: PairPass, vector: torch.Tensor, position: int, *, lens: bool = False) -> np.ndarray | None:
     """``[V]``, or None for a model without a language-model head. ``lens=False``: what ``vector`` (a write into
-    decoder position ``position``'s stream) adds to each logit there, through the decoder's final norm with its scale
-    frozen at that position's last residual and the unembedding (the norm's shift and the biases are no part, as in
-    ``core.causal.flow.written_logits``); ``lens=True``: the logit lens of a residual ``vector``: the norm, then the
-    unembedding. A constant factor between the norm's output and what the head reads (T5 scales it by d^-½ when the
-    head is tied to the embedding) is measured from this pass and kept."""
+    decoder position ``position``'s stream; or ``k`` of them ``[k, D]``, giving ``[k, V]``) adds to each logit there,
+    through the decoder's final norm with its scale frozen at that position's last residual and the unembedding (the
+    norm's shift and the biases are no part, as in ``core.causal.flow.written_logits``); ``lens=True``: the logit lens
+    of a residual ``vector``: the norm, then the unembedding. A constant factor between the norm's output and what the
+    head reads (T5 scales it by d^-½ when the head is tied to the embedding) is measured from this pass and kept."""
     if recorded.unembedding is None or recorded.unembedding_input is None:
         return None
     norm, last = recorded.final_norm, recorded.decoder.residual_post[-1, position]
