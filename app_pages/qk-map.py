@@ -31,7 +31,7 @@ from ui.cache_qk import (
 )
 from ui.corpus_state import current_corpus, current_corpus_name, within_deployment_limits
 from ui.explain import controls, explain
-from ui.figures import show_figure
+from ui.figures import clicked_point, show_figure
 from ui.page_state import end_page, option, set_option
 from ui.progress_text import bar_progress
 from ui.seq2seq import stop_unless_one_stack
@@ -82,17 +82,7 @@ def chosen_documents() -> tuple[list[str], str]:
 
 def clicked(chart_key: str) -> list | None:
     """The ``customdata`` of the point last clicked on chart ``chart_key``, once per click (None otherwise)."""
-    event = st.session_state.get(chart_key)
-    try:
-        points = event["selection"]["points"] if event else []
-    except (KeyError, TypeError):
-        points = []
-    data = list(points[0].get("customdata") or []) if points else None
-    handled = f"{chart_key}.handled"
-    if data == st.session_state.get(handled):
-        return None
-    st.session_state[handled] = data
-    return data
+    return clicked_point(chart_key, lambda data: list(data or []))
 
 
 with controls("Corpus"):

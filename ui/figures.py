@@ -167,3 +167,19 @@ def show_figure(
     if data is not None:
         csv_download("Download data (CSV)", data, file_name=f"{file_stem(name)}.csv", key=None if key is None else f"{key}-csv")
     return event
+
+
+def clicked_point(chart_key: str, convert: Callable = lambda data: data):
+    """``convert`` of the ``customdata`` of the point last clicked on the chart ``chart_key`` (drawn with
+    ``on_select="rerun"``), once per click: None when nothing new was clicked since the last call."""
+    event = st.session_state.get(chart_key)
+    try:
+        points = event["selection"]["points"] if event else []
+    except (KeyError, TypeError):
+        points = []
+    data = convert(points[0].get("customdata")) if points else None
+    handled = f"{chart_key}.handled"
+    if data == st.session_state.get(handled):
+        return None
+    st.session_state[handled] = data
+    return data

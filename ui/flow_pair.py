@@ -17,7 +17,7 @@ from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
 from ui.cache_flow import PairFlow, cached_pair_flow
 from ui.errors import friendly_fragment
-from ui.figures import show_figure
+from ui.figures import clicked_point, show_figure
 from ui.page_state import end_page, option, option_value, set_option
 from ui.seq2seq import current_pair, current_target, pair_caption
 from ui.session import current_model_name, current_text, current_token_limit
@@ -34,16 +34,7 @@ GRAPH_KEY = "flow-graph"
 
 def clicked(chart_key: str) -> str | None:
     """The id (``customdata``) of the edge or node last clicked on the chart ``chart_key``, once per click."""
-    event = st.session_state.get(chart_key)
-    try:
-        points = event["selection"]["points"] if event else []
-    except (KeyError, TypeError):
-        points = []
-    found = points[0].get("customdata") if points else None
-    handled = f"{chart_key}.handled"
-    if found == st.session_state.get(handled):
-        return None
-    st.session_state[handled] = found
+    found = clicked_point(chart_key)
     return found if isinstance(found, str) else None
 
 
