@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.causal.flow import lens_logits, route_graph, route_sentence, top_tokens, written_logits
+from core.causal.flow import DEFAULT_THRESHOLD, lens_logits, route_graph, route_sentence, top_tokens, written_logits
 from core.causal.flow_details import head_write, top_neurons
 from core.model.models import BUNDLED_LM
 from core.model.recording import UnsupportedArchitecture
@@ -17,7 +17,7 @@ from ui.cache_flow import flow_with_progress
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
-from ui.flow_pair import clicked, pair_flow_page, route_controls, show_neurons
+from ui.flow_pair import clicked, pair_flow_page, show_neurons
 from ui.page_state import end_page, option, option_value, set_option
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
@@ -202,7 +202,13 @@ def route_view(view: FlowView) -> None:
     """Token and threshold, the graph they give, and the detail of an edge or node picked from it: a change reruns
     only this part and reuses the cached contributions."""
     model, contributions, labels = view.model, view.contributions, view.labels
-    position, threshold = route_controls("Token", labels, view.recorded.num_tokens)
+    t = view.recorded.num_tokens
+    left, right = st.columns(2)
+    position = option(left.selectbox, "Token", range(t), index=t - 1, key="token",
+                      format_func=lambda i: f"{i}: {labels[i]}")
+    threshold = option(right.slider, "Threshold (share of a node's inputs)", 0.01, 0.5, DEFAULT_THRESHOLD, 0.01,
+                       key="threshold", help=f"An edge is drawn when it carries more than this share of what reaches "
+                       f"its node; {DEFAULT_THRESHOLD} as in Ferrando & Voita (2024).")
     graph = route_graph(contributions, position, threshold)
     sentence = route_sentence(graph, labels)
     drawing = st.container()  # the figure, drawn once the list below knows which item is picked

@@ -76,22 +76,16 @@ def _vocabulary(model: LoadedModel) -> bool:
 
 
 @friendly_fragment
-def route_controls(position_label: str, labels, count: int) -> tuple[int, float]:
-    """The route's two controls side by side: the position it starts from (the last of ``count`` by default, shown
-    with its label) and the share an edge must carry to be drawn. Both pages of the flow graph use them."""
-    left, right = st.columns(2)
-    position = option(left.selectbox, position_label, range(count), index=count - 1, key="token",
-                      format_func=lambda i: f"{i}: {labels[i]}")
-    threshold = option(right.slider, "Threshold (share of a node's inputs)", 0.01, 0.5, DEFAULT_THRESHOLD, 0.01,
-                       key="threshold", help=f"An edge is drawn when it carries more than this share of what reaches "
-                       f"its node; {DEFAULT_THRESHOLD} as in Ferrando & Voita (2024).")
-    return position, threshold
-
-
 def pair_route_view(model: LoadedModel, flow: PairFlow, layout: PairLayout) -> None:
     """Decoder position and threshold, the route they give, and the detail of an edge or node picked from it."""
     contributions, target = flow.contributions, layout.target
-    position, threshold = route_controls("Decoder position", target, contributions.num_positions)
+    t = contributions.num_positions
+    left, right = st.columns(2)
+    position = option(left.selectbox, "Decoder position", range(t), index=t - 1, key="token",
+                      format_func=lambda i: f"{i}: {target[i]}")
+    threshold = option(right.slider, "Threshold (share of a node's inputs)", 0.01, 0.5, DEFAULT_THRESHOLD, 0.01,
+                       key="threshold", help=f"An edge is drawn when it carries more than this share of what reaches "
+                       f"its node; {DEFAULT_THRESHOLD} as in Ferrando & Voita (2024).")
     graph = route_graph(contributions, position, threshold)
     sentence = pair_route_sentence(graph, layout.source, target)
     drawing = st.container()
