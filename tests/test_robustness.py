@@ -24,10 +24,9 @@ HOSTILE_TEXTS = {
     "zero width": "ba\u200bnk\u200d of a\ufeff river\u2060",
     "control characters": "bank\x07\x1b[31m red\x08\x7f river\r\n\x0b\x0c",
     "nul bytes": "bank\x00river\x00\x00",
-    "script tag": "<script>alert(1)</script>",
-    "script breakout": "</script><img src=x onerror=alert(1)>",
-    "img onerror": "<img src=x onerror=alert(document.cookie)>",
-    "javascript url": "javascript:alert(1)",
+    # a script, a tag that breaks out of one, an image whose error runs code and a javascript: link, in one text: to
+    # the server they are characters like any other (whether anything runs is the browser tier's: tests/browser)
+    "markup": "<script>alert(1)</script> </script><img src=x onerror=alert(document.cookie)> javascript:alert(1)",
     "markdown and latex": "[click](javascript:alert(1)) **bold** $$\\href{javascript:alert(1)}{x}$$ $\\unicode{x41}$",
     "template syntax": "%{customdata} %{x} {{7*7}} ${7*7} <%= 7*7 %>",
     "only punctuation": "?!.,;:()[]{}",
@@ -59,7 +58,7 @@ def test_hostile_text_on_every_page(page, case, tiny_bert_dir):
 
 @pytest.mark.app
 @pytest.mark.parametrize("page", PAGES)
-@pytest.mark.parametrize("case", ["script breakout", "far past the limit", "emoji"])
+@pytest.mark.parametrize("case", ["markup", "far past the limit", "emoji"])
 def test_hostile_text_on_a_decoder(page, case, tiny_gpt2_dir):
     at = open_app({"model": tiny_gpt2_dir, "text": HOSTILE_TEXTS[case]}, page=page)
     assert not at.exception, [e.value for e in at.exception]

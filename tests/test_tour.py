@@ -136,7 +136,7 @@ def test_the_explain_step_knocks_out_the_heads_it_names_and_links_to_the_effects
     assert effects.text_input(key="effects.heads").value == query["heads"][0]
 
 
-HOSTILE = ["empty", "only punctuation", "special token names", "script breakout", "far past the limit",
+HOSTILE = ["empty", "only punctuation", "special token names", "markup", "far past the limit",
            "markdown and latex", "one character", "emoji", "nul bytes"]
 
 

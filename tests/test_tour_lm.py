@@ -229,7 +229,7 @@ def test_presentation_mode_draws_the_lm_steps_as_slides(lm_dir):
 
 
 @pytest.mark.parametrize("step", [1, 2, 3])
-@pytest.mark.parametrize("case", ["empty", "script breakout", "far past the limit", "markdown and latex", "nul bytes"])
+@pytest.mark.parametrize("case", ["empty", "markup", "far past the limit", "markdown and latex", "nul bytes"])
 def test_hostile_sidebar_text_on_the_text_steps(step, case, lm_dir):
     from tests.test_robustness import HOSTILE_TEXTS
 

@@ -59,12 +59,20 @@ def dark_theme(page) -> Iterator[None]:
         page.emulate_media(color_scheme="light")
 
 
-def violations_in_light_and_dark(page) -> list[str]:
-    """``blocking_violations`` in the light system theme, then in the dark one; the page is left light."""
+def violations_in(page, theme: str) -> list[str]:
+    """``blocking_violations`` with the system in the ``"light"`` or the ``"dark"`` colour scheme; the page is left
+    light."""
     page.emulate_media(color_scheme="light")
-    problems = [f"light: {v}" for v in blocking_violations(page)]
-    with dark_theme(page):
-        page.evaluate(NEXT_FRAMES)  # the new theme's styles have been computed: its colour transitions have begun
-        page.wait_for_function(NO_COLOUR_TRANSITION, polling="raf", timeout=10_000)  # axe reads the colours they end at
-        problems += [f"dark: {v}" for v in blocking_violations(page)]
-    return [f"{len(problems)} serious/critical WCAG 2 A/AA violation(s): {p}" for p in problems]
+    if theme == "light":
+        found = blocking_violations(page)
+    else:
+        with dark_theme(page):
+            page.evaluate(NEXT_FRAMES)  # the new theme's styles have been computed: its colour transitions have begun
+            page.wait_for_function(NO_COLOUR_TRANSITION, polling="raf", timeout=10_000)  # axe reads the colours they end at
+            found = blocking_violations(page)
+    return [f"{len(found)} serious/critical WCAG 2 A/AA violation(s): {theme}: {v}" for v in found]
+
+
+def violations_in_light_and_dark(page) -> list[str]:
+    """``violations_in`` the light system theme, then in the dark one; the page is left light."""
+    return violations_in(page, "light") + violations_in(page, "dark")

@@ -1,10 +1,12 @@
 """Degenerate input in a real browser: every page draws text made only of [UNK] tokens, a single token, or only
-special tokens without an error on the page or in the console."""
+special tokens without an error on the page or in the console; each page one of the three in turn (``matrix.in_turn``;
+AppTest opens every page with each of them, ``tests/test_robustness.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.browser.matrix import in_turn
 from tests.pages_registry import landed_pages
 
 pytestmark = pytest.mark.browser
@@ -16,8 +18,7 @@ DEGENERATE = {
 }
 
 
-@pytest.mark.parametrize("kind", list(DEGENERATE))
-@pytest.mark.parametrize("path", [path for _, path in landed_pages()])
+@pytest.mark.parametrize(("path", "kind"), in_turn([path for _, path in landed_pages()], list(DEGENERATE)))
 def test_degenerate_text_draws_cleanly(module_tab, path, kind):
     text = DEGENERATE[kind]
     module_tab.forget()

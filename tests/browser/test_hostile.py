@@ -30,10 +30,14 @@ def _injected(page) -> list[str]:
 
 @pytest.mark.parametrize("path", [path for _, path in landed_pages()])
 def test_a_crafted_link_runs_nothing(module_tab, path):
+    """Every page opens from a link with its sidebar holding the linked text as it was typed, draws something, and
+    runs nothing the link carried."""
     module_tab.forget()
     page = module_tab.open(path, {"text": ATTACK, "text_a": ATTACK, "word": "bank"})
     module_tab.wait_until_drawn()  # iframes and figures drawn, and what they run on load run
     assert not _injected(page), _injected(page)
+    assert page.locator('[data-testid="stSidebar"]').get_by_label("Text to analyse").input_value() == ATTACK
+    assert page.locator('[data-testid="stMain"]').inner_text().strip()
     module_tab.assert_clean()
 
 

@@ -1,10 +1,12 @@
 """Encoder-decoder models (tiny T5 and BART) in a real browser: every page from a deep link with hostile
-source and target text; cross-attention heatmaps; BertViz's encoder-decoder views offline."""
+source and target text, on the two models in turn (``matrix.in_turn``); cross-attention heatmaps; BertViz's
+encoder-decoder views offline."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.browser.matrix import in_turn
 from tests.browser.test_hostile import ATTACK, _injected
 from tests.pages_registry import landed_pages
 
@@ -18,8 +20,7 @@ def _texts(locator) -> list[str]:
     return locator.evaluate_all("els => els.map(e => e.textContent)")
 
 
-@pytest.mark.parametrize("model_fixture", MODELS)
-@pytest.mark.parametrize("path", [path for _, path in landed_pages()])
+@pytest.mark.parametrize(("path", "model_fixture"), in_turn([path for _, path in landed_pages()], MODELS))
 def test_a_hostile_deep_link_runs_nothing_on_an_encoder_decoder(module_tab, path, model_fixture, request):
     model = request.getfixturevalue(model_fixture)
     module_tab.forget()

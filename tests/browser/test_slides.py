@@ -1,15 +1,16 @@
 """Presentation mode on a projector: every page's default view fits 1920 × 1080, 1366 × 768 and 1280 × 720.
 
-One tab is reused for every page; each page is loaded once per text and measured at each
-window size by resizing (Plotly redraws at the new width). Measured from the drawn SVG: no
-title, axis title, tick label, annotation, colour bar title or legend entry outside its figure,
-no two of these texts over each other (rotated ones compared as oriented rectangles), no colour
-bar or legend over the plotting area. Then, still in the smallest window, the camera button must save a
-1920 × 1080 PNG named after the model and the view. The same holds outside presentation mode, where the page is also
-measured on a 1024 × 768 laptop with its sidebar open and a 390 × 844 phone, and every figure is saved as SVG and
-measured alone: ``test_slides_outside_presentation_mode.py``, a file of its own so that the two run on the two test
-workers at once. Each default view and tour step is also checked with axe-core for WCAG 2 A/AA in the light and the
-dark theme, as a page and in presentation mode (``tests/browser/axe.py``), on the same page load.
+One tab is reused for every page; each page is loaded once per text and measured in the 1280 × 720 window, which
+leaves the figures' texts the least room of the three (``slide_checks.SLIDE_VIEWPORTS``: the larger windows draw the
+same figures wider; ``FULL_MATRIX=1`` measures all three, resizing the window between them). Measured from the drawn
+SVG: no title, axis title, tick label, annotation, colour bar title or legend entry outside its figure, no two of these
+texts over each other (rotated ones compared as oriented rectangles), no colour bar or legend over the plotting area.
+Then the camera button must save a 1920 × 1080 PNG named after the model and the view. The same holds outside
+presentation mode, where the page is also measured on a 1024 × 768 laptop with its sidebar open and a 390 × 844 phone,
+and every figure is saved as SVG and measured alone: ``test_slides_outside_presentation_mode.py``, a file of its own
+so that the two run on the two test workers at once. Each default view and tour step is also checked with axe-core for
+WCAG 2 A/AA on the same page load (``tests/browser/axe.py``): as a page in the light and the dark theme, and in
+presentation mode in one of them, the two in turn from view to view.
 """
 
 from __future__ import annotations
@@ -19,9 +20,18 @@ import io
 import pytest
 from PIL import Image
 
-from tests.browser.axe import dark_theme, require_axe, violations_in_light_and_dark
+from tests.browser.axe import dark_theme, require_axe, violations_in, violations_in_light_and_dark
 from tests.browser.conftest import EVERY_CHART_DRAWN, AppPage
-from tests.browser.slide_checks import NARROW_VIEWPORTS, PAGE_FIGURES, REFITTED_JS, VIEWPORTS, long_text, measure, resize_and_wait_for_measurement
+from tests.browser.matrix import FULL_MATRIX
+from tests.browser.slide_checks import (
+    NARROW_VIEWPORTS,
+    PAGE_FIGURES,
+    REFITTED_JS,
+    SLIDE_VIEWPORTS,
+    long_text,
+    measure,
+    resize_and_wait_for_measurement,
+)
 from tests.model_factory import build_tiny_gpt2_lm
 from tests.pages_registry import landed_pages
 
@@ -61,10 +71,11 @@ def tiny_gpt2_lm(tmp_path_factory):
     return str(build_tiny_gpt2_lm(tmp_path_factory.mktemp("slides") / "tiny-gpt2-lm"))
 
 
-def _open(tab: AppPage, path: str, query: dict[str, str], *, figures: bool = True, present: bool = True):
-    """Open ``path`` (in presentation mode unless ``present`` is False) at full HD; wait until every chart of
-    the page has drawn."""
-    tab.page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS[0])))
+def _open(tab: AppPage, path: str, query: dict[str, str], *, figures: bool = True, present: bool = True,
+          window: tuple[int, int] = SLIDE_VIEWPORTS[0]):
+    """Open ``path`` (in presentation mode unless ``present`` is False) in a ``window``-sized window; wait until every
+    chart of the page has drawn."""
+    tab.page.set_viewport_size(dict(zip(("width", "height"), window)))
     page = tab.open(path, ({"present": "true"} if present else {}) | query, timeout_ms=300_000)
     assert not tab.error_texts(), tab.error_texts()
     page.wait_for_function(EVERY_CHART_DRAWN, timeout=120_000)
@@ -87,7 +98,7 @@ def _resize(tab: AppPage, width: int, height: int) -> None:
     tab.wait_until_idle(settle_ms=150, require_sidebar=False)
 
 
-def _problems_at_every_size(tab: AppPage, viewports=VIEWPORTS) -> list[str]:
+def _problems_at_every_size(tab: AppPage, viewports=SLIDE_VIEWPORTS) -> list[str]:
     problems = []
     for width, height in viewports:
         _resize(tab, width, height)
@@ -98,6 +109,13 @@ def _problems_at_every_size(tab: AppPage, viewports=VIEWPORTS) -> list[str]:
                 .map(a => a.textContent.trim().slice(0, 50))""")
             problems += [f"{width}×{height}: the link “{text}” is cut at the column's edge" for text in cut]
     return problems
+
+
+def _axe_in_presentation_mode(page, view: int) -> list[str]:
+    """axe-core in presentation mode in one theme per view, the light and the dark one in turn (``view`` counts the
+    views): its own CSS is the same on every page, and every view is checked in both themes outside presentation mode
+    (``test_slides_outside_presentation_mode``). ``FULL_MATRIX=1`` checks both themes here too."""
+    return violations_in_light_and_dark(page) if FULL_MATRIX else violations_in(page, ("light", "dark")[view % 2])
 
 
 def _in_dark_theme(tab: AppPage) -> list[str]:
@@ -139,12 +157,12 @@ def _download_png(tab: AppPage) -> tuple[str, tuple[int, int]]:
 @pytest.mark.parametrize("path", PAGES, ids=[p or "home" for p in PAGES])
 def test_default_view_fits_every_screen_exports_a_slide_and_passes_axe(tab, tiny_gpt2_lm, path):
     page = _open(tab, path, {}, figures=path not in NOT_AN_LM)
-    problems = violations_in_light_and_dark(page)
+    problems = _axe_in_presentation_mode(page, PAGES.index(path))
     if path in NOT_AN_LM:
         page.wait_for_selector(f"text={NOT_AN_LM[path]}")
         assert page.locator(FIGURES).count() == 0
         page = _open(tab, path, {"model": tiny_gpt2_lm} | LM_PROMPTS.get(path, {}))  # a model with a head draws its figure
-        problems += violations_in_light_and_dark(page)
+        problems += _axe_in_presentation_mode(page, PAGES.index(path) + 1)
     assert page.locator(FIGURES).count() >= 1
     problems += _problems_at_every_size(tab) + _in_dark_theme(tab)
     assert not problems, "\n".join(problems)
@@ -160,7 +178,7 @@ def test_every_tour_step_fits_every_screen_and_passes_axe(tab, step):
     page = _open(tab, "tour", {"step": str(step)})
     page.wait_for_selector(f"text=Step {step} of")
     assert page.locator(FIGURES).count() == 1  # each step's one live figure, drawn through as_slide
-    problems = violations_in_light_and_dark(page) + _problems_at_every_size(tab)
+    problems = _axe_in_presentation_mode(page, step) + _problems_at_every_size(tab)
     assert not problems, "\n".join(problems)
     name, size = _download_png(tab)
     assert size == (1920, 1080), f"{name} is {size[0]} × {size[1]} pixels"

@@ -1,8 +1,9 @@
 """Every page's default view and every tour step outside presentation mode, as people read the page itself: the
 same measurements as ``test_slides`` (whose helpers, pages and prompts this file shares) at the page's own size, in
-full HD, 1366 × 768 and 1280 × 720, a 1024 × 768 laptop with its sidebar open and a 390 × 844 phone (figures fitted to
-the main column the browser measured, ``ui.viewport``; side-by-side figures stacked); every figure saved as SVG with
-its camera button and measured alone; axe-core for WCAG 2 A/AA in the light and the dark theme on the same page load.
+1280 × 720 (the narrowest desktop window of ``VIEWPORTS``, whose figures are the wider ones' too), a 1024 × 768 laptop
+with its sidebar open and a 390 × 844 phone (figures fitted to the main column the browser measured, ``ui.viewport``;
+side-by-side figures stacked; ``slide_checks.PAGE_VIEWPORTS``); every figure saved as SVG with its camera button and
+measured alone; axe-core for WCAG 2 A/AA in the light and the dark theme on the same page load.
 
 A file of its own so that `make test` (``--dist loadfile``) runs it on one worker while ``test_slides`` runs on the
 other: together they were one file of about 500 worker-seconds, a third of the suite's time on one worker.
@@ -14,21 +15,19 @@ import pytest
 
 from tests.browser.axe import violations_in_light_and_dark
 from tests.browser.conftest import AppPage
-from tests.browser.slide_checks import NARROW_VIEWPORTS, VIEWPORTS, measure_exported_svg
+from tests.browser.slide_checks import PAGE_VIEWPORTS, measure_exported_svg
 from tests.browser.test_slides import FIGURES, LM_PROMPTS, NOT_AN_LM, PAGES, TOUR_STEPS, _download, _open, _problems_at_every_size, tab, tiny_gpt2_lm  # noqa: F401 (fixtures: this module builds its own of each)
 
 pytestmark = pytest.mark.browser
 
-ON_THE_PAGE = VIEWPORTS + NARROW_VIEWPORTS  # outside presentation mode: a phone and a small laptop too
 
-
-def _saved_at_full_hd_then_every_size(tab: AppPage) -> list[str]:
-    """``_problems_at_every_size`` over ``ON_THE_PAGE``, with every figure saved as SVG and measured alone
-    (``_exported_svg_problems``) while the window is still full HD, as a desktop user saves it: before the narrower
-    windows rather than after them, which saves the resize back to full HD and the rerun it causes."""
-    problems = _problems_at_every_size(tab, ON_THE_PAGE[:1])
+def _saved_on_a_desktop_then_every_size(tab: AppPage) -> list[str]:
+    """``_problems_at_every_size`` over ``PAGE_VIEWPORTS``, with every figure saved as SVG and measured alone
+    (``_exported_svg_problems``) while the window is still a desktop's, as a desktop user saves it: before the narrower
+    windows rather than after them, which saves the resize back and the rerun it causes."""
+    problems = _problems_at_every_size(tab, PAGE_VIEWPORTS[:1])
     problems += _exported_svg_problems(tab)
-    return problems + _problems_at_every_size(tab, ON_THE_PAGE[1:])
+    return problems + _problems_at_every_size(tab, PAGE_VIEWPORTS[1:])
 
 
 def _exported_svg_problems(tab: AppPage) -> list[str]:
@@ -58,21 +57,21 @@ def test_default_view_fits_every_screen_and_passes_axe_outside_presentation_mode
     lost legend entries and titles that the page showed whole)."""
     problems = []
     if path in NOT_AN_LM:  # the bundled model has no head: its sentence, then a model with a head
-        page = _open(tab, path, {}, figures=False, present=False)
+        page = _open(tab, path, {}, figures=False, present=False, window=PAGE_VIEWPORTS[0])
         page.wait_for_selector(f"text={NOT_AN_LM[path]}")
         problems += violations_in_light_and_dark(page)
     query = {"model": tiny_gpt2_lm} | LM_PROMPTS.get(path, {}) if path in NOT_AN_LM else {}
-    page = _open(tab, path, query | {"img": "SVG"}, present=False)
+    page = _open(tab, path, query | {"img": "SVG"}, present=False, window=PAGE_VIEWPORTS[0])
     assert page.locator(FIGURES).count() >= 1
-    problems += violations_in_light_and_dark(page) + _saved_at_full_hd_then_every_size(tab)
+    problems += violations_in_light_and_dark(page) + _saved_on_a_desktop_then_every_size(tab)
     assert not problems, "\n".join(problems)
     tab.assert_clean()
 
 
 @pytest.mark.parametrize("step", TOUR_STEPS)
 def test_every_tour_step_outside_presentation_mode_fits_every_screen_and_passes_axe(tab, step):
-    page = _open(tab, "tour", {"step": str(step), "img": "SVG"}, present=False)
+    page = _open(tab, "tour", {"step": str(step), "img": "SVG"}, present=False, window=PAGE_VIEWPORTS[0])
     page.wait_for_selector(f"text=Step {step} of")
-    problems = violations_in_light_and_dark(page) + _saved_at_full_hd_then_every_size(tab)
+    problems = violations_in_light_and_dark(page) + _saved_on_a_desktop_then_every_size(tab)
     assert not problems, "\n".join(problems)
     tab.assert_clean()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.browser.matrix import in_turn
 from tests.browser.test_hostile import ATTACK, _injected
 
 pytestmark = pytest.mark.browser
@@ -76,10 +77,10 @@ def test_arrow_keys_move_between_steps(app_page):
     app_page.assert_clean()
 
 
-# The bundled MiniLM (a BERT encoder) and a tiny GPT-2 (a decoder: masked cells, no [CLS]); a tiny BERT would draw
-# what the MiniLM draws, and tests/test_tour.py opens every step on both tiny models with hostile text in AppTest.
-@pytest.mark.parametrize("step", range(1, STEPS + 1))
-@pytest.mark.parametrize("model_fixture", [None, "tiny_gpt2_dir"])
+# The bundled MiniLM (a BERT encoder) and a tiny GPT-2 (a decoder: masked cells, no [CLS]) in turn, step by step; a
+# tiny BERT would draw what the MiniLM draws, tests/test_tour.py opens every step on both tiny models with hostile text
+# in AppTest, and the walk through every step above paints each on the MiniLM.
+@pytest.mark.parametrize(("step", "model_fixture"), in_turn(list(range(1, STEPS + 1)), [None, "tiny_gpt2_dir"]))
 def test_every_step_from_a_deep_link_with_hostile_text(module_tab, step, model_fixture, request):
     query = {"step": str(step), "text": ATTACK} | ({"model": request.getfixturevalue(model_fixture)} if model_fixture else {})
     query["track"] = "attention"  # the ten steps: a language model (the tiny GPT-2's head is tied) opens on the LM track
