@@ -19,15 +19,20 @@ STEP_PX = 20  # widths are reported in steps, so a window being resized reruns t
 STACK_BELOW_PX = 641
 
 # Runs in the page (the component is trusted code of ours; it reads only sizes). It reports {width, stacked} a
-# quarter second after the column stops changing size, and only when that differs from what the server fitted for.
-# ``documentElement.dataset.mainColumn`` says what was last measured and ``mainColumnMeasured`` how many times, so a
-# test can wait for the measurement after a resize and then for the refitted figures.
+# quarter second after the column stops changing size, and only when that differs from what the server last knew:
+# what it fitted for (``data``), or what this probe last reported. Comparing with ``data`` alone reported the same
+# column again on every change of the page's height, and each report reran the page: a page still computing when
+# the probe first measured (Drift opened from a link on a phone) restarted its computation every few tenths of a
+# second and never finished. ``documentElement.dataset.mainColumn`` says what was last measured and
+# ``mainColumnMeasured`` how many times, so a test can wait for the measurement after a resize and then for the
+# refitted figures.
 PROBE_JS = """
 export default function (component) {
   const { setStateValue, data } = component;
   const main = document.querySelector('[data-testid="stMainBlockContainer"]');
   if (!main) return;
   let timer = null;
+  let known = {width: data.width, stacked: data.stacked};
   const measure = () => {
     const style = getComputedStyle(main);
     const inner = main.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
@@ -36,7 +41,10 @@ export default function (component) {
     const root = document.documentElement;
     root.dataset.mainColumn = `${width}${stacked ? ' stacked' : ''}`;
     root.dataset.mainColumnMeasured = String(Number(root.dataset.mainColumnMeasured || 0) + 1);
-    if (width !== data.width || stacked !== data.stacked) setStateValue('column', {width, stacked});
+    if (width !== known.width || stacked !== known.stacked) {
+      known = {width, stacked};
+      setStateValue('column', known);
+    }
   };
   const later = () => { clearTimeout(timer); timer = setTimeout(measure, 250); };
   const observer = new ResizeObserver(later);

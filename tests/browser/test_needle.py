@@ -1,5 +1,7 @@
-"""The needle-in-a-haystack page on the real SmolLM2 in Chromium: the retrieval-score grid draws, the knock-out
-sentence appears, the depth × length grid draws from a link, no console error, nothing but localhost."""
+"""The needle-in-a-haystack page in Chromium: on the real SmolLM2 the retrieval-score grid draws and the knock-out
+sentence appears; the depth × length grid draws from a link (on a tiny GPT-2, whose 64 positions keep its 20 passes
+short; each cell is checked against a single retrieval run in AppTest, ``tests/test_needle_page.py``, and the grid on
+SmolLM2 is timed by ``python -m bench long_context``); no console error, nothing but localhost."""
 
 from __future__ import annotations
 
@@ -7,11 +9,15 @@ import pytest
 
 from tests.browser.conftest import AppPage
 from tests.browser.test_bundled_lm import lm_server  # noqa: F401 (fixture: the app with the converted SmolLM2)
+from tests.model_factory import build_tiny_gpt2_lm
 
 pytestmark = pytest.mark.browser
 
+# short enough for the tiny model's 64 positions with a 16-token haystack; the answer is in the needle
+TINY_NEEDLE = {"needle": "A cat.", "question": "Who?", "answer": " cat", "length": "16"}
 
-def test_needle_page_draws_the_retrieval_grid(browser, lm_server):
+
+def test_needle_page_draws_the_retrieval_grid(browser, lm_server, tmp_path_factory):
     tab = AppPage(browser, lm_server)
     tab.patience_ms = 480_000
     try:
@@ -21,9 +27,10 @@ def test_needle_page_draws_the_retrieval_grid(browser, lm_server):
         assert page.locator(".js-plotly-plot").count() == 1
         assert page.get_by_text("the model's greedy answer is").count() == 1
         tab.assert_clean()
-        # the depth × length grid from a link: 5 depths × the 4 longest lengths this server's 512-token limit offers
-        page = tab.open("needle", {"model": "SmolLM2-135M-Instruct", "length": "128", "grid": "true"})
-        # the sentence (its figure's text alternative holds it too): 20 passes of the model
+        # the depth × length grid from a link: 5 depths × the longest lengths the tiny model's window offers
+        tiny = str(build_tiny_gpt2_lm(tmp_path_factory.mktemp("needle") / "tiny-gpt2-lm"))
+        page = tab.open("needle", {"model": tiny, "grid": "true"} | TINY_NEEDLE)
+        # the sentence (its figure's text alternative holds it too)
         page.get_by_text("cells measured the model ranks the expected answer first").last.wait_for(timeout=480_000)
         assert page.locator(".js-plotly-plot").count() == 2
         cells = page.locator(".js-plotly-plot").nth(1).locator(".heatmaplayer")

@@ -44,3 +44,26 @@ def test_a_fresh_server_paints_the_home_figure_and_never_shows_the_preloading_ch
             tab.assert_clean()
         finally:
             tab.close()
+
+
+def test_a_slow_page_opened_on_a_phone_reruns_once_for_its_column_and_finishes(browser, tmp_path):
+    """Drift from a link on a fresh server in a 390 × 844 window: its corpus takes seconds to run, and while it runs
+    the page's height keeps changing. The column probe (``ui.viewport``) reported the same column on every change and
+    each report reran the page, so the computation restarted every few tenths of a second and never finished; now the
+    probe reports the column once and the page finishes, fitted to the phone's column."""
+    log = tmp_path / "server.log"
+    with serve_app(log, extra_env={"STREAMLIT_LOGGER_LEVEL": "debug"}) as (url, _proc):
+        tab = AppPage(browser, url)
+        try:
+            tab.page.set_viewport_size({"width": 390, "height": 844})
+            tab.open("drift", timeout_ms=120_000)
+            tab.wait_until_drawn()
+            fitted = tab.page.locator('[data-testid="stMain"] .figure-alt').evaluate_all(
+                "els => els.map(e => e.dataset.mainColumn)")
+            assert fitted and set(fitted) == {tab.page.evaluate("document.documentElement.dataset.mainColumn")}, fitted
+            assert fitted[0].endswith(" stacked"), fitted
+            runs = log.read_text().count("Running script")  # Streamlit's debug log: one line per script run
+            assert 1 <= runs <= 3, f"{runs} script runs for one page load"
+            tab.assert_clean()
+        finally:
+            tab.close()
