@@ -181,8 +181,8 @@ def page_run(page: str) -> Iterator[None]:
 
     On entering a page from a link or back/forward, the URL decides the options it names (see the
     module docstring). When the page has finished (or ended with ``end_page``), every query parameter
-    the run did not write is removed and the browser's URL is replaced with the result. After an error
-    (or ``st.stop()``) the URL is left as it was.
+    the run did not write is removed and the browser's URL is replaced with the result. After an error,
+    a rerun or a stopped run the URL is left as it was.
     """
     state = _state()
     page = page or HOME
@@ -209,11 +209,14 @@ def page_run(page: str) -> Iterator[None]:
         finished = True
     except _PageEnd:
         finished = True  # end_page(): the run ends here, after the URL is tidied below
-    except StopException:
-        finished = True  # st.stop(): Streamlit refuses every later message, so the URL cannot be tidied
+    except (RerunException, StopException):
+        # st.rerun(), or Streamlit stopping this run for a newer one (a widget changed while it ran: with fast reruns
+        # the old run ends in StopException; pages never call st.stop() here, they call end_page): the next run is
+        # still an entry, since the URL has not been read by the whole page yet. Counting the stopped run as finished
+        # kept only the parameters it had reached, and the next run showed the page's defaults (a link to the
+        # tour's step 6 in presentation mode, opened in a window whose column the probe reported during the first
+        # run, showed step 1 outside presentation mode).
         raise
-    except RerunException:
-        raise  # the next run is still an entry: the URL has not been read by the whole page yet
     finally:
         state.running = False
         if finished:

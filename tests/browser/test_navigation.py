@@ -309,6 +309,16 @@ LATE_WIDGETS = [
 ]
 
 
+PROBE_RUN_ENDED = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  const column = document.documentElement.dataset.mainColumn;
+  const alts = [...document.querySelectorAll('[data-testid="stMain"] .figure-alt')];
+  return Boolean(window.__runs && window.__runs.finished >= 1 && app
+    && app.getAttribute('data-test-script-state') === 'notRunning' && column && alts.length
+    && alts.every(a => a.dataset.mainColumn === column));
+}"""
+
+
 @pytest.mark.parametrize("url_path, params, code, shown", LATE_WIDGETS, ids=[c for _, _, c, _ in LATE_WIDGETS])
 def test_a_link_keeps_its_option_when_the_widget_is_drawn_after_the_second_run(app_page, tiny_model_dir, url_path,
                                                                                 params, code, shown):
@@ -324,7 +334,9 @@ def test_a_link_keeps_its_option_when_the_widget_is_drawn_after_the_second_run(a
     app.context.route(f"**/static/js/{code}.*.js", lambda route: held.append(route))
     query_string = urlencode({"model": tiny_model_dir} | params)
     app.page.goto(f"{app.base_url}/{url_path}?{query_string}", wait_until="domcontentloaded")
-    app.page.wait_for_function("() => window.__runs && window.__runs.finished >= 2", timeout=120_000)
+    # The probe's run has ended: the app is idle with its figures fitted to the column the probe measured (the run
+    # the report stopped, if it was still running, never reports an end of its own: Streamlit starts the next at once).
+    app.page.wait_for_function(PROBE_RUN_ENDED, timeout=120_000)
     assert held, f"the page drew no {code} before its second run ended: nothing was held back"
     for route in held:
         route.continue_()
