@@ -98,13 +98,13 @@ def bundled_gemma() -> LoadedModel:
 # hands whole files to its two workers in collection order (``--dist loadfile --no-loadscope-reorder``); starting the
 # longest first and ending with the many short unit files leaves no worker alone with a long file at the end.
 # pytest-xdist's own order (most tests first) had put the one-test, two-minute round trip last.
-LONGEST_FIRST = [  # seconds on a worker in bb58c60's full run on a quiet machine (docs/test-suite.md)
-    "tests/browser/test_slides_outside_presentation_mode.py",  # 264 s: test_slides' tests outside presentation mode
-    "tests/browser/test_slides.py",  # 233 s: the rest of test_slides' 497 s
-    "tests/test_robustness.py",  # 163 s
-    "tests/browser/test_every_page_roundtrip.py",  # 143 s
-    "tests/browser/test_every_page_on_smollm2.py",  # 183 s, about 40 s less since its long-context view reads 256 tokens
-    "tests/browser/test_degenerate.py",  # 114 s
+LONGEST_FIRST = [  # seconds on a worker in the full run of this round's cuts (2026-11-27) (docs/test-suite.md)
+    "tests/browser/test_slides_outside_presentation_mode.py",  # 275 s: test_slides' tests outside presentation mode
+    "tests/browser/test_slides.py",  # 227 s
+    "tests/test_robustness.py",  # 187 s
+    "tests/browser/test_every_page_on_smollm2.py",  # 185 s
+    "tests/browser/test_every_page_roundtrip.py",  # 136 s
+    "tests/browser/test_hostile.py",  # 102 s
 ]
 
 
