@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.browser.conftest import EVERY_CHART_DRAWN
+from tests.browser.slide_checks import REFITTED_JS
 from tests.model_factory import build_tiny_bert
 from tests.pages_registry import page_titles
 from ui.page_state import URL_TEXT_MAX_BYTES
@@ -309,14 +310,11 @@ LATE_WIDGETS = [
 ]
 
 
-PROBE_RUN_ENDED = """() => {
-  const app = document.querySelector('[data-testid="stApp"]');
-  const column = document.documentElement.dataset.mainColumn;
-  const alts = [...document.querySelectorAll('[data-testid="stMain"] .figure-alt')];
-  return Boolean(window.__runs && window.__runs.finished >= 1 && app
-    && app.getAttribute('data-test-script-state') === 'notRunning' && column && alts.length
-    && alts.every(a => a.dataset.mainColumn === column));
-}"""
+# The run the probe's report started has ended: the app idle after a finished run, with figures on the page, all fitted
+# to the column the probe measured (``slide_checks.REFITTED_JS``).
+PROBE_RUN_ENDED = """() => Boolean(window.__runs && window.__runs.finished >= 1
+  && document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
+  && document.querySelector('[data-testid="stMain"] .figure-alt') && (""" + REFITTED_JS + """)())"""
 
 
 @pytest.mark.parametrize("url_path, params, code, shown", LATE_WIDGETS, ids=[c for _, _, c, _ in LATE_WIDGETS])

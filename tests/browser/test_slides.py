@@ -2,7 +2,8 @@
 
 One tab is reused for every page; each page is loaded once per text in full HD, measured, and measured again in the
 1280 × 720 window, which leaves the figures' texts the least room of the three (``slide_checks.SLIDE_VIEWPORTS``: the
-1366 × 768 window draws the same figures wider; ``FULL_MATRIX=1`` measures it too). Measured from the drawn
+1366 × 768 window gets full HD's figures, fitted for a 1232-pixel column, drawn 1318 wide; ``FULL_MATRIX=1``
+measures it too). Measured from the drawn
 SVG: no title, axis title, tick label, annotation, colour bar title or legend entry outside its figure, no two of these
 texts over each other (rotated ones compared as oriented rectangles), no colour bar or legend over the plotting area.
 Then the camera button must save a 1920 × 1080 PNG named after the model and the view. The same holds outside
@@ -78,9 +79,9 @@ def _open(tab: AppPage, path: str, query: dict[str, str], *, figures: bool = Tru
     chart of the page has drawn.
 
     Presentation mode opens in full HD and is then measured in the windows of ``SLIDE_VIEWPORTS``: opened directly
-    at 1280 × 720, the column probe reports its column during the first run (``ui.viewport``), and in about one load
-    in thirty under the suite's load a figure was then drawn for the page instead of the slide (its PNG 1920 × 1187,
-    not 1080; noted as a defect, not yet understood)."""
+    at 1280 × 720, the column probe reports its column during the first run (``ui.viewport``), and twice under the
+    suite's load a page then drew its figure for the page instead of the slide (its PNG 1920 × 1187 or × 983, not
+    1080; never when run alone; noted as a defect, not yet understood)."""
     tab.page.set_viewport_size(dict(zip(("width", "height"), window)))
     page = tab.open(path, ({"present": "true"} if present else {}) | query, timeout_ms=300_000)
     assert not tab.error_texts(), tab.error_texts()
