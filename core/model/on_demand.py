@@ -135,8 +135,8 @@ class StoredMask:
 def _stored(tensor: torch.Tensor) -> torch.Tensor | StoredMask:
     """What to keep of a tensor of a block's call: a mask as bool (a quarter of float32's bytes), else the tensor."""
     tensor = tensor.detach()
-    if tensor.numel() >= MASK_MIN_CELLS and tensor.dtype == torch.bool:
-        return StoredMask(_frozen(tensor.cpu().numpy().copy()), torch.bool)
+    if tensor.numel() >= MASK_MIN_CELLS and tensor.dtype == torch.bool:  # a long pass's mask: its memory, no copy
+        return StoredMask(_frozen(np.ascontiguousarray(tensor.cpu().numpy())), torch.bool)
     if tensor.numel() >= MASK_MIN_CELLS and tensor.is_floating_point():
         allowed = tensor == 0
         if bool((allowed | (tensor == torch.finfo(tensor.dtype).min)).all()):

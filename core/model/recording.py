@@ -58,10 +58,11 @@ from dataclasses import dataclass, field
 
 import torch
 from transformers import AttentionInterface
-from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
 from core.errors import PassStopped, UserFacingError
 from core.model.hooks import hooked
+from core.model.masks import additive, explorer_mask, is_bool
 
 
 class UnsupportedArchitecture(UserFacingError, ValueError):
@@ -115,7 +116,7 @@ class Recorder:
     ``keep_weights=False`` records everything but the attention weights (the caller has them already).
     ``queries_keys_only`` records only queries, keys, mask, scaling, soft-cap and window (what
     ``core.model.on_demand`` needs for a long text), and ``rows_per_chunk`` runs each layer's eager attention over that many
-    query rows at a time, returning no weights: a long text's pass never holds a layer's full ``[Hq, T, T]``.
+    query rows at a time, returning no weights: a long text's pass never holds a layer's full ``[Hq, T, T]`` (its masks are bool).
     ``shapes_only`` (with ``queries_keys_only``) keeps each call's queries, keys and mask as meta tensors (shape and
     dtype, no storage) with its scaling, soft-cap and window: a long pass holds no layer's queries.
     ``stop_at_attention`` records the first wanted layer's call (as ``queries_keys_only``) and then raises
@@ -210,8 +211,8 @@ def explorer_attention(module, query, key, value, attention_mask, scaling=None, 
     if chunk and query.shape[2] > chunk and kwargs.get("position_bias") is None:
         output, weights = _eager_by_rows(module, query, key, value, attention_mask, scaling, dropout, chunk, **kwargs)
     else:
-        output, weights = _family_eager(module)(module, query, key, value, attention_mask, scaling=scaling,
-                                                dropout=dropout, **kwargs)
+        mask = additive(attention_mask, query.dtype) if is_bool(attention_mask) else attention_mask
+        output, weights = _family_eager(module)(module, query, key, value, mask, scaling=scaling, dropout=dropout, **kwargs)
     if rec is None:
         return output, weights
     stack, layer = rec.key_of(module)
@@ -266,6 +267,7 @@ def _eager_by_rows(module, query, key, value, attention_mask, scaling, dropout, 
         mask = attention_mask
         if mask is not None and mask.shape[-2] == length:
             mask = mask[:, :, part]
+        mask = additive(mask, query.dtype) if is_bool(mask) else mask  # a long pass's bool mask (core.model.masks)
         pieces.append(eager(module, query[:, :, part], key, value, mask, scaling=scaling, dropout=dropout, **kwargs)[0])
     return torch.cat(pieces, dim=1), None
 
@@ -384,5 +386,10 @@ def rotate_back(x: torch.Tensor, record: LayerRecord) -> torch.Tensor | None:
     return torch.cat([turned * cos - rotate_half(turned) * sin, passed], dim=-1)
 
 
+def _mask(*args, **kwargs):
+    """The registered mask function: bool during a long pass, else eager attention's float (``core.model.masks``)."""
+    return explorer_mask(*args, as_bool=bool(getattr(_ACTIVE.get(), "rows_per_chunk", None)), **kwargs)
+
+
 AttentionInterface.register(IMPLEMENTATION, explorer_attention)
-ALL_MASK_ATTENTION_FUNCTIONS.register(IMPLEMENTATION, eager_mask)
+ALL_MASK_ATTENTION_FUNCTIONS.register(IMPLEMENTATION, _mask)
