@@ -24,8 +24,11 @@ from core.attention_heads.head_parts import records
 from core.attention_heads.pooling import POOLS, Pool, block_ends, pixel_starts, pool, sampled_rows, visible_blocks
 from core.model.inference import Analysis
 from core.model.models import LoadedModel
+from core.model.on_demand import BLOCK_CELLS, release_freed_memory
 from core.model.recorded_pass import attention_weights
 from core.model.tokens import token_labels
+
+BAND_CELLS = BLOCK_CELLS  # a pooled head computed on demand: this many of its cells at a time (16 MB of float32)
 
 
 def head_weights(model: LoadedModel, analysis: Analysis, layer: int, head: int) -> np.ndarray:
@@ -71,15 +74,27 @@ class PooledHead:
 def pooled_head(model: LoadedModel, analysis: Analysis, layer: int, head: int, max_pixels: int,
                 hows: tuple[Pool, ...] = ("max", "sum")) -> dict[str, PooledHead]:
     """Head ``head`` of layer ``layer`` pooled to at most ``max_pixels`` per side, once per way in ``hows`` (one
-    computation of its weights for all of them)."""
-    weights = head_weights(model, analysis, layer, head)
-    n = weights.shape[-1]
+    computation of its weights for all of them). Computed on demand (a long analysis), the weights are computed and
+    pooled a band of pixel rows at a time (about ``BAND_CELLS`` cells), never the head's whole ``[T, T]``."""
+    n = analysis.num_tokens
     starts = pixel_starts(n, max_pixels)
     ends = block_ends(starts, n)
+    step = int(ends[0]) + 1  # positions per pixel
     seen = visible_blocks(starts, ends, starts, ends, causal=analysis.is_decoder, window=window_of(analysis, layer))
+    if analysis.on_demand is None:
+        weights = head_weights(model, analysis, layer, head)
+        pooled = {how: pool(weights, starts, starts, how) for how in hows}
+    else:
+        pooled = {how: np.empty((len(starts), len(starts)), dtype=np.float32) for how in hows}
+        band = max(1, BAND_CELLS // (n * step))  # pixel rows per band
+        for first in range(0, len(starts), band):
+            rows = range(int(starts[first]), int(ends[min(first + band, len(starts)) - 1]) + 1)
+            weights = row_weights(model, analysis, layer, [head], list(rows))[0]  # [rows, T]
+            for how in hows:
+                pooled[how][first : first + band] = pool(weights, starts[first : first + band] - rows.start, starts, how)
+        release_freed_memory()  # the bands' freed temporaries, which glibc would keep resident
     out = {}
-    for how in hows:
-        values = pool(weights, starts, starts, how)
+    for how, values in pooled.items():
         values[~seen] = np.nan
         values.setflags(write=False)
         out[how] = PooledHead(values, starts, starts, n, how)

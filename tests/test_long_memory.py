@@ -1,0 +1,134 @@
+"""What a long text costs in memory (issue 41) without changing a weight: the long pass's masks are bool (a quarter of
+float32's bytes) and a pooled head is computed a band of rows at a time, never its whole ``[T, T]``.
+
+References: masks written cell by cell with numpy from their definitions (causal, sliding window, padding), and
+weights from a plain eager forward pass (``attn_implementation="eager"``, ``output_attentions=True``) pooled by hand
+with loops over blocks; never the code under test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, causal_mask_function, sliding_window_causal_mask_function
+
+import core.attention_heads.long_attention as long_attention
+import core.model.inference as inference
+from core.attention_heads.attention import head_attention
+from core.attention_heads.long_attention import pooled_head
+from core.attention_heads.pooling import pixel_starts, pool
+from core.model.inference import analyze
+from core.model.models import load_model
+from core.model.on_demand import OnDemandAttention, StoredMask
+from core.model.recording import IMPLEMENTATION, Recorder
+from tests.model_factory import build_tiny_decoder
+
+TEXT = "the cat sat on the mat and the dog ran after it while the bird sang " * 3
+FLOOR = torch.finfo(torch.float32).min
+
+
+def mask_by_hand(lengths: list[int], t: int, window: int | None) -> np.ndarray:
+    """bool ``[B, 1, T, T]``: query q may attend key k (k <= q, q - k < window, k a real token of a right-padded row)."""
+    q, k = np.arange(t)[:, None], np.arange(t)[None, :]
+    rule = (k <= q) & ((q - k < window) if window is not None else True)
+    return np.stack([(rule & (k < n))[None] for n in lengths])
+
+
+@pytest.mark.parametrize("window", [None, 3])
+def test_the_registered_mask_is_bool_in_a_long_pass_and_eager_attentions_float_elsewhere(window):
+    t, lengths = 9, [9, 6]
+    padding = torch.tensor([[True] * n + [False] * (t - n) for n in lengths])  # as create_causal_mask passes it
+    mask_function = causal_mask_function if window is None else sliding_window_causal_mask_function(window)
+    arguments = dict(batch_size=2, q_length=t, kv_length=t, q_offset=0, kv_offset=0, mask_function=mask_function,
+                     attention_mask=padding, allow_is_causal_skip=True, dtype=torch.float32, use_vmap=False,
+                     device="cpu")
+    expected = mask_by_hand(lengths, t, window)
+    build = ALL_MASK_ATTENTION_FUNCTIONS[IMPLEMENTATION]
+    outside = build(**arguments)
+    assert outside.dtype == torch.float32
+    np.testing.assert_array_equal(outside.numpy(), np.where(expected, np.float32(0), np.float32(FLOOR)))
+    with Recorder(rows_per_chunk=4):
+        inside = build(**arguments)
+    assert inside.dtype == torch.bool and inside.shape == (2, 1, t, t)
+    np.testing.assert_array_equal(inside.numpy(), expected)
+    # a causal mask without padding is still built (sdpa would skip it): on-demand weights need its cells
+    with Recorder(rows_per_chunk=4):
+        unpadded = build(**{**arguments, "batch_size": 1, "attention_mask": torch.ones(1, t, dtype=torch.bool)})
+    np.testing.assert_array_equal(unpadded.numpy(), mask_by_hand([t], t, window))
+
+
+@pytest.fixture(scope="module", params=["llama", "gemma3_text"])  # one full mask; a sliding and a full one
+def tiny_lm(request, tmp_path_factory):
+    folder = build_tiny_decoder(tmp_path_factory.mktemp("memory") / request.param, request.param)
+    plain = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    return folder, load_model(str(folder)), plain
+
+
+def eager_attentions(plain, input_ids: list[int]) -> np.ndarray:
+    """``[layers, Hq, T, T]`` of a plain eager forward pass."""
+    with torch.no_grad():
+        out = plain(input_ids=torch.tensor([input_ids]), output_attentions=True)
+    return np.stack([a[0].float().numpy() for a in out.attentions])
+
+
+def test_a_long_pass_keeps_bool_masks_and_the_models_outputs(tiny_lm, monkeypatch):
+    _, model, plain = tiny_lm
+    monkeypatch.setattr(inference, "QUERY_ROWS_PER_CHUNK", 5)  # the pass's attention in blocks of rows, as when long
+    analysis = analyze(model, TEXT, on_demand=True)
+    t = analysis.num_tokens
+    masks = [s for s in analysis.on_demand.stored if isinstance(s, StoredMask)]
+    assert masks and all(m.dtype == torch.bool for m in masks)  # built bool, not float32 made bool afterwards
+    windows = sorted(set(analysis.sliding_windows or (None,)), key=lambda w: w if w is not None else t)  # fewest cells first
+    planes = sorted((m.allowed.reshape(t, t) for m in masks), key=lambda m: int(m.sum()))
+    assert len(planes) == len(windows)
+    for plane, window in zip(planes, windows, strict=True):
+        np.testing.assert_array_equal(plane, mask_by_hand([t], t, window)[0, 0])
+    with torch.no_grad():
+        out = plain(input_ids=torch.tensor([analysis.input_ids]), output_hidden_states=True)
+    expected = np.stack([h[0].float().numpy() for h in out.hidden_states[:-1]])  # the last one is after the final norm
+    np.testing.assert_allclose(analysis.hidden_states[:-1], expected, atol=2e-5)
+    eager = eager_attentions(plain, analysis.input_ids)
+    for layer in range(eager.shape[0]):
+        np.testing.assert_allclose(head_attention(model, analysis, layer, 1), eager[layer, 1], atol=2e-6)
+
+
+def pooled_by_hand(matrix: np.ndarray, step: int, how: str) -> np.ndarray:
+    n = matrix.shape[0]
+    out = np.zeros((-(-n // step),) * 2)
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            block = matrix[i * step : (i + 1) * step, j * step : (j + 1) * step]
+            out[i, j] = block.max() if how == "max" else block.sum(dtype=np.float64)
+    return out
+
+
+def test_a_pooled_head_computed_in_bands_of_rows_is_the_eager_weights_pooled(tiny_lm, monkeypatch):
+    _, model, plain = tiny_lm
+    analysis = analyze(model, TEXT, on_demand=True)
+    n, pixels = analysis.num_tokens, 12
+    step = -(-n // pixels)
+    assert n % step  # the last pixel is shorter: a band's end is not a multiple of the step
+    monkeypatch.setattr(long_attention, "BAND_CELLS", 2 * step * n)  # two pixel rows per band
+    asked = []
+    weights = OnDemandAttention.weights
+
+    def spy(self, model_, hidden_states, layer, heads=None, rows=None):
+        asked.append(len(rows) if rows is not None else n)
+        return weights(self, model_, hidden_states, layer, heads, rows)
+
+    monkeypatch.setattr(OnDemandAttention, "weights", spy)
+    eager = eager_attentions(plain, analysis.input_ids)
+    for layer in range(eager.shape[0]):
+        asked.clear()
+        heads = pooled_head(model, analysis, layer, 2, max_pixels=pixels)
+        assert asked and max(asked) <= 2 * step and sum(asked) == n  # never the head's whole [T, T]
+        full = head_attention(model, analysis, layer, 2)
+        starts = pixel_starts(n, pixels)
+        for how, head in heads.items():
+            expected = pooled_by_hand(eager[layer, 2], step, how)
+            shown = ~np.isnan(head.values)
+            np.testing.assert_allclose(head.values[shown], expected[shown], rtol=1e-5, atol=1e-6)
+            # and bit for bit what pooling the whole matrix gives, masked pixels aside
+            np.testing.assert_array_equal(head.values[shown], pool(full, starts, starts, how)[shown])
