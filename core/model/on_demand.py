@@ -144,6 +144,44 @@ def _stored(tensor: torch.Tensor) -> torch.Tensor | StoredMask:
     return tensor
 
 
+# Module-level, not closures: a recursive closure is a reference cycle (function, cell, function), so what it reads (the
+# pass's 585 MB of hidden states at 8,192 tokens, a restored mask) would stay alive until the garbage collector ran.
+def _kept(value, hidden: torch.Tensor, layer: int, stored: list, index_of: dict[int, int]):
+    """What ``OnDemandAttention`` keeps of an argument of block ``layer``'s call (its input ``hidden``): ``Hidden`` for
+    the input, ``Stored(i)`` for another tensor (appended to ``stored`` once, ``index_of`` by id), containers walked."""
+    if isinstance(value, torch.Tensor):
+        if value is hidden or (value.shape == hidden.shape and torch.equal(value, hidden)):
+            return Hidden(layer)
+        if id(value) not in index_of:  # the layers share one mask, one rotary table …
+            index_of[id(value)] = len(stored)
+            stored.append(_stored(value))
+        return Stored(index_of[id(value)])
+    if isinstance(value, (tuple, list)):
+        return type(value)(_kept(v, hidden, layer, stored, index_of) for v in value)
+    if isinstance(value, dict):
+        return {key: _kept(v, hidden, layer, stored, index_of) for key, v in value.items()}
+    return value
+
+
+def _argument(value, hidden_states: np.ndarray, stored: tuple, restored: dict[int, torch.Tensor]):
+    """A kept argument as the block is called with it again: ``Hidden(l)`` a writable copy of ``hidden_states[l]``
+    ``[1, T, D]``, ``Stored(i)`` ``stored[i]`` (a mask restored once per call, in ``restored``)."""
+    if isinstance(value, Hidden):
+        return torch.from_numpy(np.array(hidden_states[value.layer]))[None]
+    if isinstance(value, Stored):
+        item = stored[value.index]
+        if not isinstance(item, StoredMask):
+            return item
+        if value.index not in restored:
+            restored[value.index] = item.restore()
+        return restored[value.index]
+    if isinstance(value, (tuple, list)):
+        return type(value)(_argument(v, hidden_states, stored, restored) for v in value)
+    if isinstance(value, dict):
+        return {key: _argument(v, hidden_states, stored, restored) for key, v in value.items()}
+    return value
+
+
 @dataclass(frozen=True, eq=False)
 class LayerQueriesKeys:
     """One layer's queries ``[Hq, T, d]``, keys ``[Hkv, T, d]`` and mask ``[T, S]`` as its attention received them."""
@@ -175,26 +213,12 @@ class OnDemandAttention:
         block ``l``'s input: a reference to it, not a copy), ``records`` its attention calls (shapes suffice)."""
         stored: list[torch.Tensor | StoredMask] = []
         index_of: dict[int, int] = {}
-
-        def kept(value, layer: int):
-            if isinstance(value, torch.Tensor):
-                hidden = hidden_states[layer]
-                if value is hidden or (value.shape == hidden.shape and torch.equal(value, hidden)):
-                    return Hidden(layer)
-                if id(value) not in index_of:  # the layers share one mask, one rotary table …
-                    index_of[id(value)] = len(stored)
-                    stored.append(_stored(value))
-                return Stored(index_of[id(value)])
-            if isinstance(value, (tuple, list)):
-                return type(value)(kept(v, layer) for v in value)
-            if isinstance(value, dict):
-                return {key: kept(v, layer) for key, v in value.items()}
-            return value
-
         first = records[min(records)]
         return cls(
             blocks=tuple(blocks),
-            calls=tuple((kept(args, layer), kept(kwargs, layer)) for layer, (args, kwargs) in enumerate(calls)),
+            calls=tuple((_kept(args, hidden_states[layer], layer, stored, index_of),
+                         _kept(kwargs, hidden_states[layer], layer, stored, index_of))
+                        for layer, (args, kwargs) in enumerate(calls)),
             stored=tuple(stored),
             num_heads=int(first.queries.shape[1]),
             num_tokens=int(first.queries.shape[2]),
@@ -236,29 +260,13 @@ class OnDemandAttention:
 
     def _compute(self, model: torch.nn.Module, hidden_states: np.ndarray, layer: int) -> LayerQueriesKeys:
         restored: dict[int, torch.Tensor] = {}
-
-        def argument(value):
-            if isinstance(value, Hidden):
-                return torch.from_numpy(np.array(hidden_states[value.layer]))[None]  # a writable copy: [1, T, D]
-            if isinstance(value, Stored):
-                item = self.stored[value.index]
-                if not isinstance(item, StoredMask):
-                    return item
-                if value.index not in restored:
-                    restored[value.index] = item.restore()
-                return restored[value.index]
-            if isinstance(value, (tuple, list)):
-                return type(value)(argument(v) for v in value)
-            if isinstance(value, dict):
-                return {key: argument(v) for key, v in value.items()}
-            return value
-
         block = model.get_submodule(self.blocks[layer])
         args, kwargs = self.calls[layer]
         with torch.inference_mode(), Recorder(model, layers={layer}, queries_keys_only=True,
                                               stop_at_attention=True) as rec:
             try:
-                block(*argument(args), **argument(kwargs))
+                block(*_argument(args, hidden_states, self.stored, restored),
+                      **_argument(kwargs, hidden_states, self.stored, restored))
             except AttentionReached:
                 pass
         record = rec.records.get(layer)
