@@ -4,7 +4,7 @@ of the stack the user picks (cross-attention has its own statistics)."""
 import streamlit as st
 
 from core.attention_heads.cross_attention import CROSS_DEFINITIONS, CROSS_STATISTICS, cross_head_statistics
-from core.attention_heads.head_statistics import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, analysis_statistics, rank_heads, statistic_grid
+from core.attention_heads.head_statistics import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, analysis_statistics, rank_heads, sink_names, statistic_grid
 from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.model.layers import numbering_caption
 from core.model.recording import SINGLE_STACK
@@ -27,9 +27,11 @@ ATTENTION_PAGE = "attention"  # url path: ranked heads link there
 SOURCES = {"text": "this text", "examples": "example sentences", "corpus": "corpus"}
 NOT_SHARES = ("entropy", "distance", "diagonal")
 model = current_model()
-# What the first and end tokens are called in sentences: a decoder has no [CLS] or [SEP]. The picker's labels, which
-# links hold, are the same for every model.
-FIRST, END = ("the first token", "end-of-text tokens") if model.is_decoder else ("[CLS] / the first token", "[SEP] / end tokens")
+# What the first and end tokens are called in sentences, from the special tokens this model's tokenizer adds (BERT's
+# [CLS] / [SEP], BART's <s> / </s>, T5's </s> only, none for GPT-2). The picker's labels, which links hold, are the
+# same for every model.
+SINKS = sink_names(model.tokenizer)
+FIRST, END = SINKS.first, SINKS.end
 SHORT_NAMES = {
     "entropy": "entropy", "first": "first token", "end": "end tokens", "punctuation": "punctuation",
     "self": "self", "previous": "previous token", "next": "next token", "distance": "distance",
@@ -46,10 +48,10 @@ RANKINGS = {
 st.title("Head statistics")
 explain(
     f"Which heads look at the previous token, which spread their attention broadly, which park it on "
-    f"{FIRST if model.is_decoder else '[SEP]'}? "
+    f"{' / '.join(SINKS.end_tokens) or FIRST}? "
     "These are the per-head numbers of Clark et al. (2019) and Vig & Belinkov (2019). Each is averaged over the **query "
     + ("tokens**: every token except the first, which can only attend to itself. " if model.is_decoder else
-       "tokens**: every token except special ones ([CLS], [SEP], …). ")
+       f"tokens**: every token except special ones ({', '.join(SINKS.added) or 'none here'}). ")
     + numbering_caption(model.num_layers)
 )
 attention_caveat()

@@ -101,6 +101,16 @@ def test_statistics_of_cross_attention_rank_the_heads_nearest_the_diagonal_and_l
     assert shown == expected
 
 
+def test_statistics_of_a_t5_name_its_end_token_not_berts(tiny_t5_dir):
+    """T5 adds </s> to a text and no start token: the page's sentences say so, not [CLS] / [SEP]."""
+    at = open_app({"model": tiny_t5_dir, "text": SOURCE, "target": TARGET, "stack": "Encoder self-attention"},
+                  page="app_pages/stats.py")
+    assert not page_errors(at)
+    said = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
+    assert "park it on </s>?" in said and "special ones (</s>)" in said, said[:400]
+    assert "[CLS]" not in said and "[SEP]" not in said
+
+
 @pytest.mark.parametrize("stack, bias", [("Cross-attention", False), ("Decoder self-attention", True)])
 def test_inside_one_head_of_a_t5_stack_matches_the_plain_models_attention_row(stack, bias, tiny_t5_dir):
     from core.model.models import load_model

@@ -16,6 +16,7 @@ from core.attention_heads.head_statistics import (
     head_statistics,
     is_punctuation,
     rank_heads,
+    sink_names,
     sink_token_ids,
     statistic_grid,
     token_roles,
@@ -191,6 +192,21 @@ def test_gpt2_has_a_first_token_sink_and_typed_endoftext_is_an_end_token(tiny_gp
     endoftext = a.tokens.index("<|endoftext|>")
     assert np.flatnonzero(roles.end).tolist() == [endoftext]
     assert not roles.query[0] and not roles.query[endoftext] and roles.causal
+
+
+@pytest.mark.parametrize("family, first, end", [
+    ("bert", "[CLS] / the first token", "[SEP] / end tokens"),  # [CLS] text [SEP]
+    ("bart", "<s> / the first token", "</s> / end tokens"),  # <s> text </s>
+    ("t5", "the first token", "</s> / end tokens"),  # text </s>: no start token
+    ("gpt2", "the first token", "end-of-text tokens"),  # adds nothing
+])
+def test_sink_names_come_from_the_special_tokens_the_tokenizer_adds(family, first, end, request):
+    tokenizer = request.getfixturevalue(f"tiny_{family}").tokenizer
+    names = sink_names(tokenizer)
+    assert (names.first, names.end) == (first, end)
+    with_specials = tokenizer("river bank")["input_ids"]
+    without = tokenizer("river bank", add_special_tokens=False)["input_ids"]
+    assert len(names.added) == len(with_specials) - len(without)
 
 
 def test_real_attention_gives_finite_statistics_in_range(tiny_model):

@@ -86,6 +86,33 @@ def sink_token_ids(tokenizer) -> tuple[set[int], set[int]]:
     return start, end
 
 
+@dataclass(frozen=True)
+class SinkNames:
+    """What the first-token and end-token statistics are called for one tokenizer, from the special tokens it adds
+    to a text: ``first`` "[CLS] / the first token" (BERT), "<s> / the first token" (BART) or "the first token"
+    (T5, GPT-2); ``end`` "[SEP] / end tokens", "</s> / end tokens" or "end-of-text tokens" (a tokenizer adding
+    none); ``end_tokens`` the end tokens alone ("[SEP]"); ``added`` every added special token in order ("[CLS]",
+    "[SEP]")."""
+
+    first: str
+    end: str
+    end_tokens: tuple[str, ...]
+    added: tuple[str, ...]
+
+
+def sink_names(tokenizer) -> SinkNames:
+    """The names of ``sink_token_ids``' start and end tokens that ``tokenizer`` adds to a text."""
+    start_ids, end_ids = sink_token_ids(tokenizer)
+    ids = tokenizer("a", add_special_tokens=True)["input_ids"]
+    plain = set(tokenizer("a", add_special_tokens=False)["input_ids"])
+    added = tuple(dict.fromkeys(tokenizer.convert_ids_to_tokens(i) for i in ids if i not in plain))
+    starts = [tokenizer.convert_ids_to_tokens(i) for i in dict.fromkeys(ids) if i in start_ids and i not in plain]
+    ends = [tokenizer.convert_ids_to_tokens(i) for i in dict.fromkeys(ids) if i in end_ids and i not in plain]
+    first = f"{' / '.join(starts)} / the first token" if starts else "the first token"
+    end = f"{' / '.join(ends)} / end tokens" if ends else "end-of-text tokens"
+    return SinkNames(first, end, tuple(ends), added)
+
+
 def token_roles(analysis: Analysis, *, start_ids: set[int], end_ids: set[int]) -> TokenRoles:
     """The roles of the analysis's tokens, found from the special mask and token ids, never by position alone."""
     t = analysis.num_tokens
