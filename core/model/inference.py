@@ -31,16 +31,17 @@ from core.model.hooks import hooked, keeping_call
 from core.model.models import LoadedModel, threads_for_input
 from core.model.on_demand import OnDemandAttention, release_freed_memory
 from core.model.parts import blocks_of
-from core.model.recording import LayerRecord, Recorder, is_recordable
+from core.model.recording import LayerRecord, Recorder, attention_modules, is_recordable
 
 # Above this many tokens an Analysis keeps each layer's queries and keys instead of every head's [T, T] weights:
 # 512 tokens of SmolLM2-135M (30 layers × 9 heads) already hold 283 MB of weights, 4,096 would hold 18 GB.
 STORED_ATTENTION_MAX_TOKENS = 512
 # A long text's pass runs each layer's attention over this many query rows at a time (core.model.recording.Recorder):
-# SmolLM2 at 8,192 tokens holds 9 × 256 × 8,192 float32 scores (75 MB) instead of a layer's 2.4 GB.
-QUERY_ROWS_PER_CHUNK = 256
+# SmolLM2 at 8,192 tokens holds 9 × 128 × 8,192 float32 scores (38 MB) instead of a layer's 2.4 GB.
+QUERY_ROWS_PER_CHUNK = 128
 # During and after a long pass, hand the memory it freed back to the operating system (``release_freed_memory``)
-# before each block and after each hidden state copied out: SmolLM2 at 4,096 tokens peaks 0.25 GB lower
+# before each block, after its attention (before its MLP) and after each hidden state copied out: SmolLM2 at 4,096
+# tokens peaks 0.25 GB lower
 RELEASE_AFTER_LONG_PASS = True
 
 
@@ -198,6 +199,8 @@ def _forward(model: LoadedModel, encoding, attentions: bool, on_demand: bool = F
     blocks = blocks_of(model.model) if on_demand else []
     calls: list[tuple[tuple, dict] | None] = [None] * len(blocks)
     keeping = [keeping_call(block, functools.partial(_keep_call, calls, layer)) for layer, block in enumerate(blocks)]
+    if on_demand and record and RELEASE_AFTER_LONG_PASS:  # the attention's freed transients, before the MLP's
+        keeping += [(module, "post", _release) for module in attention_modules(model.model)]
     extra = {"use_cache": False} if on_demand and model.is_decoder else {}  # no second copy of every key and value
     with torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()), hooked(keeping), recorder as rec:
         out = model.model(**inputs, output_attentions=attentions and not on_demand, output_hidden_states=True,
@@ -218,6 +221,10 @@ def _forward(model: LoadedModel, encoding, attentions: bool, on_demand: bool = F
         raise AnalysisError(f"{model.name}'s attention was not recorded in every layer, so this long text cannot be "
                             f"analysed. Shorten it to {STORED_ATTENTION_MAX_TOKENS} tokens.")
     return out, windows, stand_in, records
+
+
+def _release(*_) -> None:
+    release_freed_memory()
 
 
 def _keep_call(calls: list, layer: int, args: tuple, kwargs: dict) -> None:
