@@ -36,7 +36,9 @@ def test_distribution_matches_a_direct_computation(tiny_lm, temperature, top_k, 
     ids, probs = next_token_distribution(tiny_lm, TEXT, temperature=temperature, top_k=top_k, top_p=top_p)
     kept, expected = _by_hand(tiny_lm, TEXT, temperature, top_k, top_p)
     assert ids.tolist() == kept
-    np.testing.assert_allclose(probs, expected, rtol=1e-9)
+    # float32 rounding: the app applies the head to the last position alone (``logits_to_keep``), the plain forward
+    # to every position, and the two products round differently (measured: 6e-8 relative at most)
+    np.testing.assert_allclose(probs, expected, rtol=1e-6)
     assert abs(probs.sum() - 1) < 1e-12 and np.all(np.diff(probs) <= 0)
 
 
@@ -60,7 +62,7 @@ def test_greedy_generation_is_the_models_own(tiny_lm):
     first = g.steps[0]
     with torch.no_grad():
         p = tiny_lm.model(input_ids=ids).logits[0, -1].double().softmax(-1)
-    assert first.probability == pytest.approx(float(p.max()), rel=1e-9)
+    assert first.probability == pytest.approx(float(p.max()), rel=1e-6)  # float32 rounding, as above
     assert [a[0] for a in first.alternatives] == p.topk(4).indices.tolist()[1:]
 
 

@@ -39,7 +39,8 @@ def test_sampling_distribution_and_greedy_text(smollm2):
         logits = smollm2.model(input_ids=_ids(smollm2, "The capital of France is")).logits[0, -1].double()
     best = logits.topk(5)
     assert ids.tolist() == best.indices.tolist()
-    np.testing.assert_allclose(probs, best.values.softmax(-1).numpy(), rtol=1e-9)
+    # the app applies the head to the last position alone (logits_to_keep): float32 rounds it differently (2.6e-6)
+    np.testing.assert_allclose(probs, best.values.softmax(-1).numpy(), rtol=1e-5)
     assert smollm2.tokenizer.decode([int(ids[0])]) == " Paris"
     assert generate(smollm2, "The capital of France is", steps=2).text.startswith("The capital of France is Paris")
 

@@ -267,7 +267,7 @@ def resolve_target(net: Network, inputs: dict[str, torch.Tensor], target: str | 
     tok = net.tokenizer
     if target is None:
         with torch.inference_mode():
-            logits = net.full(**inputs).logits[0, position]
+            logits = logits_at(net, position, **inputs)[0]
         token_id = int(logits.argmax())
     else:
         token_id = target_token_id(tok, target, net.full.config.vocab_size)
@@ -285,6 +285,17 @@ def _no_cache(module: torch.nn.Module) -> dict:
     return {"use_cache": False} if "use_cache" in inspect.signature(module.forward).parameters else {}
 
 
+def logits_at(net: Network, position: int, **inputs: torch.Tensor) -> torch.Tensor:
+    """``[B, vocab]``: ``net.full``'s logits at ``position`` of ``inputs`` (``input_ids`` or ``inputs_embeds``,
+    ``[B, T, …]``). A model whose forward takes ``logits_to_keep`` (transformers' causal language models) applies its
+    head there alone: SmolLM2's 49,152-word head over every position was about a fifth of a knock-out pass. A masked
+    or encoder-decoder model computes every position's and the one is taken."""
+    length = next(value.shape[1] for key, value in inputs.items() if key in ("input_ids", "inputs_embeds"))
+    if "logits_to_keep" in inspect.signature(net.full.forward).parameters:
+        return net.full(**inputs, logits_to_keep=length - position, return_dict=True).logits[:, 0]
+    return net.full(**inputs, return_dict=True).logits[:, position]
+
+
 def _measure_outputs(net: Network, inputs: dict[str, torch.Tensor], measure: Measure, target: Target | None) -> torch.Tensor:
     """Per batch row: the pooled last hidden state ``[B, hidden]`` ("embedding") or the
     target's log-probability ``[B]`` ("target")."""
@@ -292,7 +303,7 @@ def _measure_outputs(net: Network, inputs: dict[str, torch.Tensor], measure: Mea
         out = net.base(**inputs, **_no_cache(net.base), return_dict=True)
         return mean_pooled(out.last_hidden_state, inputs["attention_mask"])
     assert target is not None
-    logits = net.full(**inputs, **_no_cache(net.full), return_dict=True).logits[:, target.position]
+    logits = logits_at(net, target.position, **inputs, **_no_cache(net.full))
     return logits.double().log_softmax(-1)[:, target.token_id]
 
 

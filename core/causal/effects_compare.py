@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.causal.effects import Method, Target, _check_measure, ablation, encode, network, resolve_target
+from core.causal.effects import Method, Target, _check_measure, ablation, encode, logits_at, network, resolve_target
 from core.maths.spearman import spearman_p_value
 from core.model.inference import Analysis
 from core.model.tokens import decoded_tokens
@@ -111,7 +111,7 @@ def target_change(
     with torch.inference_mode():
         for chosen in ([], list(heads)):
             with ablation(model, chosen, method=method):
-                logp = net.full(**inputs, return_dict=True).logits[0, resolved.position].double().log_softmax(-1)
+                logp = logits_at(net, resolved.position, **inputs)[0].double().log_softmax(-1)
             best = logp.topk(max(1, min(int(k), logp.shape[-1])))
             ids = best.indices.cpu().numpy()
             candidates = decoded_tokens(net.tokenizer, ids)

@@ -18,7 +18,7 @@ from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.model.hooks import hooked, main_input
 from core.model.tokens import decoded_tokens
 from core.outputs.causal_lm import causal_parts, encode, single_token
-from core.outputs.predictions import LanguageModel
+from core.outputs.predictions import LanguageModel, last_position_only
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,7 +91,7 @@ def direct_logit_attribution(lm: LanguageModel, text: str, answer: str | int,
         final["x"] = main_input(args, kwargs)[0, -1].detach().clone()
     hooks.append((parts.final_norm, "pre", norm_input))
     with hooked(hooks), torch.inference_mode():
-        out = lm.model(input_ids=ids[None], output_hidden_states=True)
+        out = lm.model(input_ids=ids[None], output_hidden_states=True, **last_position_only(lm.model))
         logits = out.logits[0, -1].double()
         embeddings = out.hidden_states[0][0, -1].double()
         heads_out, biases_out = [], []

@@ -38,7 +38,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from core.causal.effects import EffectsError, Measure, Network, Target, _check_measure, encode, mean_pooled, network, resolve_target
+from core.causal.effects import EffectsError, Measure, Network, Target, _check_measure, encode, logits_at, mean_pooled, network, resolve_target
 from core.model.inference import special_token_ids
 from core.model.models import LoadedModel
 from core.outputs.predictions import LanguageModel
@@ -105,7 +105,7 @@ def _measure(net: Network, embeds: torch.Tensor, inputs: dict[str, torch.Tensor]
         out = net.base(inputs_embeds=embeds, **extra, return_dict=True)
         return mean_pooled(out.last_hidden_state, extra["attention_mask"]) @ direction
     assert target is not None
-    logits = net.full(inputs_embeds=embeds, **extra, return_dict=True).logits[:, target.position]
+    logits = logits_at(net, target.position, inputs_embeds=embeds, **extra)
     return logits.log_softmax(-1)[:, target.token_id]
 
 

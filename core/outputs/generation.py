@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from core.outputs.causal_lm import encode
-from core.outputs.predictions import LanguageModel
+from core.outputs.predictions import LanguageModel, last_position_only
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,7 +83,7 @@ def shape_distribution(logits: torch.Tensor, *, temperature: float = 1.0, top_k:
 def last_logits(lm: LanguageModel, ids: torch.Tensor) -> torch.Tensor:
     """The model's logits ``[V]`` for the token after ``ids`` ``[T]``."""
     with torch.inference_mode():
-        return lm.model(input_ids=ids[None]).logits[0, -1]
+        return lm.model(input_ids=ids[None], **last_position_only(lm.model)).logits[0, -1]
 
 
 def _next_logits(lm: LanguageModel, ids: torch.Tensor, cache) -> tuple[torch.Tensor, object]:
@@ -91,7 +91,7 @@ def _next_logits(lm: LanguageModel, ids: torch.Tensor, cache) -> tuple[torch.Ten
     ``ids[:-1]``) only the last token is run: one token's work per generated token instead of the whole text's."""
     with torch.inference_mode():
         if cache is None:
-            out = lm.model(input_ids=ids[None], use_cache=True)
+            out = lm.model(input_ids=ids[None], use_cache=True, **last_position_only(lm.model))
         else:
             out = lm.model(input_ids=ids[None, -1:], past_key_values=cache, use_cache=True)
     return out.logits[0, -1], getattr(out, "past_key_values", None)

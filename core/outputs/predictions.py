@@ -8,6 +8,7 @@ weights, and its "predictions" would be noise. ``load_language_model`` refuses s
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -84,6 +85,13 @@ class Predictions:
             None if self.actual_probabilities is None else self.actual_probabilities.copy(),
             self.last_logits,
         )
+
+
+def last_position_only(module: torch.nn.Module) -> dict[str, int]:
+    """``{"logits_to_keep": 1}`` when ``module``'s forward takes it (transformers' causal language models): its head
+    then runs on the last position alone, the only one a caller of this reads (a 49,152-word head over every position
+    of a long prompt costs more than a layer). Empty for a model without it."""
+    return {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(module.forward).parameters else {}
 
 
 def _no_head(model: LoadedModel, detail: str) -> NoLanguageModelHead:
