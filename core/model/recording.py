@@ -258,18 +258,23 @@ def _call_record(rec: Recorder, module, query, key, attention_mask, scaling, kwa
 
 def _eager_by_rows(module, query, key, value, attention_mask, scaling, dropout, rows: int, **kwargs):
     """The family's eager attention over ``rows`` query rows at a time (each row's softmax reads only its own row,
-    so the output is the same), without its weights: ``(output [B, T, Hq, d], None)``."""
+    so the output is the same), without its weights: ``(output [B, T, Hq, d], None)``. Each block is copied out at once:
+    kept for a final ``torch.cat``, they split glibc's freed blocks (up to 0.9 GB more in a layer at 8,192 tokens)."""
     eager = _family_eager(module)
     length = query.shape[2]
-    pieces = []
+    output = None
     for start in range(0, length, rows):
         part = slice(start, start + rows)
         mask = attention_mask
         if mask is not None and mask.shape[-2] == length:
             mask = mask[:, :, part]
         mask = additive(mask, query.dtype) if is_bool(mask) else mask  # a long pass's bool mask (core.model.masks)
-        pieces.append(eager(module, query[:, :, part], key, value, mask, scaling=scaling, dropout=dropout, **kwargs)[0])
-    return torch.cat(pieces, dim=1), None
+        block = eager(module, query[:, :, part], key, value, mask, scaling=scaling, dropout=dropout, **kwargs)[0]
+        if output is None:
+            output = block.new_empty((block.shape[0], length, *block.shape[2:]))
+        output[:, part] = block
+        del block
+    return output, None
 
 
 def _input_hook(module, args, kwargs):
