@@ -103,14 +103,13 @@ class SinkNames:
 def sink_names(tokenizer) -> SinkNames:
     """The names of ``sink_token_ids``' start and end tokens that ``tokenizer`` adds to a text."""
     start_ids, end_ids = sink_token_ids(tokenizer)
-    ids = tokenizer("a", add_special_tokens=True)["input_ids"]
     plain = set(tokenizer("a", add_special_tokens=False)["input_ids"])
-    added = tuple(dict.fromkeys(tokenizer.convert_ids_to_tokens(i) for i in ids if i not in plain))
-    starts = [tokenizer.convert_ids_to_tokens(i) for i in dict.fromkeys(ids) if i in start_ids and i not in plain]
-    ends = [tokenizer.convert_ids_to_tokens(i) for i in dict.fromkeys(ids) if i in end_ids and i not in plain]
+    added = [i for i in dict.fromkeys(tokenizer("a", add_special_tokens=True)["input_ids"]) if i not in plain]
+    starts = tokenizer.convert_ids_to_tokens([i for i in added if i in start_ids])
+    ends = tokenizer.convert_ids_to_tokens([i for i in added if i in end_ids])
     first = f"{' / '.join(starts)} / the first token" if starts else "the first token"
     end = f"{' / '.join(ends)} / end tokens" if ends else "end-of-text tokens"
-    return SinkNames(first, end, tuple(ends), added)
+    return SinkNames(first, end, tuple(ends), tuple(tokenizer.convert_ids_to_tokens(added)))
 
 
 def token_roles(analysis: Analysis, *, start_ids: set[int], end_ids: set[int]) -> TokenRoles:

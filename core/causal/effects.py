@@ -36,7 +36,7 @@ from core.model.models import LoadedModel
 from core.model.parts import ModelParts, parts_of
 from core.model.recording import SINGLE_STACK, Recorder
 from core.model.tokens import decoded_tokens, quoted_token
-from core.outputs.predictions import LanguageModel
+from core.outputs.predictions import LanguageModel, keeps_logits
 
 Method = Literal["zero", "mean"]
 Measure = Literal["embedding", "target"]
@@ -291,7 +291,7 @@ def logits_at(net: Network, position: int, **inputs: torch.Tensor) -> torch.Tens
     head there alone: SmolLM2's 49,152-word head over every position was about a fifth of a knock-out pass. A masked
     or encoder-decoder model computes every position's and the one is taken."""
     length = next(value.shape[1] for key, value in inputs.items() if key in ("input_ids", "inputs_embeds"))
-    if "logits_to_keep" in inspect.signature(net.full.forward).parameters:
+    if keeps_logits(net.full):
         return net.full(**inputs, logits_to_keep=length - position, return_dict=True).logits[:, 0]
     return net.full(**inputs, return_dict=True).logits[:, position]
 

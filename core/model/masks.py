@@ -24,6 +24,11 @@ def is_bool(mask: torch.Tensor | None) -> bool:
     return mask is not None and mask.dtype == torch.bool
 
 
+def for_eager(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """``mask`` as the family's eager attention adds it: a long pass's bool mask made ``additive``, any other as it is."""
+    return additive(mask, dtype) if is_bool(mask) else mask
+
+
 def explorer_mask(*args, as_bool: bool, dtype: torch.dtype = torch.float32, allow_is_causal_skip: bool = True,
                   **kwargs) -> torch.Tensor | None:
     """``eager_mask(*args, dtype=dtype, **kwargs)``, or with ``as_bool`` the bool mask it is made from (``[B, 1, T, S]``;

@@ -62,7 +62,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
 from core.errors import PassStopped, UserFacingError
 from core.model.hooks import hooked
-from core.model.masks import additive, explorer_mask, is_bool
+from core.model.masks import explorer_mask, for_eager
 
 
 class UnsupportedArchitecture(UserFacingError, ValueError):
@@ -211,8 +211,8 @@ def explorer_attention(module, query, key, value, attention_mask, scaling=None, 
     if chunk and query.shape[2] > chunk and kwargs.get("position_bias") is None:
         output, weights = _eager_by_rows(module, query, key, value, attention_mask, scaling, dropout, chunk, **kwargs)
     else:
-        mask = additive(attention_mask, query.dtype) if is_bool(attention_mask) else attention_mask
-        output, weights = _family_eager(module)(module, query, key, value, mask, scaling=scaling, dropout=dropout, **kwargs)
+        output, weights = _family_eager(module)(module, query, key, value, for_eager(attention_mask, query.dtype),
+                                                scaling=scaling, dropout=dropout, **kwargs)
     if rec is None:
         return output, weights
     stack, layer = rec.key_of(module)
@@ -268,7 +268,7 @@ def _eager_by_rows(module, query, key, value, attention_mask, scaling, dropout, 
         mask = attention_mask
         if mask is not None and mask.shape[-2] == length:
             mask = mask[:, :, part]
-        mask = additive(mask, query.dtype) if is_bool(mask) else mask  # a long pass's bool mask (core.model.masks)
+        mask = for_eager(mask, query.dtype)  # a long pass's bool mask (core.model.masks)
         block = eager(module, query[:, :, part], key, value, mask, scaling=scaling, dropout=dropout, **kwargs)[0]
         if output is None:
             output = block.new_empty((block.shape[0], length, *block.shape[2:]))

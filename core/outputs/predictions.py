@@ -87,11 +87,16 @@ class Predictions:
         )
 
 
+def keeps_logits(module: torch.nn.Module) -> bool:
+    """Whether ``module``'s forward takes ``logits_to_keep`` (transformers' causal language models): its head can then
+    run on the positions read alone (a 49,152-word head over every position of a long prompt costs more than a layer)."""
+    return "logits_to_keep" in inspect.signature(module.forward).parameters
+
+
 def last_position_only(module: torch.nn.Module) -> dict[str, int]:
-    """``{"logits_to_keep": 1}`` when ``module``'s forward takes it (transformers' causal language models): its head
-    then runs on the last position alone, the only one a caller of this reads (a 49,152-word head over every position
-    of a long prompt costs more than a layer). Empty for a model without it."""
-    return {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(module.forward).parameters else {}
+    """``{"logits_to_keep": 1}`` when ``module`` ``keeps_logits``: the last position is the only one a caller of this
+    reads. Empty for a model without it."""
+    return {"logits_to_keep": 1} if keeps_logits(module) else {}
 
 
 def _no_head(model: LoadedModel, detail: str) -> NoLanguageModelHead:
