@@ -10,14 +10,14 @@ from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from core.model.recording import SINGLE_STACK
 from core.model.tokens import token_labels
+from ui import results
 from ui.ablation import knockout, with_ablation
-from ui.cache import cached_attention_view, cached_figure, cached_queries_keys
-from ui.cache_seq2seq import cached_pair_view
 from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
 from ui.figures import show_figure
 from ui.long_attention import is_long, long_attention
+from ui.models import run_of
 from ui.page_state import end_page, option
 from ui.seq2seq import axis_titles, choose_stack, current_stacks, current_target, not_defined
 from ui.seq2seq_views import pair_bertviz
@@ -74,18 +74,18 @@ if one_stack and is_long(analysis):  # every head's every cell is too much to dr
 if words and not present:
     st.caption("Word level: a word's row is the **mean** over its query pieces; its column the **sum** over its key pieces.")
 
-run = (current_model_name(), current_text(), current_token_limit())
+name, text, limit = current_model_name(), current_text(), current_token_limit()
 try:
     with st.spinner("Preparing the attention matrices…"):
         if one_stack:
-            view = cached_attention_view(*run, source, special, words, ablation)
+            view = results.attention_views(name, text, source, special, words, max_tokens=limit, ablation=ablation)
         elif source == "rollout":  # the encoder's: a stack of one token sequence with residual connections
             view = attention_view(analysis, matrices=rollout(analysis)[:, None], special=special, words=words)
         else:
-            view = cached_pair_view(*run[:2], current_target(), run[2], stack.kind, special, words)
+            view = results.pair_views(name, (text, current_target()), stack.kind, special, words, max_tokens=limit)
 except UnsupportedArchitecture as err:
     st.warning(f"{err} Showing raw attention instead.")
-    source, view = "raw", cached_attention_view(*run, "raw", special, words, ablation)
+    source, view = "raw", results.attention_views(name, text, "raw", special, words, max_tokens=limit, ablation=ablation)
 layers, heads = view.matrices.shape[:2]
 head_names = ["all heads (rollout)"] if source == "rollout" else [f"head {h}" for h in range(heads)]
 style = {"causal": stack.causal, "colorscale": colorscale, "per_head_scale": per_head, "large": present}
@@ -106,16 +106,18 @@ if not view.labels or not getattr(view, "key_labels", view.labels):
 
 # the rows' and the columns' labels differ for cross-attention only; the stack and target are in every figure's key
 keys = view.key_labels if stack.is_cross else None
-inputs = (current_text(), current_token_limit(), source, special, words) + (() if one_stack else (current_target(), stack.kind))
+# what every figure is drawn from (the text, or the source and target, with the limit and knock-out) and with
+figure_run = run_of(name, (text,) if one_stack else (text, current_target()), limit, ablation)
+inputs = (source, special, words) + (() if one_stack else (stack.kind,))
 what = "" if one_stack else f" · {stack.label.lower()}"
 overview_title = (f"{model.name}{' (ablated run)' if ablation else ''}{what}: {SOURCES[source]}, every layer"
                   + ("" if source == "rollout" else " × head"))
 show_figure(
-    cached_figure(
-        current_model_name(), ("attention-overview", *inputs, colorscale, per_head, present),
-        partial(va.overview_figure, view.matrices, title=overview_title, head_names=[n.removeprefix("head ") for n in head_names],
-                hidden=None if hidden is None else hidden[:, None], **style),
-        ablation=ablation,
+    results.figures.at(
+        figure_run, "attention-overview", *inputs, colorscale, per_head, present,
+        build=partial(va.overview_figure, view.matrices, title=overview_title,
+                      head_names=[n.removeprefix("head ") for n in head_names],
+                      hidden=None if hidden is None else hidden[:, None], **style),
     ),
     name=file_stem(model.name, *(() if one_stack else (stack.kind,)), source, "overview"),
     data=partial(va.cells_table, view.matrices, view.labels, causal=stack.causal, max_cells=va.OVERVIEW_MAX_CELLS,
@@ -127,15 +129,16 @@ if stack.is_cross and not present:
     st.caption("Cross-attention thumbnails are not square: each has a row per target token and a column per source token.")
 
 @friendly_fragment
-def one_head_or_layer(model, analysis, stacks: tuple, stack, inputs: tuple, view, head_names: list[str], style: dict,
-                      ablation, hidden=None, windows=None) -> None:
+def one_head_or_layer(model, analysis, stacks: tuple, stack, figure_run, inputs: tuple, view, head_names: list[str],
+                      style: dict, ablation, hidden=None, windows=None) -> None:
     """Layer, head and view pickers and the figure they choose: a click here reruns only this part (so it reads
     ``model`` and ``analysis`` from its arguments, not from the run that defined it).
 
-    ``stacks``/``stack``: the model's stacks (``ui.seq2seq.current_stacks``) and the one shown.
+    ``stacks``/``stack``: the model's stacks (``ui.seq2seq.current_stacks``) and the one shown; ``figure_run``: the
+    ``Run`` every figure is drawn from, ``inputs``: (source, special tokens, word level[, stack kind]).
     ``ablation``: the knock-out shown instead of the plain run (part of every figure's cache key), or None.
     ``hidden``/``windows``: each layer's sliding-window cells and window (``core.attention_heads.attention.window_hidden``), or None."""
-    source = inputs[2]
+    source = inputs[0]
     layers, heads = view.matrices.shape[:2]
     left, right, mode = st.columns([1, 1, 3])
     layer = option(left.selectbox, BLOCK_SELECT_LABEL, range(layers), key="layer", help=BLOCK_SELECT_HELP)
@@ -153,9 +156,9 @@ def one_head_or_layer(model, analysis, stacks: tuple, stack, inputs: tuple, view
 
     if shown == "one head":
         show_figure(
-            cached_figure(current_model_name(), ("attention-head", *options, layer, head), lambda: va.head_figure(
+            results.figures.at(figure_run, "attention-head", *options, layer, head, build=lambda: va.head_figure(
                 matrix, view.labels, title=f"{model.name}{run} · layer {layer}, {head_names[head]}", key_labels=keys,
-                axis_titles=axis_titles(stack), **style, **window), ablation=ablation),
+                axis_titles=axis_titles(stack), **style, **window)),
             name=file_stem(model.name, *stem, source, "layer", layer, "head", head),
             data=partial(va.matrix_table, matrix, view.labels, causal=stack.causal, key_labels=keys,
                          hidden=window.get("hidden")),
@@ -164,9 +167,9 @@ def one_head_or_layer(model, analysis, stacks: tuple, stack, inputs: tuple, view
         )
     elif shown == "one layer":
         show_figure(
-            cached_figure(current_model_name(), ("attention-layer", *options, layer), lambda: va.layer_grid_figure(
-                view.matrices[layer], view.labels, title=f"{model.name}{run} · layer {layer}, every head", head_names=head_names,
-                key_labels=keys, **style, **window), ablation=ablation),
+            results.figures.at(figure_run, "attention-layer", *options, layer, build=lambda: va.layer_grid_figure(
+                view.matrices[layer], view.labels, title=f"{model.name}{run} · layer {layer}, every head",
+                head_names=head_names, key_labels=keys, **style, **window)),
             name=file_stem(model.name, *stem, source, "layer", layer),
             data=partial(va.cells_table, view.matrices[layer], view.labels, causal=stack.causal, max_cells=va.GRID_MAX_CELLS,
                          outer={"head": head_names}, key_labels=keys, hidden=window.get("hidden")),
@@ -175,8 +178,7 @@ def one_head_or_layer(model, analysis, stacks: tuple, stack, inputs: tuple, view
     elif stack.kind == SINGLE_STACK:
         bertviz(model, analysis, view, layer, head, ablation)
     else:  # BertViz's own encoder-decoder view of the three stacks
-        text, limit, _, special, words, target = inputs[:6]
-        pair_bertviz(stacks, stack, (current_model_name(), text, target, limit), special, words, layer)
+        pair_bertviz(stacks, stack, figure_run, *inputs[1:3], layer)
 
 def bertviz(model, analysis, view, layer: int, head: int, ablation) -> None:
     """BertViz's head, model or neuron view, offline, for the chosen layer and head."""
@@ -194,7 +196,8 @@ def bertviz(model, analysis, view, layer: int, head: int, ablation) -> None:
                        f"more than it draws smoothly ({bv.MAX_WEIGHTS:,}). Use a shorter text for it.")
         else:
             try:
-                queries, keys = cached_queries_keys(current_model_name(), current_text(), current_token_limit(), ablation)
+                queries, keys = results.neuron_view_queries_keys(current_model_name(), current_text(),
+                                                                 max_tokens=current_token_limit(), ablation=ablation)
                 html = bv.neuron_view_html(analysis.attentions, queries, keys, labels, bidirectional=not model.is_decoder,
                                            layer=layer, head=head)
             except UnsupportedArchitecture as err:
@@ -211,5 +214,5 @@ def bertviz(model, analysis, view, layer: int, head: int, ablation) -> None:
     if html is not None:
         st.iframe(html, height=height)
 
-one_head_or_layer(model, analysis, stacks, stack, inputs, view, head_names, style, ablation, hidden,
+one_head_or_layer(model, analysis, stacks, stack, figure_run, inputs, view, head_names, style, ablation, hidden,
                   analysis.sliding_windows)

@@ -18,8 +18,8 @@ from core.representations.compare import (
     word_similarity,
 )
 from core.teaching.examples import BANK_MONEY, BANK_RIVER
+from ui import results
 from ui.ablation import knockout, with_ablation
-from ui.cache import cached_analysis, cached_figure
 from ui.caveats import attention_caveat
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
@@ -52,7 +52,7 @@ if not all(text.strip() for text in texts):
     st.info("Type a text in both boxes to compare them.", icon=":material/edit:")
     end_page()
 with st.spinner("Running the model…"):
-    analyses = [cached_analysis(current_model_name(), text, current_token_limit()) for text in texts]
+    analyses = [results.analyses(current_model_name(), text, max_tokens=current_token_limit()) for text in texts]
 plain = analyses
 analyses = with_ablation(*analyses)  # heads knocked out on the "Does it matter?" page, if the user turns it on
 ablation = None if all(a is b for a, b in zip(analyses, plain)) else knockout()
@@ -77,9 +77,10 @@ def layer_head_and_word(model, texts: list[str], analyses: list, labels: list[li
     st.header(f"Attention of layer {layer}, head {head}")
     for side, name, analysis, names in zip(st.columns(2), "AB", analyses, labels):
         with side:
-            show_figure(cached_figure(current_model_name(), ("compare-attention", analysis.text, current_token_limit(), ablation,
-                                                             name, layer, head),
-                                      partial(attention_heatmap, analysis.attentions[layer, head], names, title=f"Text {name}")),
+            show_figure(results.figures(current_model_name(), analysis.text, "compare-attention", name, layer, head,
+                                        max_tokens=current_token_limit(), ablation=ablation,
+                                        build=partial(attention_heatmap, analysis.attentions[layer, head], names,
+                                                      title=f"Text {name}")),
                         name=file_stem(model.name, f"text{name}", "attention", layer, head),
                         data=partial(attention_rows, analysis.attentions[layer, head], names), key=f"compare-attention-{name}", share=0.5)
 
@@ -114,7 +115,7 @@ def layer_head_and_word(model, texts: list[str], analyses: list, labels: list[li
     lookup = lookup_similarity(model, *analyses, word)
     control = None
     if control_text.strip():
-        control_analysis = cached_analysis(current_model_name(), control_text, current_token_limit())
+        control_analysis = results.analyses(current_model_name(), control_text, max_tokens=current_token_limit())
         if word_occurrences(control_analysis, word):
             control = word_similarity(analyses[0], control_analysis, word)
         else:
@@ -122,9 +123,9 @@ def layer_head_and_word(model, texts: list[str], analyses: list, labels: list[li
     data = similarity.assign(word_embedding_lookup=lookup)
     if control is not None:
         data = data.assign(control_cosine_similarity=control["cosine_similarity"].to_numpy())
-    show_figure(cached_figure(current_model_name(), ("compare-similarity", *texts, control_text if control is not None else None,
-                                                     current_token_limit(), ablation, word),
-                              partial(similarity_by_layer_chart, similarity, word, lookup, control)),
+    show_figure(results.figures(current_model_name(), (*texts, control_text if control is not None else ""),
+                                "compare-similarity", word, max_tokens=current_token_limit(), ablation=ablation,
+                                build=partial(similarity_by_layer_chart, similarity, word, lookup, control)),
                 name=file_stem(model.name, word, "similarity-by-layer"), data=data, key="compare-similarity")
     if control is not None:
         last = len(similarity) - 1

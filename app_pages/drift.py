@@ -8,7 +8,7 @@ from core.model.layers import numbering_caption
 from core.model.models import pooler_sentence
 from core.representations.contextuality import MIN_OCCURRENCES, contextuality_sentence
 from core.representations.drift import POOLINGS, REFERENCES, baseline_sentences, baseline_table, cls_table, drift_table
-from ui.cache import cached_contextuality, cached_corpus_embeddings
+from ui import results
 from ui.corpus_state import current_corpus, current_corpus_name, render_corpus_picker
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
@@ -74,8 +74,16 @@ def self_similarity(model, context, adjusted: bool) -> None:
                          hide_index=True)
 
 def corpus_embeddings(corpus: list, progress=None):
-    """Every pooling of every hidden state of the corpus, from one cached pass of the model."""
-    return cached_corpus_embeddings(current_model_name(), tuple(doc.text for doc in corpus), current_token_limit(), progress=progress)
+    """Every pooling of every hidden state of the corpus, from one cached pass of the model (which also measures the
+    words' self-similarity: ``contextuality``)."""
+    return results.corpus_passes(current_model_name(), tuple(doc.text for doc in corpus),
+                                 max_tokens=current_token_limit(), progress=progress)[0]
+
+
+def contextuality(corpus: list):
+    """The words' self-similarity per hidden state, from the same cached pass as ``corpus_embeddings``."""
+    return results.corpus_passes(current_model_name(), tuple(doc.text for doc in corpus),
+                                 max_tokens=current_token_limit())[1]
 
 @friendly_fragment
 def drift_violins(model, corpus: list, documents: pd.DataFrame, titles: list[str]) -> None:
@@ -100,13 +108,7 @@ def drift_violins(model, corpus: list, documents: pd.DataFrame, titles: list[str
         corpus, progress=lambda done, total: progress_slot.progress(done / total, text=f"Running the model: {done} of {documents_phrase(total)}"),
     )
     progress_slot.empty()
-    context = cached_contextuality(
-        current_model_name(),
-        tuple(doc.text for doc in corpus),
-        current_token_limit(),
-        progress=lambda done, total: progress_slot.progress(done / total, text=f"Collecting word vectors: {done} of {documents_phrase(total)}"),
-    )
-    progress_slot.empty()
+    context = contextuality(corpus)
 
     if embeddings.truncated.any():
         cut = documents[embeddings.truncated].assign(

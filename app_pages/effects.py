@@ -15,13 +15,13 @@ from core.model.layers import example_head_codes, head_code
 from core.model.tokens import token_labels
 from core.representations.compare import shared_words, word_similarity
 from core.teaching.examples import BANK_MONEY, BANK_RIVER
+from ui import results
 from ui.ablation import METHOD_NAMES, head_label, remember_knockout
-from ui.cache import cached_ablated_analysis, cached_analysis, cached_language_model, cached_rollout
-from ui.cache_effects import cached_attribution, cached_head_importance, cached_lens, cached_target_change
 from ui.errors import friendly_errors
 from ui.explain import explain
 from ui.figures import show_figure
 from ui.lm_views import induction_knockout
+from ui.models import has_language_model, language_model_of
 from ui.page_state import end_page, option, option_value
 from ui.progress_text import bar_progress
 from ui.seq2seq import stop_unless_one_stack
@@ -92,8 +92,8 @@ limit = current_token_limit()  # this page's own limit (ui.page_limits), said ab
 analysis = current_analysis()
 labels = token_labels(analysis)
 with st.spinner(f"Looking for the language-model head of {name}…"):
-    language_model = cached_language_model(name)
-has_head = not isinstance(language_model, Exception)
+    has_head = has_language_model(name)
+language_model = language_model_of(name) if has_head else None
 
 # --- what is measured ---------------------------------------------------------------------------
 measure, target = "embedding", None
@@ -173,7 +173,7 @@ else:
         st.caption(f"The first {MAX_HEADS_DRAWN} chosen heads are drawn.")
     with friendly_errors("knocking out heads"), st.spinner("Running the text with those heads knocked out…"):
         if measure == "target":
-            change = cached_target_change(name, text, limit, heads, method, target)
+            change = results.target_changes(name, text, target, 5, max_tokens=limit, ablation=(heads, method))
             token = markdown_safe(visible_spaces(change.target.token))
             st.markdown(f"**log p(“{token}”)**: {change.target_logp_before:.3f} → {change.target_logp_after:.3f} "
                         f"at position {change.target.position}; {knockout_drop_words(change.logp_drop)} "
@@ -188,11 +188,11 @@ else:
                                 data=pd.DataFrame({"rank": range(1, len(probs) + 1), "candidate": candidates, "probability": probs}),
                                 key=f"effects-predictions-{tag}", share=0.5)
         else:
-            ablated = cached_ablated_analysis(name, text, limit, heads, method)
+            ablated = results.analyses(name, text, max_tokens=limit, ablation=(heads, method))
             cosine = sentence_cosine(analysis, ablated)
             text_a = option_value("text_a", page="compare") or BANK_RIVER
             text_b = option_value("text_b", page="compare") or BANK_MONEY
-            pair = [cached_analysis(name, t, limit) for t in (text_a, text_b)]
+            pair = [results.analyses(name, t, max_tokens=limit) for t in (text_a, text_b)]
             scale = sentence_cosine(*pair)
             c1, c2 = st.columns(2)
             c1.metric("Cosine, original vs ablated sentence embedding", f"{cosine:.4f}",
@@ -204,7 +204,7 @@ else:
                 chosen_word = option_value("word", page="compare")
                 longest = max(len(w) for w in shared)
                 word = chosen_word if chosen_word in shared else [w for w in shared if len(w) == longest][-1]
-                ablated_pair = [cached_ablated_analysis(name, t, limit, heads, method) for t in (text_a, text_b)]
+                ablated_pair = [results.analyses(name, t, max_tokens=limit, ablation=(heads, method)) for t in (text_a, text_b)]
                 before = float(word_similarity(*pair, word)["cosine_similarity"].iloc[-1])
                 after = float(word_similarity(*ablated_pair, word)["cosine_similarity"].iloc[-1])
                 st.markdown(f"“{markdown_safe(word)}” in the compare page's two texts, last hidden state: cosine "
@@ -227,8 +227,8 @@ if work > AUTO_IMPORTANCE_WORK and st.session_state.get("importance_requested") 
 else:
     with friendly_errors("computing the importance map"):
         bar = st.progress(0.0, text="Knocking out every head in turn…")
-        importance = cached_head_importance(name, text, limit, measure, method, target,
-                                            progress=bar_progress(bar, "Knocked out {done} of {total} heads…"))
+        importance = results.head_importances(name, text, measure, method, target, max_tokens=limit,
+                                              progress=bar_progress(bar, "Knocked out {done} of {total} heads…"))
         bar.empty()
         non_special = [i for i in range(analysis.num_tokens) if not analysis.special_mask[i]] or list(range(analysis.num_tokens))
         default = max((len(labels[i]), i) for i in non_special)[1]  # the longest token, the last of equals
@@ -267,12 +267,13 @@ steps = option(st.select_slider, "Integration steps", STEP_CHOICES, value=32, ke
                     "where the scores do not add up.")
 with friendly_errors("attributing the output to tokens"):
     steps_bar = st.progress(0.0, text="Integrated gradients: taking the gradient along the path…")
-    integrated = cached_attribution(name, text, limit, "integrated_gradients", measure, steps, target,
-                                    progress=bar_progress(steps_bar, "Integrated gradients: {done} of up to {total} gradients…"))
+    integrated = results.attributions(name, text, "integrated_gradients", measure, steps, target, max_tokens=limit,
+                                      progress=bar_progress(steps_bar,
+                                                            "Integrated gradients: {done} of up to {total} gradients…"))
     with st.spinner("Computing gradient × input…"):
-        simple = cached_attribution(name, text, limit, "gradient_x_input", measure, steps, target)
+        simple = results.attributions(name, text, "gradient_x_input", measure, steps, target, max_tokens=limit)
     steps_bar.empty()
-    flow = rollout_to_tokens(cached_rollout(name, text, limit), integrated)
+    flow = rollout_to_tokens(results.rollouts(name, text, max_tokens=limit), integrated)
     if not integrated.converged:
         st.warning(unconverged_words(integrated), icon=":material/warning:")
     if integrated.first_token_kept:
@@ -321,7 +322,7 @@ explain("The model's own language-model head applied to every hidden state (GPT-
         + ("A masked LM predicts every position, also the visible ones, where it mostly repeats the token."
            if language_model.kind == "masked" else "Row by row, column t is the guess for the token after t."))
 with friendly_errors("computing the logit lens"), st.spinner("Applying the head to every layer…"):
-    lens = cached_lens(name, text, limit)
+    lens = results.logit_lenses(name, text, 5, 0, max_tokens=limit)
     shown = slice(0, MAX_LENS_POSITIONS)
     show_figure(
         lens_grid(labels[shown], [[candidates[0] for candidates in layer[shown]] for layer in lens.candidates],

@@ -12,13 +12,14 @@ from core.causal.flow_details import head_write, top_neurons
 from core.model.models import BUNDLED_LM
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
-from ui.cache import cached_language_model
-from ui.cache_flow import flow_with_progress
+from ui import results
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
 from ui.flow_pair import clicked, pair_flow_page, show_neurons
+from ui.models import has_language_model, language_model_of
 from ui.page_state import end_page, option, option_value, set_option
+from ui.progress_text import FLOW_PROGRESS, bar_progress
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
 from viz.flow import edge_id, edge_name, edge_table, node_id, node_name, route_figure
@@ -61,7 +62,7 @@ analysis = current_analysis()
 labels = token_labels(analysis)
 progress_slot = st.empty()
 try:
-    flow = flow_with_progress(name, text, limit, progress_slot)
+    flow = results.flows(name, text, max_tokens=limit, progress=bar_progress(progress_slot, FLOW_PROGRESS))
 except UnsupportedArchitecture as err:
     progress_slot.empty()
     st.info(f"The information-flow graph needs the parts of every attention update, which the app records for "
@@ -79,8 +80,8 @@ if recorded.post_norm:
 language_model = None
 if model.is_decoder:
     with st.spinner(f"Loading the language-model head of {name}…"):
-        language_model = cached_language_model(name)
-if language_model is None or isinstance(language_model, Exception):
+        language_model = language_model_of(name) if has_language_model(name) else None
+if language_model is None:
     why = ("it is an encoder, which has no unembedding" if not model.is_decoder
            else "its checkpoint has no language-model head (no unembedding)")
     st.info(f"{markdown_safe(model.name)} cannot turn a vector into tokens ({why}), so the details below show the "

@@ -6,7 +6,7 @@ import streamlit as st
 from core.maths.similarity import token_static_similarity
 from core.model.tokens import token_labels
 from core.teaching.about import facts_lines, static_similarity_sentence
-from ui.cache import cached_model_facts
+from ui import results
 from ui.explain import explain
 from ui.figures import show_figure
 from ui.page_state import end_page
@@ -76,7 +76,7 @@ table = pd.DataFrame(
 st.dataframe(table, hide_index=True, height=35 * (min(len(table), TABLE_ROWS) + 1) + 3)
 
 with st.expander("About this model", expanded=True, icon=":material/info:"):
-    facts = cached_model_facts(current_model_name(), current_text(), current_token_limit())
+    facts = results.model_facts(current_model_name(), current_text(), max_tokens=current_token_limit())
     st.markdown("\n".join(f"- {markdown_safe(line)}" for line in facts_lines(facts)))
     st.caption(
         "Computed from the loaded model: the sink from your text, anisotropy from 8 short reference sentences. "

@@ -7,7 +7,7 @@ from core.attention_heads.long_context import FAR_SHARE, LOCAL_DISTANCE, LOCAL_S
 from core.attention_heads.retrieval import HAYSTACK_SOURCE
 from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
 from core.model.tokens import decoded_tokens, quoted_token
-from ui.cache_long_context import cached_long_haystack, cached_profile, profile_if_cached
+from ui import results
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
@@ -66,7 +66,7 @@ if length - added < 2:
             "own, too few to measure how far attention goes.", icon=":material/info:")
     end_page()
 if source == "haystack":
-    text = cached_long_haystack(name, length)
+    text = results.haystacks(name, (), length, True)
     st.caption(f"The text: {HAYSTACK_SOURCE}, cut at a sentence end to at most {length:,} tokens. Lengths up to "
                f"{lengths[-1]:,} tokens fit this app's limit of {limit:,} with {model.name}.")
 else:
@@ -89,7 +89,7 @@ else:
 
 
 key = (name, text, length)
-profile = profile_if_cached(*key)
+profile = results.long_context_profiles.peek(name, text, max_tokens=length)
 if profile is None:
     if STOPPED.stopped(key):
         STOPPED.offer_to_go_on("You stopped the measurement; nothing is shown until it runs to the end.",
@@ -98,7 +98,7 @@ if profile is None:
     with progress_with_stop(f"Running {model.name} over {len(ids):,} tokens…",
                             "Attention by distance: {done} of {total} layers measured",
                             button_key="long-context-stop", on_stop=STOPPED.stop, args=(key,)) as progress:
-        profile = cached_profile(*key, progress)
+        profile = results.long_context_profiles(name, text, max_tokens=length, progress=progress)
 
 direction = "query − key: a query sees only earlier keys" if profile.causal else "|query − key|: an encoder sees both ways"
 st.caption(f"{markdown_safe(model.name)}, {profile.num_tokens:,} tokens; distance is {direction}. The sink is "

@@ -10,15 +10,17 @@ from core.attention_heads.attention import attention_maxima, pairs_table, rollou
 from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from core.model.recording import SINGLE_STACK
+from core.model.run import Run
 from core.model.stacks import stacks_of
 from core.model.tokens import token_labels
 from core.teaching.about import neighbour_sink_sentence, special_share_sentence
+from ui import results
 from ui.ablation import knockout, with_ablation
-from ui.cache import cached_figure, cached_norm_weighted, cached_rollout
 from ui.caveats import NORM_WEIGHTED, WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
 from ui.figures import columns_stacked, csv_download, show_figure
+from ui.models import run_of
 from ui.page_state import end_page, option
 from ui.seq2seq import choose_stack, current_pair, current_stacks, current_target, not_defined
 from ui.seq2seq_views import cross_alignment_section
@@ -53,10 +55,10 @@ weighted = rolled = None
 if one_stack:
     try:
         with st.spinner("Weighting attention by vector norms…"):
-            weighted = cached_norm_weighted(name, text, limit, ablation)
+            weighted = results.norm_weighted_attention(name, text, max_tokens=limit, ablation=ablation)
     except UnsupportedArchitecture as err:
         st.info(f"Norm-weighted attention is not available here. {err}")
-    rolled = cached_rollout(name, text, limit, ablation)
+    rolled = results.rollouts(name, text, max_tokens=limit, ablation=ablation)
 elif not_defined(ROLLOUT, stack) is None:  # the encoder's: one token sequence with residual connections
     rolled = rollout(analysis)
 missing = [f"{label} {why}" for label, view in (("norm-weighted attention", NORM), ("rollout", ROLLOUT))
@@ -140,11 +142,11 @@ explain(
     "passed through the head's slice of the output projection), so attention to a token that adds little shrinks."
 )
 @friendly_fragment
-def raw_norm_rollout(model, stack, weighted, rolled, run: tuple, head: int | None) -> None:
+def raw_norm_rollout(model, stack, weighted, rolled, run: Run, head: int | None) -> None:
     """Raw, norm-weighted and rollout maps of one layer of ``stack``: moving the layer reruns only this part.
-    ``weighted``, ``rolled``: norm-weighted and rollout matrices, each None where not drawn; ``run``: (model name,
-    text, token limit, ablation, target and stack kind for an encoder-decoder)."""
-    name, text, limit, ablation = run[:4]
+    ``weighted``, ``rolled``: norm-weighted and rollout matrices, each None where not drawn; ``run``: what they were
+    computed from (the text, or an encoder-decoder's source and target, with the token limit and knock-out)."""
+    stem = () if stack.kind == SINGLE_STACK else (stack.kind,)
     analysis = stack.queries
     layer = option(st.selectbox, BLOCK_SELECT_LABEL, range(stack.num_layers), key="layer", help=BLOCK_SELECT_HELP)
     pick = (lambda m: m[layer, head]) if head is not None else (lambda m: m[layer].mean(axis=0))
@@ -158,9 +160,9 @@ def raw_norm_rollout(model, stack, weighted, rolled, run: tuple, head: int | Non
     stacked = columns_stacked()
     if analysis.num_tokens <= MAX_PANEL_TOKENS:
         show_figure(
-            cached_figure(name, ("maxima-panels", text, limit, *run[4:], layer, head, tuple(panels), stacked),
-                          lambda: attention_panels(list(panels.items()), labels, stacked=stacked), ablation=ablation),
-            name=file_stem(model.name, *run[5:], "raw-norm-weighted-rollout", "layer", layer,
+            results.figures.at(run, "maxima-panels", *stem, layer, head, tuple(panels), stacked,
+                               build=lambda: attention_panels(list(panels.items()), labels, stacked=stacked)),
+            name=file_stem(model.name, *stem, "raw-norm-weighted-rollout", "layer", layer,
                            *(("head", head) if head is not None else ("heads", "mean"))),
             data=partial(pairs_table, labels, panels),
             key="maxima-panels",
@@ -169,7 +171,7 @@ def raw_norm_rollout(model, stack, weighted, rolled, run: tuple, head: int | Non
         st.info(f"The maps are drawn for texts of up to {MAX_PANEL_TOKENS} tokens; this one has {analysis.num_tokens}.")
 
 raw_norm_rollout(model, stack, weighted, rolled,
-                 (name, text, limit, ablation) + (() if one_stack else (current_target(), stack.kind)), head)
+                 run_of(name, (text,) if one_stack else (text, current_target()), limit, ablation), head)
 
 if weighted is not None and analysis.special_mask.any() and not analysis.special_mask.all():
     shares = {RAW: special_share(analysis.attentions, analysis.special_mask)}

@@ -7,11 +7,11 @@ from core.attention_heads.retrieval import DEFAULT_ANSWER, DEFAULT_NEEDLE, DEFAU
 from core.errors import AnalysisError
 from core.model.layers import head_code
 from core.outputs.predictions import NoLanguageModelHead
-from ui.cache import cached_language_model
-from ui.cache_needle import cached_knocked_out, cached_model_answer, cached_retrieval
+from ui import results
 from ui.errors import friendly_errors
 from ui.explain import explain
 from ui.figures import show_figure
+from ui.models import language_model_of
 from ui.needle_grid import depth_length_view, grid_lengths
 from ui.page_state import end_page, option
 from ui.session import current_model, current_model_name, current_token_limit
@@ -42,10 +42,11 @@ if not model.is_decoder or model.is_encoder_decoder:
             "decoder such as SmolLM2). Choose one in the sidebar.", icon=":material/info:")
     end_page()
 name = current_model_name()
-with st.spinner(f"Loading the language-model head of {model.name}…"):
-    lm = cached_language_model(name)
-if isinstance(lm, NoLanguageModelHead):
-    st.info(str(lm), icon=":material/info:")
+try:
+    with st.spinner(f"Loading the language-model head of {model.name}…"):
+        lm = language_model_of(name)
+except NoLanguageModelHead as err:
+    st.info(str(err), icon=":material/info:")
     end_page()
 
 needle = option(st.text_input, "Needle (a sentence hidden in the haystack)", value=DEFAULT_NEEDLE, key="needle",
@@ -74,13 +75,13 @@ st.caption(f"Lengths up to {lengths[-1]:,} tokens fit this app's limit of {limit
 with friendly_errors("finding the needle"):
     bar = st.progress(0.0, text=f"Reading {length:,} tokens with the answer appended…")
     try:
-        result = cached_retrieval(name, length, needle, question, answer, depth / 100)
+        result = results.needle_scores(name, (), length, needle, question, answer, depth / 100)
     except AnalysisError as err:  # the user's input (an answer not in the needle): a sentence, not an error
         bar.empty()
         st.warning(markdown_safe(err), icon=":material/edit:")
         end_page()
     bar.progress(0.4, text="The model writes its own answer…")
-    written = cached_model_answer(name, tuple(result.prompt_ids))
+    written = results.needle_answers(name, (), tuple(result.prompt_ids))
     bar.empty()
 
     st.header("The model's answer")
@@ -110,9 +111,9 @@ with friendly_errors("finding the needle"):
         top, random = top_and_random_heads(scores, count)
         bar = st.progress(0.0, text=f"Knocking out the top {count} retrieval head(s)…")
         ids, span = tuple(result.token_ids), result.answer_span
-        after_top = cached_knocked_out(name, ids, span, tuple(top))
+        after_top = results.needle_knock_outs(name, (), ids, span, tuple(top))
         bar.progress(0.5, text=f"Knocking out {count} random head(s)…")
-        after_random = cached_knocked_out(name, ids, span, tuple(random))
+        after_random = results.needle_knock_outs(name, (), ids, span, tuple(random))
         bar.empty()
         codes = [", ".join(head_code(layer, head, model.num_layers, model.num_heads) for layer, head in heads)
                  for heads in (top, random)]

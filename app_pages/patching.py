@@ -4,9 +4,9 @@ import streamlit as st
 
 from core.outputs.predictions import NoLanguageModelHead
 from core.teaching.examples import PATCHING_PRESETS
-from ui.cache import cached_language_model
 from ui.explain import explain
 from ui.lm_views import dla_view, patching_prompts, patching_view
+from ui.models import language_model_of
 from ui.page_state import end_page, option, set_option
 from ui.session import current_model, current_model_name
 
@@ -27,10 +27,11 @@ if not model.is_decoder or model.is_encoder_decoder:
     st.info(f"{model.name} is not a causal language model: patching the next-token prediction needs one (a decoder "
             "such as GPT-2 or SmolLM2). Choose one in the sidebar.", icon=":material/info:")
     end_page()
-with st.spinner(f"Loading the language-model head of {model.name}…"):
-    lm = cached_language_model(current_model_name())
-if isinstance(lm, NoLanguageModelHead):
-    st.info(str(lm), icon=":material/info:")
+try:
+    with st.spinner(f"Loading the language-model head of {model.name}…"):
+        lm = language_model_of(current_model_name())
+except NoLanguageModelHead as err:
+    st.info(str(err), icon=":material/info:")
     end_page()
 
 

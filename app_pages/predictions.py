@@ -6,10 +6,11 @@ import streamlit as st
 from core.model.tokens import BYTE_TOKEN, PARTIAL_BYTES_NOTE
 from core.outputs.predictions import MAX_TOP_K, NoLanguageModelHead
 from core.teaching.examples import BANK_RIVER
-from ui.cache import cached_language_model, cached_predictions
+from ui import results
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import main_column_width, show_figure
+from ui.models import language_model_of
 from ui.page_state import end_page, option, set_option
 from ui.seq2seq import stop_unless_one_stack
 from ui.session import current_model, current_model_name, current_text, current_token_limit
@@ -29,10 +30,11 @@ explain(
 model = current_model()
 stop_unless_one_stack("Its prediction is the target itself: leave the sidebar's Target text empty and the model writes "
                       "one (greedy decoding), so this page does not apply.")
-with st.spinner(f"Loading the language-model head of {model.name}…"):
-    language_model = cached_language_model(current_model_name())
-if isinstance(language_model, NoLanguageModelHead):
-    st.info(str(language_model), icon=":material/info:")
+try:
+    with st.spinner(f"Loading the language-model head of {model.name}…"):
+        language_model = language_model_of(current_model_name())
+except NoLanguageModelHead as err:
+    st.info(str(err), icon=":material/info:")
     end_page()
 text = current_text()
 if not text.strip():
@@ -44,7 +46,7 @@ def candidates(model, language_model, text: str) -> None:
     top_k = option(st.slider, "Candidates to show", 1, MAX_TOP_K, 5, key="top_k")
     limit = current_token_limit()
     with st.spinner("Running the model…"):
-        predictions = cached_predictions(current_model_name(), text, limit).top(top_k)
+        predictions = results.predictions(current_model_name(), text, max_tokens=limit).top(top_k)
     all_ids = language_model.tokenizer(text)["input_ids"]  # the whole text, to tell what the cut left out
     if len(all_ids) > limit:
         reason = (f"{markdown_safe(model.name)} reads at most {limit}" if limit >= model.max_tokens

@@ -19,16 +19,7 @@ from core.attention_heads.qk_map_quality import (
 )
 from core.maths.projection import METHOD_NAMES
 from core.representations.corpus import CorpusError, documents_from_text, sample_corpus
-from ui.cache import cached_figure
-from ui.cache_qk import (
-    cached_agreement,
-    cached_corpus_queries_keys,
-    cached_query_key_map,
-    cached_thumbnails,
-    has_cached_maps,
-    query_key_map_if_cached,
-    recorded_layers,
-)
+from ui import results
 from ui.corpus_state import current_corpus, current_corpus_name, within_deployment_limits
 from ui.explain import controls, explain
 from ui.figures import clicked_point, show_figure
@@ -36,6 +27,7 @@ from ui.page_state import end_page, option, set_option
 from ui.progress_text import bar_progress
 from ui.seq2seq import stop_unless_one_stack
 from ui.session import current_model, current_model_name, current_token_limit
+from ui.umap_warmup import start_umap_warmup
 from viz.common import file_stem, markdown_safe, plotly_safe
 from viz.qk_map import COLOUR_NAMES, matrix_figure, query_key_figure, token_in_context
 
@@ -95,11 +87,14 @@ head = option(middle.selectbox, "Head", list(range(model.num_heads)), key="head"
 method_name = option(right.segmented_control, "Projection", list(METHODS), default="PCA", key="method", required=True)
 method = METHODS[method_name]
 
-layers = recorded_layers(current_model_name(), layer)
+# what one pass records: every layer of an encoder (the matrix view shows them all), else only ``layer`` (a decoder's
+# pass then stops after it)
+layers = None if not model.is_decoder else (layer,)
+name = current_model_name()
 bar = st.empty()
 try:
-    corpus = cached_corpus_queries_keys(current_model_name(), texts, limit, layers,
-                                        progress=bar_progress(bar, "Running the model: {done} of {total} documents"))
+    corpus = results.qk_corpora(name, texts, layers, max_tokens=limit,
+                                progress=bar_progress(bar, "Running the model: {done} of {total} documents"))
 except QueryKeyMapError as err:
     bar.empty()
     st.info(str(err), icon=":material/info:")
@@ -122,17 +117,15 @@ if recorded.has_rotary:
                     "position. Off: the same vectors before that turn.")
 
 if method == "umap":
-    from ui.cache_senses import start_umap_warmup
-
     warmup = start_umap_warmup(now=True)
     if warmup.is_alive():
         with st.status("Preparing UMAP: numba compiles it once per server start. PCA is ready at once.") as status:
             warmup.join()
             status.update(label="UMAP is ready.", state="complete")
-cached = query_key_map_if_cached(current_model_name(), texts, limit, layer, head, rotary, method) is not None
+cached = results.qk_maps.peek(name, texts, layers, layer, head, rotary, method, max_tokens=limit) is not None
 started = time.perf_counter()
 with st.spinner(f"Projecting {2 * corpus.num_tokens:,} points with {method_name}…"):
-    qmap = cached_query_key_map(current_model_name(), texts, limit, layers, layer, head, rotary, method)
+    qmap = results.qk_maps(name, texts, layers, layer, head, rotary, method, max_tokens=limit)
 if not cached and method != "pca":
     st.caption(f"{method_name} projected {2 * corpus.num_tokens:,} points in {time.perf_counter() - started:.1f} s; "
                "the map is kept for this corpus and head.")
@@ -166,8 +159,8 @@ if query >= 0:
 
 title = (f"Layer {layer}, head {head}{'' if qmap.kv_head == head else f' (key head {qmap.kv_head})'}: {n:,} queries "
          f"and keys, {method_name}{'' if rotary or not recorded.has_rotary else ', before the rotary embedding'}")
-figure = cached_figure(current_model_name(), ("qk-map", texts, limit, layer, head, rotary, method, colour_by, query),
-                       partial(map_figure, qmap, colour_by=colour_by, title=title, axis=method_name, lines=lines))
+figure = results.figures(name, texts, "qk-map", layer, head, rotary, method, colour_by, query, max_tokens=limit,
+                         build=partial(map_figure, qmap, colour_by=colour_by, title=title, axis=method_name, lines=lines))
 points = pd.DataFrame({
     "kind": ["query"] * n + ["key"] * n, "index": [*range(n), *range(n)],
     "document": np.concatenate([qmap.text_index, qmap.text_index]) + 1,
@@ -180,7 +173,7 @@ with plot:
                                        None if rotary else "before-rotary"),
                 data=points, key=MAP_KEY, share=0.6, on_select="rerun")
 with text:
-    agreement = cached_agreement(current_model_name(), texts, limit, layers, layer, head, rotary, method)
+    agreement = results.qk_agreements(name, texts, layers, layer, head, rotary, method, max_tokens=limit)
     st.markdown(markdown_safe(agreement_sentence(agreement, method_name, qmap.queries.shape[1], first_key_share(qmap))))
     if query >= 0:
         keys, weights = lines[1], lines[2]
@@ -192,8 +185,9 @@ with text:
             f"the map is “{qmap.tokens[nearest]}”"
             + (", the one it attends to most." if nearest == keys[0] else f", which gets {dict(zip(near, qmap.attention(query)[1]))[nearest]:.2f}.")))
     if recorded.has_rotary:
-        other = cached_query_key_map(current_model_name(), texts, limit, layers, layer, head, not rotary, "pca")
-        this = qmap if method == "pca" else cached_query_key_map(current_model_name(), texts, limit, layers, layer, head, rotary, "pca")
+        other = results.qk_maps(name, texts, layers, layer, head, not rotary, "pca", max_tokens=limit)
+        this = qmap if method == "pca" else results.qk_maps(name, texts, layers, layer, head, rotary, "pca",
+                                                            max_tokens=limit)
         positions = np.concatenate([qmap.position, qmap.position])
         after, before = (position_order(this.coords, positions), position_order(other.coords, positions))[::1 if rotary else -1]
         explain(
@@ -216,16 +210,17 @@ if not model.is_decoder:
                help="On: every head of every layer (one map each, from the same pass). Off: the heads of the layer "
                "chosen above."):
         shown = tuple(range(model.num_layers))
-matrix_method = method if method != "pca" and has_cached_maps(
-    current_model_name(), texts, limit, shown, model.num_heads, rotary, method) else "pca"
+matrix_method = method if method != "pca" and all(  # the matrix draws another method only where every map is kept
+    results.qk_maps.peek(name, texts, layers, lay, h, rotary, method, max_tokens=limit) is not None
+    for lay in shown for h in range(model.num_heads)) else "pca"
 if method != "pca" and matrix_method == "pca" and len(shown) == 1:
     if st.button(f"Compute {method_name} for every head of layer {layer}", key="qk-compute-all"):
         with st.spinner(f"{method_name} of {model.num_heads} heads…"):
             for h in range(model.num_heads):
-                cached_query_key_map(current_model_name(), texts, limit, layers, layer, h, rotary, method)
+                results.qk_maps(name, texts, layers, layer, h, rotary, method, max_tokens=limit)
         st.rerun()
 with st.spinner(f"Drawing {len(shown) * model.num_heads} maps…"):
-    panels = cached_thumbnails(current_model_name(), texts, limit, layers, shown, rotary, matrix_method)
+    panels = results.qk_thumbnails(name, texts, layers, shown, rotary, matrix_method, max_tokens=limit)
 picked = clicked(MATRIX_KEY)
 if picked and len(picked) == 2:
     set_option("layer", int(picked[0]))
@@ -233,7 +228,7 @@ if picked and len(picked) == 2:
     set_option("query", -1)
     st.rerun()
 show_figure(
-    cached_figure(current_model_name(), ("qk-matrix", texts, limit, shown, rotary, matrix_method), partial(
+    results.figures(name, texts, "qk-matrix", shown, rotary, matrix_method, max_tokens=limit, build=partial(
         matrix_figure, [(lay, h, xy_q, xy_k) for lay, h, xy_q, xy_k, _ in panels], model.num_heads,
         title=plotly_safe(f"{len(panels)} heads, {METHOD_NAMES[matrix_method]}: each panel is one head's map "
                           "(layer.head); click one to open it"))),

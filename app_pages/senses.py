@@ -21,7 +21,7 @@ from core.representations.senses import (
     sentences_with_word,
     token_positions,
 )
-from ui.cache_senses import cached_aligned_projection, cached_occurrences, cached_separation, cached_separation_interval, start_umap_warmup
+from ui import results
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
 from ui.figures import show_figure
@@ -30,6 +30,7 @@ from ui.placement import place_text, show_placement
 from ui.progress_text import bar_progress
 from ui.seq2seq import stop_unless_one_stack
 from ui.session import current_model, current_settings, current_text
+from ui.umap_warmup import start_umap_warmup
 from viz.common import file_stem, markdown_safe, plotly_safe
 from viz.senses import OWN_SENTENCE, UNLABELLED, add_own_sentence, highlighted_sentence, sense_projection_figure, separation_figure
 
@@ -146,8 +147,8 @@ if not sentences:
     end_page()
 
 bar = st.empty()
-occurrences = cached_occurrences(
-    model.name, word, tuple(sentences), progress=bar_progress(bar, "Running the model: {done}/{total} sentences")
+occurrences = results.occurrences(
+    model.name, tuple(sentences), word, progress=bar_progress(bar, "Running the model: {done}/{total} sentences")
 )
 bar.empty()
 if occurrences.missing:
@@ -189,7 +190,7 @@ def layer_and_projection(model, source: str, word: str, sentences: list[str], la
         st.caption("t-SNE is fitted anew for every hidden state and word, which takes several seconds (about 10 s for "
                    "the 24 built-in sentences on a small server); PCA is much faster.")
     with st.spinner(f"Projecting {occurrences.count} points with {method_name}…"):
-        coords = cached_aligned_projection(model.name, word, tuple(sentences), layer, method)
+        coords = results.aligned_projections(model.name, tuple(sentences), word, layer, method)
         # The sidebar's text, if it has the word, is placed into the same fitted map (never a refit),
         # then moved by the same alignment as the map's points.
         placed = place_text(model.name, word, tuple(sentences), point_labels, current_text(), layer, method)
@@ -217,8 +218,8 @@ def layer_and_projection(model, source: str, word: str, sentences: list[str], la
         show_figure(figure, name=file_stem(model.name, "senses", word, method, "layer", layer), data=points, key="senses-projection", share=0.6)
         show_placement(placed, word, layer)
     with chart:
-        table = cached_separation(model.name, word, tuple(sentences), tuple(point_labels))
-        interval = cached_separation_interval(model.name, word, tuple(sentences), tuple(point_labels))
+        table = results.separations(model.name, tuple(sentences), word, tuple(point_labels))
+        interval = results.separation_intervals(model.name, tuple(sentences), word, tuple(point_labels))
         chance = knn_chance_level(point_labels)
         show_figure(separation_figure(table, layer, chance=chance, interval=interval), name=file_stem(model.name, "senses", word, "separation"),
                     data=table.merge(interval, on="layer").assign(knn_chance=chance), key="senses-separation", share=0.4)

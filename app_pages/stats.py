@@ -9,7 +9,7 @@ from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.model.layers import numbering_caption
 from core.model.recording import SINGLE_STACK
 from core.teaching.examples import EXAMPLE_SENTENCES
-from ui.cache import cached_corpus_head_stats, cached_head_stats
+from ui import results
 from ui.caveats import attention_caveat
 from ui.corpus_state import current_corpus, current_corpus_name
 from ui.errors import friendly_fragment
@@ -83,7 +83,7 @@ if not one_stack:
     about = f"{stack.label.lower()}, this {stack.query_side} ({stack.num_query_tokens} tokens)"
 elif source == "text":
     analysis = current_analysis()
-    table, roles = cached_head_stats(current_model_name(), current_text(), limit)
+    table, roles = results.head_stats(current_model_name(), current_text(), "attention", max_tokens=limit)
     about = f"this text ({analysis.num_tokens} tokens)"
 else:
     if source == "corpus":
@@ -93,11 +93,11 @@ else:
     about = f"{len(texts)} texts from {about}, each counting once"
     roles = None  # token roles are per text: only the single-text view uses them
     bar = st.empty()
-    table = cached_corpus_head_stats(
+    table = results.corpus_head_stats(
         current_model_name(),
         texts,
-        limit,
-        bar_progress(bar, "Running the model: {done} of {total} texts"),
+        max_tokens=limit,
+        progress=bar_progress(bar, "Running the model: {done} of {total} texts"),
     )
     bar.empty()
 
@@ -164,7 +164,7 @@ def statistic_views(model, limit: int, source: str, table, roles, about: str, st
             "2020): it shrinks on the right."
         )
         try:
-            weighted, _ = cached_head_stats(current_model_name(), current_text(), limit, "norm-weighted")
+            weighted, _ = results.head_stats(current_model_name(), current_text(), "norm-weighted", max_tokens=limit)
         except UnsupportedArchitecture as err:
             st.info(str(err), icon=":material/info:")
         else:

@@ -14,8 +14,7 @@ from core.representations import compare
 from core.representations.senses import builtin_set
 from core.teaching.examples import BANK_MONEY, BANK_RIVER
 from core.teaching.tour import control_lead, first_builtin_word, previous_is_sink, sink_heads
-from ui.cache import cached_analysis
-from ui.cache_senses import cached_occurrences
+from ui import results
 from ui.page_state import option, option_value, set_option
 from ui.placement import place_text, verdict
 from ui.seq2seq import stop_unless_one_stack
@@ -59,7 +58,7 @@ def two_sentences() -> tuple[list, str | None]:
     ]
     if not all(t.strip() for t in texts):
         return [], None
-    analyses = [cached_analysis(name, t, limit) for t in texts]
+    analyses = [results.analyses(name, t, max_tokens=limit) for t in texts]
     shared = compare.shared_words(*analyses)
     word = "bank" if "bank" in shared else max(shared, key=len, default=None)
     return analyses, word
@@ -250,7 +249,7 @@ def step_same_vector() -> None:
     if word is None or not control_text.strip():
         not_here("The sentences need some text each and a word in common.")
         return
-    control = cached_analysis(name, control_text, limit)
+    control = results.analyses(name, control_text, max_tokens=limit)
     if word not in compare.shared_words(analyses[0], control):
         not_here(f"Sentence C needs the word “{markdown_safe(word)}” too.")
         return
@@ -293,7 +292,7 @@ def step_senses() -> None:
         not_here("Type a sentence with one of the words that have a built-in sense set.")
         return
     sentences, senses = builtin_set(word)
-    occurrences = cached_occurrences(name, word, tuple(sentences))
+    occurrences = results.occurrences(name, tuple(sentences), word)
     labels = [senses[i] for i in occurrences.sentence_ids]
     layer = option(st.slider, HIDDEN_STATE_SELECT_LABEL, 0, model.num_layers, model.num_layers, key="layer",
                    help="The slider counts hidden states. " + numbering_caption(model.num_layers))

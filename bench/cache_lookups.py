@@ -1,8 +1,8 @@
 """What a head click costs the server before any drawing: the cache lookups of ``/attention`` when every result is
 already kept (the model, the analysis, the attention view and the figure), on the bundled model at 128 tokens.
 
-Each lookup turns the model name into a ``Run`` (and the model, once per call) and finds the result in the one store
-(``ui.store``). ``ROUNDS`` × ``CALLS`` clicks' lookups are timed in process CPU-seconds (what load distorts least);
+Each lookup turns the model name into a ``Run`` and finds the result through its declaration (``ui.results``).
+``ROUNDS`` × ``CALLS`` clicks' lookups are timed in process CPU-seconds (what load distorts least);
 the best round's mean per click is reported, with the load average. Run with ``python -m bench cache_lookups``.
 """
 
@@ -13,7 +13,8 @@ import time
 
 from bench.interaction import text_of_tokens
 from core.model.models import DEFAULT_MODEL
-from ui import cache
+from ui import results
+from ui.models import loaded_model
 
 TOKENS = 128
 ROUNDS = 5
@@ -22,13 +23,13 @@ CALLS = 2000
 
 def main() -> dict:
     name = DEFAULT_MODEL
-    text = text_of_tokens(cache.cached_model(name).tokenizer, TOKENS)
+    text = text_of_tokens(loaded_model(name).tokenizer, TOKENS)
 
     def click() -> None:
-        cache.cached_model(name)
-        cache.cached_analysis(name, text, TOKENS)
-        cache.cached_attention_view(name, text, TOKENS, "raw", "show", False)
-        cache.cached_figure(name, ("head", text, TOKENS, 3, 5), lambda: object())
+        loaded_model(name)
+        results.analyses(name, text, max_tokens=TOKENS)
+        results.attention_views(name, text, "raw", "show", False, max_tokens=TOKENS)
+        results.figures(name, text, "head", 3, 5, max_tokens=TOKENS, build=lambda: object())
 
     click()  # computes and keeps everything once
     rounds = []

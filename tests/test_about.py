@@ -213,17 +213,18 @@ def test_special_share_sentence_gives_the_ranges():
 
 def test_reference_anisotropy_is_computed_once_per_model(tiny_bert_dir, monkeypatch):
     import core.teaching.about as about
-    from ui import cache
+    from ui import results
+    from ui.models import loaded_model, run_of
 
     computed = []
     original = about.reference_anisotropy
     monkeypatch.setattr(about, "reference_anisotropy", lambda model: computed.append(model.name) or original(model))
-    cache.results().shelf("reference-anisotropy").clear()
-    first = cache.cached_model_facts(tiny_bert_dir, "the cat sat on the mat", None)
-    second = cache.cached_model_facts(tiny_bert_dir, "a river bank in spring", None)
+    results.reference_anisotropy.forget_at(run_of(tiny_bert_dir))
+    first = results.model_facts(tiny_bert_dir, "the cat sat on the mat")
+    second = results.model_facts(tiny_bert_dir, "a river bank in spring")
     assert len(computed) == 1, "the reference sentences went through the model again for a new text"
     assert first.tokens != second.tokens  # the text-dependent facts are the new text's
     np.testing.assert_array_equal(first.anisotropy, second.anisotropy)
-    model = cache.cached_model(tiny_bert_dir)
+    model = loaded_model(tiny_bert_dir)
     np.testing.assert_allclose(first.anisotropy, token_anisotropy(
         analyze_many(model, list(about.REFERENCE_SENTENCES), attentions=False)), atol=1e-6)

@@ -195,81 +195,73 @@ def _drift_page(model: str):
 
 @pytest.mark.app
 def test_page_options_never_rerun_the_model(tiny_bert_dir):
-    from ui.store import results
+    from ui import results
 
     at = _drift_page(tiny_bert_dir)
     assert not at.exception and not at.error
-    store = results().shelf("corpus-embeddings")
-    runs = store.computed
+    runs = results.corpus_passes.computed()
     assert runs >= 1
     at.radio(key="drift.reference").set_value("previous").run()
     at.selectbox(key="drift.pooling").set_value("cls").run()
     at.toggle(key="drift.adjust").set_value(True).run()
     assert not at.exception and not at.error
-    assert store.computed == runs
+    assert results.corpus_passes.computed() == runs
     assert any("more tokens than" in w.value for w in at.warning)  # the tiny model reads 64 tokens
 
 
-@pytest.mark.parametrize("first", ["embeddings", "contextuality"])
-def test_either_cached_wrapper_runs_the_pass_that_serves_both(tiny_bert_dir, first):
+def test_one_pass_over_a_corpus_gives_both_results_equal_to_their_own_computations(tiny_bert_dir):
     from core.representations.contextuality import contextuality
-    from ui.cache import cached_contextuality, cached_corpus_embeddings, cached_model
+    from ui import results
+    from ui.models import loaded_model
 
-    texts = tuple(f"{text} ({first} first)" for text in DOCUMENTS)  # keys no other test has cached
-    model = cached_model(tiny_bert_dir)
+    texts = tuple(f"{text} (one pass)" for text in DOCUMENTS)  # keys no other test has cached
+    model = loaded_model(tiny_bert_dir)
     forwards, progress = [], []
     handle = model.model.register_forward_hook(lambda *_: forwards.append(1))
     try:
-        wrappers = {"embeddings": cached_corpus_embeddings, "contextuality": cached_contextuality}
-        asked_first = wrappers.pop(first)(tiny_bert_dir, texts, None, progress=lambda *done: progress.append(done))
-        forwards_of_first = len(forwards)
-        asked_second = next(iter(wrappers.values()))(tiny_bert_dir, texts, None, progress=lambda *done: progress.append(done))
+        embeddings, context = results.corpus_passes(tiny_bert_dir, texts, progress=lambda *done: progress.append(done))
+        again = results.corpus_passes(tiny_bert_dir, texts, progress=lambda *done: progress.append(done))
     finally:
         handle.remove()
-    assert forwards_of_first == 1 and len(forwards) == 1, "the second wrapper ran the model again"
-    assert progress == [(len(texts), len(texts))]
-    embeddings, context = (asked_first, asked_second) if first == "embeddings" else (asked_second, asked_first)
+    assert len(forwards) == 1, "the corpus went through the model more than once"
+    assert progress == [(len(texts), len(texts))] and again[0] is embeddings and again[1] is context
     np.testing.assert_allclose(embeddings.pooled["mean"], embed_corpus(model, texts).pooled["mean"], atol=1e-6)
     pd.testing.assert_frame_equal(context.table, contextuality(model, texts).table, atol=1e-6, rtol=0)
-    assert cached_corpus_embeddings(tiny_bert_dir, texts, None) is embeddings
-    assert cached_contextuality(tiny_bert_dir, texts, None) is context
 
 
-def test_two_sessions_asking_for_the_two_results_at_once_share_one_pass(tiny_bert_dir):
+def test_two_sessions_asking_at_once_share_one_pass(tiny_bert_dir):
     import threading
     import time
 
-    from ui import cache
+    from ui import results
+    from ui.models import MODEL_RUNS, loaded_model, model_turn
 
     texts = tuple(f"{text} (two sessions)" for text in DOCUMENTS)
-    model = cache.cached_model(tiny_bert_dir)
-    forwards, results = [], {}
+    model = loaded_model(tiny_bert_dir)
+    forwards, found = [], {}
     handle = model.model.register_forward_hook(lambda *_: forwards.append(1))
-    sessions = [
-        threading.Thread(target=lambda wrapper=wrapper: results.setdefault(wrapper.__name__, wrapper(tiny_bert_dir, texts)))
-        for wrapper in (cache.cached_corpus_embeddings, cache.cached_contextuality)
-    ]
+    sessions = [threading.Thread(target=lambda i=i: found.setdefault(i, results.corpus_passes(tiny_bert_dir, texts)))
+                for i in range(2)]
     try:
-        with cache.model_turn():  # both sessions miss their store and queue for the model behind this one
+        with model_turn():  # the first session misses the store and queues for the model behind this one
             for session in sessions:
                 session.start()
             deadline = time.monotonic() + 30
-            while len(cache._model_runs._queue) < 2 and time.monotonic() < deadline:
+            while not MODEL_RUNS.waiting() and time.monotonic() < deadline:
                 time.sleep(0.01)
         for session in sessions:
             session.join(60)
     finally:
         handle.remove()
-    assert len(results) == 2 and len(forwards) == 1
+    assert len(found) == 2 and found[0] is found[1] and len(forwards) == 1
 
 
 @pytest.mark.app
 def test_the_first_view_runs_one_pass_over_the_corpus(tiny_bert_dir, monkeypatch):
     import core.representations.drift
-    from ui.store import results
+    from ui.store import store
 
-    for name in ("corpus-embeddings", "contextuality"):
-        results().shelf(name).clear()
+    store().forget()
     passes = []
     # every pass over a corpus, for either result, is core.representations.drift.run_over_corpus's
     original = core.representations.drift.iter_analyses

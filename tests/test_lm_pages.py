@@ -235,17 +235,20 @@ def build_tokens(folder: str, text: str) -> list[int]:
 
 def test_the_patching_page_computes_only_the_grid_it_shows(lm_dirs):
     """Issue 40, item 15: the first Patching view computes its own grid alone, the others when they are chosen."""
-    from ui.lm_views import lm_result_key
-    from ui.lm_writer import forget_lm_result, lm_result
+    from ui import results
+    from ui.models import run_of
 
     prompts = {"clean": CLEAN, "corrupted": CORRUPTED, "answer": " river", "wrong": " home"}
-    keys = {kind: lm_result_key(f"patch-{kind}", lm_dirs["llama"], *prompts.values()) for kind in ("residual", "heads", "mlp")}
-    for key in keys.values():  # process-wide: other tests computed these prompts' grids
-        forget_lm_result(key)
+    run = run_of(lm_dirs["llama"], (CLEAN, CORRUPTED))
+    for kind in ("residual", "heads", "mlp"):  # process-wide: other tests computed these prompts' grids
+        results.patches.forget_at(run, kind, " river", " home")
+
+    def kept(kind: str) -> bool:
+        return results.patches.peek_at(run, kind, " river", " home") is not None
+
     at = open_app({"model": lm_dirs["llama"], **prompts}, page="app_pages/patching.py")
     assert not page_errors(at) and "of the way from corrupted" in _text(at)
-    assert lm_result(keys["residual"]) is not None
-    assert lm_result(keys["heads"]) is None and lm_result(keys["mlp"]) is None
+    assert kept("residual") and not kept("heads") and not kept("mlp")
     next(control for control in at.segmented_control if control.label == "Show").set_value("heads").run()
     assert not page_errors(at)
-    assert lm_result(keys["heads"]) is not None and lm_result(keys["mlp"]) is None
+    assert kept("heads") and not kept("mlp")

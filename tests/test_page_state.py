@@ -169,17 +169,18 @@ def test_quoted_commas_and_single_columns_still_work():
 
 
 def test_model_folder_saved_again_is_loaded_again(tmp_path):
-    from ui.cache import cached_analysis, cached_model
+    from ui import results
+    from ui.models import loaded_model
 
     folder = tmp_path / "model"
     build_tiny_bert(folder, layers=2)
-    assert cached_model(str(folder)).num_layers == 2
-    assert cached_analysis(str(folder), "the bank of a river").attentions.shape[0] == 2
+    assert loaded_model(str(folder)).num_layers == 2
+    assert results.analyses(str(folder), "the bank of a river").attentions.shape[0] == 2
     shutil.rmtree(folder)
     build_tiny_bert(folder, layers=4)
-    assert cached_model(str(folder)).num_layers == 4
-    assert cached_analysis(str(folder), "the bank of a river").attentions.shape[0] == 4
-    assert cached_model(str(folder)) is cached_model(str(folder))  # unchanged content: loaded once
+    assert loaded_model(str(folder)).num_layers == 4
+    assert results.analyses(str(folder), "the bank of a river").attentions.shape[0] == 4
+    assert loaded_model(str(folder)) is loaded_model(str(folder))  # unchanged content: loaded once
 
 
 # --- items 6 and 7: truncation sentences name the real limit ------------------------------------------------

@@ -118,7 +118,7 @@ def test_server_caps_apply_to_uploaded_corpora(monkeypatch):
 
 
 def test_model_turns_are_first_come_first_served_and_reentrant():
-    from ui.cache import model_turn
+    from ui.models import model_turn
 
     served: list[int] = []
     first_inside = threading.Event()

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from core.model.run import Ablation, Run
-from ui.store import SHELVES, Shelf, Store
+from ui.store import DECLARED, Result, Store
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = Run("model-a", ("The cat sat.",), 64, Ablation(((0, 1),), "zero"), (("config.json", 10, 1),))
@@ -78,131 +78,175 @@ def test_a_run_refuses_a_list_of_texts_and_a_raw_ablation():
         _ = Run("m", ("one", "two")).text
 
 
-# --- the store --------------------------------------------------------------------------------------------------
+# --- the store and the declarations ---------------------------------------------------------------------------
 
 
-def _store(entries: int, max_bytes: int) -> Store:
-    return Store({"things": Shelf(entries, max_bytes), "others": Shelf(entries, max_bytes)})
+def _results(entries: int, max_bytes: int, name: str) -> tuple[Store, Result, Result]:
+    """A fresh store and two declared kinds of result (names unique to the test: a kind is declared once)."""
+    things = Result(f"test-things-{name}", lambda model, run: None, entries=entries, megabytes=max_bytes / 1e6,
+                    reads="nothing", turn=False)
+    others = Result(f"test-others-{name}", lambda model, run: None, entries=entries, megabytes=max_bytes / 1e6,
+                    reads="nothing", turn=False)
+    return Store(), things, others
+
+
+def _put(store: Store, result: Result, run: Run, options: tuple, value) -> None:
+    store.shelf(result).put(Store.key(run, options), value)
+
+
+def _get(store: Store, result: Result, run: Run, options: tuple = ()):
+    return store.shelf(result).get(Store.key(run, options))
 
 
 def test_the_store_evicts_the_least_recent_past_its_entries():
-    store = _store(3, 10_000)
+    store, things, _ = _results(3, 10_000, "entries")
     runs = [Run("m", (f"text {i}",)) for i in range(4)]
     for run in runs[:3]:
-        store.put("things", run, (), np.zeros(10, dtype=np.int8))
-    store.get("things", runs[0])  # used again: the least recent is now text 1
-    store.put("things", runs[3], (), np.zeros(10, dtype=np.int8))
+        _put(store, things, run, (), np.zeros(10, dtype=np.int8))
+    _get(store, things, runs[0])  # used again: the least recent is now text 1
+    _put(store, things, runs[3], (), np.zeros(10, dtype=np.int8))
     assert len(store) == 3
-    assert store.get("things", runs[1]) is None
-    assert all(store.get("things", run) is not None for run in (runs[0], runs[2], runs[3]))
+    assert _get(store, things, runs[1]) is None
+    assert all(_get(store, things, run) is not None for run in (runs[0], runs[2], runs[3]))
 
 
 def test_the_store_evicts_past_its_bytes_and_keeps_nothing_larger_than_a_shelf():
-    store = _store(100, 1000)
+    store, things, _ = _results(100, 1000, "bytes")
     runs = [Run("m", (f"text {i}",)) for i in range(3)]
     for run in runs:
-        store.put("things", run, (), np.zeros(400, dtype=np.int8))  # 400 bytes each: the third pushes out the first
-    assert store.total_bytes == 800 and store.get("things", runs[0]) is None and store.get("things", runs[2]) is not None
-    big = store.get_or_compute("things", Run("m", ("big",)), (), lambda: np.zeros(1001, dtype=np.int8))
-    assert big.nbytes == 1001 and store.get("things", Run("m", ("big",))) is None  # returned, not kept
-    store.put("things", runs[0], (), torch.zeros(200, dtype=torch.float32))  # 800 bytes of tensor count too
-    assert store.total_bytes == 800 and store.get("things", runs[2]) is None
+        _put(store, things, run, (), np.zeros(400, dtype=np.int8))  # 400 bytes each: the third pushes out the first
+    assert store.total_bytes == 800 and _get(store, things, runs[0]) is None and _get(store, things, runs[2]) is not None
+    big = store.shelf(things).get_or_compute(Store.key(Run("m", ("big",))), lambda: np.zeros(1001, dtype=np.int8))
+    assert big.nbytes == 1001 and _get(store, things, Run("m", ("big",))) is None  # returned, not kept
+    _put(store, things, runs[0], (), torch.zeros(200, dtype=torch.float32))  # 800 bytes of tensor count too
+    assert store.total_bytes == 800 and _get(store, things, runs[2]) is None
 
 
-def test_shelves_are_bounded_apart_and_params_tell_views_apart():
-    store = _store(1, 10_000)
+def test_shelves_are_bounded_apart_and_options_tell_views_apart():
+    store, things, others = _results(1, 10_000, "apart")
     run = Run("m", ("t",))
-    store.put("things", run, (0, 1), "head 1")
-    store.put("others", run, (0, 1), "other shelf")
-    store.put("things", run, (0, 2), "head 2")  # one entry per shelf: head 1 goes, the other shelf keeps its own
-    assert store.get("things", run, (0, 1)) is None and store.get("things", run, (0, 2)) == "head 2"
-    assert store.get("others", run, (0, 1)) == "other shelf"
+    _put(store, things, run, (0, 1), "head 1")
+    _put(store, others, run, (0, 1), "other shelf")
+    _put(store, things, run, (0, 2), "head 2")  # one entry per shelf: head 1 goes, the other shelf keeps its own
+    assert _get(store, things, run, (0, 1)) is None and _get(store, things, run, (0, 2)) == "head 2"
+    assert _get(store, others, run, (0, 1)) == "other shelf"
 
 
 def test_forgetting_one_model_leaves_the_others():
-    store = _store(10, 10_000)
+    store, things, others = _results(10, 10_000, "forget")
     for model in ("a", "b"):
         for text in ("one", "two"):
-            store.put("things", Run(model, (text,)), (), np.zeros(1))
-            store.put("others", Run(model, (text,)), (7,), np.zeros(1))
+            _put(store, things, Run(model, (text,)), (), np.zeros(1))
+            _put(store, others, Run(model, (text,)), (7,), np.zeros(1))
     store.forget("a")
     assert len(store) == 4
-    assert all(store.get(kind, Run("a", (t,)), p) is None for kind, p in (("things", ()), ("others", (7,)))
+    assert all(_get(store, kind, Run("a", (t,)), p) is None for kind, p in ((things, ()), (others, (7,)))
                for t in ("one", "two"))
-    assert all(store.get(kind, Run("b", (t,)), p) is not None for kind, p in (("things", ()), ("others", (7,)))
+    assert all(_get(store, kind, Run("b", (t,)), p) is not None for kind, p in ((things, ()), (others, (7,)))
                for t in ("one", "two"))
     store.forget()
     assert len(store) == 0
 
 
-def test_a_key_that_is_not_a_run_is_refused():
-    store = _store(10, 10_000)
+def test_a_key_that_is_not_a_run_is_refused_and_a_kind_is_declared_once():
     with pytest.raises(TypeError):
-        store.get_or_compute("things", ("model-a", "The cat sat.", 64), (), lambda: 1)
+        Store.key(("model-a", "The cat sat.", 64), ())
     with pytest.raises(TypeError):
-        store.get_or_compute("things", RUN, [3, 5], lambda: 1)
-    with pytest.raises(KeyError, match="SHELVES"):
-        store.get("no-such-kind", RUN)
+        Store.key(RUN, [3, 5])
+    _results(1, 1, "twice")
+    with pytest.raises(ValueError, match="declared twice"):
+        _results(1, 1, "twice")
 
 
-def test_the_documented_totals_are_the_shelves():
-    entries = sum(s.entries for s in SHELVES.values())
-    gigabytes = sum(s.bytes for s in SHELVES.values()) / 1e9
+def test_a_declared_result_is_computed_once_read_only_and_peeked_without_computing(tiny_bert_dir):
+    calls = []
+    doubled = Result("test-doubled", lambda model, run, factor: calls.append(factor) or np.arange(3) * factor,
+                     entries=4, megabytes=1, reads="nothing", turn=False)
+    assert doubled.peek(tiny_bert_dir, "a text", 2) is None and calls == []
+    first = doubled(tiny_bert_dir, "a text", 2)
+    assert doubled(tiny_bert_dir, "a text", 2) is first and calls == [2]  # kept: computed once
+    assert doubled.peek(tiny_bert_dir, "a text", 2) is first
+    assert doubled(tiny_bert_dir, "a text", 3)[2] == 6 and calls == [2, 3]  # another option, another result
+    assert doubled(tiny_bert_dir, "other text", 2) is not first  # another text, another run
+    with pytest.raises(ValueError):
+        first[0] = 1  # shared by every session: read-only
+
+
+def test_a_computation_holding_the_model_turn_may_not_wait_for_one_outside_it(tiny_bert_dir):
+    """The turn rule of ui/store.py: another session could be computing the outside result and waiting for the turn."""
+    outside = Result("test-outside", lambda model, run: "outside", entries=4, megabytes=1, reads="nothing",
+                     turn=False)
+    inside = Result("test-inside", lambda model, run: outside.at(run), entries=4, megabytes=1, reads="nothing")
+    with pytest.raises(RuntimeError, match="inside the model turn"):
+        inside(tiny_bert_dir, "a text")
+    outside(tiny_bert_dir, "a text")
+    assert inside(tiny_bert_dir, "a text") == "outside"  # kept already: read, never waited for
+
+
+def test_the_documented_totals_are_the_declared_shelves():
+    import ui.results  # noqa: F401 - every declaration, so that budget() counts them all
+
+    declared = [result for kind, result in DECLARED.items() if not kind.startswith("test-")]
+    entries, max_bytes = sum(r.entries for r in declared), sum(r.max_bytes for r in declared)
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    assert f"at most {entries:,} entries and {gigabytes:.1f} GB" in text
+    assert f"at most {entries:,} entries and {max_bytes / 1e9:.1f} GB" in text
 
 
-# --- no cache key built by hand -----------------------------------------------------------------------------------
+# --- one place declares every result; nothing else touches the store --------------------------------------------
 
 # ui/page_state.py keeps the texts links name by their content id (a text, not a result computed from a run: it
 # belongs to no model and must outlive a model's results), in a BoundedCache of its own.
 NOT_A_RESULT = {"ui/page_state.py": {"BoundedCache"}}
-STORE_ONLY = {"BoundedCache", "bounded_store", "get_or_compute", "_items", "shelf"}
+STORE_ONLY = {"BoundedCache", "bounded_store", "get_or_compute", "_items", "shelf", "store", "Store"}
+# a generation written a chunk at a time with Stop is not one computation: its writer takes the turn per chunk
+TAKES_THE_TURN_BY_HAND = {"ui/lm_writer.py"}
 
 
 def _sources():
     for folder in ("ui", "app_pages"):
         for path in sorted((ROOT / folder).glob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            if rel not in ("ui/store.py", "ui/bounded_cache.py"):
+            if rel not in ("ui/store.py", "ui/bounded_cache.py", "ui/models.py"):
                 yield rel, ast.parse(path.read_text(encoding="utf-8"))
 
 
+def _names(tree):
+    for node in ast.walk(tree):
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        if name is not None:
+            yield node, name
+
+
 def test_only_the_store_module_touches_a_bounded_cache():
-    found = []
-    for rel, tree in _sources():
-        allowed = NOT_A_RESULT.get(rel, set())
-        for node in ast.walk(tree):
-            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
-            if name in STORE_ONLY - allowed:
-                found.append(f"{rel}:{node.lineno} {name}")
-    assert not found, "cache results through ui.store (cached / stored with a Run), not by hand: " + ", ".join(found)
+    found = [f"{rel}:{node.lineno} {name}" for rel, tree in _sources() for node, name in _names(tree)
+             if name in STORE_ONLY - NOT_A_RESULT.get(rel, set())]
+    assert not found, "read results through their declaration in ui/results.py, not the store: " + ", ".join(found)
 
 
-def test_no_stored_result_is_keyed_by_a_tuple_built_by_hand():
-    found = []
-    for rel, tree in _sources():
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("cached", "stored"):
-                if len(node.args) > 1 and isinstance(node.args[1], ast.Tuple):
-                    found.append(f"{rel}:{node.lineno}")
-    assert not found, "the second argument of cached()/stored() is a Run: " + ", ".join(found)
+def test_every_result_is_declared_in_one_place_and_no_page_takes_the_model_turn():
+    declared = [f"{rel}:{node.lineno}" for rel, tree in _sources() if rel != "ui/results.py"
+                for node, name in _names(tree) if name == "Result" and isinstance(node, ast.Name)]
+    assert not declared, "declare every kind of result in ui/results.py: " + ", ".join(declared)
+    by_hand = [f"{rel}:{node.lineno}" for rel, tree in _sources() if rel not in TAKES_THE_TURN_BY_HAND
+               for node, name in _names(tree) if name in ("model_turn", "MODEL_RUNS")]
+    assert not by_hand, "a computation that runs the model is a Result declared turn=True: " + ", ".join(by_hand)
 
 
 # --- the model is resolved once; the recorded pass travels with its analysis --------------------------------------
 
 
-def test_a_view_resolves_its_model_name_once(tiny_bert_dir, monkeypatch):
-    from ui import cache
+def test_a_kept_view_loads_no_model_and_a_computed_one_resolves_it_once_per_result(tiny_bert_dir, monkeypatch):
+    from ui import models, results
 
     loads = []
-    load = cache._load_model
-    monkeypatch.setattr(cache, "_load_model", lambda name, signature: loads.append(name) or load(name, signature))
+    load = models.load_once
+    monkeypatch.setattr(models, "load_once", lambda name, signature: loads.append(name) or load(name, signature))
     text = "the cat sat on the mat and it was happy to be home"  # no other test reads this text
-    cache.cached_attention_view(tiny_bert_dir, text, None, "norm-weighted", "show", False)
-    assert loads == [tiny_bert_dir]  # the analysis, norm-weighted attention and the view: one lookup
+    results.attention_views(tiny_bert_dir, text, "norm-weighted", "show", False)
+    assert loads == [tiny_bert_dir] * 2  # the analysis and norm-weighted attention run the model; the view does not
     loads.clear()
-    cache.cached_head_stats(tiny_bert_dir, text, None, "norm-weighted")
+    results.attention_views(tiny_bert_dir, text, "norm-weighted", "show", False)
+    results.head_stats(tiny_bert_dir, text, "norm-weighted")  # reads the model's tokenizer, the rest is kept
     assert loads == [tiny_bert_dir]
 
 

@@ -67,18 +67,18 @@ def test_a_page_run_that_raises_still_counts_as_finished():
 
 
 def test_a_loaded_model_is_frozen_out_of_full_collections(tiny_bert_dir):
-    from ui.cache import _load_model, cached_model
+    from ui.models import load_once, loaded_model
 
-    _load_model.clear()
+    load_once.clear()
     before = gc.get_freeze_count()
     try:
-        model = cached_model(tiny_bert_dir)
+        model = loaded_model(tiny_bert_dir)
         assert gc.get_freeze_count() > before
         # The model's own objects are among the frozen ones: a full collection no longer walks them.
         assert not any(obj is model.model for obj in gc.get_objects(generation=2))
     finally:
         gc.unfreeze()
-        _load_model.clear()
+        load_once.clear()
 
 
 def test_a_fragment_rerun_counts_as_a_page_run(monkeypatch):
@@ -105,8 +105,8 @@ def test_a_fragment_rerun_counts_as_a_page_run(monkeypatch):
 def test_the_collector_is_off_while_the_warm_up_imports_and_loads_and_on_after(monkeypatch):
     """Start-up: full collections over the freshly imported libraries cost ~0.9 CPU-s, so the warm-up runs with the
     cyclic collector off; it must be on again afterwards, also when the model could not be loaded."""
-    import ui.cache
-    import ui.cache_senses
+    import ui.models
+    import ui.umap_warmup
 
     seen = []
 
@@ -114,8 +114,8 @@ def test_the_collector_is_off_while_the_warm_up_imports_and_loads_and_on_after(m
         seen.append(gc.isenabled())
         raise RuntimeError("the bundled model could not be loaded")
 
-    monkeypatch.setattr(ui.cache, "cached_model", load)
-    monkeypatch.setattr(ui.cache_senses, "start_umap_warmup", lambda: seen.append("umap"))
+    monkeypatch.setattr(ui.models, "loaded_model", load)
+    monkeypatch.setattr(ui.umap_warmup, "start_umap_warmup", lambda: seen.append("umap"))
     monkeypatch.setattr(warmup, "_started", threading.Event())
     assert gc.isenabled()
     thread = warmup.start_warmup()
@@ -129,7 +129,7 @@ def test_the_collector_is_off_while_the_warm_up_imports_and_loads_and_on_after(m
 
 def test_a_freeze_while_the_collector_is_off_keeps_every_object_without_a_pass_over_them(monkeypatch):
     """At start-up every object is young (the collector is off): a collection before freezing would walk them all."""
-    from ui.cache import freeze_long_lived
+    from ui.models import freeze_long_lived
 
     collections = []
     monkeypatch.setattr(gc, "collect", lambda generation=2: collections.append(generation) or 0)
@@ -161,11 +161,11 @@ def test_waiting_for_the_imports_can_be_bounded(monkeypatch):
 
 def test_the_warm_up_leaves_a_collector_that_was_off_off(monkeypatch):
     """A host that switched the collector off itself (a notebook, a profiler) keeps it off after the warm-up."""
-    import ui.cache
-    import ui.cache_senses
+    import ui.models
+    import ui.umap_warmup
 
-    monkeypatch.setattr(ui.cache, "cached_model", lambda name: None)
-    monkeypatch.setattr(ui.cache_senses, "start_umap_warmup", lambda: None)
+    monkeypatch.setattr(ui.models, "loaded_model", lambda name: None)
+    monkeypatch.setattr(ui.umap_warmup, "start_umap_warmup", lambda: None)
     monkeypatch.setattr(warmup, "_started", threading.Event())
     gc.disable()
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.model.inference import Analysis
-from ui.cache import cached_ablated_analysis
+from ui import results
 from ui.session import current_model_name
 
 STATE_KEY = "effects_knockout"
@@ -53,7 +53,5 @@ def with_ablation(*analyses: Analysis, key: str = "show_ablated") -> list[Analys
     ):
         return list(analyses)
     st.caption(f"Ablated run: {names} knocked out ({METHOD_NAMES.get(method, method)}).")
-    return [
-        cached_ablated_analysis(current_model_name(), analysis.text, analysis.num_tokens, heads, method)
-        for analysis in analyses
-    ]
+    return [results.analyses(current_model_name(), analysis.text, max_tokens=analysis.num_tokens, ablation=(heads, method))
+            for analysis in analyses]

@@ -15,10 +15,11 @@ from core.causal.flow_pair import ENCODER, decoder_logits, pair_route_sentence, 
 from core.model.models import LoadedModel
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
-from ui.cache_flow import PairFlow, cached_pair_flow
+from ui import results
 from ui.errors import friendly_fragment
 from ui.figures import clicked_point, show_figure
 from ui.page_state import end_page, option, option_value, set_option
+from ui.results import PairFlow
 from ui.seq2seq import current_pair, current_target, pair_caption
 from ui.session import current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
@@ -45,7 +46,7 @@ def pair_flow_page(model: LoadedModel) -> None:
     name, source, limit = current_model_name(), current_text(), current_token_limit()
     slot = st.empty()
     try:
-        flow = cached_pair_flow(name, source, current_target(), limit, progress=lambda done, total: slot.progress(
+        flow = results.pair_flows(name, (source, current_target()), max_tokens=limit, progress=lambda done, total: slot.progress(
             done / total, text=f"Splitting the updates into their parts: layer {done} of {total} (encoder, then decoder)"))
     except UnsupportedArchitecture as err:
         slot.empty()

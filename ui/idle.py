@@ -1,5 +1,5 @@
 """Is any page running? Background work (UMAP's compilation) waits until the server has been idle for a while, so
-it never shares the interpreter with a page being drawn. Used by ``app.py``, ``ui.errors`` and ``ui.cache``."""
+it never shares the interpreter with a page being drawn. Used by ``app.py``, ``ui.errors`` and ``ui.umap_warmup``."""
 
 from __future__ import annotations
 

@@ -8,11 +8,11 @@ import streamlit as st
 from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.outputs.causal_lm import encode
 from core.outputs.lens import lens_summary
-from ui.cache import cached_language_model
-from ui.cache_effects import cached_lens
+from ui import results
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
+from ui.models import language_model_of
 from ui.page_state import option
 from ui.session import current_model_name, current_token_limit
 from viz.common import file_stem, markdown_safe
@@ -25,7 +25,7 @@ LENS_POSITIONS = 32  # positions per lens grid: each costs the head over the who
 def lens_window(text: str, start: int = 0) -> tuple[int, int, int]:
     """``(start, end, count)``: the positions ``start`` to ``end - 1`` the lens grid shows (at most
     ``LENS_POSITIONS``), of the ``count`` tokens the app reads of ``text``."""
-    count = len(encode(cached_language_model(current_model_name()), text, current_token_limit()))
+    count = len(encode(language_model_of(current_model_name()), text, current_token_limit()))
     start = max(0, min(int(start), count - LENS_POSITIONS))
     return start, min(count, start + LENS_POSITIONS), count
 
@@ -37,7 +37,7 @@ def lens_parts(text: str, start: int = 0):
     start, end, count = lens_window(text, start)
     # A decoder's hidden states at the first ``end`` tokens do not depend on later ones: the analysis of those
     # tokens alone is enough (the whole text's, shared with the other pages, when the window reaches its end).
-    lens = cached_lens(current_model_name(), text, current_token_limit() if end == count else end, 1, start=start)
+    lens = results.logit_lenses(current_model_name(), text, 1, start, max_tokens=current_token_limit() if end == count else end)
     summary = lens_summary(lens.final_ranks)
     top = [[c[0] for c in layer] for layer in lens.candidates]
     final = top[-1]

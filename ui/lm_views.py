@@ -8,20 +8,17 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from core.attention_heads.induction import induction_scores, repeat_loss
 from core.attention_heads.inside_head import UnsupportedArchitecture
-from core.causal import patching
-from core.causal.logit_attribution import direct_logit_attribution
 from core.causal.patching import UnequalLengths
 from core.model.layers import head_code
 from core.model.tokens import decoded_tokens, quoted_token, readable_token
-from core.outputs.causal_lm import encode
-from core.outputs.generation import Distribution, branch_from_param, branch_to_param, generate, last_logits, shape_distribution
-from ui.cache import cached_language_model, cached_predictions, model_turn, run_of
+from core.outputs.generation import Distribution, branch_from_param, branch_to_param, shape_distribution
+from ui import results
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
-from ui.lm_writer import TOKENS_WRITTEN, cached_lm, keep_writing, lm_result, resume, stopped, write_chunk
+from ui.lm_writer import TOKENS_WRITTEN, finished, generation_key, keep_writing, resume, stopped, write_chunk
+from ui.models import has_language_model, language_model_of
 from ui.page_state import end_page, option, set_option
 from ui.session import current_model_name, current_token_limit
 from ui.stoppable import progress_with_stop
@@ -41,26 +38,6 @@ LOSS_MARGIN = 0.05
 INDUCTION_MARGIN = 0.05
 
 
-def cached_lm_result(kind: str, model_name: str, run, *args, progress=None, **kwargs):
-    """``run(lm, *args, **kwargs)`` once per (kind, model, arguments), in this process's model turn; ``progress``
-    (not part of the key) is passed on when given."""
-    lm = cached_language_model(model_name)
-    if isinstance(lm, Exception):
-        raise lm
-    key = lm_result_key(kind, model_name, *args, **kwargs)
-
-    def compute():
-        with model_turn():
-            return run(lm, *args, **kwargs, **({} if progress is None else {"progress": progress}))
-    return cached_lm(key, compute)
-
-
-def lm_result_key(kind: str, model_name: str, *args, **kwargs) -> tuple:
-    """The store key of ``cached_lm_result(kind, model_name, run, *args, **kwargs)``: the model's ``Run`` and
-    ``(kind, args, sorted kwargs)``."""
-    return run_of(model_name), (kind, args, tuple(sorted(kwargs.items())))
-
-
 def token_texts(tokenizer, ids) -> list[str]:
     """Each token id decoded on its own for display (``core.model.tokens.decoded_tokens``)."""
     return decoded_tokens(tokenizer, ids)
@@ -70,12 +47,7 @@ def _heading(title: str, about: str):
     """The section's title and explanation; returns the language model and three columns for its controls."""
     st.header(title)
     explain(about)
-    return cached_language_model(current_model_name()), st.columns(3)
-
-
-def next_logits(lm, text: str, max_tokens: int | None = None):
-    """The logits ``[V]`` after the first ``max_tokens`` tokens of ``text``."""
-    return last_logits(lm, encode(lm, text, max_tokens))
+    return language_model_of(current_model_name()), st.columns(3)
 
 
 @friendly_fragment
@@ -97,8 +69,8 @@ def sampling_view(text: str) -> dict:
     top_k = option(b.slider, "Top-k (0 = off)", 0, 100, 0, key="topk")
     top_p = option(c.slider, "Top-p", 0.05, 1.0, 1.0, 0.05, key="topp")
     # The logits after the last token come from the Predictions page's own pass (a second pass over a 512-token
-    # text would cost seconds); they equal next_logits' bit for bit.
-    logits = torch.tensor(cached_predictions(current_model_name(), text, current_token_limit()).last_logits)
+    # text would cost seconds); they equal ui.results.next_token_logits' bit for bit.
+    logits = torch.tensor(results.predictions(current_model_name(), text, max_tokens=current_token_limit()).last_logits)
     d: Distribution = shape_distribution(logits, temperature=float(temperature), top_k=int(top_k), top_p=float(top_p))
     labels = token_texts(lm.tokenizer, d.order[:50])
     st.markdown(markdown_safe(distribution_sentence(d, labels)))
@@ -122,13 +94,13 @@ def generation_view(text: str, controls: dict) -> None:
     controls = controls if sample else {}  # greedy ignores them: the same cached text for every slider position
     kwargs = dict(steps=int(steps), sample=bool(sample), seed=int(seed), branch=tuple(branch),
                   max_tokens=current_token_limit(), **controls)
-    key = lm_result_key("generate", current_model_name(), text, **kwargs)  # cached_lm_result's: the tour shares it
-    g = lm_result(key) or stopped(key)
+    key = generation_key(current_model_name(), text, kwargs)  # ui.results.generations': the tour shares it
+    g = finished(key) or stopped(key)
     if g is None:  # the first chunk now (a short generation ends here), the rest a chunk at a time, with Stop
         with progress_with_stop("Writing…", TOKENS_WRITTEN) as progress:  # no Stop: this run writes a short chunk
-            g = write_chunk(key, current_model_name(), text, kwargs, progress)
+            g = write_chunk(key, progress)
     if g is None:
-        keep_writing(key, current_model_name(), text, kwargs)
+        keep_writing(key)
         return
     st.code(g.text, language=None, wrap_lines=True)
     if g.stopped:
@@ -170,10 +142,6 @@ def generation_table(steps, shown: dict[int, str]) -> list[dict]:
              "chosen_by_hand": s.chosen,
              "alternatives": " | ".join(f"{readable_token(shown[t])} {p:.3f}" for t, _, p in s.alternatives)}
             for i, s in enumerate(steps)]
-
-
-def run_generate(lm, text, **kwargs):
-    return generate(lm, text, **kwargs)
 
 
 def friendly_lm_error(err: Exception) -> None:
@@ -218,12 +186,11 @@ def patching_prompts(defaults: tuple[str, str, str, str]) -> tuple[str, str, str
 
 def patching_view(kind: str, clean: str, corrupted: str, answer: str, wrong: str) -> None:
     """One patching grid, with progress, its sentence and its exports."""
-    run = {"residual": patching.patch_residual, "heads": patching.patch_heads, "mlp": patching.patch_mlps}[kind]
     bar = st.progress(0.0, text="Patching…")
     try:
-        result = cached_lm_result(f"patch-{kind}", current_model_name(), run, clean, corrupted, answer, wrong,
-                                  progress=lambda done, total: bar.progress(
-                                      done / total, text=f"{done} of {total} patched runs"))
+        result = results.patches(current_model_name(), (clean, corrupted), kind, answer, wrong,
+                                 progress=lambda done, total: bar.progress(
+                                     done / total, text=f"{done} of {total} patched runs"))
     except (UnequalLengths, ValueError, UnsupportedArchitecture) as err:
         bar.empty()
         friendly_lm_error(err)
@@ -237,7 +204,7 @@ def patching_view(kind: str, clean: str, corrupted: str, answer: str, wrong: str
 def dla_view(text: str, answer: str, wrong: str) -> None:
     """Direct logit attribution of ``text``'s last position, its sentence and its exports."""
     try:
-        result = cached_lm_result("dla", current_model_name(), direct_logit_attribution, text, answer, wrong or None)
+        result = results.logit_attributions(current_model_name(), text, answer, wrong or None)
     except (ValueError, UnsupportedArchitecture) as err:
         friendly_lm_error(err)
         return
@@ -256,21 +223,14 @@ def induction_view(model) -> None:
     length = option(left.slider, "Random tokens per copy", 5, 100, 40, key="ind_len")
     seed = option(right.number_input, "Seed", 0, 10**6, 0, key="ind_seed")
     try:
-        result = cached_induction(model, int(length), int(seed))
+        result = results.inductions(model.name, (), int(length), int(seed))
     except ValueError as err:
         st.warning(markdown_safe(str(err)), icon=":material/warning:")
         return
     st.markdown(markdown_safe(induction_sentence(result)))
-    knockout_sentence(result)
+    knockout_sentence(result, int(seed))
     show_figure(induction_figure(result), name=file_stem(current_model_name(), "induction", length, seed),
                 key="stats-induction", data=lambda: induction_table(result))
-
-
-def cached_induction(model, length: int, seed: int):
-    """``core.attention_heads.induction.induction_scores`` of ``model``, once per (model, length, seed) in this process."""
-    with model_turn():
-        return cached_lm(lm_result_key("induction", current_model_name(), length, seed),
-                         lambda: induction_scores(model, length=length, seed=seed))
 
 
 def induction_even_share(result) -> float:
@@ -312,17 +272,15 @@ def strongest_induction_heads(result, count: int = KNOCKED_OUT) -> list[tuple[in
     return [tuple(int(v) for v in np.unravel_index(int(i), result.scores.shape)) for i in order]
 
 
-def repeat_losses(result, heads):
+def repeat_losses(result, heads, seed: int):
     """``(plain, knocked)``: ``core.attention_heads.induction.repeat_loss`` on the induction test's tokens without and with ``heads``
-    knocked out, once per process; None where the model is not a causal LM or its heads cannot be taken apart."""
-    lm = cached_language_model(current_model_name())
-    if isinstance(lm, Exception) or lm.kind != "next":
+    knocked out (``result`` is ``ui.results.inductions``' of its length and ``seed``), once per process; None where the
+    model is not a causal LM or its heads cannot be taken apart."""
+    name = current_model_name()
+    if not has_language_model(name) or language_model_of(name).kind != "next":
         return None
-    heads = tuple(heads)
-    key = lm_result_key("repeat-loss", current_model_name(), result.length, tuple(result.token_ids.tolist()), heads)
     try:
-        with model_turn():
-            return cached_lm(key, lambda: (repeat_loss(lm, result), repeat_loss(lm, result, heads)))
+        return results.repeat_losses(name, (), result.length, seed, tuple(heads))
     except UnsupportedArchitecture:
         return None
 
@@ -330,27 +288,27 @@ def repeat_losses(result, heads):
 def induction_knockout(model, heads) -> None:
     """Does it matter? on a causal LM: the chosen heads knocked out on the induction test's repeated random tokens
     (Head statistics' defaults), measured on each copy; and a button that chooses the strongest induction heads."""
-    lm = cached_language_model(current_model_name())
-    if isinstance(lm, Exception) or lm.kind != "next":
+    name = current_model_name()
+    if not has_language_model(name) or language_model_of(name).kind != "next":
         return
     length = min(40, (model.max_tokens - 1) // 2)  # two copies and a BOS token within the model's window
     try:
-        result = cached_induction(model, length, 0)
+        result = results.inductions(name, (), length, 0)
     except (ValueError, UnsupportedArchitecture):
         return
     strongest = " ".join(head_code(l, h, model.num_layers, model.num_heads) for l, h in strongest_induction_heads(result))
     st.button(f"Choose the {KNOCKED_OUT} strongest induction heads ({strongest})", key="effects-induction-heads",
               on_click=set_option, args=("heads", strongest), icon=":material/repeat:")
-    losses = repeat_losses(result, heads) if heads else None
+    losses = repeat_losses(result, heads, 0) if heads else None
     if losses is None:
         return
     st.markdown(markdown_safe(induction_knockout_sentence(result, heads, *losses)))
 
 
-def knockout_sentence(result) -> None:
+def knockout_sentence(result, seed: int) -> None:
     """The loss on each copy, and on the second with the strongest induction heads knocked out (measured)."""
     heads = strongest_induction_heads(result)
-    losses = repeat_losses(result, heads)
+    losses = repeat_losses(result, heads, seed)
     if losses is None:
         return
     plain, knocked = losses

@@ -18,37 +18,30 @@ import streamlit as st
 
 from core.model.run import Run
 from core.outputs.generation import Generation, generate
-from ui.cache import cached_language_model, model_turn
+from ui import results
 from ui.errors import friendly_fragment
+from ui.models import language_model_of, model_turn, run_of
 from ui.stoppable import Progress, progress_with_stop
-from ui.store import cached, results, stored
 
 CHUNK_SECONDS = 0.3  # one run writes at least MIN_CHUNK tokens, then stops after this long
 MIN_CHUNK = 5  # so a short generation always ends in the run that asks for it, however busy the machine
 POLL_SECONDS = 0.1
 KEPT = 8  # unfinished or stopped generations kept per session
-LM_SHELF = "lm-tools"  # the store's shelf of the language-model views' results (generations, patching, attribution …)
-LMKey = tuple[Run, tuple]  # (run, params): ``ui.lm_views.lm_result_key``'s
 TOKENS_WRITTEN = "Token {done} of {total}"  # what the progress bar says while a generation is written
+GenerationKey = tuple[Run, tuple]  # (run of the model, text and token limit; the generate options as sorted pairs)
 
 
-def lm_result(key: LMKey):
-    """The kept language-model result under ``key``, or None."""
-    return stored(LM_SHELF, *key)
+def generation_key(model_name: str, text: str, options: dict) -> GenerationKey:
+    """The key of ``ui.results.generations`` for ``text`` written by ``model_name`` with the ``generate`` keyword
+    arguments ``options`` (``max_tokens`` among them: it goes in the run)."""
+    options = dict(options)
+    run = run_of(model_name, text, options.pop("max_tokens", None))
+    return run, tuple(sorted(options.items()))
 
 
-def cached_lm(key: LMKey, compute):
-    """``compute()`` once per ``key``, kept on the language-model shelf."""
-    run, params = key
-    return cached(LM_SHELF, run, compute, params)
-
-
-def keep_lm_result(key: LMKey, value) -> None:
-    results().put(LM_SHELF, *key, value)
-
-
-def forget_lm_result(key: LMKey) -> None:
-    results().discard(LM_SHELF, *key)
+def finished(key: GenerationKey) -> Generation | None:
+    """The finished generation kept under ``key``, or None."""
+    return results.generations.peek_at(key[0], *key[1])
 
 
 def _session(name: str) -> dict:
@@ -82,13 +75,12 @@ def resume(key) -> None:
     _session("lm-stopped").pop(key, None)
 
 
-def write_chunk(key, model_name: str, text: str, kwargs: dict, progress: Progress) -> Generation | None:
+def write_chunk(key: GenerationKey, progress: Progress) -> Generation | None:
     """Write on for up to ``CHUNK_SECONDS`` (at least ``MIN_CHUNK`` tokens), telling ``progress`` (done, total); the
-    finished generation (also put in the store under ``key``, ``ui.lm_views.lm_result_key``'s), or None while tokens
-    remain."""
-    lm = cached_language_model(model_name)
-    if isinstance(lm, Exception):
-        raise lm
+    finished generation (also kept in ``ui.results.generations`` under ``key``), or None while tokens remain."""
+    run, options = key
+    kwargs = dict(options)
+    lm = language_model_of(run.model)
     partial = _session("lm-writing").get(key)
     written = list(partial.steps) if partial is not None else []
     total = max(int(kwargs["steps"]), len(kwargs.get("branch", ())))
@@ -100,30 +92,30 @@ def write_chunk(key, model_name: str, text: str, kwargs: dict, progress: Progres
         progress(done, total)
 
     with model_turn():
-        g = generate(lm, text, **kwargs, resume=written, progress=counted,
+        g = generate(lm, run.text, **kwargs, max_tokens=run.max_tokens, resume=written, progress=counted,
                      should_stop=lambda: count[0] >= len(written) + MIN_CHUNK and time.monotonic() > deadline)
     if g.stopped and len(g.steps) < total:
         _keep("lm-writing", key, g)
         return None
     g = Generation(g.prompt, g.steps, False, g.ended)
     _session("lm-writing").pop(key, None)
-    keep_lm_result(key, g)
+    results.generations.keep_at(run, options, g)
     return g
 
 
-def _writing(key, model_name: str, text: str, kwargs: dict) -> None:
+def _writing(key: GenerationKey) -> None:
     """One chunk, the text so far, and Stop; once finished or stopped, the page is drawn again around the text."""
-    if stopped(key) is not None or lm_result(key) is not None:
+    if stopped(key) is not None or finished(key) is not None:
         st.rerun(scope="app")
     # the bar and Stop stay drawn between chunks (cleared, they would blink out at every rerun), above the text so far
     with progress_with_stop("Writing…", TOKENS_WRITTEN, on_stop=stop, args=(key,), button_key="generation-stop",
                             help="Stop writing; the tokens written so far stay", clear=False) as progress:
-        if write_chunk(key, model_name, text, kwargs, progress) is not None:
+        if write_chunk(key, progress) is not None:
             st.rerun(scope="app")
     partial = _session("lm-writing")[key]
     st.code(partial.text, language=None, wrap_lines=True)
 
 
-def keep_writing(key, model_name: str, text: str, kwargs: dict) -> None:
+def keep_writing(key: GenerationKey) -> None:
     """The fragment that writes the rest, a chunk per rerun (``POLL_SECONDS`` apart), with Stop."""
-    friendly_fragment(_writing, run_every=POLL_SECONDS)(key, model_name, text, kwargs)
+    friendly_fragment(_writing, run_every=POLL_SECONDS)(key)

@@ -10,19 +10,17 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from core.attention_heads.long_attention import pooled_head, thumbnails, zoom
 from core.attention_heads.pooling import region_around
 from core.model.inference import Analysis
 from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
 from core.model.models import LoadedModel
 from core.model.run import Run
-from core.model.tokens import token_labels
-from ui.cache import analysis_of, cached_figure, in_model_turn, model_and_run
+from ui import results
 from ui.errors import friendly_fragment
 from ui.figures import PRESENTATION_WIDTH, fit_ahead, main_column_width, show_figure
+from ui.models import run_of
 from ui.page_state import option, set_option
 from ui.session import current_model_name, current_text, current_token_limit, presentation_mode
-from ui.store import cached, stored
 from viz import long_heatmap as lh
 from viz.attention_cells import mask_note
 from viz.common import file_stem
@@ -34,7 +32,6 @@ LONG_TEXT_TOKENS = 512
 POOLS = {"max": "maximum", "sum": "sum"}
 SCOPES = ["this layer", "every layer"]
 ZOOM_SIDES = [16, 32, 64, 128, 256]
-THUMB_PIXELS = 64  # a thumbnail's pixels per side
 PLOT_MARGINS_PX = 200  # a pooled head's figure less its plot: the axis titles and ticks, the colour bar
 THUMBS_KEY, HEAD_KEY = "long-attention-thumbnails", "long-attention-head"
 
@@ -50,49 +47,10 @@ def plot_pixels(present: bool) -> int:
     return max(64, int(width) - PLOT_MARGINS_PX)
 
 
-def _run(model_name: str, ablation) -> tuple[LoadedModel, Run]:
-    """The model and the run of the sidebar's text (``ablation``: ``(heads, method)`` or None)."""
-    return model_and_run(model_name, (current_text(),), current_token_limit(), ablation)
-
-
-def _model_and_analysis(model: LoadedModel, run: Run) -> tuple[LoadedModel, Analysis]:
-    return model, analysis_of(model, run)
-
-
-def _key(model_name: str, ablation) -> tuple:
-    """What a figure of the sidebar's text is drawn from, for ``cached_figure``'s key."""
-    return (model_name, current_text(), current_token_limit(), ablation)
-
-
-def cached_pooled_head(model_name: str, ablation, layer: int, head: int, pixels: int) -> dict:
-    """``core.attention_heads.long_attention.pooled_head`` (max and sum) of the sidebar's text, per head."""
-    model, run = _run(model_name, ablation)
-    return cached("long-pooled-heads", run,
-                  lambda: in_model_turn(pooled_head, *_model_and_analysis(model, run), layer, head, pixels),
-                  (layer, head, pixels))
-
-
-def has_pooled_head(model_name: str, ablation, layer: int, head: int, pixels: int) -> bool:
-    return stored("long-pooled-heads", _run(model_name, ablation)[1], (layer, head, pixels)) is not None
-
-
-def cached_labels(model_name: str, ablation) -> list[str]:
-    model, run = _run(model_name, ablation)
-    return cached("long-labels", run, lambda: token_labels(analysis_of(model, run)))
-
-
-def cached_zoom(model_name: str, ablation, layer: int, head: int, queries: range, keys: range):
-    """``core.attention_heads.long_attention.zoom``: only the query rows shown are computed."""
-    model, run = _run(model_name, ablation)
-    labels = cached_labels(model_name, ablation)
-    return cached("long-zooms", run, lambda: in_model_turn(
-        zoom, *_model_and_analysis(model, run), layer, head, queries, keys, labels), (layer, head, queries, keys))
-
-
-def cached_thumbnails(model_name: str, ablation, layers: tuple[int, ...], how: str, progress=None):
-    model, run = _run(model_name, ablation)
-    return cached("long-thumbnails", run, lambda: in_model_turn(
-        thumbnails, *_model_and_analysis(model, run), layers, how, THUMB_PIXELS, progress), (layers, how))
+def _run(model_name: str, ablation) -> Run:
+    """The run of the sidebar's text (``ablation``: ``(heads, method)`` or None): what every result and figure of the
+    long view is computed from."""
+    return run_of(model_name, current_text(), current_token_limit(), ablation)
 
 
 def clicked_head() -> tuple[int, int] | None:
@@ -149,8 +107,8 @@ def long_attention(model: LoadedModel, analysis: Analysis, *, source: str, speci
 @friendly_fragment
 def long_view(name: str, ablation, per_head: bool, colorscale: str, layers: int, heads: int, causal: bool) -> None:
     """Layer, head, pooling and zoom pickers, the thumbnails and the head they open: a click reruns only this part."""
-    model_name = current_model_name()
-    model, analysis = _model_and_analysis(*_run(model_name, ablation))
+    run = _run(current_model_name(), ablation)
+    analysis = results.analyses.at(run)
     n, present = analysis.num_tokens, presentation_mode()
     picked = clicked_head()
     if picked is not None and picked[0] < layers and picked[1] < heads:
@@ -166,26 +124,25 @@ def long_view(name: str, ablation, per_head: bool, colorscale: str, layers: int,
     how = option(c[2].radio, "Each pixel shows", list(POOLS), format_func=POOLS.get, key="pool", horizontal=True,
                  help="The maximum shows where any single weight is high; the sum, how much attention a block gets in all.")
     scope = option(c[3].segmented_control, "Thumbnails", SCOPES, key="thumbs", default=SCOPES[0], required=True)
-    view = View(model_name, ablation, name + (" (ablated run)" if ablation else ""), how, plot_pixels(present),
+    view = View(run, name + (" (ablated run)" if ablation else ""), how, plot_pixels(present),
                 {"colorscale": colorscale, "per_head_scale": per_head, "large": present},
                 masked_note(causal, None if analysis.sliding_windows is None else analysis.sliding_windows[layer]))
 
     shown = tuple(range(layers)) if scope == SCOPES[1] else (layer,)
     bar = st.empty()
-    thumbs = cached_thumbnails(model_name, ablation, shown, how, progress=lambda done, total: bar.progress(
+    thumbs = results.long_thumbnails.at(run, shown, how, progress=lambda done, total: bar.progress(
         done / total, text=f"Thumbnails: layer {done} of {total}…") if total > 1 else None)
     bar.empty()
     show_figure(
-        cached_figure(model_name, ("long-thumbnails", *_key(model_name, ablation)[1:], shown, how, colorscale, per_head,
-                                   present), lambda: lh.thumbnails_figure(
-                          thumbs, title=f"{view.run}: {'every layer × head' if len(shown) > 1 else f'layer {layer}, every head'}"
-                          "; click one to open it", **view.style), ablation=ablation),
+        results.figures.at(run, "long-thumbnails", shown, how, colorscale, per_head, present, build=lambda: lh.thumbnails_figure(
+            thumbs, title=f"{view.title}: {'every layer × head' if len(shown) > 1 else f'layer {layer}, every head'}"
+            "; click one to open it", **view.style)),
         name=file_stem(name, "thumbnails", how, *(("layer", layer) if len(shown) == 1 else ())),
         data=lambda: lh.thumbnails_table(thumbs), key=THUMBS_KEY, on_select="rerun",
     )
 
     with st.spinner(f"Computing layer {layer}, head {head} ({n:,} × {n:,} weights)…"):
-        pooled = cached_pooled_head(model_name, ablation, layer, head, view.pixels)[how]
+        pooled = results.long_pooled_heads.at(run, layer, head, view.pixels)[how]
     z = st.columns([1, 1, 1])
     side = option(z[2].selectbox, "Zoom: tokens per side", ZOOM_SIDES, key="zoom", index=ZOOM_SIDES.index(64))
     side = min(side, n)
@@ -198,7 +155,7 @@ def long_view(name: str, ablation, per_head: bool, colorscale: str, layers: int,
                 data=lambda: lh.pooled_table(pooled), key=HEAD_KEY, on_select="rerun", selection_mode="box")
     with st.spinner(f"Computing queries {region[0].start}-{region[0].stop - 1}…"):
         zoom_figure = view.zoom_figure(layer, head, region)
-    zoomed = cached_zoom(model_name, ablation, layer, head, *region)
+    zoomed = results.long_zooms.at(run, layer, head, *region)
     show_figure(zoom_figure, name=file_stem(name, "layer", layer, "head", head, "queries", region[0].start, "keys",
                                             region[1].start),
                 data=lambda: lh.zoom_table(zoomed), key="long-attention-zoom", reserve_margins=True)
@@ -214,11 +171,11 @@ def masked_note(causal: bool, window: int | None) -> str:
 
 @dataclass(frozen=True)
 class View:
-    """What the long view's figures of one run share: the run, the pooling and pixels, the style and mask note."""
+    """What the long view's figures of one run share: the run they are computed from and its title, the pooling and
+    pixels, the style and mask note."""
 
-    model_name: str
-    ablation: object
-    run: str
+    run: Run
+    title: str
     how: str
     pixels: int
     style: dict
@@ -227,31 +184,27 @@ class View:
     def head_figure(self, layer: int, head: int, region: tuple[range, range]):
         """The pooled head with the zoomed region outlined (cached per head, pooling, style and region)."""
         style = tuple(self.style.values())
-        return cached_figure(
-            self.model_name, ("long-head", *_key(self.model_name, self.ablation)[1:], layer, head, self.how, self.pixels,
-                              *style, *region),
-            lambda: lh.pooled_head_figure(
-                cached_pooled_head(self.model_name, self.ablation, layer, head, self.pixels)[self.how],
-                title=f"{self.run} · layer {layer}, head {head}", region=region, masked_note=self.note, **self.style),
-            ablation=self.ablation)
+        return results.figures.at(
+            self.run, "long-head", layer, head, self.how, self.pixels, *style, *region,
+            build=lambda: lh.pooled_head_figure(
+                results.long_pooled_heads.at(self.run, layer, head, self.pixels)[self.how],
+                title=f"{self.title} · layer {layer}, head {head}", region=region, masked_note=self.note, **self.style))
 
     def zoom_figure(self, layer: int, head: int, region: tuple[range, range]):
         """The zoomed region token by token (cached per head, style and region)."""
         queries, keys = region
-        return cached_figure(
-            self.model_name, ("long-zoom", *_key(self.model_name, self.ablation)[1:], layer, head,
-                              *tuple(self.style.values()), *region),
-            lambda: lh.zoom_figure(cached_zoom(self.model_name, self.ablation, layer, head, queries, keys),
-                                   title=f"{self.run} · layer {layer}, head {head}: queries {queries.start}-"
-                                   f"{queries.stop - 1}, keys {keys.start}-{keys.stop - 1}", masked_note=self.note,
-                                   **self.style),
-            ablation=self.ablation)
+        return results.figures.at(
+            self.run, "long-zoom", layer, head, *tuple(self.style.values()), *region,
+            build=lambda: lh.zoom_figure(results.long_zooms.at(self.run, layer, head, queries, keys),
+                                         title=f"{self.title} · layer {layer}, head {head}: queries {queries.start}-"
+                                         f"{queries.stop - 1}, keys {keys.start}-{keys.stop - 1}", masked_note=self.note,
+                                         **self.style))
 
 
 def prepare_layer(view: View, layer: int, heads: int, region: tuple[range, range]) -> None:
     """Compute, draw and fit the layer's other heads after the shown one is on screen, so that switching heads is a
     cache hit; a click meanwhile ends this run (Streamlit stops it at the next element) and keeps what is done."""
-    missing = [h for h in range(heads) if not has_pooled_head(view.model_name, view.ablation, layer, h, view.pixels)]
+    missing = [h for h in range(heads) if results.long_pooled_heads.peek_at(view.run, layer, h, view.pixels) is None]
     status = st.empty()
     for done, h in enumerate(range(heads)):
         if missing:

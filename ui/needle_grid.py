@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.attention_heads.retrieval import AnswerSuccess, answer_success, depth_length_grid
-from ui.cache import cached_language_model, model_turn, run_of
-from ui.cache_needle import cached_haystack
+from core.attention_heads.retrieval import AnswerSuccess, depth_length_grid
+from ui import results
 from ui.figures import show_figure
 from ui.page_state import option
 from ui.stoppable import StopFlag, progress_with_stop
-from ui.store import cached, stored
 from viz.common import file_stem
 from viz.needle import grid_heatmap, grid_sentence, grid_table
 
@@ -24,19 +22,8 @@ STOPPED = StopFlag("_needle_grid_stopped")  # the grid (model, needle, question,
 def _cell(model_name: str, length: int, needle: str, question: str, answer: str, depth: float,
           compute: bool) -> AnswerSuccess | None:
     """One cell, from the cache, or measured when ``compute`` (else None when it is not cached)."""
-    run = run_of(model_name, (needle, question, answer), length)
-    if not compute:
-        return stored("needle-grid-cells", run, (depth,))
-
-    def measure() -> AnswerSuccess:
-        lm = cached_language_model(model_name)
-        if isinstance(lm, Exception):
-            raise lm
-        haystack = cached_haystack(model_name, length)
-        with model_turn():
-            return answer_success(lm, haystack, needle, question, answer, depth)
-
-    return cached("needle-grid-cells", run, measure, (depth,))
+    cell = results.needle_grid_cells if compute else results.needle_grid_cells.peek
+    return cell(model_name, (), length, needle, question, answer, depth)
 
 
 def grid_lengths(lengths: list[int]) -> list[int]:

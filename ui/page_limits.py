@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 from core.model.inference import STORED_ATTENTION_MAX_TOKENS
 from core.model.models import LoadedModel
-from ui.cache_flow import FLOW_MAX_TOKENS
 
 # The memory one page may fill with its own results for one text: what the probabilities of gemma-3-270m's 262,144
 # tokens after each of 512 positions take (float32 logits and float64 probabilities), a page that works: 1.6 GB.
 PAGE_MEMORY_BUDGET = 512 * 262_144 * 12
+FLOW_MAX_TOKENS = 128  # every (head, key) term's contributions, 128 tokens of SmolLM2: 3.5 CPU-s, 5.6 s at load 8 (bench flow)
 CORPUS_BATCH = 16  # core.model.inference.iter_analyses' default batch: its hidden states exist at once
 
 

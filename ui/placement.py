@@ -12,7 +12,7 @@ import streamlit as st
 from core.maths.projection import METHOD_NAMES, PLACEABLE, ProjectionError
 from core.model.layers import hidden_state_label, since_hidden_state
 from core.representations.placement import DEFAULT_K, first_settled_layer, nearest_occurrences, sense_votes
-from ui.cache_senses import cached_fitted_projection, cached_occurrences
+from ui import results
 from viz.common import markdown_safe
 
 
@@ -40,12 +40,12 @@ class PlacedSentence:
 
 def place_text(model_name: str, word: str, sentences: tuple[str, ...], point_labels: list[str], text: str,
                layer: int, method: str, k: int = DEFAULT_K) -> PlacedSentence | None:
-    """Where the word of ``text`` lands among ``cached_occurrences(model_name, word, sentences)`` (labelled by
+    """Where the word of ``text`` lands among ``ui.results.occurrences(model_name, sentences, word)`` (labelled by
     ``point_labels``, one per occurrence) at ``layer``; None when ``text`` does not contain the word."""
-    own = cached_occurrences(model_name, word, (text,))
+    own = results.occurrences(model_name, (text,), word)
     if own.count == 0:
         return None
-    occurrences = cached_occurrences(model_name, word, sentences)
+    occurrences = results.occurrences(model_name, sentences, word)
     query = own.vectors[:, 0]  # [layers + 1, hidden]
     in_set = [sentences[i].strip() == text.strip() for i in occurrences.sentence_ids]
     voters = ["" if own_sentence else label for label, own_sentence in zip(point_labels, in_set, strict=True)]
@@ -55,7 +55,7 @@ def place_text(model_name: str, word: str, sentences: tuple[str, ...], point_lab
     why = None
     if method in PLACEABLE:
         try:
-            fitted = cached_fitted_projection(model_name, word, sentences, layer, method)
+            fitted = results.fitted_projections(model_name, sentences, word, layer, method)
         except ProjectionError as err:  # e.g. too few distinct vectors: the page draws its map without the star
             why = f"Your sentence is not drawn on this map: {err}"
         else:

@@ -15,3 +15,6 @@ def bar_progress(bar, text: str) -> Callable[[int, int], None]:
     """``progress(done, total)`` that moves ``bar`` (``st.progress``'s element) to ``done / total`` and shows ``text``
     with ``{done}`` and ``{total}`` filled in."""
     return partial(_move, bar, text)
+
+
+FLOW_PROGRESS = "Splitting the updates into their parts: layer {done} of {total}"  # ui.results.flows, layer by layer

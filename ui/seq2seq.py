@@ -12,7 +12,7 @@ from core.model.inference import AnalysisError
 from core.model.recording import SINGLE_STACK
 from core.model.seq2seq import MAX_GENERATED_TOKENS, PairAnalysis
 from core.model.stacks import STACK_LABELS, AttentionStack, stacks_of
-from ui.cache_seq2seq import cached_generated_target, cached_pair, generated_target_if_cached
+from ui import results
 from ui.page_state import end_page, option, option_value, set_option
 from ui.session import MAX_TEXT_CHARS, current_analysis, current_model, current_model_name, current_text, current_token_limit
 
@@ -81,7 +81,7 @@ def _generate(name: str, source: str, limit: int) -> str:
     def progress(done: int, total: int) -> None:
         bar.progress(done / total, text=f"{name} is writing a target: {done} of at most {total} tokens")
 
-    text = cached_generated_target(name, source, limit, progress)
+    text = results.generated_targets(name, source, max_tokens=limit, progress=progress)
     slot.empty()
     return text
 
@@ -114,8 +114,8 @@ def current_pair() -> PairAnalysis:
         st.session_state[_WRITTEN] = (name, source, limit, text)
         st.rerun()
     with st.spinner("Running the model…"):
-        pair = cached_pair(name, source, target, limit)
-    generated = generated_target_if_cached(name, source, limit)
+        pair = results.pairs(name, (source, target), max_tokens=limit)
+    generated = results.generated_targets.peek(name, source, max_tokens=limit)
     if generated is not None and generated == target:
         pair = dataclasses.replace(pair, generated=True)
     for side, analysis in (("source", pair.source), ("target", pair.target)):

@@ -16,8 +16,9 @@ import streamlit as st
 
 from core.attention_heads.attention import reduce_heads
 from core.attention_heads.cross_attention import cross_alignment, cross_attention_view
+from core.model.run import Run
 from core.model.stacks import AttentionStack, stack_of
-from ui.cache_seq2seq import cached_pair_view
+from ui import results
 from ui.figures import show_figure
 from ui.page_state import option
 from ui.seq2seq import current_pair, pair_caption
@@ -30,14 +31,14 @@ from viz.cross_attention import alignment_figure, alignment_grid
 BERTVIZ = {"head view": "head", "model view": "model"}
 
 
-def pair_bertviz(stacks: tuple[AttentionStack, ...], stack: AttentionStack, run: tuple[str, str, str, int], special: str,
-                 words: bool, layer: int) -> None:
-    """BertViz's encoder-decoder view of the three ``stacks`` (``run``: model name, source, target, token limit)."""
+def pair_bertviz(stacks: tuple[AttentionStack, ...], stack: AttentionStack, run: Run, special: str, words: bool,
+                 layer: int) -> None:
+    """BertViz's encoder-decoder view of the three ``stacks`` (``run``: of the model, source and target, token limit)."""
     kind = BERTVIZ[option(st.radio, "BertViz view", list(BERTVIZ), key="bertviz", horizontal=True)]
     st.caption("BertViz's own encoder-decoder view: its *Attention* menu switches between Encoder, Decoder and Cross "
                "(cross-attention: target tokens on the left, source tokens on the right). BertViz's neuron view "
                "does not take encoder-decoder models.")
-    encoder, decoder, cross = (cached_pair_view(*run, part.kind, special, words) for part in stacks)
+    encoder, decoder, cross = (results.pair_views.at(run, part.kind, special, words) for part in stacks)
     if not (encoder.labels and decoder.labels):
         st.info("Hiding special tokens leaves the source or the target empty; choose *show* for special tokens.")
         return

@@ -11,7 +11,8 @@ from core.model.inference import Analysis
 from core.model.models import BUNDLED_MODELS, DEFAULT_MODEL, LoadedModel, ModelLoadError, bundled_name
 from core.model.settings import Settings, load_settings
 from core.teaching.examples import SUGGESTED_MODELS
-from ui.cache import cached_analysis, cached_model
+from ui import results
+from ui.models import loaded_model
 from ui.page_limits import PAGE_LIMITS, limit_sentence, page_limit
 from ui.page_state import current_page, option_value
 
@@ -54,7 +55,7 @@ def current_model() -> LoadedModel:
             "Pick one of those in the sidebar."
         )
     with st.spinner(f"Loading {name}…"):
-        return cached_model(name)
+        return loaded_model(name)
 
 
 def app_token_limit() -> int:
@@ -101,7 +102,7 @@ def current_analysis(max_tokens: int | None = None) -> Analysis:
     model = current_model()
     limit = current_token_limit() if max_tokens is None else min(current_token_limit(), max_tokens)
     with st.spinner("Running the model…"):
-        analysis = cached_analysis(current_model_name(), current_text(), limit)
+        analysis = results.analyses(current_model_name(), current_text(), max_tokens=limit)
     if analysis.truncated and (max_tokens is not None or analysis.num_tokens >= app_token_limit()):
         # (a cut by the page's own limit was said above the page, by page_limit_notice)
         lm = bundled_lm(model.name)

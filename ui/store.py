@@ -1,148 +1,163 @@
-"""The one store of computed results: every cached result of the app, keyed by a ``core.model.run.Run`` and the view's own
-parameters, on a shelf of its kind, each shelf bounded in entries and in bytes.
+"""The one store of computed results, and the declaration every kind of result is made with.
 
-    results().get_or_compute("rollouts", run, (), compute)        # computed once per run, shared by every session
-    results().get_or_compute("qk-maps", run, (layer, head, rotary, method), compute)
+A kind of result is declared once (``ui/results.py`` holds every declaration)::
 
-``SHELVES`` is the one table of kinds and their budgets (a shelf is a ``ui.bounded_cache.BoundedCache``: least
-recently used first out, a value larger than its shelf is returned but not kept, each key computed once even when
-many sessions ask at the same time). A key is ``(run, params)``: ``run`` must be a ``Run`` (a ``TypeError``
-otherwise) and ``params`` a tuple of small hashable values (never arrays). One invalidation rule:
-``forget(model)`` drops every shelf's results of that model's runs (``forget()`` drops everything).
-Plain Python but for ``results()``, the process-wide instance (``st.cache_resource``).
+    rollouts = Result("rollouts", lambda model, run: rollout(analyses.at(run)), entries=16, megabytes=600, turn=False)
+
+and read with the model's name, its text(s) and the view's options, or with a ``Run``::
+
+    rollouts(model_name, text, max_tokens=limit, ablation=knocked_out)    # computed once, then kept
+    rollouts.at(run)                                                      # the same, from a Run
+    rollouts.peek(model_name, text, max_tokens=limit)                     # the kept result or None: never computes
+
+From that one declaration come the shelf (its name and budget: a ``ui.bounded_cache.BoundedCache``, least recently
+used first out, bounded in entries and bytes; a value larger than its shelf is returned but not kept; each key computed
+once even when many sessions ask at the same time), the key (``(run, options)``: the ``core.model.run.Run`` of the model,
+texts, token limit and knock-out, and the view's small hashable options, never arrays), what ``compute`` is given (the
+loaded model, the model with its language-model head, or nothing: ``reads``), the model turn (``turn=True``: the
+computation runs the model, so it waits for its turn, first come first served, ``ui.models.model_turn``) and read-only
+results (arrays in the value are frozen: a result is shared by every session). Keyword arguments a call adds (a
+``progress`` callback) reach ``compute`` but not the key.
+
+The turn rule, which keeps many sessions free of deadlock: a computation declared ``turn=True`` may read only results
+declared ``turn=True`` (it holds the turn, so no other thread can be computing one of those); one declared
+``turn=False`` runs outside the turn and may read any result. ``Result.at`` raises ``RuntimeError`` when a computation
+holding the turn asks for a missing ``turn=False`` result.
+
+One invalidation rule: ``store().forget(model)`` drops every shelf's results of that model (``ui.models`` calls it
+when a model folder changed on disk), ``forget()`` all of them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+import numpy as np
 import streamlit as st
 
-from core.model.run import Run
+from core.model.run import Ablation, Run
 from ui.bounded_cache import BoundedCache, nbytes_of
+from ui.models import MODEL_RUNS, language_model_of, loaded_model, model_turn, on_content_change, run_of
 
 MB = 1_000_000
 
-
-@dataclass(frozen=True)
-class Shelf:
-    """A shelf's budget: at most ``entries`` results and ``bytes`` bytes (as ``size_of`` counts them)."""
-
-    entries: int
-    bytes: int
-    size_of: Callable[[Any], int] = nbytes_of
+Reads = Literal["model", "language model", "nothing"]
 
 
-def _pair_bytes(pair) -> int:
-    """A ``PairAnalysis``'s arrays: its cross-attention and both sides' ``Analysis`` (with their recorded passes)."""
-    return (nbytes_of(pair.cross_attentions) + nbytes_of(pair.source) + nbytes_of(pair.target)
-            + nbytes_of(getattr(pair, "recorded", None)))
+class Result:
+    """One declared kind of cached result (see the module docstring)."""
+
+    def __init__(self, kind: str, compute: Callable[..., Any], *, entries: int, megabytes: float,
+                 reads: Reads = "model", turn: bool = True, size_of: Callable[[Any], int] = nbytes_of):
+        """``compute(model, run, *options, **extra)``: ``model`` is what ``reads`` names (``LoadedModel``, the
+        ``core.outputs.predictions.LanguageModel``, or None); ``entries`` and ``megabytes`` bound the shelf."""
+        if kind in DECLARED:
+            raise ValueError(f"a result of kind {kind!r} is declared twice")
+        if reads not in ("model", "language model", "nothing"):
+            raise ValueError(f"reads must be 'model', 'language model' or 'nothing', not {reads!r}")
+        self.kind, self.compute, self.reads, self.turn = kind, compute, reads, turn
+        self.entries, self.max_bytes, self.size_of = entries, int(megabytes * MB), size_of
+        DECLARED[kind] = self
+
+    def __repr__(self) -> str:
+        return f"Result({self.kind!r})"
+
+    def __call__(self, model_name: str, texts: str | tuple[str, ...] = (), *options, max_tokens: int | None = None,
+                 ablation: tuple | Ablation | None = None, **extra) -> Any:
+        """The result for model ``model_name``, ``texts`` (one text or a tuple), ``options``, the token limit and
+        the knock-out: computed the first time, kept after. ``extra`` keyword arguments reach ``compute`` only."""
+        return self.at(run_of(model_name, texts, max_tokens, ablation), *options, **extra)
+
+    def at(self, run: Run, *options, **extra) -> Any:
+        """The result for ``run`` and ``options`` (computed the first time, kept after)."""
+        shelf = store().shelf(self)
+        key = Store.key(run, options)
+        if MODEL_RUNS.held() and not self.turn:
+            found = shelf.get(key)
+            if found is None:
+                raise RuntimeError(f"{self!r} (turn=False) asked for inside the model turn: read it before the turn, "
+                                   "or declare it turn=True")
+            return found
+        return shelf.get_or_compute(key, lambda: self._compute(run, options, extra))
+
+    def peek(self, model_name: str, texts: str | tuple[str, ...] = (), *options, max_tokens: int | None = None,
+             ablation: tuple | Ablation | None = None) -> Any:
+        """The kept result, or None when it has not been computed (never computes)."""
+        return self.peek_at(run_of(model_name, texts, max_tokens, ablation), *options)
+
+    def peek_at(self, run: Run, *options) -> Any:
+        return store().shelf(self).get(Store.key(run, options))
+
+    def keep_at(self, run: Run, options: tuple, value: Any) -> None:
+        """Keep ``value`` as the result for ``run`` and ``options`` (a result computed in pieces, e.g. a generation
+        written a chunk at a time)."""
+        store().shelf(self).put(Store.key(run, options), frozen(value))
+
+    def forget_at(self, run: Run, *options) -> None:
+        """Drop one result (the next call computes it again)."""
+        key = Store.key(run, options)
+        store().shelf(self).discard(lambda k: k == key)
+
+    def computed(self) -> int:
+        """How many results of this kind were computed in this process (for tests and the load benchmark)."""
+        return store().shelf(self).computed
+
+    def _compute(self, run: Run, options: tuple, extra: dict) -> Any:
+        model = {"model": lambda: loaded_model(run.model), "language model": lambda: language_model_of(run.model),
+                 "nothing": lambda: None}[self.reads]()
+        if not self.turn:
+            return frozen(self.compute(model, run, *options, **extra))
+        with model_turn():
+            return frozen(self.compute(model, run, *options, **extra))
 
 
-# kind: its budget. One 512-token analysis of a 12-layer, 12-head model holds about 150 MB of attention; a 512-token
-# norm-weighted result of it is as large. An analysis keeps its recorded pass (queries, keys, values, inputs), counted
-# in its bytes: all-MiniLM-L6-v2 81 MB + 19 MB at 512 tokens; SmolLM2-135M-Instruct 27 MB + 27 MB at 128 tokens.
-SHELVES: dict[str, Shelf] = {
-    # one text (ui/cache.py)
-    "analyses": Shelf(64, 1500 * MB),
-    "ablated-analyses": Shelf(32, 1500 * MB),
-    "rollouts": Shelf(16, 600 * MB),
-    "norm-weighted": Shelf(16, 600 * MB),
-    "attention-views": Shelf(8, 600 * MB),  # the matrices a view shows, per (source, special tokens, word level)
-    "queries-keys": Shelf(8, 600 * MB),
-    "head-stats": Shelf(64, 50 * MB),
-    "predictions": Shelf(64, 400 * MB),
-    "model-facts": Shelf(32, 50 * MB),
-    "reference-anisotropy": Shelf(3, 1 * MB),  # one per model: a pass over 8 reference sentences
-    "figures": Shelf(64, 400 * MB),  # figures and the tables under them, per figure name and options
-    # long texts on the attention page (ui/long_attention.py): each head pooled to screen pixels, zooms, thumbnails
-    "long-pooled-heads": Shelf(600, 400 * MB),
-    "long-labels": Shelf(16, 10 * MB),
-    "long-zooms": Shelf(64, 100 * MB),
-    "long-thumbnails": Shelf(16, 200 * MB),
-    # a corpus (ui/cache.py); 500 documents × 13 hidden states × 768 dims × 4 poolings (float32) is about 80 MB
-    "corpus-head-stats": Shelf(64, 50 * MB),
-    "corpus-embeddings": Shelf(8, 400 * MB),
-    "contextuality": Shelf(8, 400 * MB),
-    # causal tools (ui/cache_effects.py)
-    "head-importance": Shelf(32, 400 * MB),
-    "target-changes": Shelf(32, 400 * MB),
-    "attributions": Shelf(32, 400 * MB),
-    "logit-lens": Shelf(32, 400 * MB),
-    # language-model views: generations, patching, attribution, induction (ui/lm_views.py, ui/lm_writer.py)
-    "lm-tools": Shelf(64, 200 * MB),
-    # information flow (ui/cache_flow.py): a recorded pass (with its MLP neurons) and its contributions, both counted;
-    # for 128 tokens of SmolLM2 the contributions alone are about 18 MB
-    "flows": Shelf(8, 400 * MB),
-    # needle in a haystack (ui/cache_needle.py)
-    "needle-haystacks": Shelf(32, 200 * MB),
-    "needle-scores": Shelf(32, 200 * MB),
-    "needle-answers": Shelf(32, 200 * MB),
-    "needle-knock-outs": Shelf(32, 200 * MB),
-    "needle-grid-cells": Shelf(512, 10 * MB),  # one small AnswerSuccess per (depth, length) cell (ui/needle_grid.py)
-    # long context (ui/cache_long_context.py): a profile holds [L, H, T] float32 sink shares, 30 × 9 × 8,192 × 4 bytes
-    # = 8.8 MB for SmolLM2 at 8,192 tokens
-    "long-context": Shelf(16, 200 * MB),
-    "long-context-haystacks": Shelf(16, 10 * MB),
-    # queries and keys over a corpus (ui/cache_qk.py): SmolLM2, one layer of the 3,000-token sample corpus is 9 MB;
-    # MiniLM, all 6 layers, 55 MB
-    "qk-corpus": Shelf(6, 600 * MB),
-    "qk-maps": Shelf(64, 200 * MB),
-    "qk-agreements": Shelf(64, 1 * MB),
-    "qk-thumbnails": Shelf(16, 200 * MB),
-    # senses (ui/cache_senses.py): 2,000 occurrences × 13 layers × 768 dims (float32) is about 80 MB
-    "occurrences": Shelf(8, 400 * MB),
-    "projections": Shelf(128, 400 * MB),
-    "fitted-projections": Shelf(16, 400 * MB),  # keeps the fitted estimator: fewer entries
-    "aligned-projections": Shelf(128, 400 * MB),
-    "separations": Shelf(128, 50 * MB),
-    "separation-intervals": Shelf(128, 50 * MB),
-    # encoder-decoders (ui/cache_seq2seq.py)
-    "generated-targets": Shelf(64, 10 * MB),
-    "pairs": Shelf(16, 1000 * MB, _pair_bytes),
-    "pair-views": Shelf(8, 600 * MB),
-}
+DECLARED: dict[str, Result] = {}  # kind: its declaration (every one is made in ui/results.py)
+
+
+def frozen(value: Any) -> Any:
+    """``value`` with every NumPy array in it, or in its fields (tuples, named tuples, dataclasses, dicts: one level
+    down), made read-only: a kept result is shared by every session."""
+    if isinstance(value, np.ndarray):
+        value.setflags(write=False)
+        return value
+    if isinstance(value, tuple | list):
+        parts = list(value)
+    elif isinstance(value, dict):
+        parts = list(value.values())
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        parts = [getattr(value, f.name) for f in dataclasses.fields(value)]
+    else:
+        return value
+    for part in parts:
+        if isinstance(part, np.ndarray):
+            part.setflags(write=False)
+    return value
 
 
 class Store:
-    """Results keyed by ``(run, params)`` on the shelves of ``shelves`` (kind: ``Shelf``)."""
+    """The shelves of every declared ``Result``, made the first time each is used."""
 
-    def __init__(self, shelves: dict[str, Shelf]):
-        self._shelves = {kind: BoundedCache(s.entries, s.bytes, s.size_of) for kind, s in shelves.items()}
+    def __init__(self) -> None:
+        self._shelves: dict[str, BoundedCache] = {}
 
-    def shelf(self, kind: str) -> BoundedCache:
-        """The ``BoundedCache`` of ``kind`` (a ``KeyError`` naming the known kinds for an unknown one)."""
-        try:
-            return self._shelves[kind]
-        except KeyError:
-            raise KeyError(f"no shelf {kind!r} in the store; add it to ui.store.SHELVES ({', '.join(self._shelves)})") from None
+    def shelf(self, result: Result) -> BoundedCache:
+        """The ``BoundedCache`` of ``result``'s kind."""
+        shelf = self._shelves.get(result.kind)
+        if shelf is None:
+            shelf = self._shelves.setdefault(result.kind,
+                                             BoundedCache(result.entries, result.max_bytes, result.size_of))
+        return shelf
 
     @staticmethod
-    def key(run: Run, params: tuple = ()) -> tuple[Run, tuple]:
-        """The key of ``run``'s result with the view's own ``params``."""
+    def key(run: Run, options: tuple = ()) -> tuple[Run, tuple]:
+        """The key of ``run``'s result with the view's own ``options``."""
         if not isinstance(run, Run):
             raise TypeError(f"a stored result is keyed by a core.model.run.Run, got {type(run).__name__}")
-        if not isinstance(params, tuple):
-            raise TypeError(f"a stored result's params are a tuple, got {type(params).__name__}")
-        return run, params
-
-    def get_or_compute(self, kind: str, run: Run, params: tuple, compute: Callable[[], Any]) -> Any:
-        """The result of ``kind`` for ``run`` and ``params``: ``compute()`` the first time, the kept value after."""
-        return self.shelf(kind).get_or_compute(self.key(run, params), compute)
-
-    def get(self, kind: str, run: Run, params: tuple = ()) -> Any:
-        """The kept result, or None (never computes)."""
-        return self.shelf(kind).get(self.key(run, params))
-
-    def put(self, kind: str, run: Run, params: tuple, value: Any) -> None:
-        self.shelf(kind).put(self.key(run, params), value)
-
-    def discard(self, kind: str, run: Run, params: tuple = ()) -> None:
-        """Drop one result (the next ``get_or_compute`` computes it again)."""
-        key = self.key(run, params)
-        self.shelf(kind).discard(lambda k: k == key)
+        if not isinstance(options, tuple):
+            raise TypeError(f"a stored result's options are a tuple, got {type(options).__name__}")
+        return run, options
 
     def forget(self, model: str | None = None) -> None:
         """Drop every result of ``model``'s runs, on every shelf; every result when ``model`` is None."""
@@ -152,10 +167,6 @@ class Store:
             else:
                 shelf.discard(lambda key: key[0].model == model)
 
-    def computed(self, kind: str) -> int:
-        """How many results of ``kind`` were computed (for tests and the load benchmark)."""
-        return self.shelf(kind).computed
-
     def __len__(self) -> int:
         return sum(len(shelf) for shelf in self._shelves.values())
 
@@ -163,26 +174,10 @@ class Store:
     def total_bytes(self) -> int:
         return sum(shelf.total_bytes for shelf in self._shelves.values())
 
-    @property
-    def max_entries(self) -> int:
-        return sum(shelf.max_entries for shelf in self._shelves.values())
-
-    @property
-    def max_bytes(self) -> int:
-        return sum(shelf.max_bytes for shelf in self._shelves.values())
-
 
 @st.cache_resource(show_spinner=False)
-def results() -> Store:
+def store() -> Store:
     """The process-wide store: shared by every session (its results are read-only)."""
-    return Store(SHELVES)
-
-
-def cached(kind: str, run: Run, compute: Callable[[], Any], params: tuple = ()) -> Any:
-    """``results().get_or_compute(kind, run, params, compute)``."""
-    return results().get_or_compute(kind, run, params, compute)
-
-
-def stored(kind: str, run: Run, params: tuple = ()) -> Any:
-    """``results().get(kind, run, params)``: the kept result or None."""
-    return results().get(kind, run, params)
+    store = Store()
+    on_content_change(store.forget)
+    return store

@@ -12,10 +12,12 @@ from core.causal.flow import DEFAULT_THRESHOLD, RouteGraph, layer_runs, route_gr
 from core.causal.flow_details import ROUTE_MARGIN, RouteSummary, route_summary
 from core.model.tokens import quoted_token
 from core.teaching.examples import PATCHING_PRESETS
-from ui.cache import cached_language_model
-from ui.cache_flow import FLOW_MAX_TOKENS, flow_with_progress
-from ui.lm_views import PROMPT_MAX_CHARS, cached_lm_result, next_logits, token_texts
+from ui import results
+from ui.lm_views import PROMPT_MAX_CHARS, token_texts
+from ui.models import language_model_of
+from ui.page_limits import FLOW_MAX_TOKENS
 from ui.page_state import option
+from ui.progress_text import FLOW_PROGRESS, bar_progress
 from ui.session import current_model, current_model_name, current_token_limit
 from ui.tour_kit import figure, full_page, not_here, say, try_this
 from viz.common import markdown_safe
@@ -47,17 +49,17 @@ def step_flow() -> None:
     name, limit = current_model_name(), min(current_token_limit(), FLOW_MAX_TOKENS)
     bar = st.empty()
     try:
-        flow = flow_with_progress(name, prompt, limit, bar)
+        flow = results.flows(name, prompt, max_tokens=limit, progress=bar_progress(bar, FLOW_PROGRESS))
     except UnsupportedArchitecture as err:
         bar.empty()
         not_here(markdown_safe(str(err)))
         return
     bar.empty()
     recorded, contributions = flow.recorded, flow.contributions
-    lm = cached_language_model(name)
+    lm = language_model_of(name)
     labels = token_texts(lm.tokenizer, list(recorded.input_ids))
     last = recorded.num_tokens - 1
-    logits = cached_lm_result("next-logits", name, next_logits, prompt, limit)
+    logits = results.next_token_logits(name, prompt, max_tokens=limit)
     probabilities = torch.softmax(logits.double(), dim=-1).cpu().numpy()
     answer = int(np.argmax(probabilities))
     graph = route_graph(contributions, last, threshold)

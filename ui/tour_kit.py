@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from core.teaching.tour import clearest_head, uniform_previous_share
-from ui.cache import cached_head_stats
+from ui import results
 from ui.figures import PRESENTATION_WIDTH, show_figure
 from ui.page_state import link_url
 from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
@@ -76,7 +76,7 @@ def not_here(text: str) -> None:
 
 def previous_token_head(analysis):
     """``((layer, head, share) or None, chance level, head-statistics table, token roles)`` for the sidebar's text."""
-    table, roles = cached_head_stats(current_model_name(), current_text(), current_token_limit())
+    table, roles = results.head_stats(current_model_name(), current_text(), "attention", max_tokens=current_token_limit())
     best = clearest_head(table, "previous")
     return best, uniform_previous_share(roles), table, roles
 

@@ -16,26 +16,17 @@ import pandas as pd
 import streamlit as st
 
 from core.attention_heads.inside_head import UnsupportedArchitecture
-from core.causal.patching import UnequalLengths, patch_residual
+from core.causal.patching import UnequalLengths
 from core.maths.margins import leads_from
 from core.model.tokens import quoted_token
 from core.outputs.causal_lm import encode
 from core.outputs.generation import shape_distribution
 from core.teaching.examples import PATCHING_PRESETS
-from ui.cache import cached_language_model
+from ui import results
 from ui.lm_lens import lens_parts
-from ui.lm_views import (
-    cached_induction,
-    cached_lm_result,
-    induction_even_share,
-    induction_figure,
-    induction_sentence,
-    induction_table,
-    next_logits,
-    patching_prompts,
-    run_generate,
-    token_texts,
-)
+from ui.lm_views import induction_even_share, induction_figure, induction_sentence, induction_table, patching_prompts, token_texts
+from ui.lm_writer import generation_key
+from ui.models import has_language_model, language_model_of
 from ui.page_state import option, set_option
 from ui.session import current_model, current_model_name, current_text, current_token_limit
 from ui.tour_flow import step_flow
@@ -66,8 +57,8 @@ def is_language_model() -> bool:
     model = current_model()
     if not model.is_decoder or model.is_encoder_decoder:
         return False
-    lm = cached_language_model(current_model_name())
-    return not isinstance(lm, Exception) and lm.kind == "next"
+    name = current_model_name()
+    return has_language_model(name) and language_model_of(name).kind == "next"
 
 
 def choose_track(attention_steps: list) -> tuple[list, str]:
@@ -100,10 +91,9 @@ def step_predict() -> None:
     text = _text()
     if text is None:
         return
-    lm, name = cached_language_model(current_model_name()), current_model().name
+    lm, name = language_model_of(current_model_name()), current_model().name
     ids = encode(lm, text, current_token_limit())
-    d = shape_distribution(cached_lm_result("next-logits", current_model_name(), next_logits, text,
-                                            current_token_limit()))
+    d = shape_distribution(results.next_token_logits(current_model_name(), text, max_tokens=current_token_limit()))
     labels = token_texts(lm.tokenizer, d.order[:50])
     last = token_texts(lm.tokenizer, ids[-1:])[0]
     best = ", then " + " and ".join(f"{_q(labels[i])} ({probability(d.raw[i])})" for i in (1, 2)
@@ -131,17 +121,17 @@ def step_sample() -> None:
     runs = {}
     for sample in (False, True):
         extra = {"temperature": temperature, "top_k": 0, "top_p": 1.0} if sample else {}
-        runs[sample] = cached_lm_result(
-            "generate", current_model_name(), run_generate, text, steps=SAMPLED, sample=sample, seed=seed if sample
-            else 0, branch=(), max_tokens=current_token_limit(), progress=lambda done, total, s=sample: bar.progress(
-                (done + s * total) / (2 * total), text=f"{'Sampling' if s else 'Greedy'}: token {done} of {total}"),
-            **extra)
+        run, options = generation_key(current_model_name(), text, dict(
+            steps=SAMPLED, sample=sample, seed=seed if sample else 0, branch=(), max_tokens=current_token_limit(),
+            **extra))  # the Predictions page's key: both share these texts
+        runs[sample] = results.generations.at(run, *options, progress=lambda done, total, s=sample: bar.progress(
+            (done + s * total) / (2 * total), text=f"{'Sampling' if s else 'Greedy'}: token {done} of {total}"))
     bar.empty()
     greedy, sampled = runs[False].steps, runs[True].steps
     if not sampled or not greedy:
         not_here("The text already fills the model's context, so it cannot write another token.")
         return
-    lm = cached_language_model(current_model_name())
+    lm = language_model_of(current_model_name())
     ids = sorted({s.token_id for s in greedy + sampled})
     shown = dict(zip(ids, token_texts(lm.tokenizer, ids)))  # part of a character as <0xD8>, not "�"
     written = {run: lm.tokenizer.decode([s.token_id for s in runs[run].steps], clean_up_tokenization_spaces=False)
@@ -218,7 +208,7 @@ def step_induction() -> None:
     model = current_model()
     length = induction_length(model)
     try:
-        result = cached_induction(model, length, INDUCTION_SEED)
+        result = results.inductions(model.name, (), length, INDUCTION_SEED)
     except ValueError as err:
         not_here(markdown_safe(str(err)))
         return
@@ -249,9 +239,9 @@ def step_patching() -> None:
         return
     bar = st.progress(0.0, text="Patching…")
     try:
-        result = cached_lm_result("patch-residual", current_model_name(), patch_residual, clean, corrupted, answer,
-                                  wrong, progress=lambda done, total: bar.progress(
-                                      done / total, text=f"{done} of {total} patched runs"))
+        result = results.patches(current_model_name(), (clean, corrupted), "residual", answer, wrong,
+                                 progress=lambda done, total: bar.progress(
+                                     done / total, text=f"{done} of {total} patched runs"))
     except (UnequalLengths, ValueError, UnsupportedArchitecture) as err:
         bar.empty()
         not_here(markdown_safe(str(err)))

@@ -12,7 +12,7 @@ from core.causal.effects_compare import sentence_cosine
 from core.model.layers import head_code, hidden_state_label
 from core.representations.drift import drift_table
 from core.teaching.tour import clearest_sink_head, falls_at_every_layer, previous_is_sink
-from ui.cache import cached_ablated_analysis, cached_corpus_embeddings
+from ui import results
 from ui.corpus_state import current_corpus, current_corpus_name
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.tour_kit import figure, full_page, not_here, previous_token_head, say, sink_names, try_this
@@ -41,7 +41,8 @@ def step_explain() -> None:
         return
     try:
         with st.spinner("Running your text with one head switched off…"):
-            ablated = [cached_ablated_analysis(name, current_text(), limit, (head,), "zero") for head in chosen]
+            ablated = [results.analyses(name, current_text(), max_tokens=limit, ablation=((head,), "zero"))
+                       for head in chosen]
     except (UnsupportedArchitecture, EffectsError) as err:
         say(caveat)
         not_here(f"Switching a head off is not possible here: {markdown_safe(str(err))}")
@@ -97,10 +98,10 @@ def step_corpus() -> None:
     model, name, limit = current_model(), current_model_name(), current_token_limit()
     corpus = current_corpus()
     bar = st.empty()
-    embeddings = cached_corpus_embeddings(
-        name, tuple(doc.text for doc in corpus), limit,
+    embeddings = results.corpus_passes(
+        name, tuple(doc.text for doc in corpus), max_tokens=limit,
         progress=lambda done, total: bar.progress(done / total, text=f"Running the model: {done} of {documents_phrase(total)}"),
-    )
+    )[0]
     bar.empty()
     titles = [doc.title for doc in corpus]
     table = drift_table(embeddings, reference="static", pooling="mean")

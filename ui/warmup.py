@@ -50,18 +50,18 @@ def _warm_up(collector_was_on: bool) -> None:
     try:
         try:
             from core.model.models import DEFAULT_MODEL  # noqa: PLC0415 - the warm-up thread imports torch, not the start-up
-            from ui.cache import cached_model  # noqa: PLC0415 - the warm-up thread imports torch, not the start-up
-            from ui.cache_senses import start_umap_warmup  # noqa: PLC0415 - the warm-up thread imports torch, not the start-up
+            from ui.models import loaded_model  # noqa: PLC0415 - the warm-up thread imports torch, not the start-up
+            from ui.umap_warmup import start_umap_warmup  # noqa: PLC0415 - the warm-up thread imports torch, not the start-up
         finally:
             _importing.release()
         try:
             import transformers.modeling_utils  # noqa: F401, PLC0415 - what loading any model imports, in this thread
-            cached_model(DEFAULT_MODEL)
+            loaded_model(DEFAULT_MODEL)
             log.info("ready: bundled model loaded %.1f s after start-up began", time.perf_counter() - started)
         except Exception:  # the first page will load it and explain any failure
             log.exception("could not load the bundled model at start-up")
     finally:
-        # Loading the model froze what it left alive (ui.cache.freeze_long_lived); collect as before from here.
+        # Loading the model froze what it left alive (ui.models.freeze_long_lived); collect as before from here.
         if collector_was_on:
             gc.enable()
     try:

@@ -55,7 +55,7 @@ ONE_THREAD_BELOW_TOKENS = 128
 @contextmanager
 def threads_for_input(tokens: int):
     """Within: one torch thread when ``tokens`` (batch × length) is under ``ONE_THREAD_BELOW_TOKENS``, torch's
-    own setting otherwise; restored after. Forward passes in the app run one at a time (ui.cache.model_turn)."""
+    own setting otherwise; restored after. Forward passes in the app run one at a time (ui.models.model_turn)."""
     before = torch.get_num_threads()
     if tokens >= ONE_THREAD_BELOW_TOKENS or before == 1:
         yield

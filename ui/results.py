@@ -1,0 +1,331 @@
+"""Every cached result of the app, each declared once: its kind (the shelf's name), its computation and its budget.
+
+How a declaration works, and the turn rule, are in ``ui/store.py``. A page reads a result by calling it::
+
+    analysis = analyses(model_name, text, max_tokens=limit)              # one Analysis per model, text and limit
+    stats = head_stats(model_name, text, "attention", max_tokens=limit)  # the view's options after the text(s)
+
+What a result is computed from goes in the ``Run`` (model, texts the model reads, token limit, knock-out); what only
+selects or draws it is an option. Budgets: one 512-token analysis of a 12-layer, 12-head model holds about 150 MB of
+attention (81 MB + its recorded pass of 19 MB for all-MiniLM-L6-v2; 27 MB + 27 MB for SmolLM2-135M at 128 tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import NamedTuple
+
+import numpy as np
+
+from core.attention_heads.attention import attention_view, norm_weighted, rollout
+from core.attention_heads.cross_attention import pair_attention_view
+from core.attention_heads.head_statistics import analysis_statistics, corpus_statistics
+from core.attention_heads.induction import induction_scores, repeat_loss
+from core.attention_heads.long_attention import pooled_head, thumbnails, zoom
+from core.attention_heads.long_context import long_context_profile, text_ids
+from core.attention_heads.neuron_view import queries_and_keys
+from core.attention_heads.qk_map import query_key_map, record_corpus
+from core.attention_heads.qk_map_quality import nearest_key_agreement, position_order
+from core.attention_heads.retrieval import (
+    answer_log_probability,
+    answer_success,
+    bundled_haystack,
+    haystack_of_length,
+    model_answer,
+    retrieval_scores,
+)
+from core.causal import patching
+from core.causal.effects import ablate_heads, head_importance
+from core.causal.effects_compare import target_change
+from core.causal.flow import Contributions, contributions_of
+from core.causal.flow_pair import PairContributions, PairPass, pair_contributions_of, record_pair
+from core.causal.logit_attribution import direct_logit_attribution
+from core.causal.token_attribution import token_attribution
+from core.maths.alignment import align_layout
+from core.maths.projection import fit_projection, project
+from core.model.inference import analyze
+from core.model.recorded_pass import RecordedPass, record_pass
+from core.model.run import Run
+from core.model.seq2seq import analyze_pair, generate_target
+from core.model.tokens import token_labels
+from core.outputs.causal_lm import encode
+from core.outputs.generation import generate, last_logits
+from core.outputs.lens import logit_lens
+from core.outputs.predictions import MAX_TOP_K, predict
+from core.representations.contextuality import embed_corpus_and_contextuality
+from core.representations.senses import occurrence_embeddings, separation, separation_interval
+from core.teaching import about
+from ui.bounded_cache import nbytes_of
+from ui.models import language_model_of, loaded_model
+from ui.store import Result
+
+THUMB_PIXELS = 64  # a long text's thumbnail: pixels per side
+QK_THUMBNAIL_POINTS = 300  # queries (and as many keys) drawn per small multiple of Queries and keys
+
+
+def of_model(run: Run) -> Run:
+    """The run of ``run``'s model alone (no text, limit or knock-out): what is the same for every text."""
+    return replace(run, texts=(), max_tokens=None, ablation=None)
+
+
+# --- one text: every page ---------------------------------------------------------------------------------------------
+
+def _analysis(model, run: Run):
+    if run.ablation is None:
+        return analyze(model, run.text, max_tokens=run.max_tokens)
+    return ablate_heads(model, run.text, run.ablation.heads, method=run.ablation.method, max_tokens=run.max_tokens)
+
+
+analyses = Result("analyses", _analysis, entries=96, megabytes=2000)  # plain and knocked-out runs of one text
+rollouts = Result("rollouts", lambda model, run: rollout(analyses.at(run)), entries=16, megabytes=600,
+                  reads="nothing", turn=False)
+# A knocked-out run's norm-weighted attention is computed from that run's hidden states; a knocked-out head keeps its
+# weights and value norms there (ablation removes its output, not its attention). Raises UnsupportedArchitecture.
+norm_weighted_attention = Result("norm-weighted", lambda model, run: norm_weighted(model, analyses.at(run)),
+                                 entries=16, megabytes=600)
+
+
+def _attention_view(model, run: Run, source: str, special: str, words: bool):
+    matrices = {"raw": lambda: None, "norm-weighted": lambda: norm_weighted_attention.at(run),
+                "rollout": lambda: rollouts.at(run)[:, None]}[source]()
+    return attention_view(analyses.at(run), matrices=matrices, special=special, words=words)
+
+
+# the matrices a view shows, per (source, special tokens, word level): changing layer or head only slices them
+attention_views = Result("attention-views", _attention_view, entries=8, megabytes=600, reads="nothing", turn=False)
+neuron_view_queries_keys = Result("queries-keys", lambda model, run: queries_and_keys(model, analyses.at(run)),
+                                  entries=8, megabytes=600)
+
+
+def _head_stats(model, run: Run, weighting: str):
+    matrices = norm_weighted_attention.at(run) if weighting == "norm-weighted" else None
+    return analysis_statistics(analyses.at(run), model.tokenizer, matrices)
+
+
+head_stats = Result("head-stats", _head_stats, entries=64, megabytes=50, turn=False)  # (table, roles)
+predictions = Result("predictions", lambda lm, run: predict(lm, run.text, MAX_TOP_K, max_tokens=run.max_tokens),
+                     entries=64, megabytes=400, reads="language model")
+# one per model: a pass over 8 reference sentences
+reference_anisotropy = Result("reference-anisotropy", lambda model, run: about.reference_anisotropy(model),
+                              entries=3, megabytes=1)
+model_facts = Result("model-facts", lambda model, run: about.model_facts(
+    model, analyses.at(run), reference_anisotropy.at(of_model(run))), entries=32, megabytes=50, turn=False)
+
+# figures and the tables under them: options are the figure's name and everything it is drawn with; ``build`` (not in
+# the key) draws it. A figure is shared by every session: never modify it (ui.figures.fitted restyles a copy).
+figures = Result("figures", lambda model, run, *options, build: build(), entries=64, megabytes=400, reads="nothing",
+                 turn=False)
+
+
+# --- long texts on the Attention page: each head pooled to screen pixels, zooms, thumbnails ---------------------------
+
+long_pooled_heads = Result("long-pooled-heads", lambda model, run, layer, head, pixels: pooled_head(
+    model, analyses.at(run), layer, head, pixels), entries=600, megabytes=400)
+# no model run, but read inside long_zooms' turn (see the turn rule in ui/store.py)
+long_labels = Result("long-labels", lambda model, run: token_labels(analyses.at(run)), entries=16, megabytes=10,
+                     reads="nothing")
+long_zooms = Result("long-zooms", lambda model, run, layer, head, queries, keys: zoom(
+    model, analyses.at(run), layer, head, queries, keys, long_labels.at(run)), entries=64, megabytes=100)
+long_thumbnails = Result("long-thumbnails", lambda model, run, layers, how, progress=None: thumbnails(
+    model, analyses.at(run), layers, how, THUMB_PIXELS, progress), entries=16, megabytes=200)
+
+
+# --- a corpus: Head statistics, Drift (500 documents × 13 hidden states × 768 dims × 4 poolings is about 80 MB) -------
+
+corpus_head_stats = Result("corpus-head-stats", lambda model, run, progress=None: corpus_statistics(
+    model, run.texts, max_tokens=run.max_tokens, progress=progress), entries=64, megabytes=50)
+# (CorpusEmbeddings, Contextuality): every pooling of every hidden state and the words' self-similarity, one pass
+corpus_passes = Result("corpus-passes", lambda model, run, progress=None: embed_corpus_and_contextuality(
+    model, list(run.texts), max_tokens=run.max_tokens, progress=progress), entries=8, megabytes=800)
+
+
+# --- causal tools: Does it matter?, Predictions' lens ---------------------------------------------------------------
+
+def _measured_model(run: Run, measure: str):
+    """The model with its language-model head for ``measure == "target"`` (raises ``NoLanguageModelHead``), else
+    the base model."""
+    return language_model_of(run.model) if measure == "target" else loaded_model(run.model)
+
+
+head_importances = Result("head-importance", lambda model, run, measure, method, target, progress=None: head_importance(
+    _measured_model(run, measure), run.text, measure=measure, method=method, target=target, progress=progress,
+    max_tokens=run.max_tokens), entries=32, megabytes=400, reads="nothing")
+# the run carries the knock-out: top-k predictions and log p(target) before and after it
+target_changes = Result("target-changes", lambda lm, run, target, k: target_change(
+    lm, run.text, run.ablation.heads, method=run.ablation.method, target=target, k=k, max_tokens=run.max_tokens),
+    entries=32, megabytes=400, reads="language model")
+attributions = Result("attributions", lambda model, run, method, measure, steps, target, progress=None: token_attribution(
+    _measured_model(run, measure), run.text, method=method, measure=measure, steps=steps, target=target,
+    max_tokens=run.max_tokens, progress=progress), entries=32, megabytes=400, reads="nothing")
+logit_lenses = Result("logit-lens", lambda lm, run, k, start: logit_lens(lm, analyses.at(run), k=k, start=start),
+                      entries=32, megabytes=400, reads="language model")
+
+
+# --- language-model tools: next-token logits, generation, patching, direct logit attribution, induction --------------
+
+next_token_logits = Result("next-logits", lambda lm, run: last_logits(lm, encode(lm, run.text, run.max_tokens)),
+                           entries=64, megabytes=50, reads="language model")
+# options: the generate keyword arguments as sorted (name, value) pairs; a generation written a chunk at a time (with
+# Stop) is kept here by ui.lm_writer when it is finished
+generations = Result("generations", lambda lm, run, *options, progress=None: generate(
+    lm, run.text, **dict(options), max_tokens=run.max_tokens, progress=progress), entries=64, megabytes=50,
+    reads="language model")
+PATCHERS = {"residual": patching.patch_residual, "heads": patching.patch_heads, "mlp": patching.patch_mlps}
+# texts: (clean, corrupted)
+patches = Result("patches", lambda lm, run, kind, answer, wrong, progress=None: PATCHERS[kind](
+    lm, *run.texts, answer, wrong, progress=progress), entries=32, megabytes=100, reads="language model")
+logit_attributions = Result("logit-attributions", lambda lm, run, answer, wrong: direct_logit_attribution(
+    lm, run.text, answer, wrong), entries=32, megabytes=100, reads="language model")
+inductions = Result("induction-scores", lambda model, run, length, seed: induction_scores(
+    model, length=length, seed=seed), entries=16, megabytes=50)
+# (plain, knocked out): the loss on each copy of the induction test's tokens
+repeat_losses = Result("repeat-losses", lambda lm, run, length, seed, heads: (
+    repeat_loss(lm, inductions.at(run, length, seed)), repeat_loss(lm, inductions.at(run, length, seed), heads)),
+    entries=64, megabytes=1, reads="language model")
+
+
+# --- information flow: a recorded pass (with its MLP neurons) and its contributions; 128 tokens of SmolLM2 ~18 MB ---
+
+class Flow(NamedTuple):
+    """The recorded pass the detail views read and the contributions the graph is built from."""
+
+    recorded: RecordedPass
+    contributions: Contributions
+
+
+def _flow(model, run: Run, progress=None) -> Flow:
+    analysis = analyses.at(run)
+    recorded = record_pass(model, list(analysis.input_ids), neurons=True)  # the MLP detail's neurons
+    found = contributions_of(recorded, analysis.tokens, progress)
+    for array in (found.attention, found.attention_residual, found.mlp, found.mlp_residual):
+        array.setflags(write=False)
+    return Flow(recorded, found)
+
+
+flows = Result("flows", _flow, entries=8, megabytes=400)
+
+
+class PairFlow(NamedTuple):
+    """An encoder-decoder's recorded pass (``core.causal.flow_pair.PairPass``) and its contributions."""
+
+    recorded: PairPass
+    contributions: PairContributions
+
+
+def _pair_flow(model, run: Run, progress=None) -> PairFlow:
+    pair = pairs.at(run)
+    recorded = record_pair(model, list(pair.source.input_ids), list(pair.target.input_ids))
+    found = pair_contributions_of(recorded, pair.source.tokens, pair.target.tokens, progress)
+    for array in (found.attention, found.attention_residual, found.cross_attention, found.cross_residual,
+                  found.mlp, found.mlp_residual):
+        array.setflags(write=False)
+    return PairFlow(recorded, found)
+
+
+# --- encoder-decoders: texts (source, target) -----------------------------------------------------------------------
+
+def _pair_bytes(pair) -> int:
+    """A ``PairAnalysis``'s arrays: its cross-attention and both sides' ``Analysis`` (with their recorded passes)."""
+    return (nbytes_of(pair.cross_attentions) + nbytes_of(pair.source) + nbytes_of(pair.target)
+            + nbytes_of(getattr(pair, "recorded", None)))
+
+
+generated_targets = Result("generated-targets", lambda model, run, progress=None: generate_target(
+    model, run.text, max_tokens=run.max_tokens, progress=progress), entries=64, megabytes=10)
+pairs = Result("pairs", lambda model, run: analyze_pair(model, *run.texts, max_tokens=run.max_tokens),
+               entries=16, megabytes=1000, size_of=_pair_bytes)
+pair_views = Result("pair-views", lambda model, run, stack, special, words: pair_attention_view(
+    pairs.at(run), stack, special=special, words=words), entries=8, megabytes=600, reads="nothing", turn=False)
+pair_flows = Result("pair-flows", _pair_flow, entries=8, megabytes=400)
+
+
+# --- long context and needle in a haystack: the run is the model's alone; lengths, needles and depths are options ----
+
+def _haystack(model, run: Run, tokens: int, room_for_special: bool) -> str:
+    """The bundled haystack cut at a sentence end to at most ``tokens`` tokens (less the special tokens the tokenizer
+    adds, with ``room_for_special``)."""
+    added = len(model.tokenizer("", add_special_tokens=True)["input_ids"]) if room_for_special else 0
+    return haystack_of_length(model.tokenizer, bundled_haystack(), tokens - added)
+
+
+haystacks = Result("haystacks", _haystack, entries=48, megabytes=200)
+# texts: the text read; max_tokens: the tokens read. [L, H, T] float32 sink shares: 8.8 MB for SmolLM2 at 8,192
+long_context_profiles = Result("long-context", lambda model, run, progress=None: long_context_profile(
+    model, text_ids(model.tokenizer, run.text, run.max_tokens)[0], progress=progress), entries=16, megabytes=200)
+needle_scores = Result("needle-scores", lambda lm, run, tokens, needle, question, answer, depth: retrieval_scores(
+    lm, haystacks.at(run, tokens, False), needle, question, answer, depth), entries=32, megabytes=200,
+    reads="language model")
+needle_answers = Result("needle-answers", lambda lm, run, prompt_ids: model_answer(lm, prompt_ids), entries=32,
+                        megabytes=200, reads="language model")
+needle_knock_outs = Result("needle-knock-outs", lambda lm, run, token_ids, answer_span, heads: answer_log_probability(
+    lm, token_ids, answer_span, heads), entries=32, megabytes=200, reads="language model")
+# one small AnswerSuccess per (length, depth) cell of the depth × length grid
+needle_grid_cells = Result("needle-grid-cells", lambda lm, run, tokens, needle, question, answer, depth: answer_success(
+    lm, haystacks.at(run, tokens, False), needle, question, answer, depth), entries=512, megabytes=10,
+    reads="language model")
+
+
+# --- queries and keys over a corpus: SmolLM2, one layer of the 3,000-token sample corpus is 9 MB; MiniLM 6 layers 55 MB
+
+qk_corpora = Result("qk-corpus", lambda model, run, layers, progress=None: record_corpus(
+    model, list(run.texts), max_tokens=run.max_tokens, layers=None if layers is None else set(layers),
+    progress=progress), entries=6, megabytes=600)
+# options: (layers recorded, layer, head, rotary, method); random state 0
+qk_maps = Result("qk-maps", lambda model, run, layers, layer, head, rotary, method: query_key_map(
+    None, None, layer, head, method=method, rotary=rotary, corpus=qk_corpora.at(run, layers)), entries=64,
+    megabytes=200, reads="nothing", turn=False)
+qk_agreements = Result("qk-agreements", lambda model, run, *options: nearest_key_agreement(qk_maps.at(run, *options)),
+                       entries=64, megabytes=1, reads="nothing", turn=False)
+
+
+def _qk_thumbnails(model, run: Run, layers, shown: tuple[int, ...], rotary: bool, method: str):
+    """For every head of the layers ``shown``: ``(layer, head, query_xy [n, 2], key_xy [n, 2], position order)``, the
+    same ``n`` ≤ ``QK_THUMBNAIL_POINTS`` tokens in every panel (evenly spaced over the corpus); the order is measured
+    on all points."""
+    corpus = qk_corpora.at(run, layers)
+    n = corpus.num_tokens
+    drawn = np.unique(np.linspace(0, n - 1, min(n, QK_THUMBNAIL_POINTS)).round().astype(int))
+    positions = np.concatenate([corpus.position, corpus.position])
+    panels = []
+    for layer in shown:
+        for head in range(corpus.layers[layer].queries.shape[0]):
+            coords = qk_maps.at(run, layers, layer, head, rotary, method).coords
+            panels.append((layer, head, coords[drawn].copy(), coords[n + drawn].copy(), position_order(coords, positions)))
+    for _, _, queries, keys, _ in panels:
+        queries.setflags(write=False)
+        keys.setflags(write=False)
+    return panels
+
+
+qk_thumbnails = Result("qk-thumbnails", _qk_thumbnails, entries=16, megabytes=200, reads="nothing", turn=False)
+
+
+# --- senses: texts are the sentences, the word an option; 2,000 occurrences × 13 layers × 768 dims is about 80 MB ---
+
+occurrences = Result("occurrences", lambda model, run, word, progress=None: occurrence_embeddings(
+    model, list(run.texts), word, progress=progress), entries=8, megabytes=400)
+# random state 0, so moving the layer slider never re-runs the model and a view is drawn the same way every time
+projections = Result("projections", lambda model, run, word, layer, method: project(
+    occurrences.at(run, word).vectors[layer], method, random_state=0), entries=128, megabytes=400, reads="nothing",
+    turn=False)
+# keeps the fitted estimator (whose transform places a new occurrence in the same map): fewer entries
+fitted_projections = Result("fitted-projections", lambda model, run, word, layer, method: fit_projection(
+    occurrences.at(run, word).vectors[layer], method, random_state=0), entries=16, megabytes=400, reads="nothing",
+    turn=False)
+
+
+def _aligned_projection(model, run: Run, word: str, layer: int, method: str) -> np.ndarray:
+    """``projections`` of ``layer`` rotated, reflected, shifted and scaled onto the same method's layout of the last
+    hidden state, so every layer is drawn in one frame and moving the slider moves the same points."""
+    reference = projections.at(run, word, occurrences.at(run, word).num_layers, method)
+    if layer == occurrences.at(run, word).num_layers:
+        return reference
+    return align_layout(projections.at(run, word, layer, method), reference)
+
+
+aligned_projections = Result("aligned-projections", _aligned_projection, entries=128, megabytes=400, reads="nothing",
+                             turn=False)
+separations = Result("separations", lambda model, run, word, labels: separation(
+    occurrences.at(run, word).vectors, list(labels)), entries=128, megabytes=50, reads="nothing", turn=False)
+separation_intervals = Result("separation-intervals", lambda model, run, word, labels: separation_interval(
+    occurrences.at(run, word).vectors, list(labels)), entries=128, megabytes=50, reads="nothing", turn=False)
