@@ -4,7 +4,7 @@ what else they take."""
 
 from __future__ import annotations
 
-from core.attention_heads.retrieval import answer_log_probability, bundled_haystack, haystack_of_length, model_answer, retrieval_scores
+from core.attention_heads.retrieval import ModelAnswer, answer_log_probability, bundled_haystack, haystack_of_length, model_answer, retrieval_scores
 from ui.cache import cached_language_model, model_turn, run_of
 from ui.store import cached
 
@@ -32,13 +32,14 @@ def cached_retrieval(model_name: str, tokens: int, needle: str, question: str, a
     return cached("needle-scores", run_of(model_name, (needle, question, answer), tokens), compute, (depth,))
 
 
-def cached_model_answer(model_name: str, prompt_ids: tuple[int, ...]) -> str:
-    """``core.attention_heads.retrieval.model_answer``: the model's greedy answer to ``prompt_ids``."""
+def cached_model_answer(model_name: str, prompt_ids: tuple[int, ...], answer_tokens: int) -> ModelAnswer:
+    """``core.attention_heads.retrieval.model_answer``: the model's greedy answer to ``prompt_ids``, long enough for an
+    expected answer of ``answer_tokens`` tokens."""
     def compute():
         with model_turn():
-            return model_answer(_language_model(model_name), prompt_ids)
+            return model_answer(_language_model(model_name), prompt_ids, answer_tokens)
 
-    return cached("needle-answers", run_of(model_name), compute, (prompt_ids,))
+    return cached("needle-answers", run_of(model_name), compute, (prompt_ids, answer_tokens))
 
 
 def cached_knocked_out(model_name: str, token_ids: tuple[int, ...], answer_span: tuple[int, int],
