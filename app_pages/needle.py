@@ -14,10 +14,10 @@ from ui.explain import explain
 from ui.figures import show_figure
 from ui.needle_grid import depth_length_view, grid_lengths
 from ui.page_state import end_page, option
-from ui.session import app_token_limit, current_model, current_model_name, current_token_limit
+from ui.session import app_token_limit, current_model, current_model_name, current_token_limit, presentation_mode
 from viz.common import file_stem, markdown_safe
 from viz.head_stats import head_heatmap
-from viz.needle import answer_sentence, knockout_sentence, random_heads_caption, scores_sentence, scores_table
+from viz.needle import SLIDE_GRID_HEIGHT, answer_sentence, knockout_sentence, random_heads_caption, scores_sentence, scores_table
 
 LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 DEFAULT_LENGTH = 256
@@ -93,8 +93,10 @@ with friendly_errors("finding the needle"):
     st.header("Retrieval scores")
     copyable = int(result.copyable.sum())
     scores = result.scores
-    show_figure(head_heatmap(scores, title="Retrieval score of each head", colorbar="retrieval score", share=True),
-                name=file_stem(name, "retrieval-scores", length, depth), data=scores_table(scores),
+    grid = head_heatmap(scores, title="Retrieval score of each head", colorbar="retrieval score", share=True)
+    if presentation_mode():
+        grid.update_layout(height=min(grid.layout.height, SLIDE_GRID_HEIGHT))
+    show_figure(grid, name=file_stem(name, "retrieval-scores", length, depth), data=scores_table(scores),
                 key="needle-scores", alt=scores_sentence(scores, copyable))
     st.markdown(scores_sentence(scores, copyable))
 

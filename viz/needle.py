@@ -12,6 +12,10 @@ from core.attention_heads.retrieval import SENTENCE_END_REACH, DepthLengthGrid, 
 from viz.common import CONTROL_ESCAPES, SEQUENTIAL, markdown_safe
 from viz.wording import percent, probability
 
+# In presentation mode the retrieval-score grid is at most this tall, so that it and its heading fit one 1080-pixel
+# slide: drawn by its layer count (220 + 28 per layer) SmolLM2's 30 layers took 1,060 pixels on their own.
+SLIDE_GRID_HEIGHT = 1080 - 200  # the heading, its margins and the page's top padding take the rest
+
 # A knock-out "matters more" only when it leaves the answer at least this many times less likely than the other.
 CLEAR_FACTOR = 2.0
 
