@@ -148,10 +148,10 @@ def one_layer(profile, model, stem: str, sink_label: str, first: str) -> None:
                 data=lambda: distance_table(profile), key="long-context-distance", alt=sentence)
     st.markdown(sentence + " " + window_sentence(profile, markdown_safe(model.name)))
     st.header("Attention on the first token")
-    said = sink_sentence(profile, markdown_safe(sink_label))
+    # the screen reader's text is plain (a markdown escape such as "\(" would be read out), the page's is markdown
     show_figure(sink_heatmap(profile, layer, quoted_token(first)), name=f"{stem}-sink-layer-{layer}",
-                data=lambda: sink_table(profile, layer), key="long-context-sink", alt=said)
-    st.markdown(said)
+                data=lambda: sink_table(profile, layer), key="long-context-sink", alt=sink_sentence(profile, sink_label))
+    st.markdown(sink_sentence(profile, markdown_safe(sink_label)))
 
 
 one_layer(profile, model, stem, sink_label, first)

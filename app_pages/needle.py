@@ -3,7 +3,7 @@ the heads that copy the answer from the needle (retrieval heads, Wu et al. 2024)
 
 import streamlit as st
 
-from core.attention_heads.retrieval import DEFAULT_ANSWER, DEFAULT_NEEDLE, DEFAULT_QUESTION, HAYSTACK_SOURCE, contains_answer, top_and_random_heads
+from core.attention_heads.retrieval import DEFAULT_ANSWER, DEFAULT_NEEDLE, DEFAULT_QUESTION, HAYSTACK_SOURCE, top_and_random_heads
 from core.errors import AnalysisError
 from core.model.layers import head_code
 from core.outputs.predictions import NoLanguageModelHead
@@ -14,11 +14,10 @@ from ui.figures import show_figure
 from ui.models import language_model_of
 from ui.needle_grid import depth_length_view, grid_lengths
 from ui.page_state import end_page, option
-from ui.session import current_model, current_model_name, current_token_limit
+from ui.session import app_token_limit, current_model, current_model_name, current_token_limit, presentation_mode
 from viz.common import file_stem, markdown_safe
 from viz.head_stats import head_heatmap
-from viz.needle import knockout_sentence, scores_sentence, scores_table
-from viz.wording import probability
+from viz.needle import SLIDE_GRID_HEIGHT, answer_sentence, knockout_sentence, random_heads_caption, scores_sentence, scores_table
 
 LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 DEFAULT_LENGTH = 256
@@ -70,7 +69,12 @@ left, right = st.columns(2)
 depth = option(left.slider, "Needle depth (% of the haystack)", 0, 100, 50, step=5, key="depth")
 length = option(right.select_slider, "Haystack length (tokens)", lengths,
                 value=DEFAULT_LENGTH if DEFAULT_LENGTH in lengths else lengths[-1], key="length")
-st.caption(f"Lengths up to {lengths[-1]:,} tokens fit this app's limit of {limit:,} with {model.name}.")
+app_limit = app_token_limit()
+within = (f"this page's limit of {limit:,} tokens (other pages read up to {app_limit:,} with {model.name}; this one "
+          "keeps every layer's queries and keys)" if limit < app_limit else
+          f"the {limit:,} tokens this app reads with {model.name}")
+st.caption(markdown_safe(f"Lengths up to {lengths[-1]:,} tokens leave room for the needle, question and answer within "
+                         f"{within}."))
 
 with friendly_errors("finding the needle"):
     bar = st.progress(0.0, text=f"Reading {length:,} tokens with the answer appended…")
@@ -81,21 +85,19 @@ with friendly_errors("finding the needle"):
         st.warning(markdown_safe(err), icon=":material/edit:")
         end_page()
     bar.progress(0.4, text="The model writes its own answer…")
-    written = results.needle_answers(name, (), tuple(result.prompt_ids))
+    written = results.needle_answers(name, (), tuple(result.prompt_ids), result.answer_span[1] - result.answer_span[0])
     bar.empty()
 
     st.header("The model's answer")
-    found = contains_answer(written, answer)
-    st.markdown(f"After {len(result.prompt_ids):,} tokens (the needle at tokens {result.needle_span[0]:,}–"
-                f"{result.needle_span[1] - 1:,}), the model's greedy answer is “{markdown_safe(written.strip())}”: it "
-                f"{'contains' if found else 'does not contain'} the expected answer “{markdown_safe(answer.strip())}”. "
-                f"Read after the prompt, the expected answer has probability {probability(result.answer_probability)}.")
+    st.markdown(answer_sentence(result, depth / 100, written, answer))
 
     st.header("Retrieval scores")
     copyable = int(result.copyable.sum())
     scores = result.scores
-    show_figure(head_heatmap(scores, title="Retrieval score of each head", colorbar="retrieval score", share=True),
-                name=file_stem(name, "retrieval-scores", length, depth), data=scores_table(scores),
+    grid = head_heatmap(scores, title="Retrieval score of each head", colorbar="retrieval score", share=True)
+    if presentation_mode():
+        grid.update_layout(height=min(grid.layout.height, SLIDE_GRID_HEIGHT))
+    show_figure(grid, name=file_stem(name, "retrieval-scores", length, depth), data=scores_table(scores),
                 key="needle-scores", alt=scores_sentence(scores, copyable))
     st.markdown(scores_sentence(scores, copyable))
 
@@ -108,7 +110,7 @@ with friendly_errors("finding the needle"):
                 icon=":material/info:")
     else:
         count = min(count, scoring)
-        top, random = top_and_random_heads(scores, count)
+        top, random, only_silent = top_and_random_heads(scores, count)
         bar = st.progress(0.0, text=f"Knocking out the top {count} retrieval head(s)…")
         ids, span = tuple(result.token_ids), result.answer_span
         after_top = results.needle_knock_outs(name, (), ids, span, tuple(top))
@@ -118,6 +120,6 @@ with friendly_errors("finding the needle"):
         codes = [", ".join(head_code(layer, head, model.num_layers, model.num_heads) for layer, head in heads)
                  for heads in (top, random)]
         st.markdown(knockout_sentence(result.answer_log_probability, after_top, after_random, count))
-        st.caption(f"Top retrieval heads: {codes[0]}. Random heads (seed 0, drawn from the others): {codes[1]}.")
+        st.caption(random_heads_caption(codes[0], codes[1], only_silent, int((scores == 0).sum())))
 
     depth_length_view(name, needle, question, answer, grid_lengths(lengths))

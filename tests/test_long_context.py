@@ -167,3 +167,52 @@ def test_each_query_s_bins_sum_to_one_and_equal_the_loops(models, family):
                 expected[:, _bin_of(abs(i - j))] += att[layer][:, i, j]
             np.testing.assert_allclose(bins[:, r], expected, atol=1e-5)
             np.testing.assert_allclose(sink[:, r], att[layer][:, i, 0], atol=1e-7)
+
+
+def test_the_sink_sentences_give_windowed_and_global_layers_apart(models):
+    """Issue 50, item 2: on Gemma 3 the later queries' share on the sink fell from 21.3 % to 8.7 % because 15 of 18
+    layers have a 512-token window (position 0 out of it from query 512 on), while the 3 global layers put 43.8 %
+    there. Here: the tiny Gemma 3's layer 0 has a 4-token window, layer 1 none; the shares per layer from eager
+    attention by numpy, and uniform attention's far share from its definition."""
+    from viz.long_context import kinds_sentence, sink_sentence
+
+    model, plain = models["gemma3_text"]
+    profile = long_context_profile(model, IDS)
+    att = _eager(plain, IDS)  # [L, H, T, T]
+    late = np.arange(20, 40)  # the later half of 40 queries
+    windowed, everywhere = att[0][:, late, 0].mean(), att[1][:, late, 0].mean()
+    assert windowed == 0.0  # query ≥ 4 does not see position 0 through a 4-token window
+    said = sink_sentence(profile, "the sink")
+    assert f"For the queries from position 20 on, it is {(windowed + everywhere) / 2:.1%}" in said
+    assert (f": {everywhere:.1%} in the 1 layer without a window (1); 0.0% in the 1 layer with a 4-token window (0), "
+            "which no longer see the sink from query 4 on.") in said
+    # uniform attention 4 or more tokens away (the far distance, the smallest window), sink excluded: none through a
+    # 4-token window; without one, query i sees i + 1 keys, i − 3 of them at 4 or more but position 0 not counted
+    far = np.mean([max(0, i - 4) / (i + 1) for i in range(1, 40)])
+    assert f"(it puts {far:.0%} there in the 1 layer without a window (1) and 0% in the 1 layer with a 4-token window (0))" in kinds_sentence(profile)
+
+
+@pytest.mark.integration
+def test_gemma_3_s_sink_sentence_splits_its_global_and_windowed_layers(bundled_gemma):
+    """Issue 50, item 2, on the real gemma-3-270m: 600 tokens of the bundled text, so the later half's queries pass
+    the 512-token window. Layers grouped by the config's ``layer_types`` as plain transformers reads them; each group's
+    share on position 0 from a plain eager model's attention."""
+    from transformers import AutoConfig
+
+    from core.attention_heads.retrieval import bundled_haystack
+    from viz.long_context import sink_sentence
+
+    ids = bundled_gemma.tokenizer(bundled_haystack())["input_ids"][:600]
+    config = AutoConfig.from_pretrained(bundled_gemma.source)
+    sliding = [i for i, kind in enumerate(config.layer_types) if kind == "sliding_attention"]
+    full = [i for i, kind in enumerate(config.layer_types) if kind == "full_attention"]
+    assert len(sliding) == 15 and len(full) == 3 and config.sliding_window == 512
+    plain = AutoModelForCausalLM.from_pretrained(bundled_gemma.source, dtype=torch.float32,
+                                                 attn_implementation="eager").eval()
+    att = _eager(plain, ids)[:, :, 300:, 0]  # [L, H, late queries]: the share on position 0
+    said = sink_sentence(long_context_profile(bundled_gemma, ids), "the sink")
+    assert f"For the queries from position 300 on, it is {att.mean():.1%}" in said
+    assert (f": {att[full].mean():.1%} in the 3 layers without a window ({', '.join(map(str, full))}); "
+            f"{att[sliding].mean():.1%} in the 15 layers with a 512-token window") in said
+    assert "which no longer see the sink from query 512 on." in said
+    assert att[full].mean() > 2 * att[sliding].mean()  # the drop is the window's, not the heads'

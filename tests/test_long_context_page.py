@@ -70,6 +70,11 @@ def test_tiny_gemma_draws_distance_and_sink_views_from_core_numbers(gemma_dir):
     assert "the largest share any head of those layers puts past its window is 0.0%" in text
     assert "Alice's Adventures in Wonderland" in text
     assert f"{profile.num_tokens:,} tokens; distance is query − key" in text
+    # issue 50, item 13: the screen reader's text of each figure is plain, with no markdown escape such as "\("
+    alts = [h.proto.body for h in at.get("html") if 'class="figure-alt"' in h.proto.body]
+    assert len(alts) == 3 and any("(position 0; this tokenizer adds no token before the text)" in a for a in alts), alts
+    for alt in alts:
+        assert not re.search(r"\\[()\[\]_*.#`!<>-]", alt), alt
 
 
 def test_the_layer_and_measure_change_the_figures(gemma_dir):

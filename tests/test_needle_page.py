@@ -49,7 +49,7 @@ def _direct(model_dir: str, length: int, needle: str, question: str, answer: str
     haystack = haystack_of_length(lm.tokenizer, bundled_haystack(), length)
     result = retrieval_scores(lm, haystack, needle, question, answer, depth)
     count = min(5, int((result.scores > 0).sum()))
-    top, random = top_and_random_heads(result.scores, count)
+    top, random, _ = top_and_random_heads(result.scores, count)
     after = [answer_log_probability(lm, result.token_ids, result.answer_span, heads) for heads in (top, random)]
     return result, count, top, random, after
 
@@ -86,6 +86,12 @@ def test_tiny_llama_s_sentences_hold_the_numbers_of_core_retrieval(llama_dir):
     flat = sorted(range(result.scores.size), key=lambda i: (-result.scores.ravel()[i], i))[:count]
     codes = ", ".join(f"L{i // result.scores.shape[1]}H{i % result.scores.shape[1]}" for i in flat)
     assert f"Top retrieval heads: {codes}." in text
+    silent = {(i // result.scores.shape[1], i % result.scores.shape[1]) for i in np.flatnonzero(result.scores == 0)}
+    if len(silent) >= count:  # issue 50, item 9: random heads from those that copy nothing, and the caption says so
+        assert set(random) <= silent
+        assert f"from the {len(silent)} heads that copied nothing" in text
+    # issue 50, item 5: the tiny model's 64-token window is below the page's 2,048: one limit, named as the app's
+    assert "Lengths up to 32 tokens leave room for the needle, question and answer within the 64 tokens this app reads" in text
 
 
 def test_hostile_needle_is_escaped_and_an_answer_not_in_the_needle_is_a_sentence(llama_dir):
@@ -132,6 +138,9 @@ def test_smollm2_answers_the_default_needle_and_the_page_s_numbers_are_core_retr
     assert f"{int((result.scores > 0).sum())} of the {result.scores.size} heads copied" in text
     assert (f"top {count} retrieval head(s) knocked out it is {probability(math.exp(after_top))}, with {count} random "
             f"head(s) {probability(math.exp(after_random))}") in text
+    # issue 50, item 5: the page's own limit, and the app's, each named as what it is
+    assert ("within this page's limit of 2,048 tokens (other pages read up to 8,192 with SmolLM2-135M-Instruct" in text)
+    assert "of the app's limit" not in text and "this app's limit of 2,048" not in text
 
 
 def test_the_depth_length_grid_holds_single_retrieval_runs(llama_dir):

@@ -74,5 +74,24 @@ def test_a_100000_character_word_on_smollm2_gives_the_pages_limit_before_it_comp
     gigabytes = 4 * layers * heads * window**2 / 1e9
     assert said == [f"This page reads the first 512 of the text's {count:,} tokens: it reads every head's attention "
                     f"weights at once, and {layers} layers × {heads} heads × {window:,}² weights take "
-                    f"{gigabytes:,.0f} GB."], said
+                    f"{gigabytes:,.0f} GB. Even without this page's limit the text would be cut to "
+                    f"SmolLM2-135M-Instruct's {window:,}-token window (the size above is at that length)."], said
     assert limit_sentence("maxima", bundled_lm, 400, window) is None  # a text under the page's limit: no sentence
+
+
+def test_a_text_past_the_model_s_window_is_said_to_be_cut_to_it_too():
+    """Issue 50, item 15: "30 layers × 9 heads × 8,192² weights take 72 GB" on a 59,663-token text never said that the
+    text is cut to the model's 8,192-token window anyway; the sizes here are SmolLM2's, the bytes 4 × 30 × 9 × 8,192²."""
+    from types import SimpleNamespace
+
+    model = SimpleNamespace(name="SmolLM2", num_layers=30, num_heads=9, max_tokens=8192)
+    said = limit_sentence("maxima", model, 59_663, 8192)
+    assert said.startswith("This page reads the first 512 of the text's 59,663 tokens: ")
+    assert f"30 layers × 9 heads × 8,192² weights take {4 * 30 * 9 * 8192 ** 2 / 1e9:.0f} GB." in said
+    assert said.endswith("Even without this page's limit the text would be cut to SmolLM2's 8,192-token window (the "
+                         "size above is at that length).")
+    capped = limit_sentence("maxima", model, 59_663, 1024)  # a deployment's cap below the window
+    assert "1,024² weights" in capped and capped.endswith("cut to the 1,024 tokens this deployment reads (the size "
+                                                          "above is at that length).")
+    within = limit_sentence("maxima", model, 4000, 8192)  # the whole text is within the window: nothing more to say
+    assert "4,000² weights" in within and "Even without" not in within

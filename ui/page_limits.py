@@ -131,4 +131,10 @@ def limit_sentence(page: str, model: LoadedModel, text_tokens: int, allowed: int
     wanted = min(text_tokens, allowed)
     if wanted <= limit:
         return None
-    return f"This page reads the first {limit:,} of the text's {text_tokens:,} tokens: {rule.why(model, wanted)}."
+    said = f"This page reads the first {limit:,} of the text's {text_tokens:,} tokens: {rule.why(model, wanted)}."
+    if text_tokens > allowed:  # the why clause is at the ``allowed`` tokens the app would read, not at the whole text
+        cap = (f"{model.name}'s {allowed:,}-token window" if allowed == model.max_tokens else
+               f"the {allowed:,} tokens this deployment reads")
+        said += (f" Even without this page's limit the text would be cut to {cap} (the size above is at that "
+                 "length).")
+    return said

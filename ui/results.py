@@ -255,8 +255,9 @@ long_context_profiles = Result("long-context", lambda model, run, progress=None:
 needle_scores = Result("needle-scores", lambda lm, run, tokens, needle, question, answer, depth: retrieval_scores(
     lm, haystacks.at(run, tokens, False), needle, question, answer, depth), entries=32, megabytes=200,
     reads="language model")
-needle_answers = Result("needle-answers", lambda lm, run, prompt_ids: model_answer(lm, prompt_ids), entries=32,
-                        megabytes=200, reads="language model")
+# long enough for an expected answer of ``answer_tokens`` tokens
+needle_answers = Result("needle-answers", lambda lm, run, prompt_ids, answer_tokens: model_answer(
+    lm, prompt_ids, answer_tokens), entries=32, megabytes=200, reads="language model")
 needle_knock_outs = Result("needle-knock-outs", lambda lm, run, token_ids, answer_span, heads: answer_log_probability(
     lm, token_ids, answer_span, heads), entries=32, megabytes=200, reads="language model")
 # one small AnswerSuccess per (length, depth) cell of the depth × length grid

@@ -140,11 +140,17 @@ def kinds_sentence(profile: LongContextProfile) -> str:
     total = kinds.size
     count = {k: int((kinds == k).sum()) for k in ("local", "sink", "long-range", "between")}
     far = profile.far_distance
+    groups = window_groups(profile)
+    if len(groups) > 1:  # a layer with a window and one without put very different shares far away
+        uniform_far = " and ".join(f"{percent_span(profile.far_uniform[layers])}{' there' if i == 0 else ''} in "
+                                   f"{_group_name(profile, window, layers)}" for i, (window, layers) in enumerate(groups))
+    else:
+        uniform_far = f"{percent_span(profile.far_uniform)} there"
     said = (f"Of the {total} heads, {count['local']} are local (at least {percent(LOCAL_SHARE)} of their attention "
             f"within {LOCAL_DISTANCE} tokens; uniform attention would put {percent_span(profile.local_uniform)} there), "
             f"{count['sink']} put at least {percent(SINK_SHARE)} on the sink, {count['long-range']} send at least "
             f"{percent(FAR_SHARE)} to tokens {far:,} or more away other than the sink, and no less than uniform "
-            f"attention would (it puts {percent_span(profile.far_uniform)} there), and {count['between']} do none of "
+            f"attention would (it puts {uniform_far}), and {count['between']} do none of "
             "these.")
     if profile.num_tokens - 1 < far:
         said += f" This text has {profile.num_tokens:,} tokens, so no key is {far:,} tokens from any query."
@@ -176,6 +182,20 @@ def _runs(layers: list[int]) -> str:
             parts.append(str(start) if start == layer else f"{start}–{layer}")
             start = None
     return ", ".join(parts)
+
+
+def window_groups(profile: LongContextProfile) -> list[tuple[int | None, list[int]]]:
+    """The layers grouped by their sliding window (None: no window) as the config declares it, the layers without a
+    window first, then by window size."""
+    windows = sorted(set(profile.windows), key=lambda w: (w is not None, w or 0))
+    return [(w, [layer for layer, own in enumerate(profile.windows) if own == w]) for w in windows]
+
+
+def _group_name(profile: LongContextProfile, window: int | None, layers: list[int]) -> str:
+    """"the 3 layers without a window (5, 11, 17)", "the 15 layers with a 512-token window (0–4, …)"."""
+    many = "layers" if len(layers) > 1 else "layer"
+    kind = "without a window" if window is None else f"with a {window:,}-token window"
+    return f"the {len(layers)} {many} {kind} ({_runs(layers)})"
 
 
 def window_sentence(profile: LongContextProfile, model_name: str) -> str:
@@ -212,5 +232,22 @@ def sink_sentence(profile: LongContextProfile, sink_label: str) -> str:
         share = float(profile.sink[..., late].mean())
         uniform = float(profile.sink_uniform[:, late].mean())
         said += (f" For the queries from position {late[0]:,} on, it is {percent(share, 1)} (uniform: "
-                 f"{percent(uniform, 1)}).")
+                 f"{percent(uniform, 1)})")
+        said += _late_by_window(profile, late) + "."
     return said
+
+
+def _late_by_window(profile: LongContextProfile, late: np.ndarray) -> str:
+    """The late queries' share on the sink per group of layers (``window_groups``), when a window leaves the sink out
+    of some of those queries' view: a drop there is the window, not the heads letting go of the sink."""
+    last_sink = max(profile.sink_positions, default=0)
+    cuts = {w: last_sink + w for w, _ in window_groups(profile) if w is not None and last_sink + w <= late[-1]}
+    if not cuts:
+        return ""
+    parts = []
+    for window, layers in window_groups(profile):
+        part = f"{percent(float(profile.sink[layers][..., late].mean()), 1)} in {_group_name(profile, window, layers)}"
+        if window in cuts:
+            part += f", which no longer see the sink from query {cuts[window]:,} on"
+        parts.append(part)
+    return ": " + "; ".join(parts)

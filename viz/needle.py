@@ -8,12 +8,52 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.attention_heads.retrieval import DepthLengthGrid
-from viz.common import SEQUENTIAL
+from core.attention_heads.retrieval import SENTENCE_END_REACH, DepthLengthGrid, ModelAnswer, RetrievalScores, contains_answer
+from viz.common import CONTROL_ESCAPES, SEQUENTIAL, markdown_safe
 from viz.wording import percent, probability
+
+# In presentation mode the retrieval-score grid is at most this tall, so that it and its heading fit one 1080-pixel
+# slide: drawn by its layer count (220 + 28 per layer) SmolLM2's 30 layers took 1,060 pixels on their own.
+SLIDE_GRID_HEIGHT = 1080 - 200  # the heading, its margins and the page's top padding take the rest
 
 # A knock-out "matters more" only when it leaves the answer at least this many times less likely than the other.
 CLEAR_FACTOR = 2.0
+
+
+def answer_text(text: str) -> str:
+    """The model's answer as it is quoted: without surrounding whitespace, a newline as ``\\n`` and other control
+    characters as their escapes (the app's rule for tokens; spaces stay spaces); not yet escaped for markdown."""
+    return text.strip().translate(CONTROL_ESCAPES)
+
+
+def placement_clause(result: RetrievalScores, depth: float) -> str:
+    """Where the needle went, in tokens and as a share of the haystack's tokens, and why when it is not the ``depth``
+    asked (a fraction): no sentence end near it."""
+    start, end = result.needle_span
+    said = f"the needle at tokens {start:,}–{end - 1:,}, {percent(result.needle_depth)} of the way into the haystack"
+    if round(result.needle_depth * 100) != round(depth * 100):
+        if result.at_sentence_end:
+            said += f": the sentence end nearest the {percent(depth)} asked"
+        else:
+            said += (f": no sentence ends within {percent(SENTENCE_END_REACH)} of the text of the {percent(depth)} "
+                     "asked, so it goes between the two words nearest it")
+    return said
+
+
+def answer_sentence(result: RetrievalScores, depth: float, written: ModelAnswer, answer: str) -> str:
+    """Markdown: the prompt's length and where the needle went, the model's greedy answer (said to be cut when it stopped
+    at its step limit without the expected answer), whether it holds the expected answer, and that answer's
+    probability."""
+    found = contains_answer(written.text, answer)
+    expected = f"“{markdown_safe(answer_text(answer))}”"
+    said = (f"After {len(result.prompt_ids):,} tokens ({placement_clause(result, depth)}), the model's greedy answer is "
+            f"“{markdown_safe(answer_text(written.text))}”: it {'contains' if found else 'does not contain'} the expected "
+            f"answer {expected}")
+    if written.cut and not found:
+        said += (f" in the {written.tokens} tokens it was let write (it had not ended its answer; the expected one "
+                 f"is {result.answer_span[1] - result.answer_span[0]} tokens)")
+    return said + (f". Read after the prompt, the expected answer has probability "
+                   f"{probability(result.answer_probability)}.")
 
 
 def scores_sentence(scores: np.ndarray, copyable: int) -> str:
@@ -27,6 +67,16 @@ def scores_sentence(scores: np.ndarray, copyable: int) -> str:
     best = float(scores[layer, head])
     return (f"{copying} of the {total} heads copied at least one of the answer's {copyable} needle token(s); the best, "
             f"layer {layer} head {head}, copied {round(best * copyable)} of them ({percent(best)}).")
+
+
+def random_heads_caption(codes_top: str, codes_random: str, only_silent: bool, silent: int) -> str:
+    """Which heads were knocked out and how the random ones were drawn (``top_and_random_heads``); ``silent``: how
+    many heads score 0."""
+    how = (f"drawn at random (seed 0) from the {silent} heads that copied nothing, as Wu et al. draw theirs"
+           if only_silent else
+           f"drawn at random (seed 0) from every head not in the top, since only {silent} copied nothing: some of them "
+           "may score too")
+    return f"Top retrieval heads: {codes_top}. Random heads, {how}: {codes_random}."
 
 
 def knockout_sentence(before: float, top: float, random: float, count: int) -> str:
@@ -93,6 +143,10 @@ def grid_sentence(grid: DepthLengthGrid) -> str:
     if measured > 1:
         said += (f" Its probability is highest, {probability(values[best])}, with {where(best)}, and lowest, "
                  f"{probability(values[worst])}, with {where(worst)}.")
+    for column, rows in grid.shared_placements():
+        named = " and ".join(f"{grid.depths[r]:.0%}" for r in rows)
+        said += (f" At {grid.lengths[column]:,} tokens the depths {named} put the needle at the same place (token "
+                 f"{int(grid.needle_start[rows[0], column]):,}), so their cells measure one placement.")
     full = [c for c in range(len(grid.lengths)) if grid.measured[:, c].all()]
     if len(full) >= 2:
         short, long = full[0], full[-1]
@@ -107,8 +161,11 @@ def grid_sentence(grid: DepthLengthGrid) -> str:
 
 
 def grid_table(grid: DepthLengthGrid) -> pd.DataFrame:
-    """One row per measured cell: depth, haystack length, prompt tokens, p(answer), ranked first at every token."""
-    rows = [(grid.depths[r], grid.lengths[c], int(grid.prompt_tokens[r, c]), float(grid.probability[r, c]),
-             bool(grid.top[r, c]))
+    """One row per measured cell: depth, haystack length, prompt tokens, the needle's first token, p(answer), ranked
+    first at every token."""
+    starts = grid.needle_start if grid.needle_start is not None else np.full(grid.measured.shape, -1)
+    rows = [(grid.depths[r], grid.lengths[c], int(grid.prompt_tokens[r, c]), int(starts[r, c]),
+             float(grid.probability[r, c]), bool(grid.top[r, c]))
             for c in range(len(grid.lengths)) for r in range(len(grid.depths)) if grid.measured[r, c]]
-    return pd.DataFrame(rows, columns=["depth", "haystack tokens", "prompt tokens", "p(answer)", "ranked first"])
+    return pd.DataFrame(rows, columns=["depth", "haystack tokens", "prompt tokens", "needle's first token", "p(answer)",
+                                       "ranked first"])

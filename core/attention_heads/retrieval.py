@@ -75,7 +75,8 @@ class RetrievalScores:
     """``scores`` float ``[layers, heads]`` in [0, 1]; ``copies`` bool ``[layers, heads, A]`` per answer token;
     ``needle_span`` and ``answer_span``: ``(start, end)`` token positions (end excluded) in ``token_ids``;
     ``copyable`` bool ``[A]``: the answer tokens that occur in the needle (the score's denominator);
-    ``answer_log_probability``: Σ log p(answer token | everything before it), teacher-forced."""
+    ``answer_log_probability``: Σ log p(answer token | everything before it), teacher-forced; ``needle_depth`` and
+    ``at_sentence_end``: where the needle went (``NeedlePrompt``)."""
 
     scores: np.ndarray
     copies: np.ndarray
@@ -84,6 +85,8 @@ class RetrievalScores:
     token_ids: list[int]
     copyable: np.ndarray
     answer_log_probability: float
+    needle_depth: float = float("nan")
+    at_sentence_end: bool = True
 
     @property
     def answer_probability(self) -> float:
@@ -95,23 +98,63 @@ class RetrievalScores:
         return self.token_ids[:self.answer_span[0]]
 
 
-def needle_cut(haystack: str, depth: float) -> int:
-    """The character index where the needle goes: the sentence end nearest to ``depth`` (0 = start, 1 = end) of
-    ``haystack`` (just after the ".", "!" or "?" that a space follows), or its start or end."""
+# A needle goes at a sentence end when one lies within this share of the haystack's characters of the depth asked;
+# else at the nearest word boundary. A short haystack has few sentence ends: the bundled text cut to 256 SmolLM2 tokens
+# (776 characters) has three, at characters 10 ("CHAPTER I."), 625 and 767, so 25 % and 50 % went to the same one.
+SENTENCE_END_REACH = 0.03
+
+
+@dataclass(frozen=True)
+class NeedlePlace:
+    """Where ``needle_place`` puts the needle: ``cut`` the character index in the haystack; ``at_sentence_end``:
+    just after a sentence or at the haystack's start or end (else at a word boundary)."""
+
+    cut: int
+    at_sentence_end: bool
+
+
+def needle_place(haystack: str, depth: float) -> NeedlePlace:
+    """Where the needle goes for ``depth`` (0 = start, 1 = end) of ``haystack``: the sentence end (a ".", "!" or "?"
+    that whitespace follows; the haystack's start and end count as ends) nearest to ``depth × len(haystack)`` when one
+    lies within ``SENTENCE_END_REACH`` of the haystack's length, else the word boundary nearest to it (the first
+    whitespace after a word)."""
     if not 0.0 <= depth <= 1.0:
         raise AnalysisError(f"The needle's depth must be between 0 and 1 (0 % and 100 %), not {depth}.")
-    target = round(depth * len(haystack))
-    ends = [0, len(haystack)] + [i + 1 for i in range(len(haystack) - 1) if haystack[i] in ".!?" and haystack[i + 1] == " "]
-    return min(ends, key=lambda i: (abs(i - target), i))
+    target = depth * len(haystack)
+    ends = [0, len(haystack)] + [i for i in _sentence_ends(haystack) if i < len(haystack)]
+    nearest = min(ends, key=lambda i: (abs(i - target), i))
+    if abs(nearest - target) <= SENTENCE_END_REACH * len(haystack):
+        return NeedlePlace(nearest, True)
+    words = [0, len(haystack)] + [i for i in range(1, len(haystack)) if haystack[i].isspace() and not haystack[i - 1].isspace()]
+    cut = min(words, key=lambda i: (abs(i - target), i))
+    return NeedlePlace(cut, False)
 
 
-def build_prompt(tokenizer, haystack: str, needle: str, question: str, answer: str,
-                 depth: float) -> tuple[list[int], tuple[int, int], tuple[int, int]]:
-    """``(token_ids, needle_span, answer_span)``: the tokenizer's own prefix (BOS where it adds one), the haystack up to
-    the cut, the needle, the rest of the haystack, the question and the answer, each piece tokenised on its own."""
+def needle_cut(haystack: str, depth: float) -> int:
+    """The character index where the needle goes (``needle_place``)."""
+    return needle_place(haystack, depth).cut
+
+
+@dataclass(frozen=True)
+class NeedlePrompt:
+    """What ``build_prompt`` makes: ``token_ids``; ``needle_span`` and ``answer_span`` (start, end excluded);
+    ``depth``: the needle's place as the share of the haystack's tokens before it; ``at_sentence_end``
+    (``NeedlePlace``)."""
+
+    token_ids: list[int]
+    needle_span: tuple[int, int]
+    answer_span: tuple[int, int]
+    depth: float
+    at_sentence_end: bool
+
+
+def build_prompt(tokenizer, haystack: str, needle: str, question: str, answer: str, depth: float) -> NeedlePrompt:
+    """The tokenizer's own prefix (BOS where it adds one), the haystack up to the needle's place (``needle_place``),
+    the needle, the rest of the haystack, the question and the answer, each piece tokenised on its own."""
     if not needle.strip() or not answer.strip() or not question.strip():
         raise AnalysisError("Write a needle sentence, a question and its answer.")
-    cut = needle_cut(haystack, depth)
+    place = needle_place(haystack, depth)
+    cut = place.cut
     prefix = tokenizer("", add_special_tokens=True)["input_ids"]
 
     def ids(text: str) -> list[int]:
@@ -120,12 +163,14 @@ def build_prompt(tokenizer, haystack: str, needle: str, question: str, answer: s
     # spaces go before words, as byte-level tokenizers expect: "… rose." + " Needle." + " A dog …"
     before = ids(haystack[:cut])
     needle_ids = ids((" " if cut else "") + needle.strip())
-    after = haystack[cut:] if cut or not haystack else " " + haystack.lstrip()
-    rest = ids(after) + ids("\n\n" + question.strip())
+    after = ids(haystack[cut:] if cut or not haystack else " " + haystack.lstrip())
+    rest = after + ids("\n\n" + question.strip())
     answer_ids = ids(answer if answer.startswith(" ") else " " + answer)
     start = len(prefix) + len(before)
     token_ids = prefix + before + needle_ids + rest + answer_ids
-    return token_ids, (start, start + len(needle_ids)), (len(token_ids) - len(answer_ids), len(token_ids))
+    placed = len(before) / max(1, len(before) + len(after))
+    return NeedlePrompt(token_ids, (start, start + len(needle_ids)), (len(token_ids) - len(answer_ids), len(token_ids)),
+                        placed, place.at_sentence_end)
 
 
 def _run(lm, token_ids: list[int], rows: list[int], replace=None):
@@ -144,7 +189,8 @@ def _run(lm, token_ids: list[int], rows: list[int], replace=None):
 def retrieval_scores(lm, haystack: str, needle: str, question: str, answer: str, depth: float) -> RetrievalScores:
     """Every head's retrieval score on one needle-in-a-haystack prompt (see the module docstring); ``lm`` a causal
     ``core.outputs.predictions.LanguageModel`` recorded through ``core.model.recording``."""
-    token_ids, needle_span, answer_span = build_prompt(lm.tokenizer, haystack, needle, question, answer, depth)
+    prompt = build_prompt(lm.tokenizer, haystack, needle, question, answer, depth)
+    token_ids, needle_span, answer_span = prompt.token_ids, prompt.needle_span, prompt.answer_span
     if len(token_ids) > lm.max_tokens:
         raise AnalysisError(f"The prompt is {len(token_ids):,} tokens, more than {lm.name}'s {lm.max_tokens:,}: "
                             "use a shorter haystack.")
@@ -167,7 +213,8 @@ def retrieval_scores(lm, haystack: str, needle: str, question: str, answer: str,
         inside = (top >= needle_span[0]) & (top < needle_span[1])
         copies[layer] = inside & (ids[top] == targets[None, :]) & copyable[None, :]
     scores = copies.sum(axis=-1) / copyable.sum()
-    return RetrievalScores(scores, copies, needle_span, answer_span, token_ids, copyable, float(log_probs.sum()))
+    return RetrievalScores(scores, copies, needle_span, answer_span, token_ids, copyable, float(log_probs.sum()),
+                           prompt.depth, prompt.at_sentence_end)
 
 
 def answer_log_probability(lm, token_ids: Sequence[int], answer_span: tuple[int, int],
@@ -178,13 +225,36 @@ def answer_log_probability(lm, token_ids: Sequence[int], answer_span: tuple[int,
     return float(log_probs.sum())
 
 
-def model_answer(lm, prompt_ids: Sequence[int], steps: int = 12) -> str:
-    """The model's own greedy answer to ``prompt_ids`` (``RetrievalScores.prompt_ids``): up to ``steps`` tokens,
-    decoded, ending at its end-of-text token."""
+MIN_ANSWER_STEPS = 12  # the model writes at least this many tokens …
+ANSWER_STEPS_BEYOND = 4  # … and at least this many more than the expected answer has
+
+
+@dataclass(frozen=True)
+class ModelAnswer:
+    """The model's greedy answer: ``text`` decoded, ``tokens`` written, ``cut``: it stopped at the step limit (or the
+    model's window), not at its end-of-text token."""
+
+    text: str
+    tokens: int
+    cut: bool
+
+
+def answer_steps(answer_tokens: int) -> int:
+    """How many tokens the model may write for an expected answer of ``answer_tokens`` tokens: enough to write it
+    whole and a few more (``MIN_ANSWER_STEPS``, ``ANSWER_STEPS_BEYOND``)."""
+    return max(MIN_ANSWER_STEPS, answer_tokens + ANSWER_STEPS_BEYOND)
+
+
+def model_answer(lm, prompt_ids: Sequence[int], answer_tokens: int = 0, steps: int | None = None) -> ModelAnswer:
+    """The model's own greedy answer to ``prompt_ids`` (``RetrievalScores.prompt_ids``): up to ``steps`` tokens
+    (``answer_steps(answer_tokens)`` by default), ending at its end-of-text token."""
+    steps = answer_steps(answer_tokens) if steps is None else steps
     ids = torch.tensor(list(prompt_ids), device=lm.device)
     with threads_for_input(ids.numel()):
         written = greedy_ids(lm, ids, steps=steps)
-    return lm.tokenizer.decode(written, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    ended = bool(written) and written[-1] == lm.tokenizer.eos_token_id
+    text = lm.tokenizer.decode(written, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    return ModelAnswer(text, len(written), not ended)
 
 
 def contains_answer(text: str, answer: str) -> bool:
@@ -192,25 +262,32 @@ def contains_answer(text: str, answer: str) -> bool:
     return answer.strip().casefold() in text.casefold()
 
 
-def top_and_random_heads(scores: np.ndarray, count: int, seed: int = 0) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """``count`` heads with the highest scores (ties by position) and as many drawn at random from the others."""
+def top_and_random_heads(scores: np.ndarray, count: int, seed: int = 0) -> tuple[list[tuple[int, int]], list[tuple[int, int]], bool]:
+    """``count`` heads with the highest scores (ties by position) and as many drawn at random from the heads that
+    copy nothing (score 0), as Wu et al. draw their control heads; the third item is False when fewer than ``count``
+    heads score 0, and the draw is then from every head not in the top."""
     order = np.argsort(-scores, axis=None, kind="stable")[:count]
     top = [tuple(int(x) for x in np.unravel_index(i, scores.shape)) for i in order]
-    others = [(layer, head) for layer in range(scores.shape[0]) for head in range(scores.shape[1]) if (layer, head) not in top]
+    every = [(layer, head) for layer in range(scores.shape[0]) for head in range(scores.shape[1])]
+    silent = [h for h in every if scores[h] == 0 and h not in top]
+    only_silent = len(silent) >= count
+    others = silent if only_silent else [h for h in every if h not in top]
     rng = np.random.default_rng(seed)
     picked = rng.choice(len(others), size=min(count, len(others)), replace=False)
-    return top, [others[i] for i in sorted(picked)]
+    return top, [others[i] for i in sorted(picked)], only_silent
 
 
 @dataclass(frozen=True)
 class AnswerSuccess:
     """One needle-in-a-haystack prompt read with the answer appended (teacher-forced): ``log_probability`` Σ log p(answer
     token | everything before it); ``top_everywhere``: every answer token was the model's most likely next token (so
-    greedy decoding writes the answer); ``prompt_tokens``: the prompt's length without the answer."""
+    greedy decoding writes the answer); ``prompt_tokens``: the prompt's length without the answer; ``needle_start``:
+    the needle's first token (two depths that give the same one measure one placement)."""
 
     log_probability: float
     top_everywhere: bool
     prompt_tokens: int
+    needle_start: int = -1
 
     @property
     def probability(self) -> float:
@@ -220,7 +297,8 @@ class AnswerSuccess:
 def answer_success(lm, haystack: str, needle: str, question: str, answer: str, depth: float) -> AnswerSuccess:
     """The answer's probability and whether it ranks first at each of its tokens, on the prompt ``build_prompt``
     makes; one pass, no attention kept (``retrieval_scores`` reads the same prompt)."""
-    token_ids, _, answer_span = build_prompt(lm.tokenizer, haystack, needle, question, answer, depth)
+    prompt = build_prompt(lm.tokenizer, haystack, needle, question, answer, depth)
+    token_ids, answer_span = prompt.token_ids, prompt.answer_span
     if len(token_ids) > lm.max_tokens:
         raise AnalysisError(f"The prompt is {len(token_ids):,} tokens, more than {lm.name}'s {lm.max_tokens:,}: "
                             "use a shorter haystack.")
@@ -232,14 +310,15 @@ def answer_success(lm, haystack: str, needle: str, question: str, answer: str, d
     targets = token_ids[answer_span[0]:answer_span[1]]
     picked = [float(log_probs[r - rows[0], t]) for r, t in zip(rows, targets, strict=True)]
     top = all(int(torch.argmax(log_probs[r - rows[0]])) == t for r, t in zip(rows, targets, strict=True))
-    return AnswerSuccess(float(sum(picked)), top, answer_span[0])
+    return AnswerSuccess(float(sum(picked)), top, answer_span[0], prompt.needle_span[0])
 
 
 @dataclass(frozen=True, eq=False)
 class DepthLengthGrid:
     """``depths`` (fractions, rows) × ``lengths`` (haystack tokens, columns): ``probability`` float ``[D, N]`` of the
     answer, ``top`` bool ``[D, N]`` (``AnswerSuccess.top_everywhere``), ``prompt_tokens`` int ``[D, N]``; a cell not
-    measured (stopped) is NaN, False and 0, and ``measured`` bool ``[D, N]`` says which are."""
+    measured (stopped) is NaN, False and 0, and ``measured`` bool ``[D, N]`` says which are; ``needle_start`` int
+    ``[D, N]``: the needle's first token in each cell's prompt (-1 where unknown)."""
 
     depths: tuple[float, ...]
     lengths: tuple[int, ...]
@@ -247,6 +326,21 @@ class DepthLengthGrid:
     top: np.ndarray
     prompt_tokens: np.ndarray
     measured: np.ndarray
+    needle_start: np.ndarray | None = None
+
+    def shared_placements(self) -> list[tuple[int, tuple[int, ...]]]:
+        """``(column, rows)`` for each group of measured depths of one length that put the needle at the same token,
+        so that their cells measure one placement."""
+        if self.needle_start is None:
+            return []
+        groups = []
+        for column in range(len(self.lengths)):
+            rows = [r for r in range(len(self.depths)) if self.measured[r, column] and self.needle_start[r, column] >= 0]
+            by_start: dict[int, list[int]] = {}
+            for r in rows:
+                by_start.setdefault(int(self.needle_start[r, column]), []).append(r)
+            groups += [(column, tuple(g)) for g in by_start.values() if len(g) > 1]
+        return groups
 
 
 def depth_length_grid(cell: Callable[[float, int], AnswerSuccess | None], depths: Sequence[float],
@@ -256,6 +350,7 @@ def depth_length_grid(cell: Callable[[float, int], AnswerSuccess | None], depths
     shape = (len(depths), len(lengths))
     probability, top = np.full(shape, np.nan), np.zeros(shape, dtype=bool)
     tokens, measured = np.zeros(shape, dtype=int), np.zeros(shape, dtype=bool)
+    starts = np.full(shape, -1, dtype=int)
     total = len(depths) * len(lengths)
     for column, length in enumerate(lengths):
         for row, depth in enumerate(depths):
@@ -263,6 +358,7 @@ def depth_length_grid(cell: Callable[[float, int], AnswerSuccess | None], depths
             if found is not None:
                 probability[row, column], top[row, column] = found.probability, found.top_everywhere
                 tokens[row, column], measured[row, column] = found.prompt_tokens, True
+                starts[row, column] = found.needle_start
             if progress:
                 progress(column * len(depths) + row + 1, total)
-    return DepthLengthGrid(tuple(depths), tuple(lengths), probability, top, tokens, measured)
+    return DepthLengthGrid(tuple(depths), tuple(lengths), probability, top, tokens, measured, starts)

@@ -38,3 +38,26 @@ def test_needle_page_draws_the_retrieval_grid(browser, lm_server, tmp_path_facto
         tab.assert_clean()
     finally:
         tab.close()
+
+
+def test_in_presentation_mode_the_retrieval_grid_and_its_heading_fit_one_slide(browser, lm_server):
+    """Issue 50, item 16d: in presentation mode SmolLM2's 30-layer retrieval grid was drawn 1,872 × 1,060, so the
+    page's main figure and its heading did not fit one 1080-pixel slide. Measured in a 1920 × 1080 window: from the
+    top of the "Retrieval scores" heading to the bottom of its figure."""
+    from tests.browser.conftest import EVERY_CHART_DRAWN
+
+    tab = AppPage(browser, lm_server)
+    tab.patience_ms = 480_000
+    try:
+        tab.page.set_viewport_size({"width": 1920, "height": 1080})
+        page = tab.open("needle", {"model": "SmolLM2-135M-Instruct", "length": "128", "present": "true"},
+                        timeout_ms=480_000)
+        page.get_by_text("Before any knock-out the answer's probability is").wait_for(timeout=480_000)
+        page.wait_for_function(EVERY_CHART_DRAWN, timeout=120_000)
+        heading = page.locator("h2", has_text="Retrieval scores").first.bounding_box()
+        chart = page.locator('[data-testid="stMain"] .js-plotly-plot').first.bounding_box()
+        assert chart["y"] > heading["y"]
+        assert chart["y"] + chart["height"] - heading["y"] <= 1080, (heading, chart)
+        tab.assert_clean()
+    finally:
+        tab.close()
