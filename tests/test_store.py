@@ -196,8 +196,8 @@ def test_a_view_resolves_its_model_name_once(tiny_bert_dir, monkeypatch):
     from ui import cache
 
     loads = []
-    load = cache._load_model
-    monkeypatch.setattr(cache, "_load_model", lambda name, signature: loads.append(name) or load(name, signature))
+    load = cache.load_cached_model
+    monkeypatch.setattr(cache, "load_cached_model", lambda name, signature: loads.append(name) or load(name, signature))
     text = "the cat sat on the mat and it was happy to be home"  # no other test reads this text
     cache.cached_attention_view(tiny_bert_dir, text, None, "norm-weighted", "show", False)
     assert loads == [tiny_bert_dir]  # the analysis, norm-weighted attention and the view: one lookup

@@ -67,9 +67,9 @@ def test_a_page_run_that_raises_still_counts_as_finished():
 
 
 def test_a_loaded_model_is_frozen_out_of_full_collections(tiny_bert_dir):
-    from ui.cache import _load_model, cached_model
+    from ui.cache import cached_model, load_cached_model
 
-    _load_model.clear()
+    load_cached_model.clear()
     before = gc.get_freeze_count()
     try:
         model = cached_model(tiny_bert_dir)
@@ -78,7 +78,7 @@ def test_a_loaded_model_is_frozen_out_of_full_collections(tiny_bert_dir):
         assert not any(obj is model.model for obj in gc.get_objects(generation=2))
     finally:
         gc.unfreeze()
-        _load_model.clear()
+        load_cached_model.clear()
 
 
 def test_a_fragment_rerun_counts_as_a_page_run(monkeypatch):

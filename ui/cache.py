@@ -102,7 +102,7 @@ def model_and_run(name: str, texts: tuple[str, ...] = (), max_tokens: int | None
     it: the one place a model name becomes a model. ``ablation``: ``(heads, method)`` from ``ui.ablation.knockout()``
     (or an ``Ablation``), None for the plain run."""
     run = run_of(name, texts, max_tokens, ablation)
-    return _load_model(name, run.revision), run
+    return load_cached_model(name, run.revision), run
 
 
 def run_of(name: str, texts: tuple[str, ...] = (), max_tokens: int | None = None,
@@ -119,7 +119,7 @@ def run_of(name: str, texts: tuple[str, ...] = (), max_tokens: int | None = None
 
 
 @st.cache_resource(max_entries=MAX_MODELS, show_spinner=False)
-def _load_model(name: str, signature: tuple) -> LoadedModel:
+def load_cached_model(name: str, signature: tuple) -> LoadedModel:
     started = time.perf_counter()
     model = load_model(name)
     log.info("loaded model %s in %.1f s", name, time.perf_counter() - started)

@@ -9,11 +9,11 @@ import streamlit as st
 import torch
 
 from core.attention_heads.induction import induction_scores, repeat_loss
-from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.causal import patching
 from core.causal.logit_attribution import direct_logit_attribution
 from core.causal.patching import UnequalLengths
 from core.model.layers import head_code
+from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import decoded_tokens, quoted_token, readable_token
 from core.outputs.causal_lm import encode
 from core.outputs.generation import Distribution, branch_from_param, branch_to_param, generate, last_logits, shape_distribution

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.causal.patching import UnequalLengths, patch_residual
 from core.maths.margins import leads_from
+from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import quoted_token
 from core.outputs.causal_lm import encode
 from core.outputs.generation import shape_distribution
