@@ -11,7 +11,7 @@ import torch
 from core.attention_heads.induction import induction_scores, repeat_loss
 from core.causal import patching
 from core.causal.logit_attribution import direct_logit_attribution
-from core.causal.patching import UnequalLengths
+from core.errors import UserFacingError
 from core.model.layers import head_code
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import decoded_tokens, quoted_token, readable_token
@@ -224,7 +224,7 @@ def patching_view(kind: str, clean: str, corrupted: str, answer: str, wrong: str
         result = cached_lm_result(f"patch-{kind}", current_model_name(), run, clean, corrupted, answer, wrong,
                                   progress=lambda done, total: bar.progress(
                                       done / total, text=f"{done} of {total} patched runs"))
-    except (UnequalLengths, ValueError, UnsupportedArchitecture) as err:
+    except UserFacingError as err:
         bar.empty()
         friendly_lm_error(err)
         return
@@ -238,7 +238,7 @@ def dla_view(text: str, answer: str, wrong: str) -> None:
     """Direct logit attribution of ``text``'s last position, its sentence and its exports."""
     try:
         result = cached_lm_result("dla", current_model_name(), direct_logit_attribution, text, answer, wrong or None)
-    except (ValueError, UnsupportedArchitecture) as err:
+    except UserFacingError as err:
         friendly_lm_error(err)
         return
     st.markdown(markdown_safe(dla_sentence(result, answer, wrong or None)))
@@ -257,7 +257,7 @@ def induction_view(model) -> None:
     seed = option(right.number_input, "Seed", 0, 10**6, 0, key="ind_seed")
     try:
         result = cached_induction(model, int(length), int(seed))
-    except ValueError as err:
+    except UserFacingError as err:
         st.warning(markdown_safe(str(err)), icon=":material/warning:")
         return
     st.markdown(markdown_safe(induction_sentence(result)))
@@ -336,7 +336,7 @@ def induction_knockout(model, heads) -> None:
     length = min(40, (model.max_tokens - 1) // 2)  # two copies and a BOS token within the model's window
     try:
         result = cached_induction(model, length, 0)
-    except (ValueError, UnsupportedArchitecture):
+    except UserFacingError:
         return
     strongest = " ".join(head_code(l, h, model.num_layers, model.num_heads) for l, h in strongest_induction_heads(result))
     st.button(f"Choose the {KNOCKED_OUT} strongest induction heads ({strongest})", key="effects-induction-heads",

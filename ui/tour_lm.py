@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.causal.patching import UnequalLengths, patch_residual
+from core.causal.patching import patch_residual
+from core.errors import UserFacingError
 from core.maths.margins import leads_from
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import quoted_token
@@ -219,7 +220,7 @@ def step_induction() -> None:
     length = induction_length(model)
     try:
         result = cached_induction(model, length, INDUCTION_SEED)
-    except ValueError as err:
+    except UserFacingError as err:
         not_here(markdown_safe(str(err)))
         return
     layer, head = np.unravel_index(int(np.argmax(result.scores)), result.scores.shape)
@@ -252,7 +253,7 @@ def step_patching() -> None:
         result = cached_lm_result("patch-residual", current_model_name(), patch_residual, clean, corrupted, answer,
                                   wrong, progress=lambda done, total: bar.progress(
                                       done / total, text=f"{done} of {total} patched runs"))
-    except (UnequalLengths, ValueError, UnsupportedArchitecture) as err:
+    except UserFacingError as err:
         bar.empty()
         not_here(markdown_safe(str(err)))
         return
