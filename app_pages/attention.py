@@ -6,9 +6,8 @@ from functools import partial
 import streamlit as st
 
 from core.attention_heads.attention import attention_view, rollout, window_hidden
-from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
-from core.model.recording import SINGLE_STACK
+from core.model.recording import SINGLE_STACK, UnsupportedArchitecture
 from core.model.tokens import token_labels
 from ui import results
 from ui.ablation import knockout, with_ablation

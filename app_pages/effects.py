@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.causal.effects import EffectsError, check_supported, target_token_id
 from core.causal.effects_compare import attention_to_token, rank_correlation, sentence_cosine
 from core.causal.token_attribution import GAP_THRESHOLD, MAX_REFINED_EVALUATIONS, PANEL_NODES, REFINED_STEPS_FACTOR, rollout_to_tokens
 from core.model.layers import example_head_codes, head_code
+from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
 from core.representations.compare import shared_words, word_similarity
 from core.teaching.examples import BANK_MONEY, BANK_RIVER

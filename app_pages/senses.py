@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from core.errors import AnalysisError
 from core.maths.alignment import align_layout
 from core.maths.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, distinct_points, identical_points_note
-from core.model.inference import AnalysisError
 from core.model.layers import HIDDEN_STATE_SELECT_LABEL, hidden_state_label, numbering_caption
 from core.representations.senses import (
     MAX_SENTENCES,

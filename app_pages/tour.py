@@ -6,9 +6,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.attention_heads.inside_head import UnsupportedArchitecture, compute_head
+from core.attention_heads.inside_head import compute_head
 from core.maths.similarity import cosine
 from core.model.layers import HIDDEN_STATE_SELECT_LABEL, hidden_state_label, numbering_caption
+from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
 from core.representations import compare
 from core.representations.senses import builtin_set

@@ -60,7 +60,7 @@ PLOT = """async (json) => {
 }"""
 
 
-def _plotly_page(browser):
+def plotly_test_page(browser):
     """A tab with plotly.js (from the installed plotly package) already loaded."""
     from plotly.offline import get_plotlyjs
 
@@ -70,7 +70,7 @@ def _plotly_page(browser):
     return page
 
 
-def _figure_paint_seconds(page, figure_json: str) -> float:
+def figure_paint_seconds(page, figure_json: str) -> float:
     """Seconds from the figure's JSON text to its second painted frame (parse, plot, paint)."""
     return page.evaluate(PLOT, figure_json)
 
@@ -98,7 +98,7 @@ def main() -> dict:
     with tempfile.TemporaryDirectory() as folder, sync_playwright() as p:
         model = load_model(str(build_bert_base_size(Path(folder) / "bert-base-size")))
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
-        plotly_page = _plotly_page(browser)
+        plotly_page = plotly_test_page(browser)
         for n in LENGTHS:
             started = time.perf_counter()
             analysis = analyze(model, TEXT, max_tokens=n)
@@ -115,7 +115,7 @@ def main() -> dict:
                 t0 = time.perf_counter()
                 figure_json = build().to_json()
                 built = time.perf_counter() - t0
-                row = _row(name, len(figure_json), _figure_paint_seconds(plotly_page, figure_json))
+                row = _row(name, len(figure_json), figure_paint_seconds(plotly_page, figure_json))
                 row["build_seconds"] = built
                 rows.append(row)
             allowed = bv.layer_budget(model.num_heads, n)

@@ -27,7 +27,7 @@ REPEATS = 3
 TEXT = "I will hike along the bank of a river and open a new account at my bank to deposit some money . " * 20
 
 
-def _best(run, repeats: int = REPEATS) -> tuple[float, float, object]:
+def fastest_of(run, repeats: int = REPEATS) -> tuple[float, float, object]:
     """(best wall seconds, best CPU seconds of this process, result). With one thread, CPU seconds are
     what the wall time would be on an otherwise idle core: the figure to read on a shared, loaded machine."""
     run()  # warm-up
@@ -57,16 +57,16 @@ def main() -> dict:
         result[f"{name}_wall_s"], result[f"{name}_cpu_s"] = round(timed[0], 3), round(timed[1], 3)
         return timed[2]
 
-    record("importance_bundled_72_heads_32_tokens", _best(lambda: effects.head_importance(bundled, TEXT, max_tokens=32)))
-    record("importance_bundled_one_copy_per_pass", _best(lambda: _one_copy_per_pass(bundled, TEXT, 32), repeats=1))
+    record("importance_bundled_72_heads_32_tokens", fastest_of(lambda: effects.head_importance(bundled, TEXT, max_tokens=32)))
+    record("importance_bundled_one_copy_per_pass", fastest_of(lambda: _one_copy_per_pass(bundled, TEXT, 32), repeats=1))
     attribution = record("integrated_gradients_bundled_32_steps_64_tokens",
-                         _best(lambda: token_attribution(bundled, TEXT, steps=32, max_tokens=64)))
+                         fastest_of(lambda: token_attribution(bundled, TEXT, steps=32, max_tokens=64)))
     result["integrated_gradients_completeness_gap"] = round(float(attribution.completeness_gap), 6)
     with tempfile.TemporaryDirectory() as folder:
         base = load_model(str(build_bert_base_size(Path(folder) / "bert-base-size")))
         calls = []
         record("importance_bert_base_144_heads_128_tokens",
-               _best(lambda: effects.head_importance(base, TEXT, max_tokens=128, progress=lambda done, total: calls.append(done)),
+               fastest_of(lambda: effects.head_importance(base, TEXT, max_tokens=128, progress=lambda done, total: calls.append(done)),
                      repeats=1))
         result["importance_bert_base_forward_passes"] = len(calls) // 2  # warm-up + one timed run
     result["load_average_at_end"] = os.getloadavg()[0]

@@ -29,7 +29,7 @@ REPEATS = 3
 CPU_SECONDS: dict[str, float] = {}  # the process's CPU time of the fastest run, by the figure's name
 
 
-def _best(run, repeats: int = REPEATS, name: str | None = None) -> tuple[float, object]:
+def fastest_of(run, repeats: int = REPEATS, name: str | None = None) -> tuple[float, object]:
     """The fastest of ``repeats`` runs of ``run()`` in seconds (the machine is shared), and its result; with
     ``name``, that run's CPU seconds are kept in ``CPU_SECONDS`` (what a quiet machine would take on one thread)."""
     times, result = [], None
@@ -45,7 +45,7 @@ def _best(run, repeats: int = REPEATS, name: str | None = None) -> tuple[float, 
 
 def _redraw(found, labels: list[str], position: int, threshold: float) -> float:
     """Seconds to build the route graph for ``position`` and ``threshold`` and its figure (the fastest run)."""
-    return _best(lambda: route_figure(route_graph(found, position, threshold), labels, found.num_layers,
+    return fastest_of(lambda: route_figure(route_graph(found, position, threshold), labels, found.num_layers,
                                       title="route"), name=f"redraw_{len(labels)}_{position}_{threshold}")[0]
 
 
@@ -62,7 +62,7 @@ def _details(lm, recorded, layer: int, query: int, head: int) -> tuple[float, fl
     def node_detail():
         return top_tokens(lm, lens_logits(lm, recorded.residual_mid[layer, query]))
 
-    return _best(edge_detail, name="edge_detail")[0], _best(node_detail, name="node_detail")[0]
+    return fastest_of(edge_detail, name="edge_detail")[0], fastest_of(node_detail, name="node_detail")[0]
 
 
 def main() -> dict:
@@ -76,7 +76,7 @@ def main() -> dict:
         assert len(model.tokenizer(text)["input_ids"]) == length
         updates: list[int] = []
         repeats = REPEATS if length <= 32 else 2
-        seconds, found = _best(lambda text=text, updates=updates: contributions(
+        seconds, found = fastest_of(lambda text=text, updates=updates: contributions(
             model, text, progress=lambda done, _total: updates.append(done)), repeats, f"contributions_{length}_tokens")
         figures[f"contributions_{length}_tokens_s"] = round(seconds, 2)
         figures[f"progress_updates_{length}_tokens"] = len(updates) // repeats

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from bench.flow import CPU_SECONDS, TEXT, _best
+from bench.flow import CPU_SECONDS, TEXT, fastest_of
 from core.causal.flow import route_graph
 from core.causal.flow_pair import decoder_logits, pair_contributions_of, record_pair
 from core.model.models import load_model
@@ -38,17 +38,17 @@ def main() -> dict:
                 recorded = record_pair(model, source, decoder)
                 return recorded, pair_contributions_of(recorded, [str(i) for i in source], [str(i) for i in decoder])
 
-            seconds, (recorded, found) = _best(run, name=f"contributions_{size}")
+            seconds, (recorded, found) = fastest_of(run, name=f"contributions_{size}")
             figures[f"contributions_{size}_s"] = round(seconds, 3)
             loads.append(os.getloadavg()[0])
             layout = PairLayout([str(i) for i in range(SOURCE_TOKENS)], [str(i) for i in range(TARGET_TOKENS)],
                                 found.encoder.num_layers, found.num_layers)
-            seconds, graph = _best(lambda found=found, layout=layout: _redraw(found, layout), name=f"redraw_{size}")
+            seconds, graph = fastest_of(lambda found=found, layout=layout: _redraw(found, layout), name=f"redraw_{size}")
             figures[f"redraw_{size}_s"], figures[f"edges_{size}_threshold_0.04"] = round(seconds, 3), len(graph.edges)
             cross = max((e for e in graph.edges if e.kind == "cross"), key=lambda e: e.weight, default=None)
             if cross is not None:
                 layer, query, key, head = cross.target[1], cross.target[2], cross.source[2], cross.top_head
-                seconds, _ = _best(lambda: decoder_logits(recorded, recorded.cross_write(layer, query, key, head), query),
+                seconds, _ = fastest_of(lambda: decoder_logits(recorded, recorded.cross_write(layer, query, key, head), query),
                                    name=f"cross_edge_detail_{size}")
                 figures[f"cross_edge_detail_{size}_s"] = round(seconds, 3)
     loads.append(os.getloadavg()[0])

@@ -37,7 +37,7 @@ def _timed(run) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def _best(run, repeats: int = REPEATS) -> tuple[float, float]:
+def fastest_of(run, repeats: int = REPEATS) -> tuple[float, float]:
     run()  # warm-up
     walls, cpus = zip(*(_timed(run) for _ in range(repeats)), strict=True)
     return min(walls), min(cpus)
@@ -60,11 +60,11 @@ def main() -> dict:
         compute_head(model, analysis, layer, 1)
         value_vectors_through_output(model, analysis, layer)
 
-    record("head_click", _best(click))
-    record("analyze", _best(lambda: analyze(model, TEXT)))
-    record("ablate_heads_zero", _best(lambda: ablate_heads(model, TEXT, HEADS)))
-    record("ablate_heads_mean", _best(lambda: ablate_heads(model, TEXT, HEADS, method="mean")))
-    record("importance_270_heads_16_tokens", _best(lambda: head_importance(model, TEXT, max_tokens=16), repeats=1))
+    record("head_click", fastest_of(click))
+    record("analyze", fastest_of(lambda: analyze(model, TEXT)))
+    record("ablate_heads_zero", fastest_of(lambda: ablate_heads(model, TEXT, HEADS)))
+    record("ablate_heads_mean", fastest_of(lambda: ablate_heads(model, TEXT, HEADS, method="mean")))
+    record("importance_270_heads_16_tokens", fastest_of(lambda: head_importance(model, TEXT, max_tokens=16), repeats=1))
     result["load_average_at_end"] = os.getloadavg()[0]
     print(result)
     return result

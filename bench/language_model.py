@@ -47,14 +47,14 @@ def _later_load_seconds() -> float:
 def _overview_paint_seconds(figure_json: str) -> float:
     from playwright.sync_api import sync_playwright
 
-    from bench.attention import CHROMIUM, _figure_paint_seconds, _plotly_page
+    from bench.attention import CHROMIUM, figure_paint_seconds, plotly_test_page
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
         try:
-            page = _plotly_page(browser)
-            _figure_paint_seconds(page, figure_json)  # the first plot compiles Plotly's code paths
-            return min(_figure_paint_seconds(page, figure_json) for _ in range(3))
+            page = plotly_test_page(browser)
+            figure_paint_seconds(page, figure_json)  # the first plot compiles Plotly's code paths
+            return min(figure_paint_seconds(page, figure_json) for _ in range(3))
         finally:
             browser.close()
 

@@ -340,7 +340,7 @@ def build_tiny_electra(folder: Path, *, seed: int = 0) -> Path:
 
 # --- Decoders that use transformers' attention interface (recorded by core.model.recording) ---
 
-_SMALL = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+SMALL_CONFIG = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
               max_position_embeddings=64, initializer_range=0.3, tie_word_embeddings=False)
 # Per family: the config class name and what is awkward about it (every one has grouped-query heads: 4 share 2).
 DECODER_FAMILIES: dict[str, tuple[str, dict]] = {
@@ -365,7 +365,7 @@ def build_tiny_decoder(folder: Path, family: str, *, seed: int = 0) -> Path:
     build_tiny_gpt2(folder, seed=seed)
     tokenizer = GPT2TokenizerFast.from_pretrained(folder)
     class_name, extra = DECODER_FAMILIES[family]
-    config = getattr(transformers, class_name)(**{**_SMALL, **extra}, vocab_size=len(tokenizer),
+    config = getattr(transformers, class_name)(**{**SMALL_CONFIG, **extra}, vocab_size=len(tokenizer),
                                                 bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
     torch.manual_seed(seed)
     for stale in folder.glob("*.safetensors"):

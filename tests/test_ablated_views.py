@@ -36,7 +36,7 @@ def _figures(at) -> list[dict]:
     return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
 
 
-def _array(values) -> np.ndarray:
+def trace_array(values) -> np.ndarray:
     """A trace's array as Plotly wrote it: a (nested) list, or a typed array ``{"dtype", "bdata", "shape"}``."""
     if isinstance(values, dict) and "bdata" in values:
         flat = np.frombuffer(base64.b64decode(values["bdata"]), dtype=np.dtype(values["dtype"]))
@@ -70,7 +70,7 @@ def test_the_attention_page_draws_the_ablated_run_when_toggled(tiny_bert_dir, ru
         """The head's weights as the hover prints them: integer codes of the hover's decimals (viz.attention.decimal_codes)
         decoded, or numbers that print as the weights (viz.attention.printed_numbers) rounded as the hover rounds."""
         trace = head()["data"][-1]
-        return at_hover_precision(_array(trace["z"]) / (trace.get("meta") or {}).get("z_scale", 1))
+        return at_hover_precision(trace_array(trace["z"]) / (trace.get("meta") or {}).get("z_scale", 1))
 
     def at_hover_precision(weights):
         digits = va.hover_digits(*weights.shape)
@@ -117,7 +117,7 @@ def test_the_maxima_page_draws_the_ablated_run_when_toggled(tiny_bert_dir, runs)
     # the raw / norm-weighted / rollout panels of the chosen layer show the ablated raw attention too
     at.selectbox(key="maxima.layer").set_value(LAYER).run()
     panels = [f for f in _figures(at) if len(f["data"]) >= 2 and "z" in f["data"][0]][-1]
-    np.testing.assert_allclose(_array(panels["data"][0]["z"]), ablated.attentions[LAYER].mean(axis=0),
+    np.testing.assert_allclose(trace_array(panels["data"][0]["z"]), ablated.attentions[LAYER].mean(axis=0),
                                atol=1e-8)
     at.toggle(key="show_ablated").set_value(False).run()
     np.testing.assert_allclose(grid_weights(), expected["plain"], atol=1e-8)

@@ -18,7 +18,7 @@ from core.attention_heads.retrieval import bundled_haystack
 from core.model.hooks import hooked
 from core.model.inference import STORED_ATTENTION_MAX_TOKENS, analyze
 from core.model.models import load_model
-from core.model.on_demand import MEMO_LAYERS, StoredMask, _stored
+from core.model.on_demand import MEMO_LAYERS, StoredMask, to_stored
 from core.model.parts import blocks_of
 from tests.model_factory import build_tiny_decoder, build_tiny_gpt2
 from ui.bounded_cache import nbytes_of
@@ -140,13 +140,13 @@ def test_a_restored_mask_is_the_tensor_the_pass_made():
     t = 40
     causal = torch.ones(t, t, dtype=torch.bool).tril()
     additive = torch.zeros(1, 1, t, t).masked_fill(~causal, torch.finfo(torch.float32).min)
-    kept = _stored(additive)
+    kept = to_stored(additive)
     assert isinstance(kept, StoredMask) and kept.allowed.dtype == np.bool_
     assert torch.equal(kept.restore(), additive)
-    kept = _stored(causal[None, None])
+    kept = to_stored(causal[None, None])
     assert isinstance(kept, StoredMask) and torch.equal(kept.restore(), causal[None, None])
     rotary = torch.linspace(-1, 1, 64 * t).reshape(1, t, 64)  # not a mask: kept as it is
-    assert _stored(rotary) is not None and torch.equal(_stored(rotary), rotary)
+    assert to_stored(rotary) is not None and torch.equal(to_stored(rotary), rotary)
 
 
 def test_head_attention_refuses_a_head_that_does_not_exist(tiny_windowed):

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from tests.test_ablated_views import _array
+from tests.test_ablated_views import trace_array
 from tests.test_app import open_app, page_errors
 
 pytestmark = pytest.mark.app
@@ -29,7 +29,7 @@ def test_encoder_rollout_is_the_product_of_the_encoders_own_attention(tiny_bart_
                    "source": "rollout", "view": "one head", "layer": "1"}, page="app_pages/attention.py")
     assert not page_errors(at)
     assert not [c.value for c in at.caption if "showing the" in c.value]  # rollout is drawn, not replaced
-    drawn = _array(_head_chart(at)["data"][-1]["z"])  # the weights, drawn over a masked-cells layer
+    drawn = trace_array(_head_chart(at)["data"][-1]["z"])  # the weights, drawn over a masked-cells layer
     # independently: the plain model's encoder attentions, rollout by hand (heads averaged, 0.5·A + 0.5·I, rows
     # renormalised, multiplied through the layers)
     tokenizer = AutoTokenizer.from_pretrained(tiny_bart_dir)
@@ -58,7 +58,7 @@ def test_a_source_not_defined_for_a_stack_is_said_and_raw_weights_are_drawn(stac
     assert not page_errors(at)
     said = [c.value for c in at.caption if sentence in c.value]
     assert len(said) == 1 and said[0].endswith(f"showing the {stack.lower()}'s raw attention weights."), said
-    drawn = _array(_head_chart(at)["data"][-1]["z"])  # the weights, drawn over a masked-cells layer
+    drawn = trace_array(_head_chart(at)["data"][-1]["z"])  # the weights, drawn over a masked-cells layer
     np.testing.assert_allclose(np.nansum(drawn, axis=-1), 1.0, atol=drawn.shape[-1] * 5.1e-5)  # raw: rows sum to 1 (z rounded to 4 decimals)
 
 

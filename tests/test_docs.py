@@ -178,7 +178,7 @@ def _unknown_names(text: str) -> list[str]:
 
 
 def test_unknown_names_are_found():
-    text = ("`core.model.inference.analyze` `core.model.inference.no_such` `ui/no_such.py` `ui/cache.py` `core.nowhere.f(x)`"
+    text = ("`core.model.inference.analyze` `core.model.inference.no_such` `ui/no_such.py` `ui/store.py` `core.nowhere.f(x)`"
             " `core.model` `core.no_package`")
     assert _unknown_names(text) == ["core.model.inference.no_such", "ui/no_such.py", "core.nowhere.f", "core.no_package"]
 

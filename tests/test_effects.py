@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from core.attention_heads.inside_head import UnsupportedArchitecture, compute_head
+from core.attention_heads.inside_head import compute_head
 from core.causal import effects, effects_compare
 from core.causal.effects import EffectsError, ablate_heads, ablation, head_importance
 from core.causal.effects_compare import sentence_cosine
-from core.model.inference import AnalysisError, analyze
+from core.errors import AnalysisError
+from core.model.inference import analyze
 from core.model.models import load_model
+from core.model.recording import UnsupportedArchitecture
 from core.outputs.predictions import load_language_model
 from tests.model_factory import build_tiny_bert_mlm, build_tiny_gpt2_lm, build_tiny_gpt_neo
 

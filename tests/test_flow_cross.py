@@ -12,7 +12,7 @@ from transformers import AutoModelForSeq2SeqLM
 from core.causal.flow import route_graph
 from core.causal.flow_cross import cross_flow
 from core.causal.flow_details import neuron_terms
-from core.causal.flow_pair import _with_neurons, decoder_logits, pair_contributions, pair_contributions_of, pair_ids, pair_top_neurons, record_pair
+from core.causal.flow_pair import decoder_logits, pair_contributions, pair_contributions_of, pair_ids, pair_top_neurons, record_pair, with_neurons
 from core.causal.flow_pair_blocks import BlockCalls
 from core.model.models import load_model
 from core.model.recording import UnsupportedArchitecture
@@ -314,7 +314,7 @@ def test_pair_logit_lens_of_the_last_residual_is_the_models_logits(tiny_pair):
                                    rtol=1e-3, atol=1e-5)
 
 
-def _plain_mlps(folder, source_ids, decoder_ids) -> dict:
+def plain_mlps(folder, source_ids, decoder_ids) -> dict:
     """Per (stack, layer), from hooks on a plainly loaded eager model: the MLP's output map (BART's fc2, T5's
     DenseReluDense.wo), its input (the neurons, [T, F]) and what it returned (the MLP's output, [T, D])."""
     plain = AutoModelForSeq2SeqLM.from_pretrained(folder, attn_implementation="eager").eval()
@@ -339,7 +339,7 @@ def test_pair_mlp_neurons_add_up_to_the_mlp_output_and_their_shares_to_1(tiny_pa
     folder, model = tiny_pair
     source_ids, decoder_ids = pair_ids(model, SOURCE, TARGET)
     recorded = record_pair(model, source_ids, decoder_ids)
-    plain = _plain_mlps(folder, source_ids, decoder_ids)
+    plain = plain_mlps(folder, source_ids, decoder_ids)
     assert {stack for stack, _ in plain} == {"encoder", "decoder"}
     ranked = 0
     for (stack, layer), seen in plain.items():
@@ -377,9 +377,9 @@ def test_pair_neurons_are_refused_where_the_maps_output_is_not_what_the_stream_r
     for layer, seen in enumerate(calls):
         seen.mlp_map, seen.neurons, seen.written = (decoder.mlp_outputs[layer], decoder.mlp_activations[layer],
                                                     decoder.mlp_added[layer])
-    assert all(m is not None for m in _with_neurons(decoder, calls, recorded.mlp_sum, recorded.cross_mid).mlp_outputs)
+    assert all(m is not None for m in with_neurons(decoder, calls, recorded.mlp_sum, recorded.cross_mid).mlp_outputs)
     calls[1].written = calls[1].written + 0.01 * calls[1].written.abs().max()  # 1% off: not the stream's update
-    off = _with_neurons(decoder, calls, recorded.mlp_sum, recorded.cross_mid)
+    off = with_neurons(decoder, calls, recorded.mlp_sum, recorded.cross_mid)
     assert off.mlp_outputs[0] is decoder.mlp_outputs[0] and off.mlp_outputs[1] is None
     with pytest.raises(UnsupportedArchitecture, match="cannot find the output map of the decoder's MLPs"):
         pair_top_neurons(model, dataclasses.replace(recorded, decoder=off), "decoder", 1, 1)

@@ -23,7 +23,7 @@ from core.outputs.predictions import load_language_model
 from tests.lm_factory import build_tiny_llama_lm
 from tests.model_factory import build_tiny_bart
 from tests.test_app import open_app, page_errors
-from tests.test_flow_cross import _plain_mlps
+from tests.test_flow_cross import plain_mlps
 from ui.page_state import view_query
 from viz.flow import edge_id, edge_width, node_id, route_figure
 
@@ -31,7 +31,7 @@ HOSTILE = "<img src=x onerror=alert(1)>"
 TEXT = "the cat sat on the mat and the dog sat on the log"
 
 
-def _graph() -> RouteGraph:
+def example_route_graph() -> RouteGraph:
     """A hand-made route into token 2 of a 2-layer model: residual, MLP and attention edges of known weights."""
     edges = (
         Edge(("embedding", -1, 0), ("attention", 0, 1), 0.30, "attention", (0.05, 0.25)),
@@ -61,7 +61,7 @@ def _segments(fig) -> list[tuple[float, float, float, float, float]]:
 
 
 def test_route_figure_draws_one_segment_per_edge_wider_for_heavier_edges():
-    graph = _graph()
+    graph = example_route_graph()
     fig = route_figure(graph, ["a", "b", "c"], 2, title="route")
     segments = _segments(fig)
     assert len(segments) == len(graph.edges)
@@ -85,7 +85,7 @@ def test_route_figure_draws_one_segment_per_edge_wider_for_heavier_edges():
 def test_every_edge_and_node_has_a_clickable_point_of_its_own():
     # an attention edge within one position shares its ends with the residual edge there: it bows, its point apart
     own = Edge(("block", 0, 2), ("attention", 1, 2), 0.25, "attention", (0.2, 0.05))
-    graph = RouteGraph(2, 0.04, (*_graph().edges, own))
+    graph = RouteGraph(2, 0.04, (*example_route_graph().edges, own))
     fig = route_figure(graph, ["a", "b", "c"], 2, title="route")
     (edges,) = [t for t in fig.data if t.name == "edges"]
     points = dict(zip(edges.customdata, zip(edges.x, edges.y, strict=True), strict=True))
@@ -103,7 +103,7 @@ def test_every_edge_and_node_has_a_clickable_point_of_its_own():
 
 def test_hostile_token_labels_are_escaped_in_hover_text_ticks_and_title():
     labels = ["a", HOSTILE, "c"]
-    fig = route_figure(_graph(), labels, 2, title=f"Route into {HOSTILE}")
+    fig = route_figure(example_route_graph(), labels, 2, title=f"Route into {HOSTILE}")
     shown = json.dumps(fig.to_plotly_json(), ensure_ascii=False)
     assert "<img" not in shown and "&lt;img src=x onerror=alert(1)&gt;" in shown
     hovers = [h for t in fig.data if t.hovertext is not None for h in t.hovertext]
@@ -116,7 +116,7 @@ def test_edge_width_grows_with_weight():
 
 
 def test_route_sentence_names_the_position_whose_cross_position_edges_weigh_most():
-    graph = _graph()
+    graph = example_route_graph()
     # by hand: token 0 sends 0.30 (layer 0, into token 1) + 0.20 (layer 1, into token 2) = 0.50; token 1 sends 0.10
     assert carriers(graph) == {0: (pytest.approx(0.5), [0, 1]), 1: (pytest.approx(0.1), [1])}
     sentence = route_sentence(graph, ["a", "b", "c"])
@@ -311,7 +311,7 @@ def test_flow_page_on_an_encoder_decoder_draws_the_route_across_cross_attention(
     assert not page_errors(at) and "Logit lens" in _said(at)
     # an MLP node of either stack, picked from the list, lists its top neurons: the shares by hand from hooks on a
     # plain model (each neuron's activation times its row of the output map, proximity to the map's output)
-    plain = _plain_mlps(tiny_pair_dir, list(pair.source.input_ids), list(pair.target.input_ids))
+    plain = plain_mlps(tiny_pair_dir, list(pair.source.input_ids), list(pair.target.input_ids))
     for kind, stack in (("mlp", "decoder"), ("encoder_mlp", "encoder")):
         node = max((n for n in graph.nodes if n[0] == kind), key=lambda n: (n[1], n[2]))
         _detail_box(at).set_value(node_id(node)).run()

@@ -97,8 +97,9 @@ def tiny_electra(tmp_path_factory):
 def test_bert_lookalikes_are_refused_with_a_sentence(lookalikes, model_type):
     """Their modules compute attention themselves (never through the attention interface), so nothing is recorded."""
     from core.attention_heads.attention import norm_weighted
-    from core.attention_heads.inside_head import UnsupportedArchitecture, architecture
+    from core.attention_heads.inside_head import architecture
     from core.attention_heads.neuron_view import queries_and_keys
+    from core.model.recording import UnsupportedArchitecture
 
     model = lookalikes[model_type]
     assert model.model_type == model_type
@@ -114,8 +115,8 @@ def test_a_recomputation_that_misses_the_models_attention_is_not_shown(tiny_mode
     from dataclasses import replace
 
     from core.attention_heads.attention import norm_weighted
-    from core.attention_heads.inside_head import UnsupportedArchitecture
     from core.attention_heads.neuron_view import queries_and_keys
+    from core.model.recording import UnsupportedArchitecture
 
     a = analyze(tiny_model, TEXT)
     wrong = np.array(a.attentions)

@@ -7,7 +7,8 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from core.model.inference import Analysis, AnalysisError, analyze, analyze_many
+from core.errors import AnalysisError
+from core.model.inference import Analysis, analyze, analyze_many
 from core.teaching.examples import BANK_MONEY, BANK_RIVER
 
 TEXT = "I will hike along the bank of a river."
@@ -178,74 +179,3 @@ def test_batched_equals_single_with_a_left_padding_tokenizer(which, tmp_path):
     # and the truncation keeps the start of the text, not its end
     cut = analyze(model, TEXT, max_tokens=4)
     assert cut.offsets[0 if which == "gpt2" else 1][0] == 0
-
-
-# Issue 40 item 9: names the README and older notebooks use keep importing from where they were documented; issue 37
-# item 6 moved the modules into core's sub-packages and kept these paths (docs/architecture.md lists them).
-PUBLIC_NAMES = ["core.inference.analyze", "core.inference.analyze_many", "core.inference.iter_analyses",
-                "core.inference.Analysis", "core.inference.AnalysisError", "core.inference.analyze_pair",
-                "core.inference.PairAnalysis", "core.inference.generate_target", "core.seq2seq.analyze_pair",
-                "core.heads.compute_head", "core.models.load_model", "core.attention.norm_weighted",
-                "core.attention.head_attention", "core.attention.layer_attention", "core.effects.ablate_heads",
-                "core.lens.logit_lens", "core.predictions.predict", "core.generation.next_token_distribution",
-                "core.patching.patch_residual", "core.patching.patch_heads", "core.attribution.direct_logit_attribution",
-                "core.head_stats.induction_scores", "core.head_stats.InductionScores", "core.recording.is_recordable",
-                "core.flow.contributions", "core.flow.route_graph", "core.retrieval.retrieval_scores",
-                "core.errors.UserFacingError"]
-# Where each contract path's names are defined now: written here by hand, not read from the shims.
-DEFINED_IN = {"core.inference": "core.model.inference", "core.seq2seq": "core.model.seq2seq",
-            "core.heads": "core.attention_heads.inside_head", "core.models": "core.model.models",
-            "core.attention": "core.attention_heads.attention", "core.effects": "core.causal.effects",
-            "core.lens": "core.outputs.lens", "core.predictions": "core.outputs.predictions",
-            "core.generation": "core.outputs.generation", "core.patching": "core.causal.patching",
-            "core.attribution": "core.causal.logit_attribution", "core.head_stats": "core.attention_heads.induction",
-            "core.recording": "core.model.recording", "core.flow": "core.causal.flow",
-            "core.retrieval": "core.attention_heads.retrieval", "core.errors": "core.errors",
-            "core.bundled_lm": "core.model.bundled_lm", "core.contextuality": "core.representations.contextuality",
-            "core.flow_cross": "core.causal.flow_cross", "core.flow_details": "core.causal.flow_details",
-            "core.flow_pair": "core.causal.flow_pair", "core.induction": "core.attention_heads.induction",
-            "core.lm_parts": "core.outputs.causal_lm", "core.long_context": "core.attention_heads.long_context",
-            "core.margins": "core.maths.margins", "core.on_demand": "core.model.on_demand", "core.parts": "core.model.parts",
-            "core.qk_map": "core.attention_heads.qk_map", "core.recorded_pass": "core.model.recorded_pass",
-            "core.stacks": "core.model.stacks"}
-# The paths docs/ named before issue 37 item 6 regrouped core (README and docs now name the new places).
-DOCS_NAMED = ["core.bundled_lm.BUNDLED_LMS", "core.contextuality.embed_corpus_and_contextuality",
-              "core.flow_cross.cross_terms", "core.flow_details.head_write", "core.flow_details.route_summary",
-              "core.flow_details.top_neurons", "core.flow_pair.decoder_logits", "core.flow_pair.pair_contributions",
-              "core.flow_pair.pair_route_sentence", "core.flow_pair.record_pair", "core.induction.repeat_loss",
-              "core.lm_parts.causal_parts", "core.long_context.long_context_profile", "core.long_context.sliding_windows",
-              "core.margins.leads_from", "core.on_demand.OnDemandAttention", "core.parts.layer_parts",
-              "core.parts.parts_of", "core.qk_map.MAX_CORPUS_TOKENS", "core.qk_map.UMAP_EPOCHS",
-              "core.qk_map.query_key_map", "core.qk_map.record_corpus", "core.recorded_pass.attention_weights",
-              "core.stacks.stacks_of", "core.heads.SUPPORTED", "core.heads.DESCRIPTIONS", "core.recording.Recorder",
-              "core.models.threads_for_input", "core.retrieval.model_answer", "core.flow.output_map"]
-
-
-@pytest.mark.parametrize("path", PUBLIC_NAMES + DOCS_NAMED)
-def test_public_names_import(path):
-    import importlib
-
-    module, name = path.rsplit(".", 1)
-    assert getattr(importlib.import_module(module), name) is not None
-
-
-@pytest.mark.parametrize("path", [p for p in PUBLIC_NAMES + DOCS_NAMED if not p.startswith("core.inference.")
-                                  or p.endswith((".analyze", ".Analysis", ".analyze_many", ".iter_analyses"))])
-def test_each_old_path_gives_the_very_object_of_its_new_place(path):
-    """Same object, so same shapes: the shim re-exports, it does not wrap or copy."""
-    import importlib
-
-    module, name = path.rsplit(".", 1)
-    assert getattr(importlib.import_module(module), name) is getattr(importlib.import_module(DEFINED_IN[module]), name)
-
-
-@pytest.mark.parametrize("module", ["core.inference", "core.model.inference"])
-def test_the_old_analyze_pair_path_is_the_seq2seq_function(module):
-    import importlib
-
-    from core.model import seq2seq
-
-    inference = importlib.import_module(module)  # the issue 16 path, and the module's own place
-    assert inference.analyze_pair is seq2seq.analyze_pair
-    with pytest.raises(AttributeError, match="no_such_name"):
-        _ = inference.no_such_name

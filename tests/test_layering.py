@@ -40,6 +40,9 @@ def _imported_names(tree: ast.AST) -> list[tuple[str, int]]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.append((node.module, node.lineno))
             names += [(f"{node.module}.{alias.name}", node.lineno) for alias in node.names]
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) in {"importlib.import_module", "import_module"} \
+                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            names.append((node.args[0].value, node.lineno))  # an import by name is still a dependency
     return names
 
 
@@ -78,22 +81,15 @@ def test_core_and_viz_import_no_streamlit(package):
 
 
 # Issue 37 item 6: core's sub-packages by question, lowest first. A module imports only from its own package, the
-# packages before it and ``core.errors`` (the one error base, below them all). The other flat modules of core/ are
-# contract shims: old paths the issues name, which only re-export; nothing in the repository imports them.
+# packages before it and ``core.errors`` (the one error base, below them all). Issue 49 item 2: nothing else sits at the
+# top of core/ (the flat re-exporting modules are gone; a public name has one address, docs/architecture.md).
 CORE_PACKAGES = ("model", "maths", "outputs", "attention_heads", "representations", "causal", "teaching")
 CORE_BASE = ("core", "core.errors")
 
 
 def _core_rank(name: str) -> int:
-    """-1 for the base, the package's place in ``CORE_PACKAGES``, or one past the top for a contract shim."""
-    if name in CORE_BASE:
-        return -1
-    package = name.split(".")[1]
-    return CORE_PACKAGES.index(package) if package in CORE_PACKAGES else len(CORE_PACKAGES)
-
-
-def _contract_shims() -> list[str]:
-    return sorted(name for name in MODULES if name.startswith("core.") and _core_rank(name) == len(CORE_PACKAGES))
+    """-1 for the base, else the package's place in ``CORE_PACKAGES``."""
+    return -1 if name in CORE_BASE else CORE_PACKAGES.index(name.split(".")[1])
 
 
 def _upward_core_imports() -> list[str]:
@@ -102,14 +98,11 @@ def _upward_core_imports() -> list[str]:
             if target.startswith("core") and _core_rank(target) > _core_rank(name)]
 
 
-def test_every_core_module_is_in_a_package_or_is_a_contract_shim():
+def test_every_core_module_is_in_a_package_or_is_the_base():
     assert {name.split(".")[1] for name in MODULES if name.count(".") >= 2 and name.startswith("core.")} == set(CORE_PACKAGES)
-    for shim in _contract_shims():
-        tree = ast.parse(MODULES[shim].read_text(encoding="utf-8"))
-        kinds = {type(node).__name__ for node in tree.body[1:]}  # after the docstring
-        assert kinds <= {"ImportFrom", "Assign"}, f"{shim} does more than re-export: {kinds}"
-        assert all(imported.split(".")[1] in CORE_PACKAGES or imported.startswith("core.errors.")
-                   for imported, _ in _imported_names(tree) if imported.count(".") >= 2), shim
+    flat = sorted(name for name in MODULES if name.startswith("core.") and name.count(".") == 1
+                  and name not in CORE_BASE and name.split(".")[1] not in CORE_PACKAGES)
+    assert flat == []
 
 
 def test_core_packages_import_downward_only():
@@ -129,15 +122,78 @@ def _repository_python_files() -> dict[str, Path]:
     return found | {name: path for name, path in MODULES.items()}
 
 
-def test_nothing_in_the_repository_imports_a_contract_shim():
-    """The shims are for notebooks and old links; the code itself names the new places (the contract test in
-    tests/test_inference.py reads the old paths by string)."""
-    shims = set(_contract_shims())
-    assert len(shims) >= 15
-    importing = [f"{name}:{line} imports {imported}" for name, path in _repository_python_files().items()
-                 for imported, line in _imported_names(ast.parse(path.read_text(encoding="utf-8")))
-                 if imported in shims or imported.rsplit(".", 1)[0] in shims]
-    assert importing == []
+OWN_TOP_LEVEL = {"core", "viz", "ui", "app_pages", "app", "serve", "tests", "bench", "scripts", "deploy"}
+
+
+def _private_imports(tree: ast.AST) -> list[str]:
+    """Each ``from <project module> import _name`` in a parsed file (relative imports included): a name another
+    module keeps to itself. Dunder names (``__version__``) are public."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] in OWN_TOP_LEVEL):
+            found += [f"line {node.lineno}: from {'.' * node.level}{node.module or ''} import {alias.name}"
+                      for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+    return found
+
+
+def test_no_module_imports_another_modules_private_name():
+    """Issue 49 item 3: what several modules need is public where it belongs (product, tests, bench, scripts)."""
+    reaching = {name: found for name, path in _repository_python_files().items()
+                if (found := _private_imports(ast.parse(path.read_text(encoding="utf-8"))))}
+    assert reaching == {}
+
+
+@pytest.mark.parametrize(("source", "found"), [
+    ("from core.model.inference import _token_limit\n", True),
+    ("def f():\n    from viz.slides import a, _below_plot as b\n", True),
+    ("from .sibling import _helper\n", True),
+    ("from tests.model_factory import build_tiny_bert\n", False),
+    ("from torch.nn import _reduction\n", False),  # another library's business, not the house's
+    ("from core import __doc__\n", False),
+])
+def test_the_private_import_check_finds_each_kind(source, found):
+    assert bool(_private_imports(ast.parse(source))) is found
+
+
+def _borrowed(path: Path) -> set[str]:
+    """Top-level names a module only imports (does not define itself)."""
+    defined, imported = set(), set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign):
+            defined |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return imported - defined
+
+
+def _second_addresses(files: dict[str, Path]) -> list[str]:
+    """``from X import N`` where X only imports N from elsewhere: N reached through a second address."""
+    found = []
+    for name, path in files.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in MODULES:
+                borrowed = _borrowed(MODULES[node.module])
+                found += [f"{name}:{node.lineno} imports {alias.name} from {node.module}, which only imports it"
+                          for alias in node.names if alias.name in borrowed and f"{node.module}.{alias.name}" not in MODULES]
+    return found
+
+
+def test_every_name_is_imported_from_the_module_that_defines_it():
+    """Issue 49 item 3: one address per class and function (``UnsupportedArchitecture`` was importable from
+    core.model.recording and core.attention_heads.inside_head)."""
+    assert _second_addresses(_repository_python_files()) == []
+
+
+def test_the_address_check_finds_a_re_export(monkeypatch, tmp_path):
+    (tmp_path / "low.py").write_text("class Error(Exception):\n    pass\n")
+    (tmp_path / "mid.py").write_text("from core.model.low import Error\n\ndef f():\n    raise Error\n")
+    (tmp_path / "user.py").write_text("from core.model.mid import Error, f\n")
+    for module in ("low", "mid"):
+        monkeypatch.setitem(MODULES, f"core.model.{module}", tmp_path / f"{module}.py")
+    assert _second_addresses({"user": tmp_path / "user.py"}) == [
+        "user:1 imports Error from core.model.mid, which only imports it"]
 
 
 def _cycle() -> list[str] | None:
@@ -167,9 +223,14 @@ def test_no_import_circle():
     assert _cycle() is None, " -> ".join(_cycle() or [])
 
 
-def test_the_circle_check_finds_a_circle(monkeypatch, tmp_path):
+@pytest.mark.parametrize("a_source", [
+    "import b\n",
+    # an import by name is a dependency too (the old ``__getattr__`` of core.model.inference made a circle this way)
+    "import importlib\ndef f():\n    return importlib.import_module('b')\n",
+])
+def test_the_circle_check_finds_a_circle(a_source, monkeypatch, tmp_path):
     """The check itself can fail: two modules importing each other are reported."""
-    (tmp_path / "a.py").write_text("import b\n")
+    (tmp_path / "a.py").write_text(a_source)
     (tmp_path / "b.py").write_text("from a import x\n")
     monkeypatch.setitem(MODULES, "a", tmp_path / "a.py")
     monkeypatch.setitem(MODULES, "b", tmp_path / "b.py")

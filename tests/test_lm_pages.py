@@ -10,7 +10,7 @@ import pytest
 from tests.lm_factory import build_tiny_llama_lm
 from tests.model_factory import build_tiny_gpt2_lm
 from tests.test_app import open_app, page_errors
-from tests.test_tour_lm import _rank_one_colour, _shade
+from tests.test_tour_lm import rank_one_colour, shade_of
 from ui.page_state import view_query
 
 pytestmark = pytest.mark.app
@@ -44,7 +44,7 @@ def test_predictions_page_shapes_the_distribution_and_generates(lm_dirs, which):
         assert "not where it is decided" in text and "dark = already on top" not in text
         lens = next(json.loads(c.proto.spec)["data"][0] for c in at.get("plotly_chart")
                     if "Logit lens" in json.loads(c.proto.spec)["layout"]["title"]["text"])
-        assert f"A {_shade(_rank_one_colour(lens))} " in text and "cell means rank 1" in text
+        assert f"A {shade_of(rank_one_colour(lens))} " in text and "cell means rank 1" in text
     alternative = next(b for b in at.button if "alt-1-" in (b.key or ""))
     alternative.click().run()
     assert not page_errors(at)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.test_ablated_views import _array
+from tests.test_ablated_views import trace_array
 from tests.test_app import open_app, page_errors
 
 pytestmark = [pytest.mark.app, pytest.mark.integration]
@@ -35,7 +35,7 @@ def _said(at) -> str:
 
 def _grid(at) -> np.ndarray:
     (chart,) = at.get("plotly_chart")
-    return _array(json.loads(chart.proto.spec)["data"][0]["z"])
+    return trace_array(json.loads(chart.proto.spec)["data"][0]["z"])
 
 
 def _restored(lm, clean: str, corrupted: str, answer: str, wrong: str, layer: int, position: int) -> float:

@@ -151,7 +151,7 @@ def test_head_kinds_follow_the_stated_thresholds_in_their_order(models):
 @pytest.mark.parametrize("family", ["gemma3_text", "bert"])
 def test_each_query_s_bins_sum_to_one_and_equal_the_loops(models, family):
     """Per query, not only on average: the block reduction of eager weights, against loops over the keys."""
-    from core.attention_heads.long_context import _reduce
+    from core.attention_heads.long_context import reduce_block
 
     _, plain = models[family]
     att = _eager(plain, IDS).astype(np.float32)
@@ -159,7 +159,7 @@ def test_each_query_s_bins_sum_to_one_and_equal_the_loops(models, family):
     rows = np.arange(1 if causal else 0, len(IDS))
     edges = distance_edges(len(IDS) - 1)
     for layer in range(att.shape[0]):
-        bins, sink, _ = _reduce(att[layer][:, rows], rows, edges, [0], 4, causal)
+        bins, sink, _ = reduce_block(att[layer][:, rows], rows, edges, [0], 4, causal)
         np.testing.assert_allclose(bins.sum(-1), 1.0, atol=1e-5)
         for r, i in enumerate(rows):
             expected = np.zeros((att.shape[1], len(edges) - 1))

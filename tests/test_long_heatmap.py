@@ -16,7 +16,7 @@ from core.attention_heads.pooling import pixel_starts, pool, visible_blocks
 from core.model.inference import analyze
 from core.model.models import load_model
 from core.model.tokens import token_labels
-from tests.model_factory import _SMALL, build_tiny_gpt2
+from tests.model_factory import SMALL_CONFIG, build_tiny_gpt2
 from viz import long_heatmap as lh
 
 WINDOW = 16
@@ -30,7 +30,7 @@ def build_tiny_long_gemma3(folder, *, seed: int = 0):
     tokenizer.model_max_length = POSITIONS
     tokenizer.save_pretrained(folder)
     config = transformers.Gemma3TextConfig(
-        **{**_SMALL, "max_position_embeddings": POSITIONS}, head_dim=8, sliding_window=WINDOW, query_pre_attn_scalar=16,
+        **{**SMALL_CONFIG, "max_position_embeddings": POSITIONS}, head_dim=8, sliding_window=WINDOW, query_pre_attn_scalar=16,
         layer_types=["sliding_attention", "full_attention"], vocab_size=len(tokenizer),
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
     torch.manual_seed(seed)

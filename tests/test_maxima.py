@@ -140,7 +140,7 @@ def test_page_table_has_one_row_per_token_and_a_column_per_layer(tiny_bert_dir):
 @pytest.mark.app
 def test_unsupported_architecture_is_an_info_and_the_page_keeps_working(tiny_bert_dir, monkeypatch):
     import core.attention_heads.attention
-    from core.attention_heads.inside_head import UnsupportedArchitecture
+    from core.model.recording import UnsupportedArchitecture
     from tests.test_app import open_app, page_errors
 
     def refuse(model):

@@ -13,12 +13,12 @@ from transformers import AutoModel, AutoModelForCausalLM
 from core.attention_heads.attention import attention_maxima, norm_weighted, rollout
 from core.attention_heads.head_parts import sharing_groups
 from core.attention_heads.head_statistics import analysis_statistics
-from core.attention_heads.inside_head import UnsupportedArchitecture, compute_head, verify_layer
+from core.attention_heads.inside_head import compute_head, verify_layer
 from core.causal.effects import ablate_heads, head_importance
 from core.causal.token_attribution import token_attribution
 from core.model.inference import analyze
 from core.model.models import load_model
-from core.model.recording import IMPLEMENTATION, Recorder
+from core.model.recording import IMPLEMENTATION, Recorder, UnsupportedArchitecture
 from core.outputs.lens import logit_lens
 from core.outputs.predictions import load_language_model
 from tests.model_factory import DECODER_FAMILIES, build_tiny_decoder

@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 import pytest
 
-from core.model.inference import AnalysisError
+from core.errors import AnalysisError
 from core.representations.corpus import CorpusError, guess_text_column, read_table
 from core.representations.senses import read_sentence_csv
 from tests.model_factory import build_tiny_bert, build_tiny_bert_mlm

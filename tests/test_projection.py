@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from core.errors import AnalysisError
 from core.maths.projection import ProjectionError, distinct_points, identical_points_note, project, run_isolated
-from core.model.inference import AnalysisError
 
 # UMAP and t-SNE fit for seconds each: the full suite runs them, `make test-fast` leaves them out.
 SLOW_UMAP = pytest.param("umap", marks=pytest.mark.slow)
@@ -119,9 +119,9 @@ def test_a_crash_in_native_code_ends_only_the_helper_process():
 @pytest.mark.slow
 def test_the_helper_process_returns_the_same_as_in_process():
     vectors, _ = _two_blobs()
-    from core.maths.projection import _tsne
+    from core.maths.projection import tsne_points
 
-    np.testing.assert_array_equal(run_isolated("core.maths.projection:_tsne", vectors, 0, what="t-SNE"), _tsne(vectors, 0))
+    np.testing.assert_array_equal(run_isolated("core.maths.projection:tsne_points", vectors, 0, what="t-SNE"), tsne_points(vectors, 0))
 
 
 def test_non_finite_vectors_are_a_sentence():

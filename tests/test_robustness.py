@@ -130,7 +130,7 @@ def test_a_bad_deployment_setting_is_a_sentence_naming_it(monkeypatch):
 
 
 def test_every_core_error_keeps_its_own_sentence():
-    from core.attention_heads.inside_head import UnsupportedArchitecture
+    from core.model.recording import UnsupportedArchitecture
     from core.model.settings import SettingsError
     from core.representations.corpus import CorpusError
     from ui.errors import user_message

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from core.attention_heads.attention import norm_weighted, rollout
-from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.model.inference import Analysis, analyze
+from core.model.recording import UnsupportedArchitecture
 
 TEXT = "I will hike along the bank of a river."
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.model.inference import AnalysisError, analyze
+from core.errors import AnalysisError
+from core.model.inference import analyze
 from core.representations.senses import (
     builtin_sense_sets,
     builtin_set,

@@ -7,7 +7,8 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from core.model.inference import AnalysisError, analyze
+from core.errors import AnalysisError
+from core.model.inference import analyze
 from core.model.seq2seq import MAX_GENERATED_TOKENS, PairAnalysis, analyze_pair, generate_target
 from core.model.tokens import token_labels
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.attention_heads.inside_pair_head import compute_pair_head, family
+from core.model.recording import UnsupportedArchitecture
 from core.model.seq2seq import analyze_pair
 
 

@@ -13,7 +13,7 @@ from core.attention_heads.attention import attention_maxima
 from core.attention_heads.long_attention import PooledHead, Thumbnails, Zoom
 from core.causal.flow import Edge, RouteGraph
 from core.model.inference import analyze
-from tests.test_flow_page import _graph as flow_graph
+from tests.test_flow_page import example_route_graph as flow_graph
 from viz import attention as va
 from viz import figure_reading, slides
 from viz import long_heatmap as lh
@@ -270,21 +270,21 @@ def test_every_y_title_takes_at_most_two_lines_and_fits_its_axis(tiny_bert, widt
     """A y title is centred on its axis: longer than the axis, it reaches into the figure's title."""
     from viz.page_fit import fit_for_page
     from viz.slide_text import AXIS_TITLE_LINES
-    from viz.slides import _below_plot, _span_px, plot_area
+    from viz.slides import below_plot, plot_area, span_px
 
     analysis = analyze(tiny_bert, "The bank of the river was muddy after the long storm, said the banker.")
     for fig in _every_figure(analysis):
         for fitted, font_px in ((fit_for_slide(fig, width), slide_font_size(width)), (fit_for_page(fig, width), 12)):
             height = fitted.layout.height or 450
             area_w, _ = plot_area(fitted, width, font_px)
-            area_h = height - fitted.layout.margin.t - _below_plot(fitted, font_px)
+            area_h = height - fitted.layout.margin.t - below_plot(fitted, font_px)
             for name in [n for n in fitted.layout if n.startswith("yaxis") and fitted.layout[n].title.text]:
                 axis = fitted.layout[name]
                 lines = _lines(axis.title.text)
                 longest = max(text_width(line, axis.title.font.size) for line in lines)
                 if not axis.scaleanchor:
                     assert len(lines) <= AXIS_TITLE_LINES, (fig.layout.title.text, axis.title.text)
-                assert longest <= _span_px(fitted, name, area_w, area_h), (fig.layout.title.text, axis.title.text)
+                assert longest <= span_px(fitted, name, area_w, area_h), (fig.layout.title.text, axis.title.text)
 
 
 def test_a_legend_of_many_rows_makes_the_figure_taller_by_its_rows():

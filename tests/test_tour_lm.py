@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.model_factory import build_tiny_gpt2_lm
-from tests.test_ablated_views import _array
+from tests.test_ablated_views import trace_array
 from tests.test_app import open_app, page_errors
 from ui.page_state import view_query
 
@@ -98,7 +98,7 @@ def test_the_predict_step_says_the_models_own_distribution(lm_dir, lm):
     assert f"its top guess is **“{top.replace(' ', '·')}” at {d.raw[0]:.1%}**" in said, said  # spaces shown as ·
     assert f"The entropy is {d.entropy_before:.2f} nats" in said
     bars = _figure(at)["data"][1]
-    assert np.allclose(_array(bars["x"]), d.probs[:len(_array(bars["x"]))])
+    assert np.allclose(trace_array(bars["x"]), d.probs[:len(trace_array(bars["x"]))])
     assert _link(at) == ("predictions", {"model": lm_dir, "text": TEXT})
 
 
@@ -116,7 +116,7 @@ def test_the_sample_step_writes_what_generate_writes_and_its_link_reproduces_it(
     digits = 1 if low >= 0.001 else 1 - math.floor(math.log10(low * 100))  # two significant digits below 0.1 %
     assert f"at **{low * 100:.{digits}f}%**" in said
     bars = _figure(at)["data"][0]
-    assert np.allclose(_array(bars["y"]), [s.probability for s in sampled.steps])
+    assert np.allclose(trace_array(bars["y"]), [s.probability for s in sampled.steps])
     page, query = _link(at)
     assert page == "predictions" and query["temp"] == "1.5" and query["seed"] == "3" and query["sample"] == "true"
     predictions = open_app(query, page="app_pages/predictions.py")
@@ -135,24 +135,24 @@ def test_the_lens_step_says_when_the_final_prediction_settles(lm_dir, lm):
     said = _said(at)
     assert f"stays on top from hidden state {np.mean(summary.settled):.1f} on average" in said, said
     grid = _figure(at)["data"][0]
-    assert np.allclose(_array(grid["z"]), np.log10(lens.final_ranks + 1))
+    assert np.allclose(trace_array(grid["z"]), np.log10(lens.final_ranks + 1))
     assert at.header[0].value == "3 · When the answer becomes readable: the logit lens"
     # issue 40, item 5: a read-out, not a locus; patching is where a detail is located
     assert "not where it is decided" in said and "patching (step 5) measures where" in said
     assert "Where in the network is the next token decided?" not in said
     # issue 40, item 10: the words for rank 1's colour follow the figure's own scale
     assert "dark cells already rank the final prediction first" not in said
-    assert f"A {_shade(_rank_one_colour(grid))} " in said and "cell means rank 1, the final prediction already on top" in said
+    assert f"A {shade_of(rank_one_colour(grid))} " in said and "cell means rank 1, the final prediction already on top" in said
 
 
-def _rank_one_colour(trace: dict) -> str:
+def rank_one_colour(trace: dict) -> str:
     """The colour the lens grid gives rank 1 (z = log10(1) = 0, the scale's low end unless it is reversed)."""
     assert trace["zmin"] == 0
     scale = trace["colorscale"]
     return scale[-1][1] if trace.get("reversescale") else scale[0][1]
 
 
-def _shade(colour: str) -> str:
+def shade_of(colour: str) -> str:
     """'light' or 'dark' by WCAG relative luminance, worked by hand from the hex colour."""
     channels = [int(colour.lstrip("#")[i:i + 2], 16) / 255 for i in (0, 2, 4)]
     linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
@@ -175,7 +175,7 @@ def test_the_induction_step_names_the_strongest_head(lm_dir):
     layer, head = np.unravel_index(int(np.argmax(result.scores)), result.scores.shape)
     assert f"The strongest is head {head} of layer {layer}: {result.scores[layer, head]:.0%}" in _said(at)
     assert _link(at)[0] == "stats" and _link(at)[1]["ind_len"] == "31"
-    assert np.allclose(_array(_figure(at)["data"][0]["z"]), result.scores)
+    assert np.allclose(trace_array(_figure(at)["data"][0]["z"]), result.scores)
 
 
 def test_the_patching_step_patches_the_residual_stream_of_its_prompts(lm_dir, lm):
@@ -196,7 +196,7 @@ def test_the_patching_step_patches_the_residual_stream_of_its_prompts(lm_dir, lm
         assert "does not restore more than every changed position by more than 5 points" in said, said
     else:
         assert f"From layer {moved} on, the last position ({shown(result.tokens[last])}) restores more" in said, said
-    assert np.allclose(_array(_figure(at)["data"][0]["z"]), result.grid)
+    assert np.allclose(trace_array(_figure(at)["data"][0]["z"]), result.grid)
     page, query = _link(at)
     assert page == "patching" and query["clean"] == CLEAN and query["answer"] == " river"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.attention_heads.inside_head import UnsupportedArchitecture
+from core.model.recording import UnsupportedArchitecture
 from core.outputs.causal_lm import encode
 from core.outputs.lens import lens_summary
 from ui import results

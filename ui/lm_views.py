@@ -8,9 +8,9 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from core.attention_heads.inside_head import UnsupportedArchitecture
-from core.causal.patching import UnequalLengths
+from core.errors import UserFacingError
 from core.model.layers import head_code
+from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import decoded_tokens, quoted_token, readable_token
 from core.outputs.generation import Distribution, branch_from_param, branch_to_param, shape_distribution
 from ui import results
@@ -191,7 +191,7 @@ def patching_view(kind: str, clean: str, corrupted: str, answer: str, wrong: str
         result = results.patches(current_model_name(), (clean, corrupted), kind, answer, wrong,
                                  progress=lambda done, total: bar.progress(
                                      done / total, text=f"{done} of {total} patched runs"))
-    except (UnequalLengths, ValueError, UnsupportedArchitecture) as err:
+    except UserFacingError as err:
         bar.empty()
         friendly_lm_error(err)
         return
@@ -205,7 +205,7 @@ def dla_view(text: str, answer: str, wrong: str) -> None:
     """Direct logit attribution of ``text``'s last position, its sentence and its exports."""
     try:
         result = results.logit_attributions(current_model_name(), text, answer, wrong or None)
-    except (ValueError, UnsupportedArchitecture) as err:
+    except UserFacingError as err:
         friendly_lm_error(err)
         return
     st.markdown(markdown_safe(dla_sentence(result, answer, wrong or None)))
@@ -224,7 +224,7 @@ def induction_view(model) -> None:
     seed = option(right.number_input, "Seed", 0, 10**6, 0, key="ind_seed")
     try:
         result = results.inductions(model.name, (), int(length), int(seed))
-    except ValueError as err:
+    except UserFacingError as err:
         st.warning(markdown_safe(str(err)), icon=":material/warning:")
         return
     st.markdown(markdown_safe(induction_sentence(result)))
@@ -294,7 +294,7 @@ def induction_knockout(model, heads) -> None:
     length = min(40, (model.max_tokens - 1) // 2)  # two copies and a BOS token within the model's window
     try:
         result = results.inductions(name, (), length, 0)
-    except (ValueError, UnsupportedArchitecture):
+    except UserFacingError:
         return
     strongest = " ".join(head_code(l, h, model.num_layers, model.num_heads) for l, h in strongest_induction_heads(result))
     st.button(f"Choose the {KNOCKED_OUT} strongest induction heads ({strongest})", key="effects-induction-heads",

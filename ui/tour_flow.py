@@ -7,9 +7,9 @@ import numpy as np
 import streamlit as st
 import torch
 
-from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.causal.flow import DEFAULT_THRESHOLD, RouteGraph, layer_runs, route_graph
 from core.causal.flow_details import ROUTE_MARGIN, RouteSummary, route_summary
+from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import quoted_token
 from core.teaching.examples import PATCHING_PRESETS
 from ui import results

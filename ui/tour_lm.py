@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.attention_heads.inside_head import UnsupportedArchitecture
-from core.causal.patching import UnequalLengths
+from core.errors import UserFacingError
 from core.maths.margins import leads_from
+from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import quoted_token
 from core.outputs.causal_lm import encode
 from core.outputs.generation import shape_distribution
@@ -209,7 +209,7 @@ def step_induction() -> None:
     length = induction_length(model)
     try:
         result = results.inductions(model.name, (), length, INDUCTION_SEED)
-    except ValueError as err:
+    except UserFacingError as err:
         not_here(markdown_safe(str(err)))
         return
     layer, head = np.unravel_index(int(np.argmax(result.scores)), result.scores.shape)
@@ -242,7 +242,7 @@ def step_patching() -> None:
         result = results.patches(current_model_name(), (clean, corrupted), "residual", answer, wrong,
                                  progress=lambda done, total: bar.progress(
                                      done / total, text=f"{done} of {total} patched runs"))
-    except (UnequalLengths, ValueError, UnsupportedArchitecture) as err:
+    except UserFacingError as err:
         bar.empty()
         not_here(markdown_safe(str(err)))
         return

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.causal.effects import EffectsError
 from core.causal.effects_compare import sentence_cosine
 from core.model.layers import head_code, hidden_state_label
+from core.model.recording import UnsupportedArchitecture
 from core.representations.drift import drift_table
 from core.teaching.tour import clearest_sink_head, falls_at_every_layer, previous_is_sink
 from ui import results

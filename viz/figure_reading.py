@@ -55,7 +55,7 @@ def _traces_on(fig: go.Figure, name: str) -> list:
     return [t for t in fig.data if (getattr(t, name[0] + "axis", None) or name[0]) == axis_id]
 
 
-def _domain(axis) -> float:
+def domain_share(axis) -> float:
     domain = axis.domain or (0.0, 1.0)
     return max(0.05, float(domain[1]) - float(domain[0]))
 
@@ -117,7 +117,7 @@ def tick_labels(fig: go.Figure, name: str) -> tuple[list, list[str], float] | No
     return None
 
 
-def _numbered_in_order(axis, categories: list[str] | None) -> bool:
+def numbered_in_order(axis, categories: list[str] | None) -> bool:
     """Whether an axis declared ``category`` numbers ``categories`` 0, 1, … in the order the traces give them
     (Plotly's default), so that a linear ``tick0``/``dtick`` picks the same labels as a list of them would."""
     return (bool(categories) and axis.type == "category" and axis.tickmode in (None, "auto", "linear")

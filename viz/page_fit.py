@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.slide_text import BOLD_WIDER, LINE_HEIGHT, _longest_line, line_count, text_width
+from viz.figure_reading import axes_of, category_labels, copy_figure, domain_share, legend_traces, tick_labels, write_layout
+from viz.slide_text import BOLD_WIDER, LINE_HEIGHT, line_count, longest_line, text_width
 from viz.slides import (
     COLORBAR_PX,
     COLORBAR_X,
@@ -14,19 +15,12 @@ from viz.slides import (
     PAGE_FONT_PX,
     PAGE_TICK_GAP_PX,
     PAGE_TITLE_GAP_PX,
-    _below_plot,
-    _domain,
-    axes_of,
-    category_labels,
-    copy_figure,
+    below_plot,
     fit_legend,
     fit_titles,
     hide_cramped_cell_text,
-    legend_traces,
     plot_area,
     thin_ticks,
-    tick_labels,
-    write_layout,
 )
 
 
@@ -113,7 +107,7 @@ def _title_clear_of_modebar(fig: go.Figure, width_px: float) -> None:
     if not title.text:
         return
     size = title.font.size or round(1.25 * PAGE_FONT_PX)
-    if 0.01 * width_px + _longest_line(title.text, size) * BOLD_WIDER > width_px - MODEBAR_WIDTH_PX:
+    if 0.01 * width_px + longest_line(title.text, size) * BOLD_WIDER > width_px - MODEBAR_WIDTH_PX:
         # the figure grows by as much, so the plot keeps its height (a shorter plot crowded its colour bar's ticks)
         write_layout(fig.layout, margin={"t": (fig.layout.margin.t if fig.layout.margin.t is not None else 100) + MODEBAR_PX},
                      height=(fig.layout.height or 450) + MODEBAR_PX)
@@ -130,9 +124,9 @@ def _height_of_square_cells(fig: go.Figure, width_px: float) -> None:
         return
     area_w, _ = plot_area(fig, width_px, PAGE_FONT_PX)
     height = fig.layout.height or 450
-    area_h = height - (fig.layout.margin.t or 0) - _below_plot(fig, PAGE_FONT_PX, width_px)  # x labels and title push the margin
+    area_h = height - (fig.layout.margin.t or 0) - below_plot(fig, PAGE_FONT_PX, width_px)  # x labels and title push the margin
     ratio = abs(y.range[1] - y.range[0]) / max(1e-9, abs(x.range[1] - x.range[0])) * (y.scaleratio or 1)
-    empty = area_h * _domain(y) - area_w * _domain(x) * ratio
+    empty = area_h * domain_share(y) - area_w * domain_share(x) * ratio
     keep = 4 * LINE_HEIGHT * round(1.25 * PAGE_FONT_PX)  # the title's font (fit_titles)
     if empty > keep + PAGE_FONT_PX:
         write_layout(fig.layout, height=int(np.ceil(height - empty + keep)))

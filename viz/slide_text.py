@@ -58,7 +58,7 @@ def wrap_text(text: str, max_px: float, font_px: float) -> str:
     return "<br>".join(out)
 
 
-def _longest_line(text: str, font_px: float) -> float:
+def longest_line(text: str, font_px: float) -> float:
     return max(text_width(line, font_px) for line in LINE_BREAK.split(text))
 
 

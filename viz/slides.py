@@ -8,14 +8,14 @@ from numbers import Real
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.figure_reading import (  # axes_of, category_labels, copy_figure, tick_labels: read from here too
-    _domain,
-    _numbered_in_order,
+from viz.figure_reading import (
     axes_of,
     category_labels,
     copy_figure,
+    domain_share,
     legend_height_px,
     legend_traces,
+    numbered_in_order,
     plain_array,
     tick_labels,
     write_layout,
@@ -28,8 +28,8 @@ from viz.slide_text import (
     SMALL_LINE,
     TAG,
     TICK_PITCH,
-    _longest_line,
     line_count,
+    longest_line,
     slide_font_size,
     text_width,
     wrap_text,
@@ -107,7 +107,7 @@ def thin_ticks(fig: go.Figure, width_px: float, font_px: float, height_px: float
                 _clear_title_of_top_labels(fig, axis, LINE_HEIGHT * font_px, font_px)
             continue
         values, texts, units = found
-        length = (area_w if name[0] == "x" else max(40.0, area_h)) * _domain(axis)
+        length = (area_w if name[0] == "x" else max(40.0, area_h)) * domain_share(axis)
         numeric = len(values) > 1 and all(isinstance(v, Real) for v in values[:2])
         pitch = max(1e-6, length / units * (values[1] - values[0] if numeric else 1))
         widest = max((text_width(t, font_px) for t in texts), default=0.0)
@@ -142,7 +142,7 @@ def thin_ticks(fig: go.Figure, width_px: float, font_px: float, height_px: float
         categories = category_labels(fig, name)
         if axis.dtick is not None and axis.tickmode != "array" and categories is None:
             changes["dtick"] = axis.dtick * step
-        elif wrapped is None and _numbered_in_order(axis, categories) and texts == categories:
+        elif wrapped is None and numbered_in_order(axis, categories) and texts == categories:
             # Every step-th category as Plotly numbers them (0, 1, … in order): the same labels, without sending
             # the list twice more (a 128-token head's labels were a fifth of its layout's bytes)
             changes |= {"tickmode": "linear", "tick0": 0, "dtick": step}
@@ -191,8 +191,8 @@ def hide_cramped_cell_text(fig: go.Figure, width_px: float, font_px: float) -> g
             continue
         x_axis = fig.layout["xaxis" + (trace.xaxis or "x")[1:]]
         y_axis = fig.layout["yaxis" + (trace.yaxis or "y")[1:]]
-        cell_w = area_w * _domain(x_axis) / z.shape[1]
-        cell_h = max(40.0, area_h) * _domain(y_axis) / z.shape[0]
+        cell_w = area_w * domain_share(x_axis) / z.shape[1]
+        cell_h = max(40.0, area_h) * domain_share(y_axis) / z.shape[0]
         if y_axis.scaleanchor or x_axis.scaleanchor:  # square cells: the smaller side sets both
             cell_w = cell_h = min(cell_w, cell_h)
         texts = [str(t) for t in np.asarray(trace.text, dtype=object).ravel()[:2000]] if trace.text is not None else []
@@ -207,7 +207,7 @@ def _subplot_width(fig: go.Figure, annotation, area_w: float) -> float:
     xref = annotation.xref or "paper"
     if xref.endswith(" domain"):
         name = "xaxis" + xref.split(" ")[0][1:]
-        return area_w * _domain(fig.layout[name])
+        return area_w * domain_share(fig.layout[name])
     columns = len({tuple(fig.layout[n].domain or (0, 1)) for n in axes_of(fig, "x")}) or 1
     return area_w / columns
 
@@ -269,7 +269,7 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: f
         axis = fig.layout[name]
         if axis.title.text:
             size = axis.title.font.size or axis_title_px or font_px
-            text = wrap_text(axis.title.text, area_w * _domain(axis) - 8, size)
+            text = wrap_text(axis.title.text, area_w * domain_share(axis) - 8, size)
             write_layout(fig.layout, **{name: {"title": {"text": text, "font": {"size": size}}, "automargin": True}})
     fit_y_titles(fig, width_px, font_px, axis_title_px)
     # a colour bar's title runs along the bar, where Plotly reserves room for it
@@ -284,7 +284,7 @@ def fit_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px: f
     return fig
 
 
-def _below_plot(fig: go.Figure, font_px: float, width_px: float | None = None) -> float:
+def below_plot(fig: go.Figure, font_px: float, width_px: float | None = None) -> float:
     """Estimated room under the plotting area: x tick labels (turned 45° when they do not fit flat), x title, a legend
     below (in as many rows as it takes at ``width_px``; one row without it)."""
     below = float(fig.layout.margin.b if fig.layout.margin.b is not None else 80)
@@ -304,17 +304,17 @@ def _below_plot(fig: go.Figure, font_px: float, width_px: float | None = None) -
     return below
 
 
-def _span_px(fig: go.Figure, name: str, area_w: float, area_h: float) -> float:
+def span_px(fig: go.Figure, name: str, area_w: float, area_h: float) -> float:
     """Drawn height of y axis ``name``: its domain's share of the plotting height, or less when the axis keeps
     its scale equal to an x axis (``scaleanchor``) and the width is what limits it."""
     axis = fig.layout[name]
-    span = area_h * _domain(axis)
+    span = area_h * domain_share(axis)
     anchor = axis.scaleanchor
     if anchor and anchor.startswith("x") and axis.range is not None:
         x = fig.layout["xaxis" + anchor[1:]]
         if x.range is not None:
             ratio = abs(axis.range[1] - axis.range[0]) / max(1e-9, abs(x.range[1] - x.range[0])) * (axis.scaleratio or 1)
-            span = min(span, area_w * _domain(x) * ratio)
+            span = min(span, area_w * domain_share(x) * ratio)
     return span
 
 
@@ -332,24 +332,24 @@ def fit_y_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px:
     height = fig.layout.height or 450
     top = fig.layout.margin.t if fig.layout.margin.t is not None else 100
     area_w, _ = plot_area(fig, width_px, font_px)
-    area_h = max(60.0, height - top - _below_plot(fig, font_px, width_px))
+    area_h = max(60.0, height - top - below_plot(fig, font_px, width_px))
     grow = 0.0
     for name in names:
         axis = fig.layout[name]
         size = axis.title.font.size or axis_title_px or font_px
         text = LINE_BREAK.sub(" ", axis.title.text)
         # the estimate of text widths is rough, so a title keeps a margin of one font size plus 10 % at both ends
-        room = 0.9 * _span_px(fig, name, area_w, area_h) - 2 * size
+        room = 0.9 * span_px(fig, name, area_w, area_h) - 2 * size
         wrapped = wrap_text(text, room, size)
-        if axis.scaleanchor and (line_count(wrapped) > 2 * AXIS_TITLE_LINES or _longest_line(wrapped, size) > room):
+        if axis.scaleanchor and (line_count(wrapped) > 2 * AXIS_TITLE_LINES or longest_line(wrapped, size) > room):
             # square cells leave the axis shorter than a word of its title (a grid on a phone): readable beats square
             write_layout(fig.layout, **{name: {"scaleanchor": False}})
-        if not axis.scaleanchor and (line_count(wrapped) > AXIS_TITLE_LINES or _longest_line(wrapped, size) > room):
+        if not axis.scaleanchor and (line_count(wrapped) > AXIS_TITLE_LINES or longest_line(wrapped, size) > room):
             room = max(text_width(text, size) / AXIS_TITLE_LINES, max(text_width(w, size) for w in text.split(" ")))
             while line_count(wrap_text(text, room, size)) > AXIS_TITLE_LINES:
                 room += size
             wrapped = wrap_text(text, room, size)
-            grow = max(grow, (_longest_line(wrapped, size) + 2 * size) / 0.9 / _domain(axis) - area_h)
+            grow = max(grow, (longest_line(wrapped, size) + 2 * size) / 0.9 / domain_share(axis) - area_h)
         write_layout(fig.layout, **{name: {"title": {"text": wrapped, "font": {"size": size}}, "automargin": True}})
     if grow > 0:
         write_layout(fig.layout, height=int(height + np.ceil(grow)))

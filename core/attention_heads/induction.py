@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.errors import AnalysisError
 from core.model.recording import Recorder
 
 
@@ -35,7 +36,7 @@ def repeated_tokens(tokenizer, vocab_size: int, *, length: int, seed: int) -> tu
     special = set(tokenizer.all_special_ids)
     allowed = torch.tensor([i for i in range(vocab_size) if i not in special])
     if len(allowed) < length:
-        raise ValueError(f"The vocabulary has only {len(allowed)} ordinary tokens; choose a length up to that.")
+        raise AnalysisError(f"The vocabulary has only {len(allowed)} ordinary tokens; choose a length up to that.")
     generator = torch.Generator().manual_seed(int(seed))
     tokens = allowed[torch.randperm(len(allowed), generator=generator)[:length]]
     prefix = [] if tokenizer.bos_token_id is None else [tokenizer.bos_token_id]
@@ -50,8 +51,8 @@ def induction_scores(model, *, length: int = 40, seed: int = 0) -> InductionScor
     ids, prefix = repeated_tokens(model.tokenizer, vocab, length=int(length), seed=seed)
     limit = getattr(model, "max_tokens", None)
     if limit is not None and len(ids) > limit:
-        raise ValueError(f"{len(ids)} tokens is more than the model's {limit}; choose a length up to "
-                         f"{(limit - prefix) // 2}.")
+        raise AnalysisError(f"{len(ids)} tokens is more than the model's {limit}; choose a length up to "
+                            f"{(limit - prefix) // 2}.")
     with torch.inference_mode():
         out = network(input_ids=ids[None].to(model.device), output_attentions=True)
     attentions = torch.stack([a[0] for a in out.attentions]).double()  # [layers, heads, T, T]

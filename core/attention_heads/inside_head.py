@@ -20,7 +20,7 @@ import numpy as np
 from core.attention_heads import head_parts as rh
 from core.model.inference import Analysis
 from core.model.models import LoadedModel
-from core.model.recording import UnsupportedArchitecture, is_recordable  # UnsupportedArchitecture: also reached from here
+from core.model.recording import UnsupportedArchitecture, is_recordable
 
 SUPPORTED = ("models whose attention goes through transformers' attention interface: BERT, RoBERTa, XLM-RoBERTa, "
              "CamemBERT, ELECTRA, DistilBERT, the bundled MiniLM, GPT-2, Llama, Mistral, Qwen, Gemma, Phi-3, SmolLM …")

@@ -155,7 +155,7 @@ def _uniform_weights(rows: np.ndarray, t: int, causal: bool, window: int | None)
     return (visible / visible.sum(axis=-1, keepdims=True))[None]
 
 
-def _reduce(weights: np.ndarray, rows: np.ndarray, edges: np.ndarray, sinks: list[int], far: int, causal: bool):
+def reduce_block(weights: np.ndarray, rows: np.ndarray, edges: np.ndarray, sinks: list[int], far: int, causal: bool):
     """``(bins [H, R, B], sink [H, R], far [H, R])`` of one block of weights ``[H, R, T]``; the sink excluded from far."""
     cumulative = np.zeros(weights.shape[:-1] + (weights.shape[-1] + 1,), dtype=np.float64)
     np.cumsum(weights, axis=-1, dtype=np.float64, out=cumulative[..., 1:])
@@ -204,7 +204,7 @@ def long_context_profile(model: LoadedModel, input_ids: Sequence[int], *, sink_p
         even_bins, even_sink, even_far = np.zeros(bins), np.full(t, np.nan), 0.0
         for start in starts:
             rows = np.arange(start, min(start + block, t))
-            b, s, f = _reduce(_uniform_weights(rows, t, causal, window), rows, edges, sinks, far, causal)
+            b, s, f = reduce_block(_uniform_weights(rows, t, causal, window), rows, edges, sinks, far, causal)
             even_bins += b[0].sum(axis=0)
             even_sink[rows] = s[0]
             even_far += float(f[0].sum())
@@ -216,7 +216,7 @@ def long_context_profile(model: LoadedModel, input_ids: Sequence[int], *, sink_p
         for start in starts:
             rows = np.arange(start, min(start + block, t))
             weights = attention_weights(record, rows=slice(rows[0], rows[-1] + 1))  # [H, R, T]
-            bin_sums, sink_sums, far_sums = _reduce(weights, rows, edges, sinks, far, causal)
+            bin_sums, sink_sums, far_sums = reduce_block(weights, rows, edges, sinks, far, causal)
             shares[layer] += bin_sums.sum(axis=1)
             sink[layer][:, rows] = sink_sums
             far_share[layer] += far_sums.sum(axis=1)

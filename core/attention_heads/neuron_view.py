@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from core.attention_heads.head_parts import keep_mask, records
-from core.attention_heads.inside_head import UnsupportedArchitecture, check_supported, verify_layer
+from core.attention_heads.inside_head import check_supported, verify_layer
 from core.model.inference import Analysis
 from core.model.models import LoadedModel
+from core.model.recording import UnsupportedArchitecture
 
 
 def queries_and_keys(model: LoadedModel, analysis: Analysis) -> tuple[np.ndarray, np.ndarray]:

@@ -29,12 +29,13 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from core.attention_heads.inside_head import SUPPORTED, UnsupportedArchitecture
+from core.attention_heads.inside_head import SUPPORTED
+from core.errors import AnalysisError
 from core.model.hooks import hooked, main_input, with_input
-from core.model.inference import Analysis, AnalysisError, analyze
+from core.model.inference import Analysis, analyze
 from core.model.models import LoadedModel
 from core.model.parts import ModelParts, parts_of
-from core.model.recording import SINGLE_STACK, Recorder
+from core.model.recording import SINGLE_STACK, Recorder, UnsupportedArchitecture
 from core.model.tokens import decoded_tokens, quoted_token
 from core.outputs.predictions import LanguageModel, keeps_logits
 
@@ -307,7 +308,7 @@ def _measure_outputs(net: Network, inputs: dict[str, torch.Tensor], measure: Mea
     return logits.double().log_softmax(-1)[:, target.token_id]
 
 
-def _check_measure(net: Network, measure: str) -> None:
+def check_measure(net: Network, measure: str) -> None:
     if measure not in MEASURES:
         raise EffectsError(f"The measure must be one of {', '.join(MEASURES)}, not {measure!r}.")
     if measure == "target" and net.kind is None:
@@ -334,7 +335,7 @@ def head_importance(
     cannot change what comes before it); ``progress(done, total)`` is called after each pass.
     """
     net = network(model)
-    _check_measure(net, measure)
+    check_measure(net, measure)
     inputs = encode(net, text, max_tokens)
     resolved = resolve_target(net, inputs, target) if measure == "target" else None
     tokens = inputs["input_ids"].shape[1]

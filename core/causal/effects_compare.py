@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.causal.effects import Method, Target, _check_measure, ablation, encode, logits_at, network, resolve_target
+from core.causal.effects import Method, Target, ablation, check_measure, encode, logits_at, network, resolve_target
 from core.maths.spearman import spearman_p_value
 from core.model.inference import Analysis
 from core.model.tokens import decoded_tokens
@@ -104,7 +104,7 @@ def target_change(
 ) -> TargetChange:
     """Top-``k`` predictions and log p(``target``) at the target position (see ``Target``), with and without ``heads`` ablated."""
     net = network(model)
-    _check_measure(net, "target")
+    check_measure(net, "target")
     inputs = encode(net, text, max_tokens)
     resolved = resolve_target(net, inputs, target)
     runs = []

@@ -39,12 +39,12 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from core.causal.logit_attribution import _frozen_norm
-from core.model.inference import _token_limit
+from core.causal.logit_attribution import frozen_norm
 from core.model.models import LoadedModel, threads_for_input
 from core.model.parts import layer_parts
 from core.model.recorded_pass import RecordedPass, record_pass
 from core.model.recording import LayerRecord
+from core.model.text_limits import token_limit
 from core.outputs.causal_lm import causal_parts
 
 DEFAULT_THRESHOLD = 0.04  # an edge is drawn when it carries at least this share of its node's inputs
@@ -196,7 +196,7 @@ def _query_rows(start: int, reach: np.ndarray, cells_per_key: int) -> int:
     return stop
 
 
-def _attention_layer(recorded: RecordedPass, layer: int) -> tuple[np.ndarray, np.ndarray]:
+def attention_shares(recorded: RecordedPass, layer: int) -> tuple[np.ndarray, np.ndarray]:
     """``(attention [T, T, H], residual [T])`` shares of block ``layer``'s residual after attention.
 
     The proximity of every (head, key) term at once per chunk of queries, ``‖y − A_h[i, j] · w_h[j]‖₁`` with one
@@ -248,7 +248,7 @@ def contributions_of(recorded: RecordedPass, tokens: list[str],
     # 1.0–1.2 s on one thread, 21–24 s on two). threads_for_input(0) is the app's one-thread section.
     with threads_for_input(0):
         for layer in range(layers):
-            attention[layer], attention_residual[layer] = _attention_layer(recorded, layer)
+            attention[layer], attention_residual[layer] = attention_shares(recorded, layer)
             mid = recorded.residual_mid[layer]
             whole = recorded.residual_post[layer] if recorded.mlp_sum is None else recorded.mlp_sum[layer]
             parts = torch.stack([whole - mid, mid], dim=1)  # [T, 2, D]: the MLP's update, the residual
@@ -262,7 +262,7 @@ def contributions_of(recorded: RecordedPass, tokens: list[str],
 def contributions(model: LoadedModel, text: str, *, max_tokens: int | None = None,
                   progress: Callable[[int, int], None] | None = None) -> Contributions:
     """Record one pass of ``model`` over ``text`` and return every node's incoming contributions."""
-    ids = model.tokenizer(text, truncation=True, max_length=_token_limit(model, max_tokens))["input_ids"]
+    ids = model.tokenizer(text, truncation=True, max_length=token_limit(model, max_tokens))["input_ids"]
     return contributions_of(record_pass(model, ids), model.tokenizer.convert_ids_to_tokens(ids), progress)
 
 
@@ -381,7 +381,7 @@ def written_logits(lm, write: torch.Tensor, final_residual: torch.Tensor) -> np.
     unembedding (the norm's shift and the head's bias belong to no part and are left out, as in direct logit
     attribution)."""
     norm, unembedding = unembedding_of(lm)
-    frozen, _shift = _frozen_norm(norm, final_residual.float())
+    frozen, _shift = frozen_norm(norm, final_residual.float())
     with torch.inference_mode():
         return (frozen(write.double()).float() @ unembedding.T).numpy()  # float32: a copy of W_U in float64 is slow
 

@@ -29,12 +29,12 @@ import numpy as np
 import torch
 
 from core.causal.flow import record_output_map
-from core.model.hooks import hooked
-from core.model.inference import _token_limit
+from core.model.hooks import first_tensor, hooked
 from core.model.models import LoadedModel, threads_for_input
-from core.model.recorded_pass import _first_tensor, _is_norm
+from core.model.parts import is_norm
 from core.model.recording import LayerRecord, Recorder, UnsupportedArchitecture, attention_modules, record_keys
 from core.model.seq2seq import shift_right
+from core.model.text_limits import token_limit
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,7 +87,7 @@ def cross_flow(model: LoadedModel, source: str, target: str, *, max_tokens: int 
     crosses = [m for m in attention_modules(base) if keys[id(m)][0] == "cross"]
     if not crosses:
         raise UnsupportedArchitecture(f"{model.name} has no cross-attention the app can record.")
-    limit = _token_limit(model, max_tokens)
+    limit = token_limit(model, max_tokens)
     source_ids = model.tokenizer(source, truncation=True, max_length=limit)["input_ids"]
     labels = model.tokenizer(text_target=target, truncation=True, max_length=limit)["input_ids"]
     decoder_ids = shift_right(model, torch.tensor([labels]))
@@ -95,18 +95,18 @@ def cross_flow(model: LoadedModel, source: str, target: str, *, max_tokens: int 
     sums: list[torch.Tensor | None] = [None] * len(crosses)
 
     def cross_post(module, _args, output):
-        outputs[crosses.index(module)] = _first_tensor(output).detach()[0]
+        outputs[crosses.index(module)] = first_tensor(output).detach()[0]
 
     def norm_pre(_module, args, kwargs):
         # the first norm called after a cross-attention whose input is not that attention's own output
-        seen = _first_tensor(kwargs.get("hidden_states", args[0] if args else None)).detach()[0]
+        seen = first_tensor(kwargs.get("hidden_states", args[0] if args else None)).detach()[0]
         for layer, out in enumerate(outputs):
             if out is not None and sums[layer] is None and not (seen.shape == out.shape and torch.equal(seen, out)):
                 sums[layer] = seen
 
     inside = {id(m) for cross in crosses for m in cross.modules()}
     hooks = [(cross, "post", cross_post) for cross in crosses]  # registered through core.model.hooks
-    hooks += [(m, "pre", norm_pre) for m in base.get_decoder().modules() if id(m) not in inside and _is_norm(m)]
+    hooks += [(m, "pre", norm_pre) for m in base.get_decoder().modules() if id(m) not in inside and is_norm(m)]
     ids = torch.tensor([source_ids])
     with torch.inference_mode(), threads_for_input(0), hooked(hooks), Recorder(base) as rec:
         base(input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=decoder_ids)

@@ -49,7 +49,7 @@ from core.causal.flow import (
     Edge,
     Node,
     RouteGraph,
-    _attention_layer,
+    attention_shares,
     contributions_of,
     layer_runs,
     proximity_shares,
@@ -59,14 +59,14 @@ from core.causal.flow import (
 from core.causal.flow_cross import cross_shares, cross_terms
 from core.causal.flow_details import ROUTE_MARGIN, Neurons, top_neurons
 from core.causal.flow_pair_blocks import BlockCalls, block_hooks, outer_blocks
-from core.causal.logit_attribution import _frozen_norm
+from core.causal.logit_attribution import frozen_norm
 from core.model.hooks import hooked
-from core.model.inference import _token_limit
 from core.model.models import LoadedModel, threads_for_input
-from core.model.parts import _last_linear_to_hidden, parts_of
-from core.model.recorded_pass import RecordedPass, _is_norm
+from core.model.parts import is_norm, last_linear_to_hidden, parts_of
+from core.model.recorded_pass import RecordedPass
 from core.model.recording import Recorder, UnsupportedArchitecture
 from core.model.seq2seq import shift_right
+from core.model.text_limits import token_limit
 
 ENCODER = "encoder_"  # the prefix of the encoder's node kinds
 
@@ -182,7 +182,7 @@ def record_pair(model: LoadedModel, source_ids: list[int], decoder_ids: list[int
                        for a, b in zip(own, blocks, strict=True)]
         for calls, block, part in zip(seen[stack], blocks, parts.stacks[stack], strict=True):
             calls.mlp_map = part.mlp_output if part.mlp_output is not None else \
-                _last_linear_to_hidden(block, part.attention, base.config.hidden_size)  # T5: not in the parts' sub-layer
+                last_linear_to_hidden(block, part.attention, base.config.hidden_size)  # T5: not in the parts' sub-layer
             hooks += block_hooks(calls, block)
     final: list = [None]  # the decoder's first norm called after its last block (T5's final_layer_norm; BART: none)
 
@@ -192,7 +192,7 @@ def record_pair(model: LoadedModel, source_ids: list[int], decoder_ids: list[int
 
     inside = {id(m) for b in outer_blocks(stacks["decoder"], [p.attention for p in parts.stacks["decoder"]])
               for m in b.modules()}
-    hooks += [(m, "post_kwargs", after_decoder) for m in stacks["decoder"].modules() if _is_norm(m) and id(m) not in inside]
+    hooks += [(m, "post_kwargs", after_decoder) for m in stacks["decoder"].modules() if is_norm(m) and id(m) not in inside]
     head_input: list = [None]
     if parts.unembedding is not None:
         hooks.append((parts.unembedding, "pre", lambda _m, args, kwargs: head_input.__setitem__(0, args[0][0].detach())))
@@ -208,8 +208,8 @@ def record_pair(model: LoadedModel, source_ids: list[int], decoder_ids: list[int
     stacked = lambda xs: torch.stack([x.float() for x in xs])  # noqa: E731 - three stacks of per-layer tensors
     cross_mid, mlp_sum, encoder = stacked([f[1][1] for f in found]), stacked([f[2] for f in found]), passes["encoder"]
     whole = encoder.residual_post if encoder.mlp_sum is None else encoder.mlp_sum  # y₃ of an encoder block
-    encoder = _with_neurons(encoder, seen["encoder"], whole, encoder.residual_mid)
-    return PairPass(encoder, _with_neurons(passes["decoder"], seen["decoder"], mlp_sum, cross_mid), cross_records,
+    encoder = with_neurons(encoder, seen["encoder"], whole, encoder.residual_mid)
+    return PairPass(encoder, with_neurons(passes["decoder"], seen["decoder"], mlp_sum, cross_mid), cross_records,
                     tuple(record_output_map(cross_records[layer]) for layer in range(len(found))),
                     stacked([calls.outputs[1] for calls in seen["decoder"]]), stacked([f[0][1] for f in found]),
                     cross_mid, mlp_sum, final[0], parts.unembedding, None if head_input[0] is None else head_input[0].float())
@@ -233,7 +233,7 @@ def _stack_pass(stack: str, seen: list[BlockCalls], records: dict, ids: torch.Te
         mlp_sum=stacked([f[2] for f in found]) if post_norm and stack == "encoder" else None)
 
 
-def _with_neurons(recorded: KeptWeightsPass, seen: list[BlockCalls], whole: torch.Tensor, stream: torch.Tensor) -> KeptWeightsPass:
+def with_neurons(recorded: KeptWeightsPass, seen: list[BlockCalls], whole: torch.Tensor, stream: torch.Tensor) -> KeptWeightsPass:
     """``recorded`` with its MLPs' output maps (``seen[l].mlp_map`` where what it returned is what the stream received,
     ``whole[l] − stream[l]`` [T, D] up to the rounding of ``whole``), their neurons and outputs when every layer has one."""
     maps = tuple(c.mlp_map if c.written is not None and torch.allclose(
@@ -271,7 +271,7 @@ def pair_contributions_of(recorded: PairPass, source_tokens: list[str], target_t
     attention_residual, cross_residual, mlp, mlp_residual = (np.zeros((layers, t), np.float32) for _ in range(4))
     with threads_for_input(0):  # one torch thread, as core.causal.flow.contributions_of
         for layer in range(layers):
-            attention[layer], attention_residual[layer] = _attention_layer(decoder, layer)
+            attention[layer], attention_residual[layer] = attention_shares(decoder, layer)
             whole = recorded.cross_sum[layer]
             stream = whole - recorded.cross_output[layer]  # m₁: y₂ less the cross-attention's output (bias included)
             cross[layer], cross_residual[layer] = cross_shares(
@@ -288,7 +288,7 @@ def pair_contributions_of(recorded: PairPass, source_tokens: list[str], target_t
 def pair_ids(model: LoadedModel, source: str, target: str, max_tokens: int | None = None) -> tuple[list[int], list[int]]:
     """``(source ids, decoder input ids)`` as ``core.model.seq2seq.analyze_pair`` makes them: each text cut to the token
     limit, the target shifted right behind the decoder's start token."""
-    limit = _token_limit(model, max_tokens)
+    limit = token_limit(model, max_tokens)
     source_ids = model.tokenizer(source, truncation=True, max_length=limit)["input_ids"]
     labels = model.tokenizer(text_target=target, truncation=True, max_length=limit)["input_ids"]
     return source_ids, shift_right(model, torch.tensor([labels]))[0].tolist()
@@ -323,7 +323,7 @@ def decoder_logits(recorded: PairPass, vector: torch.Tensor, position: int, *, l
         if lens:
             mapped = norm(vector.float()[None])[0] if norm is not None else vector.float()
         else:
-            mapped = _frozen_norm(norm, last)[0](vector.double()).float() if norm is not None else vector.float()
+            mapped = frozen_norm(norm, last)[0](vector.double()).float() if norm is not None else vector.float()
         return (factor * mapped @ recorded.unembedding.weight.detach().float().T).numpy()
 
 

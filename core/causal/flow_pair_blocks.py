@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from core.model.hooks import first_tensor, main_input
-from core.model.parts import _is_norm
+from core.model.parts import is_norm
 from core.model.recording import UnsupportedArchitecture
 
 
@@ -82,4 +82,4 @@ def block_hooks(calls: BlockCalls, block: torch.nn.Module) -> list:
     hooks += [(a, "post", attention_post) for a in calls.attentions]
     if calls.mlp_map is not None:
         hooks += [(calls.mlp_map, "pre", neurons_pre), (calls.mlp_map, "post", written_post)]
-    return hooks + [(m, "post_kwargs", norm_post) for m in block.modules() if _is_norm(m) and id(m) not in inside]
+    return hooks + [(m, "post_kwargs", norm_post) for m in block.modules() if is_norm(m) and id(m) not in inside]

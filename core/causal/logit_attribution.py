@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.attention_heads.inside_head import UnsupportedArchitecture
 from core.model.hooks import hooked, main_input
+from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import decoded_tokens
 from core.outputs.causal_lm import causal_parts, encode, single_token
 from core.outputs.predictions import LanguageModel, last_position_only
@@ -42,7 +42,7 @@ class LogitAttribution:
         self.mlps.setflags(write=False)
 
 
-def _frozen_norm(norm: torch.nn.Module, x: torch.Tensor):
+def frozen_norm(norm: torch.nn.Module, x: torch.Tensor):
     """``(f, shift)``: the final norm at residual ``x`` ``[hidden]`` as ``norm(c) = f(c) + shift`` for ``c`` summing
     to ``x``, with its scale frozen. Raises ``UnsupportedArchitecture`` when the norm is not of a known kind."""
     xd = x.double()
@@ -113,7 +113,7 @@ def direct_logit_attribution(lm: LanguageModel, text: str, answer: str | int,
             f"In {lm.model.config.model_type} models the residual stream is not the plain sum of the embeddings, "
             "attention outputs and MLP outputs, so direct logit attribution cannot split it."
         )
-    frozen, shift = _frozen_norm(parts.final_norm, final["x"])
+    frozen, shift = frozen_norm(parts.final_norm, final["x"])
     unembed = lm.model.get_output_embeddings()
     weight = unembed.weight.detach()
     u = weight[answer_id].double() - (0 if wrong_id is None else weight[wrong_id].double())

@@ -18,7 +18,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from core.errors import UserFacingError
+from core.errors import AnalysisError, UserFacingError
 from core.model.hooks import hooked, main_input, replacing_input, replacing_output
 from core.model.parts import ModelParts
 from core.model.recording import Recorder
@@ -186,7 +186,7 @@ def _patch(kind: Kind, lm: LanguageModel, clean: str, corrupted: str, answer: st
     clean_diff = float(_metric(clean_logits, answer_id, wrong_id)[0])
     corrupted_diff = float(_metric(_forward(lm, corrupted_ids[None]).logits, answer_id, wrong_id)[0])
     if abs(clean_diff - corrupted_diff) < 1e-6:
-        raise ValueError(
+        raise AnalysisError(
             f"logit(answer) − logit(wrong) is {clean_diff:.3f} on both prompts, so there is no difference for "
             "patching to restore; choose prompts that change the model's preference."
         )

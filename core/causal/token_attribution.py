@@ -38,7 +38,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from core.causal.effects import EffectsError, Measure, Network, Target, _check_measure, encode, logits_at, mean_pooled, network, resolve_target
+from core.causal.effects import EffectsError, Measure, Network, Target, check_measure, encode, logits_at, mean_pooled, network, resolve_target
 from core.model.inference import special_token_ids
 from core.model.models import LoadedModel
 from core.outputs.predictions import LanguageModel
@@ -148,7 +148,7 @@ def token_attribution(
     if int(steps) < MIN_STEPS:
         raise EffectsError("Integrated gradients needs at least one step.")
     net = network(model)
-    _check_measure(net, measure)
+    check_measure(net, measure)
     inputs = encode(net, text, max_tokens)
     resolved = resolve_target(net, inputs, target) if measure == "target" else None
     ids = inputs["input_ids"][0].tolist()

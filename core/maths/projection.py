@@ -167,7 +167,7 @@ def _umap(x: np.ndarray, random_state: int) -> np.ndarray:
         return np.asarray(reducer.fit_transform(x), dtype=np.float32)
 
 
-def _tsne(x: np.ndarray, random_state: int) -> np.ndarray:
+def tsne_points(x: np.ndarray, random_state: int) -> np.ndarray:
     from sklearn.manifold import TSNE  # noqa: PLC0415 - scikit-learn's import cost, only when asked
 
     perplexity = min(TSNE_PERPLEXITY, (x.shape[0] - 1) / 3)
@@ -176,7 +176,7 @@ def _tsne(x: np.ndarray, random_state: int) -> np.ndarray:
 
 
 def _tsne_isolated(x: np.ndarray, random_state: int) -> np.ndarray:
-    return run_isolated("core.maths.projection:_tsne", x, random_state, what="t-SNE")
+    return run_isolated("core.maths.projection:tsne_points", x, random_state, what="t-SNE")
 
 
 _CHILD = """

@@ -18,7 +18,6 @@ Shapes, written once here (``T`` = number of tokens, special tokens included):
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from core.model.models import LoadedModel, threads_for_input
 from core.model.on_demand import OnDemandAttention, release_freed_memory
 from core.model.parts import blocks_of
 from core.model.recording import LayerRecord, Recorder, attention_modules, is_recordable
+from core.model.text_limits import check_text, token_limit
 
 # Above this many tokens an Analysis keeps each layer's queries and keys instead of every head's [T, T] weights:
 # 512 tokens of SmolLM2-135M (30 layers × 9 heads) already hold 283 MB of weights, 4,096 would hold 18 GB.
@@ -148,24 +148,6 @@ def special_token_ids(tokenizer) -> set[int]:
     return {i for i in tokenizer.all_special_ids if i not in keep_as_content} - {None}
 
 
-def _token_limit(model: LoadedModel, max_tokens: int | None) -> int:
-    """The number of tokens to keep: ``max_tokens`` capped at the model's own limit.
-
-    A tokenizer cannot cut a text below the special tokens it adds ([CLS] and [SEP] for BERT),
-    so a limit that leaves no room for one token of text is refused with a sentence.
-    """
-    limit = model.max_tokens if max_tokens is None else min(int(max_tokens), model.max_tokens)
-    floor = model.tokenizer.num_special_tokens_to_add(pair=False) + 1
-    if limit < floor:
-        added = floor - 1
-        raise AnalysisError(
-            f"The token limit is {limit}, but {model.name} adds {added} special token{'s' if added != 1 else ''} "
-            f"to every text, so it needs a limit of at least {floor} to read one token of it. "
-            f"Raise the token limit (EXPLORER_MAX_TOKENS) to {floor} or more."
-        )
-    return limit
-
-
 def _encode(model: LoadedModel, texts: Sequence[str], limit: int):
     return model.tokenizer(
         list(texts),
@@ -241,11 +223,6 @@ def _refuse_encoder_decoder(model: LoadedModel) -> None:
         )
 
 
-def _check_text(text: str) -> None:
-    if not isinstance(text, str) or not text.strip():
-        raise AnalysisError("There is no text to analyse: type a sentence first.")
-
-
 def _real_positions(attention_mask: np.ndarray) -> slice | np.ndarray:
     """The positions of real tokens in one padded row: a slice (no copies) when there is no padding,
     else their indices (padding side does not matter)."""
@@ -288,10 +265,10 @@ def iter_analyses(
     _refuse_encoder_decoder(model)
     for i, text in enumerate(texts):
         try:
-            _check_text(text)
+            check_text(text)
         except AnalysisError as err:
             raise AnalysisError(f"Text {i + 1} is empty: every document needs some text.") from err
-    limit = _token_limit(model, max_tokens)
+    limit = token_limit(model, max_tokens)
     tok = model.tokenizer
     lengths = [len(ids) for ids in tok(list(texts), add_special_tokens=True, truncation=False)["input_ids"]]
     order = sorted(range(len(texts)), key=lambda i: -lengths[i])
@@ -385,16 +362,5 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None, on_
     Raises ``AnalysisError`` for empty text, and for an encoder-decoder model (use ``core.model.seq2seq.analyze_pair``).
     """
     _refuse_encoder_decoder(model)
-    _check_text(text)
+    check_text(text)
     return next(iter_analyses(model, [text], max_tokens=max_tokens, batch_size=1, on_demand=on_demand))[1]
-
-
-# The documented path ``core.model.inference.analyze_pair`` (and its companions) from before encoder-decoders moved to
-# core/model/seq2seq.py, which imports this module: resolved on first use, by name, so no import circle comes back.
-_SEQ2SEQ_NAMES = frozenset({"PairAnalysis", "analyze_pair", "generate_target", "MAX_GENERATED_TOKENS"})
-
-
-def __getattr__(name: str):
-    if name in _SEQ2SEQ_NAMES:
-        return getattr(importlib.import_module("core.model.seq2seq"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

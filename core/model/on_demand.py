@@ -132,7 +132,7 @@ class StoredMask:
         return torch.zeros(forbidden.shape, dtype=self.dtype).masked_fill_(forbidden, torch.finfo(self.dtype).min)
 
 
-def _stored(tensor: torch.Tensor) -> torch.Tensor | StoredMask:
+def to_stored(tensor: torch.Tensor) -> torch.Tensor | StoredMask:
     """What to keep of a tensor of a block's call: a mask as bool (a quarter of float32's bytes), else the tensor."""
     tensor = tensor.detach()
     if tensor.numel() >= MASK_MIN_CELLS and tensor.dtype == torch.bool:  # a long pass's mask: its memory, no copy
@@ -154,7 +154,7 @@ def _kept(value, hidden: torch.Tensor, layer: int, stored: list, index_of: dict[
             return Hidden(layer)
         if id(value) not in index_of:  # the layers share one mask, one rotary table …
             index_of[id(value)] = len(stored)
-            stored.append(_stored(value))
+            stored.append(to_stored(value))
         return Stored(index_of[id(value)])
     if isinstance(value, (tuple, list)):
         return type(value)(_kept(v, hidden, layer, stored, index_of) for v in value)

@@ -33,8 +33,7 @@ from dataclasses import dataclass
 import torch
 
 from core.model.hooks import hooked, main_input
-from core.model.recording import SINGLE_STACK, Recorder, UnsupportedArchitecture, attention_modules, is_recordable, model_of
-from core.model.recording import _keys as record_keys
+from core.model.recording import SINGLE_STACK, Recorder, UnsupportedArchitecture, attention_modules, cached_record_keys, is_recordable, model_of
 
 PROBE_TOKENS = 4
 _LOCK = threading.Lock()
@@ -96,11 +95,11 @@ def blocks_of(model: torch.nn.Module) -> list[torch.nn.Module]:
     return blocks
 
 
-def _is_norm(module: torch.nn.Module) -> bool:
+def is_norm(module: torch.nn.Module) -> bool:
     return isinstance(module, torch.nn.LayerNorm) or type(module).__name__.endswith(("Norm", "RMSNorm", "LayerNorm"))
 
 
-def _last_linear_to_hidden(block: torch.nn.Module, attention: torch.nn.Module, hidden: int) -> torch.nn.Module | None:
+def last_linear_to_hidden(block: torch.nn.Module, attention: torch.nn.Module, hidden: int) -> torch.nn.Module | None:
     """The MLP's output map: the last linear map (``nn.Linear`` or GPT-2's ``Conv1D``) registered in ``block`` outside
     its attention whose output has the hidden size (``down_proj``, ``c_proj``, ``fc2``, ``dense_4h_to_h`` …)."""
     inside_attention = {id(m) for m in attention.modules()}
@@ -109,7 +108,7 @@ def _last_linear_to_hidden(block: torch.nn.Module, attention: torch.nn.Module, h
         if id(module) in inside_attention:
             continue
         weight = getattr(module, "weight", None)
-        if not isinstance(weight, torch.Tensor) or weight.ndim != 2 or _is_norm(module):
+        if not isinstance(weight, torch.Tensor) or weight.ndim != 2 or is_norm(module):
             continue
         out_features = getattr(module, "out_features", None) or getattr(module, "nf", None)
         if out_features == hidden:
@@ -172,7 +171,7 @@ def _probe(model: torch.nn.Module) -> ModelParts:
     inside_block = {id(m) for b in blocks for m in b.modules()}
     candidates = [m for b in dict.fromkeys(blocks) for m in b.modules() if _linear_like(m)]
     base = getattr(model, "base_model", model)  # not a masked-LM head's own norm
-    norms = [m for m in base.modules() if _is_norm(m) and id(m) not in inside_block]
+    norms = [m for m in base.modules() if is_norm(m) and id(m) not in inside_block]
     inputs: dict[int, torch.Tensor] = {}
     calls: list[tuple[str, int]] = []  # ("enter" | "exit" | "norm", id) in call order
 
@@ -192,7 +191,7 @@ def _probe(model: torch.nn.Module) -> ModelParts:
     hooks += [(n, "pre", event("norm")) for n in norms]
     with torch.inference_mode(), hooked(hooks), Recorder(model) as rec:
         model(**_probe_inputs(model))
-    keys = record_keys(model)
+    keys = cached_record_keys(model)
     hidden = int(model.config.hidden_size)
     stacks: dict[str, list[LayerParts | None]] = {}
     heads = head_dim = 0
@@ -208,7 +207,7 @@ def _probe(model: torch.nn.Module) -> ModelParts:
         if projection is None:
             raise UnsupportedArchitecture(f"{type(attention).__name__} hands its heads' outputs to no linear map the "
                                           "app can find, so its heads cannot be knocked out.")
-        mlp_output = _last_linear_to_hidden(block, attention, hidden)
+        mlp_output = last_linear_to_hidden(block, attention, hidden)
         owner = None if mlp_output is None else next((m for m in block.modules()
                                                       if any(c is mlp_output for c in m.children())), None)
         mlp = owner if owner is not None and owner is not block else None

@@ -49,14 +49,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from core.model.hooks import hooked
+from core.model.hooks import first_tensor, hooked
 from core.model.models import LoadedModel, threads_for_input
 from core.model.on_demand import eager_weights
-from core.model.parts import _is_norm, _last_linear_to_hidden, blocks_of, parts_of  # the one lookup of a model's parts
+from core.model.parts import is_norm, parts_of  # the one lookup of a model's parts
 from core.model.recording import SINGLE_STACK, LayerRecord, Recorder, UnsupportedArchitecture
-
-# blocks_of and _last_linear_to_hidden are core.model.parts'; core.causal.flow_details imports them from here
-__all__ = ["RecordedPass", "_last_linear_to_hidden", "attention_weights", "blocks_of", "record_pass"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,14 +147,6 @@ def attention_weights(record: LayerRecord, heads: list[int] | None = None, rows=
     return eager_weights(q, k, record.scaling, record.softcap, mask).numpy()
 
 
-def _first_tensor(value):
-    if isinstance(value, torch.Tensor):
-        return value
-    if isinstance(value, (tuple, list)) and value and isinstance(value[0], torch.Tensor):
-        return value[0]
-    return None
-
-
 @dataclass
 class _BlockCalls:
     """What one block's hooks saw in one pass, in call order."""
@@ -192,22 +181,22 @@ def record_pass(model: LoadedModel, input_ids: list[int], *, neurons: bool = Fal
         seen = calls[layer]
 
         def block_pre(_module, args, kwargs):
-            seen.pre = _first_tensor(kwargs.get("hidden_states", args[0] if args else None)).detach()[0]
+            seen.pre = first_tensor(kwargs.get("hidden_states", args[0] if args else None)).detach()[0]
 
         def block_post(_module, _args, output):
-            seen.post = _first_tensor(output).detach()[0]
+            seen.post = first_tensor(output).detach()[0]
 
         def attention_post(_module, _args, output):
-            seen.attention_output = _first_tensor(output).detach()[0]
+            seen.attention_output = first_tensor(output).detach()[0]
 
         def projection_post(_module, _args, output):
             # the heads' outputs side by side are projected outside the attention module (BERT's attention.output.dense)
-            seen.attention_output = _first_tensor(output).detach()[0]
+            seen.attention_output = first_tensor(output).detach()[0]
 
         def norm_post(_module, args, kwargs, output):
             if seen.attention_output is not None:
-                seen.norm_inputs.append(_first_tensor(kwargs.get("hidden_states", args[0] if args else None)).detach()[0])
-                seen.norm_outputs.append(_first_tensor(output).detach()[0])
+                seen.norm_inputs.append(first_tensor(kwargs.get("hidden_states", args[0] if args else None)).detach()[0])
+                seen.norm_outputs.append(first_tensor(output).detach()[0])
 
         hooks.extend([(block, "pre", block_pre), (block, "post", block_post), (attention, "post", attention_post)])
         inside_attention = {id(m) for m in attention.modules()}
@@ -215,7 +204,7 @@ def record_pass(model: LoadedModel, input_ids: list[int], *, neurons: bool = Fal
             seen.projection = projection
             hooks.append((projection, "post", projection_post))
         hooks.extend((module, "post_kwargs", norm_post) for module in block.modules()
-                     if id(module) not in inside_attention and _is_norm(module))
+                     if id(module) not in inside_attention and is_norm(module))
         if neurons and mlp_output is not None:
             def neuron_pre(_module, args, kwargs):
                 seen.mlp_activations = (args[0] if args else kwargs["input"]).detach()[0]

@@ -151,7 +151,7 @@ class Recorder:
             self._replacing.setdefault((stack, int(layer)), {})[int(head)] = new
         self._hooks = ExitStack()
         if self.model is not None:
-            self._keys = _keys(self.model)
+            self._keys = cached_record_keys(self.model)
             if self.keep_tensors and not self.queries_keys_only:
                 self._hooks.enter_context(hooked([(m, "pre", _input_hook) for m in attention_modules(self.model)]))
         self._token = _ACTIVE.set(self)
@@ -315,7 +315,7 @@ def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     with a ``config``) inside a numbered block. Found once per model."""
     found = getattr(model, "_explorer_attention_modules", None)
     if found is None:
-        keys = _keys(model)
+        keys = cached_record_keys(model)
         found = [m for m in model.modules()
                  if id(m) in keys and hasattr(m, "config") and type(m).__name__.endswith("Attention")]
         model._explorer_attention_modules = found
@@ -342,7 +342,7 @@ def model_of(attention: torch.nn.Module) -> torch.nn.Module | None:
     return None if ref is None else ref()
 
 
-def _keys(model: torch.nn.Module) -> dict[int, tuple[str, int]]:
+def cached_record_keys(model: torch.nn.Module) -> dict[int, tuple[str, int]]:
     """``record_keys(model)``, computed once per model."""
     keys = getattr(model, "_explorer_keys", None)
     if keys is None:

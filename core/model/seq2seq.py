@@ -26,10 +26,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from core.model.inference import Analysis, AnalysisError, _check_text, _token_limit, special_token_ids
+from core.errors import AnalysisError
+from core.model.inference import Analysis, special_token_ids
 from core.model.models import LoadedModel
 from core.model.recording import LayerRecord, Recorder, is_recordable
 from core.model.stacks import AttentionStack
+from core.model.text_limits import check_text, token_limit
 
 MAX_GENERATED_TOKENS = 64
 
@@ -111,13 +113,13 @@ def generate_target(
     checkpoint has no trained language-model head or the model writes no text.
     """
     _require_encoder_decoder(model)
-    _check_text(source)
+    check_text(source)
     if not model.can_generate:
         raise AnalysisError(
             f"`{model.name}` has no trained language-model head in its checkpoint, so it cannot write a target "
             "itself. Type a target text in the sidebar."
         )
-    limit = _token_limit(model, max_tokens)
+    limit = token_limit(model, max_tokens)
     max_new_tokens = max(1, min(max_new_tokens, limit - 1))  # room for the end token: the target then fits the limit
     encoding = model.tokenizer([source], truncation=True, max_length=limit, return_tensors="pt")
     inputs = {k: encoding[k].to(model.device) for k in ("input_ids", "attention_mask")}
@@ -220,8 +222,8 @@ def analyze_pair(model: LoadedModel, source: str, target: str | None = None, *, 
     source or a model that is not an encoder-decoder.
     """
     _require_encoder_decoder(model)
-    _check_text(source)
-    limit = _token_limit(model, max_tokens)
+    check_text(source)
+    limit = token_limit(model, max_tokens)
     generated = target is None or not target.strip()
     if generated:
         target = generate_target(model, source, max_tokens=limit)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from core.errors import AnalysisError
 from core.model.parts import ModelParts, parts_of
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import decoded_tokens, quoted_token
@@ -31,13 +32,13 @@ def causal_parts(lm: LanguageModel) -> ModelParts:
 
 
 def single_token(tokenizer, token: str | int, what: str) -> int:
-    """The id of ``token`` (an id, or a text that must be exactly one token); raises ``ValueError`` with a sentence."""
+    """The id of ``token`` (an id, or a text that must be exactly one token); raises ``AnalysisError`` with a sentence."""
     if isinstance(token, int):
         return token
     ids = tokenizer(token, add_special_tokens=False)["input_ids"]
     if len(ids) != 1:
         pieces = " | ".join(quoted_token(t) for t in decoded_tokens(tokenizer, ids))
-        raise ValueError(f"The {what} {token!r} is {len(ids)} tokens ({pieces}), not one; choose a single token "
+        raise AnalysisError(f"The {what} {token!r} is {len(ids)} tokens ({pieces}), not one; choose a single token "
                          "(often a word with its leading space, such as ' Mary').")
     return ids[0]
 
@@ -48,5 +49,5 @@ def encode(lm: LanguageModel, text: str, max_tokens: int | None = None) -> torch
     limit = lm.max_tokens if max_tokens is None else max(1, min(int(max_tokens), lm.max_tokens))
     ids = lm.tokenizer(text, truncation=True, max_length=limit, return_tensors="pt")["input_ids"][0]
     if len(ids) == 0:
-        raise ValueError("The text has no tokens; type a few words.")
+        raise AnalysisError("The text has no tokens; type a few words.")
     return ids.to(lm.device)

@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from core.model.inference import AnalysisError, iter_analyses
+from core.errors import AnalysisError
+from core.model.inference import iter_analyses
 from core.model.models import LoadedModel
 from core.representations.corpus import CorpusError, read_csv_text, require_text_column
 

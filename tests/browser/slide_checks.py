@@ -20,7 +20,7 @@ NARROW_VIEWPORTS = [(1024, 768), (390, 844)]
 # narrowest and the shortest, leaves the figures' texts the least room of the three. Narrower windows get figures of
 # their own: refitted to the laptop's column (560), stacked on the phone. ``FULL_MATRIX=1`` measures every window of
 # both lists (each one a rerun and a redraw of the page: 273 of them took half of these tests' time). Presentation
-# mode is opened in full HD (``test_slides._open`` says why), so it is measured there too, at no cost.
+# mode is opened in full HD (``test_slides.open_slide_page`` says why), so it is measured there too, at no cost.
 SLIDE_VIEWPORTS = VIEWPORTS if FULL_MATRIX else [VIEWPORTS[0], VIEWPORTS[-1]]
 PAGE_VIEWPORTS = (VIEWPORTS if FULL_MATRIX else [VIEWPORTS[-1]]) + NARROW_VIEWPORTS
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.browser.test_hostile import _injected
+from tests.browser.test_hostile import injected_texts
 from tests.lm_factory import build_tiny_llama_lm
 from tests.model_factory import build_tiny_t5
 
@@ -55,7 +55,7 @@ def test_the_route_draws_and_an_edge_opens_its_detail_with_hostile_text(app_page
     page.get_by_role("option").filter(has_text=re.compile(r"^“.*hidden state 2")).first.click()
     page.wait_for_selector("text=Logit lens", timeout=60_000)
     app_page.wait_until_idle()
-    assert not _injected(page), _injected(page)
+    assert not injected_texts(page), injected_texts(page)
     app_page.assert_clean()
 
 
@@ -91,5 +91,5 @@ def test_an_encoder_decoder_route_draws_and_a_cross_edge_opens_its_detail(app_pa
     page.wait_for_selector("text=from source token", timeout=60_000)
     app_page.wait_until_idle()
     assert page.locator(".js-plotly-plot").filter(visible=True).count() == 2  # the route and the head's row
-    assert not _injected(page), _injected(page)
+    assert not injected_texts(page), injected_texts(page)
     app_page.assert_clean()

@@ -16,7 +16,7 @@ ATTACK = (
 MODEL_ATTACK = "`[x](javascript:alert('model'))` <img src=x onerror=alert('model')>"
 
 
-def _injected(page) -> list[str]:
+def injected_texts(page) -> list[str]:
     """Elements that would exist only if user text had been parsed as HTML, in the page or any frame."""
     found = []
     for frame in page.frames:
@@ -35,7 +35,7 @@ def test_a_crafted_link_runs_nothing(module_tab, path):
     module_tab.forget()
     page = module_tab.open(path, {"text": ATTACK, "text_a": ATTACK, "word": "bank"})
     module_tab.wait_until_drawn()  # iframes and figures drawn, and what they run on load run
-    assert not _injected(page), _injected(page)
+    assert not injected_texts(page), injected_texts(page)
     assert page.locator('[data-testid="stSidebar"]').get_by_label("Text to analyse").input_value() == ATTACK
     assert page.locator('[data-testid="stMain"]').inner_text().strip()
     module_tab.assert_clean()
@@ -48,14 +48,14 @@ def test_hostile_text_typed_into_the_box_runs_nothing(app_page):
     box.press("Control+Enter")
     app_page.wait_until_idle()
     app_page.wait_until_drawn()
-    assert not _injected(page), _injected(page)
+    assert not injected_texts(page), injected_texts(page)
     app_page.assert_clean()
 
 
 def test_a_hostile_model_id_is_only_a_message(app_page):
     page = app_page.open("", {"model": MODEL_ATTACK})
     assert app_page.error_texts(), "a bad model id must get a message"
-    assert not _injected(page) and not app_page.dialogs and not app_page.blocked
+    assert not injected_texts(page) and not app_page.dialogs and not app_page.blocked
 
 
 # --- Inputs that once crashed the server (issue 18): the server must survive them and say why ---

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.matrix import in_turn
-from tests.browser.test_hostile import ATTACK, _injected
+from tests.browser.test_hostile import ATTACK, injected_texts
 from tests.pages_registry import landed_pages
 
 pytestmark = pytest.mark.browser
@@ -26,7 +26,7 @@ def test_a_hostile_deep_link_runs_nothing_on_an_encoder_decoder(module_tab, path
     module_tab.forget()
     page = module_tab.open(path, {"model": model, "text": ATTACK, "target": ATTACK, "stack": "Cross-attention"})
     module_tab.wait_until_drawn()  # iframes and figures drawn, and what they run on load run
-    assert not _injected(page), _injected(page)
+    assert not injected_texts(page), injected_texts(page)
     target_box = page.locator('[data-testid="stSidebar"]').get_by_role("textbox", name="Target text")
     assert target_box.input_value() == ATTACK  # the target survived, as typed
     module_tab.assert_clean()

@@ -73,7 +73,7 @@ def tiny_gpt2_lm(tmp_path_factory):
     return str(build_tiny_gpt2_lm(tmp_path_factory.mktemp("slides") / "tiny-gpt2-lm"))
 
 
-def _open(tab: AppPage, path: str, query: dict[str, str], *, figures: bool = True, present: bool = True,
+def open_slide_page(tab: AppPage, path: str, query: dict[str, str], *, figures: bool = True, present: bool = True,
           window: tuple[int, int] = VIEWPORTS[0]):
     """Open ``path`` (in presentation mode unless ``present`` is False) in a ``window``-sized window; wait until every
     chart of the page has drawn.
@@ -105,7 +105,7 @@ def _resize(tab: AppPage, width: int, height: int) -> None:
     tab.wait_until_idle(settle_ms=150, require_sidebar=False)
 
 
-def _problems_at_every_size(tab: AppPage, viewports=SLIDE_VIEWPORTS) -> list[str]:
+def problems_at_every_size(tab: AppPage, viewports=SLIDE_VIEWPORTS) -> list[str]:
     problems = []
     for width, height in viewports:
         _resize(tab, width, height)
@@ -131,7 +131,7 @@ def _in_dark_theme(tab: AppPage) -> list[str]:
         return [f"dark theme: {p}" for p in measure(tab.page)]
 
 
-def _download(tab: AppPage, figure) -> tuple[str, bytes]:
+def download_figure(tab: AppPage, figure) -> tuple[str, bytes]:
     """Click ``figure``'s camera button as a person would (see ``_download_png``); the file's name and bytes."""
     page = tab.page
     camera = figure.locator(CAMERA)
@@ -157,21 +157,21 @@ def _download_png(tab: AppPage) -> tuple[str, tuple[int, int]]:
     scrolled to the middle of the window, and clicked as a person would (no forced click: Playwright
     refuses a click that something else would receive).
     """
-    name, data = _download(tab, tab.page.locator(FIGURES).first)
+    name, data = download_figure(tab, tab.page.locator(FIGURES).first)
     return name, Image.open(io.BytesIO(data)).size
 
 
 @pytest.mark.parametrize("path", PAGES, ids=[p or "home" for p in PAGES])
 def test_default_view_fits_every_screen_exports_a_slide_and_passes_axe(tab, tiny_gpt2_lm, path):
-    page = _open(tab, path, {}, figures=path not in NOT_AN_LM)
+    page = open_slide_page(tab, path, {}, figures=path not in NOT_AN_LM)
     problems = _axe_in_presentation_mode(page, PAGES.index(path))
     if path in NOT_AN_LM:
         page.wait_for_selector(f"text={NOT_AN_LM[path]}")
         assert page.locator(FIGURES).count() == 0
-        page = _open(tab, path, {"model": tiny_gpt2_lm} | LM_PROMPTS.get(path, {}))  # a model with a head draws its figure
+        page = open_slide_page(tab, path, {"model": tiny_gpt2_lm} | LM_PROMPTS.get(path, {}))  # a model with a head draws its figure
         problems += _axe_in_presentation_mode(page, PAGES.index(path) + 1)
     assert page.locator(FIGURES).count() >= 1
-    problems += _problems_at_every_size(tab) + _in_dark_theme(tab)
+    problems += problems_at_every_size(tab) + _in_dark_theme(tab)
     assert not problems, "\n".join(problems)
 
     name, size = _download_png(tab)  # still in the 1280 × 720 window
@@ -182,10 +182,10 @@ def test_default_view_fits_every_screen_exports_a_slide_and_passes_axe(tab, tiny
 
 @pytest.mark.parametrize("step", TOUR_STEPS)
 def test_every_tour_step_fits_every_screen_and_passes_axe(tab, step):
-    page = _open(tab, "tour", {"step": str(step)})
+    page = open_slide_page(tab, "tour", {"step": str(step)})
     page.wait_for_selector(f"text=Step {step} of")
     assert page.locator(FIGURES).count() == 1  # each step's one live figure, drawn through as_slide
-    problems = _axe_in_presentation_mode(page, step) + _problems_at_every_size(tab)
+    problems = _axe_in_presentation_mode(page, step) + problems_at_every_size(tab)
     assert not problems, "\n".join(problems)
     name, size = _download_png(tab)
     assert size == (1920, 1080), f"{name} is {size[0]} × {size[1]} pixels"
@@ -195,10 +195,10 @@ def test_every_tour_step_fits_every_screen_and_passes_axe(tab, step):
 
 @pytest.mark.parametrize("path", TEXT_PAGES, ids=[p or "home" for p in TEXT_PAGES])
 def test_a_512_token_text_fits_every_screen(tab, path):
-    page = _open(tab, path, {"text": long_text()})
+    page = open_slide_page(tab, path, {"text": long_text()})
     page.wait_for_selector("text=only the first 512 are shown")  # the bundled model's whole window is drawn
     assert page.locator(FIGURES).count() >= 1
-    problems = _problems_at_every_size(tab)
+    problems = problems_at_every_size(tab)
     assert not problems, "\n".join(problems)
     tab.assert_clean()
 
@@ -208,10 +208,10 @@ def test_effects_with_knocked_out_heads_fits_every_screen(tab, tiny_gpt2_lm, hea
     """Figures side by side: the knocked-out heads' attention (one column each) and, on a model with a
     head, the predictions before and after (two columns); each is fitted to its column's share."""
     query = {"heads": heads} | ({"model": tiny_gpt2_lm} if heads == "L0H1" else {})
-    page = _open(tab, "effects", query)
+    page = open_slide_page(tab, "effects", query)
     page.wait_for_selector("text=After the knock-out" if "model" in query else "text=Cosine, original vs ablated",
                            timeout=300_000)
     page.wait_for_function(EVERY_CHART_DRAWN, timeout=120_000)
-    problems = _problems_at_every_size(tab)
+    problems = problems_at_every_size(tab)
     assert not problems, "\n".join(problems)
     tab.assert_clean()

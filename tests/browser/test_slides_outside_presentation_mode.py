@@ -16,18 +16,29 @@ import pytest
 from tests.browser.axe import violations_in_light_and_dark
 from tests.browser.conftest import AppPage
 from tests.browser.slide_checks import PAGE_VIEWPORTS, measure_exported_svg
-from tests.browser.test_slides import FIGURES, LM_PROMPTS, NOT_AN_LM, PAGES, TOUR_STEPS, _download, _open, _problems_at_every_size, tab, tiny_gpt2_lm  # noqa: F401 (fixtures: this module builds its own of each)
+from tests.browser.test_slides import (  # noqa: F401 (fixtures: this module builds its own of each)
+    FIGURES,
+    LM_PROMPTS,
+    NOT_AN_LM,
+    PAGES,
+    TOUR_STEPS,
+    download_figure,
+    open_slide_page,
+    problems_at_every_size,
+    tab,
+    tiny_gpt2_lm,
+)
 
 pytestmark = pytest.mark.browser
 
 
 def _saved_on_a_desktop_then_every_size(tab: AppPage) -> list[str]:
-    """``_problems_at_every_size`` over ``PAGE_VIEWPORTS``, with every figure saved as SVG and measured alone
+    """``problems_at_every_size`` over ``PAGE_VIEWPORTS``, with every figure saved as SVG and measured alone
     (``_exported_svg_problems``) while the window is still a desktop's, as a desktop user saves it: before the narrower
     windows rather than after them, which saves the resize back and the rerun it causes."""
-    problems = _problems_at_every_size(tab, PAGE_VIEWPORTS[:1])
+    problems = problems_at_every_size(tab, PAGE_VIEWPORTS[:1])
     problems += _exported_svg_problems(tab)
-    return problems + _problems_at_every_size(tab, PAGE_VIEWPORTS[1:])
+    return problems + problems_at_every_size(tab, PAGE_VIEWPORTS[1:])
 
 
 def _exported_svg_problems(tab: AppPage) -> list[str]:
@@ -38,7 +49,7 @@ def _exported_svg_problems(tab: AppPage) -> list[str]:
     for index in range(figures.count()):
         figure = figures.nth(index)
         if figure.evaluate("f => f.getBoundingClientRect().width > 0"):  # not folded away in an expander
-            saved.append(_download(tab, figure))
+            saved.append(download_figure(tab, figure))
     assert saved, "no figure could be saved"
     viewer = tab.page.context.new_page()
     try:
@@ -57,11 +68,11 @@ def test_default_view_fits_every_screen_and_passes_axe_outside_presentation_mode
     lost legend entries and titles that the page showed whole)."""
     problems = []
     if path in NOT_AN_LM:  # the bundled model has no head: its sentence, then a model with a head
-        page = _open(tab, path, {}, figures=False, present=False, window=PAGE_VIEWPORTS[0])
+        page = open_slide_page(tab, path, {}, figures=False, present=False, window=PAGE_VIEWPORTS[0])
         page.wait_for_selector(f"text={NOT_AN_LM[path]}")
         problems += violations_in_light_and_dark(page)
     query = {"model": tiny_gpt2_lm} | LM_PROMPTS.get(path, {}) if path in NOT_AN_LM else {}
-    page = _open(tab, path, query | {"img": "SVG"}, present=False, window=PAGE_VIEWPORTS[0])
+    page = open_slide_page(tab, path, query | {"img": "SVG"}, present=False, window=PAGE_VIEWPORTS[0])
     assert page.locator(FIGURES).count() >= 1
     problems += violations_in_light_and_dark(page) + _saved_on_a_desktop_then_every_size(tab)
     assert not problems, "\n".join(problems)
@@ -70,7 +81,7 @@ def test_default_view_fits_every_screen_and_passes_axe_outside_presentation_mode
 
 @pytest.mark.parametrize("step", TOUR_STEPS)
 def test_every_tour_step_outside_presentation_mode_fits_every_screen_and_passes_axe(tab, step):
-    page = _open(tab, "tour", {"step": str(step), "img": "SVG"}, present=False, window=PAGE_VIEWPORTS[0])
+    page = open_slide_page(tab, "tour", {"step": str(step), "img": "SVG"}, present=False, window=PAGE_VIEWPORTS[0])
     page.wait_for_selector(f"text=Step {step} of")
     problems = violations_in_light_and_dark(page) + _saved_on_a_desktop_then_every_size(tab)
     assert not problems, "\n".join(problems)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.matrix import in_turn
-from tests.browser.test_hostile import ATTACK, _injected
+from tests.browser.test_hostile import ATTACK, injected_texts
 
 pytestmark = pytest.mark.browser
 
@@ -90,7 +90,7 @@ def test_every_step_from_a_deep_link_with_hostile_text(module_tab, step, model_f
     shown = _figure_or_reason(page)
     assert shown == "figure" or model_fixture is not None, f"the bundled model must paint step {step}: {shown}"
     module_tab.wait_until_drawn()  # and what they run on load run
-    assert not _injected(page), _injected(page)
+    assert not injected_texts(page), injected_texts(page)
     module_tab.assert_clean()
 
 
@@ -136,7 +136,7 @@ def test_the_lm_track_walks_through_its_steps_on_a_tiny_language_model(app_page,
         shown = _figure_or_reason(page)
         assert shown == "figure" or step == PATCHING_STEP, (step, shown)
     assert page.get_by_role("button", name="Next").is_disabled()
-    assert not _injected(page), _injected(page)
+    assert not injected_texts(page), injected_texts(page)
     page.locator('[data-testid="stMain"] button', has_text="From tokens to a corpus").click()
     _wait_for_step(page, 1)
     page.wait_for_function("() => new URLSearchParams(location.search).get('track') === 'attention'")
