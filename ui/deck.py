@@ -154,7 +154,7 @@ def slide_limit() -> int:
 
 def limit_sentence(limit: int) -> str:
     where = "this workshop server's" if current_settings().server_mode else "this app's"
-    return (f"A deck holds at most {limit} slides ({where} limit, the setting EXPLORER_MAX_DECK_SLIDES), so that "
+    return (f"A deck holds at most {limit} slide{'s' if limit != 1 else ''} ({where} limit, the setting EXPLORER_MAX_DECK_SLIDES), so that "
             "drawing it stays quick: remove a pin to make room.")
 
 
