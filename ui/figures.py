@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from ui.deck import pin_button
 from ui.explain import PAGE_PADDING_PX
 from ui.session import image_format, presentation_mode
 from ui.viewport import current_column, main_column
@@ -156,6 +157,7 @@ def show_figure(
     column = current_column(PRESENTATION_WIDTH if slide else NORMAL_WIDTH)
     width_px = column.figure_width(share, COLUMN_GAP_PX[column_gap])
     theme = None if slide else "streamlit"
+    fig_in = fig  # the view's own figure: the one a pin keeps
     fig = fitted(fig, width_px, slide=slide, reserve=reserve_margins)
     # The figure's text alternative just before it, in one gapless container with it, so it is read with the chart
     # and takes no space on the page (WCAG 1.1.1).
@@ -164,8 +166,10 @@ def show_figure(
         height = None if slide else fig.layout.height or PLOTLY_DEFAULT_HEIGHT
         selecting = {} if on_select == "ignore" else {"on_select": on_select, "selection_mode": selection_mode}
         event = st.plotly_chart(fig, theme=theme, config=plotly_config(name, width_px, height), key=key, width=width, **selecting)
-    if data is not None:
-        csv_download("Download data (CSV)", data, file_name=f"{file_stem(name)}.csv", key=None if key is None else f"{key}-csv")
+    with st.container(horizontal=True, gap="small"):  # the figure's downloads, and "Pin to deck" beside them
+        if data is not None:
+            csv_download("Download data (CSV)", data, file_name=f"{file_stem(name)}.csv", key=None if key is None else f"{key}-csv")
+        pin_button(fig_in, name=name, alt=alt, data=data, key=key)
     return event
 
 

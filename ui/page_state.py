@@ -380,3 +380,20 @@ def link_url(page: str, **params: Any) -> str:
     """
     query = dict(_state().app_params) | {name: str(value) for name, value in params.items() if value is not None}
     return f"{page}?{urlencode(query)}" if query else page
+
+
+def page_param(key: str) -> str | None:
+    """The raw URL parameter ``key`` of the view being drawn (page state that is no widget: the Deck page's pins)."""
+    _PAGE_PARAMS.setdefault(_page_name(), set()).add(key)
+    return _view_query().get(key)
+
+
+def write_page_param(key: str, value: str | None) -> None:
+    """Write (or, with None, remove) the current page's URL parameter ``key`` for this run (``page_param`` reads it)."""
+    _PAGE_PARAMS.setdefault(_page_name(), set()).add(key)
+    _write_param(key, value, app=False)
+
+
+def drawing_query() -> dict[str, str]:
+    """The URL parameters of the view as far as this run has written them (a link opened: the link's own)."""
+    return dict(_view_query())

@@ -10,6 +10,7 @@ Read from environment variables, or from ``.streamlit/secrets.toml`` through the
 | ``EXPLORER_MAX_TOKENS`` | tokens per text (never above the model's window; ``ui.page_limits`` per page) | laptop: the window; server: 256 |
 | ``EXPLORER_MAX_CORPUS_DOCS`` | documents in an uploaded or pasted corpus | laptop: 500; server: 200 |
 | ``EXPLORER_MAX_UPLOAD_MB`` | size of one uploaded file | laptop: 10; server: 2 |
+| ``EXPLORER_MAX_DECK_SLIDES`` | figures pinned to one slide deck (``/deck``) | laptop: 30; server: 12 |
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Settings:
     max_tokens: int | None  # None: the model's own window
     max_corpus_docs: int
     max_upload_mb: int
+    max_deck_slides: int = 30
 
     @property
     def server_mode(self) -> bool:
@@ -88,4 +90,5 @@ def load_settings(secrets: Mapping[str, object] | None = None, environ: Mapping[
                     if server or raw("EXPLORER_MAX_TOKENS") else None),
         max_corpus_docs=_positive_int(raw("EXPLORER_MAX_CORPUS_DOCS") or (200 if server else 500), "EXPLORER_MAX_CORPUS_DOCS"),
         max_upload_mb=_positive_int(raw("EXPLORER_MAX_UPLOAD_MB") or (2 if server else 10), "EXPLORER_MAX_UPLOAD_MB"),
+        max_deck_slides=_positive_int(raw("EXPLORER_MAX_DECK_SLIDES") or (12 if server else 30), "EXPLORER_MAX_DECK_SLIDES"),
     )

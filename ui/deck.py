@@ -1,0 +1,243 @@
+"""The slide deck: figures pinned from any page (the "Pin to deck" button ``show_figure`` draws under every figure),
+kept in the session and in the Deck page's link, and made into slides for ``viz.deck_pptx`` and ``viz.deck_html``.
+
+A pin is the view's link (its page and URL parameters, which reproduce it), the figure's name, its title, the sentence
+written from its numbers (``show_figure``'s ``alt``), the model and the text. The figure itself is kept on the server
+in the declared result ``ui.results.pinned_figures`` (keyed by the model's run and the pin's page, query and name),
+with its numbers as CSV. How a pin becomes a figure again:
+
+1. the kept figure, when this server has it (pinned in this process, and not pushed out of its shelf);
+2. otherwise the view is drawn again from its link: the Deck page names the pin "wanted" (``WANTED``, process-wide)
+   and offers its link; when any session draws that view (same page, same URL parameters) ``show_figure`` keeps the
+   figure it drew on the shelf. Drawing the view reads the view's own cached results (``ui.results``), so a figure is
+   never computed twice, and always by the page that shows it.
+
+The Deck page's link holds the pins (``?pins=``: their page, query, name, title, sentence, model and text as JSON,
+zlib-compressed, base64url), so a reload or a shared link gives the same deck.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import threading
+import zlib
+from dataclasses import dataclass, replace
+from urllib.parse import parse_qsl, urlencode, urljoin
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+from streamlit.errors import StreamlitDuplicateElementKey
+
+from ui import results
+from ui.models import run_of
+from ui.page_state import current_page, drawing_query, view_query
+from ui.session import current_model_name, current_settings, current_text
+from viz.deck import Slide, plain_text
+
+SESSION_KEY = "deck.pins"
+LINK_VERSION = "1."
+MAX_LINK_CHARS = 60_000  # a longer ?pins= is refused (far past any deck a link carries: 30 pins are about 3,000)
+TEXT_IN_PIN = 500  # characters of the text a pin keeps for its notes (the link holds the whole text)
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One pinned figure (see the module docstring)."""
+
+    page: str  # url path ("" for home)
+    query: str  # the view's URL parameters, URL-encoded
+    name: str  # the figure's name (its file name)
+    title: str
+    sentence: str
+    model: str
+    text: str
+
+    @property
+    def link(self) -> str:
+        """The view's relative link (reproduces it)."""
+        return f"./{self.page}" + (f"?{self.query}" if self.query else "")
+
+    @property
+    def view(self) -> tuple[str, str, str]:
+        """What the view's figure is kept under: page, URL parameters in a fixed order, figure name."""
+        return self.page, canonical(self.query), self.name
+
+
+@dataclass(frozen=True)
+class PinnedFigure:
+    """A pinned figure as kept on the server: the view's figure (unfitted, shared: never modified) and its CSV."""
+
+    figure: go.Figure
+    table: str
+    sentence: str
+    size: int
+
+
+def canonical(query: str | dict) -> str:
+    """URL parameters in one order (a link and the view drawn from it write them in different orders)."""
+    items = query.items() if isinstance(query, dict) else parse_qsl(query, keep_blank_values=True)
+    return urlencode(sorted((str(k), str(v)) for k, v in items))
+
+
+# --- the session's pins and the link ---------------------------------------------------------------------------------
+
+def pins() -> list[Pin]:
+    """This session's pins, in slide order."""
+    return list(st.session_state.get(SESSION_KEY, []))
+
+
+def set_pins(new: list[Pin]) -> None:
+    st.session_state[SESSION_KEY] = list(new)
+
+
+def encode_pins(chosen: list[Pin]) -> str:
+    """The pins as one URL parameter value (JSON, zlib, base64url), "" for none."""
+    if not chosen:
+        return ""
+    rows = [[p.page, p.query, p.name, p.title, p.sentence, p.model, p.text] for p in chosen]
+    packed = zlib.compress(json.dumps(rows, ensure_ascii=False, separators=(",", ":")).encode("utf-8"), 9)
+    return LINK_VERSION + base64.urlsafe_b64encode(packed).decode("ascii").rstrip("=")
+
+
+class BadDeckLink(ValueError):
+    """A ``?pins=`` value that is not a deck this app wrote; the message is a sentence."""
+
+
+def decode_pins(value: str) -> list[Pin]:
+    """The pins of ``encode_pins``'s ``value``; raises ``BadDeckLink`` for anything else."""
+    if not value:
+        return []
+    if len(value) > MAX_LINK_CHARS or not value.startswith(LINK_VERSION):
+        raise BadDeckLink("This link's deck is not one this app wrote (or it was cut), so the deck is empty.")
+    body = value[len(LINK_VERSION):]
+    try:
+        rows = json.loads(zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)), bufsize=MAX_LINK_CHARS))
+        found = [Pin(*(str(field) for field in row)) for row in rows]
+    except (binascii.Error, zlib.error, ValueError, TypeError) as err:
+        raise BadDeckLink("This link's deck could not be read (it was cut or changed), so the deck is empty.") from err
+    return found
+
+
+# --- pinning ---------------------------------------------------------------------------------------------------------
+
+WANTED: set[tuple[str, str, str]] = set()  # views whose pinned figure this server has lost: kept when drawn again
+_WANTED_LOCK = threading.Lock()
+
+
+def _kept_run(model: str):
+    return run_of(model)
+
+
+def keep_figure(pin: Pin, fig: go.Figure, table: str, sentence: str) -> None:
+    """Keep ``fig`` (and its CSV ``table``) on the pinned figures' shelf, under ``pin``'s view."""
+    results.pinned_figures.keep_at(_kept_run(pin.model), pin.view,
+                                   PinnedFigure(fig, table, sentence, len(table) + len(fig.to_json())))
+
+
+def kept_figure(pin: Pin) -> PinnedFigure | None:
+    """``pin``'s figure as this server keeps it, or None (then its view is drawn again: the module docstring)."""
+    return results.pinned_figures.peek_at(_kept_run(pin.model), *pin.view)
+
+
+def want(missing: list[Pin]) -> None:
+    """Name ``missing`` pins' views so that drawing them again keeps their figures."""
+    with _WANTED_LOCK:
+        WANTED.update(pin.view for pin in missing)
+
+
+def slide_limit() -> int:
+    return current_settings().max_deck_slides
+
+
+def limit_sentence(limit: int) -> str:
+    where = "this workshop server's" if current_settings().server_mode else "this app's"
+    return (f"A deck holds at most {limit} slide{'s' if limit != 1 else ''} ({where} limit, the setting EXPLORER_MAX_DECK_SLIDES), so that "
+            "drawing it stays quick: remove a pin to make room.")
+
+
+def _table(data) -> str:
+    if data is None:
+        return ""
+    table = data() if callable(data) else data
+    return table.to_csv(index=False) if isinstance(table, pd.DataFrame) else ""
+
+
+def pin_figure(fig: go.Figure, name: str, alt: str | None, data) -> None:
+    """The "Pin to deck" button's callback: pin the view on screen's figure ``fig`` (a toast says what happened)."""
+    page = "" if current_page() == "home" else current_page()
+    query = urlencode(view_query())
+    pin = Pin(page, query, name, plain_text(fig.layout.title.text) or name, (alt or "").strip(),
+              current_model_name(), current_text()[:TEXT_IN_PIN])
+    present = pins()
+    if any(p.view == pin.view for p in present):
+        st.toast("This figure is in the deck already.", icon=":material/push_pin:")
+        return
+    if len(present) >= slide_limit():
+        st.toast(limit_sentence(slide_limit()), icon=":material/block:")
+        return
+    keep_figure(pin, fig, _table(data), pin.sentence)
+    set_pins([*present, pin])
+    st.toast(f"Pinned to the deck: slide {len(present) + 1} of at most {slide_limit()}. The Deck page makes the slides.",
+             icon=":material/push_pin:")
+
+
+def pin_button(fig: go.Figure, *, name: str, alt: str | None, data, key: str | None) -> None:
+    """The "Pin to deck" button under a figure (``show_figure`` draws it beside the downloads); and, when this
+    server lost a pinned figure of the view being drawn, keep the figure drawn now."""
+    if WANTED:
+        view = ("" if current_page() == "home" else current_page(), canonical(drawing_query()), name)
+        if view in WANTED:
+            pin = Pin(view[0], view[1], name, "", "", current_model_name(), "")
+            keep_figure(pin, fig, _table(data), (alt or "").strip())
+            with _WANTED_LOCK:
+                WANTED.discard(view)
+    base = f"{key}-pin" if key else f"pin-{name}"
+    for attempt in range(1, 50):  # a figure name drawn twice on a page (no chart key): the next free key
+        try:
+            st.button("Pin to deck", key=base if attempt == 1 else f"{base}-{attempt}", on_click=pin_figure,
+                      args=(fig, name, alt, data), icon=":material/push_pin:",
+                      help="Add this figure to the slide deck (the Deck page downloads it as PowerPoint or HTML)")
+            return
+        except StreamlitDuplicateElementKey:
+            continue
+
+
+# --- slides ----------------------------------------------------------------------------------------------------------
+
+def absolute_link(pin: Pin) -> str:
+    """``pin``'s link from the address this page was opened at (relative when the app cannot tell it)."""
+    try:
+        here = st.context.url
+    except Exception:  # noqa: BLE001 - no browser context (a test run): the link stays relative
+        here = None
+    return urljoin(here, pin.link) if here else pin.link
+
+
+def slides_of(chosen: list[Pin]) -> tuple[list[Slide], list[Pin]]:
+    """The slides of the pins whose figures this server keeps, and the pins it does not keep."""
+    made, missing = [], []
+    for pin in chosen:
+        kept = kept_figure(pin)
+        if kept is None:
+            missing.append(pin)
+            continue
+        made.append(Slide(kept.figure, pin.title, pin.sentence or kept.sentence, absolute_link(pin), pin.model,
+                          pin.text, kept.table, pin.name))
+    return made, missing
+
+
+def moved(chosen: list[Pin], index: int, step: int) -> list[Pin]:
+    """``chosen`` with pin ``index`` moved ``step`` places (within the list)."""
+    target = min(max(index + step, 0), len(chosen) - 1)
+    out = list(chosen)
+    out.insert(target, out.pop(index))
+    return out
+
+
+def retitled(chosen: list[Pin], index: int, title: str) -> list[Pin]:
+    out = list(chosen)
+    out[index] = replace(out[index], title=title)
+    return out
