@@ -165,28 +165,35 @@ def _table(data) -> str:
     return table.to_csv(index=False) if isinstance(table, pd.DataFrame) else ""
 
 
+PIN_TOAST = "deck.pin_toast"  # session key: the sentence the last Pin click left for the next run to show
+
+
 def pin_figure(fig: go.Figure, name: str, alt: str | None, data) -> None:
-    """The "Pin to deck" button's callback: pin the view on screen's figure ``fig`` (a toast says what happened)."""
+    """The "Pin to deck" button's callback: pin the view on screen's figure ``fig``. What happened is said by a toast
+    in the run that follows (``pin_button``): an element drawn from a callback inside a fragment is refused."""
     page = "" if current_page() == "home" else current_page()
     query = urlencode(view_query())
     pin = Pin(page, query, name, plain_text(fig.layout.title.text) or name, (alt or "").strip(),
               current_model_name(), current_text()[:TEXT_IN_PIN])
     present = pins()
     if any(p.view == pin.view for p in present):
-        st.toast("This figure is in the deck already.", icon=":material/push_pin:")
+        st.session_state[PIN_TOAST] = ("This figure is in the deck already.", ":material/push_pin:")
         return
     if len(present) >= slide_limit():
-        st.toast(limit_sentence(slide_limit()), icon=":material/block:")
+        st.session_state[PIN_TOAST] = (limit_sentence(slide_limit()), ":material/block:")
         return
     keep_figure(pin, fig, _table(data), pin.sentence)
     set_pins([*present, pin])
-    st.toast(f"Pinned to the deck: slide {len(present) + 1} of at most {slide_limit()}. The Deck page makes the slides.",
-             icon=":material/push_pin:")
+    st.session_state[PIN_TOAST] = (f"Pinned to the deck: slide {len(present) + 1} of at most {slide_limit()}. The Deck "
+                                   "page makes the slides.", ":material/push_pin:")
 
 
 def pin_button(fig: go.Figure, *, name: str, alt: str | None, data, key: str | None) -> None:
     """The "Pin to deck" button under a figure (``show_figure`` draws it beside the downloads); and, when this
     server lost a pinned figure of the view being drawn, keep the figure drawn now."""
+    said = st.session_state.pop(PIN_TOAST, None)  # what the last click on a Pin button did
+    if said is not None:
+        st.toast(said[0], icon=said[1])
     if WANTED:
         view = ("" if current_page() == "home" else current_page(), canonical(drawing_query()), name)
         if view in WANTED:
