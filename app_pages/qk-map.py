@@ -216,6 +216,13 @@ if not model.is_decoder:
                help="On: every head of every layer (one map each, from the same pass). Off: the heads of the layer "
                "chosen above."):
         shown = tuple(range(model.num_layers))
+else:  # issue 50, item 14: say why a decoder has no "Every layer" switch
+    st.caption(markdown_safe(
+        f"Only layer {layer}'s heads: for a decoder such as {model.name} the page runs the model only up to the layer "
+        f"chosen above and keeps that layer's queries and keys. Every layer would need a pass through all "
+        f"{model.num_layers} layers and {model.num_layers * model.num_heads:,} maps of {2 * corpus.num_tokens:,} "
+        "points each, minutes of work on a small server, so there is no \"Every layer\" switch here; pick another "
+        "layer above to see its heads."))
 matrix_method = method if method != "pca" and has_cached_maps(
     current_model_name(), texts, limit, shown, model.num_heads, rotary, method) else "pca"
 if method != "pca" and matrix_method == "pca" and len(shown) == 1:

@@ -318,6 +318,10 @@ def test_page_draws_the_map_the_chosen_querys_lines_and_the_matrix(tiny_llama):
     listed = next(m.value for m in at.markdown if "attends most to" in m.value)
     assert f"({row.max():.2f})" in listed.replace("\\", "")
     assert "ordered by position, most first: 1." in "".join(m.value for m in at.markdown).replace("\\", "")
+    # issue 50, item 14: a decoder has no "Every layer" switch, and the page says why, with this model's numbers
+    assert not [t for t in at.toggle if t.label == "Every layer"]
+    why = [c.value.replace("\\", "") for c in at.caption if "Every layer" in c.value]
+    assert len(why) == 1 and f"all {model.num_layers} layers and {model.num_layers * model.num_heads} maps" in why[0]
 
 
 @pytest.mark.app
