@@ -19,12 +19,12 @@ from core.causal.flow import (
     proximity_shares,
     record_output_map,
     route_graph,
-    route_sentence,
     stack_incoming,
     top_tokens,
     unembedding_of,
     written_logits,
 )
+from core.causal.flow_reading import route_sentence
 
 __all__ = [
     "carriers", "Contributions", "contributions", "contributions_of", "DEFAULT_THRESHOLD", "Edge", "edge_order",

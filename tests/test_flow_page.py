@@ -13,9 +13,10 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
-from core.causal.flow import Edge, RouteGraph, carriers, contributions_of, route_graph, route_sentence
+from core.causal.flow import Edge, RouteGraph, carriers, contributions_of, route_graph
 from core.causal.flow_details import top_neurons
 from core.causal.flow_pair import pair_contributions
+from core.causal.flow_reading import route_sentence
 from core.model.models import load_model
 from core.model.recorded_pass import record_pass
 from core.model.seq2seq import analyze_pair
@@ -177,6 +178,8 @@ def test_flow_page_draws_the_route_and_opens_an_edge_and_a_node(tiny_llama):
     assert "the tokens it raises and lowers most" in _said(at)
     assert [c.proto.id.rsplit("-", 2)[-2:] for c in at.get("plotly_chart")][-2:] == [["flow", "graph"], ["flow", "row"]]
     assert len(at.dataframe) == 2  # the route and the attention row; the heads' shares and the tokens
+    row = json.loads(at.get("plotly_chart")[-1].proto.spec)["data"]  # issue 50, item 12: no "trace 0" in its legend
+    assert [t.get("name") for t in row] == ["weight", "masked (−∞)"]
     assert view_query(at.session_state)["item"] == edge_id(edge)  # the pick is in the link
     drawn = json.loads(_route_chart(at).proto.spec)["data"]
     assert [t["name"] for t in drawn].count("picked") == 1  # and ringed on the figure
@@ -225,6 +228,21 @@ def test_flow_page_on_an_encoder_draws_the_route_and_says_it_has_no_unembedding(
     said = " ".join(i.value for i in at.info)
     assert "it is an encoder, which has no unembedding" in said and "no promoted or suppressed tokens" in said
     assert "post-norm block" in _said(at)
+    # issue 50, item 12: a node of an encoder (no unembedding) showed only its title; now its shares in a sentence,
+    # and an attention node the keys it reads with their heads' attention weights
+    contributions = contributions_of(record_pass(tiny_bert, ids), ["x"] * len(ids))
+    node = next(n for n in graph.nodes if n[0] == "attention")
+    _detail_box(at).set_value(node_id(node)).run()
+    assert not page_errors(at)
+    layer, p = node[1], node[2]
+    assert f"carries {contributions.attention_residual[layer, p]:.1%} and the heads bring" in _said(at)
+    table = at.dataframe[-1].value
+    summed = contributions.attention[layer, p].sum(axis=1)
+    assert int(table["key"].iloc[0]) == int(np.argmax(summed))
+    assert float(table["share"].iloc[0]) == pytest.approx(float(summed.max()), abs=1e-6)
+    block = next(n for n in graph.nodes if n[0] == "block")
+    _detail_box(at).set_value(node_id(block)).run()
+    assert f"Layer {block[1]}'s MLP brings {contributions.mlp[block[1], block[2]]:.1%}" in _said(at)
 
 
 @pytest.mark.app

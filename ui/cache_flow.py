@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from core.causal.flow import Contributions, contributions_of
 from core.causal.flow_pair import PairContributions, PairPass, pair_contributions_of, record_pair
+from core.causal.flow_reading import Measures, measures_of
 from core.model.recorded_pass import RecordedPass, record_pass
 from ui.cache import analysis_of, model_and_run, model_turn, read_only
 from ui.cache_seq2seq import cached_pair
@@ -16,10 +17,12 @@ FLOW_MAX_TOKENS = 128  # every (head, key) term's contributions, 128 tokens of S
 
 
 class Flow(NamedTuple):
-    """The recorded pass the detail views read and the contributions the graph is built from."""
+    """The recorded pass the detail views read, the contributions the graph is built from and what the sentences
+    read beyond them (``core.causal.flow_reading.Measures``)."""
 
     recorded: RecordedPass
     contributions: Contributions
+    measures: Measures
 
 
 def cached_flow(model_name: str, text: str, max_tokens: int | None, progress=None) -> Flow:
@@ -34,7 +37,9 @@ def cached_flow(model_name: str, text: str, max_tokens: int | None, progress=Non
             found = contributions_of(recorded, analysis.tokens, progress)
         for array in (found.attention, found.attention_residual, found.mlp, found.mlp_residual):
             read_only(array)
-        return Flow(recorded, found)
+        with model_turn():
+            measures = measures_of(recorded, found)
+        return Flow(recorded, found, measures)
 
     return cached("flows", run, compute)
 
