@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.causal.flow import DEFAULT_THRESHOLD, lens_logits, route_graph, route_sentence, top_tokens, written_logits
+from core.causal.flow import DEFAULT_THRESHOLD, lens_logits, route_graph, top_tokens, written_logits
 from core.causal.flow_details import head_write, top_neurons
+from core.causal.flow_reading import Measures, node_sentence, route_sentence
 from core.model.models import BUNDLED_LM
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
@@ -33,12 +34,13 @@ GRAPH_KEY = "flow-graph"
 
 class FlowView(NamedTuple):
     """What this run's detail views read: the model, its recorded pass and contributions over ``labels`` (one per
-    token), and its language-model head (None when it has no unembedding)."""
+    token), its language-model head (None when it has no unembedding) and what the sentences read beyond the shares."""
     model: object
     recorded: object
     contributions: object
     labels: list[str]
     language_model: object
+    measures: Measures
 
 st.title("Information flow")
 explain(
@@ -71,7 +73,7 @@ except UnsupportedArchitecture as err:
             "in the sidebar to see the graph.", icon=":material/info:")
     end_page()
 progress_slot.empty()
-recorded, contributions = flow.recorded, flow.contributions
+recorded, contributions, measures = flow.recorded, flow.contributions, flow.measures
 if recorded.post_norm:
     st.caption("This model normalises the residual stream after adding each update (a post-norm block, as in "
                "BERT), so a node's shares are those of the sum before that norm: the stream it received and each "
@@ -117,6 +119,9 @@ def node_detail(view: FlowView, node) -> None:
     recorded, labels, language_model = view.recorded, view.labels, view.language_model
     kind, layer, p = node
     st.subheader(markdown_safe(node_name(node, labels)))
+    st.markdown(markdown_safe(node_sentence(view.contributions, view.measures, node, labels)))
+    if kind == "attention" and not view.measures.unmeasured(node):
+        incoming_table(view, layer, p)
     final = recorded.residual_post[-1, p]
     if kind != "mlp":
         residual = residual_of(recorded, node, p)
@@ -134,10 +139,21 @@ def node_detail(view: FlowView, node) -> None:
         st.dataframe(token_table(language_model, written_logits(language_model, write, final), "logit change"),
                      hide_index=True)
     if kind == "mlp":
-        share = float(view.contributions.mlp[layer, p])
-        st.markdown(markdown_safe(f"The MLP's share of hidden state {layer + 1} at this token: {share:.1%}; the "
-                                  f"residual stream passed on carries the other {1 - share:.1%}."))
         neuron_table(view, layer, p, final)
+
+
+def incoming_table(view: FlowView, layer: int, p: int) -> None:
+    """What reaches layer ``layer``'s attention node at token ``p``: the keys with the largest summed shares, each
+    with its top head, that head's share and its attention weight from ``p``."""
+    contributions, labels = view.contributions, view.labels
+    summed = contributions.key_shares[layer, p]
+    keys = [int(k) for k in np.argsort(-summed, kind="stable")[:TOP_K] if summed[k] > 0]
+    heads = [int(np.argmax(contributions.attention[layer, p, k])) for k in keys]
+    weights = view.recorded.attention(layer)
+    st.dataframe(pd.DataFrame({
+        "key": keys, "token": [labels[k] for k in keys], "share": [float(summed[k]) for k in keys],
+        "top head": heads, "its share": [float(contributions.attention[layer, p, k, h]) for k, h in zip(keys, heads)],
+        "its attention weight": [float(weights[h, p, k]) for k, h in zip(keys, heads)]}), hide_index=True)
 
 
 def neuron_table(view: FlowView, layer: int, p: int, final) -> None:
@@ -160,7 +176,9 @@ def edge_detail(view: FlowView, edge) -> None:
     st.subheader(markdown_safe(edge_name(edge, labels)))
     _, layer, query = edge.target
     if edge.kind == "residual":
-        st.markdown(markdown_safe(f"The residual stream passed on unchanged carries {edge.weight:.1%} of "
+        st.markdown(markdown_safe(node_sentence(view.contributions, view.measures, edge.target, labels)
+                                  if view.measures.unmeasured(edge.target) else
+                                  f"The residual stream passed on unchanged carries {edge.weight:.1%} of "
                                   f"{node_name(edge.target, labels)}."))
         return
     if edge.kind == "mlp":
@@ -211,7 +229,7 @@ def route_view(view: FlowView) -> None:
                        key="threshold", help=f"An edge is drawn when it carries more than this share of what reaches "
                        f"its node; {DEFAULT_THRESHOLD} as in Ferrando & Voita (2024).")
     graph = route_graph(contributions, position, threshold)
-    sentence = route_sentence(graph, labels)
+    sentence = route_sentence(graph, labels, view.measures.received)
     drawing = st.container()  # the figure, drawn once the list below knows which item is picked
     st.markdown(markdown_safe(sentence))
     edges = sorted(graph.edges, key=lambda e: -e.weight)
@@ -237,4 +255,4 @@ def route_view(view: FlowView) -> None:
         (edge_detail if "|" in picked else node_detail)(view, items[picked])
 
 
-route_view(FlowView(model, recorded, contributions, labels, language_model))
+route_view(FlowView(model, recorded, contributions, labels, language_model, measures))

@@ -81,7 +81,7 @@ with controls("Corpus"):
     texts, corpus_name = chosen_documents()
 texts = tuple(texts)
 limit = current_token_limit()
-left, middle, right = st.columns(3)
+left, middle, right = st.columns([1, 1, 2])  # the projection's three names whole on a laptop with the sidebar open
 layer = option(left.selectbox, "Layer", list(range(model.num_layers)), key="layer")
 head = option(middle.selectbox, "Head", list(range(model.num_heads)), key="head")
 method_name = option(right.segmented_control, "Projection", list(METHODS), default="PCA", key="method", required=True)
@@ -107,12 +107,12 @@ st.caption(markdown_safe(
     + (f"; the last {left_out:,} documents are left out, past {corpus.num_tokens:,} tokens" if left_out else "")
     + (f"; {corpus.truncated:,} documents are cut at {limit} tokens" if corpus.truncated else "") + "."))
 
-left, right = st.columns(2)
-colour_by = COLOURS[option(left.segmented_control, "Colour by", list(COLOURS), default=COLOUR_NAMES["kind"], key="colour",
+# a row of its own: in half the main column of a 1024-px window with the sidebar open, "token" was cut off
+colour_by = COLOURS[option(st.segmented_control, "Colour by", list(COLOURS), default=COLOUR_NAMES["kind"], key="colour",
                            required=True)]
 rotary = True
 if recorded.has_rotary:
-    rotary = option(right.toggle, "After the rotary embedding", value=True, key="rotary",
+    rotary = option(st.toggle, "After the rotary embedding", value=True, key="rotary",
                     help="What the dot product compares: queries and keys turned by an angle that grows with their "
                     "position. Off: the same vectors before that turn.")
 
@@ -210,6 +210,13 @@ if not model.is_decoder:
                help="On: every head of every layer (one map each, from the same pass). Off: the heads of the layer "
                "chosen above."):
         shown = tuple(range(model.num_layers))
+else:  # issue 50, item 14: say why a decoder has no "Every layer" switch
+    st.caption(markdown_safe(
+        f"Only layer {layer}'s heads: for a decoder such as {model.name} the page runs the model only up to the layer "
+        f"chosen above and keeps that layer's queries and keys. Every layer would need a pass through all "
+        f"{model.num_layers} layers and {model.num_layers * model.num_heads:,} maps of {2 * corpus.num_tokens:,} "
+        "points each, minutes of work on a small server, so there is no \"Every layer\" switch here; pick another "
+        "layer above to see its heads."))
 matrix_method = method if method != "pca" and all(  # the matrix draws another method only where every map is kept
     results.qk_maps.peek(name, texts, layers, lay, h, rotary, method, max_tokens=limit) is not None
     for lay in shown for h in range(model.num_heads)) else "pca"

@@ -13,9 +13,10 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
-from core.causal.flow import Edge, RouteGraph, carriers, contributions_of, route_graph, route_sentence
+from core.causal.flow import Edge, RouteGraph, carriers, contributions_of, route_graph
 from core.causal.flow_details import top_neurons
 from core.causal.flow_pair import pair_contributions
+from core.causal.flow_reading import route_sentence
 from core.model.models import load_model
 from core.model.recorded_pass import record_pass
 from core.model.seq2seq import analyze_pair
@@ -79,7 +80,7 @@ def test_route_figure_draws_one_segment_per_edge_wider_for_heavier_edges():
     line_traces = [t for t in fig.data if t.mode == "lines"]
     assert len(line_traces) < len(graph.edges)  # grouped by colour and width, not one trace per edge
     heads = {t.name for t in line_traces}
-    assert heads == {"attention, head 1", "attention, head 0", "MLP", "residual"}  # top head: 1, 0, 1
+    assert heads == {"head 1", "head 0", "MLP", "residual"}  # top head: 1, 0, 1
 
 
 def test_every_edge_and_node_has_a_clickable_point_of_its_own():
@@ -108,6 +109,26 @@ def test_hostile_token_labels_are_escaped_in_hover_text_ticks_and_title():
     assert "<img" not in shown and "&lt;img src=x onerror=alert(1)&gt;" in shown
     hovers = [h for t in fig.data if t.hovertext is not None for h in t.hovertext]
     assert any("&lt;img" in h for h in hovers)
+
+
+def test_every_layer_of_a_deep_model_gets_rows_a_click_can_tell_apart():
+    """Issue 50, item 11: SmolLM2's 30 layers × 2 node rows in about 450 px put the layers the sentence named in a
+    20-px band over the embedding row. Each node row (one unit of y) needs at least 16 px of the plot."""
+    for layers in (2, 6, 18, 30):
+        fig = route_figure(example_route_graph(), ["a", "b", "c"], layers, title="r")
+        margin = fig.layout.margin
+        plot_px = fig.layout.height - (100 if margin.t is None else margin.t) - (80 if margin.b is None else margin.b)
+        low, high = fig.layout.yaxis.range
+        assert plot_px / (high - low) >= 16, (layers, fig.layout.height)
+
+
+def test_the_last_mlp_square_lies_inside_the_plot():
+    """Issue 50, item 16: the last column's MLP squares ran past the right edge on a phone."""
+    last = RouteGraph(2, 0.04, (Edge(("attention", 0, 2), ("mlp", 0, 2), 0.5, "mlp"),
+                                Edge(("mlp", 0, 2), ("block", 0, 2), 0.5, "mlp")))
+    fig = route_figure(last, ["a", "b", "c"], 1, title="r")
+    squares = next(t for t in fig.data if t.name == "MLP" and t.mode == "markers")
+    assert max(squares.x) == pytest.approx(2.3) and max(squares.x) + 0.25 <= fig.layout.xaxis.range[1]
 
 
 def test_edge_width_grows_with_weight():
@@ -177,6 +198,8 @@ def test_flow_page_draws_the_route_and_opens_an_edge_and_a_node(tiny_llama):
     assert "the tokens it raises and lowers most" in _said(at)
     assert [c.proto.id.rsplit("-", 2)[-2:] for c in at.get("plotly_chart")][-2:] == [["flow", "graph"], ["flow", "row"]]
     assert len(at.dataframe) == 2  # the route and the attention row; the heads' shares and the tokens
+    row = json.loads(at.get("plotly_chart")[-1].proto.spec)["data"]  # issue 50, item 12: no "trace 0" in its legend
+    assert [t.get("name") for t in row] == ["weight", "masked (−∞)"]
     assert view_query(at.session_state)["item"] == edge_id(edge)  # the pick is in the link
     drawn = json.loads(_route_chart(at).proto.spec)["data"]
     assert [t["name"] for t in drawn].count("picked") == 1  # and ringed on the figure
@@ -225,6 +248,21 @@ def test_flow_page_on_an_encoder_draws_the_route_and_says_it_has_no_unembedding(
     said = " ".join(i.value for i in at.info)
     assert "it is an encoder, which has no unembedding" in said and "no promoted or suppressed tokens" in said
     assert "post-norm block" in _said(at)
+    # issue 50, item 12: a node of an encoder (no unembedding) showed only its title; now its shares in a sentence,
+    # and an attention node the keys it reads with their heads' attention weights
+    contributions = contributions_of(record_pass(tiny_bert, ids), ["x"] * len(ids))
+    node = next(n for n in graph.nodes if n[0] == "attention")
+    _detail_box(at).set_value(node_id(node)).run()
+    assert not page_errors(at)
+    layer, p = node[1], node[2]
+    assert f"carries {contributions.attention_residual[layer, p]:.1%} and the heads bring" in _said(at)
+    table = at.dataframe[-1].value
+    summed = contributions.attention[layer, p].sum(axis=1)
+    assert int(table["key"].iloc[0]) == int(np.argmax(summed))
+    assert float(table["share"].iloc[0]) == pytest.approx(float(summed.max()), abs=1e-6)
+    block = next(n for n in graph.nodes if n[0] == "block")
+    _detail_box(at).set_value(node_id(block)).run()
+    assert f"Layer {block[1]}'s MLP brings {contributions.mlp[block[1], block[2]]:.1%}" in _said(at)
 
 
 @pytest.mark.app
@@ -291,7 +329,7 @@ def test_flow_page_on_an_encoder_decoder_draws_the_route_across_cross_attention(
     assert drawn == len(graph.edges)
     dotted = {t["name"] for t in spec["data"] if t.get("mode") == "lines" and t["line"].get("dash") == "dot"}
     crosses = [e for e in graph.edges if e.kind == "cross"]
-    assert dotted == {f"cross-attention, head {e.top_head}" for e in crosses}
+    assert dotted == {f"cross, head {e.top_head}" for e in crosses}
     clickable = {t["name"]: set(t.get("customdata", [])) for t in spec["data"] if t.get("mode") == "markers"}
     assert clickable["edges"] == {edge_id(e) for e in graph.edges}
     box = _detail_box(at)

@@ -39,6 +39,7 @@ from core.causal.effects import ablate_heads, head_importance
 from core.causal.effects_compare import target_change
 from core.causal.flow import Contributions, contributions_of
 from core.causal.flow_pair import PairContributions, PairPass, pair_contributions_of, record_pair
+from core.causal.flow_reading import Measures, measures_of
 from core.causal.logit_attribution import direct_logit_attribution
 from core.causal.token_attribution import token_attribution
 from core.maths.alignment import align_layout
@@ -192,10 +193,12 @@ repeat_losses = Result("repeat-losses", lambda lm, run, length, seed, heads: (
 # --- information flow: a recorded pass (with its MLP neurons) and its contributions; 128 tokens of SmolLM2 ~18 MB ---
 
 class Flow(NamedTuple):
-    """The recorded pass the detail views read and the contributions the graph is built from."""
+    """The recorded pass the detail views read, the contributions the graph is built from and what the sentences
+    read beyond them (``core.causal.flow_reading.Measures``)."""
 
     recorded: RecordedPass
     contributions: Contributions
+    measures: Measures
 
 
 def _flow(model, run: Run, progress=None) -> Flow:
@@ -204,7 +207,7 @@ def _flow(model, run: Run, progress=None) -> Flow:
     found = contributions_of(recorded, analysis.tokens, progress)
     for array in (found.attention, found.attention_residual, found.mlp, found.mlp_residual):
         array.setflags(write=False)
-    return Flow(recorded, found)
+    return Flow(recorded, found, measures_of(recorded, found))
 
 
 flows = Result("flows", _flow, entries=8, megabytes=400)

@@ -28,6 +28,10 @@ SELF_BOW = 0.2  # an attention edge within one position bends this far left of i
 # hover names say which hidden state each is ("hidden state 3 (after layer 2)").
 LAYER_AXIS = "layer (counted from 0)"
 MIN_WIDTH, MAX_WIDTH, WIDTH_STEP = 1.0, 8.0, 0.5  # line widths (px) for weights 0 and 1, rounded to the step
+# Pixels per layer (two node rows: after attention, after the block): SmolLM2's 30 layers in 450 px put layers 0-1 in
+# a 20-px band over the embedding row (issue 50, item 11); at 40 px a row is 20 px from the next, apart to the eye and
+# to a click. Plus the title, axes and legend around the plot.
+LAYER_PX, FRAME_PX, MIN_HEIGHT = 40, 180, 450
 
 
 def node_y(node: Node) -> float:
@@ -93,10 +97,9 @@ def edge_points(edge: Edge, tokens: int) -> tuple[list[float], list[float], tupl
 
 def _group(edge: Edge) -> tuple[str, str]:
     """(legend name, colour) of an edge; a cross-attention edge is named apart (and drawn dotted: ``CROSS_DASH``)."""
-    if edge.kind in ("attention", "cross"):
+    if edge.kind in ("attention", "cross"):  # short names: a phone's legend of every head fits a few rows
         head = edge.top_head
-        what = "cross-attention" if edge.kind == "cross" else "attention"
-        return f"{what}, head {head}", HEAD_COLOURS[head % len(HEAD_COLOURS)]
+        return f"{'cross, ' if edge.kind == 'cross' else ''}head {head}", HEAD_COLOURS[head % len(HEAD_COLOURS)]
     if edge.kind == "mlp":
         return "MLP", MLP_COLOUR
     return "residual", RESIDUAL_COLOUR
@@ -123,12 +126,14 @@ def route_figure(graph: RouteGraph, labels: list[str], num_layers: int, *, title
     step = max(1, -(-num_layers // 16))  # at most about 16 layer labels
     fig.update_layout(
         title={"text": plotly_safe(title)},
-        xaxis={**token_axis(labels), "title": {"text": "token"}},
+        # the range reaches past the last MLP square (it sat half outside the plot on a phone: issue 50, item 16)
+        xaxis={**token_axis(labels), "title": {"text": "token"}, "range": [-0.5, len(labels) - 0.2 + MLP_OFFSET]},
+        legend={"title": {"text": "edges (attention: by top head)"}},
         yaxis={"title": {"text": LAYER_AXIS}, "tickmode": "array", "zeroline": False, "showgrid": False,
                "tickvals": [0.0] + [2 * layer + 1.5 for layer in range(0, num_layers, step)],
                "ticktext": ["embedding"] + [str(layer) for layer in range(0, num_layers, step)],
                "range": [-0.6, 2 * num_layers + 0.6]},
-        height=max(450, 150 + 16 * num_layers),
+        height=max(MIN_HEIGHT, FRAME_PX + LAYER_PX * num_layers),
         hovermode="closest",
     )
     return fig

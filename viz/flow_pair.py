@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from core.causal.flow import Edge, Node, RouteGraph
 from core.causal.flow_pair import ENCODER
 from viz.common import plotly_safe
-from viz.flow import LAYER_AXIS, MLP_OFFSET, SELF_BOW, draw_route
+from viz.flow import FRAME_PX, LAYER_AXIS, LAYER_PX, MIN_HEIGHT, MLP_OFFSET, SELF_BOW, draw_route
 
 GAP = 1.5  # columns between the encoder's last source token and the decoder's first position
 ENCODER_LEVELS = {"embedding": 0.0, "attention": 1.0, "mlp": 1.5, "block": 2.0}  # within a layer of height 2
@@ -110,7 +110,7 @@ def pair_route_figure(graph: RouteGraph, layout: PairLayout, *, title: str, pick
                "ticktext": ["embedding"] + [str(layer) for layer in range(0, layout.encoder_layers, step)],
                "range": [-0.6, layout.top + 1.0]},
         annotations=annotations,
-        height=max(450, 150 + 16 * max(layout.encoder_layers, layout.decoder_layers)),
+        height=max(MIN_HEIGHT, FRAME_PX + LAYER_PX * max(layout.encoder_layers, layout.decoder_layers)),
         hovermode="closest",
     )
     return fig

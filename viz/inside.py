@@ -67,6 +67,7 @@ def token_bars(
             x=list(range(t)),
             y=shown,
             customdata=safe,
+            name=y_title,  # a legend (drawn beside the masked marks) names the bars, never "trace 0"
             marker_color=[OKABE_ITO[0] if k else MASKED_COLOUR for k in keep],
             hovertemplate="%{customdata}: %{y:.4f}<extra></extra>",
         )

@@ -347,27 +347,6 @@ def layer_runs(layers: list[int]) -> str:
     return "layers " + ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def route_sentence(graph: RouteGraph, labels: list[str]) -> str:
-    """Plain text (escape it for markdown): which earlier token carries most of the route into the chosen token,
-    read off the graph's cross-position attention edges (each edge's weight: the share of its target's inputs)."""
-    chosen = f"“{labels[graph.position]}” (token {graph.position})"
-    found = carriers(graph)
-    if not found:
-        return (f"At this threshold no attention edge brings information from another position into {chosen}: every "
-                "edge kept stays at its own position.")
-    (top, (total, layers)), rest = next(iter(found.items())), list(found.items())[1:]
-    count = sum(1 for e in graph.edges if e.kind == "attention" and e.source[2] == top and e.target[2] != top)
-    sentence = (f"Of the edges that move information between positions on the route into {chosen}, those from "
-                f"“{labels[top]}” (token {top}) carry the most: {count} edge{'s' if count != 1 else ''} in "
-                f"{layer_runs(layers)}, whose shares add up to {total:.2f}.")
-    if rest:
-        second, (second_total, _) = rest[0]
-        sentence += (f" Next comes “{labels[second]}” (token {second}) with {second_total:.2f}"
-                     + (f"; {len(rest) - 1} more position{'s' if len(rest) > 2 else ''} send less." if len(rest) > 1
-                        else "."))
-    return sentence
-
-
 def unembedding_of(lm) -> tuple[torch.nn.Module, torch.Tensor]:
     """``(final norm, W_U [V, D])`` of a causal language model (``core.outputs.predictions.LanguageModel``); raises
     ``UnsupportedArchitecture`` (a sentence) for other layouts."""

@@ -54,10 +54,19 @@ def sample_corpus() -> list[Document]:
     return list(_sample_rows())
 
 
+QUOTED_CHARS = 40  # a title or a document's start quoted in a sentence: at most this many characters, then "…"
+
+
+def first_words(text: str, words: int = 6, chars: int = QUOTED_CHARS) -> str:
+    """The first ``words`` words of ``text``, cut to ``chars`` characters, with "…" when anything is left out."""
+    split = text.split()
+    head = " ".join(split[:words])
+    cut = head[:chars].rstrip()
+    return cut + ("…" if len(split) > words or len(cut) < len(head) else "")
+
+
 def _default_title(index: int, text: str) -> str:
-    words = text.split()
-    head = " ".join(words[:6])
-    return f"{index + 1}. {head}{'…' if len(words) > 6 else ''}"
+    return f"{index + 1}. {first_words(text)}"
 
 
 def _check_documents(documents: list[Document], source: str) -> list[Document]:
@@ -69,9 +78,11 @@ def _check_documents(documents: list[Document], source: str) -> list[Document]:
         )
     for i, doc in enumerate(documents):
         if len(doc.text) > MAX_DOCUMENT_CHARS:
+            # one sentence whatever the document: a few of its words quoted, the source in lower case mid-sentence
             raise CorpusError(
-                f"Document {i + 1} ({doc.title}) of {source} has {len(doc.text):,} characters; "
-                f"the limit is {MAX_DOCUMENT_CHARS:,} per document. Split it into shorter documents."
+                f"Document {i + 1} of {source[:1].lower() + source[1:]} (“{first_words(doc.text)}”) has "
+                f"{len(doc.text):,} characters, more than the {MAX_DOCUMENT_CHARS:,} a document may have: split it "
+                "into shorter documents."
             )
     return documents
 

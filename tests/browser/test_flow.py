@@ -10,7 +10,7 @@ import pytest
 
 from tests.browser.test_hostile import injected_texts
 from tests.lm_factory import build_tiny_llama_lm
-from tests.model_factory import build_tiny_t5
+from tests.model_factory import build_tiny_bert, build_tiny_t5
 
 pytestmark = pytest.mark.browser
 
@@ -92,4 +92,80 @@ def test_an_encoder_decoder_route_draws_and_a_cross_edge_opens_its_detail(app_pa
     app_page.wait_until_idle()
     assert page.locator(".js-plotly-plot").filter(visible=True).count() == 2  # the route and the head's row
     assert not injected_texts(page), injected_texts(page)
+    app_page.assert_clean()
+
+
+# The route figure's layout in page pixels: its plot area (Plotly's drag layer), every node marker's box, the legend's
+# height, and which tokens label the x axis.
+ROUTE_LAYOUT = """() => {
+    const plot = ROUTE_PLOT;
+    const x = plot._fullLayout.xaxis, frame = plot.getBoundingClientRect();
+    const area = {left: frame.left + x._offset, right: frame.left + x._offset + x._length};
+    const boxes = [...plot.querySelectorAll('.scatterlayer .trace')]
+        .filter((_, i) => ['representation', 'MLP'].includes(plot.data[i].name))
+        .flatMap(t => [...t.querySelectorAll('.point')].map(p => p.getBoundingClientRect()));
+    const legend = plot.querySelector('.legend');
+    return {left: area.left, right: area.right, window: window.innerWidth,
+            points: boxes.map(b => [b.left, b.right]),
+            legend: legend ? legend.getBoundingClientRect().height : 0,
+            ticks: [...plot.querySelectorAll('.xtick text')].map(t => t.textContent)};
+}""".replace("ROUTE_PLOT", ROUTE_PLOT)
+PHONE_TEXT = "the cat sat on the mat and the dog lay by the door"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 50 item 16b still open: at 390 x 844 Plotly leaves the route's plot 64 px "
+                   "of the 358-px figure (automargin; cause not found yet) and the click on the top node misses")
+def test_on_a_phone_the_route_fits_and_a_node_opens_its_sentence(app_page, tmp_path):
+    """Issue 50, items 16b and 12: at 390 × 844 the last column and its MLP squares ran past the right edge and the
+    legend took a whole screen; on an encoder (no unembedding, as MiniLM) a node opened only its title."""
+    folder = build_tiny_bert(tmp_path / "tiny-bert", heads=8)
+    app_page.page.set_viewport_size({"width": 390, "height": 844})
+    page = app_page.open("flow", {"model": str(folder), "text": PHONE_TEXT, "threshold": "0.01"})
+    page.wait_for_function(f"() => {ROUTE_PLOT} !== undefined", timeout=90_000)
+    app_page.wait_until_idle()
+    layout = page.evaluate(ROUTE_LAYOUT)
+    assert layout["points"] and layout["right"] <= layout["window"]
+    assert layout["legend"] <= 844 / 3, layout["legend"]
+    # a click on a node of the figure (the rightmost representation node at the top): its shares in a sentence
+    x, y, clicked = page.evaluate(NODE_POINT)
+    page.mouse.click(x, y)
+    page.wait_for_function(f"() => new URLSearchParams(location.search).get('item') === {clicked!r}", timeout=60_000)
+    app_page.wait_until_idle()
+    page.wait_for_selector("text=/residual stream passed on carries/", timeout=60_000)
+    app_page.assert_clean()
+
+
+# The centre, in page pixels, of the highest node of the route (its chosen token's last representation) and its id.
+NODE_POINT = r"""() => {
+    const plot = ROUTE_PLOT;
+    plot.scrollIntoView({block: 'center'});
+    const index = plot.data.findIndex(t => t.name === 'representation');
+    const ys = plot.data[index].y;
+    const top = ys.indexOf(Math.max(...ys));
+    const box = plot.querySelectorAll('.scatterlayer .trace')[index].querySelectorAll('.point')[top]
+        .getBoundingClientRect();
+    return [box.x + box.width / 2, box.y + box.height / 2, plot.data[index].customdata[top]];
+}""".replace("ROUTE_PLOT", ROUTE_PLOT)
+
+
+@pytest.mark.integration
+def test_smollm2s_route_has_rows_apart_and_its_named_edge_opens(app_page):
+    """Issue 50, item 11: SmolLM2's 30 layers × 2 node rows in about 450 px put the edges the sentence named in a
+    20-px band over the embedding row. Every node row is now at least 16 px from the next, and the heaviest edge
+    between positions opens on a click."""
+    page = app_page.open("flow", {"model": "SmolLM2-135M-Instruct", "text": "The capital of France is"})
+    page.wait_for_function(f"() => {ROUTE_PLOT} !== undefined", timeout=180_000)
+    app_page.wait_until_idle()
+    rows = page.evaluate(f"""() => {{
+        const plot = {ROUTE_PLOT};
+        const axis = plot._fullLayout.yaxis;
+        return [axis.l2p(0), axis.l2p(1), axis.l2p(2)];
+    }}""")
+    assert abs(rows[0] - rows[1]) >= 16 and abs(rows[1] - rows[2]) >= 16, rows
+    # the point itself scrolled to the middle of the window: the figure is taller than the window now
+    x, y, clicked = page.evaluate(EDGE_POINT.replace("document.querySelector('.js-plotly-plot')", ROUTE_PLOT).replace(
+        "const box = point", "point.scrollIntoView({block: 'center'});\n    const box = point"))
+    page.mouse.click(x, y)
+    page.wait_for_function(f"() => new URLSearchParams(location.search).get('item') === {clicked!r}", timeout=60_000)
+    page.wait_for_selector("text=What head", timeout=60_000)
     app_page.assert_clean()

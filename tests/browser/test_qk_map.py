@@ -81,3 +81,28 @@ def test_map_click_and_matrix(app_page, tiny_llama_dir):
                            timeout=60_000)
     assert not page.evaluate("() => new URLSearchParams(location.search).has('query')")  # a new head, no query
     app_page.assert_clean()
+
+
+# Every button of the page's segmented controls: whether its text fits it and it fits the column it stands in.
+BUTTONS = """[...document.querySelectorAll('[data-testid="stMain"] [data-testid="stButtonGroup"] button')]"""
+CLIPPED_OPTIONS = """() => BUTTONS
+    .filter(b => { const box = b.getBoundingClientRect();
+                   const column = b.closest('[data-testid="stColumn"], [data-testid="stMainBlockContainer"]')
+                                   .getBoundingClientRect();
+                   return b.scrollWidth > b.clientWidth + 1 || box.right > column.right + 1
+                          || box.right > window.innerWidth; })
+    .map(b => b.textContent)""".replace("BUTTONS", BUTTONS)
+
+
+def test_every_option_is_whole_on_a_laptop_with_the_sidebar_open(app_page, tiny_llama_dir):
+    """Issue 50, item 16a: at 1024 × 768 with the sidebar open "t-SNE" and the "token" colouring were cut off."""
+    app_page.page.set_viewport_size({"width": 1024, "height": 768})
+    page = app_page.open("qk-map", {"model": tiny_llama_dir, "corpus": "Your documents", "docs": DOCS})
+    page.wait_for_selector(".js-plotly-plot .scatterlayer .point", timeout=120_000)
+    app_page.wait_until_drawn()
+    main = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').getBoundingClientRect().width")
+    assert main < 780, main  # the sidebar is open: a narrow main column
+    names = page.evaluate(f"() => {BUTTONS}.map(b => b.textContent)")
+    assert {"t-SNE", "token"} <= set(names), names
+    assert page.evaluate(CLIPPED_OPTIONS) == []
+    app_page.assert_clean()
