@@ -23,9 +23,10 @@ import torch
 
 from core.errors import PassStopped, UserFacingError
 from core.maths.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, UMAP_NEIGHBOURS, ProjectionError, distinct_points, run_isolated
+from core.model.attention_layers import attention_modules
 from core.model.hooks import hooked
 from core.model.models import LoadedModel, threads_for_input
-from core.model.recording import LayerRecord, Recorder, attention_modules, is_recordable, rotate_back
+from core.model.recording import LayerRecord, Recorder, is_recordable, rotate_back
 
 # A map of more points is slow to draw and to project; texts past this many tokens are left out (``texts_used``).
 MAX_CORPUS_TOKENS = 12_000
