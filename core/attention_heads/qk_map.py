@@ -49,7 +49,7 @@ def _stop(module, args, output):
 
 
 @dataclass(frozen=True, eq=False)
-class LayerQueriesKeys:
+class CorpusLayer:
     """One layer of a recorded corpus pass.
 
     ``queries`` float32 ``[Hq, N, d]`` and ``keys`` ``[Hkv, N, d]`` as the dot product sees them (after rotary
@@ -105,7 +105,7 @@ class CorpusQueriesKeys:
     text_index: np.ndarray
     position: np.ndarray
     starts: np.ndarray
-    layers: dict[int, LayerQueriesKeys]
+    layers: dict[int, CorpusLayer]
     num_texts: int
     texts_used: int
     truncated: int
@@ -235,7 +235,7 @@ def record_corpus(
     for layer, parts in sorted(layer_parts.items()):
         record = parts["record"]
         rotary = len(parts["cos"]) == used
-        recorded[layer] = LayerQueriesKeys(
+        recorded[layer] = CorpusLayer(
             queries=np.ascontiguousarray(np.concatenate([parts["q"][i] for i in range(used)], axis=1)),
             keys=np.ascontiguousarray(np.concatenate([parts["k"][i] for i in range(used)], axis=1)),
             cos=np.concatenate([parts["cos"][i] for i in range(used)]) if rotary else None,
