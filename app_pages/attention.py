@@ -6,8 +6,9 @@ from functools import partial
 import streamlit as st
 
 from core.attention_heads.attention import attention_view, rollout, window_hidden
+from core.model.attention_layers import SINGLE_STACK
 from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
-from core.model.recording import SINGLE_STACK, UnsupportedArchitecture
+from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
 from ui import results
 from ui.ablation import knockout, with_ablation

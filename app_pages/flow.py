@@ -7,9 +7,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.causal.flow import DEFAULT_THRESHOLD, lens_logits, route_graph, top_tokens, written_logits
+from core.causal.flow import DEFAULT_THRESHOLD, route_graph
 from core.causal.flow_details import head_write, top_neurons
 from core.causal.flow_reading import Measures, node_sentence, route_sentence
+from core.causal.unembedding import lens_logits, top_tokens, written_logits
 from core.model.models import BUNDLED_LM
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels

@@ -10,8 +10,9 @@ import streamlit as st
 from core.attention_heads.head_parts import norm_before_attention
 from core.attention_heads.inside_head import architecture, compute_head, embeddings_description
 from core.attention_heads.inside_pair_head import compute_pair_head, family
+from core.model.attention_layers import SINGLE_STACK
 from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
-from core.model.recording import SINGLE_STACK, UnsupportedArchitecture
+from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
 from ui.caveats import attention_caveat
 from ui.errors import friendly_fragment

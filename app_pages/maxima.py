@@ -7,8 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from core.attention_heads.attention import attention_maxima, pairs_table, rollout, row_normalise, special_share
+from core.model.attention_layers import SINGLE_STACK
 from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
-from core.model.recording import SINGLE_STACK, UnsupportedArchitecture
+from core.model.recording import UnsupportedArchitecture
 from core.model.run import Run
 from core.model.stacks import stacks_of
 from core.model.tokens import token_labels

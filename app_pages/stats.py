@@ -5,8 +5,9 @@ import streamlit as st
 
 from core.attention_heads.cross_attention import CROSS_DEFINITIONS, CROSS_STATISTICS, cross_head_statistics
 from core.attention_heads.head_statistics import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, analysis_statistics, rank_heads, sink_names, statistic_grid
+from core.model.attention_layers import SINGLE_STACK
 from core.model.layers import numbering_caption
-from core.model.recording import SINGLE_STACK, UnsupportedArchitecture
+from core.model.recording import UnsupportedArchitecture
 from core.teaching.examples import EXAMPLE_SENTENCES
 from ui import results
 from ui.caveats import attention_caveat

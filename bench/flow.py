@@ -10,7 +10,8 @@ import time
 
 import torch
 
-from core.causal.flow import contributions, head_terms, lens_logits, route_graph, top_tokens, written_logits
+from core.causal.flow import contributions, head_terms, route_graph
+from core.causal.unembedding import lens_logits, top_tokens, written_logits
 from core.model.models import load_model
 from core.model.recorded_pass import record_pass
 from core.outputs.predictions import load_language_model

@@ -23,8 +23,9 @@ def _median_s(run, repeats: int = 5) -> float:
 
 def main() -> dict:
     # imported here: `python -m bench` lists every benchmark without loading torch
-    from core.causal.flow import contributions_of, lens_logits, route_graph, top_tokens, written_logits
+    from core.causal.flow import contributions_of, route_graph
     from core.causal.flow_details import decode, head_write, route_summary, top_neurons
+    from core.causal.unembedding import lens_logits, top_tokens, written_logits
     from core.model.models import load_model
     from core.model.recorded_pass import record_pass
     from core.outputs.predictions import load_language_model

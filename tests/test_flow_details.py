@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from core.causal.flow import lens_logits, top_tokens, written_logits
 from core.causal.flow_details import head_write, neuron_terms, top_neurons
+from core.causal.unembedding import lens_logits, top_tokens, written_logits
 from core.model.models import load_model
 from core.model.recorded_pass import record_pass
 from core.outputs.predictions import load_language_model

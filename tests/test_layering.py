@@ -196,6 +196,17 @@ def test_the_address_check_finds_a_re_export(monkeypatch, tmp_path):
         "user:1 imports Error from core.model.mid, which only imports it"]
 
 
+def test_no_two_application_classes_share_a_name():
+    """One name, one class: two modules defining ``LayerQueriesKeys`` (the on-demand pass's and the query-key map's
+    corpus layer) read as one class re-exported under two addresses."""
+    where: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(name)
+    assert {cls: modules for cls, modules in where.items() if len(modules) > 1} == {}
+
+
 def _cycle() -> list[str] | None:
     graph = {name: sorted(_project_imports(name)) for name in MODULES}
     state: dict[str, int] = {}  # 1: on the current path, 2: done

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.causal.flow import DEFAULT_THRESHOLD, head_terms, route_graph, top_tokens
+from core.causal.flow import DEFAULT_THRESHOLD, head_terms, route_graph
 from core.causal.flow_details import Neurons, decode
 from core.causal.flow_pair import ENCODER, decoder_logits, pair_route_sentence, pair_top_neurons
+from core.causal.unembedding import top_tokens
 from core.model.models import LoadedModel
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels

@@ -9,7 +9,7 @@ import dataclasses
 import streamlit as st
 
 from core.errors import AnalysisError
-from core.model.recording import SINGLE_STACK
+from core.model.attention_layers import SINGLE_STACK
 from core.model.seq2seq import MAX_GENERATED_TOKENS, PairAnalysis
 from core.model.stacks import STACK_LABELS, AttentionStack, stacks_of
 from ui import results

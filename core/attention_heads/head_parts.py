@@ -12,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from core.model.attention_layers import recorded_by
 from core.model.inference import Analysis
 from core.model.models import LoadedModel, threads_for_input
 from core.model.parts import parts_of
-from core.model.recording import LayerRecord, Recorder, recorded_by, rotate_back
+from core.model.recording import LayerRecord, Recorder, rotate_back
 
 
 def records(model: LoadedModel, analysis: Analysis) -> dict[int, LayerRecord]:

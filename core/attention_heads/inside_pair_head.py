@@ -23,9 +23,10 @@ import numpy as np
 import torch
 
 from core.attention_heads.head_parts import as_float64, softmax
+from core.model.attention_layers import recorded_by
 from core.model.models import LoadedModel
 from core.model.parts import parts_of
-from core.model.recording import LayerRecord, Recorder, UnsupportedArchitecture, recorded_by
+from core.model.recording import LayerRecord, Recorder, UnsupportedArchitecture
 from core.model.seq2seq import PairAnalysis
 
 SUPPORTED = "T5 and the BART family (BART, Marian, mBART, Pegasus)"

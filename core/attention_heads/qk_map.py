@@ -23,9 +23,10 @@ import torch
 
 from core.errors import PassStopped, UserFacingError
 from core.maths.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, UMAP_NEIGHBOURS, ProjectionError, distinct_points, run_isolated
+from core.model.attention_layers import attention_modules
 from core.model.hooks import hooked
 from core.model.models import LoadedModel, threads_for_input
-from core.model.recording import LayerRecord, Recorder, attention_modules, is_recordable, rotate_back
+from core.model.recording import LayerRecord, Recorder, is_recordable, rotate_back
 
 # A map of more points is slow to draw and to project; texts past this many tokens are left out (``texts_used``).
 MAX_CORPUS_TOKENS = 12_000
@@ -48,7 +49,7 @@ def _stop(module, args, output):
 
 
 @dataclass(frozen=True, eq=False)
-class LayerQueriesKeys:
+class CorpusLayer:
     """One layer of a recorded corpus pass.
 
     ``queries`` float32 ``[Hq, N, d]`` and ``keys`` ``[Hkv, N, d]`` as the dot product sees them (after rotary
@@ -104,7 +105,7 @@ class CorpusQueriesKeys:
     text_index: np.ndarray
     position: np.ndarray
     starts: np.ndarray
-    layers: dict[int, LayerQueriesKeys]
+    layers: dict[int, CorpusLayer]
     num_texts: int
     texts_used: int
     truncated: int
@@ -234,7 +235,7 @@ def record_corpus(
     for layer, parts in sorted(layer_parts.items()):
         record = parts["record"]
         rotary = len(parts["cos"]) == used
-        recorded[layer] = LayerQueriesKeys(
+        recorded[layer] = CorpusLayer(
             queries=np.ascontiguousarray(np.concatenate([parts["q"][i] for i in range(used)], axis=1)),
             keys=np.ascontiguousarray(np.concatenate([parts["k"][i] for i in range(used)], axis=1)),
             cos=np.concatenate([parts["cos"][i] for i in range(used)]) if rotary else None,

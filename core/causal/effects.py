@@ -31,11 +31,12 @@ import torch
 
 from core.attention_heads.inside_head import SUPPORTED
 from core.errors import AnalysisError
+from core.model.attention_layers import SINGLE_STACK
 from core.model.hooks import hooked, main_input, with_input
 from core.model.inference import Analysis, analyze
 from core.model.models import LoadedModel
 from core.model.parts import ModelParts, parts_of
-from core.model.recording import SINGLE_STACK, Recorder, UnsupportedArchitecture
+from core.model.recording import Recorder, UnsupportedArchitecture
 from core.model.tokens import decoded_tokens, quoted_token
 from core.outputs.predictions import LanguageModel, keeps_logits
 

@@ -39,13 +39,11 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from core.causal.logit_attribution import frozen_norm
 from core.model.models import LoadedModel, threads_for_input
 from core.model.parts import layer_parts
 from core.model.recorded_pass import RecordedPass, record_pass
 from core.model.recording import LayerRecord
 from core.model.text_limits import token_limit
-from core.outputs.causal_lm import causal_parts
 
 DEFAULT_THRESHOLD = 0.04  # an edge is drawn when it carries at least this share of its node's inputs
 QUERY_CHUNK_CELLS = 8_000_000  # floats of head terms held at once (queries × keys × heads × hidden)
@@ -347,33 +345,3 @@ def layer_runs(layers: list[int]) -> str:
     return "layers " + ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def unembedding_of(lm) -> tuple[torch.nn.Module, torch.Tensor]:
-    """``(final norm, W_U [V, D])`` of a causal language model (``core.outputs.predictions.LanguageModel``); raises
-    ``UnsupportedArchitecture`` (a sentence) for other layouts."""
-    parts = causal_parts(lm)
-    return parts.final_norm, parts.unembedding.weight.detach().float()
-
-
-def written_logits(lm, write: torch.Tensor, final_residual: torch.Tensor) -> np.ndarray:
-    """``[V]``: what ``write`` ``[D]`` (a head's or an MLP's output at one position) adds to each logit there, through
-    the final norm with its scale frozen at that position's last residual ``final_residual`` ``[D]`` and the
-    unembedding (the norm's shift and the head's bias belong to no part and are left out, as in direct logit
-    attribution)."""
-    norm, unembedding = unembedding_of(lm)
-    frozen, _shift = frozen_norm(norm, final_residual.float())
-    with torch.inference_mode():
-        return (frozen(write.double()).float() @ unembedding.T).numpy()  # float32: a copy of W_U in float64 is slow
-
-
-def lens_logits(lm, residual: torch.Tensor) -> np.ndarray:
-    """``[V]``: the logit lens of one residual ``[D]``: the final norm, then the unembedding."""
-    norm, unembedding = unembedding_of(lm)
-    with torch.inference_mode():
-        return (norm(residual.float()[None])[0] @ unembedding.T).numpy()
-
-
-def top_tokens(lm, logits: np.ndarray, k: int = 5, *, lowest: bool = False) -> list[tuple[str, float]]:
-    """The ``k`` highest (``lowest``: most negative) entries of ``logits`` ``[V]`` as ``(token text, value)``."""
-    order = np.argsort(logits)
-    picked = order[:k] if lowest else order[::-1][:k]
-    return [(lm.tokenizer.decode([int(i)], clean_up_tokenization_spaces=False), float(logits[i])) for i in picked]

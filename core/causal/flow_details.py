@@ -20,10 +20,11 @@ import numpy as np
 import torch
 
 from core.causal.flow import RouteGraph, carriers, head_terms
+from core.model.attention_layers import SINGLE_STACK
 from core.model.models import LoadedModel
 from core.model.parts import parts_of
 from core.model.recorded_pass import RecordedPass
-from core.model.recording import SINGLE_STACK, UnsupportedArchitecture
+from core.model.recording import UnsupportedArchitecture
 
 # Two summed shares (or two heads' shares of an edge) closer than this are called about equal: the sentence does not
 # rank candidates that one step of the threshold slider (0.01) could reorder.
@@ -104,7 +105,7 @@ def top_neurons(model: LoadedModel, recorded: RecordedPass, layer: int, position
 
 
 def decode(lm, ids: np.ndarray) -> list[str]:
-    """Each token id of ``ids`` ``[k]`` decoded on its own, spaces kept (as ``core.causal.flow.top_tokens`` writes them)."""
+    """Each token id of ``ids`` ``[k]`` decoded on its own, spaces kept (as ``core.causal.unembedding.top_tokens`` writes them)."""
     return [lm.tokenizer.decode([int(i)], clean_up_tokenization_spaces=False) for i in ids]
 
 

@@ -308,7 +308,7 @@ def decoder_logits(recorded: PairPass, vector: torch.Tensor, position: int, *, l
     """``[V]``, or None for a model without a language-model head. ``lens=False``: what ``vector`` (a write into
     decoder position ``position``'s stream; or ``k`` of them ``[k, D]``, giving ``[k, V]``) adds to each logit there,
     through the decoder's final norm with its scale frozen at that position's last residual and the unembedding (the
-    norm's shift and the biases are no part, as in ``core.causal.flow.written_logits``); ``lens=True``: the logit lens
+    norm's shift and the biases are no part, as in ``core.causal.unembedding.written_logits``); ``lens=True``: the logit lens
     of a residual ``vector``: the norm, then the unembedding. A constant factor between the norm's output and what the
     head reads (T5 scales it by d^-½ when the head is tied to the embedding) is measured from this pass and kept."""
     if recorded.unembedding is None or recorded.unembedding_input is None:

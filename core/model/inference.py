@@ -26,11 +26,12 @@ import numpy as np
 import torch
 
 from core.errors import AnalysisError
+from core.model.attention_layers import attention_modules
 from core.model.hooks import hooked, keeping_call
 from core.model.models import LoadedModel, threads_for_input
 from core.model.on_demand import OnDemandAttention, release_freed_memory
 from core.model.parts import blocks_of
-from core.model.recording import LayerRecord, Recorder, attention_modules, is_recordable
+from core.model.recording import LayerRecord, Recorder, is_recordable
 from core.model.text_limits import check_text, token_limit
 
 # Above this many tokens an Analysis keeps each layer's queries and keys instead of every head's [T, T] weights:

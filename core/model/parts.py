@@ -4,7 +4,7 @@ module names or a list of families.
 Per attention layer of each stack ("self", or "encoder", "decoder" and "cross" for an encoder-decoder):
 
 - ``block``: the element of the model's layer list that holds the attention module (``blocks_of``);
-- ``attention``: the module that calls the attention function (``core.model.recording.attention_modules``);
+- ``attention``: the module that calls the attention function (``core.model.attention_layers.attention_modules``);
 - ``output_projection``: the linear map (``nn.Linear`` or GPT-2's ``Conv1D``) whose input, in a probe pass, is the
   heads' outputs side by side ``[B, T, Hq·d]`` (weights @ values of the layer's record): ``o_proj``, ``c_proj``,
   ``out_lin``, BERT's ``attention.output.dense``, T5's ``o`` … whatever it is called;
@@ -32,8 +32,9 @@ from dataclasses import dataclass
 
 import torch
 
+from core.model.attention_layers import SINGLE_STACK, attention_modules, cached_record_keys, model_of
 from core.model.hooks import hooked, main_input
-from core.model.recording import SINGLE_STACK, Recorder, UnsupportedArchitecture, attention_modules, cached_record_keys, is_recordable, model_of
+from core.model.recording import Recorder, UnsupportedArchitecture, is_recordable
 
 PROBE_TOKENS = 4
 _LOCK = threading.Lock()
@@ -75,7 +76,7 @@ class ModelParts:
 
 
 def blocks_of(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The model's blocks in layer order: for each attention module (``core.model.recording.attention_modules``), its
+    """The model's blocks in layer order: for each attention module (``core.model.attention_layers.attention_modules``), its
     nearest ancestor that is an element of a ``ModuleList``."""
     parents: dict[int, tuple[torch.nn.Module, str]] = {}
     for module in model.modules():

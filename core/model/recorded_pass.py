@@ -49,11 +49,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from core.model.attention_layers import SINGLE_STACK
 from core.model.hooks import first_tensor, hooked
 from core.model.models import LoadedModel, threads_for_input
 from core.model.on_demand import eager_weights
 from core.model.parts import is_norm, parts_of  # the one lookup of a model's parts
-from core.model.recording import SINGLE_STACK, LayerRecord, Recorder, UnsupportedArchitecture
+from core.model.recording import LayerRecord, Recorder, UnsupportedArchitecture
 
 
 @dataclass(frozen=True, eq=False)

@@ -28,9 +28,10 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from core.model.attention_layers import SINGLE_STACK
 from core.model.inference import Analysis
 from core.model.models import LoadedModel
-from core.model.recording import SINGLE_STACK, LayerRecord
+from core.model.recording import LayerRecord
 
 STACK_LABELS = {
     SINGLE_STACK: "Self-attention",
