@@ -39,6 +39,7 @@ run: setup language-model
 test: setup browser
 	$(BIN)/ruff check .
 	bash scripts/ensure_nginx.sh
+	bash scripts/ensure_redis.sh
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # The inner loop: lint, then unit tests on tiny models and pure functions, no bundled model, no app, no browser.

@@ -80,7 +80,7 @@ def test_core_and_viz_import_no_streamlit(package):
 # Issue 37 item 6: core's sub-packages by question, lowest first. A module imports only from its own package, the
 # packages before it and ``core.errors`` (the one error base, below them all). The other flat modules of core/ are
 # contract shims: old paths the issues name, which only re-export; nothing in the repository imports them.
-CORE_PACKAGES = ("model", "maths", "outputs", "attention_heads", "representations", "causal", "teaching")
+CORE_PACKAGES = ("model", "maths", "outputs", "attention_heads", "representations", "causal", "teaching", "workshop")
 CORE_BASE = ("core", "core.errors")
 
 
