@@ -47,6 +47,7 @@ PAGES = [
     ("app_pages/drift.py", "Drift", ":material/trending_down:", "drift"),
     ("app_pages/senses.py", "Senses", ":material/scatter_plot:", "senses"),
     ("app_pages/qk-map.py", "Queries and keys", ":material/hub:", "qk-map"),
+    ("app_pages/room.py", "Workshop room", ":material/groups:", "room"),
 ]
 
 

@@ -357,6 +357,16 @@ def _write(spec: OptionSpec, param: str, value: Any, *, app: bool, container) ->
     _write_param(param, None if value == spec.default else value_to_url(spec, value), app=app)
 
 
+def page_param(name: str, value: str | None = None) -> str | None:
+    """A URL parameter of the current page that no widget shows (a workshop room's code): its value in the URL this
+    run entered with (or as this session last wrote it), kept in the URL; ``value`` replaces it (written now)."""
+    _PAGE_PARAMS.setdefault(_page_name(), set()).add(name)
+    current = _view_query().get(name) if value is None else value
+    if current:
+        _write_param(name, current, app=False)
+    return current or None
+
+
 def set_option(key: str, value: Any, *, app: bool = False, page: str | None = None) -> None:
     """Give option ``key`` of the current page (or of ``page``) the value ``value`` on the next run.
 
