@@ -55,10 +55,10 @@ bench: setup browser
 screenshots: setup browser
 	$(BIN)/python scripts/screenshots.py
 
-# N app replicas behind Debian's nginx on 127.0.0.1 (see docs/deploy.md): make deploy-local N=3
+# N app replicas behind Debian's nginx on 127.0.0.1 (see docs/deploy.md): make deploy-local N=3  (REDIS=1: workshop rooms shared through a loopback redis-server)
 N ?= 2
 deploy-local: setup
-	N=$(N) $(BIN)/python deploy/local.py
+	N=$(N) REDIS=$(REDIS) $(BIN)/python deploy/local.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
