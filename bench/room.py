@@ -26,10 +26,11 @@ def sentence(i: int) -> str:
     return f"Learner {i} walked to the bank by the {PLACES[i % len(PLACES)]} on day {i // len(PLACES) + 1}."
 
 
-async def room_run(url: str, code: str, secret: str, kill=None) -> dict:
+async def room_run(url: str, code: str, secret: str, kill=None, projector_url: str | None = None) -> dict:
+    """``projector_url``: where the projector connects (the replica that is not killed; learners go through ``url``)."""
     from bench.protocol import send_in_room, watch_room
 
-    projector = asyncio.create_task(watch_room(url, {"room": code, "key": secret}, lambda n: n >= LEARNERS,
+    projector = asyncio.create_task(watch_room(projector_url or url, {"room": code, "key": secret}, lambda n: n >= LEARNERS,
                                                timeout=SPREAD_SECONDS + 600))
 
     async def learner(i: int):
@@ -112,7 +113,8 @@ def main() -> dict:
                 workshop.moderate(room.code, secret, "clear")
                 redis = workshop.store.redis
                 memory_before = redis.info("memory")["used_memory"]
-                run = asyncio.run(room_run(d.url, room.code, secret, kill=lambda: stop(d.replicas[0].proc)))
+                run = asyncio.run(room_run(d.url, room.code, secret, kill=lambda: stop(d.replicas[0].proc),
+                                    projector_url=d.replicas[1].url))
                 result = summary(run, workshop.store.entries(room.code))
                 result["store"] = f"redis, {replicas} replicas behind nginx, replica 0 killed halfway"
                 result["redis_bytes_per_100_entries"] = round((redis.info("memory")["used_memory"] - memory_before)
