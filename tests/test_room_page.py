@@ -70,6 +70,19 @@ def test_presenter_hides_and_restores_and_the_learner_view_follows(workshop):
     assert not any(e.hidden for e in workshop.store.entries(room.code))
 
 
+def test_the_vote_room_reveals_measured_scores_and_the_dark_projector_draws(workshop):
+    room, secret = workshop.open_room(MODEL, "", "vote")
+    workshop.submit(room.code, "a", "L0H1")
+    workshop.submit(room.code, "b", "L0H1")
+    at = open_app({"room": room.code, "key": secret}, page=PAGE)
+    assert any("2 learners have voted" in c.value for c in at.caption)
+    at.toggle(key="room.dark").set_value(True).run()
+    button(at, "Reveal the scores").click().run()
+    assert not page_errors(at)
+    said = markdown(at)
+    assert "the chance level" in said and "The room's most voted head is L0H1 (2 of 2 votes)" in said
+
+
 def test_a_learners_link_with_a_wrong_key_cannot_moderate(workshop):
     room, secret = workshop.open_room(MODEL, "bank", "senses")
     workshop.submit(room.code, "a", "The bank is closed today.")

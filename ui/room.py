@@ -21,7 +21,7 @@ from core.workshop.stores import open_store
 from core.workshop.views import room_sentences, room_words, vote_counts, vote_sentences
 from ui import results
 from ui.errors import friendly_fragment
-from ui.figures import show_figure
+from ui.figures import DARK_BACKGROUND, show_figure
 from ui.models import loaded_model
 from ui.page_state import end_page, page_param
 from ui.session import current_model_name, current_settings, offered_models, presentation_mode
@@ -117,11 +117,9 @@ def senses_map(room: Room, entries: list, me: str | None, key: str, dark: bool =
                           [e.text for e, _ in drawn], [p.span for _, p in drawn], [e.learner == me for e, _ in drawn],
                           title=f"“{plotly_safe(room.word)}” at {hidden_state_label(layer, layer)}: {len(drawn)} "
                                 f"learners' sentences among {bundled.count} built-in ones", axis="PCA")
-    if dark:
-        fig.update_layout(template="plotly_dark", paper_bgcolor="#0e1117", plot_bgcolor="#0e1117")
     data = pd.DataFrame({"sentence": [e.text for e, _ in drawn], "x": xy[:, 0], "y": xy[:, 1],
                          "nearest_sense": [p.sense for _, p in drawn]})
-    show_figure(fig, name=file_stem(room.model, "room", room.word), data=data, key=key)
+    show_figure(fig, name=file_stem(room.model, "room", room.word), data=data, key=key, dark=dark)
     return places
 
 
@@ -132,9 +130,7 @@ def vote_panel(room: Room, entries: list, key: str, dark: bool = False) -> None:
     if room.revealed:
         scores = results.previous_token(room.model, vote_sentences())
     fig = vote_figure(counts, None if scores is None else scores.scores, None if scores is None else scores.chance)
-    if dark:
-        fig.update_layout(template="plotly_dark", paper_bgcolor="#0e1117", plot_bgcolor="#0e1117")
-    show_figure(fig, name=file_stem(room.model, "room", "votes"), key=key,
+    show_figure(fig, name=file_stem(room.model, "room", "votes"), key=key, dark=dark,
                 data=pd.DataFrame({"head": [head_code(la, h, *counts.shape) for la in range(counts.shape[0])
                                             for h in range(counts.shape[1])], "votes": counts.ravel()}))
     voters = int(counts.sum())
@@ -256,6 +252,8 @@ def room_page() -> None:
     if secret and workshop.is_presenter(room.code, secret):
         presenter_header(room, secret)
         dark = st.toggle("Dark projector", key="room.dark", help="A dark background for a dim room.")
+        if dark:
+            st.html(f"<style>[data-testid='stMain'] {{background: {DARK_BACKGROUND}; color: #fafafa}}</style>")
         projector_live(room.code, secret, dark)
         return
     if secret:

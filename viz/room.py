@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz.common import COLORBLIND_SAFE, plotly_safe
+from viz.common import COLORBLIND_SAFE
 from viz.senses import highlighted_sentence, sense_projection_figure
 
 LEARNERS = "learners' sentences"
@@ -56,7 +56,3 @@ def vote_figure(counts: np.ndarray, scores: np.ndarray | None, chance: float | N
     fig.update_layout(height=max(320, 40 * layers + 140), margin={"l": 60, "r": 20, "t": 60, "b": 40})
     return fig
 
-
-def entry_label(text: str) -> str:
-    """A learner's text for a Plotly label: escaped, at most 80 characters."""
-    return plotly_safe(text if len(text) <= 80 else text[:79] + "…")
