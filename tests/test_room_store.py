@@ -10,7 +10,7 @@ import pytest
 
 from core.workshop.redis_store import RedisRoomStore
 from core.workshop.rooms import CODE_ALPHABET, CODE_LENGTH, NotPresenter, RoomError, Workshop, secret_hash
-from core.workshop.settings import RoomSettings, load_room_settings
+from core.workshop.settings import RoomSettings, RoomSettingsError, load_room_settings
 from core.workshop.sqlite_store import SQLiteRoomStore
 from core.workshop.stores import open_store
 from tests.room_fixtures import redis_url  # noqa: F401 - a fixture, used by name
@@ -195,6 +195,15 @@ def test_two_replicas_never_take_more_than_the_limit(make):
     assert sorted(e.id for e in stored) == sorted(e.id for e in taken)
 
 
+def test_a_code_from_a_link_keeps_only_letters_and_digits(make):
+    workshop, _ = make()
+    with pytest.raises(RoomError) as refused:
+        workshop.room("[x](javascript:alert(1)) <b>")
+    assert "'XJAVASCRIPTALERT1B'" in str(refused.value) and "<" not in str(refused.value)
+    room, _ = workshop.open_room("m", "bank", "senses")
+    assert workshop.room(f" {room.code[:5].lower()}-{room.code[5:]} ").code == room.code
+
+
 def test_sqlite_runs_in_wal_mode_in_the_data_folder(tmp_path):
     chosen = load_room_settings(environ={"EXPLORER_DATA_DIR": str(tmp_path / "d")})
     store = open_store(chosen)
@@ -211,7 +220,7 @@ def test_settings_defaults_and_errors():
     laptop, server = load_room_settings(environ={}), load_room_settings(environ={"EXPLORER_MODE": "server"})
     assert (laptop.per_minute, server.per_minute) == (10, 4) and server.max_chars == 200
     assert load_room_settings(environ={"EXPLORER_ROOM_STORE": "redis://h:1/2"}).store == "redis://h:1/2"
-    with pytest.raises(RoomError.__mro__[1], match="EXPLORER_ROOM_MAX_ENTRIES"):
+    with pytest.raises(RoomSettingsError, match="EXPLORER_ROOM_MAX_ENTRIES"):
         load_room_settings(environ={"EXPLORER_ROOM_MAX_ENTRIES": "0"})
     with pytest.raises(ValueError, match="EXPLORER_ROOM_STORE"):
         load_room_settings(environ={"EXPLORER_ROOM_STORE": "postgres://x"})

@@ -119,8 +119,9 @@ def new_code() -> str:
 
 
 def normal_code(text: str) -> str:
-    """A typed code as stored: upper case, without spaces or dashes (``abcde-fghjk`` → ``ABCDEFGHJK``)."""
-    return re.sub(r"[\s-]", "", text or "").upper()
+    """A typed code as stored: upper case, letters and digits only, at most 40 of them (``abcde-fghjk`` →
+    ``ABCDEFGHJK``), so a code from a link can be written into any sentence as it is."""
+    return re.sub(r"[^A-Z0-9]", "", (text or "").upper())[:40]
 
 
 def shown_code(code: str) -> str:
