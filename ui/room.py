@@ -116,7 +116,7 @@ def senses_map(room: Room, entries: list, me: str | None, key: str, dark: bool =
     fig = room_map_figure(np.asarray(fitted.coords), [labels[i] for i in bundled.sentence_ids], hovers, xy,
                           [e.text for e, _ in drawn], [p.span for _, p in drawn], [e.learner == me for e, _ in drawn],
                           title=f"“{plotly_safe(room.word)}” at {hidden_state_label(layer, layer)}: {len(drawn)} "
-                                f"learners' sentences among {bundled.count} built-in ones", axis="PCA")
+                                f"learners' sentences among {bundled.count} built-in occurrences", axis="PCA")
     data = pd.DataFrame({"sentence": [e.text for e, _ in drawn], "x": xy[:, 0], "y": xy[:, 1],
                          "nearest_sense": [p.sense for _, p in drawn]})
     show_figure(fig, name=file_stem(room.model, "room", room.word), data=data, key=key, dark=dark)
