@@ -39,6 +39,7 @@ run: setup language-model
 test: setup browser
 	$(BIN)/ruff check .
 	bash scripts/ensure_nginx.sh
+	bash scripts/ensure_redis.sh
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # The inner loop: lint, then unit tests on tiny models and pure functions, no bundled model, no app, no browser.
@@ -54,10 +55,10 @@ bench: setup browser
 screenshots: setup browser
 	$(BIN)/python scripts/screenshots.py
 
-# N app replicas behind Debian's nginx on 127.0.0.1 (see docs/deploy.md): make deploy-local N=3
+# N app replicas behind Debian's nginx on 127.0.0.1 (see docs/deploy.md): make deploy-local N=3  (REDIS=1: workshop rooms shared through a loopback redis-server)
 N ?= 2
 deploy-local: setup
-	N=$(N) $(BIN)/python deploy/local.py
+	N=$(N) REDIS=$(REDIS) $(BIN)/python deploy/local.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

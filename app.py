@@ -48,6 +48,7 @@ PAGES = [
     ("app_pages/senses.py", "Senses", ":material/scatter_plot:", "senses"),
     ("app_pages/qk-map.py", "Queries and keys", ":material/hub:", "qk-map"),
     ("app_pages/deck.py", "Deck", ":material/slideshow:", "deck"),
+    ("app_pages/room.py", "Workshop room", ":material/groups:", "room"),
 ]
 
 

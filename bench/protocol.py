@@ -134,3 +134,110 @@ async def view_page(base_url: str, page: str, query: dict[str, str], *, timeout:
 async def view_pages(base_url: str, page: str, queries: list[dict[str, str]], *, timeout: float = 600.0) -> list[PageView]:
     """Open every query at the same moment, one websocket session each."""
     return await asyncio.gather(*(view_page(base_url, page, q, timeout=timeout) for q in queries))
+
+
+@dataclass
+class Sent:
+    """One protocol-level learner of a workshop room: seconds from pressing Send to the run that drew their map."""
+
+    ok: bool = False
+    seconds: float = float("nan")
+    finished_at: float = float("nan")  # time.monotonic() of that run's end
+    said: str = ""  # the success or error sentence the page answered with
+    errors: list[str] = field(default_factory=list)
+
+
+async def send_in_room(base_url: str, query: dict[str, str], sentence: str, *, timeout: float = 300.0,
+                       headers: dict[str, str] | None = None) -> Sent:
+    """Open ``/room`` with ``query`` (``room``: the code; ``me``: the learner), type ``sentence`` into "Your sentence"
+    and press "Send" as the browser would (one rerun carrying both widgets' states: the text and the button's
+    trigger), and wait for the run that answers (its success or error alert, then ``script_finished``)."""
+    import websockets
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+    from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
+
+    sent = Sent()
+    ids: dict[str, str] = {}
+    ws_url = base_url.replace("http://", "ws://") + "/_stcore/stream"
+    try:
+        async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=timeout,
+                                      additional_headers=headers) as ws:
+            await ws.send(_rerun(query, "room"))
+            pressed = None
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                msg = ForwardMsg()
+                msg.ParseFromString(await asyncio.wait_for(ws.recv(), timeout=deadline - time.monotonic()))
+                kind = msg.WhichOneof("type")
+                if kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
+                    element = msg.delta.new_element
+                    which = element.WhichOneof("type")
+                    if which == "text_input" and element.text_input.label == "Your sentence":
+                        ids["text"] = element.text_input.id
+                    elif which == "button" and element.button.label == "Send":
+                        ids["send"] = element.button.id
+                    elif which == "alert" and pressed is not None and element.alert.format in (1, 4):  # error, success
+                        sent.said = element.alert.body
+                        sent.ok = element.alert.format == 4
+                    error = _error_of(msg.delta)
+                    if error and pressed is not None and not error.startswith("error alert"):
+                        sent.errors.append(error)
+                elif kind == "script_finished":
+                    if pressed is None and {"text", "send"} <= ids.keys():
+                        states = WidgetStates(widgets=[WidgetState(id=ids["text"], string_value=sentence),
+                                                       WidgetState(id=ids["send"], trigger_value=True)])
+                        await ws.send(_rerun(query, "room", states))
+                        pressed = time.monotonic()
+                    elif pressed is not None and sent.said:
+                        sent.finished_at = time.monotonic()
+                        sent.seconds = sent.finished_at - pressed
+                        return sent
+            sent.errors.append("timeout")
+    except Exception as err:  # noqa: BLE001 - a refused or dropped connection is a result to report
+        sent.errors.append(f"{type(err).__name__}: {str(err)[:200]}")
+    return sent
+
+
+async def watch_room(base_url: str, query: dict[str, str], until: Callable[[int], bool], *,
+                     timeout: float = 600.0) -> list[tuple[float, int]]:
+    """The presenter's projector (``/room`` with ``room`` and ``key``) left open: every ``(time.time(), entry
+    count)`` its self-refreshing fragment shows (wall-clock time, as the room store stamps entries), until ``until(count)`` or ``timeout``."""
+    import re
+
+    import websockets
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ClientState_pb2 import ClientState
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    seen: list[tuple[float, int]] = []
+    ws_url = base_url.replace("http://", "ws://") + "/_stcore/stream"
+    timers: list[asyncio.Task] = []
+
+    async def tick(ws, fragment: str, every: float) -> None:  # what the browser's timer does for st.fragment(run_every)
+        while True:
+            await asyncio.sleep(every)
+            state = ClientState(query_string=urlencode(query), page_name="room", fragment_id=fragment, is_auto_rerun=True)
+            await ws.send(BackMsg(rerun_script=state).SerializeToString())
+
+    async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None) as ws:
+        await ws.send(_rerun(query, "room"))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            msg = ForwardMsg()
+            try:
+                msg.ParseFromString(await asyncio.wait_for(ws.recv(), timeout=deadline - time.monotonic()))
+            except TimeoutError:
+                break
+            if msg.WhichOneof("type") == "auto_rerun" and not timers:
+                timers.append(asyncio.create_task(tick(ws, msg.auto_rerun.fragment_id, msg.auto_rerun.interval)))
+            if msg.WhichOneof("type") == "delta" and msg.delta.WhichOneof("type") == "new_element":
+                element = msg.delta.new_element
+                if element.WhichOneof("type") == "markdown":
+                    found = re.match(r"\*\*(\d+) entries\*\*", element.markdown.body)
+                    if found:
+                        seen.append((time.time(), int(found[1])))
+                        if until(int(found[1])):
+                            break
+        for timer in timers:
+            timer.cancel()
+    return seen

@@ -27,6 +27,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).resolve().parent / "nginx.conf.template"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 PYTHON = ROOT / ".venv" / "bin" / "python"
 
 
@@ -136,6 +137,28 @@ def start_nginx(replica_addrs: list[str], prefix: Path, port: int | None = None)
         time.sleep(0.2)
 
 
+def start_redis(folder: Path, port: int | None = None) -> tuple[str, subprocess.Popen]:
+    """Debian's ``redis-server`` on ``127.0.0.1:port`` (a free one by default), its files in ``folder``, for the rooms
+    every replica shares (``EXPLORER_ROOM_STORE``); returns ``(redis://… url, process)`` once it answers PING.
+    Append-only file, fsync on every write: an entry Redis acknowledged survives Redis's own restart."""
+    if not Path(REDIS_SERVER).exists():
+        raise FileNotFoundError(f"redis-server is not installed ({REDIS_SERVER}); on Debian: apt-get install redis-server")
+    port = port or free_port()
+    proc = subprocess.Popen([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder),
+                             "--save", "", "--appendonly", "yes", "--appendfsync", "always"],
+                            stdout=subprocess.DEVNULL, stderr=open(folder / "redis.log", "w"))  # noqa: SIM115 - redis writes to it for its whole life
+    deadline = time.monotonic() + 20
+    while True:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"PING\r\n")
+            if s.recv(16).startswith(b"+PONG"):
+                return f"redis://127.0.0.1:{port}/0", proc
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop(proc)
+            raise RuntimeError("redis-server did not start: " + (folder / "redis.log").read_text(errors="replace")[-2000:])
+        time.sleep(0.1)
+
+
 def stop(proc: subprocess.Popen, timeout: float = 10) -> None:
     """Terminate ``proc`` and its children (nginx's workers); kill what is left after ``timeout``."""
     if proc.poll() is not None:
@@ -154,17 +177,23 @@ def stop(proc: subprocess.Popen, timeout: float = 10) -> None:
 
 @contextlib.contextmanager
 def deployment(n: int, prefix: Path | None = None, port: int | None = None,
-               env: dict[str, str] | None = None, pin: bool = False) -> Iterator[Deployment]:
+               env: dict[str, str] | None = None, pin: bool = False, redis: bool = False) -> Iterator[Deployment]:
     """``n`` healthy replicas behind nginx; everything is stopped on exit. Logs stay in ``prefix``.
 
-    ``pin``: replica i runs on core i only (``taskset``; modulo the cores this process may use), one replica per core."""
+    ``pin``: replica i runs on core i only (``taskset``; modulo the cores this process may use), one replica per core.
+    ``redis``: a redis-server on loopback too, and every replica's workshop rooms in it (``extra["redis"]``: its url,
+    ``extra["redis_proc"]``: its process)."""
     owned = prefix is None
     prefix = Path(tempfile.mkdtemp(prefix="explorer-deploy-")) if owned else prefix
     prefix.mkdir(parents=True, exist_ok=True)
     os.chmod(prefix, 0o755)  # nginx's workers (user nobody when started as root) write temp files here
     replicas: list[Replica] = []
     nginx = None
+    extra: dict = {}
     try:
+        if redis:
+            extra["redis"], extra["redis_proc"] = start_redis(prefix)
+            env = dict(env or {}, EXPLORER_ROOM_STORE=extra["redis"])
         cores = sorted(os.sched_getaffinity(0))
         for i in range(n):
             cpus = [cores[i % len(cores)]] if pin else None
@@ -172,9 +201,9 @@ def deployment(n: int, prefix: Path | None = None, port: int | None = None,
         for r in replicas:
             wait_healthy(r.url, r.proc, r.log_path)
         url, nginx = start_nginx([r.addr for r in replicas], prefix, port)
-        yield Deployment(url, nginx, replicas, prefix)
+        yield Deployment(url, nginx, replicas, prefix, extra)
     finally:
-        for proc in ([nginx] if nginx else []) + [r.proc for r in replicas]:
+        for proc in ([nginx] if nginx else []) + [r.proc for r in replicas] + [p for k, p in extra.items() if k == "redis_proc"]:
             stop(proc)
         if owned and not os.environ.get("EXPLORER_KEEP_DEPLOY_LOGS"):
             shutil.rmtree(prefix, ignore_errors=True)
@@ -184,9 +213,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--replicas", type=int, default=int(os.environ.get("N", "2")))
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8080")), help="nginx's port (127.0.0.1)")
+    parser.add_argument("--redis", action="store_true", default=os.environ.get("REDIS", "") not in ("", "0"),
+                        help="start redis-server on loopback and share workshop rooms through it (REDIS=1)")
     args = parser.parse_args(argv)
     print(f"Starting {args.replicas} replicas (each loads the bundled model; about 20-60 s)...", flush=True)
-    with deployment(args.replicas, port=args.port) as d:
+    with deployment(args.replicas, port=args.port, redis=args.redis) as d:
+        if args.redis:
+            print(f"  redis-server {d.extra['redis']} (workshop rooms of every replica)")
         for r in d.replicas:
             print(f"  replica {r.url}  log {r.log_path}")
         print(f"nginx: {d.url}  (logs in {d.prefix}); Ctrl-C stops everything.", flush=True)

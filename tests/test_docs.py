@@ -18,7 +18,7 @@ README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 MARKDOWN = [README, *DOCS]
 SCREENSHOTS = ROOT / "docs" / "screenshots"
-MAX_README_BYTES = 15_000
+MAX_README_BYTES = 16_500  # 15,000 until issue 52 asked the README for the workshop room's recipe, privacy note and settings
 MAX_PNG_BYTES = 200_000
 
 # [text](target) and ![alt](target); a target has no spaces. Code spans are removed first: `a[i](x)` is no link.

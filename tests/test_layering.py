@@ -83,7 +83,7 @@ def test_core_and_viz_import_no_streamlit(package):
 # Issue 37 item 6: core's sub-packages by question, lowest first. A module imports only from its own package, the
 # packages before it and ``core.errors`` (the one error base, below them all). Issue 49 item 2: nothing else sits at the
 # top of core/ (the flat re-exporting modules are gone; a public name has one address, docs/architecture.md).
-CORE_PACKAGES = ("model", "maths", "outputs", "attention_heads", "representations", "causal", "teaching")
+CORE_PACKAGES = ("model", "maths", "outputs", "attention_heads", "representations", "causal", "teaching", "workshop")
 CORE_BASE = ("core", "core.errors")
 
 

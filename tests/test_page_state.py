@@ -14,6 +14,7 @@ from core.errors import AnalysisError
 from core.representations.corpus import CorpusError, guess_text_column, read_table
 from core.representations.senses import read_sentence_csv
 from tests.model_factory import build_tiny_bert, build_tiny_bert_mlm
+from ui import linked_texts as lt
 from ui import option_values as ov
 from ui import page_state as ps
 
@@ -24,22 +25,22 @@ CJK = "銀行の川岸で座った。"  # 10 characters, 3 bytes each in UTF-8, 
 
 
 def test_encoded_size_counts_percent_encoded_utf8_bytes():
-    assert ps.encoded_bytes("abc") == 3
-    assert ps.encoded_bytes(CJK) == len(quote(CJK, safe="")) == 9 * len(CJK)  # 3 UTF-8 bytes, each %XX
-    assert ps.encoded_bytes("a b&c") == len("a%20b%26c")
+    assert lt.encoded_bytes("abc") == 3
+    assert lt.encoded_bytes(CJK) == len(quote(CJK, safe="")) == 9 * len(CJK)  # 3 UTF-8 bytes, each %XX
+    assert lt.encoded_bytes("a b&c") == len("a%20b%26c")
 
 
 def test_limit_is_on_encoded_bytes_not_characters():
-    at_limit = "川" * (ps.URL_TEXT_MAX_BYTES // 9)  # 222 CJK characters = 1,998 encoded bytes
-    assert ps.fits_in_url(at_limit)
-    assert not ps.fits_in_url(at_limit + "川")
-    assert ps.fits_in_url("a" * ps.URL_TEXT_MAX_BYTES) and not ps.fits_in_url("a" * (ps.URL_TEXT_MAX_BYTES + 1))
+    at_limit = "川" * (lt.URL_TEXT_MAX_BYTES // 9)  # 222 CJK characters = 1,998 encoded bytes
+    assert lt.fits_in_url(at_limit)
+    assert not lt.fits_in_url(at_limit + "川")
+    assert lt.fits_in_url("a" * lt.URL_TEXT_MAX_BYTES) and not lt.fits_in_url("a" * (lt.URL_TEXT_MAX_BYTES + 1))
 
 
 def test_content_id_is_short_stable_and_distinct():
-    assert ps.text_id("the bank") == ps.text_id("the bank")
-    assert ps.text_id("the bank") != ps.text_id("the bank.")
-    assert len(ps.text_id("x" * 100_000)) == 12
+    assert lt.text_id("the bank") == lt.text_id("the bank")
+    assert lt.text_id("the bank") != lt.text_id("the bank.")
+    assert len(lt.text_id("x" * 100_000)) == 12
 
 
 # --- option values ----------------------------------------------------------------------------------

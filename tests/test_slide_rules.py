@@ -28,6 +28,7 @@ from viz.maxima import attention_panels, maxima_grid, special_share_chart
 from viz.needle import grid_heatmap
 from viz.predictions import fill_in_bars, next_token_heatmap
 from viz.qk_map import matrix_figure, query_key_figure
+from viz.room import room_map_figure, vote_figure
 from viz.senses import sense_projection_figure, separation_figure
 from viz.slide_text import LINE_BREAK, TICK_PITCH, export_options, slide_font_size, text_width, wrap_text
 from viz.slides import fit_for_slide, thin_ticks
@@ -242,6 +243,10 @@ def _every_figure(analysis) -> list[go.Figure]:
         distance_heatmap(_long_context_profile(), 0),
         sink_heatmap(_long_context_profile(), 1, "“The”"),
         grid_heatmap(_depth_length_grid()),
+        room_map_figure(RNG.random((4, 2)), ["river", "money", "river", ""], ["h"] * 4, RNG.random((2, 2)),
+                        ["the bank", "<b>bank</b>"], [(4, 8), (3, 7)], [True, False], title="room", axis="PCA"),
+        vote_figure(np.array([[0, 2], [1, 0]]), None, None),
+        vote_figure(np.array([[0, 2], [1, 0]]), RNG.random((2, 2)), 0.2),
     ]
 
 

@@ -194,10 +194,10 @@ def test_the_documented_totals_are_the_declared_shelves():
 
 # --- one place declares every result; nothing else touches the store --------------------------------------------
 
-# ui/page_state.py keeps the texts links name by their content id (a text, not a result computed from a run: it
+# ui/linked_texts.py keeps the texts links name by their content id (a text, not a result computed from a run: it
 # belongs to no model and must outlive a model's results), in a BoundedCache of its own.
-NOT_A_RESULT = {"ui/page_state.py": {"BoundedCache"}}
-STORE_ONLY = {"BoundedCache", "bounded_store", "get_or_compute", "_items", "shelf", "store", "Store"}
+NOT_A_RESULT = {"ui/linked_texts.py": {"BoundedCache"}}
+STORE_ONLY = {"BoundedCache", "bounded_store", "get_or_compute", "_items", "shelf"}
 # a generation written a chunk at a time with Stop is not one computation: its writer takes the turn per chunk
 TAKES_THE_TURN_BY_HAND = {"ui/lm_writer.py"}
 
@@ -221,6 +221,9 @@ def test_only_the_store_module_touches_a_bounded_cache():
     found = [f"{rel}:{node.lineno} {name}" for rel, tree in _sources() for node, name in _names(tree)
              if name in STORE_ONLY - NOT_A_RESULT.get(rel, set())]
     assert not found, "read results through their declaration in ui/results.py, not the store: " + ", ".join(found)
+    importers = [f"{rel}:{node.lineno}" for rel, tree in _sources() if rel != "ui/results.py" for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module == "ui.store"]
+    assert not importers, "only ui/results.py declares results over ui.store: " + ", ".join(importers)
 
 
 def test_every_result_is_declared_in_one_place_and_no_page_takes_the_model_turn():

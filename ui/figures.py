@@ -59,6 +59,9 @@ def plotly_config(name: str, width_px: float = NORMAL_WIDTH, height_px: float | 
     return {"toImageButtonOptions": {"format": image_format(), "filename": file_stem(name)} | size}
 
 
+DARK_BACKGROUND = "#0e1117"  # Streamlit's dark theme's background
+
+
 def fitted(fig: go.Figure, width_px: float, *, slide: bool, reserve: bool = False) -> go.Figure:
     """``fig`` restyled for a ``width_px`` column on the page or on a slide: a copy, never the caller's figure.
     ``reserve``: on the page, set its margins up front (``viz.page_fit.fit_for_page``).
@@ -138,7 +141,7 @@ def csv_download(label: str, data: pd.DataFrame | Callable[[], pd.DataFrame], *,
 def show_figure(
     fig: go.Figure, *, name: str, data: pd.DataFrame | Callable[[], pd.DataFrame] | None = None, key: str | None = None,
     width: str | int = "stretch", share: float = 1.0, reserve_margins: bool = False, alt: str | None = None,
-    column_gap: str = "small", on_select: str = "ignore", selection_mode: str = "points",
+    column_gap: str = "small", on_select: str = "ignore", selection_mode: str = "points", dark: bool = False,
 ):
     """Draw ``fig``; offer ``data`` (a table, or a function building it) as CSV under it, serialised only when
     clicked. ``name`` becomes the download file name. ``width``: ``"stretch"`` (the column's width) or
@@ -150,15 +153,19 @@ def show_figure(
     ``gap`` of the columns the figure is in. In a window narrower than the width assumed, figures are fitted to the
     main column the browser measured (``ui.viewport``), and to all of it where Streamlit stacks its columns.
     ``on_select="rerun"``: a click on a point reruns the page; returns the chart's event (its ``selection.points``);
-    ``selection_mode="box"``: a box dragged on the plot does (its ``selection.box``).
+    ``selection_mode="box"``: a box dragged on the plot does (its ``selection.box``). ``dark``: drawn on a dark
+    background, in presentation mode too (a projector in a dim room).
     """
     slide = presentation_mode()
     # Fitted for the smaller of the width assumed and the main column the browser measured (a narrow window).
     column = current_column(PRESENTATION_WIDTH if slide else NORMAL_WIDTH)
     width_px = column.figure_width(share, COLUMN_GAP_PX[column_gap])
-    theme = None if slide else "streamlit"
+    theme = None if slide or dark else "streamlit"
     fig_in = fig  # the view's own figure: the one a pin keeps
     fig = fitted(fig, width_px, slide=slide, reserve=reserve_margins)
+    if dark:
+        fig = go.Figure(fig).update_layout(template="plotly_dark", paper_bgcolor=DARK_BACKGROUND,
+                                           plot_bgcolor=DARK_BACKGROUND)
     # The figure's text alternative just before it, in one gapless container with it, so it is read with the chart
     # and takes no space on the page (WCAG 1.1.1).
     with st.container(gap=None):

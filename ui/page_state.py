@@ -55,20 +55,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
 
-from ui.bounded_cache import BoundedCache
+from ui.linked_texts import ID_SUFFIX, encoded_bytes, fits_in_url, linked_texts, text_id
 from ui.option_values import DEFAULT_ARGUMENTS, MISSING, OptionSpec, option_spec, starting_value_argument, valid_value, value_from_url, value_to_url
 from ui.view_url import VIEW_URL_KEY, write_view_url
 
-URL_TEXT_MAX_BYTES = 2_000  # percent-encoded bytes of one text parameter; far below every server's limit
-LINKED_TEXTS = 2_000  # long texts kept per process for links
-LINKED_TEXT_BYTES = 100_000_000
-ID_SUFFIX = "_id"
 HOME = "home"
 
 # Parameters each page has declared in this process: decides whether a link names a page's options.
@@ -98,26 +94,6 @@ def _state() -> _SessionPageState:
     if "page_state" not in st.session_state:
         st.session_state["page_state"] = _SessionPageState()
     return st.session_state["page_state"]
-
-
-@st.cache_resource(show_spinner=False)
-def linked_texts() -> BoundedCache:
-    """Long texts named by links (content id → text), shared by every session of this process."""
-    return BoundedCache(max_entries=LINKED_TEXTS, max_bytes=LINKED_TEXT_BYTES, size_of=lambda text: len(text.encode()))
-
-
-def text_id(text: str) -> str:
-    """The short content id of a text (12 hex digits of its SHA-256)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
-
-
-def encoded_bytes(text: str) -> int:
-    """Bytes of ``text`` as a URL parameter value (UTF-8, percent-encoded as the browser sends it)."""
-    return len(quote(text, safe=""))
-
-
-def fits_in_url(text: str) -> bool:
-    return encoded_bytes(text) <= URL_TEXT_MAX_BYTES
 
 
 def current_page() -> str:
@@ -357,6 +333,17 @@ def _write(spec: OptionSpec, param: str, value: Any, *, app: bool, container) ->
     _write_param(param, None if value == spec.default else value_to_url(spec, value), app=app)
 
 
+def page_param(name: str, value: str | None = None) -> str | None:
+    """A URL parameter of the current page that no widget shows (a room's code, a deck's pins): its value in the URL
+    this run entered with (or as this session last wrote it), kept in the URL; ``value`` replaces it (written now).
+    ``write_page_param(name, None)`` removes it."""
+    _PAGE_PARAMS.setdefault(_page_name(), set()).add(name)
+    current = _view_query().get(name) if value is None else value
+    if current:
+        _write_param(name, current, app=False)
+    return current or None
+
+
 def set_option(key: str, value: Any, *, app: bool = False, page: str | None = None) -> None:
     """Give option ``key`` of the current page (or of ``page``) the value ``value`` on the next run.
 
@@ -380,12 +367,6 @@ def link_url(page: str, **params: Any) -> str:
     """
     query = dict(_state().app_params) | {name: str(value) for name, value in params.items() if value is not None}
     return f"{page}?{urlencode(query)}" if query else page
-
-
-def page_param(key: str) -> str | None:
-    """The raw URL parameter ``key`` of the view being drawn (page state that is no widget: the Deck page's pins)."""
-    _PAGE_PARAMS.setdefault(_page_name(), set()).add(key)
-    return _view_query().get(key)
 
 
 def write_page_param(key: str, value: str | None) -> None:

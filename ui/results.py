@@ -56,6 +56,7 @@ from core.outputs.predictions import MAX_TOP_K, predict
 from core.representations.contextuality import embed_corpus_and_contextuality
 from core.representations.senses import occurrence_embeddings, separation, separation_interval
 from core.teaching import about
+from core.workshop.views import place_entry, previous_token_scores, room_sentences
 from ui.bounded_cache import nbytes_of
 from ui.models import language_model_of, loaded_model
 from ui.store import Result
@@ -338,3 +339,25 @@ separations = Result("separations", lambda model, run, word, labels: separation(
     occurrences.at(run, word).vectors, list(labels)), entries=128, megabytes=50, reads="nothing", turn=False)
 separation_intervals = Result("separation-intervals", lambda model, run, word, labels: separation_interval(
     occurrences.at(run, word).vectors, list(labels)), entries=128, megabytes=50, reads="nothing", turn=False)
+
+
+# --- workshop rooms: a learner's sentence placed on the room's map; the measured previous-token scores --------------
+
+def _room_placement(model, run: Run, word: str, layer: int, method: str):
+    """The first occurrence of ``word`` in the entry ``run.text`` placed on the map of the word's built-in sentences
+    (``core.workshop.views.place_entry``); None when the entry lacks the word."""
+    sentences, labels = room_sentences(word)
+    bundled = replace(run, texts=tuple(sentences))
+    return place_entry(room_occurrences.at(run, word), occurrences.at(bundled, word), labels,
+                       fitted_projections.at(bundled, word, layer, method), layer)
+
+
+# one learner's entry: [layers + 1, 1, hidden] float32, 10 kB on MiniLM, 71 kB on SmolLM2 (its own shelf, so a room's
+# entries never push the bundled sentences' occurrences off theirs)
+room_occurrences = Result("room-occurrences", lambda model, run, word: occurrence_embeddings(model, [run.text], word),
+                          entries=1024, megabytes=100)
+# one entry's [2] place and 3 neighbours: a few kB; a room of 300 entries fits
+room_placements = Result("room-placements", _room_placement, entries=2048, megabytes=50, reads="nothing", turn=False)
+# texts: the bundled sentences the scores are measured on
+previous_token = Result("previous-token-scores", lambda model, run: previous_token_scores(model, run.texts),
+                        entries=8, megabytes=5)

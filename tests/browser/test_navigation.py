@@ -16,7 +16,7 @@ from tests.browser.conftest import EVERY_CHART_DRAWN
 from tests.browser.slide_checks import REFITTED_JS
 from tests.model_factory import build_tiny_bert
 from tests.pages_registry import page_titles
-from ui.page_state import URL_TEXT_MAX_BYTES
+from ui.linked_texts import URL_TEXT_MAX_BYTES
 
 pytestmark = pytest.mark.browser
 
