@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
@@ -16,8 +17,38 @@ _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
+from streamlit.components.v2 import manifest_scanner  # noqa: E402 - the workaround below; after the settings above
+
 from core.model.models import LoadedModel, load_model  # noqa: E402 - after OMP_NUM_THREADS is set, before torch is imported
 from tests.model_factory import build_tiny_bart, build_tiny_bert, build_tiny_gpt2, build_tiny_t5  # noqa: E402 - as above
+
+# A test-only workaround for streamlit/streamlit#15488 (Streamlit 1.67): every new ``AppTest`` builds a
+# ``BidiComponentManager`` whose ``discover_and_register_components`` calls
+# ``streamlit.components.v2.manifest_scanner.scan_component_manifests``, which reads the metadata of every installed
+# distribution to find v2 components: 0.2 s per AppTest on a quiet machine (docs/test-suite.md), over a thousand times
+# a run. What it finds depends only on the installed packages, which no test changes, so it is scanned once per test
+# process; each AppTest still gets a manager of its own, filled from that one list. The browser tier's servers are
+# processes of their own and scan as the app does, and product code replaces nothing of Streamlit's.
+# ``tests/test_component_scan.py`` fails when the name this relies on moves or the manager stops calling it.
+
+# Streamlit's own scan (``getattr``: this file may be imported twice, once by pytest and once as ``tests.conftest``).
+STREAMLIT_SCAN = getattr(manifest_scanner.scan_component_manifests, "streamlit_scan", manifest_scanner.scan_component_manifests)
+
+
+@functools.cache
+def _installed_components() -> tuple:
+    return tuple(STREAMLIT_SCAN())
+
+
+def scan_component_manifests_once(max_workers: int | None = None) -> list:
+    """``scan_component_manifests`` with its answer kept for the test process (``max_workers`` only changes how fast
+    Streamlit scans, not what it finds)."""
+    return list(_installed_components())
+
+
+scan_component_manifests_once.streamlit_scan = STREAMLIT_SCAN
+scan_component_manifests_once.scans = _installed_components  # ``scans.cache_info().misses``: how often Streamlit's ran
+manifest_scanner.scan_component_manifests = scan_component_manifests_once
 
 
 @pytest.fixture(scope="session")
