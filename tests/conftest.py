@@ -139,9 +139,11 @@ LONGEST_FIRST = [  # seconds on a worker in the full run of this round's cuts (2
 ]
 
 
+# ``make test-full`` (``FULL_MATRIX=1``) opens the browser tier's whole matrices (``tests/browser/matrix.py``); ``make
+# test`` leaves out the tests and parameters marked ``full``, and says how many it left out (pytest's "deselected").
 def pytest_collection_modifyitems(config, items):
     """The longest files first, then the rest of the browser tier, then every other file; each file's tests stay
-    together and in their order."""
+    together and in their order. Without ``FULL_MATRIX=1`` the tests marked ``full`` are deselected."""
     def rank(item) -> tuple[int, int]:
         path = item.nodeid.split("::")[0]
         if path in LONGEST_FIRST:
@@ -149,3 +151,27 @@ def pytest_collection_modifyitems(config, items):
         return (1, 0) if path.startswith("tests/browser/") else (2, 0)
 
     items.sort(key=rank)  # stable: the order within each rank is pytest's
+    if os.environ.get("FULL_MATRIX") != "1":  # tests/browser/matrix.py's switch
+        moved = [item for item in items if item.get_closest_marker("full")]
+        if moved:
+            config.hook.pytest_deselected(items=moved)
+            items[:] = [item for item in items if not item.get_closest_marker("full")]
+
+
+# In CI (``CI`` set, as ``.ci/run`` does) a skipped test fails the run: a tier that could not run (no Chromium,
+# axe-core or nginx) already fails there, and no other test may pass by not running. Counted where the reports
+# arrive (pytest-xdist's controller, or the one process without it).
+_SKIPPED: list[str] = []
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _SKIPPED.append(report.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("CI") and _SKIPPED and not hasattr(session.config, "workerinput"):
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"CI: {len(_SKIPPED)} test(s) skipped, which fails the run: " + ", ".join(_SKIPPED[:10]), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
