@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test test-fast bench browser clean deploy-local language-model
+.PHONY: setup run test test-full test-fast bench browser clean deploy-local language-model
 
 setup: $(STAMP)
 
@@ -35,12 +35,20 @@ run: setup language-model
 	$(BIN)/python -m streamlit run serve.py
 
 # Lint first (ruff, about a second; a finding fails the run), then every tier, on both cores (pytest-xdist; a
-# file's tests stay on one worker, so its fixtures are built once).
+# file's tests stay on one worker, so its fixtures are built once). The browser tier opens every page once per kind of
+# model, in presentation mode and in the narrow windows where pages had defects; `make test-full` opens every
+# combination (tests/browser/matrix.py).
 test: setup browser
 	$(BIN)/ruff check .
 	bash scripts/ensure_nginx.sh
 	bash scripts/ensure_redis.sh
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
+
+# The browser tier's whole matrices (FULL_MATRIX=1, tests/browser/matrix.py): every page × every window × both themes ×
+# every degenerate input in Chromium, and every other test of `make test`. Run it before resolving an issue that
+# changes ui/, viz/ or app_pages/ (docs/test-suite.md).
+test-full:
+	FULL_MATRIX=1 $(MAKE) --no-print-directory test
 
 # The inner loop: lint, then unit tests on tiny models and pure functions, no bundled model, no app, no browser.
 test-fast: setup

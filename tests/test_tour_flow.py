@@ -81,7 +81,10 @@ def test_the_flow_step_names_the_carrier_layers_and_heads_of_the_route(lm_dir):
     last = len(ids) - 1
     edges = _route_by_hand(c, last, threshold)
     labels = decoded_tokens(model.tokenizer, ids)
-    q = lambda p: f"{quoted_token(labels[p])} (token {p})"  # noqa: E731
+
+    def q(p: int) -> str:
+        return f"{quoted_token(labels[p])} (token {p})"
+
     totals: dict[int, float] = {}
     for _, key, _, weight, _ in edges:
         totals[key] = totals.get(key, 0.0) + weight

@@ -1,11 +1,15 @@
 """Issue 26: every page and every tour step on the bundled language model (a Llama with rotary positions and
 grouped-query attention) in Chromium: a figure paints, no exception or error on screen, no console error, no
-request to any host but localhost, and no sentence written for an encoder ([CLS]/[SEP] belong to BERT)."""
+request to any host but localhost, and no sentence written for an encoder ([CLS]/[SEP] belong to BERT).
+
+``make test``'s pass over every page on a language model (``matrix``); the tour's steps on SmolLM2 are in ``make
+test-full`` (``test_tour`` walks the language-model track on a tiny model and the ten steps on the MiniLM)."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.browser.matrix import full_only
 from tests.pages_registry import landed_pages
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
@@ -16,9 +20,10 @@ TEXT = "When Mary and John went to the store, John gave a drink to"
 # its figures paint on a rotary, grouped-query model, which 256 tokens show as well (test_long_attention and
 # tests/test_long_context.py test long texts).
 PAGE_OPTIONS = {"long-context": {"length": "256"}}
-VIEWS = ([(path, PAGE_OPTIONS.get(path, {})) for _file, path in landed_pages()]
-         + [("tour", {"track": "lm", "step": str(s)}) for s in range(1, 6)]  # the language-model track
-         + [("tour", {"track": "attention", "step": str(s)}) for s in range(1, 11)])
+PAGE_VIEWS = [(path, PAGE_OPTIONS.get(path, {})) for _file, path in landed_pages()]
+TOUR_VIEWS = ([("tour", {"track": "lm", "step": str(s)}) for s in range(1, 6)]  # the language-model track
+              + [("tour", {"track": "attention", "step": str(s)}) for s in range(1, 11)])
+VIEWS = PAGE_VIEWS + [full_only(path, extra) for path, extra in TOUR_VIEWS]
 PAINTED = """() => [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot:not(.st-key-plotly-preload *)')]
                    .some(p => p._fullLayout && p.data.length > 0 && p.querySelector('.main-svg'))"""
 
@@ -29,7 +34,8 @@ def lm_server(bundled_lm, app_server):
     return app_server
 
 
-@pytest.mark.parametrize(("path", "extra"), VIEWS, ids=[f"{p or 'home'}{'-' + e['track'] + e['step'] if 'track' in e else ''}" for p, e in VIEWS])
+@pytest.mark.parametrize(("path", "extra"), VIEWS, ids=[f"{p or 'home'}{'-' + e['track'] + e['step'] if 'track' in e else ''}"
+                                                      for p, e in PAGE_VIEWS + TOUR_VIEWS])
 def test_view_paints_on_smollm2(lm_server, module_tab, path, extra):
     """``lm_server``: SmolLM2 is in the app's cache before the module's one tab opens it."""
     module_tab.forget()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.browser.axe import require_axe, violations_in
+from tests.browser.matrix import theme
 from tests.pages_registry import landed_pages
 
 pytestmark = pytest.mark.browser
@@ -28,16 +30,25 @@ def injected_texts(page) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("path", [path for _, path in landed_pages()])
+PAGES = [path for _, path in landed_pages()]
+
+
+@pytest.mark.parametrize("path", PAGES, ids=[p or "home" for p in PAGES])
 def test_a_crafted_link_runs_nothing(module_tab, path):
     """Every page opens from a link with its sidebar holding the linked text as it was typed, draws something, and
-    runs nothing the link carried."""
+    runs nothing the link carried. This is ``make test``'s pass over every page on the encoder (``matrix``): the pages
+    in the light and the dark theme in turn, each checked with axe-core (WCAG 2 A/AA, ``tests/browser/axe.py``) in its
+    theme, the one run of axe-core per page in ``make test`` (``make test-full`` runs it on every view in both themes,
+    in and out of presentation mode, ``test_slides``)."""
+    require_axe()
     module_tab.forget()
     page = module_tab.open(path, {"text": ATTACK, "text_a": ATTACK, "word": "bank"})
     module_tab.wait_until_drawn()  # iframes and figures drawn, and what they run on load run
     assert not injected_texts(page), injected_texts(page)
     assert page.locator('[data-testid="stSidebar"]').get_by_label("Text to analyse").input_value() == ATTACK
     assert page.locator('[data-testid="stMain"]').inner_text().strip()
+    violations = violations_in(page, theme(PAGES.index(path)))
+    assert not violations, "\n".join(violations)
     module_tab.assert_clean()
 
 
