@@ -23,6 +23,7 @@ from ui.session import current_analysis, current_model, current_model_name, curr
 from viz.common import file_stem, markdown_safe
 from viz.flow import edge_id, edge_name, edge_table, node_id, node_name, route_figure
 from viz.inside import token_bars
+from viz.wording import percent
 
 TOP_K = 5
 TOP_NEURONS = 8
@@ -134,8 +135,8 @@ def node_detail(view: FlowView, node) -> None:
                      hide_index=True)
     if kind == "mlp":
         share = float(view.contributions.mlp[layer, p])
-        st.markdown(markdown_safe(f"The MLP's share of hidden state {layer + 1} at this token: {share:.1%}; the "
-                                  f"residual stream passed on carries the other {1 - share:.1%}."))
+        st.markdown(markdown_safe(f"The MLP's share of hidden state {layer + 1} at this token: {percent(share, 1)}; the "
+                                  f"residual stream passed on carries the other {percent(1 - share, 1)}."))
         neuron_table(view, layer, p, final)
 
 
@@ -159,7 +160,7 @@ def edge_detail(view: FlowView, edge) -> None:
     st.subheader(markdown_safe(edge_name(edge, labels)))
     _, layer, query = edge.target
     if edge.kind == "residual":
-        st.markdown(markdown_safe(f"The residual stream passed on unchanged carries {edge.weight:.1%} of "
+        st.markdown(markdown_safe(f"The residual stream passed on unchanged carries {percent(edge.weight, 1)} of "
                                   f"{node_name(edge.target, labels)}."))
         return
     if edge.kind == "mlp":
@@ -170,11 +171,11 @@ def edge_detail(view: FlowView, edge) -> None:
     shares = pd.DataFrame({"head": heads, "share": [edge.heads[h] for h in heads]})
     top = heads[0]
     st.markdown(markdown_safe(
-        f"Through all heads of layer {layer}, token {key} sends {edge.weight:.1%} of what reaches token {query} after "
-        f"attention; head {top} alone carries {edge.heads[top]:.1%} "
-        f"({edge.heads[top] / edge.weight:.0%} of this edge)."))
+        f"Through all heads of layer {layer}, token {key} sends {percent(edge.weight, 1)} of what reaches token {query} after "
+        f"attention; head {top} alone carries {percent(edge.heads[top], 1)} "
+        f"({percent(edge.heads[top] / edge.weight)} of this edge)."))
     head = option(st.selectbox, "Head", heads, key="head",
-                  format_func=lambda h: f"head {h} ({edge.heads[h]:.1%})")
+                  format_func=lambda h: f"head {h} ({percent(edge.heads[h], 1)})")
     left, right = st.columns(2)
     with left:
         st.dataframe(shares, hide_index=True)
