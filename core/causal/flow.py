@@ -45,6 +45,7 @@ from core.model.models import LoadedModel, threads_for_input
 from core.model.parts import layer_parts
 from core.model.recorded_pass import RecordedPass, record_pass
 from core.model.recording import LayerRecord
+from core.model.tokens import decoded_tokens, readable_token
 from core.outputs.causal_lm import causal_parts
 
 DEFAULT_THRESHOLD = 0.04  # an edge is drawn when it carries at least this share of its node's inputs
@@ -394,7 +395,6 @@ def lens_logits(lm, residual: torch.Tensor) -> np.ndarray:
 
 
 def top_tokens(lm, logits: np.ndarray, k: int = 5, *, lowest: bool = False) -> list[tuple[str, float]]:
-    """The ``k`` highest (``lowest``: most negative) entries of ``logits`` ``[V]`` as ``(token text, value)``."""
-    order = np.argsort(logits)
-    picked = order[:k] if lowest else order[::-1][:k]
-    return [(lm.tokenizer.decode([int(i)], clean_up_tokenization_spaces=False), float(logits[i])) for i in picked]
+    """The ``k`` highest (``lowest``: most negative) entries of ``logits`` ``[V]`` as ``(label, value)`` (``core.model.tokens``)."""
+    picked = np.argsort(logits)[:k] if lowest else np.argsort(logits)[::-1][:k]
+    return list(zip([readable_token(t) for t in decoded_tokens(lm.tokenizer, picked.tolist())], map(float, logits[picked])))
