@@ -28,10 +28,11 @@ from ui.seq2seq import stop_unless_one_stack
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
 from viz.compare import attention_heatmap
-from viz.effects import attribution_html, lens_grid, rank_by_layer
+from viz.effects import attribution_html, knockout_target_sentence, lens_grid, rank_by_layer
 from viz.head_stats import head_heatmap
 from viz.inside import stacked_token_bars
 from viz.predictions import fill_in_bars, visible_spaces
+from viz.wording import percent
 
 AUTO_IMPORTANCE_WORK = 72 * 64  # heads × tokens computed without asking (the bundled model at 64 tokens)
 MAX_HEADS_DRAWN = 4
@@ -54,13 +55,6 @@ def position_label(labels: list[str], i: int) -> str:
     """How a token picker names token ``i``."""
     return f"{labels[i]} (position {i})"
 
-
-def knockout_drop_words(drop: float) -> str:
-    """The drop in log p(target), the page's one sign convention (positive = less likely), and what its sign means."""
-    if round(drop, 3) == 0:
-        return f"drop in log p(target) **{drop:+.3f}**: the target is about as likely as before"
-    return (f"drop in log p(target) **{drop:+.3f}**: the target became "
-            f"{'less' if drop > 0 else 'more'} likely with the knock-out")
 
 def unconverged_words(attribution) -> str:
     """Why integrated gradients that do not add up (``completeness_gap`` above the threshold) are not to be read."""
@@ -175,9 +169,8 @@ else:
         if measure == "target":
             change = results.target_changes(name, text, target, 5, max_tokens=limit, ablation=(heads, method))
             token = markdown_safe(visible_spaces(change.target.token))
-            st.markdown(f"**log p(“{token}”)**: {change.target_logp_before:.3f} → {change.target_logp_after:.3f} "
-                        f"at position {change.target.position}; {knockout_drop_words(change.logp_drop)} "
-                        f"(probability {np.exp(change.target_logp_before):.2%} → {np.exp(change.target_logp_after):.2%}).")
+            st.markdown(knockout_target_sentence(token, change.target.position, change.target_logp_before,
+                                                 change.target_logp_after))
             columns = st.columns(2)
             for column, title, candidates, probs, tag in (
                 (columns[0], "Before", change.before_candidates, change.before_probs, "before"),
@@ -286,7 +279,7 @@ with friendly_errors("attributing the output to tokens"):
     c1.metric("Sum of the attributions", f"{integrated.total:.4f}")
     c2.metric("Measure: input − baseline", f"{difference:.4f}",
               help=f"{integrated.output:.4f} at the input, {integrated.baseline_output:.4f} at the baseline.")
-    c3.metric("Completeness gap", f"{integrated.completeness_gap:.2%}",
+    c3.metric("Completeness gap", percent(integrated.completeness_gap, 2),
               help=f"|sum − difference| / |difference| after {integrated.evaluations} gradients: 0 with infinitely many "
                    f"steps; up to {GAP_THRESHOLD:.0%} the scores add up.")
     show_figure(

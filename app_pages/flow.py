@@ -26,6 +26,7 @@ from ui.session import current_analysis, current_model, current_model_name, curr
 from viz.common import file_stem, markdown_safe
 from viz.flow import edge_id, edge_name, edge_table, node_id, node_name, route_figure
 from viz.inside import token_bars
+from viz.wording import percent
 
 TOP_K = 5
 TOP_NEURONS = 8
@@ -179,7 +180,7 @@ def edge_detail(view: FlowView, edge) -> None:
     if edge.kind == "residual":
         st.markdown(markdown_safe(node_sentence(view.contributions, view.measures, edge.target, labels)
                                   if view.measures.unmeasured(edge.target) else
-                                  f"The residual stream passed on unchanged carries {edge.weight:.1%} of "
+                                  f"The residual stream passed on unchanged carries {percent(edge.weight, 1)} of "
                                   f"{node_name(edge.target, labels)}."))
         return
     if edge.kind == "mlp":
@@ -190,11 +191,11 @@ def edge_detail(view: FlowView, edge) -> None:
     shares = pd.DataFrame({"head": heads, "share": [edge.heads[h] for h in heads]})
     top = heads[0]
     st.markdown(markdown_safe(
-        f"Through all heads of layer {layer}, token {key} sends {edge.weight:.1%} of what reaches token {query} after "
-        f"attention; head {top} alone carries {edge.heads[top]:.1%} "
-        f"({edge.heads[top] / edge.weight:.0%} of this edge)."))
+        f"Through all heads of layer {layer}, token {key} sends {percent(edge.weight, 1)} of what reaches token {query} after "
+        f"attention; head {top} alone carries {percent(edge.heads[top], 1)} "
+        f"({percent(edge.heads[top] / edge.weight)} of this edge)."))
     head = option(st.selectbox, "Head", heads, key="head",
-                  format_func=lambda h: f"head {h} ({edge.heads[h]:.1%})")
+                  format_func=lambda h: f"head {h} ({percent(edge.heads[h], 1)})")
     left, right = st.columns(2)
     with left:
         st.dataframe(shares, hide_index=True)

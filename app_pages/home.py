@@ -4,6 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from core.maths.similarity import token_static_similarity
+from core.model.layers import last_state_note
+from core.model.parts import last_state_is_normed
 from core.model.tokens import token_labels
 from core.teaching.about import facts_lines, static_similarity_sentence
 from ui import results
@@ -91,6 +93,7 @@ explain(
     "means the layers have moved the vector: attention mixes in context, but the feed-forward layers and LayerNorm "
     "move it too, so this is not by itself a measure of context. Whether a word gets a different vector in every "
     "context is measured on the Drift page (self-similarity)."
+    + (" " + last_state_note(model.num_layers) if last_state_is_normed(model.model) else "")
 )
 rows = [
     {"layer": layer, "position": i, "token": labels[i], "cosine_to_layer_0": float(similarity[layer, i])}

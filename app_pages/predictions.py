@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from core.model.tokens import BYTE_TOKEN, PARTIAL_BYTES_NOTE
+from core.model.tokens import BYTE_TOKEN, PARTIAL_BYTES_NOTE, readable_token
 from core.outputs.predictions import MAX_TOP_K, NoLanguageModelHead
 from core.teaching.examples import BANK_RIVER
 from ui import results
@@ -55,7 +55,8 @@ def candidates(model, language_model, text: str) -> None:
         st.info(f"The text has {len(all_ids):,} tokens and {reason}, so only the first {limit} are used"
                 f"{whole_page if predictions.kind == 'next' else ''}.", icon=":material/content_cut:")
     rows = [
-        {"position": int(p), "token": predictions.tokens[p], "rank": r + 1, "candidate": predictions.candidates[i][r],
+        {"position": int(p), "token": readable_token(predictions.tokens[p]), "rank": r + 1,
+         "candidate": readable_token(predictions.candidates[i][r]),
          "probability": float(predictions.probabilities[i, r])}
         for i, p in enumerate(predictions.positions) for r in range(top_k)
     ]
@@ -116,9 +117,10 @@ def candidates(model, language_model, text: str) -> None:
         )
         if len(predictions.positions) > MAX_ROWS_SHOWN:
             st.caption(f"The first {MAX_ROWS_SHOWN} positions are drawn; the table below has them all.")
-        next_tokens = predictions.tokens[1:] + ["(end of text)"]
-        rows = [  # the table: one row per position
-            {"position": int(p), "text so far ends with": predictions.tokens[p], "most likely next": candidates[0],
+        next_tokens = [readable_token(t) for t in predictions.tokens[1:]] + ["(end of text)"]
+        rows = [  # the table: one row per position, each token written by the app's one rule
+            {"position": int(p), "text so far ends with": readable_token(predictions.tokens[p]),
+             "most likely next": readable_token(candidates[0]),
              "probability": float(predictions.probabilities[i, 0]), "actual next token": next_tokens[p],
              "its probability": float(predictions.actual_probabilities[p])}
             for i, (p, candidates) in enumerate(zip(predictions.positions, predictions.candidates))

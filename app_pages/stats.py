@@ -21,6 +21,7 @@ from ui.seq2seq import choose_stack, current_pair, current_stacks, not_defined
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem
 from viz.head_stats import head_heatmap, head_heatmaps
+from viz.wording import percent
 
 ATTENTION_PAGE = "attention"  # url path: ranked heads link there
 # Display labels are what the URL holds (?over=corpus&stat=previous+token), so they are short.
@@ -178,8 +179,8 @@ def statistic_views(model, limit: int, source: str, table, roles, about: str, st
             )
             st.caption(
                 " ".join(
-                    f"{NAMES[sink]}, mean over all heads: {table[sink].mean():.1%} of attention, "
-                    f"{weighted[sink].mean():.1%} of norm-weighted attention."
+                    f"{NAMES[sink]}, mean over all heads: {percent(table[sink].mean(), 1)} of attention, "
+                    f"{percent(weighted[sink].mean(), 1)} of norm-weighted attention."
                     for sink in ("first", "end")
                     if sink == "first" or roles.end.any()
                 )

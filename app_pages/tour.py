@@ -29,6 +29,7 @@ from viz.compare import similarity_by_layer_chart
 from viz.inside import matrix_heatmap, stacked_token_bars
 from viz.senses import add_own_sentence, highlighted_sentence, sense_projection_figure
 from viz.tour import cosine_bars, token_table_figure
+from viz.wording import percent
 
 SAME_SENSE_CONTROL = "We had a picnic on the grassy bank of the stream."
 HELD_OUT = "I sat on the bank and fished."
@@ -166,12 +167,12 @@ def step_one_head() -> None:
         before = "the first token" if roles.start_is_first_token else "a [CLS]/[SEP]-like special token"
         say(intro + f"On your text the token just before every word is {before}, so a head that looks at the "
             f"previous token cannot be told from one that parks its attention there: **layer {layer}, head {head}** "
-            f"gives it **{share:.1%}** (an even spread would give {chance:.1%}). Type a longer text in the sidebar to "
+            f"gives it **{percent(share, 1)}** (an even spread would give {percent(chance, 1)}). Type a longer text in the sidebar to "
             "find a real previous-token head.")
     else:
         say(intro + f"Measured on your text, **layer {layer}, head {head}** attends most to the previous token: on "
-            f"average **{share:.1%}** of a token's attention goes to the token just before it, where spreading "
-            f"attention evenly would give {chance:.1%}. "
+            f"average **{percent(share, 1)}** of a token's attention goes to the token just before it, where spreading "
+            f"attention evenly would give {percent(chance, 1)}. "
         + ("In the heatmap (rows = the token looking, columns = the tokens looked at) that is the bright line just left "
            "of the diagonal." if share > 0.5 else
            "No head of this model is a clean previous-token head on this text; this is the closest."))

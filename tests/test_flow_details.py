@@ -13,6 +13,7 @@ from core.causal.flow_details import head_write, neuron_terms, top_neurons
 from core.causal.unembedding import lens_logits, top_tokens, written_logits
 from core.model.models import load_model
 from core.model.recorded_pass import record_pass
+from core.model.tokens import decoded_tokens, readable_token
 from core.outputs.predictions import load_language_model
 from tests.lm_factory import build_tiny_llama_lm
 from tests.model_factory import build_tiny_decoder, build_tiny_gpt2_lm
@@ -117,10 +118,10 @@ def test_promoted_tokens_of_a_head_from_one_key_equal_its_term_through_the_froze
     torch.testing.assert_close(write.double(), term, rtol=1e-4, atol=1e-6)
     got = written_logits(lm, write, recorded.residual_post[-1, query])
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
-    assert [tok for tok, _ in top_tokens(lm, got, 5)] == [
-        lm.tokenizer.decode([int(i)]) for i in np.argsort(expected)[::-1][:5]]
+    assert [tok for tok, _ in top_tokens(lm, got, 5)] == [  # labelled by the app's one rule (issue 50 item 10)
+        readable_token(t) for t in decoded_tokens(lm.tokenizer, np.argsort(expected)[::-1][:5].tolist())]
     assert [tok for tok, _ in top_tokens(lm, got, 5, lowest=True)] == [
-        lm.tokenizer.decode([int(i)]) for i in np.argsort(expected)[:5]]
+        readable_token(t) for t in decoded_tokens(lm.tokenizer, np.argsort(expected)[:5].tolist())]
     # the logit lens of the last representation is the model's own logits there
     np.testing.assert_allclose(lens_logits(lm, recorded.residual_post[-1, query]), out.logits[0, query].numpy(),
                                rtol=1e-4, atol=1e-4)

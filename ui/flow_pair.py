@@ -27,6 +27,7 @@ from viz.common import file_stem, markdown_safe
 from viz.flow import edge_id, node_id
 from viz.flow_pair import PairLayout, pair_edge_table, pair_route_figure
 from viz.inside import token_bars
+from viz.wording import percent
 
 TOP_K = 5
 TOP_NEURONS = 8
@@ -131,17 +132,17 @@ def _node_detail(model: LoadedModel, flow: PairFlow, layout: PairLayout, node) -
     base = kind.removeprefix(ENCODER)
     if base == "mlp":
         share = float(shares.mlp[layer, p])
-        st.markdown(markdown_safe(f"The MLP's share of hidden state {layer + 1} at this position: {share:.1%}; the "
-                                  f"residual stream passed on carries the other {1 - share:.1%}."))
+        st.markdown(markdown_safe(f"The MLP's share of hidden state {layer + 1} at this position: {percent(share, 1)}; the "
+                                  f"residual stream passed on carries the other {percent(1 - share, 1)}."))
         _neurons(model, flow, "encoder" if encoder else "decoder", layer, p)
     elif base == "cross":
         share = float(c.cross_residual[layer, p])
-        st.markdown(markdown_safe(f"Cross-attention brings {1 - share:.1%} of this representation from the source "
-                                  f"(summed over heads and source tokens); the stream it was added to carries {share:.1%}."))
+        st.markdown(markdown_safe(f"Cross-attention brings {percent(1 - share, 1)} of this representation from the source "
+                                  f"(summed over heads and source tokens); the stream it was added to carries {percent(share, 1)}."))
     elif base == "attention":
         share = float(shares.attention_residual[layer, p])
-        st.markdown(markdown_safe(f"Self-attention brings {1 - share:.1%} of this representation (summed over heads "
-                                  f"and positions); the stream it was added to carries {share:.1%}."))
+        st.markdown(markdown_safe(f"Self-attention brings {percent(1 - share, 1)} of this representation (summed over heads "
+                                  f"and positions); the stream it was added to carries {percent(share, 1)}."))
     if encoder:
         st.caption("The encoder's representations are read by the decoder only through cross-attention, not by the "
                    "unembedding: no logit lens here.")
@@ -179,7 +180,7 @@ def show_neurons(neurons: Neurons, written: np.ndarray | None, tokenizer_owner) 
         f"of the {neurons.count:,}: each neuron's write is its activation times its row of the MLP's "
         "output map, and the neurons' writes plus the map's bias add up to what the MLP wrote here. A neuron's share "
         "is the graph's proximity measure against that output, max(0, ‖y‖₁ − ‖y − write‖₁), over the sum of every "
-        f"neuron's: these {len(neurons.index)} hold {neurons.share.sum():.1%} of it."))
+        f"neuron's: these {len(neurons.index)} hold {percent(neurons.share.sum(), 1)} of it."))
     st.dataframe(table, hide_index=True)
 
 
@@ -196,7 +197,7 @@ def _edge_detail(model: LoadedModel, flow: PairFlow, layout: PairLayout, edge) -
     kind, layer, query = edge.target
     if edge.kind in ("residual", "mlp"):
         what = "The residual stream passed on unchanged" if edge.kind == "residual" else "The MLP"
-        st.markdown(markdown_safe(f"{what} carries {edge.weight:.1%} of {layout.name(edge.target)}."))
+        st.markdown(markdown_safe(f"{what} carries {percent(edge.weight, 1)} of {layout.name(edge.target)}."))
         if edge.kind == "mlp":  # its neurons, as on the MLP node (the one-stack page opens that node's detail)
             _neurons(model, flow, "encoder" if kind.startswith(ENCODER) else "decoder", layer, query)
         return
@@ -207,9 +208,9 @@ def _edge_detail(model: LoadedModel, flow: PairFlow, layout: PairLayout, edge) -
     via = "cross-attention" if cross else "self-attention"
     st.markdown(markdown_safe(
         f"Through all heads of {'encoder' if encoder else 'decoder'} layer {layer}'s {via}, "
-        f"{layout.name(edge.source)} sends {edge.weight:.1%} of what reaches {layout.name(edge.target)}; head {top} "
-        f"alone carries {edge.heads[top]:.1%} ({edge.heads[top] / edge.weight:.0%} of this edge)."))
-    head = option(st.selectbox, "Head", heads, key="head", format_func=lambda h: f"head {h} ({edge.heads[h]:.1%})")
+        f"{layout.name(edge.source)} sends {percent(edge.weight, 1)} of what reaches {layout.name(edge.target)}; head {top} "
+        f"alone carries {percent(edge.heads[top], 1)} ({percent(edge.heads[top] / edge.weight)} of this edge)."))
+    head = option(st.selectbox, "Head", heads, key="head", format_func=lambda h: f"head {h} ({percent(edge.heads[h], 1)})")
     left, right = st.columns(2)
     with left:
         st.dataframe(pd.DataFrame({"head": heads, "share": [edge.heads[h] for h in heads]}), hide_index=True)

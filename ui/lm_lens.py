@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from core.model.recording import UnsupportedArchitecture
+from core.model.tokens import readable_token
 from core.outputs.causal_lm import encode
 from core.outputs.lens import lens_summary
 from ui import results
@@ -43,8 +44,9 @@ def lens_parts(text: str, start: int = 0):
     final = top[-1]
 
     def table() -> pd.DataFrame:
-        return pd.DataFrame([{"hidden_state": l, "position": start + t, "token": lens.tokens[t], "top_token": top[l][t],
-                              "final_prediction": final[t], "rank_of_final": int(lens.final_ranks[l, t]) + 1,
+        return pd.DataFrame([{"hidden_state": l, "position": start + t, "token": readable_token(lens.tokens[t]),
+                              "top_token": readable_token(top[l][t]), "final_prediction": readable_token(final[t]),
+                              "rank_of_final": int(lens.final_ranks[l, t]) + 1,
                               "stays_top_from": int(summary.settled[t])}
                              for l in range(len(top)) for t in range(len(final))])
     fig = final_rank_grid(lens.tokens, top, lens.final_ranks, summary, final, first=start)

@@ -246,11 +246,11 @@ def induction_sentence(result) -> str:
     strong = int((result.scores > 0.4).sum())
     near = [(l, h) for l, h in zip(*np.nonzero(result.scores >= best - INDUCTION_MARGIN)) if (l, h) != (layer, head)]
     close = (f" (within {INDUCTION_MARGIN * 100:g} points of it: "
-             + ", ".join(f"head {h} of layer {l} at {result.scores[l, h]:.0%}" for l, h in near[:3])
+             + ", ".join(f"head {h} of layer {l} at {percent(result.scores[l, h])}" for l, h in near[:3])
              + (f" and {len(near) - 3} more" if len(near) > 3 else "") + ")") if near else ""
-    return (f"The strongest is head {head} of layer {layer}: {best:.0%} of its attention goes to "
+    return (f"The strongest is head {head} of layer {layer}: {percent(best)} of its attention goes to "
             f"the token after the earlier occurrence (a head spreading its attention evenly over the tokens it can see "
-            f"would give {induction_even_share(result):.1%}){close}. {strong} head{'s' if strong != 1 else ''} score "
+            f"would give {percent(induction_even_share(result), 1)}){close}. {strong} head{'s' if strong != 1 else ''} score "
             f"above 40%.")
 
 

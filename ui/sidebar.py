@@ -75,8 +75,11 @@ def render_sidebar() -> None:
         option(st.text_area, "Text to analyse", value=BANK_RIVER, key="text", app=True,
                max_chars=MAX_TEXT_CHARS, height=120)
         upload_mb = min(settings.max_upload_mb, TEXT_UPLOAD_MB)
+        # Every file up to the server's cap reaches the app, whatever its name or size, so the one sentence under the
+        # uploader is always about the file last chosen: a file the browser refused (too big, not .txt) would show
+        # the widget's own error beside the previous file's sentence, which nothing on the server can clear.
         st.file_uploader(
-            "Or upload a .txt file", type=["txt"], key=UPLOAD_KEY, max_upload_size=upload_mb,
+            "Or upload a .txt file", key=UPLOAD_KEY, max_upload_size=settings.max_upload_mb,
             on_change=use_uploaded_text, args=(upload_mb * 1024 * 1024, MAX_TEXT_CHARS),
             help=f"UTF-8 plain text up to {upload_mb} MB; its first {MAX_TEXT_CHARS:,} characters go into the text box "
                  "(a long text's link holds a short id, which works while this server runs).",

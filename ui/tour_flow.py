@@ -22,7 +22,7 @@ from ui.session import current_model, current_model_name, current_token_limit
 from ui.tour_kit import figure, full_page, not_here, say, try_this
 from viz.common import markdown_safe
 from viz.flow import edge_table, route_figure
-from viz.wording import fixed, probability
+from viz.wording import fixed, percent, probability
 
 FLOW_PROMPT = PATCHING_PRESETS["Capital cities"][0]  # " Paris" on SmolLM2 (its answer there, and its top guess)
 
@@ -106,7 +106,7 @@ def flow_sentences(graph: RouteGraph, summary: RouteSummary, labels: list[str], 
                     + " carry about as much, within " + f"{ROUTE_MARGIN:.2f} of each other: "
                     + _and([f"{fixed(total)} ({layer_runs(layers)})" for _, total, layers, _ in tied]) + ".")
     heads = summary.heads
-    parts = [f"layer {h.layer}, head {h.head} ({h.share:.0%} of what reaches {_at(labels, h.query)} after layer "
+    parts = [f"layer {h.layer}, head {h.head} ({percent(h.share)} of what reaches {_at(labels, h.query)} after layer "
              f"{h.layer}'s attention, from {_at(labels, h.key)})" for h in heads]
     close = len(heads) > 1 and heads[1].share >= heads[0].share - ROUTE_MARGIN
     said.append(f"The largest of these edges {'is' if len(heads) == 1 else 'are'} carried by " + _and(parts)

@@ -19,6 +19,7 @@ from ui.tour_kit import figure, full_page, not_here, previous_token_head, say, s
 from viz.common import markdown_safe
 from viz.drift import documents_phrase, layer_violin_figure
 from viz.effects import knockout_figure
+from viz.wording import percent
 
 # One knock-out on one text: two heads' changes of the sentence embedding (1 − cosine) within a factor of 1.5 of each
 # other are not told apart, since another text can swap their order; the step says "about as much".
@@ -57,12 +58,12 @@ def step_explain() -> None:
     said = [caveat]
     if sink is not None:
         said.append(f"On your text **layer {sink[0]}, head {sink[1]}** gives the largest share of its attention to "
-                    f"{sink_names(roles)}, **{sink[2]:.0%}** (the mean over all {total} heads is {mean_sink:.1%}); "
+                    f"{sink_names(roles)}, **{percent(sink[2])}** (the mean over all {total} heads is {percent(mean_sink, 1)}); "
                     f"zero-ablated, it leaves the sentence embedding at cosine **{1 - effect[sink[:2]]:.4f}** to the "
                     "original run.")
     if previous is not None and (sink is None or previous[:2] != sink[:2]):
         said.append(f"The previous-token head of step 4, **layer {previous[0]}, head {previous[1]}** "
-                    f"({previous[2]:.0%} to the token before; an even spread gives {chance:.0%}), leaves it at cosine "
+                    f"({percent(previous[2])} to the token before; an even spread gives {percent(chance)}), leaves it at cosine "
                     f"**{1 - effect[previous[:2]]:.4f}**.")
     if len(chosen) == 2:
         said.append(knockout_comparison(effect[sink[:2]], effect[previous[:2]], sink_names(roles)))

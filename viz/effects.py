@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 
 import numpy as np
 import plotly.graph_objects as go
@@ -11,6 +12,7 @@ from plotly.subplots import make_subplots
 from core.model.layers import HIDDEN_STATE_AXIS
 from viz.common import OKABE_ITO, plotly_safe, token_axis
 from viz.predictions import candidate_cells
+from viz.wording import percent, probability
 
 # Orange for positive, purple for negative (Okabe–Ito; distinguishable with common colour-vision deficiencies).
 POSITIVE_RGB = (230, 159, 0)
@@ -96,7 +98,7 @@ def knockout_figure(heads: list[str], shares: dict[str, list[float]], changes: l
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
                         subplot_titles=("Where the head looks (attention share)", "What it changes (1 − cosine)"))
     for colour, (kind, values) in zip(OKABE_ITO, shares.items()):
-        fig.add_trace(go.Bar(x=names, y=values, name=plotly_safe(kind), marker_color=colour, text=[f"{v:.0%}" for v in values],
+        fig.add_trace(go.Bar(x=names, y=values, name=plotly_safe(kind), marker_color=colour, text=[percent(v) for v in values],
                              textposition="outside", hovertemplate="%{x}: %{y:.1%}<extra>" + plotly_safe(kind) + "</extra>"),
                       row=1, col=1)
     if chance is not None and np.isfinite(chance):
@@ -112,3 +114,19 @@ def knockout_figure(heads: list[str], shares: dict[str, list[float]], changes: l
     fig.update_layout(title=plotly_safe(title), barmode="group", height=420, legend={"orientation": "h", "y": -0.15},
                       margin={"l": 60, "r": 20, "t": 90, "b": 80})
     return fig
+
+
+def knockout_drop_words(drop: float) -> str:
+    """The drop in log p(target), the page's one sign convention (positive = less likely), and what its sign means."""
+    if round(drop, 3) == 0:
+        return f"drop in log p(target) **{drop:+.3f}**: the target is about as likely as before"
+    return (f"drop in log p(target) **{drop:+.3f}**: the target became "
+            f"{'less' if drop > 0 else 'more'} likely with the knock-out")
+
+
+def knockout_target_sentence(token: str, position: int, logp_before: float, logp_after: float) -> str:
+    """What a knock-out did to the target token's log-probability and probability (``token``: its label, already
+    escaped for markdown); a small probability keeps two significant digits (``viz.wording.probability``)."""
+    return (f"**log p(“{token}”)**: {logp_before:.3f} → {logp_after:.3f} at position {position}; "
+            f"{knockout_drop_words(logp_before - logp_after)} "
+            f"(probability {probability(math.exp(logp_before))} → {probability(math.exp(logp_after))}).")

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 
 from core.causal.flow import Edge, Node, RouteGraph
 from viz.common import plotly_safe, token_axis
+from viz.wording import percent
 
 RESIDUAL_COLOUR = "#999999"
 MLP_COLOUR = "#000000"
@@ -68,7 +69,7 @@ def edge_name(edge: Edge, labels: list[str]) -> str:
     """Plain text naming an edge by its kind, ends and weight."""
     what = {"attention": f"attention (top head {edge.top_head})", "cross": f"cross-attention (top head {edge.top_head})",
             "residual": "residual", "mlp": "MLP"}[edge.kind]
-    return f"{what}: {node_name(edge.source, labels)} → {node_name(edge.target, labels)}, {edge.weight:.1%}"
+    return f"{what}: {node_name(edge.source, labels)} → {node_name(edge.target, labels)}, {percent(edge.weight, 1)}"
 
 
 def node_id(node: Node) -> str:
@@ -108,10 +109,10 @@ def _group(edge: Edge) -> tuple[str, str]:
 def _edge_hover(edge: Edge, name: Callable[[Node], str]) -> str:
     kind = "cross-attention" if edge.kind == "cross" else edge.kind
     lines = [f"<b>{plotly_safe(kind)} edge</b>", f"from {plotly_safe(name(edge.source))}",
-             f"to {plotly_safe(name(edge.target))}", f"share of the target's inputs: {edge.weight:.1%}"]
+             f"to {plotly_safe(name(edge.target))}", f"share of the target's inputs: {percent(edge.weight, 1)}"]
     if edge.heads:
         order = sorted(range(len(edge.heads)), key=lambda h: -edge.heads[h])[:3]
-        lines.append("heads: " + ", ".join(f"{h} ({edge.heads[h]:.1%})" for h in order))
+        lines.append("heads: " + ", ".join(f"{h} ({percent(edge.heads[h], 1)})" for h in order))
     return "<br>".join(lines)
 
 

@@ -16,6 +16,7 @@ from core.causal.flow import Edge, Node, RouteGraph
 from core.causal.flow_pair import ENCODER
 from viz.common import plotly_safe
 from viz.flow import FRAME_PX, LAYER_AXIS, LAYER_PX, MIN_HEIGHT, MLP_OFFSET, SELF_BOW, draw_route
+from viz.wording import percent
 
 GAP = 1.5  # columns between the encoder's last source token and the decoder's first position
 ENCODER_LEVELS = {"embedding": 0.0, "attention": 1.0, "mlp": 1.5, "block": 2.0}  # within a layer of height 2
@@ -67,7 +68,7 @@ class PairLayout:
     def edge_name(self, edge: Edge) -> str:
         what = {"attention": f"attention (top head {edge.top_head})", "residual": "residual", "mlp": "MLP",
                 "cross": f"cross-attention (top head {edge.top_head})"}[edge.kind]
-        return f"{what}: {self.name(edge.source)} → {self.name(edge.target)}, {edge.weight:.1%}"
+        return f"{what}: {self.name(edge.source)} → {self.name(edge.target)}, {percent(edge.weight, 1)}"
 
     def points(self, edge: Edge) -> tuple[list[float], list[float], tuple[float, float]]:
         """As ``viz.flow.edge_points``: an edge's polyline and its clickable point, no two edges' points alike."""

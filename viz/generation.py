@@ -26,7 +26,7 @@ def distribution_bars(d: Distribution, labels: list[str], *, shown: int = 20) ->
                 customdata=[plotly_safe(s) for s in names], hovertemplate="%{customdata}: %{x:.4f} before<extra></extra>")
     fig.add_bar(y=list(range(n)), x=d.probs[:n], orientation="h", name="sampled from (renormalised)",
                 marker_color=OKABE_ITO[0], customdata=[plotly_safe(s) for s in names],
-                text=[f"{p:.1%}" if k else "cut" for p, k in zip(d.probs[:n], kept)], textposition="outside",
+                text=[probability(p) if k else "cut" for p, k in zip(d.probs[:n], kept)], textposition="outside",
                 hovertemplate="%{customdata}: %{x:.4f} after<extra></extra>")
     top = float(max(d.probs[:n].max(initial=0), d.scaled[:n].max(initial=0)))
     fig.update_layout(

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from core.causal.logit_attribution import LogitAttribution
 from core.causal.patching import Patching
 from core.maths.margins import runs
-from core.model.tokens import quoted_token
+from core.model.tokens import quoted_token, readable_token
 from viz.common import token_axis
 from viz.predictions import visible_spaces
 from viz.wording import fixed, percent, percent_span
@@ -110,7 +110,7 @@ def patching_table(result: Patching) -> dict[str, list]:
     rows = [(l, c) for l in range(layers) for c in range(columns)]
     table = {"layer": [l for l, _ in rows], column: [c for _, c in rows]}
     if result.kind != "heads":
-        table["token"] = [result.tokens[c] for _, c in rows]
+        table["token"] = [readable_token(result.tokens[c]) for _, c in rows]
     return table | {"restored": [float(result.grid[l, c]) for l, c in rows],
                     "logit_difference": [float(result.raw[l, c]) for l, c in rows]}
 

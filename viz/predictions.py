@@ -9,6 +9,7 @@ from plotly.colors import sample_colorscale, unlabel_rgb
 from core.model.tokens import readable_token
 from viz.common import OKABE_ITO, SEQUENTIAL, plotly_safe, token_axis
 from viz.lens_grid import ASSUMED_WIDTH_PX, CELL_FONT_PX, contrast_ratio, fitted_cell_text
+from viz.wording import probability
 
 
 def visible_spaces(token: str) -> str:
@@ -28,7 +29,7 @@ def fill_in_bars(candidates: list[str], probabilities: np.ndarray, *, title: str
             orientation="h",
             customdata=[plotly_safe(label) for label in labels],
             marker_color=OKABE_ITO[0],
-            text=[f"{p:.1%}" for p in probabilities],
+            text=[probability(p) for p in probabilities],
             textposition="outside",
             hovertemplate="%{customdata}: %{x:.4f}<extra></extra>",
         )

@@ -27,6 +27,7 @@ from core.model.attention_layers import attention_modules
 from core.model.hooks import hooked
 from core.model.models import LoadedModel, threads_for_input
 from core.model.recording import LayerRecord, Recorder, is_recordable, rotate_back
+from core.model.tokens import span_labels
 
 # A map of more points is slow to draw and to project; texts past this many tokens are left out (``texts_used``).
 MAX_CORPUS_TOKENS = 12_000
@@ -115,21 +116,6 @@ class CorpusQueriesKeys:
         return len(self.tokens)
 
 
-def _labels(text: str, tokens: list[str], offsets: list[tuple[int, int]], word_ids: list, special: list[bool]) -> list[str]:
-    """Readable labels from each token's span of the text, as ``core.model.tokens.token_labels`` writes them."""
-    labels, previous = [], None
-    for token, (start, end), word, is_special in zip(tokens, offsets, word_ids, special, strict=True):
-        if is_special or end <= start:
-            label = token
-        else:
-            label = text[start:end].strip() or "␣"
-            if word is not None and word == previous:
-                label = "##" + label
-        labels.append(label)
-        previous = word
-    return labels
-
-
 def _keep_block(mask: torch.Tensor | None, row: int, t: int) -> np.ndarray:
     """bool ``[t, t]``: where query i of ``row`` may look at key j (the recorded additive mask is 0 there)."""
     if mask is None:
@@ -207,9 +193,9 @@ def record_corpus(
         for row, index in enumerate(batch):
             t = int(encoding["attention_mask"][row].sum())
             ids = encoding["input_ids"][row, :t].tolist()
-            per_text[index] = {"tokens": _labels(
+            per_text[index] = {"tokens": span_labels(
                 texts[index], tok.convert_ids_to_tokens(ids), [tuple(o) for o in encoding["offset_mapping"][row, :t].tolist()],
-                encoding.word_ids(row)[:t], [bool(s) for s in encoding["special_tokens_mask"][row, :t].tolist()])}
+                [bool(s) for s in encoding["special_tokens_mask"][row, :t].tolist()])}
             for layer, record in rec.records.items():
                 keep = _keep_block(record.mask, row, t)
                 if layer not in keep_full:

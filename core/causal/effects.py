@@ -273,7 +273,7 @@ def resolve_target(net: Network, inputs: dict[str, torch.Tensor], target: str | 
         token_id = int(logits.argmax())
     else:
         token_id = target_token_id(tok, target, net.full.config.vocab_size)
-    return Target(position, token_id, tok.decode([token_id], clean_up_tokenization_spaces=False))
+    return Target(position, token_id, decoded_tokens(tok, [token_id])[0])  # part of a character as <0xD8>, not "�"
 
 
 def mean_pooled(last_hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -25,6 +25,7 @@ from core.model.models import LoadedModel
 from core.model.parts import parts_of
 from core.model.recorded_pass import RecordedPass
 from core.model.recording import UnsupportedArchitecture
+from core.model.tokens import decoded_tokens, readable_token
 
 # Two summed shares (or two heads' shares of an edge) closer than this are called about equal: the sentence does not
 # rank candidates that one step of the threshold slider (0.01) could reorder.
@@ -105,8 +106,9 @@ def top_neurons(model: LoadedModel, recorded: RecordedPass, layer: int, position
 
 
 def decode(lm, ids: np.ndarray) -> list[str]:
-    """Each token id of ``ids`` ``[k]`` decoded on its own, spaces kept (as ``core.causal.unembedding.top_tokens`` writes them)."""
-    return [lm.tokenizer.decode([int(i)], clean_up_tokenization_spaces=False) for i in ids]
+    """Each token id of ``ids`` ``[k]`` as its label, by the app's one rule (as ``core.causal.unembedding.top_tokens``
+    writes them)."""
+    return [readable_token(t) for t in decoded_tokens(lm.tokenizer, [int(i) for i in ids])]
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from core.causal.logit_attribution import frozen_norm
+from core.model.tokens import decoded_tokens, readable_token
 from core.outputs.causal_lm import causal_parts
 
 
@@ -37,7 +38,7 @@ def lens_logits(lm, residual: torch.Tensor) -> np.ndarray:
 
 
 def top_tokens(lm, logits: np.ndarray, k: int = 5, *, lowest: bool = False) -> list[tuple[str, float]]:
-    """The ``k`` highest (``lowest``: most negative) entries of ``logits`` ``[V]`` as ``(token text, value)``."""
-    order = np.argsort(logits)
-    picked = order[:k] if lowest else order[::-1][:k]
-    return [(lm.tokenizer.decode([int(i)], clean_up_tokenization_spaces=False), float(logits[i])) for i in picked]
+    """The ``k`` highest (``lowest``: most negative) entries of ``logits`` ``[V]`` as ``(label, value)``, each token
+    written by the app's one rule (``core.model.tokens.readable_token``)."""
+    picked = np.argsort(logits)[:k] if lowest else np.argsort(logits)[::-1][:k]
+    return list(zip([readable_token(t) for t in decoded_tokens(lm.tokenizer, picked.tolist())], map(float, logits[picked])))

@@ -33,6 +33,7 @@ from core.model.on_demand import OnDemandAttention, release_freed_memory
 from core.model.parts import blocks_of
 from core.model.recording import LayerRecord, Recorder, is_recordable
 from core.model.text_limits import check_text, token_limit
+from core.model.words import text_word_ids
 
 # Above this many tokens an Analysis keeps each layer's queries and keys instead of every head's [T, T] weights:
 # 512 tokens of SmolLM2-135M (30 layers × 9 heads) already hold 283 MB of weights, 4,096 would hold 18 GB.
@@ -55,7 +56,7 @@ class Analysis:
     ``hidden_states``: ``[layers + 1, T, hidden]``.
     ``special_mask``: bool ``[T]``, True for tokens the tokenizer treats as special
     ([CLS], [SEP], <|endoftext|>, padding …), never decided by position.
-    ``word_ids``: for each token, the index of the word it belongs to (None for special tokens).
+    ``word_ids``: for each token, its word's index (None for special tokens), read from the text (``core.model.words``).
     ``offsets``: for each token, its ``(start, end)`` character span in ``text`` ((0, 0) for added special tokens).
     ``truncated``: True when the text had more than ``max_tokens`` tokens and was cut.
     ``pooler_output``: ``[hidden]`` for models whose checkpoint has pooler weights
@@ -308,10 +309,9 @@ def iter_analyses(
         special_array = np.fromiter(special_ids, dtype=np.int64, count=len(special_ids))
         for row, index in enumerate(batch):
             real = _real_positions(encoding["attention_mask"][row].numpy())  # load_model pads on the right
-            ids_array = encoding["input_ids"][row].numpy()[real]
-            ids = ids_array.tolist()
-            word_ids = encoding.word_ids(row)
-            added = encoding["special_tokens_mask"][row].numpy()[real].astype(bool)
+            ids = (ids_array := encoding["input_ids"][row].numpy()[real]).tolist()
+            special = encoding["special_tokens_mask"][row].numpy()[real].astype(bool) | np.isin(ids_array, special_array)
+            offsets = list(map(tuple, encoding["offset_mapping"][row].numpy()[real].tolist()))
             yield index, Analysis(
                 text=texts[index],
                 model_name=model.name,
@@ -319,9 +319,9 @@ def iter_analyses(
                 input_ids=ids,
                 attentions=_keep_square(att[row], real, len(batch) == 1) if att is not None else None,
                 hidden_states=_own(hidden[row][:, real], len(batch) == 1),
-                special_mask=added | np.isin(ids_array, special_array),
-                word_ids=word_ids[real] if isinstance(real, slice) else [word_ids[k] for k in real],
-                offsets=list(map(tuple, encoding["offset_mapping"][row].numpy()[real].tolist())),
+                special_mask=special,
+                word_ids=text_word_ids(texts[index], offsets, special.tolist()),
+                offsets=offsets,
                 truncated=len(ids) < lengths[index],
                 num_input_tokens=lengths[index],
                 is_decoder=model.is_decoder,

@@ -72,3 +72,11 @@ def numbering_caption(num_layers: int) -> str:
         f"Hidden state 0 is the embedding layer's output, before any attention; hidden state {num_layers}, the last, "
         f"is the output of layer {num_layers - 1}."
     )
+
+
+def last_state_note(num_layers: int) -> str:
+    """Where a model's last hidden state is its last block's output after the final norm
+    (``core.model.parts.last_state_is_normed``): what that changes in reading the last row of a figure."""
+    return (f"Hidden state {num_layers}, the last, is layer {num_layers - 1}'s output after the model's final norm "
+            f"(transformers returns it so): its change from hidden state {num_layers - 1} is partly the norm "
+            f"rescaling each dimension by its learned gain, not only what layer {num_layers - 1} wrote.")

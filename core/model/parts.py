@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 
 from core.model.attention_layers import SINGLE_STACK, attention_modules, cached_record_keys, model_of
-from core.model.hooks import hooked, main_input
+from core.model.hooks import first_tensor, hooked, main_input
 from core.model.recording import Recorder, UnsupportedArchitecture, is_recordable
 
 PROBE_TOKENS = 4
@@ -149,6 +149,32 @@ def parts_of(model: torch.nn.Module) -> ModelParts:
             found = contextvars.Context().run(_probe, model)  # an empty context: no caller's Recorder changes the probe
             model._explorer_parts = found
     return found
+
+
+def last_state_is_normed(model: torch.nn.Module) -> bool:
+    """True when the model's last hidden state (``hidden_states[-1]``, as transformers returns it) is not its last
+    block's output but that output after the final norm (Llama's ``model.norm``, Gemma's, GPT-2's ``ln_f``), measured
+    on one probe pass: the last hidden state differs from the last block's output and equals the final norm of it.
+    False for a model the app does not record, an encoder-decoder, or a model whose last state is the block's output."""
+    found = getattr(model, "_explorer_last_normed", None)
+    if found is not None:
+        return found
+    try:
+        parts = parts_of(model)
+    except UnsupportedArchitecture:
+        return False
+    layers = parts.stacks.get(SINGLE_STACK)
+    normed = False
+    if layers and parts.final_norm is not None:
+        seen: dict[str, torch.Tensor] = {}
+        with torch.inference_mode(), hooked([(layers[-1].block, "post", lambda _m, _a, out: seen.update(out=first_tensor(out)))]):
+            last = model(**_probe_inputs(model), output_hidden_states=True).hidden_states[-1].float()
+            normed_out = parts.final_norm(seen["out"]).float()
+        scale = float(last.abs().max()) or 1.0
+        normed = (float((last - seen["out"].float()).abs().max()) / scale > 1e-4
+                  and float((normed_out - last).abs().max()) / scale < 1e-4)
+    model._explorer_last_normed = normed
+    return normed
 
 
 def layer_parts(attention: torch.nn.Module) -> LayerParts:

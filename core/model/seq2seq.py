@@ -32,6 +32,7 @@ from core.model.models import LoadedModel
 from core.model.recording import LayerRecord, Recorder, is_recordable
 from core.model.stacks import AttentionStack
 from core.model.text_limits import check_text, token_limit
+from core.model.words import text_word_ids
 
 MAX_GENERATED_TOKENS = 64
 
@@ -166,7 +167,6 @@ def _analysis(
     text: str,
     ids: list[int],
     offsets: list[tuple[int, int]],
-    word_ids: list[int | None],
     added: list[bool],
     attentions: np.ndarray,
     hidden_states: np.ndarray,
@@ -176,6 +176,7 @@ def _analysis(
     causal: bool,
 ) -> Analysis:
     special_ids = special_token_ids(model.tokenizer)
+    special = [bool(a or i in special_ids) for i, a in zip(ids, added)]
     return Analysis(
         text=text,
         model_name=model.name,
@@ -183,8 +184,8 @@ def _analysis(
         input_ids=ids,
         attentions=attentions,
         hidden_states=hidden_states,
-        special_mask=np.array([a or i in special_ids for i, a in zip(ids, added)], dtype=bool),
-        word_ids=word_ids,
+        special_mask=np.array(special, dtype=bool),
+        word_ids=text_word_ids(text, offsets, special),
         offsets=offsets,
         truncated=truncated,
         num_input_tokens=num_input_tokens,
@@ -249,7 +250,6 @@ def analyze_pair(model: LoadedModel, source: str, target: str | None = None, *, 
         source,
         src["input_ids"][0].tolist(),
         [tuple(o) for o in src["offset_mapping"][0].tolist()],
-        src.word_ids(0),
         src["special_tokens_mask"][0].bool().tolist(),
         _stack(out.encoder_attentions),
         _stack(out.encoder_hidden_states),
@@ -257,24 +257,21 @@ def analyze_pair(model: LoadedModel, source: str, target: str | None = None, *, 
         num_input_tokens=src_full,
         causal=False,
     )
-    # The decoder read the start token, then the target's tokens 0..T-2: their spans and words carry over.
+    # The decoder read the start token, then the target's tokens 0..T-2: their spans carry over.
     label_ids = labels[0].tolist()
     read = decoder_ids[0].tolist()
-    offsets, words, added = [(0, 0)], [None], [True]
+    offsets, added = [(0, 0)], [True]
     target_offsets = [tuple(o) for o in tgt["offset_mapping"][0].tolist()]
-    target_words = tgt.word_ids(0)
     target_added = tgt["special_tokens_mask"][0].bool().tolist()
     for position in range(1, len(read)):
         same = read[position] == label_ids[position - 1]
         offsets.append(target_offsets[position - 1] if same else (0, 0))
-        words.append(target_words[position - 1] if same else None)
         added.append(target_added[position - 1] if same else True)
     target_analysis = _analysis(
         model,
         target,
         read,
         offsets,
-        words,
         added,
         _stack(out.decoder_attentions),
         _stack(out.decoder_hidden_states),

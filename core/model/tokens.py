@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 from core.model.inference import Analysis
 
@@ -99,41 +100,52 @@ def decoded_tokens(tokenizer, ids) -> list[str]:
     return texts
 
 
-def _partial_character(analysis: Analysis, i: int) -> bool:
-    """True when token ``i`` shares its characters with a neighbour: it holds only some of their bytes."""
-    start, end = analysis.offsets[i]
+def _partial_in(offsets, special, i: int) -> bool:
+    start, end = offsets[i]
     for j in (i - 1, i + 1):
-        if 0 <= j < analysis.num_tokens and not analysis.special_mask[j]:
-            s, e = analysis.offsets[j]
+        if 0 <= j < len(offsets) and not special[j]:
+            s, e = offsets[j]
             if e > s and s < end and start < e:
                 return True
     return False
 
 
+def _span_text(text: str, tokens, offsets, special, i: int) -> str:
+    piece = tokens[i]
+    start, end = offsets[i]
+    if _partial_in(offsets, special, i):
+        return piece_text(piece) or piece
+    span = text[start:end]
+    if piece.startswith("##"):
+        return "##" + span
+    if piece.startswith(SPACE_MARKERS) and not span[:1].isspace() and start > 0 and text[start - 1].isspace():
+        return text[start - 1] + span  # the tokenizer's offsets left out the space its token carries
+    return span
+
+
 def token_text(analysis: Analysis, i: int) -> str:
     """The text token ``i`` stands for when decoded on its own, from its span of the text (in the case typed)."""
-    piece = analysis.tokens[i]
-    start, end = analysis.offsets[i]
-    if _partial_character(analysis, i):
-        return piece_text(piece) or piece
-    text = analysis.text[start:end]
-    if piece.startswith("##"):
-        return "##" + text
-    if piece.startswith(SPACE_MARKERS) and not text[:1].isspace() and start > 0 and analysis.text[start - 1].isspace():
-        return analysis.text[start - 1] + text  # the tokenizer's offsets left out the space its token carries
-    return text
+    return _span_text(analysis.text, analysis.tokens, analysis.offsets, analysis.special_mask, i)
+
+
+def span_labels(text: str, tokens: Sequence[str], offsets: Sequence[tuple[int, int]],
+                special: Sequence[bool]) -> list[str]:
+    """One readable label per token from the tokenizer's pieces and their ``(start, end)`` spans of ``text``
+    (``readable_token`` of the text each stands for); special tokens and tokens without a span keep their own name.
+    Labels may repeat. ``token_labels`` is this for an ``Analysis``."""
+    labels: list[str] = []
+    for i, (start, end) in enumerate(offsets):
+        if special[i] or end <= start:
+            labels.append(tokens[i])
+        else:
+            labels.append(readable_token(_span_text(text, tokens, offsets, special, i)))
+    return labels
 
 
 def token_labels(analysis: Analysis) -> list[str]:
     """One readable label per token (``readable_token`` of ``token_text``); special tokens and tokens without a span
     of the text keep their own name. Labels may repeat."""
-    labels: list[str] = []
-    for i, (start, end) in enumerate(analysis.offsets):
-        if analysis.special_mask[i] or end <= start:
-            labels.append(analysis.tokens[i])
-        else:
-            labels.append(readable_token(token_text(analysis, i)))
-    return labels
+    return span_labels(analysis.text, analysis.tokens, analysis.offsets, analysis.special_mask)
 
 
 def unique_labels(labels: list[str]) -> list[str]:
