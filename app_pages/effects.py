@@ -10,6 +10,7 @@ import streamlit as st
 from core.causal.effects import EffectsError, check_supported, target_token_id
 from core.causal.effects_compare import attention_to_token, rank_correlation, sentence_cosine
 from core.causal.token_attribution import GAP_THRESHOLD, MAX_REFINED_EVALUATIONS, PANEL_NODES, REFINED_STEPS_FACTOR, rollout_to_tokens
+from core.maths.numbers import percent
 from core.model.layers import example_head_codes, head_code
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
@@ -32,7 +33,6 @@ from viz.effects import attribution_html, knockout_target_sentence, lens_grid, r
 from viz.head_stats import head_heatmap
 from viz.inside import stacked_token_bars
 from viz.predictions import fill_in_bars, visible_spaces
-from viz.wording import percent
 
 AUTO_IMPORTANCE_WORK = 72 * 64  # heads × tokens computed without asking (the bundled model at 64 tokens)
 MAX_HEADS_DRAWN = 4

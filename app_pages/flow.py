@@ -11,6 +11,7 @@ from core.causal.flow import DEFAULT_THRESHOLD, route_graph
 from core.causal.flow_details import head_write, top_neurons
 from core.causal.flow_reading import Measures, node_sentence, route_sentence
 from core.causal.unembedding import lens_logits, top_tokens, written_logits
+from core.maths.numbers import percent
 from core.model.models import BUNDLED_LM
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
@@ -26,7 +27,6 @@ from ui.session import current_analysis, current_model, current_model_name, curr
 from viz.common import file_stem, markdown_safe
 from viz.flow import edge_id, edge_name, edge_table, node_id, node_name, route_figure
 from viz.inside import token_bars
-from viz.wording import percent
 
 TOP_K = 5
 TOP_NEURONS = 8

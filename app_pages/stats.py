@@ -5,6 +5,7 @@ import streamlit as st
 
 from core.attention_heads.cross_attention import CROSS_DEFINITIONS, CROSS_STATISTICS, cross_head_statistics
 from core.attention_heads.head_statistics import DEFINITIONS, STATISTICS, UNIFORM_ENTROPY, analysis_statistics, rank_heads, sink_names, statistic_grid
+from core.maths.numbers import percent
 from core.model.attention_layers import SINGLE_STACK
 from core.model.layers import numbering_caption
 from core.model.recording import UnsupportedArchitecture
@@ -21,7 +22,6 @@ from ui.seq2seq import choose_stack, current_pair, current_stacks, not_defined
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem
 from viz.head_stats import head_heatmap, head_heatmaps
-from viz.wording import percent
 
 ATTENTION_PAGE = "attention"  # url path: ranked heads link there
 # Display labels are what the URL holds (?over=corpus&stat=previous+token), so they are short.

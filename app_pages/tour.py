@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from core.attention_heads.inside_head import compute_head
+from core.maths.numbers import percent
 from core.maths.similarity import cosine
 from core.model.layers import HIDDEN_STATE_SELECT_LABEL, hidden_state_label, numbering_caption
 from core.model.recording import UnsupportedArchitecture
@@ -29,7 +30,6 @@ from viz.compare import similarity_by_layer_chart
 from viz.inside import matrix_heatmap, stacked_token_bars
 from viz.senses import add_own_sentence, highlighted_sentence, sense_projection_figure
 from viz.tour import cosine_bars, token_table_figure
-from viz.wording import percent
 
 SAME_SENSE_CONTROL = "We had a picnic on the grassy bank of the stream."
 HELD_OUT = "I sat on the bank and fished."

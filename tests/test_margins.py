@@ -8,7 +8,8 @@ import plotly.graph_objects as go
 import pytest
 
 from core.maths.margins import leads_from, plateau, runs
-from viz.wording import colour_words, fixed, percent, percent_span, probability, rank_colour_key
+from core.maths.numbers import fixed, percent, percent_span, probability
+from viz.wording import colour_words, rank_colour_key
 
 
 def test_a_plateau_is_every_layer_within_the_margin_of_the_best_around_it():

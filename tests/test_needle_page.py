@@ -67,7 +67,7 @@ def _scores_grid(at) -> np.ndarray:
 
 
 def test_tiny_llama_s_sentences_hold_the_numbers_of_core_retrieval(llama_dir):
-    from viz.wording import probability
+    from core.maths.numbers import probability
 
     at = open_app({"model": llama_dir, **TINY, "length": "32", "depth": "0"}, page=PAGE)
     assert not page_errors(at)
@@ -124,7 +124,7 @@ def test_smollm2_answers_the_default_needle_and_the_page_s_numbers_are_core_retr
     """The page's defaults at 256 tokens, the needle at 50 %: SmolLM2 answers them (measured p ≈ 0.19), and every
     number the sentences state is the one core.attention_heads.retrieval gives when run directly."""
     from core.attention_heads.retrieval import DEFAULT_ANSWER, DEFAULT_NEEDLE, DEFAULT_QUESTION
-    from viz.wording import probability
+    from core.maths.numbers import probability
 
     name = "SmolLM2-135M-Instruct"
     at = open_app({"model": name}, page=PAGE)

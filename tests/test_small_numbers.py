@@ -1,5 +1,5 @@
 """Issue 50 item 7: a small probability or share is written by the app's rule for small numbers in every sentence
-(``viz.wording.probability``: two significant digits, "less than 0.0001%" below 1e-6), never "0.00%"."""
+(``core.maths.numbers.probability``: two significant digits, "less than 0.0001%" below 1e-6), never "0.00%"."""
 
 from __future__ import annotations
 
@@ -38,10 +38,10 @@ def _percent_formats(path: Path) -> list[str]:
 
 def test_sentences_format_percentages_by_the_rule():
     """No page, widget or figure text formats a measured fraction with a bare ``:.1%`` (which writes 1e-5 as
-    "0.0%"); they go through ``viz.wording.percent`` or ``probability``. Core's count fractions (about.py: a
+    "0.0%"); they go through ``core.maths.numbers.percent`` or ``probability``. Core's count fractions (about.py: a
     share of tokens) and the retrieval depths (constants the user picks) are left out."""
-    files = [p for folder in ("ui", "viz", "app_pages") for p in sorted((ROOT / folder).rglob("*.py"))
-             if p.name != "wording.py"]
+    files = [p for folder in ("core", "ui", "viz", "app_pages") for p in sorted((ROOT / folder).rglob("*.py"))
+             if p.name != "numbers.py"]
     bare = [f for p in files for f in _percent_formats(p)]
     allowed = {"completeness_gap",  # effects.py writes it only when above GAP_THRESHOLD (5%): never small
                "grid.depths"}  # the needle depths the page offers (0%, 25% …): settings, not measurements

@@ -13,6 +13,7 @@ from core.causal.flow import DEFAULT_THRESHOLD, head_terms, route_graph
 from core.causal.flow_details import Neurons, decode
 from core.causal.flow_pair import ENCODER, decoder_logits, pair_route_sentence, pair_top_neurons
 from core.causal.unembedding import top_tokens
+from core.maths.numbers import percent
 from core.model.models import LoadedModel
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
@@ -27,7 +28,6 @@ from viz.common import file_stem, markdown_safe
 from viz.flow import edge_id, node_id
 from viz.flow_pair import PairLayout, pair_edge_table, pair_route_figure
 from viz.inside import token_bars
-from viz.wording import percent
 
 TOP_K = 5
 TOP_NEURONS = 8

@@ -9,6 +9,7 @@ import streamlit as st
 import torch
 
 from core.errors import UserFacingError
+from core.maths.numbers import fixed, percent, probability
 from core.model.layers import head_code
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import decoded_tokens, quoted_token, readable_token
@@ -27,7 +28,6 @@ from viz.generation import distribution_bars, distribution_sentence, distributio
 from viz.head_stats import head_heatmap
 from viz.induction import induction_knockout_sentence
 from viz.patching import dla_heatmap, dla_sentence, dla_table, patching_heatmap, patching_sentence, patching_table
-from viz.wording import fixed, percent, probability
 
 MAX_STEPS = 40
 # The loss is a mean over at most 40 random tokens: a change below 0.05 nats per token (5% in perplexity) is too small

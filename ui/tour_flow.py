@@ -9,6 +9,7 @@ import torch
 
 from core.causal.flow import DEFAULT_THRESHOLD, RouteGraph, layer_runs, route_graph
 from core.causal.flow_details import ROUTE_MARGIN, RouteSummary, route_summary
+from core.maths.numbers import fixed, percent, probability
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import quoted_token
 from core.teaching.examples import PATCHING_PRESETS
@@ -22,7 +23,6 @@ from ui.session import current_model, current_model_name, current_token_limit
 from ui.tour_kit import figure, full_page, not_here, say, try_this
 from viz.common import markdown_safe
 from viz.flow import edge_table, route_figure
-from viz.wording import fixed, percent, probability
 
 FLOW_PROMPT = PATCHING_PRESETS["Capital cities"][0]  # " Paris" on SmolLM2 (its answer there, and its top guess)
 

@@ -17,6 +17,7 @@ import streamlit as st
 
 from core.errors import UserFacingError
 from core.maths.margins import leads_from
+from core.maths.numbers import fixed, percent, percent_span, probability
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import quoted_token
 from core.outputs.causal_lm import encode
@@ -35,7 +36,6 @@ from viz.common import OKABE_ITO, markdown_safe, plotly_safe
 from viz.generation import distribution_bars, distribution_table, steps_figure
 from viz.patching import MARGIN, patching_heatmap, patching_sentence, patching_table
 from viz.predictions import visible_spaces
-from viz.wording import fixed, percent, percent_span, probability
 
 LM, ATTENTION = "lm", "attention"
 TRACKS = {ATTENTION: "From tokens to a corpus", LM: "How a language model predicts"}

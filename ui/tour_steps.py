@@ -8,6 +8,7 @@ import streamlit as st
 
 from core.causal.effects import EffectsError
 from core.causal.effects_compare import sentence_cosine
+from core.maths.numbers import percent
 from core.model.layers import head_code, hidden_state_label
 from core.model.recording import UnsupportedArchitecture
 from core.representations.drift import drift_table
@@ -19,7 +20,6 @@ from ui.tour_kit import figure, full_page, not_here, previous_token_head, say, s
 from viz.common import markdown_safe
 from viz.drift import documents_phrase, layer_violin_figure
 from viz.effects import knockout_figure
-from viz.wording import percent
 
 # One knock-out on one text: two heads' changes of the sentence embedding (1 − cosine) within a factor of 1.5 of each
 # other are not told apart, since another text can swap their order; the step says "about as much".

@@ -9,10 +9,10 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from core.maths.numbers import percent, probability
 from core.model.layers import HIDDEN_STATE_AXIS
 from viz.common import OKABE_ITO, plotly_safe, token_axis
 from viz.predictions import candidate_cells
-from viz.wording import percent, probability
 
 # Orange for positive, purple for negative (Okabe–Ito; distinguishable with common colour-vision deficiencies).
 POSITIVE_RGB = (230, 159, 0)
@@ -126,7 +126,7 @@ def knockout_drop_words(drop: float) -> str:
 
 def knockout_target_sentence(token: str, position: int, logp_before: float, logp_after: float) -> str:
     """What a knock-out did to the target token's log-probability and probability (``token``: its label, already
-    escaped for markdown); a small probability keeps two significant digits (``viz.wording.probability``)."""
+    escaped for markdown); a small probability keeps two significant digits (``core.maths.numbers.probability``)."""
     return (f"**log p(“{token}”)**: {logp_before:.3f} → {logp_after:.3f} at position {position}; "
             f"{knockout_drop_words(logp_before - logp_after)} "
             f"(probability {probability(math.exp(logp_before))} → {probability(math.exp(logp_after))}).")

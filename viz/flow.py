@@ -15,8 +15,8 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from core.causal.flow import Edge, Node, RouteGraph
+from core.maths.numbers import percent
 from viz.common import plotly_safe, token_axis
-from viz.wording import percent
 
 RESIDUAL_COLOUR = "#999999"
 MLP_COLOUR = "#000000"

@@ -14,9 +14,9 @@ import plotly.graph_objects as go
 
 from core.causal.flow import Edge, Node, RouteGraph
 from core.causal.flow_pair import ENCODER
+from core.maths.numbers import percent
 from viz.common import plotly_safe
 from viz.flow import FRAME_PX, LAYER_AXIS, LAYER_PX, MIN_HEIGHT, MLP_OFFSET, SELF_BOW, draw_route
-from viz.wording import percent
 
 GAP = 1.5  # columns between the encoder's last source token and the decoder's first position
 ENCODER_LEVELS = {"embedding": 0.0, "attention": 1.0, "mlp": 1.5, "block": 2.0}  # within a layer of height 2

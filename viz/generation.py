@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from core.maths.numbers import fixed, probability
 from core.model.tokens import quoted_token
 from core.outputs.generation import Distribution
 from viz.common import OKABE_ITO, plotly_safe, token_axis
 from viz.predictions import visible_spaces
-from viz.wording import fixed, probability
 
 CUT_GREY = "#BBBBBB"
 

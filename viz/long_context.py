@@ -10,8 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.attention_heads.long_context import FAR_SHARE, LOCAL_DISTANCE, LOCAL_SHARE, SINK_SHARE, LongContextProfile, bin_labels, head_kinds
+from core.maths.numbers import percent, percent_span
 from viz.common import SEQUENTIAL, plotly_safe
-from viz.wording import percent, percent_span
 
 MAX_POINTS = 256  # points per line of the sink figure: query positions are averaged in blocks past this
 UNIFORM_ROW = "uniform"

@@ -9,8 +9,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.attention_heads.retrieval import SENTENCE_END_REACH, DepthLengthGrid, ModelAnswer, RetrievalScores, contains_answer
+from core.maths.numbers import percent, probability
 from viz.common import CONTROL_ESCAPES, SEQUENTIAL, markdown_safe
-from viz.wording import percent, probability
 
 # In presentation mode the retrieval-score grid is at most this tall, so that it and its heading fit one 1080-pixel
 # slide: drawn by its layer count (220 + 28 per layer) SmolLM2's 30 layers took 1,060 pixels on their own.

@@ -8,10 +8,10 @@ import plotly.graph_objects as go
 from core.causal.logit_attribution import LogitAttribution
 from core.causal.patching import Patching
 from core.maths.margins import runs
+from core.maths.numbers import fixed, percent, percent_span
 from core.model.tokens import quoted_token, readable_token
 from viz.common import token_axis
 from viz.predictions import visible_spaces
-from viz.wording import fixed, percent, percent_span
 
 DIVERGING_SCALE = "RdBu"
 # Below this gap between the clean and corrupted logit differences, a fraction of it is mostly noise.

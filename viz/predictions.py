@@ -6,10 +6,10 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale, unlabel_rgb
 
+from core.maths.numbers import probability
 from core.model.tokens import readable_token
 from viz.common import OKABE_ITO, SEQUENTIAL, plotly_safe, token_axis
 from viz.lens_grid import ASSUMED_WIDTH_PX, CELL_FONT_PX, contrast_ratio, fitted_cell_text
-from viz.wording import probability
 
 
 def visible_spaces(token: str) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.attention_heads.qk_map import QueryKeyMap
+from core.maths.numbers import percent
 
 NEIGHBOURS_FOR_ORDER = 5
 
@@ -87,17 +88,17 @@ def agreement_sentence(agreement: Agreement, method_name: str, head_size: int, f
     loses = (space > 0 and agreement.in_space > 2 * agreement.on_map
              and _compared(agreement.on_map, agreement.in_space, agreement.count) < 0)
     sentence = (
-        f"For {agreement.on_map:.0%} of the {agreement.count:,} queries with two keys or more to choose from, the "
+        f"For {percent(agreement.on_map)} of the {agreement.count:,} queries with two keys or more to choose from, the "
         f"nearest key of their own text on this {method_name} map is the key they attend to most: {verdict} a key "
-        f"picked at random ({agreement.chance:.0%}). In the head's own {head_size}-dimensional space, after the "
-        f"normalisation, the nearest key is that key for {agreement.in_space:.0%}"
+        f"picked at random ({percent(agreement.chance)}). In the head's own {head_size}-dimensional space, after the "
+        f"normalisation, the nearest key is that key for {percent(agreement.in_space)}"
         + (", so the 2-D picture loses most of what distance shows there." if loses
            else "." if space > 0 else
            f", {verdicts[space]} a key picked at random, too: distance there does not pick out the key this head "
            "attends to most either.")
     )
     if first_key_share >= 0.5:
-        sentence += (f" For {first_key_share:.0%} of these queries the key attended to most is their text's first "
+        sentence += (f" For {percent(first_key_share)} of these queries the key attended to most is their text's first "
                      "token (an attention sink): a map can put a query next to that key only if it sits apart from "
                      "the rest of its text.")
     return sentence

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from core.causal.flow import Contributions, Node, RouteGraph, carriers, layer_runs
+from core.maths.numbers import percent
 
 # A position whose mean received weight (over every head of every layer, from the queries that may read it) is at
 # least this is called an attention sink: the per-head threshold of Gu et al. (2024, "When attention sink emerges"),
@@ -94,8 +95,8 @@ def route_sentence(graph: RouteGraph, labels: list[str], received: np.ndarray | 
     if received is not None and received[top] >= SINK_WEIGHT:
         others = np.delete(received, top)
         sentence += (f" “{labels[top]}” is this text's attention sink: averaged over every head of every layer, the "
-                     f"queries that may read it give it {received[top]:.0%} of their attention weight"
-                     + (f" (the other tokens {others.mean():.0%} on average)" if others.size else "") + ".")
+                     f"queries that may read it give it {percent(received[top])} of their attention weight"
+                     + (f" (the other tokens {percent(others.mean())} on average)" if others.size else "") + ".")
     if rest:
         second, (second_total, _) = rest[0]
         sentence += (f" Next comes “{labels[second]}” (token {second}) with {second_total:.2f}"
@@ -116,12 +117,12 @@ def node_sentence(contributions: Contributions, measures: Measures, node: Node, 
         return f"At {at}, after {what}, {NO_SHARE}."
     if kind in ("mlp", "block"):
         share = float(contributions.mlp[layer, p])
-        return (f"Layer {layer}'s MLP brings {share:.1%} of hidden state {layer + 1} at {at}; the residual stream "
-                f"passed on carries the other {float(contributions.mlp_residual[layer, p]):.1%}.")
+        return (f"Layer {layer}'s MLP brings {percent(share, 1)} of hidden state {layer + 1} at {at}; the residual stream "
+                f"passed on carries the other {percent(float(contributions.mlp_residual[layer, p]), 1)}.")
     keys = contributions.key_shares[layer, p]
     order = [int(k) for k in np.argsort(-keys, kind="stable")[:3] if keys[k] > 0]
-    listed = ", ".join(f"“{labels[k]}” (token {k}) {keys[k]:.1%}, most of it through head "
+    listed = ", ".join(f"“{labels[k]}” (token {k}) {percent(keys[k], 1)}, most of it through head "
                        f"{int(np.argmax(contributions.attention[layer, p, k]))}" for k in order)
     return (f"After layer {layer}'s attention at {at}, the residual stream passed on carries "
-            f"{float(contributions.attention_residual[layer, p]):.1%} and the heads bring the other "
-            f"{float(keys.sum()):.1%}" + (f"; the most from {listed}." if listed else "."))
+            f"{percent(float(contributions.attention_residual[layer, p]), 1)} and the heads bring the other "
+            f"{percent(float(keys.sum()), 1)}" + (f"; the most from {listed}." if listed else "."))

@@ -14,6 +14,7 @@ import torch
 
 from core.attention_heads.attention import attention_maxima
 from core.maths.margins import plateau
+from core.maths.numbers import percent, percent_span
 from core.model.inference import Analysis, analyze_many
 from core.model.models import BUNDLED_LM, DEFAULT_MODEL, LoadedModel, bundled_name
 from core.model.tokens import token_labels
@@ -299,9 +300,9 @@ def neighbour_sink_sentence(analysis: Analysis, *, matrices: np.ndarray | None =
     else:
         what, them, target = f"the first token {first_token}", "it", "it"
     text = (
-        f"On this text, with {what} left out, {local[first]:.0%} of tokens attend most to themselves or a "
-        f"neighbour in layer {first} and {local[last]:.0%} in layer {last}; with {them} included, "
-        f"{on_sink[first]:.0%} attend most to {target} in layer {first} and {on_sink[last]:.0%} in layer {last}."
+        f"On this text, with {what} left out, {percent(local[first])} of tokens attend most to themselves or a "
+        f"neighbour in layer {first} and {percent(local[last])} in layer {last}; with {them} included, "
+        f"{percent(on_sink[first])} attend most to {target} in layer {first} and {percent(on_sink[last])} in layer {last}."
     )
     most = np.flatnonzero(on_sink >= 0.5)
     if first_is_plain and len(most):
@@ -324,8 +325,8 @@ def special_share_sentence(raw: np.ndarray, weighted: np.ndarray) -> str:
     raw, weighted = np.asarray(raw, dtype=float), np.asarray(weighted, dtype=float)
     if np.isnan(raw).all() or np.isnan(weighted).all():
         return ""
-    span = lambda x: f"{np.nanmin(x):.0%}–{np.nanmax(x):.0%}" if round(np.nanmin(x), 2) != round(np.nanmax(x), 2) else f"{np.nanmin(x):.0%}"  # noqa: E731 - a one-line helper, read where it is used
     return (
-        f"On this text the share on special tokens is {span(raw)} of raw attention and {span(weighted)} of "
+        f"On this text the share on special tokens is {percent_span(raw[~np.isnan(raw)])} of raw attention and "
+        f"{percent_span(weighted[~np.isnan(weighted)])} of "
         f"norm-weighted attention across the {len(raw)} layers."
     )
