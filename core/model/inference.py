@@ -33,15 +33,12 @@ from core.model.on_demand import OnDemandAttention, release_freed_memory
 from core.model.parts import blocks_of
 from core.model.recording import LayerRecord, Recorder, attention_modules, is_recordable
 
-# Above this many tokens an Analysis keeps each layer's queries and keys instead of every head's [T, T] weights:
-# 512 tokens of SmolLM2-135M (30 layers × 9 heads) already hold 283 MB of weights, 4,096 would hold 18 GB.
+# Above this many tokens an Analysis keeps no head's [T, T] weights (SmolLM2-135M: 283 MB at 512 tokens, 18 GB at 4,096)
 STORED_ATTENTION_MAX_TOKENS = 512
-# A long text's pass runs each layer's attention over this many query rows at a time (core.model.recording.Recorder):
-# SmolLM2 at 8,192 tokens holds 9 × 128 × 8,192 float32 scores (38 MB) instead of a layer's 2.4 GB.
+# A long text's pass runs each layer's attention this many query rows at a time: 38 MB of scores, not 2.4 GB (8,192)
 QUERY_ROWS_PER_CHUNK = 128
-# During and after a long pass, hand the memory it freed back to the operating system (``release_freed_memory``)
-# before each block, after its attention (before its MLP) and after each hidden state copied out: SmolLM2 at 4,096
-# tokens peaks 0.25 GB lower
+# During and after a long pass, hand freed memory back to the OS (``release_freed_memory``) before each block, after
+# its attention and after each hidden state copied out: SmolLM2 at 4,096 tokens peaks 0.25 GB lower
 RELEASE_AFTER_LONG_PASS = True
 
 
@@ -148,7 +145,7 @@ def special_token_ids(tokenizer) -> set[int]:
     return {i for i in tokenizer.all_special_ids if i not in keep_as_content} - {None}
 
 
-def _token_limit(model: LoadedModel, max_tokens: int | None) -> int:
+def token_limit(model: LoadedModel, max_tokens: int | None) -> int:
     """The number of tokens to keep: ``max_tokens`` capped at the model's own limit.
 
     A tokenizer cannot cut a text below the special tokens it adds ([CLS] and [SEP] for BERT),
@@ -164,6 +161,9 @@ def _token_limit(model: LoadedModel, max_tokens: int | None) -> int:
             f"Raise the token limit (EXPLORER_MAX_TOKENS) to {floor} or more."
         )
     return limit
+
+
+_token_limit = token_limit  # core/causal/flow*.py import this name (renamed on the paths branch)
 
 
 def _encode(model: LoadedModel, texts: Sequence[str], limit: int):
@@ -241,7 +241,7 @@ def _refuse_encoder_decoder(model: LoadedModel) -> None:
         )
 
 
-def _check_text(text: str) -> None:
+def check_text(text: str) -> None:
     if not isinstance(text, str) or not text.strip():
         raise AnalysisError("There is no text to analyse: type a sentence first.")
 
@@ -288,10 +288,10 @@ def iter_analyses(
     _refuse_encoder_decoder(model)
     for i, text in enumerate(texts):
         try:
-            _check_text(text)
+            check_text(text)
         except AnalysisError as err:
             raise AnalysisError(f"Text {i + 1} is empty: every document needs some text.") from err
-    limit = _token_limit(model, max_tokens)
+    limit = token_limit(model, max_tokens)
     tok = model.tokenizer
     lengths = [len(ids) for ids in tok(list(texts), add_special_tokens=True, truncation=False)["input_ids"]]
     order = sorted(range(len(texts)), key=lambda i: -lengths[i])
@@ -385,7 +385,7 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None, on_
     Raises ``AnalysisError`` for empty text, and for an encoder-decoder model (use ``core.model.seq2seq.analyze_pair``).
     """
     _refuse_encoder_decoder(model)
-    _check_text(text)
+    check_text(text)
     return next(iter_analyses(model, [text], max_tokens=max_tokens, batch_size=1, on_demand=on_demand))[1]
 
 

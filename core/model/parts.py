@@ -96,11 +96,15 @@ def blocks_of(model: torch.nn.Module) -> list[torch.nn.Module]:
     return blocks
 
 
-def _is_norm(module: torch.nn.Module) -> bool:
+def is_norm(module: torch.nn.Module) -> bool:
+    """True for a normalisation layer (LayerNorm, RMSNorm …: by class, not by attribute name)."""
     return isinstance(module, torch.nn.LayerNorm) or type(module).__name__.endswith(("Norm", "RMSNorm", "LayerNorm"))
 
 
-def _last_linear_to_hidden(block: torch.nn.Module, attention: torch.nn.Module, hidden: int) -> torch.nn.Module | None:
+_is_norm = is_norm  # core/causal/flow_pair_blocks.py imports this name (renamed on the paths branch)
+
+
+def last_linear_to_hidden(block: torch.nn.Module, attention: torch.nn.Module, hidden: int) -> torch.nn.Module | None:
     """The MLP's output map: the last linear map (``nn.Linear`` or GPT-2's ``Conv1D``) registered in ``block`` outside
     its attention whose output has the hidden size (``down_proj``, ``c_proj``, ``fc2``, ``dense_4h_to_h`` …)."""
     inside_attention = {id(m) for m in attention.modules()}
@@ -109,12 +113,15 @@ def _last_linear_to_hidden(block: torch.nn.Module, attention: torch.nn.Module, h
         if id(module) in inside_attention:
             continue
         weight = getattr(module, "weight", None)
-        if not isinstance(weight, torch.Tensor) or weight.ndim != 2 or _is_norm(module):
+        if not isinstance(weight, torch.Tensor) or weight.ndim != 2 or is_norm(module):
             continue
         out_features = getattr(module, "out_features", None) or getattr(module, "nf", None)
         if out_features == hidden:
             found = module
     return found
+
+
+_last_linear_to_hidden = last_linear_to_hidden  # core.model.recorded_pass re-exports this name (paths branch)
 
 
 def _linear_like(module: torch.nn.Module) -> bool:
@@ -172,7 +179,7 @@ def _probe(model: torch.nn.Module) -> ModelParts:
     inside_block = {id(m) for b in blocks for m in b.modules()}
     candidates = [m for b in dict.fromkeys(blocks) for m in b.modules() if _linear_like(m)]
     base = getattr(model, "base_model", model)  # not a masked-LM head's own norm
-    norms = [m for m in base.modules() if _is_norm(m) and id(m) not in inside_block]
+    norms = [m for m in base.modules() if is_norm(m) and id(m) not in inside_block]
     inputs: dict[int, torch.Tensor] = {}
     calls: list[tuple[str, int]] = []  # ("enter" | "exit" | "norm", id) in call order
 
@@ -208,7 +215,7 @@ def _probe(model: torch.nn.Module) -> ModelParts:
         if projection is None:
             raise UnsupportedArchitecture(f"{type(attention).__name__} hands its heads' outputs to no linear map the "
                                           "app can find, so its heads cannot be knocked out.")
-        mlp_output = _last_linear_to_hidden(block, attention, hidden)
+        mlp_output = last_linear_to_hidden(block, attention, hidden)
         owner = None if mlp_output is None else next((m for m in block.modules()
                                                       if any(c is mlp_output for c in m.children())), None)
         mlp = owner if owner is not None and owner is not block else None

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from core.model.inference import Analysis, AnalysisError, _check_text, _token_limit, special_token_ids
+from core.model.inference import Analysis, AnalysisError, check_text, special_token_ids, token_limit
 from core.model.models import LoadedModel
 from core.model.recording import LayerRecord, Recorder, is_recordable
 from core.model.stacks import AttentionStack
@@ -111,13 +111,13 @@ def generate_target(
     checkpoint has no trained language-model head or the model writes no text.
     """
     _require_encoder_decoder(model)
-    _check_text(source)
+    check_text(source)
     if not model.can_generate:
         raise AnalysisError(
             f"`{model.name}` has no trained language-model head in its checkpoint, so it cannot write a target "
             "itself. Type a target text in the sidebar."
         )
-    limit = _token_limit(model, max_tokens)
+    limit = token_limit(model, max_tokens)
     max_new_tokens = max(1, min(max_new_tokens, limit - 1))  # room for the end token: the target then fits the limit
     encoding = model.tokenizer([source], truncation=True, max_length=limit, return_tensors="pt")
     inputs = {k: encoding[k].to(model.device) for k in ("input_ids", "attention_mask")}
@@ -195,7 +195,8 @@ def _stack(layers) -> np.ndarray:
     return np.ascontiguousarray(torch.cat([layer for layer in layers], dim=0).float().cpu().numpy())
 
 
-def _encode(model: LoadedModel, text: str, limit: int, *, target: bool):
+def encode_text(model: LoadedModel, text: str, limit: int, *, target: bool = False):
+    """``(encoding, tokens before the cut)`` of one text (``target``: as a target), cut to ``limit`` tokens."""
     kwargs = {"text_target": text} if target else {"text": text}
     encoding = model.tokenizer(
         **kwargs,
@@ -211,6 +212,24 @@ def _encode(model: LoadedModel, text: str, limit: int, *, target: bool):
     return encoding, full
 
 
+def decoder_tokens(model: LoadedModel, tgt) -> tuple[torch.Tensor, list, list, list]:
+    """What the decoder reads for the target encoding ``tgt``: ``(decoder ids [1, T], offsets, word ids, added)``, the
+    target shifted right; the start token is an added one, the target's tokens 0..T-2 keep their spans and words."""
+    labels = tgt["input_ids"]
+    decoder_ids = shift_right(model, labels)
+    label_ids, read = labels[0].tolist(), decoder_ids[0].tolist()
+    offsets, words, added = [(0, 0)], [None], [True]
+    target_offsets = [tuple(o) for o in tgt["offset_mapping"][0].tolist()]
+    target_words = tgt.word_ids(0)
+    target_added = tgt["special_tokens_mask"][0].bool().tolist()
+    for position in range(1, len(read)):
+        same = read[position] == label_ids[position - 1]
+        offsets.append(target_offsets[position - 1] if same else (0, 0))
+        words.append(target_words[position - 1] if same else None)
+        added.append(target_added[position - 1] if same else True)
+    return decoder_ids, offsets, words, added
+
+
 def analyze_pair(model: LoadedModel, source: str, target: str | None = None, *, max_tokens: int | None = None) -> PairAnalysis:
     """Run an encoder-decoder ``model`` on ``source`` (encoder) and ``target`` (decoder, teacher-forced).
 
@@ -220,16 +239,15 @@ def analyze_pair(model: LoadedModel, source: str, target: str | None = None, *, 
     source or a model that is not an encoder-decoder.
     """
     _require_encoder_decoder(model)
-    _check_text(source)
-    limit = _token_limit(model, max_tokens)
+    check_text(source)
+    limit = token_limit(model, max_tokens)
     generated = target is None or not target.strip()
     if generated:
         target = generate_target(model, source, max_tokens=limit)
     assert target is not None
-    src, src_full = _encode(model, source, limit, target=False)
-    tgt, tgt_full = _encode(model, target, limit, target=True)
-    labels = tgt["input_ids"]
-    decoder_ids = shift_right(model, labels)
+    src, src_full = encode_text(model, source, limit)
+    tgt, tgt_full = encode_text(model, target, limit, target=True)
+    decoder_ids, offsets, words, added = decoder_tokens(model, tgt)
     record = is_recordable(model.model)
     with torch.inference_mode(), Recorder(model.model, keep_weights=False) if record else nullcontext() as rec:
         out = model.model(
@@ -255,22 +273,10 @@ def analyze_pair(model: LoadedModel, source: str, target: str | None = None, *, 
         num_input_tokens=src_full,
         causal=False,
     )
-    # The decoder read the start token, then the target's tokens 0..T-2: their spans and words carry over.
-    label_ids = labels[0].tolist()
-    read = decoder_ids[0].tolist()
-    offsets, words, added = [(0, 0)], [None], [True]
-    target_offsets = [tuple(o) for o in tgt["offset_mapping"][0].tolist()]
-    target_words = tgt.word_ids(0)
-    target_added = tgt["special_tokens_mask"][0].bool().tolist()
-    for position in range(1, len(read)):
-        same = read[position] == label_ids[position - 1]
-        offsets.append(target_offsets[position - 1] if same else (0, 0))
-        words.append(target_words[position - 1] if same else None)
-        added.append(target_added[position - 1] if same else True)
     target_analysis = _analysis(
         model,
         target,
-        read,
+        decoder_ids[0].tolist(),
         offsets,
         words,
         added,
