@@ -210,3 +210,16 @@ def test_long_layers_are_computed_not_stored(tiny_gpt2):
     trace.attention("self", 0, heads=[1])
     assert trace.nbytes >= 4 * 4 * len(trace.tokens("self")) ** 2  # the whole layer's weights, kept
     assert len(trace.tokens("self")) <= STORED_WEIGHTS_MAX_TOKENS
+
+
+def test_the_pass_runs_torch_s_fused_attention_except_where_it_soft_caps(family, monkeypatch):
+    """Each layer's output comes from torch's scaled_dot_product_attention (transformers' sdpa), as in the model's
+    default forward; Gemma 2's soft-capped layers fall back to its eager attention, which sdpa cannot compute."""
+    name, _folder, model = family
+    calls = []
+    fused = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda *a, **k: calls.append(1) or fused(*a, **k))
+    trace = record(model, (TEXT, TARGET) if model.is_encoder_decoder else TEXT)
+    layers = sum(trace.num_layers(stack) for stack in trace.stack_names)
+    assert len(calls) == (0 if name == "gemma2" else layers)
