@@ -28,7 +28,7 @@ Shapes (``B`` batch, ``T`` query tokens, ``S`` key tokens (= ``T`` but for cross
     LayerRecord.inputs    [B, T, hidden]  what the attention module read (after the block's pre-norm, if any)
     LayerRecord.cos/sin   [B, T, r] rotary tables the module received (None without rotary); r <= d
     LayerRecord.position_bias  [1, Hq, T, S] T5's relative-position bias, added to the scores (None elsewhere)
-    LayerRecord.output    [B, T, Hq, d]   each head's output before the output projection (after ``replace``)
+    LayerRecord.output    [B, T, Hq, d]   each head's output before the output projection (``sdpa`` records only)
     replace[(layer, head)] or replace[(stack, layer, head)]: that head's output before the output projection
         becomes zeros (None), a tensor [B, T, d], or what a function of it [B, T, d] returns (mean, per-row patch)
 
@@ -233,7 +233,7 @@ def explorer_attention(module, query, key, value, attention_mask, scaling=None, 
                 output[:, :, h] = 0.0
             else:
                 output[:, :, h] = (new(output[:, :, h]) if callable(new) else new).to(output.dtype)
-    if rec.wants(layer) and not rec.queries_keys_only:
+    if rec.sdpa and rec.wants(layer) and not rec.queries_keys_only:  # a trace's block call (core.model.trace_layers)
         rec.stacks[stack][layer].output = output.detach()
     return output, weights
 
