@@ -190,7 +190,7 @@ def test_grouped_query_heads_read_their_shared_key_head(family):
     np.testing.assert_allclose(trace.attention("self", 0), by_hand / by_hand.sum(-1, keepdims=True), atol=1e-5)
 
 
-def test_the_trace_is_read_only_and_refuses_what_it_cannot_read(tiny_gpt2, tiny_t5):
+def test_the_trace_is_read_only_and_refuses_what_it_cannot_read(tiny_gpt2, tiny_t5, tmp_path):
     trace = record(tiny_gpt2, TEXT)
     with pytest.raises(ValueError):
         trace.residual_pre("self", 0)[0, 0] = 1.0
@@ -202,6 +202,11 @@ def test_the_trace_is_read_only_and_refuses_what_it_cannot_read(tiny_gpt2, tiny_
         record(tiny_gpt2, "   ")
     with pytest.raises(AnalysisError):
         record(tiny_t5, TEXT)
+    with pytest.raises(AnalysisError):
+        record(tiny_gpt2, (TEXT, TARGET))
+    neo = load_model(str(model_factory.build_tiny_gpt_neo(tmp_path / "neo")))  # loaded with plain eager attention
+    with pytest.raises(AnalysisError, match="record"):
+        record(neo, TEXT)
 
 
 def test_long_layers_are_computed_not_stored(tiny_gpt2):
