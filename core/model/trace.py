@@ -324,10 +324,19 @@ def block_layout(model: LoadedModel) -> dict[str, list[tuple[str, str | None]]]:
     """Per stack, per layer: ``(path of the block, path of its MLP's output map or None)``. A block is the outermost
     element of a ``ModuleList`` holding the layer's attention module (T5's ``encoder.block.3``, not its sub-layer
     ``layer.0``), so an encoder-decoder's cross-attention shares the decoder's blocks; the MLP's output map is
-    ``core.model.parts.last_linear_to_hidden`` of the block."""
+    ``core.model.parts.last_linear_to_hidden`` of the block. Found once per model (kept on it)."""
     base = model.model
     if not is_recordable(base):
         raise AnalysisError(f"The app does not record {model.name}'s attention, so it cannot trace it.")
+    found = getattr(base, "_explorer_block_layout", None)
+    if found is None:
+        found = _layout(model)
+        base._explorer_block_layout = found
+    return found
+
+
+def _layout(model: LoadedModel) -> dict[str, list[tuple[str, str | None]]]:
+    base = model.model
     paths = {id(m): name for name, m in base.named_modules()}
     lists = {name for name, m in base.named_modules() if isinstance(m, torch.nn.ModuleList)}
     keys, hidden = record_keys(base), int(base.config.hidden_size)
