@@ -15,9 +15,10 @@ import pytest
 import torch
 from transformers import AutoModel
 
+import core.model.trace as trace_module
 from core.errors import AnalysisError
 from core.model.models import load_model
-from core.model.trace import STORED_WEIGHTS_MAX_TOKENS, record
+from core.model.trace import record
 from tests import model_factory
 
 TEXT = "The cat sat on the mat. It was happy to be home, and the bass fish swims along the river bank."
@@ -209,12 +210,31 @@ def test_the_trace_is_read_only_and_refuses_what_it_cannot_read(tiny_gpt2, tiny_
         record(neo, TEXT)
 
 
-def test_long_layers_are_computed_not_stored(tiny_gpt2):
-    """Above STORED_WEIGHTS_MAX_TOKENS no whole layer is kept; below it the layer asked for is."""
-    trace = record(tiny_gpt2, TEXT)
-    trace.attention("self", 0, heads=[1])
-    assert trace.nbytes >= 4 * 4 * len(trace.tokens("self")) ** 2  # the whole layer's weights, kept
-    assert len(trace.tokens("self")) <= STORED_WEIGHTS_MAX_TOKENS
+def test_long_layers_are_computed_not_stored_and_a_layer_s_block_runs_once(tiny_gpt2, monkeypatch):
+    """At or under STORED_WEIGHTS_MAX_TOKENS the layer asked for is kept; above it no weights are, and the cells are
+    the same. A second head of a layer calls no block again (the memo of the last two layers)."""
+    short = record(tiny_gpt2, TEXT)
+    t = len(short.tokens("self"))
+    held = short.nbytes
+    stored = short.attention("self", 0, heads=[1])
+    assert short.nbytes - held >= 4 * 4 * t * t  # the whole layer's weights (4 heads), kept
+    monkeypatch.setattr(trace_module, "STORED_WEIGHTS_MAX_TOKENS", 4)
+    long = record(tiny_gpt2, TEXT)
+    block = tiny_gpt2.model.get_submodule(long.blocks["self"].paths[0])
+    calls = []
+    handle = block.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        np.testing.assert_array_equal(long.attention("self", 0, heads=[1]), stored)
+        long.attention("self", 0, heads=[3], rows=[2, 5])
+        assert len(calls) == 1
+        assert long.nbytes == short.nbytes - 4 * 4 * t * t  # the same memo (layer 0), no weights kept
+        long.attention("self", 1), long.residual_mid("self", 1), long.layer("self", 0)
+        assert len(calls) == 1  # layer 1 is another block; layer 0 is still in the memo of two
+        long.layer("self", 1), long.attention("self", 1)
+        short.layer("self", 1)
+        assert len(calls) == 1
+    finally:
+        handle.remove()
 
 
 def test_the_pass_runs_torch_s_fused_attention_except_where_it_soft_caps(family, monkeypatch):
