@@ -239,8 +239,7 @@ def explorer_attention(module, query, key, value, attention_mask, scaling=None, 
 
 
 def _softcap(module, kwargs) -> float | None:
-    softcap = kwargs.get("softcap", None)
-    return _configured_softcap(module) if softcap is None else softcap
+    return _configured_softcap(module) if kwargs.get("softcap") is None else kwargs["softcap"]
 
 
 def _call_record(rec: Recorder, module, query, key, attention_mask, scaling, kwargs) -> LayerRecord:
@@ -394,8 +393,7 @@ def rotate_back(x: torch.Tensor, record: LayerRecord) -> torch.Tensor | None:
 def _mask(*args, **kwargs):
     """The registered mask function: bool during a long pass, else eager attention's float (``core.model.masks``)."""
     rec = _ACTIVE.get()
-    return explorer_mask(*args, as_bool=bool(getattr(rec, "rows_per_chunk", None)), sdpa=bool(getattr(rec, "sdpa", False)),
-                         **kwargs)
+    return explorer_mask(*args, as_bool=bool(rec and rec.rows_per_chunk), sdpa=bool(rec and rec.sdpa), **kwargs)
 
 
 AttentionInterface.register(IMPLEMENTATION, explorer_attention)
