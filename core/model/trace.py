@@ -9,7 +9,7 @@ transformers loaded, through the one registered attention function for every fam
 Stacks (``Trace.stack_names``): ``"self"`` for a model with one stack; ``"encoder"``, ``"decoder"`` and ``"cross"``
 for an encoder-decoder (cross: decoder queries, encoder keys; it shares the decoder's blocks and residual stream).
 Shapes (``L`` layers, ``T`` query tokens, ``S`` key tokens (= ``T`` but for cross), ``D`` hidden size, ``Hq`` query
-heads, ``Hkv`` key/value heads, ``d`` head size, ``F`` nothing else), float32 numpy arrays::
+heads, ``Hkv`` key/value heads, ``d`` head size), float32 numpy arrays::
 
     tokens(stack) / key_tokens(stack)   TokenSequence: tokens, ids, offsets, special_mask bool [T], word_ids
     residual_pre(stack, l)     [T, D]   the block's input (kept)
