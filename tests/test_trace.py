@@ -248,3 +248,15 @@ def test_the_pass_runs_torch_s_fused_attention_except_where_it_soft_caps(family,
     trace = record(model, (TEXT, TARGET) if model.is_encoder_decoder else TEXT)
     layers = sum(trace.num_layers(stack) for stack in trace.stack_names)
     assert len(calls) == (0 if name == "gemma2" else layers)
+
+
+def test_a_cut_text_says_so_and_keeps_the_tokenizer_s_tokens(tiny_bert):
+    """Tokens, ids, offsets and special tokens are the tokenizer's own (special tokens by its mask and ids)."""
+    cut = record(tiny_bert, TEXT, max_tokens=6).tokens("self")
+    whole = tiny_bert.tokenizer(TEXT, return_offsets_mapping=True)
+    assert len(cut) == 6 and cut.truncated and cut.num_input_tokens == len(whole["input_ids"])
+    assert cut.ids[:5] == tuple(whole["input_ids"][:5]) and cut.tokens[0] == "[CLS]" and cut.tokens[-1] == "[SEP]"
+    assert cut.offsets[1:5] == tuple(tuple(o) for o in whole["offset_mapping"][1:5])
+    assert cut.special_mask.tolist() == [True, False, False, False, False, True]
+    full = record(tiny_bert, TEXT).tokens("self")
+    assert not full.truncated and full.num_input_tokens == len(full) == len(whole["input_ids"])

@@ -263,12 +263,21 @@ def _sequence(model: LoadedModel, text: str, full: int, ids, offsets, words, add
                          tuple(tuple(int(x) for x in o) for o in offsets), mask, tuple(words), full > len(ids), full)
 
 
-def _one_text(model: LoadedModel, text: str, limit: int):
-    encoding, full = encode_text(model, text, limit)
-    ids = encoding["input_ids"][0].tolist()
-    sequence = _sequence(model, text, full, ids, encoding["offset_mapping"][0].tolist(), encoding.word_ids(0),
-                         encoding["special_tokens_mask"][0].bool().tolist())
-    return encoding, sequence
+def _one_text(model: LoadedModel, text: str, limit: int) -> tuple[dict[str, torch.Tensor], TokenSequence]:
+    """The model's inputs ``[1, T]`` and the token sequence of ``text`` cut to ``limit`` tokens. Lists, not tensors, from
+    the tokenizer (its tensor conversion of the offsets cost more than the rest), and the uncut text is tokenized again
+    only when the cut one fills the limit (to count what was cut)."""
+    encoding = model.tokenizer(text, truncation=True, max_length=limit, return_offsets_mapping=True,
+                               return_special_tokens_mask=True)
+    ids = encoding["input_ids"]
+    if not ids:
+        raise AnalysisError("The tokenizer produced no tokens for this text.")
+    full = len(model.tokenizer(text, truncation=False)["input_ids"]) if len(ids) >= limit else len(ids)
+    sequence = _sequence(model, text, full, ids, encoding["offset_mapping"], encoding.word_ids(0),
+                         encoding["special_tokens_mask"])
+    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if "token_type_ids" in encoding
+                                               and "token_type_ids" in model.tokenizer.model_input_names else [])
+    return {name: torch.tensor([encoding[name]]) for name in names}, sequence
 
 
 def record(model: LoadedModel, text: str | tuple[str, str], *, max_tokens: int | None = None) -> Trace:
@@ -293,11 +302,8 @@ def record(model: LoadedModel, text: str | tuple[str, str], *, max_tokens: int |
         sequences = {"source": source_seq, "target": target_seq}
         inputs = {"input_ids": src["input_ids"], "attention_mask": src["attention_mask"], "decoder_input_ids": decoder_ids}
     else:
-        encoding, sequence = _one_text(model, text, limit)
+        inputs, sequence = _one_text(model, text, limit)
         sequences = {"text": sequence}
-        inputs = {"input_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"]}
-        if "token_type_ids" in encoding and "token_type_ids" in model.tokenizer.model_input_names:
-            inputs["token_type_ids"] = encoding["token_type_ids"]
     inputs = {k: v.to(model.device) for k, v in inputs.items()}
     kept = {s: _Keeper(len(paths)) for s, paths in layout.items() if s != "cross"}
     hooks = []
