@@ -35,15 +35,12 @@ from core.model.recording import LayerRecord, Recorder, is_recordable
 from core.model.text_limits import check_text, token_limit
 from core.model.words import text_word_ids
 
-# Above this many tokens an Analysis keeps each layer's queries and keys instead of every head's [T, T] weights:
-# 512 tokens of SmolLM2-135M (30 layers × 9 heads) already hold 283 MB of weights, 4,096 would hold 18 GB.
+# Above this many tokens an Analysis keeps no head's [T, T] weights (SmolLM2-135M: 283 MB at 512 tokens, 18 GB at 4,096)
 STORED_ATTENTION_MAX_TOKENS = 512
-# A long text's pass runs each layer's attention over this many query rows at a time (core.model.recording.Recorder):
-# SmolLM2 at 8,192 tokens holds 9 × 128 × 8,192 float32 scores (38 MB) instead of a layer's 2.4 GB.
+# A long text's pass runs each layer's attention this many query rows at a time: 38 MB of scores, not 2.4 GB (8,192)
 QUERY_ROWS_PER_CHUNK = 128
-# During and after a long pass, hand the memory it freed back to the operating system (``release_freed_memory``)
-# before each block, after its attention (before its MLP) and after each hidden state copied out: SmolLM2 at 4,096
-# tokens peaks 0.25 GB lower
+# During and after a long pass, hand freed memory back to the OS (``release_freed_memory``) before each block, after
+# its attention and after each hidden state copied out: SmolLM2 at 4,096 tokens peaks 0.25 GB lower
 RELEASE_AFTER_LONG_PASS = True
 
 

@@ -6,7 +6,8 @@ minimum elsewhere, 268 MB at 8,192 tokens. During a long pass (a ``Recorder`` wi
 runs a block of query rows at a time) it is the same cells as bool (True = may attend), 67 MB: ``eager_mask`` is that
 bool mask (``sdpa_mask`` without the causal skip) made additive, and the attention makes each block of rows additive
 the same way (``additive``) before the family's eager attention adds it. The weights are unchanged to the bit; the
-mask is never skipped (None) for a causal model, since ``core.model.on_demand`` needs its cells.
+mask is never skipped (None) for a causal model, since ``core.model.on_demand`` needs its cells. A ``Recorder(sdpa=True)``
+pass (``core.model.trace``) gets ``sdpa_mask``'s mask, skipped where sdpa skips it (the record says ``causal``).
 """
 
 from __future__ import annotations
@@ -29,10 +30,14 @@ def for_eager(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | N
     return additive(mask, dtype) if is_bool(mask) else mask
 
 
-def explorer_mask(*args, as_bool: bool, dtype: torch.dtype = torch.float32, allow_is_causal_skip: bool = True,
-                  **kwargs) -> torch.Tensor | None:
+def explorer_mask(*args, as_bool: bool, sdpa: bool = False, dtype: torch.dtype = torch.float32,
+                  allow_is_causal_skip: bool = True, **kwargs) -> torch.Tensor | None:
     """``eager_mask(*args, dtype=dtype, **kwargs)``, or with ``as_bool`` the bool mask it is made from (``[B, 1, T, S]``;
-    None only where ``eager_mask`` gives None: a bidirectional mask without padding, when allowed)."""
+    None only where ``eager_mask`` gives None: a bidirectional mask without padding, when allowed), or with ``sdpa``
+    (a ``Recorder(sdpa=True)`` pass) ``sdpa_mask`` itself: bool, or None where torch's ``is_causal`` (or nothing)
+    does the masking, as for the model's default attention."""
+    if sdpa:
+        return sdpa_mask(*args, allow_is_causal_skip=allow_is_causal_skip, **kwargs)
     if as_bool:
         return sdpa_mask(*args, allow_is_causal_skip=False, **kwargs)
     return eager_mask(*args, dtype=dtype, **kwargs)

@@ -146,7 +146,7 @@ def to_stored(tensor: torch.Tensor) -> torch.Tensor | StoredMask:
 
 # Module-level, not closures: a recursive closure is a reference cycle (function, cell, function), so what it reads (the
 # pass's 585 MB of hidden states at 8,192 tokens, a restored mask) would stay alive until the garbage collector ran.
-def _kept(value, hidden: torch.Tensor, layer: int, stored: list, index_of: dict[int, int]):
+def keep_argument(value, hidden: torch.Tensor, layer: int, stored: list, index_of: dict[int, int]):
     """What ``OnDemandAttention`` keeps of an argument of block ``layer``'s call (its input ``hidden``): ``Hidden`` for
     the input, ``Stored(i)`` for another tensor (appended to ``stored`` once, ``index_of`` by id), containers walked."""
     if isinstance(value, torch.Tensor):
@@ -157,13 +157,13 @@ def _kept(value, hidden: torch.Tensor, layer: int, stored: list, index_of: dict[
             stored.append(to_stored(value))
         return Stored(index_of[id(value)])
     if isinstance(value, (tuple, list)):
-        return type(value)(_kept(v, hidden, layer, stored, index_of) for v in value)
+        return type(value)(keep_argument(v, hidden, layer, stored, index_of) for v in value)
     if isinstance(value, dict):
-        return {key: _kept(v, hidden, layer, stored, index_of) for key, v in value.items()}
+        return {key: keep_argument(v, hidden, layer, stored, index_of) for key, v in value.items()}
     return value
 
 
-def _argument(value, hidden_states: np.ndarray, stored: tuple, restored: dict[int, torch.Tensor]):
+def call_argument(value, hidden_states: np.ndarray, stored: tuple, restored: dict[int, torch.Tensor]):
     """A kept argument as the block is called with it again: ``Hidden(l)`` a writable copy of ``hidden_states[l]``
     ``[1, T, D]``, ``Stored(i)`` ``stored[i]`` (a mask restored once per call, in ``restored``)."""
     if isinstance(value, Hidden):
@@ -176,9 +176,9 @@ def _argument(value, hidden_states: np.ndarray, stored: tuple, restored: dict[in
             restored[value.index] = item.restore()
         return restored[value.index]
     if isinstance(value, (tuple, list)):
-        return type(value)(_argument(v, hidden_states, stored, restored) for v in value)
+        return type(value)(call_argument(v, hidden_states, stored, restored) for v in value)
     if isinstance(value, dict):
-        return {key: _argument(v, hidden_states, stored, restored) for key, v in value.items()}
+        return {key: call_argument(v, hidden_states, stored, restored) for key, v in value.items()}
     return value
 
 
@@ -216,8 +216,8 @@ class OnDemandAttention:
         first = records[min(records)]
         return cls(
             blocks=tuple(blocks),
-            calls=tuple((_kept(args, hidden_states[layer], layer, stored, index_of),
-                         _kept(kwargs, hidden_states[layer], layer, stored, index_of))
+            calls=tuple((keep_argument(args, hidden_states[layer], layer, stored, index_of),
+                         keep_argument(kwargs, hidden_states[layer], layer, stored, index_of))
                         for layer, (args, kwargs) in enumerate(calls)),
             stored=tuple(stored),
             num_heads=int(first.queries.shape[1]),
@@ -265,8 +265,8 @@ class OnDemandAttention:
         with torch.inference_mode(), Recorder(model, layers={layer}, queries_keys_only=True,
                                               stop_at_attention=True) as rec:
             try:
-                block(*_argument(args, hidden_states, self.stored, restored),
-                      **_argument(kwargs, hidden_states, self.stored, restored))
+                block(*call_argument(args, hidden_states, self.stored, restored),
+                      **call_argument(kwargs, hidden_states, self.stored, restored))
             except AttentionReached:
                 pass
         record = rec.records.get(layer)

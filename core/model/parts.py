@@ -97,6 +97,7 @@ def blocks_of(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def is_norm(module: torch.nn.Module) -> bool:
+    """True for a normalisation layer (LayerNorm, RMSNorm …: by class, not by attribute name)."""
     return isinstance(module, torch.nn.LayerNorm) or type(module).__name__.endswith(("Norm", "RMSNorm", "LayerNorm"))
 
 
@@ -115,6 +116,8 @@ def last_linear_to_hidden(block: torch.nn.Module, attention: torch.nn.Module, hi
         if out_features == hidden:
             found = module
     return found
+
+
 
 
 def _linear_like(module: torch.nn.Module) -> bool:

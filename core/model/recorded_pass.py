@@ -50,6 +50,7 @@ import numpy as np
 import torch
 
 from core.model.attention_layers import SINGLE_STACK
+from core.model.fast_attention import causal_mask
 from core.model.hooks import first_tensor, hooked
 from core.model.models import LoadedModel, threads_for_input
 from core.model.on_demand import eager_weights
@@ -130,13 +131,15 @@ def attention_weights(record: LayerRecord, heads: list[int] | None = None, rows=
     attention: q·kᵀ × scaling, then soft-cap (cap·tanh(x / cap)), then the additive mask, then a float32 softmax.
     ``rows``: the query positions to compute (a slice or a list; all ``T`` when None). T5's relative-position bias
     (``record.position_bias``, one ``[T, S]`` per head) is added to the scores before the mask, as its eager
-    attention does."""
+    attention does. A record of an sdpa pass whose mask was skipped (``record.causal``) gets the causal cells."""
     queries = record.queries[0].float()
     heads = list(range(queries.shape[0])) if heads is None else list(heads)
     rows = slice(None) if rows is None else rows
     q = queries[heads][:, rows]
     k = record.keys[0].float()[[h // record.kv_groups for h in heads]]
     mask = None if record.mask is None else record.mask[0, 0][rows, : k.shape[1]]
+    if mask is None and record.causal:  # sdpa's skipped causal mask (core.model.fast_attention)
+        mask = causal_mask(queries.shape[1], k.shape[1])[rows]
     if record.position_bias is not None:  # T5: added to the scores before the mask, per head
         bias = record.position_bias[0].float()
         bias = bias[heads] if bias.shape[0] > 1 else bias

@@ -5,15 +5,12 @@ Every model is loaded with ``attn_implementation=IMPLEMENTATION`` ("explorer"), 
 do: ``core.model.models.load_model`` runs a probe pass inside a ``Recorder`` and keeps the implementation only when every
 layer's attention called it (``records_every_layer``); otherwise (MegatronBERT, RoFormer compute attention
 themselves, GPT-Neo picks its attention class by implementation name) the model is loaded with plain eager
-attention and ``is_recordable`` is False. BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, DistilBERT, GPT-2, the decoder
-families (Llama, Mistral, Qwen2/3, Gemma 1/2/3, Phi-3, SmolLM …) and the encoder-decoders T5, BART, Marian, mBART and
-Pegasus (encoder, decoder and cross-attention) all call it in transformers 5.23.
+attention and ``is_recordable`` is False (the families that call it: docs/architecture.md).
 
-The registered function calls the family's own ``eager_attention_forward`` (found in the module that defines the
-attention class), so every weight is what eager attention gives, scaling, mask, position bias, soft-cap and sliding
-window included. Outside a ``Recorder`` it only does that. Inside ``with Recorder(model) as rec:`` (per thread: a
-``ContextVar``) it also keeps, for each recorded layer, a ``LayerRecord``, and it can replace one head's output before
-the output projection (knock-out / patching).
+The registered function calls the family's own ``eager_attention_forward``, so every weight is what eager attention
+gives (scaling, mask, position bias, soft-cap, sliding window), or with ``Recorder(sdpa=True)`` transformers' sdpa.
+Inside ``with Recorder(model) as rec:`` (per thread: a ``ContextVar``) it also keeps, for each recorded layer, a
+``LayerRecord``, and it can replace one head's output before the output projection (knock-out / patching).
 
 Calls are told apart by the module that makes them, not by ``layer_idx`` (DistilBERT has none, and an
 encoder-decoder's encoder, decoder and cross-attention share the same values): a call's key is ``(stack, layer)``,
@@ -31,20 +28,16 @@ Shapes (``B`` batch, ``T`` query tokens, ``S`` key tokens (= ``T`` but for cross
     LayerRecord.inputs    [B, T, hidden]  what the attention module read (after the block's pre-norm, if any)
     LayerRecord.cos/sin   [B, T, r] rotary tables the module received (None without rotary); r <= d
     LayerRecord.position_bias  [1, Hq, T, S] T5's relative-position bias, added to the scores (None elsewhere)
+    LayerRecord.output    [B, T, Hq, d]   each head's output before the output projection (``sdpa`` records only)
     replace[(layer, head)] or replace[(stack, layer, head)]: that head's output before the output projection
         becomes zeros (None), a tensor [B, T, d], or what a function of it [B, T, d] returns (mean, per-row patch)
 
-Example::
+Example: ``with torch.inference_mode(), Recorder(loaded.model, layers={3}, replace={(5, 2): None}) as rec:
+loaded.model(input_ids)`` knocks head 2 of layer 5 out in this pass only; ``rec.records[3].queries`` is ``[1, Hq, T, d]``.
 
-    with torch.inference_mode(), Recorder(loaded.model, layers={3}, replace={(5, 2): None}) as rec:
-        loaded.model(input_ids)            # head 2 of layer 5 knocked out in this pass only
-    rec.records[3].queries                 # [1, Hq, T, d]; an encoder-decoder's: rec.stacks["cross"][3]
-
-``Recorder(model)`` puts forward pre-hooks on the attention modules that keep their input and rotary tables, through
-``core.model.hooks`` (the one module that registers hooks), and removes them on leaving; they act only in the Recorder's
-thread. Passes in other threads are never recorded or changed. ``replace`` is the one way the app changes a head's
-output (knock-out, mean ablation, patching from another run): a Recorder opened inside another one on the same model
-(``core.model.inference.analyze`` inside ``core.causal.effects.ablation``) keeps the outer one's replacements.
+``Recorder(model)`` keeps the attention modules' inputs and rotary tables through pre-hooks (``core.model.hooks``),
+acting only in its thread. ``replace`` is the one way the app changes a head's output (knock-out, mean ablation,
+patching); a Recorder opened inside another on the same model keeps the outer one's replacements.
 """
 
 from __future__ import annotations
@@ -62,6 +55,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
 from core.errors import PassStopped, UserFacingError
 from core.model.attention_layers import SINGLE_STACK, attention_modules, cached_record_keys
+from core.model.fast_attention import attention_output, causal_call
 from core.model.hooks import hooked
 from core.model.masks import explorer_mask, for_eager
 
@@ -97,6 +91,8 @@ class LayerRecord:
     cos: torch.Tensor | None = None
     sin: torch.Tensor | None = None
     position_bias: torch.Tensor | None = None
+    output: torch.Tensor | None = None
+    causal: bool = False  # mask None and causal: sdpa's ``is_causal`` (core.model.fast_attention.causal_call)
 
     @property
     def kv_groups(self) -> int:
@@ -114,14 +110,11 @@ class Recorder:
     ``[B, T, d]`` becomes: None (zeros), a tensor, or a function of the output (``Replacement``).
     ``keep_tensors=False`` records nothing (only the replacements act), for cheap knock-outs;
     ``keep_weights=False`` records everything but the attention weights (the caller has them already).
-    ``queries_keys_only`` records only queries, keys, mask, scaling, soft-cap and window (what
-    ``core.model.on_demand`` needs for a long text), and ``rows_per_chunk`` runs each layer's eager attention over that many
-    query rows at a time, returning no weights: a long text's pass never holds a layer's full ``[Hq, T, T]`` (its masks are bool).
-    ``shapes_only`` (with ``queries_keys_only``) keeps each call's queries, keys and mask as meta tensors (shape and
-    dtype, no storage) with its scaling, soft-cap and window: a long pass holds no layer's queries.
-    ``stop_at_attention`` records the first wanted layer's call (as ``queries_keys_only``) and then raises
-    ``AttentionReached`` before its attention is computed: ``core.model.on_demand`` gets one layer's queries and keys
-    by calling that layer's block again, without its attention and MLP.
+    ``queries_keys_only`` records only queries, keys, mask, scaling, soft-cap and window; ``rows_per_chunk`` runs
+    each layer's eager attention that many query rows at a time, without weights (bool masks); ``shapes_only`` (with
+    ``queries_keys_only``) keeps queries, keys and mask as meta tensors; ``stop_at_attention`` records the first wanted
+    layer's call and raises ``AttentionReached`` before its attention (``core.model.on_demand``). ``sdpa`` computes each
+    output with transformers' sdpa (``core.model.fast_attention``; eager for a soft-capped layer), with sdpa's masks.
     """
 
     model: torch.nn.Module | None = None
@@ -133,6 +126,7 @@ class Recorder:
     rows_per_chunk: int | None = None
     shapes_only: bool = False
     stop_at_attention: bool = False
+    sdpa: bool = False
     records: dict[int, LayerRecord] = field(default_factory=dict)
     stacks: dict[str, dict[int, LayerRecord]] = field(default_factory=dict)
     _inputs: dict[int, tuple] = field(default_factory=dict)
@@ -208,7 +202,10 @@ def explorer_attention(module, query, key, value, attention_mask, scaling=None, 
             rec.stacks.setdefault(stack, {})[layer] = _call_record(rec, module, query, key, attention_mask, scaling, kwargs)
             raise AttentionReached
     chunk = rec.rows_per_chunk if rec is not None else None
-    if chunk and query.shape[2] > chunk and kwargs.get("position_bias") is None:
+    if rec is not None and rec.sdpa:
+        output, weights = attention_output(module, query, key, value, attention_mask, scaling, dropout,
+                                           _softcap(module, kwargs), _family_eager(module), **kwargs)
+    elif chunk and query.shape[2] > chunk and kwargs.get("position_bias") is None:
         output, weights = _eager_by_rows(module, query, key, value, attention_mask, scaling, dropout, chunk, **kwargs)
     else:
         output, weights = _family_eager(module)(module, query, key, value, for_eager(attention_mask, query.dtype),
@@ -227,7 +224,7 @@ def explorer_attention(module, query, key, value, attention_mask, scaling=None, 
                 weights.detach() if rec.keep_weights and weights is not None else None,
                 float(scaling if scaling is not None else query.shape[-1] ** -0.5), _softcap(module, kwargs),
                 kwargs.get("sliding_window"), inputs, cos, sin, kwargs.get("position_bias"),
-            )
+                causal=causal_call(module, query, attention_mask, kwargs))
     heads = rec._replacing.get((stack, layer)) if rec._replacing else None
     if heads:
         output = output.clone()  # [B, T, Hq, d]
@@ -236,12 +233,13 @@ def explorer_attention(module, query, key, value, attention_mask, scaling=None, 
                 output[:, :, h] = 0.0
             else:
                 output[:, :, h] = (new(output[:, :, h]) if callable(new) else new).to(output.dtype)
+    if rec.sdpa and rec.wants(layer) and not rec.queries_keys_only:  # a trace's block call (core.model.trace_layers)
+        rec.stacks[stack][layer].output = output.detach()
     return output, weights
 
 
 def _softcap(module, kwargs) -> float | None:
-    softcap = kwargs.get("softcap", None)
-    return _configured_softcap(module) if softcap is None else softcap
+    return _configured_softcap(module) if kwargs.get("softcap") is None else kwargs["softcap"]
 
 
 def _call_record(rec: Recorder, module, query, key, attention_mask, scaling, kwargs) -> LayerRecord:
@@ -253,7 +251,8 @@ def _call_record(rec: Recorder, module, query, key, attention_mask, scaling, kwa
 
     return LayerRecord(module, kept(query), kept(key), None, kept(attention_mask), None,
                        float(scaling if scaling is not None else query.shape[-1] ** -0.5), _softcap(module, kwargs),
-                       kwargs.get("sliding_window"), position_bias=kwargs.get("position_bias"))
+                       kwargs.get("sliding_window"), position_bias=kwargs.get("position_bias"),
+                       causal=causal_call(module, query, attention_mask, kwargs))
 
 
 def _eager_by_rows(module, query, key, value, attention_mask, scaling, dropout, rows: int, **kwargs):
@@ -332,7 +331,8 @@ def rotate_back(x: torch.Tensor, record: LayerRecord) -> torch.Tensor | None:
 
 def _mask(*args, **kwargs):
     """The registered mask function: bool during a long pass, else eager attention's float (``core.model.masks``)."""
-    return explorer_mask(*args, as_bool=bool(getattr(_ACTIVE.get(), "rows_per_chunk", None)), **kwargs)
+    rec = _ACTIVE.get()
+    return explorer_mask(*args, as_bool=bool(rec and rec.rows_per_chunk), sdpa=bool(rec and rec.sdpa), **kwargs)
 
 
 AttentionInterface.register(IMPLEMENTATION, explorer_attention)

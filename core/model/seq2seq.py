@@ -198,7 +198,8 @@ def _stack(layers) -> np.ndarray:
     return np.ascontiguousarray(torch.cat([layer for layer in layers], dim=0).float().cpu().numpy())
 
 
-def _encode(model: LoadedModel, text: str, limit: int, *, target: bool):
+def encode_text(model: LoadedModel, text: str, limit: int, *, target: bool = False):
+    """``(encoding, tokens before the cut)`` of one text (``target``: as a target), cut to ``limit`` tokens."""
     kwargs = {"text_target": text} if target else {"text": text}
     encoding = model.tokenizer(
         **kwargs,
@@ -212,6 +213,22 @@ def _encode(model: LoadedModel, text: str, limit: int, *, target: bool):
     if encoding["input_ids"].shape[1] == 0:
         raise AnalysisError("The tokenizer produced no tokens for this text.")
     return encoding, full
+
+
+def decoder_tokens(model: LoadedModel, tgt) -> tuple[torch.Tensor, list, list]:
+    """What the decoder reads for the target encoding ``tgt``: ``(decoder ids [1, T], offsets, added)``, the target
+    shifted right; the start token is an added one, the target's tokens 0..T-2 keep their spans."""
+    labels = tgt["input_ids"]
+    decoder_ids = shift_right(model, labels)
+    label_ids, read = labels[0].tolist(), decoder_ids[0].tolist()
+    offsets, added = [(0, 0)], [True]
+    target_offsets = [tuple(o) for o in tgt["offset_mapping"][0].tolist()]
+    target_added = tgt["special_tokens_mask"][0].bool().tolist()
+    for position in range(1, len(read)):
+        same = read[position] == label_ids[position - 1]
+        offsets.append(target_offsets[position - 1] if same else (0, 0))
+        added.append(target_added[position - 1] if same else True)
+    return decoder_ids, offsets, added
 
 
 def analyze_pair(model: LoadedModel, source: str, target: str | None = None, *, max_tokens: int | None = None) -> PairAnalysis:
@@ -229,10 +246,9 @@ def analyze_pair(model: LoadedModel, source: str, target: str | None = None, *, 
     if generated:
         target = generate_target(model, source, max_tokens=limit)
     assert target is not None
-    src, src_full = _encode(model, source, limit, target=False)
-    tgt, tgt_full = _encode(model, target, limit, target=True)
-    labels = tgt["input_ids"]
-    decoder_ids = shift_right(model, labels)
+    src, src_full = encode_text(model, source, limit)
+    tgt, tgt_full = encode_text(model, target, limit, target=True)
+    decoder_ids, offsets, added = decoder_tokens(model, tgt)
     record = is_recordable(model.model)
     with torch.inference_mode(), Recorder(model.model, keep_weights=False) if record else nullcontext() as rec:
         out = model.model(
@@ -257,20 +273,10 @@ def analyze_pair(model: LoadedModel, source: str, target: str | None = None, *, 
         num_input_tokens=src_full,
         causal=False,
     )
-    # The decoder read the start token, then the target's tokens 0..T-2: their spans carry over.
-    label_ids = labels[0].tolist()
-    read = decoder_ids[0].tolist()
-    offsets, added = [(0, 0)], [True]
-    target_offsets = [tuple(o) for o in tgt["offset_mapping"][0].tolist()]
-    target_added = tgt["special_tokens_mask"][0].bool().tolist()
-    for position in range(1, len(read)):
-        same = read[position] == label_ids[position - 1]
-        offsets.append(target_offsets[position - 1] if same else (0, 0))
-        added.append(target_added[position - 1] if same else True)
     target_analysis = _analysis(
         model,
         target,
-        read,
+        decoder_ids[0].tolist(),
         offsets,
         added,
         _stack(out.decoder_attentions),

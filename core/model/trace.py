@@ -1,0 +1,400 @@
+"""One trace per text: one forward pass, run at the model's own speed, whose every quantity is read by name.
+
+``record(model, text)`` (``record(model, (source, target))`` for an encoder-decoder, the target teacher-forced and
+shifted right) runs the loaded model once inside ``Recorder(sdpa=True)``: each layer's output is computed by
+transformers' sdpa (``core.model.fast_attention``; eager for a soft-capped layer, Gemma 2) and no weights are made.
+The idea of TransformerLens' ``ActivationCache`` and the LLM Transparency Tool's ``TransparentLlm``, on the model
+transformers loaded, through the one registered attention function for every family.
+
+Stacks (``Trace.stack_names``): ``"self"`` for a model with one stack; ``"encoder"``, ``"decoder"`` and ``"cross"``
+for an encoder-decoder (cross: decoder queries, encoder keys; it shares the decoder's blocks and residual stream).
+Shapes (``L`` layers, ``T`` query tokens, ``S`` key tokens (= ``T`` but for cross), ``D`` hidden size, ``Hq`` query
+heads, ``Hkv`` key/value heads, ``d`` head size), float32 numpy arrays::
+
+    tokens(stack) / key_tokens(stack)   TokenSequence: tokens, ids, offsets, special_mask bool [T], word_ids
+    residual_pre(stack, l)     [T, D]   the block's input (kept)
+    residual_post(stack, l)    [T, D]   the block's output (kept; = residual_pre(stack, l + 1); the last before any
+                                        final norm, unlike transformers' hidden_states[-1] for GPT-2)
+    residual_mid(stack, l)     [T, D]   after the attention sub-block (recomputed)
+    queries(stack, l)          [Hq, T, d]  after rotary and q/k-norm, projection biases included (recomputed)
+    keys(stack, l), values(stack, l)  [Hkv, S, d]  (recomputed)
+    head_outputs(stack, l)     [Hq, T, d]  each head's output before the output projection (recomputed)
+    mlp_output(stack, l)       [T, D]   what the MLP's output map returned (recomputed; ``core.model.parts``)
+    mask(stack, l)             bool [T, S]  True = may attend (causal, sliding window, padding)
+    layer_info(stack, l)       scaling, softcap, sliding_window, heads, kv_heads, head_dim (kept)
+    attention(stack, l, heads, rows)  float32 [heads, rows, S]
+
+What is kept and what is recomputed: the trace keeps the residual stream between blocks (``(L + 1)·D·4`` bytes per
+token per block stack) and each block's call (``core.model.on_demand.keep_argument``: masks as bool, rotary tables,
+T5's position bias); everything inside a layer is recomputed by calling that block alone
+(``core.model.trace_layers.run_block``), and the last ``MEMO_LAYERS`` layers stay computed. Weights are computed only
+when asked (``attention``): from the layer's queries and keys in the order of operations of transformers' eager
+attention (``core.model.recorded_pass.attention_weights``), ``BLOCK_CELLS`` at a time; a whole layer asked for at or
+under ``STORED_WEIGHTS_MAX_TOKENS`` query tokens is kept (``layers × heads × T × S × 4`` bytes at most).
+A trace holds the loaded model weakly: once that model is gone, recomputing raises ``AnalysisError``.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from core.errors import AnalysisError
+from core.model.attention_layers import SINGLE_STACK, attention_modules, record_keys
+from core.model.hooks import first_tensor, hooked, keeping_call, main_input
+from core.model.inference import special_token_ids
+from core.model.models import LoadedModel, threads_for_input
+from core.model.on_demand import BLOCK_CELLS, keep_argument
+from core.model.parts import last_linear_to_hidden
+from core.model.recorded_pass import attention_weights
+from core.model.recording import LayerRecord, Recorder, is_recordable
+from core.model.seq2seq import decoder_tokens, encode_text
+from core.model.text_limits import check_text, token_limit
+from core.model.trace_layers import LayerTrace, run_block
+from core.model.words import text_word_ids
+
+STORED_WEIGHTS_MAX_TOKENS = 512  # a whole layer's weights asked for at or under this many query tokens are kept
+MEMO_LAYERS = 2  # block calls whose quantities stay computed (a view's layer and the one before)
+BLOCKS_OF = {SINGLE_STACK: SINGLE_STACK, "encoder": "encoder", "decoder": "decoder", "cross": "decoder"}
+
+
+@dataclass(frozen=True, eq=False)
+class TokenSequence:
+    """One text's tokens as the model read them (special tokens included)."""
+
+    text: str
+    tokens: tuple[str, ...]
+    ids: tuple[int, ...]
+    offsets: tuple[tuple[int, int], ...]
+    special_mask: np.ndarray
+    word_ids: tuple[int | None, ...]
+    truncated: bool
+    num_input_tokens: int
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass(frozen=True)
+class LayerInfo:
+    """What a layer's attention call was given: scaling, soft-cap, sliding window (None = full), head counts."""
+
+    scaling: float
+    softcap: float | None
+    sliding_window: int | None
+    heads: int
+    kv_heads: int
+    head_dim: int
+    causal: bool
+
+
+@dataclass(frozen=True, eq=False)
+class StackCalls:
+    """Per block stack: block paths, each block's kept call, the stored tensors they name, and the MLP output maps."""
+
+    paths: tuple[str, ...]
+    calls: tuple[tuple[tuple, dict], ...]
+    stored: tuple
+    mlp_outputs: tuple[str | None, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """One forward pass of one text or one source/target pair (module docstring for names and shapes)."""
+
+    model_name: str
+    sequences: dict[str, TokenSequence]  # "text", or "source" and "target"
+    stacks: dict[str, tuple[LayerInfo, ...]]
+    residual: dict[str, np.ndarray]  # per block stack ("self", "encoder", "decoder"): [L + 1, T, D]
+    blocks: dict[str, StackCalls] = field(repr=False)
+    _model: weakref.ref = field(repr=False)
+    _memo: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _weights: dict = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        for array in self.residual.values():
+            array.setflags(write=False)
+
+    @property
+    def stack_names(self) -> tuple[str, ...]:
+        return tuple(self.stacks)
+
+    def num_layers(self, stack: str) -> int:
+        return len(self._stack(stack))
+
+    def tokens(self, stack: str) -> TokenSequence:
+        """The sequence whose tokens ask (the rows)."""
+        return self.sequences["text" if stack == SINGLE_STACK else "source" if stack == "encoder" else "target"]
+
+    def key_tokens(self, stack: str) -> TokenSequence:
+        """The sequence whose tokens are asked (the columns): the query tokens, but the source for cross-attention."""
+        return self.sequences["source"] if stack == "cross" else self.tokens(stack)
+
+    def layer_info(self, stack: str, layer: int) -> LayerInfo:
+        return self._stack(stack)[self._check(stack, layer)]
+
+    def residual_pre(self, stack: str, layer: int) -> np.ndarray:
+        return self.residual[BLOCKS_OF[stack]][self._check(stack, layer)]
+
+    def residual_post(self, stack: str, layer: int) -> np.ndarray:
+        return self.residual[BLOCKS_OF[stack]][self._check(stack, layer) + 1]
+
+    def residual_mid(self, stack: str, layer: int) -> np.ndarray | None:
+        return self.layer(stack, layer).residual_mid[stack]
+
+    def mlp_output(self, stack: str, layer: int) -> np.ndarray | None:
+        return self.layer(stack, layer).mlp_output
+
+    def queries(self, stack: str, layer: int) -> np.ndarray:
+        return self._record(stack, layer).queries[0].float().numpy()
+
+    def keys(self, stack: str, layer: int) -> np.ndarray:
+        return self._record(stack, layer).keys[0].float().numpy()
+
+    def values(self, stack: str, layer: int) -> np.ndarray:
+        return self._record(stack, layer).values[0].float().numpy()
+
+    def head_outputs(self, stack: str, layer: int) -> np.ndarray:
+        """``[Hq, T, d]``: what each head hands the output projection."""
+        return self._record(stack, layer).output[0].transpose(0, 1).float().numpy()
+
+    def mask(self, stack: str, layer: int) -> np.ndarray:
+        """bool ``[T, S]``: True where a query may attend to a key."""
+        record = self._record(stack, layer)
+        t, s = record.queries.shape[2], record.keys.shape[2]
+        if record.mask is None:
+            return np.tril(np.ones((t, s), dtype=bool)) if record.causal else np.ones((t, s), dtype=bool)
+        plane = record.mask[0, 0, :, :s]
+        return plane.numpy().copy() if plane.dtype == torch.bool else (plane > torch.finfo(plane.dtype).min / 2).numpy()
+
+    def attention(self, stack: str, layer: int, heads: list[int] | None = None, rows=None) -> np.ndarray:
+        """float32 ``[len(heads), len(rows), S]`` (all heads / all query rows when None): exactly the weights of the
+        model's eager attention (scaling, soft-cap, mask and sliding window, query head ``h`` reading key/value head
+        ``h // (Hq / Hkv)``). A whole layer at or under ``STORED_WEIGHTS_MAX_TOKENS`` query tokens is kept."""
+        info = self.layer_info(stack, layer)
+        chosen = list(range(info.heads)) if heads is None else [int(h) for h in heads]
+        if any(not 0 <= h < info.heads for h in chosen):
+            raise ValueError(f"heads must be in 0..{info.heads - 1}, got {heads}")
+        t = len(self.tokens(stack))
+        key = (stack, layer)
+        with self._lock:
+            whole = self._weights.get(key)
+        if whole is None and t <= STORED_WEIGHTS_MAX_TOKENS:
+            whole = self._compute_weights(stack, layer, list(range(info.heads)), np.arange(t))
+            whole.setflags(write=False)
+            with self._lock:
+                self._weights[key] = whole
+        positions = np.arange(t)[slice(None) if rows is None else rows]
+        if whole is not None:
+            return whole[chosen][:, positions]
+        return self._compute_weights(stack, layer, chosen, positions)
+
+    def _compute_weights(self, stack: str, layer: int, heads: list[int], positions: np.ndarray) -> np.ndarray:
+        record = self._record(stack, layer)
+        s = record.keys.shape[2]
+        out = np.empty((len(heads), len(positions), s), dtype=np.float32)
+        step = max(1, BLOCK_CELLS // max(1, len(heads) * s))
+        for start in range(0, len(positions), step):
+            part = positions[start: start + step]
+            out[:, start: start + len(part)] = attention_weights(record, heads, torch.from_numpy(part))
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: residual streams, kept calls' tensors, stored weights and the memo (not the model)."""
+        held = sum(a.nbytes for a in self.residual.values())
+        for calls in self.blocks.values():
+            for item in calls.stored:
+                held += item.allowed.nbytes if hasattr(item, "allowed") else item.nelement() * item.element_size()
+        with self._lock:
+            held += sum(w.nbytes for w in self._weights.values()) + sum(m.nbytes for m in self._memo.values())
+        return held
+
+    def layer(self, stack: str, layer: int) -> LayerTrace:
+        """Everything inside block ``layer`` of ``stack``: kept from a recent call, else its block called again."""
+        self._check(stack, layer)
+        key = (BLOCKS_OF[stack], layer)
+        with self._lock:
+            found = self._memo.get(key)
+            if found is not None:
+                self._memo.move_to_end(key)
+                return found
+        found = self._run(key[0], layer)
+        with self._lock:
+            self._memo[key] = found
+            while len(self._memo) > MEMO_LAYERS:
+                self._memo.popitem(last=False)
+        return found
+
+    def _run(self, blocks: str, layer: int) -> LayerTrace:
+        model = self._model()
+        if model is None:
+            raise AnalysisError(f"{self.model_name} was loaded again since this text was read: read it again.")
+        calls = self.blocks[blocks]
+        mlp = calls.mlp_outputs[layer]
+        with threads_for_input(self.residual[blocks].shape[1]):
+            return run_block(model, model.get_submodule(calls.paths[layer]), layer, calls.calls[layer],
+                             self.residual[blocks], calls.stored, None if mlp is None else model.get_submodule(mlp),
+                             record_keys(model))
+
+    def _record(self, stack: str, layer: int) -> LayerRecord:
+        return self.layer(stack, layer).records[stack]
+
+    def _stack(self, stack: str) -> tuple[LayerInfo, ...]:
+        if stack not in self.stacks:
+            raise ValueError(f"no {stack!r} stack here; there are {', '.join(map(repr, self.stacks))}")
+        return self.stacks[stack]
+
+    def _check(self, stack: str, layer: int) -> int:
+        n = len(self._stack(stack))
+        if not 0 <= layer < n:
+            raise ValueError(f"layer must be in 0..{n - 1}, got {layer}")
+        return int(layer)
+
+
+def _sequence(model: LoadedModel, text: str, full: int, ids, offsets, added) -> TokenSequence:
+    """The tokens of ``text`` as the model read them; its words from the text itself (``core.model.words``)."""
+    special = np.fromiter(special_token_ids(model.tokenizer), dtype=np.int64)
+    mask = np.asarray(added, dtype=bool) | np.isin(np.asarray(ids, dtype=np.int64), special)
+    mask.setflags(write=False)
+    spans = tuple(tuple(int(x) for x in o) for o in offsets)
+    return TokenSequence(text, tuple(model.tokenizer.convert_ids_to_tokens(list(ids))), tuple(int(i) for i in ids),
+                         spans, mask, tuple(text_word_ids(text, spans, mask.tolist())), full > len(ids), full)
+
+
+def _one_text(model: LoadedModel, text: str, limit: int) -> tuple[dict[str, torch.Tensor], TokenSequence]:
+    """The model's inputs ``[1, T]`` and the token sequence of ``text`` cut to ``limit`` tokens. Lists from the tokenizer
+    (its tensors of offsets cost more than the rest); the uncut text is tokenized again only when the cut one is full."""
+    encoding = model.tokenizer(text, truncation=True, max_length=limit, return_offsets_mapping=True,
+                               return_special_tokens_mask=True)
+    ids = encoding["input_ids"]
+    if not ids:
+        raise AnalysisError("The tokenizer produced no tokens for this text.")
+    full = len(model.tokenizer(text, truncation=False)["input_ids"]) if len(ids) >= limit else len(ids)
+    sequence = _sequence(model, text, full, ids, encoding["offset_mapping"], encoding["special_tokens_mask"])
+    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if "token_type_ids" in encoding
+                                               and "token_type_ids" in model.tokenizer.model_input_names else [])
+    return {name: torch.tensor([encoding[name]]) for name in names}, sequence
+
+
+def record(model: LoadedModel, text: str | tuple[str, str], *, max_tokens: int | None = None) -> Trace:
+    """Run ``model`` once over ``text`` (a one-stack model) or ``(source, target)`` (an encoder-decoder) and keep its
+    trace (module docstring). Texts are cut to ``max_tokens`` (default and ceiling: the model's limit). Raises
+    ``AnalysisError`` (a sentence) for an empty text, a text where a pair is needed or the other way round, and a
+    model whose attention the app does not record."""
+    pair = isinstance(text, tuple)
+    if pair != bool(model.is_encoder_decoder):
+        raise AnalysisError(f"{model.name} reads " + ("a source and a target: record (source, target)." if
+                                                       model.is_encoder_decoder else "one text, not a pair."))
+    for part in text if pair else (text,):
+        check_text(part)
+    limit = token_limit(model, max_tokens)
+    layout = block_layout(model)
+    if pair:
+        source, target = text
+        src, source_seq = _one_text(model, source, limit)
+        tgt, tgt_full = encode_text(model, target, limit, target=True)
+        decoder_ids, offsets, added = decoder_tokens(model, tgt)
+        target_seq = _sequence(model, target, tgt_full, decoder_ids[0].tolist(), offsets, added)
+        sequences = {"source": source_seq, "target": target_seq}
+        inputs = {"input_ids": src["input_ids"], "attention_mask": src["attention_mask"], "decoder_input_ids": decoder_ids}
+    else:
+        inputs, sequence = _one_text(model, text, limit)
+        sequences = {"text": sequence}
+    inputs = {k: v.to(model.device) for k, v in inputs.items()}
+    kept = {s: _Keeper(len(paths)) for s, paths in layout.items() if s != "cross"}
+    hooks = []
+    for stack, keeper in kept.items():
+        for layer, path in enumerate(layout[stack]):
+            block = model.model.get_submodule(path[0])
+            hooks += [keeping_call(block, keeper.pre(layer)), (block, "post", keeper.post(layer))]
+    extra = {"use_cache": False} if model.is_decoder or pair else {}
+    with (torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()), hooked(hooks),
+          Recorder(model.model, queries_keys_only=True, shapes_only=True, sdpa=True) as rec):
+        model.model(**inputs, return_dict=True, **extra)
+    stacks = {}
+    for stack, paths in layout.items():
+        layers = rec.stacks.get(stack, {})
+        if sorted(layers) != list(range(len(paths))) or any(c is None for k in kept.values() for c in k.calls):
+            raise AnalysisError(f"{model.name}'s attention was not recorded in every layer, so the app cannot read it.")
+        stacks[stack] = tuple(_info(layers[layer]) for layer in range(len(layers)))
+    blocks = {s: StackCalls(tuple(p for p, _ in layout[s]), tuple(k.calls), tuple(k.stored), tuple(m for _, m in layout[s]))
+              for s, k in kept.items()}
+    return Trace(model.name, sequences, stacks, {s: k.residual for s, k in kept.items()}, blocks, weakref.ref(model.model))
+
+
+def block_layout(model: LoadedModel) -> dict[str, list[tuple[str, str | None]]]:
+    """Per stack, per layer: ``(path of the block, path of its MLP's output map or None)``. A block is the outermost
+    element of a ``ModuleList`` holding the layer's attention module (T5's ``encoder.block.3``, not its sub-layer
+    ``layer.0``), so an encoder-decoder's cross-attention shares the decoder's blocks; the MLP's output map is
+    ``core.model.parts.last_linear_to_hidden`` of the block. Found once per model (kept on it)."""
+    base = model.model
+    if not is_recordable(base):
+        raise AnalysisError(f"The app does not record {model.name}'s attention, so it cannot trace it.")
+    found = getattr(base, "_explorer_block_layout", None)
+    if found is None:
+        found = _layout(model)
+        base._explorer_block_layout = found
+    return found
+
+
+def _layout(model: LoadedModel) -> dict[str, list[tuple[str, str | None]]]:
+    base = model.model
+    paths = {id(m): name for name, m in base.named_modules()}
+    lists = {name for name, m in base.named_modules() if isinstance(m, torch.nn.ModuleList)}
+    keys, hidden = record_keys(base), int(base.config.hidden_size)
+    layout: dict[str, dict[int, tuple[str, str | None]]] = {}
+    for attention in attention_modules(base):
+        parts = paths[id(attention)].split(".")
+        cut = next((i for i in range(1, len(parts)) if ".".join(parts[:i]) in lists), None)
+        if cut is None:
+            raise AnalysisError(f"{type(attention).__name__} of {model.name} is in no list of blocks the app can find.")
+        block = base.get_submodule(".".join(parts[:cut + 1]))
+        mlp = last_linear_to_hidden(block, attention, hidden)
+        stack, layer = keys[id(attention)]
+        layout.setdefault(stack, {})[layer] = (paths[id(block)], None if mlp is None else paths[id(mlp)])
+    found = {stack: [layers[i] for i in sorted(layers)] for stack, layers in layout.items()}
+    if "cross" in found and [p for p, _ in found["cross"]] != [p for p, _ in found.get("decoder", [])]:
+        raise AnalysisError(f"{model.name}'s cross-attention is not inside its decoder's blocks, which the app reads.")
+    return found
+
+
+def _info(record: LayerRecord) -> LayerInfo:
+    return LayerInfo(float(record.scaling), float(record.softcap) if record.softcap else None,
+                     None if record.sliding_window is None else int(record.sliding_window),
+                     int(record.queries.shape[1]), int(record.keys.shape[1]), int(record.queries.shape[3]),
+                     bool(record.causal))
+
+
+class _Keeper:
+    """The hooks of one block stack during the pass: each block's call (``keep_argument``) and its input copied into
+    ``residual[l]``, the last block's output into ``residual[L]``."""
+
+    def __init__(self, layers: int):
+        self.layers = layers
+        self.residual: np.ndarray | None = None
+        self.calls: list = [None] * layers
+        self.stored: list = []
+        self.index_of: dict[int, int] = {}
+
+    def pre(self, layer: int):
+        def keep(args, kwargs):
+            hidden = main_input(args, kwargs)
+            if self.residual is None:
+                self.residual = np.empty((self.layers + 1, *hidden.shape[1:]), dtype=np.float32)
+            self.residual[layer] = hidden[0].float().numpy()
+            self.calls[layer] = (keep_argument(args, hidden, layer, self.stored, self.index_of),
+                                 keep_argument(kwargs, hidden, layer, self.stored, self.index_of))
+        return keep
+
+    def post(self, layer: int):
+        def keep(_module, _args, output):
+            if layer == self.layers - 1:
+                self.residual[layer + 1] = first_tensor(output)[0].float().numpy()
+        return keep

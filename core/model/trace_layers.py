@@ -1,0 +1,120 @@
+"""One block of a trace computed again, alone: what a ``core.model.trace.Trace`` does not keep from its pass.
+
+A trace keeps the residual stream between blocks and the arguments each block was called with
+(``core.model.on_demand.keep_argument``: the masks as bool, the rotary tables, T5's position bias, an encoder-decoder's
+encoder output). ``run_block`` calls block ``l`` of the loaded model again on them (its input ``residual[l]``), inside
+``Recorder(sdpa=True)`` (the pass's own attention computation) and hooks through ``core.model.hooks``: the same module
+on the same inputs gives the same quantities, without a list of families. One call of an encoder-decoder's decoder
+block gives its decoder self-attention and its cross-attention.
+
+What one call gives (``LayerTrace``; ``T`` query tokens, ``S`` key tokens, ``D`` hidden size)::
+
+    records[stack]        LayerRecord: queries [1, Hq, T, d] (after rotary and q/k-norm), keys and values
+                          [1, Hkv, S, d], mask (bool or None with ``causal``), scaling, soft-cap, window,
+                          position bias (T5) and output [1, T, Hq, d] (each head's output before the output projection)
+    residual_mid[stack]   float32 [T, D]: the residual stream after that attention sub-block (None where the block
+                          has no point between attention and MLP, as GPT-J's parallel blocks)
+    mlp_output            float32 [T, D]: what the MLP's output map (``core.model.parts``) returned, or None
+
+The stream after an attention sub-block is found from the block's norms in call order, as in
+``core.model.recorded_pass``: in a pre-norm block, the input of the first norm called after that attention whose input
+is not the attention's own output (Llama's ``post_attention_layernorm``, GPT-2's ``ln_2``, Gemma's
+``pre_feedforward_layernorm``, T5's next sub-layer's ``layer_norm``); in a post-norm block (its output is its last
+norm's: BERT, DistilBERT, BART) the output of the first norm called after the attention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from core.model.attention_layers import attention_modules
+from core.model.hooks import first_tensor, hooked, main_input
+from core.model.on_demand import call_argument
+from core.model.parts import is_norm
+from core.model.recording import LayerRecord, Recorder
+
+
+@dataclass(frozen=True, eq=False)
+class LayerTrace:
+    """What one call of a block gives (module docstring)."""
+
+    records: dict[str, LayerRecord]
+    residual_mid: dict[str, np.ndarray | None]
+    mlp_output: np.ndarray | None
+
+    @property
+    def nbytes(self) -> int:
+        tensors = [t for r in self.records.values()
+                   for t in (r.queries, r.keys, r.values, r.output, r.mask, r.position_bias) if t is not None]
+        arrays = [a for a in (*self.residual_mid.values(), self.mlp_output) if a is not None]
+        return sum(t.nelement() * t.element_size() for t in tensors) + sum(a.nbytes for a in arrays)
+
+
+def _mid(events: list, stack: str, post_norm: bool) -> np.ndarray | None:
+    """The stream after ``stack``'s attention sub-block, from the block's events in call order (module docstring)."""
+    start = next((i for i, e in enumerate(events) if e[0] == "attention" and e[1] == stack), None)
+    if start is None:
+        return None
+    attention_out = events[start][2]
+    for event in events[start + 1:]:
+        if event[0] == "attention":
+            return None
+        if event[0] != "norm":
+            continue
+        _, seen_in, seen_out = event
+        if post_norm:
+            return seen_out
+        if not (seen_in.shape == attention_out.shape and torch.equal(seen_in, attention_out)):
+            return seen_in
+    return None
+
+
+def run_block(model: torch.nn.Module, block: torch.nn.Module, layer: int, call: tuple[tuple, dict],
+              residual: np.ndarray, stored: tuple, mlp_output: torch.nn.Module | None,
+              keys: dict[int, tuple[str, int]]) -> LayerTrace:
+    """Call ``block`` (layer ``layer``) again on its kept ``call`` (``residual``: the trace's ``[L + 1, T, D]`` of its
+    stack; ``stored``: the trace's kept tensors) and return what it computed. ``keys``: ``id(module) → (stack,
+    layer)`` (``core.model.attention_layers.record_keys``)."""
+    attentions = [m for m in attention_modules(model) if any(m is b for b in block.modules())]
+    inside = {id(m) for a in attentions for m in a.modules()}
+    events: list[tuple] = []
+    seen: dict[str, torch.Tensor] = {}
+
+    def attention_post(module, _args, output):
+        events.append(("attention", keys[id(module)][0], first_tensor(output).detach()[0]))
+
+    def norm_post(_module, args, kwargs, output):
+        if any(e[0] == "attention" for e in events):
+            events.append(("norm", main_input(args, kwargs).detach()[0], first_tensor(output).detach()[0]))
+
+    def keep(name):
+        def post(_module, _args, output):
+            seen[name] = first_tensor(output).detach()[0]
+        return post
+
+    hooks = [(a, "post", attention_post) for a in attentions]
+    hooks += [(m, "post_kwargs", norm_post) for m in block.modules() if id(m) not in inside and is_norm(m)]
+    hooks.append((block, "post", keep("block")))
+    if mlp_output is not None:
+        hooks.append((mlp_output, "post", keep("mlp")))
+    restored: dict[int, torch.Tensor] = {}
+    args, kwargs = call
+    with torch.inference_mode(), hooked(hooks), Recorder(model, layers={layer}, sdpa=True, keep_weights=False) as rec:
+        block(*call_argument(args, residual, stored, restored), **call_argument(kwargs, residual, stored, restored))
+    records = {}
+    for stack, layers in rec.stacks.items():
+        if layer in layers:
+            record = layers[layer]
+            record.inputs = record.cos = record.sin = None  # the trace has the stream; the block has its tables
+            records[stack] = record
+    norms = [e for e in events if e[0] == "norm"]
+    post_norm = bool(norms) and "block" in seen and torch.equal(norms[-1][2], seen["block"])
+    mids = {stack: _mid(events, stack, post_norm) for stack in records}
+    return LayerTrace(
+        records=records,
+        residual_mid={s: None if m is None else m.float().numpy() for s, m in mids.items()},
+        mlp_output=seen["mlp"].float().numpy() if "mlp" in seen else None,
+    )
