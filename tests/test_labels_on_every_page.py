@@ -10,8 +10,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.attention_heads.qk_map import record_corpus
-from core.causal.flow import top_tokens
 from core.causal.flow_details import decode
+from core.causal.unembedding import top_tokens
 from core.model.inference import analyze
 from core.model.tokens import token_labels
 from tests.pages_registry import landed_pages

@@ -37,6 +37,10 @@ EMPTY = {"empty", "whitespace"}
 PAGES = [file for file, _ in landed_pages()]
 
 
+# The Deck page reads the sidebar's model only for its optional "about the model" slide (off by default).
+READS_NO_MODEL = {"app_pages/deck.py"}
+
+
 def _errors(at) -> list[str]:
     return [e.value for e in at.error]
 
@@ -90,7 +94,10 @@ def test_bad_model_choice_is_a_sentence_and_keeps_the_text(case, tmp_path, monke
     for page in PAGES:
         at = open_app({"model": model, "text": "keep this text"}, page=page)
         assert not at.exception, (page, [e.value for e in at.exception])
-        assert _errors(at), f"{page}: no message for {case}"
+        if page in READS_NO_MODEL:  # its pins were made with models of their own: it works on, and says nothing
+            assert not _errors(at), (page, _errors(at))
+        else:
+            assert _errors(at), f"{page}: no message for {case}"
         assert "Traceback" not in " ".join(_errors(at))
         assert at.text_area(key="text").value == "keep this text"
         assert model_picker(at).value == model

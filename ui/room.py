@@ -76,7 +76,7 @@ def open_room_form(workshop: Workshop) -> tuple[str, str] | None:
     st.caption(f"A room takes at most {s.max_entries:,} entries of {s.max_chars:,} characters, {s.per_minute} a "
                f"minute from each learner; this server holds {s.max_rooms} rooms at once, and a room is deleted "
                f"with its entries after {s.idle_hours:g} hours without activity.")
-    if st.button("Open a room", type="primary"):
+    if st.button("Open a room"):  # secondary: the primary colour on the dark theme fails WCAG contrast (3.0:1)
         room, secret = workshop.open_room(model, word, view)
         return room.code, secret
     return None
@@ -211,7 +211,7 @@ def learner_view(workshop: Workshop, room: Room) -> None:
         layer = left.selectbox("Layer (counted from 0)", range(model.num_layers), key="room.layer")
         head = right.selectbox("Head", range(model.num_heads), key="room.head")
         text = head_code(layer, head, model.num_layers, model.num_heads)
-    if st.button("Send", type="primary", disabled=room.closed):
+    if st.button("Send", disabled=room.closed):
         try:
             workshop.submit(room.code, me, text)
         except RoomError as err:
