@@ -130,6 +130,12 @@ CHANGES = {
         (pick_radio, "Compare hidden state k with", "previous", "reference"),
         (choose, "Pooling (tokens → one vector)", "max", "pooling"), (flip, "Subtract baseline", None, "adjust"),
     ],
+    "deck": [
+        (write, "Deck title", "Heads at work", "title"), (write, "Author line", "A learner", "author"),
+        (write, "Date", "1 December 2026", "date"), (press_segment, "Slides in", "Dark", "theme"),
+        (flip, "A slide about the model", None, "about"),
+    ],
+    "room": [],  # no option: its code, key and learner id travel as page parameters once a room is open (test_room_live)
     "senses": [
         (press_segment, "Sentences", "Your sentences", "source"), (choose, "Word", "bass", "word"),
         (write, "One sentence per line", BASS_LINES, "lines"),
