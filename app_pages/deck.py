@@ -115,7 +115,7 @@ made = Deck(title=title.strip() or "Deck", author=author.strip(), date=date.stri
 stem = deck_file_stem(made.title)
 
 # --- downloads -------------------------------------------------------------------------------------------------------
-st.subheader("Download")
+st.header("Download")
 if not slides:
     st.caption("The downloads appear when the deck has a figure this server keeps.")
 else:

@@ -45,6 +45,8 @@ PAGE_LINKS = [
     ("app_pages/drift.py", "Drift: how far each layer moves a whole corpus away from the static embeddings."),
     ("app_pages/senses.py", "Senses: one ambiguous word across many sentences, its senses pulled apart layer by layer."),
     ("app_pages/qk-map.py", "Queries and keys: one head's queries and keys over a whole corpus on one map, and every head's map at a glance."),
+    ("app_pages/deck.py", "Deck: the figures you pinned, as slides to download as PowerPoint or one offline HTML file."),
+    ("app_pages/room.py", "Workshop room: every learner's sentence on the projector's map, or a vote for the previous-token head."),
 ]
 for page_file, description in PAGE_LINKS:
     st.page_link(page_file, label=description)
