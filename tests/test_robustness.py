@@ -37,8 +37,9 @@ EMPTY = {"empty", "whitespace"}
 PAGES = [file for file, _ in landed_pages()]
 
 
-# The Deck page reads the sidebar's model only for its optional "about the model" slide (off by default).
-READS_NO_MODEL = {"app_pages/deck.py"}
+# The Deck page reads the sidebar's model only for its optional "about the model" slide (off by default); the
+# Workshop room's presenter chooses the room's model on the page itself.
+READS_NO_MODEL = {"app_pages/deck.py", "app_pages/room.py"}
 
 
 def _errors(at) -> list[str]:
