@@ -327,8 +327,9 @@ fitted_projections = Result("fitted-projections", lambda model, run, word, layer
 def _aligned_projection(model, run: Run, word: str, layer: int, method: str) -> np.ndarray:
     """``projections`` of ``layer`` rotated, reflected, shifted and scaled onto the same method's layout of the last
     hidden state, so every layer is drawn in one frame and moving the slider moves the same points."""
-    reference = projections.at(run, word, occurrences.at(run, word).num_layers, method)
-    if layer == occurrences.at(run, word).num_layers:
+    last = occurrences.at(run, word).num_layers
+    reference = projections.at(run, word, last, method)
+    if layer == last:
         return reference
     return align_layout(projections.at(run, word, layer, method), reference)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.matrix import full_only
+from tests.browser.matrix import NO_FIGURE_YET, full_only
 from tests.pages_registry import landed_pages
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
@@ -20,8 +20,6 @@ TEXT = "When Mary and John went to the store, John gave a drink to"
 # its figures paint on a rotary, grouped-query model, which 256 tokens show as well (test_long_attention and
 # tests/test_long_context.py test long texts).
 PAGE_OPTIONS = {"long-context": {"length": "256"}}
-# Pages whose default view draws no figure until a figure is pinned or a room opened (as in test_slides).
-NO_FIGURE_YET = {"deck": "No figure is pinned yet", "room": "Open a room"}
 PAGE_VIEWS = [(path, PAGE_OPTIONS.get(path, {})) for _file, path in landed_pages()]
 TOUR_VIEWS = ([("tour", {"track": "lm", "step": str(s)}) for s in range(1, 6)]  # the language-model track
               + [("tour", {"track": "attention", "step": str(s)}) for s in range(1, 11)])

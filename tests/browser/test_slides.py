@@ -23,7 +23,7 @@ from PIL import Image
 
 from tests.browser.axe import dark_theme, require_axe, violations_in_light_and_dark
 from tests.browser.conftest import EVERY_CHART_DRAWN, AppPage
-from tests.browser.matrix import FULL, FULL_MATRIX
+from tests.browser.matrix import FULL, FULL_MATRIX, NO_FIGURE_YET
 from tests.browser.slide_checks import (
     NARROW_VIEWPORTS,
     PAGE_FIGURES,
@@ -47,9 +47,6 @@ NO_HEAD = "has no language-model head"  # the predictions page on the bundled mo
 # What the language-model pages say on the bundled encoder instead of a figure; they are measured on a tiny GPT-2 LM.
 NOT_AN_LM = {"predictions": NO_HEAD, "patching": "is not a causal language model",
              "needle": "is not a causal language model"}
-# Pages whose default view draws no figure, and what they say instead: the Deck page before a figure is pinned, the
-# Workshop room before a room is opened (their figures: tests/browser/test_deck_html.py, test_room_live.py).
-NO_FIGURE_YET = {"deck": "No figure is pinned yet", "room": "Open a room"}
 # The tiny LM's tokenizer splits the Patching page's example names into letters: prompts whose answer and wrong token
 # are one token each in its vocabulary, and which differ in one token.
 LM_PROMPTS = {"patching": {"clean": "We sat on the bank and the", "corrupted": "We sat on a bank and the",
