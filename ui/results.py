@@ -49,6 +49,7 @@ from core.model.recorded_pass import RecordedPass, record_pass
 from core.model.run import Run
 from core.model.seq2seq import analyze_pair, generate_target
 from core.model.tokens import token_labels
+from core.model.trace import record
 from core.outputs.causal_lm import encode
 from core.outputs.generation import generate, last_logits
 from core.outputs.lens import logit_lens
@@ -79,6 +80,17 @@ def _analysis(model, run: Run):
 
 
 analyses = Result("analyses", _analysis, entries=96, megabytes=2000)  # plain and knocked-out runs of one text
+
+
+def _trace(model, run: Run):
+    if run.ablation is not None:
+        raise ValueError("a trace records the model as loaded; a knock-out is an intervention (core.causal.effects)")
+    return record(model, run.text, max_tokens=run.max_tokens)
+
+
+# one recorded pass per text (core.model.trace): what every read-only view of that text is computed from. SmolLM2-135M
+# at 4,096 tokens holds about 300 MB (residual stream and each block's call).
+traces = Result("traces", _trace, entries=8, megabytes=2400, size_of=lambda trace: trace.nbytes)
 rollouts = Result("rollouts", lambda model, run: rollout(analyses.at(run)), entries=16, megabytes=600,
                   reads="nothing", turn=False)
 # A knocked-out run's norm-weighted attention is computed from that run's hidden states; a knocked-out head keeps its
