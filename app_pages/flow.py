@@ -23,7 +23,7 @@ from ui.flow_pair import clicked, pair_flow_page, show_neurons
 from ui.models import has_language_model, language_model_of
 from ui.page_state import end_page, option, option_value, set_option
 from ui.progress_text import FLOW_PROGRESS, bar_progress
-from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
+from ui.session import app_token_limit, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
 from viz.flow import edge_id, edge_name, edge_table, node_id, node_name, route_figure
 from viz.inside import token_bars
@@ -62,10 +62,8 @@ if model.is_encoder_decoder:  # the encoder's and the decoder's graphs, joined b
     end_page()
 name, text = current_model_name(), current_text()
 limit = current_token_limit()  # this page's own limit (ui.page_limits), said above the page when it cuts the text
-analysis = current_analysis()
-labels = token_labels(analysis)
 progress_slot = st.empty()
-try:
+try:  # the text's trace (ui.results.traces), shared with every read-only page of this text and limit
     flow = results.flows(name, text, max_tokens=limit, progress=bar_progress(progress_slot, FLOW_PROGRESS))
 except UnsupportedArchitecture as err:
     progress_slot.empty()
@@ -76,6 +74,12 @@ except UnsupportedArchitecture as err:
     end_page()
 progress_slot.empty()
 recorded, contributions, measures = flow.recorded, flow.contributions, flow.measures
+sequence = recorded.trace.tokens("self")
+labels = token_labels(sequence)  # the trace's tokens carry the text, pieces, spans and special mask it reads
+if sequence.truncated and limit >= app_token_limit():  # a cut by this page's own limit is said above the page
+    st.info(f"The text has {sequence.num_input_tokens:,} tokens and this app reads at most {limit:,} with "
+            f"{markdown_safe(model.name)}, so the graph covers the first {len(sequence):,}.",
+            icon=":material/content_cut:")
 if recorded.post_norm:
     st.caption("This model normalises the residual stream after adding each update (a post-norm block, as in "
                "BERT), so a node's shares are those of the sum before that norm: the stream it received and each "
@@ -104,17 +108,17 @@ def write_of(recorded, node, position: int):
     """What the sub-block that produced ``node`` added at ``position`` (None for the embedding)."""
     kind, layer, _ = node
     if kind == "attention":
-        return recorded.attention_update[layer, position], f"layer {layer}'s attention"
+        return recorded.block(layer).attention_update[position], f"layer {layer}'s attention"
     if kind in ("mlp", "block"):
-        return recorded.mlp_update[layer, position], f"layer {layer}'s MLP"
+        return recorded.block(layer).mlp_update[position], f"layer {layer}'s MLP"
     return None, ""
 
 
 def residual_of(recorded, node, position: int):
     kind, layer, _ = node
     if kind == "embedding":
-        return recorded.residual_pre[0, position]
-    return recorded.residual_mid[layer, position] if kind == "attention" else recorded.residual_post[layer, position]
+        return recorded.residual_pre(0)[position]
+    return recorded.block(layer).mid[position] if kind == "attention" else recorded.residual_post(layer)[position]
 
 
 def node_detail(view: FlowView, node) -> None:
@@ -124,7 +128,7 @@ def node_detail(view: FlowView, node) -> None:
     st.markdown(markdown_safe(node_sentence(view.contributions, view.measures, node, labels)))
     if kind == "attention" and not view.measures.unmeasured(node):
         incoming_table(view, layer, p)
-    final = recorded.residual_post[-1, p]
+    final = recorded.residual_post(recorded.num_layers - 1)[p]
     if kind != "mlp":
         residual = residual_of(recorded, node, p)
         if language_model is not None:
@@ -214,7 +218,7 @@ def edge_detail(view: FlowView, edge) -> None:
         st.markdown(f"**What head {head} writes at token {query} from token {key}** (its weight there × the key's "
                     "value × its part of the output projection), through the final norm (its scale frozen at this "
                     "token's last residual) and the unembedding: the tokens it raises and lowers most.")
-        written = written_logits(language_model, write, recorded.residual_post[-1, query])
+        written = written_logits(language_model, write, recorded.residual_post(recorded.num_layers - 1)[query])
         st.dataframe(token_table(language_model, written, "logit change"), hide_index=True)
 
 

@@ -1,4 +1,4 @@
-"""Information flow (core.causal.flow, core.model.recorded_pass) against direct computations on plainly loaded models."""
+"""Information flow (core.causal.flow reading a core.model.trace.Trace) against direct computations on plainly loaded models."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import torch
 from transformers import AutoModelForCausalLM, BertModel
 
 from core.causal.flow import Contributions, contributions, contributions_of, head_terms, proximity_shares, route_graph
+from core.causal.flow_stack import TraceStack
 from core.model.models import bundled_model_path, load_model
-from core.model.recorded_pass import record_pass
+from core.model.trace import record
 from tests.lm_factory import build_tiny_llama_lm
 from tests.model_factory import build_tiny_bert, build_tiny_decoder, build_tiny_gpt2_lm
 
@@ -63,23 +64,37 @@ def _plain_pass(folder, ids):
     return plain, seen, out
 
 
-def test_recorded_pass_equals_hooks_on_a_plain_model(tiny_decoder):
+def _traced(model, text=TEXT):
+    """(trace, its token ids): the trace the flow reads, and the ids the plain model is given."""
+    trace = record(model, text)
+    ids = model.tokenizer(text)["input_ids"]
+    assert list(trace.tokens("self").ids) == ids
+    return trace, ids
+
+
+# the trace runs the model's sdpa attention, the plain model eager attention: float32 rounding apart (as tests/test_trace.py)
+SDPA = {"rtol": 1e-4, "atol": 2e-5}
+
+
+def test_the_flow_s_blocks_of_a_trace_equal_hooks_on_a_plain_model(tiny_decoder):
     folder, model = tiny_decoder
-    ids = model.tokenizer(TEXT)["input_ids"]
-    recorded = record_pass(model, ids)
-    _, seen, out = _plain_pass(folder, ids)
-    for layer in range(recorded.num_layers):
-        torch.testing.assert_close(recorded.residual_pre[layer], seen[("pre", layer)], rtol=0, atol=1e-6)
-        torch.testing.assert_close(recorded.residual_mid[layer], seen[("mid", layer)], rtol=0, atol=1e-6)
-        torch.testing.assert_close(recorded.residual_post[layer], seen[("post", layer)], rtol=0, atol=1e-6)
-        torch.testing.assert_close(recorded.attention_output[layer], seen[("attn", layer)], rtol=0, atol=1e-6)
-        np.testing.assert_allclose(recorded.attention(layer), out.attentions[layer][0].numpy(), rtol=0, atol=1e-6)
+    trace, ids = _traced(model)
+    stack = TraceStack(trace)
+    plain, seen, out = _plain_pass(folder, ids)
+    assert not stack.post_norm
+    for layer in range(stack.num_layers):
+        block = stack.block(layer)
+        torch.testing.assert_close(block.pre, seen[("pre", layer)], **SDPA)
+        torch.testing.assert_close(block.mid, seen[("mid", layer)], **SDPA)
+        torch.testing.assert_close(block.post, seen[("post", layer)], **SDPA)
+        torch.testing.assert_close(block.attention_output, seen[("attn", layer)], **SDPA)
+        assert block.normed == hasattr(_blocks(plain)[layer], "pre_feedforward_layernorm")  # Gemma: a norm reads it
+        np.testing.assert_allclose(stack.attention(layer), out.attentions[layer][0].numpy(), rtol=0, atol=1e-5)
 
 
 def test_head_terms_add_up_to_the_attention_update_less_its_bias(tiny_decoder):
     folder, model = tiny_decoder
-    ids = model.tokenizer(TEXT)["input_ids"]
-    recorded = record_pass(model, ids)
+    recorded, ids = _traced(model)
     plain, seen, _ = _plain_pass(folder, ids)
     for layer, block in enumerate(_blocks(plain)):
         bias = _output_bias(block)
@@ -156,8 +171,7 @@ def test_contributions_of_a_text_longer_than_one_chunk_equal_those_computed_at_o
     import core.causal.flow
 
     _, model = tiny_decoder
-    ids = model.tokenizer(TEXT)["input_ids"]
-    recorded = record_pass(model, ids)
+    recorded, ids = _traced(model)
     whole = contributions_of(recorded, ids)
     monkeypatch.setattr(core.causal.flow, "QUERY_CHUNK_CELLS", 1)  # one query at a time
     chunked = contributions_of(recorded, ids)
@@ -263,37 +277,23 @@ def _plain_bert_pass(folder, ids):
     return plain, seen, out
 
 
-def test_recorded_pass_of_a_post_norm_encoder_equals_hooks_on_a_plain_bert(tiny_bert_with_biases):
+def test_the_flow_s_blocks_of_a_post_norm_encoder_s_trace_equal_hooks_on_a_plain_bert(tiny_bert_with_biases):
     folder, model = tiny_bert_with_biases
-    ids = model.tokenizer(TEXT)["input_ids"]
-    recorded = record_pass(model, ids)
+    trace, ids = _traced(model)
+    stack = TraceStack(trace)
     _, seen, out = _plain_bert_pass(folder, ids)
-    assert recorded.post_norm
-    for layer in range(recorded.num_layers):
-        for name, got in (("pre", recorded.residual_pre), ("mid", recorded.residual_mid),
-                          ("post", recorded.residual_post), ("attn", recorded.attention_output),
-                          ("attention_sum", recorded.attention_sum), ("mlp_sum", recorded.mlp_sum)):
-            torch.testing.assert_close(got[layer], seen[(name, layer)], rtol=0, atol=1e-6)
-        np.testing.assert_allclose(recorded.attention(layer), out.attentions[layer][0].numpy(), rtol=0, atol=1e-6)
-
-
-def test_recorded_pass_names_bert_s_output_projection_and_none_inside_the_attention(tiny_bert_with_biases, tiny_decoder):
-    """The projection outside BERT's attention module is its attention.output.dense (by attribute path); a decoder's
-    o_proj/c_proj sits inside the attention module, so there is none outside."""
-    _, bert = tiny_bert_with_biases
-    recorded = record_pass(bert, bert.tokenizer(TEXT)["input_ids"])
-    encoder = bert.model.base_model.encoder.layer
-    assert [recorded.output_projection(layer) for layer in range(recorded.num_layers)] == \
-        [block.attention.output.dense for block in encoder]
-    _, decoder = tiny_decoder
-    recorded = record_pass(decoder, decoder.tokenizer(TEXT)["input_ids"])
-    assert [recorded.output_projection(layer) for layer in range(recorded.num_layers)] == [None] * recorded.num_layers
+    assert stack.post_norm
+    for layer in range(stack.num_layers):
+        block = stack.block(layer)
+        for name, got in (("pre", block.pre), ("mid", block.mid), ("post", block.post),
+                          ("attention_sum", block.attention_sum), ("mlp_sum", block.mlp_sum)):
+            torch.testing.assert_close(got, seen[(name, layer)], **SDPA)
+        np.testing.assert_allclose(stack.attention(layer), out.attentions[layer][0].numpy(), rtol=0, atol=1e-5)
 
 
 def test_bert_head_terms_add_up_to_the_attention_output_less_its_bias(tiny_bert_with_biases):
     folder, model = tiny_bert_with_biases
-    ids = model.tokenizer(TEXT)["input_ids"]
-    recorded = record_pass(model, ids)
+    recorded, ids = _traced(model)
     plain, seen, _ = _plain_bert_pass(folder, ids)
     for layer, block in enumerate(plain.encoder.layer):
         bias = block.attention.output.dense.bias
@@ -336,16 +336,16 @@ def test_bert_contributions_are_proximities_to_the_sum_before_each_norm(tiny_ber
 @pytest.mark.integration
 def test_minilm_head_terms_and_shares_against_hooks_on_the_plain_model(bundled):
     text = "The bank of the river was flooded after the storm."
-    ids = bundled.tokenizer(text)["input_ids"]
-    recorded = record_pass(bundled, ids)
+    recorded, ids = _traced(bundled, text)
     result = contributions_of(recorded, ids)
     _, seen, _ = _plain_bert_pass(bundled_model_path(), ids)
     plain_bias = BertModel.from_pretrained(bundled_model_path()).encoder.layer
-    for layer in range(recorded.num_layers):
+    for layer in range(recorded.num_layers("self")):
         bias = plain_bias[layer].attention.output.dense.bias.detach()
         torch.testing.assert_close(head_terms(recorded, layer).sum(dim=(1, 2)), seen[("attn", layer)] - bias,
                                    rtol=1e-4, atol=1e-4)
-        torch.testing.assert_close(recorded.residual_post[layer], seen[("post", layer)], rtol=0, atol=1e-5)
+        torch.testing.assert_close(torch.from_numpy(recorded.residual_post("self", layer)), seen[("post", layer)],
+                                   rtol=0, atol=1e-5)
     assert (result.attention >= 0).all() and (result.mlp >= 0).all()
     np.testing.assert_allclose(result.attention.sum(axis=(2, 3)) + result.attention_residual, 1, atol=1e-5)
     np.testing.assert_allclose(result.mlp + result.mlp_residual, 1, atol=1e-5)

@@ -12,8 +12,8 @@ from transformers import AutoModelForCausalLM
 from core.causal.flow_details import head_write, neuron_terms, top_neurons
 from core.causal.unembedding import lens_logits, top_tokens, written_logits
 from core.model.models import load_model
-from core.model.recorded_pass import record_pass
 from core.model.tokens import decoded_tokens, readable_token
+from core.model.trace import record
 from core.outputs.predictions import load_language_model
 from tests.lm_factory import build_tiny_llama_lm
 from tests.model_factory import build_tiny_decoder, build_tiny_gpt2_lm
@@ -64,7 +64,7 @@ def _mlp_pass(plain, ids, layer):
 def test_neuron_terms_add_up_with_the_bias_to_the_mlp_output(tiny_decoder):
     family, folder, model = tiny_decoder
     ids = model.tokenizer(TEXT)["input_ids"]
-    recorded = record_pass(model, ids, neurons=True)
+    recorded = record(model, TEXT)
     plain = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
     layer, position = 1, len(ids) - 2
     seen = _mlp_pass(plain, ids, layer)
@@ -86,7 +86,7 @@ def test_neuron_terms_add_up_with_the_bias_to_the_mlp_output(tiny_decoder):
         np.testing.assert_allclose(top.activation, seen["neurons"][position, top.index].numpy(), rtol=1e-5)
         assert top.count == z.shape[0]
         if family == "llama":  # the page projects the top neurons' writes in one call: each row as on its own
-            lm, final = load_language_model(model), recorded.residual_post[-1, position]
+            lm, final = load_language_model(model), torch.from_numpy(recorded.residual_post("self", recorded.num_layers("self") - 1)[position])
             rows = written_logits(lm, top.terms, final)
             np.testing.assert_allclose(rows[1], written_logits(lm, top.terms[1], final), rtol=1e-5, atol=1e-6)
 
@@ -96,7 +96,7 @@ def test_promoted_tokens_of_a_head_from_one_key_equal_its_term_through_the_froze
     model = load_model(str(folder))
     lm = load_language_model(model)
     ids = model.tokenizer(TEXT)["input_ids"]
-    recorded = record_pass(model, ids)
+    recorded = record(model, TEXT)
     plain = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
     layer, query, key, head = 1, len(ids) - 3, 4, 2
     attention, seen = plain.model.layers[layer].self_attn, {}
@@ -116,12 +116,13 @@ def test_promoted_tokens_of_a_head_from_one_key_equal_its_term_through_the_froze
 
     write = head_write(recorded, layer, query, key, head)
     torch.testing.assert_close(write.double(), term, rtol=1e-4, atol=1e-6)
-    got = written_logits(lm, write, recorded.residual_post[-1, query])
+    last = torch.from_numpy(recorded.residual_post("self", recorded.num_layers("self") - 1)[query])
+    got = written_logits(lm, write, last)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
     assert [tok for tok, _ in top_tokens(lm, got, 5)] == [  # labelled by the app's one rule (issue 50 item 10)
         readable_token(t) for t in decoded_tokens(lm.tokenizer, np.argsort(expected)[::-1][:5].tolist())]
     assert [tok for tok, _ in top_tokens(lm, got, 5, lowest=True)] == [
         readable_token(t) for t in decoded_tokens(lm.tokenizer, np.argsort(expected)[:5].tolist())]
     # the logit lens of the last representation is the model's own logits there
-    np.testing.assert_allclose(lens_logits(lm, recorded.residual_post[-1, query]), out.logits[0, query].numpy(),
+    np.testing.assert_allclose(lens_logits(lm, last), out.logits[0, query].numpy(),
                                rtol=1e-4, atol=1e-4)

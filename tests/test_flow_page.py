@@ -18,8 +18,8 @@ from core.causal.flow_details import top_neurons
 from core.causal.flow_pair import pair_contributions
 from core.causal.flow_reading import route_sentence
 from core.model.models import load_model
-from core.model.recorded_pass import record_pass
 from core.model.seq2seq import analyze_pair
+from core.model.trace import record
 from core.outputs.predictions import load_language_model
 from tests.lm_factory import build_tiny_llama_lm
 from tests.model_factory import build_tiny_bart
@@ -178,7 +178,7 @@ def test_flow_page_draws_the_route_and_opens_an_edge_and_a_node(tiny_llama):
     chart = _route_chart(at)
     spec = json.loads(chart.proto.spec)
     ids = model.tokenizer(text)["input_ids"]
-    graph = route_graph(contributions_of(record_pass(model, ids), ["x"] * len(ids)), len(ids) - 1, 0.01)
+    graph = route_graph(contributions_of(record(model, text), ["x"] * len(ids)), len(ids) - 1, 0.01)
     drawn = sum(len([v for v in t["x"] if v is None]) for t in spec["data"] if t.get("mode") == "lines")
     assert drawn == len(graph.edges)  # the page's graph is core.causal.flow's at the threshold of the link
     assert f"({len(graph.edges)} edges, {len(graph.nodes)} nodes)" in _detail_box(at).label
@@ -214,7 +214,7 @@ def test_flow_page_draws_the_route_and_opens_an_edge_and_a_node(tiny_llama):
     mlp = next(n for n in graph.nodes if n[0] == "mlp")
     _detail_box(at).set_value(node_id(mlp)).run()
     assert not page_errors(at) and "Top neurons" in _said(at)
-    neurons = top_neurons(model, record_pass(model, ids, neurons=True), mlp[1], mlp[2], 8)
+    neurons = top_neurons(model, record(model, text), mlp[1], mlp[2], 8)
     table = at.dataframe[-1].value
     assert list(table["neuron"]) == list(neurons.index) and list(table.columns[:3]) == ["neuron", "activation", "share"]
 
@@ -241,7 +241,7 @@ def test_flow_page_on_an_encoder_draws_the_route_and_says_it_has_no_unembedding(
     assert not page_errors(at)
     (chart,) = at.get("plotly_chart")
     ids = tiny_bert.tokenizer(text)["input_ids"]
-    graph = route_graph(contributions_of(record_pass(tiny_bert, ids), ["x"] * len(ids)), len(ids) - 1, 0.01)
+    graph = route_graph(contributions_of(record(tiny_bert, text), ["x"] * len(ids)), len(ids) - 1, 0.01)
     drawn = sum(len([v for v in t["x"] if v is None]) for t in json.loads(chart.proto.spec)["data"]
                 if t.get("mode") == "lines")
     assert drawn == len(graph.edges) > 0
@@ -250,7 +250,7 @@ def test_flow_page_on_an_encoder_draws_the_route_and_says_it_has_no_unembedding(
     assert "post-norm block" in _said(at)
     # issue 50, item 12: a node of an encoder (no unembedding) showed only its title; now its shares in a sentence,
     # and an attention node the keys it reads with their heads' attention weights
-    contributions = contributions_of(record_pass(tiny_bert, ids), ["x"] * len(ids))
+    contributions = contributions_of(record(tiny_bert, text), ["x"] * len(ids))
     node = next(n for n in graph.nodes if n[0] == "attention")
     _detail_box(at).set_value(node_id(node)).run()
     assert not page_errors(at)
@@ -272,13 +272,13 @@ def test_flow_page_on_smollm2_traces_the_capital_of_france(bundled_lm):
     at = open_app({"model": "SmolLM2-135M-Instruct", "text": text}, page="app_pages/flow.py")
     assert not page_errors(at)
     ids = bundled_lm.tokenizer(text)["input_ids"]
-    recorded = record_pass(bundled_lm, ids)
+    recorded = record(bundled_lm, text)
     graph = route_graph(contributions_of(recorded, ["x"] * len(ids)), len(ids) - 1)
     top, (total, _) = next(iter(carriers(graph).items()))
     said = _said(at)
     assert f"(token {top}) carry the most" in said and f"add up to {total:.2f}" in said
     box = _detail_box(at)
-    box.set_value(f"block:{recorded.num_layers - 1}:{len(ids) - 1}").run()
+    box.set_value(f"block:{recorded.num_layers('self') - 1}:{len(ids) - 1}").run()
     assert not page_errors(at)
     lens = at.dataframe[0].value
     with torch.no_grad():  # the model's own top prediction after the text

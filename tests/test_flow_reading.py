@@ -5,6 +5,8 @@ model (eager attention, hidden states from transformers) and numpy by hand."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -12,8 +14,9 @@ from transformers import AutoModelForCausalLM
 
 from core.causal.flow import Contributions, Edge, RouteGraph, contributions_of, route_graph
 from core.causal.flow_reading import SINK_WEIGHT, Measures, measures_of, node_sentence, route_sentence
+from core.causal.flow_stack import TraceStack
 from core.model.models import load_model
-from core.model.recorded_pass import record_pass
+from core.model.trace import record
 from tests.lm_factory import build_tiny_llama_lm
 
 LABELS = ["<bos>", "b", "c", "d"]
@@ -90,31 +93,38 @@ def _by_hand(plain, ids: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
 
 def test_received_weights_and_unmeasured_nodes_against_the_plain_model(tiny_llama):
     model, plain = tiny_llama
-    ids = model.tokenizer("the cat sat on the mat and the dog")["input_ids"]
-    recorded = record_pass(model, ids)
+    text = "the cat sat on the mat and the dog"
+    ids = model.tokenizer(text)["input_ids"]
+    recorded = TraceStack(record(model, text))
     found = contributions_of(recorded, ["x"] * len(ids))
     measures = measures_of(recorded, found)
     received, hidden = _by_hand(plain, ids)
     np.testing.assert_allclose(measures.received, received, atol=1e-5)
     # an MLP node is unmeasured exactly where both parts' proximities are 0 (by hand from the hidden states)
     for layer in range(recorded.num_layers):
-        mid = recorded.residual_mid[layer].double().numpy()
-        post = hidden[layer + 1] if layer + 1 < len(hidden) - 1 else recorded.residual_post[layer].double().numpy()
+        mid = recorded.block(layer).mid.double().numpy()
+        post = hidden[layer + 1] if layer + 1 < len(hidden) - 1 else recorded.residual_post(layer).double().numpy()
         size = np.abs(post).sum(-1)
         cancel = (size - np.abs(post - mid).sum(-1) <= 1e-6) & (size - np.abs(mid).sum(-1) <= 1e-6)
         assert (measures.unmeasured_mlp[layer] == cancel).all()
 
 
-def _cancelling(recorded):
-    """A copy of ``recorded`` whose layer-0 MLP at token 1 writes minus the residual: y = 0, both proximities 0."""
-    recorded.residual_post[0, 1] = 0.0
-    return recorded
+class _Cancelling(TraceStack):
+    """A trace's stack whose layer-0 MLP at token 1 writes minus the residual: y = 0, both proximities 0."""
+
+    def block(self, layer):
+        found = super().block(layer)
+        if layer:
+            return found
+        post = found.post.clone()
+        post[1] = 0.0
+        return dataclasses.replace(found, post=post, mlp_update=post - found.mid)
 
 
 def test_a_cancelling_mlp_is_found_unmeasured(tiny_llama):
     model, _ = tiny_llama
     ids = model.tokenizer("the cat sat")["input_ids"]
-    recorded = _cancelling(record_pass(model, ids))
+    recorded = _Cancelling(record(model, "the cat sat"))
     found = contributions_of(recorded, ["x"] * len(ids))
     measures = measures_of(recorded, found)
     assert measures.unmeasured_mlp[0, 1] and measures.unmeasured_mlp.sum() == 1
@@ -130,8 +140,9 @@ def test_the_first_token_of_smollm2_and_gemma3_is_named_the_sink_with_its_weight
     attention sink with the weight the plain model's eager attentions give it."""
     model = request.getfixturevalue(which)
     plain = AutoModelForCausalLM.from_pretrained(model.source, dtype=torch.float32, attn_implementation="eager").eval()
-    ids = model.tokenizer("The capital of France is Paris. The capital of Italy is")["input_ids"]
-    recorded = record_pass(model, ids)
+    text = "The capital of France is Paris. The capital of Italy is"
+    ids = model.tokenizer(text)["input_ids"]
+    recorded = record(model, text)
     labels = [str(i) for i in range(len(ids))]
     labels[0] = "first"
     found = contributions_of(recorded, labels)

@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForSeq2SeqLM
 
 from core.model.models import load_model
-from core.model.recorded_pass import attention_weights
+from core.model.trace_layers import attention_weights
 from core.model.recording import Recorder
 from tests.model_factory import build_tiny_bart, build_tiny_t5
 

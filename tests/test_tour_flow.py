@@ -16,8 +16,8 @@ from transformers import AutoModelForCausalLM
 from core.causal.flow import Edge, RouteGraph, contributions_of, layer_runs
 from core.causal.flow_details import ROUTE_MARGIN, route_summary
 from core.model.models import load_model
-from core.model.recorded_pass import record_pass
 from core.model.tokens import decoded_tokens, quoted_token
+from core.model.trace import record
 from core.outputs.predictions import load_language_model
 from tests.lm_factory import build_tiny_llama_lm
 from tests.test_app import open_app, page_errors
@@ -77,7 +77,7 @@ def test_the_flow_step_names_the_carrier_layers_and_heads_of_the_route(lm_dir):
 
     model = load_model(lm_dir)
     ids = model.tokenizer(FLOW_PROMPT)["input_ids"]
-    c = contributions_of(record_pass(model, ids), ["x"] * len(ids))
+    c = contributions_of(record(model, FLOW_PROMPT), ["x"] * len(ids))
     last = len(ids) - 1
     edges = _route_by_hand(c, last, threshold)
     labels = decoded_tokens(model.tokenizer, ids)
@@ -158,7 +158,7 @@ def test_on_smollm2_the_step_follows_paris_back_to_its_carriers(bundled_lm):
     assert bundled_lm.tokenizer.decode([int(probabilities.argmax())]) == " Paris"
     assert (f"**How did SmolLM2-135M-Instruct get to “·Paris”?** After the {len(ids)} tokens of the prompt, ending with "
             f"“·of”, its top guess is “·Paris” at {float(probabilities.max()):.1%}") in said, said
-    c = contributions_of(record_pass(bundled_lm, ids), ["x"] * len(ids))
+    c = contributions_of(record(bundled_lm, FLOW_PROMPT), ["x"] * len(ids))
     totals: dict[int, float] = {}
     for _, key, _, weight, _ in _route_by_hand(c, len(ids) - 1, 0.04):
         totals[key] = totals.get(key, 0.0) + weight

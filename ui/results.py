@@ -40,12 +40,12 @@ from core.causal.effects_compare import target_change
 from core.causal.flow import Contributions, contributions_of
 from core.causal.flow_pair import PairContributions, PairPass, pair_contributions_of, record_pair
 from core.causal.flow_reading import Measures, measures_of
+from core.causal.flow_stack import TraceStack
 from core.causal.logit_attribution import direct_logit_attribution
 from core.causal.token_attribution import token_attribution
 from core.maths.alignment import align_layout
 from core.maths.projection import fit_projection, project
 from core.model.inference import analyze
-from core.model.recorded_pass import RecordedPass, record_pass
 from core.model.run import Run
 from core.model.seq2seq import analyze_pair, generate_target
 from core.model.tokens import token_labels
@@ -203,27 +203,27 @@ repeat_losses = Result("repeat-losses", lambda lm, run, length, seed, heads: (
     entries=64, megabytes=1, reads="language model")
 
 
-# --- information flow: a recorded pass (with its MLP neurons) and its contributions; 128 tokens of SmolLM2 ~18 MB ---
+# --- information flow: the contributions of one trace; 128 tokens of SmolLM2 ~18 MB (the trace is on its own shelf) ---
 
 class Flow(NamedTuple):
-    """The recorded pass the detail views read, the contributions the graph is built from and what the sentences
-    read beyond them (``core.causal.flow_reading.Measures``)."""
+    """The trace's stack the detail views read (``core.causal.flow_stack.TraceStack``), the contributions the graph is
+    built from and what the sentences read beyond them (``core.causal.flow_reading.Measures``)."""
 
-    recorded: RecordedPass
+    recorded: TraceStack
     contributions: Contributions
     measures: Measures
 
 
 def _flow(model, run: Run, progress=None) -> Flow:
-    analysis = analyses.at(run)
-    recorded = record_pass(model, list(analysis.input_ids), neurons=True)  # the MLP detail's neurons
-    found = contributions_of(recorded, analysis.tokens, progress)
+    stack = TraceStack(traces.at(run))
+    found = contributions_of(stack, list(stack.trace.tokens("self").tokens), progress)
     for array in (found.attention, found.attention_residual, found.mlp, found.mlp_residual):
         array.setflags(write=False)
-    return Flow(recorded, found, measures_of(recorded, found))
+    return Flow(stack, found, measures_of(stack, found))
 
 
-flows = Result("flows", _flow, entries=8, megabytes=400)
+flows = Result("flows", _flow, entries=8, megabytes=400,
+               size_of=lambda flow: nbytes_of((flow.contributions, flow.measures)))  # the trace is counted on its shelf
 
 
 class PairFlow(NamedTuple):

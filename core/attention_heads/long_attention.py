@@ -25,8 +25,8 @@ from core.attention_heads.pooling import POOLS, Pool, block_ends, pixel_starts, 
 from core.model.inference import Analysis
 from core.model.models import LoadedModel
 from core.model.on_demand import BLOCK_CELLS, release_freed_memory
-from core.model.recorded_pass import attention_weights
 from core.model.tokens import token_labels
+from core.model.trace_layers import attention_weights
 
 BAND_CELLS = BLOCK_CELLS  # a pooled head computed on demand: this many of its cells at a time (16 MB of float32)
 

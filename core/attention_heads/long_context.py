@@ -22,8 +22,8 @@ import torch
 
 from core.errors import AnalysisError
 from core.model.models import LoadedModel, threads_for_input
-from core.model.recorded_pass import attention_weights
 from core.model.recording import Recorder
+from core.model.trace_layers import attention_weights
 
 BLOCK_CELLS = 8_000_000  # cells of one block of recomputed weights [H, R, T] (32 MB of float32)
 LOCAL_DISTANCE = 8  # "local": attention within this many tokens (d < 8)

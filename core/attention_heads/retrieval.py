@@ -20,8 +20,8 @@ import torch
 
 from core.errors import AnalysisError
 from core.model.models import threads_for_input
-from core.model.recorded_pass import attention_weights
 from core.model.recording import Recorder
+from core.model.trace_layers import attention_weights
 from core.outputs.generation import greedy_ids
 
 HAYSTACK_FILE = Path(__file__).parent.parent / "data" / "haystack_alice.txt"

@@ -39,11 +39,12 @@ from functools import cached_property
 import numpy as np
 import torch
 
+from core.causal.flow_stack import stack_of
+from core.model.attention_layers import SINGLE_STACK
 from core.model.models import LoadedModel, threads_for_input
 from core.model.parts import layer_parts
-from core.model.recorded_pass import RecordedPass, record_pass
 from core.model.recording import LayerRecord
-from core.model.text_limits import token_limit
+from core.model.trace import record as record_trace
 
 DEFAULT_THRESHOLD = 0.04  # an edge is drawn when it carries at least this share of its node's inputs
 QUERY_CHUNK_CELLS = 8_000_000  # floats of head terms held at once (queries × keys × heads × hidden)
@@ -122,11 +123,6 @@ def proximity_shares(parts: torch.Tensor, whole: torch.Tensor) -> torch.Tensor:
     return torch.where(total > 0, near / total.clamp(min=torch.finfo(near.dtype).tiny), fallback)
 
 
-def output_map(recorded: RecordedPass, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(W [Hq·d, D], b [D])`` of block ``layer``'s attention output projection (``record_output_map``)."""
-    return record_output_map(recorded.records[layer])
-
-
 def record_output_map(record: LayerRecord) -> tuple[torch.Tensor, torch.Tensor]:
     """``(W [Hq·d, D], b [D])`` of the output projection of the attention layer that made ``record`` (``core.model.parts``:
     whatever it is called, in any stack; ``nn.Linear`` or GPT-2's ``Conv1D``): the affine map's value at 0 is ``b``
@@ -141,47 +137,31 @@ def record_output_map(record: LayerRecord) -> tuple[torch.Tensor, torch.Tensor]:
         return module(torch.eye(heads * d, dtype=weight.dtype)).float() - zero, zero
 
 
-def head_terms(recorded: RecordedPass, layer: int, rows: slice | None = None, *,
-               projection: torch.Tensor | None = None, through_norm: bool = True) -> torch.Tensor:
+def head_terms(source, layer: int, rows: slice | None = None, *, through_norm: bool = True) -> torch.Tensor:
     """``[q, T (key), H, D]``: what each head wrote into each query's residual stream from each key position,
     ``t[i, j, h]``, for the queries ``rows`` (all when None). Σ over keys and heads is the attention update less the
     output bias (through the frozen scale of a norm on the attention output, where the block has one).
-    ``projection``: ``output_map(recorded, layer)[0]`` when the caller has it already; ``through_norm=False``: the
-    terms of the attention output itself, before such a norm."""
+    ``source``: a ``Trace`` or a ``core.causal.flow_stack`` stack; ``through_norm=False``: the terms of the attention
+    output itself, before such a norm."""
     rows = slice(None) if rows is None else rows
-    written = _written(recorded, layer, output_map(recorded, layer)[0] if projection is None else projection)
+    stack = stack_of(source)
+    block = stack.block(layer)
+    written = _written(block.record, record_output_map(block.record)[0])
     with torch.inference_mode():
-        weights = torch.from_numpy(recorded.attention(layer)).permute(1, 2, 0)[rows]  # [q, T, H]
+        weights = torch.from_numpy(stack.attention(layer)).permute(1, 2, 0)[rows]  # [q, T, H]
         terms = weights[..., None] * written[None]
-        factor = _norm_factor(recorded, layer) if through_norm else None
+        factor = block.norm_factor if through_norm else None
         if factor is not None:  # a norm on the attention output, its scale frozen at this pass, per position
             terms = terms * factor[rows, None, None, :]
     return terms
 
 
-def _written(recorded: RecordedPass, layer: int, projection: torch.Tensor) -> torch.Tensor:
+def _written(record: LayerRecord, projection: torch.Tensor) -> torch.Tensor:
     """``[T (key), H, D]``: what each head writes from each key position at weight 1, value · W_Oʰ (one einsum)."""
-    record = recorded.records[layer]
     heads, d = record.queries.shape[1], record.queries.shape[3]
     values = record.values[0].float()[[h // record.kv_groups for h in range(heads)]]  # [H, T, d]
     with torch.inference_mode():
         return torch.einsum("hjd,hdD->jhD", values, projection.reshape(heads, d, -1)).contiguous()
-
-
-def _norm_factor(recorded: RecordedPass, layer: int) -> torch.Tensor | None:
-    """``[T, D]``: the frozen scale of a norm on the attention output (update / output, per position), or None."""
-    if not recorded.attention_is_normed(layer):
-        return None
-    output = recorded.attention_output[layer]
-    update = recorded.residual_mid[layer] - recorded.residual_pre[layer]
-    safe = torch.where(output != 0, output, torch.ones_like(output))
-    return torch.where(output != 0, update / safe, 0.0)
-
-
-def _attention_whole(recorded: RecordedPass, layer: int) -> torch.Tensor:
-    """``[T, D]``: the sum the attention node's parts add up to: the residual after attention, or in a post-norm
-    block the input of the norm after attention (residual + update, before it is normalised)."""
-    return recorded.residual_mid[layer] if recorded.attention_sum is None else recorded.attention_sum[layer]
 
 
 def _query_rows(start: int, reach: np.ndarray, cells_per_key: int) -> int:
@@ -194,17 +174,19 @@ def _query_rows(start: int, reach: np.ndarray, cells_per_key: int) -> int:
     return stop
 
 
-def attention_shares(recorded: RecordedPass, layer: int) -> tuple[np.ndarray, np.ndarray]:
+def attention_shares(source, layer: int) -> tuple[np.ndarray, np.ndarray]:
     """``(attention [T, T, H], residual [T])`` shares of block ``layer``'s residual after attention.
 
     The proximity of every (head, key) term at once per chunk of queries, ``‖y − A_h[i, j] · w_h[j]‖₁`` with one
     ``addcmul`` and one reduction over ``[q, k·H, D]``; keys a query gives weight 0 in every head (the later keys of
     a causal model) are not computed: their terms are 0, and so is their proximity."""
-    t, heads = recorded.num_tokens, recorded.records[layer].queries.shape[1]
-    before, whole = recorded.residual_pre[layer], _attention_whole(recorded, layer)
-    written = _written(recorded, layer, output_map(recorded, layer)[0])  # [T, H, D]
-    factor = _norm_factor(recorded, layer)
-    weights = torch.from_numpy(recorded.attention(layer)).permute(1, 2, 0)  # [q, k, H]
+    stack = stack_of(source)
+    block = stack.block(layer)
+    t, heads = stack.num_tokens, block.record.queries.shape[1]
+    before, whole = block.pre, block.attention_whole
+    written = _written(block.record, record_output_map(block.record)[0])  # [T, H, D]
+    factor = block.norm_factor
+    weights = torch.from_numpy(stack.attention(layer)).permute(1, 2, 0)  # [q, k, H]
     nonzero = (weights != 0).any(dim=2)  # [q, k]
     reach = np.where(nonzero.any(1).numpy(), t - nonzero.flip(1).int().argmax(1).numpy(), 0)
     near = torch.zeros(t, t, heads)
@@ -236,19 +218,21 @@ def attention_shares(recorded: RecordedPass, layer: int) -> tuple[np.ndarray, np
     return attention.numpy(), residual.numpy()
 
 
-def contributions_of(recorded: RecordedPass, tokens: list[str],
+def contributions_of(source, tokens: list[str],
                      progress: Callable[[int, int], None] | None = None) -> Contributions:
-    """``Contributions`` from one recorded pass; ``progress(done, total)`` after each layer."""
-    layers, t = recorded.num_layers, recorded.num_tokens
-    attention = np.zeros((layers, t, t, recorded.records[0].queries.shape[1]), np.float32)
+    """``Contributions`` from one trace (``core.model.trace.Trace``, stack ``"self"``) or an encoder-decoder stack's
+    ``core.causal.flow_stack.RecordedPass``; ``progress(done, total)`` after each layer."""
+    stack = stack_of(source)
+    layers, t = stack.num_layers, stack.num_tokens
+    attention = np.zeros((layers, t, t, stack.block(0).record.queries.shape[1]), np.float32)
     attention_residual, mlp, mlp_residual = (np.zeros((layers, t), np.float32) for _ in range(3))
     # One torch thread: on the shared 2-core machine two threads wait for each other (SmolLM2, 32 tokens, load 20:
     # 1.0–1.2 s on one thread, 21–24 s on two). threads_for_input(0) is the app's one-thread section.
     with threads_for_input(0):
         for layer in range(layers):
-            attention[layer], attention_residual[layer] = attention_shares(recorded, layer)
-            mid = recorded.residual_mid[layer]
-            whole = recorded.residual_post[layer] if recorded.mlp_sum is None else recorded.mlp_sum[layer]
+            attention[layer], attention_residual[layer] = attention_shares(stack, layer)
+            block = stack.block(layer)  # the trace keeps its last blocks: not computed again
+            mid, whole = block.mid, block.mlp_whole
             parts = torch.stack([whole - mid, mid], dim=1)  # [T, 2, D]: the MLP's update, the residual
             shares = proximity_shares(parts, whole).numpy()
             mlp[layer], mlp_residual[layer] = shares[:, 0], shares[:, 1]
@@ -259,9 +243,9 @@ def contributions_of(recorded: RecordedPass, tokens: list[str],
 
 def contributions(model: LoadedModel, text: str, *, max_tokens: int | None = None,
                   progress: Callable[[int, int], None] | None = None) -> Contributions:
-    """Record one pass of ``model`` over ``text`` and return every node's incoming contributions."""
-    ids = model.tokenizer(text, truncation=True, max_length=token_limit(model, max_tokens))["input_ids"]
-    return contributions_of(record_pass(model, ids), model.tokenizer.convert_ids_to_tokens(ids), progress)
+    """Record ``model``'s trace of ``text`` and return every node's incoming contributions."""
+    trace = record_trace(model, text, max_tokens=max_tokens)
+    return contributions_of(trace, list(trace.tokens(SINGLE_STACK).tokens), progress)
 
 
 def stack_incoming(contributions: Contributions, node: Node, threshold: float, prefix: str = "") -> list[Edge]:

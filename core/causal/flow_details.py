@@ -20,10 +20,10 @@ import numpy as np
 import torch
 
 from core.causal.flow import RouteGraph, carriers, head_terms
+from core.causal.flow_stack import stack_of
 from core.model.attention_layers import SINGLE_STACK
 from core.model.models import LoadedModel
 from core.model.parts import parts_of
-from core.model.recorded_pass import RecordedPass
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import decoded_tokens, readable_token
 
@@ -33,11 +33,12 @@ ROUTE_MARGIN = 0.02
 TOP_HEADS = 3
 
 
-def head_write(recorded: RecordedPass, layer: int, query: int, key: int, head: int) -> torch.Tensor:
+def head_write(source, layer: int, query: int, key: int, head: int) -> torch.Tensor:
     """``[D]``: what ``head`` of block ``layer`` wrote into ``query``'s residual stream from position ``key``:
     attention weight × the key's value × the head's slice of the output projection (through the frozen scale of a
-    norm on the attention output, where the block has one)."""
-    return head_terms(recorded, layer, slice(query, query + 1))[0, key, head]
+    norm on the attention output, where the block has one). ``source``: a ``Trace`` or a ``core.causal.flow_stack``
+    stack."""
+    return head_terms(source, layer, slice(query, query + 1))[0, key, head]
 
 
 def mlp_output_map(model: LoadedModel, layer: int, module: torch.nn.Module | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -59,18 +60,19 @@ def mlp_output_map(model: LoadedModel, layer: int, module: torch.nn.Module | Non
         return module(torch.eye(inner, dtype=weight.dtype)).float() - zero, zero
 
 
-def neuron_terms(model: LoadedModel, recorded: RecordedPass, layer: int, position: int, *,
+def neuron_terms(model: LoadedModel, source, layer: int, position: int, *,
                  output_map: torch.nn.Module | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(terms [F, D], bias [D])``: each neuron's activation times its output row at ``position``; ``terms.sum(0) +
     bias`` is block ``layer``'s MLP output there, which the stream receives (``mlp_update``). Where the block
     normalises the MLP's output before adding it (Gemma 2/3), terms and bias go through that norm with its scale
-    frozen at this position, so they add up to the update. Needs ``record_pass(..., neurons=True)`` (or an
-    encoder-decoder stack's pass, ``core.causal.flow_pair.record_pair``, with its ``output_map``)."""
-    if recorded.mlp_activations is None:
+    frozen at this position, so they add up to the update. ``source``: a ``Trace`` (its block computed again) or an
+    encoder-decoder stack's pass (``core.causal.flow_pair.record_pair``) with its ``output_map``."""
+    block = stack_of(source).block(layer)
+    if block.mlp_activations is None:
         raise UnsupportedArchitecture("The MLP's neurons were not recorded for this model.")
     weight, bias = mlp_output_map(model, layer, output_map)
-    terms = recorded.mlp_activations[layer, position][:, None] * weight
-    output, update = terms.sum(0) + bias, recorded.mlp_update[layer, position]
+    terms = block.mlp_activations[position][:, None] * weight
+    output, update = terms.sum(0) + bias, block.mlp_update[position]
     if not torch.allclose(output, update, rtol=1e-4, atol=1e-5 * float(update.abs().max())):
         safe = torch.where(output != 0, output, torch.ones_like(output))
         factor = torch.where(output != 0, update / safe, 0.0)  # a norm on the MLP output, its scale frozen here
@@ -90,18 +92,18 @@ class Neurons:
     count: int  # F: the MLP's neurons
 
 
-def top_neurons(model: LoadedModel, recorded: RecordedPass, layer: int, position: int, k: int = 8, *,
+def top_neurons(model: LoadedModel, source, layer: int, position: int, k: int = 8, *,
                 output_map: torch.nn.Module | None = None) -> Neurons:
     """The ``k`` neurons of block ``layer``'s MLP whose terms bring its output at ``position`` closest (the proximity
     measure of the route graph, normalised over the neurons); ``output_map`` as in ``neuron_terms``."""
-    terms, bias = neuron_terms(model, recorded, layer, position, output_map=output_map)
+    terms, bias = neuron_terms(model, source, layer, position, output_map=output_map)
     output = terms.sum(0) + bias
     with torch.inference_mode():
         near = (output.abs().sum() - (output[None] - terms).abs().sum(-1)).clamp(min=0)
         total = float(near.sum())
         share = (near / total if total > 0 else torch.zeros_like(near)).numpy()
     order = np.argsort(-share, kind="stable")[:k]
-    activation = recorded.mlp_activations[layer, position].numpy()
+    activation = stack_of(source).block(layer).mlp_activations[position].numpy()
     return Neurons(order, activation[order], share[order], terms[torch.from_numpy(order)], len(share))
 
 

@@ -59,11 +59,11 @@ from core.causal.flow import (
 from core.causal.flow_cross import cross_shares, cross_terms
 from core.causal.flow_details import ROUTE_MARGIN, Neurons, top_neurons
 from core.causal.flow_pair_blocks import BlockCalls, block_hooks, outer_blocks
+from core.causal.flow_stack import RecordedPass
 from core.causal.logit_attribution import frozen_norm
 from core.model.hooks import hooked
 from core.model.models import LoadedModel, threads_for_input
 from core.model.parts import is_norm, last_linear_to_hidden, parts_of
-from core.model.recorded_pass import RecordedPass
 from core.model.recording import Recorder, UnsupportedArchitecture
 from core.model.seq2seq import shift_right
 from core.model.text_limits import token_limit

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from core.causal.flow import Contributions, Node, RouteGraph, carriers, layer_runs
+from core.causal.flow_stack import stack_of
 from core.maths.numbers import percent
 
 # A position whose mean received weight (over every head of every layer, from the queries that may read it) is at
@@ -44,26 +45,28 @@ class Measures:
         return False
 
 
-def measures_of(recorded, contributions: Contributions) -> Measures:
-    """``Measures`` of one recorded pass (``core.model.recorded_pass.RecordedPass``) and its contributions.
+def measures_of(source, contributions: Contributions) -> Measures:
+    """``Measures`` of one trace (``core.model.trace.Trace``, or an encoder-decoder stack's
+    ``core.causal.flow_stack.RecordedPass``) and its contributions.
 
     A node is unmeasured when its residual part has proximity 0 and still gets share 1: only the degenerate case of
     ``core.causal.flow`` gives it that (a share of 1 with proximity 0 means every other part's proximity is 0 too)."""
-    layers, t = recorded.num_layers, recorded.num_tokens
+    stack = stack_of(source)
+    layers, t = stack.num_layers, stack.num_tokens
     received = np.zeros(t)
     attention, mlp = np.zeros((layers, t), bool), np.zeros((layers, t), bool)
     with torch.inference_mode():
         for layer in range(layers):
-            weights = recorded.attention(layer).mean(axis=0)  # [q, k], the mean over heads
-            readers = (recorded.attention(layer) != 0).any(axis=0) & ~np.eye(t, dtype=bool)  # q may read k (q ≠ k)
+            every = stack.attention(layer)  # [H, q, k]
+            weights = every.mean(axis=0)  # [q, k], the mean over heads
+            readers = (every != 0).any(axis=0) & ~np.eye(t, dtype=bool)  # q may read k (q ≠ k)
             counts = readers.sum(axis=0)
             received += np.where(counts > 0, (weights * readers).sum(axis=0) / np.maximum(counts, 1), 0.0)
-            whole = recorded.residual_mid[layer] if recorded.attention_sum is None else recorded.attention_sum[layer]
-            before = recorded.residual_pre[layer]
+            block = stack.block(layer)
+            whole, before = block.attention_whole, block.pre
             near = (whole.abs().sum(-1) - (whole - before).abs().sum(-1)).numpy()
             attention[layer] = (near <= 0) & (contributions.attention_residual[layer] == 1)
-            whole = recorded.residual_post[layer] if recorded.mlp_sum is None else recorded.mlp_sum[layer]
-            mid = recorded.residual_mid[layer]
+            whole, mid = block.mlp_whole, block.mid
             near = (whole.abs().sum(-1) - (whole - mid).abs().sum(-1)).numpy()
             mlp[layer] = (near <= 0) & (contributions.mlp_residual[layer] == 1)
     return Measures(received / max(layers, 1), attention, mlp)

@@ -29,7 +29,7 @@ token per block stack) and each block's call (``core.model.on_demand.keep_argume
 T5's position bias); everything inside a layer is recomputed by calling that block alone
 (``core.model.trace_layers.run_block``), and the last ``MEMO_LAYERS`` layers stay computed. Weights are computed only
 when asked (``attention``): from the layer's queries and keys in the order of operations of transformers' eager
-attention (``core.model.recorded_pass.attention_weights``), ``BLOCK_CELLS`` at a time; a whole layer asked for at or
+attention (``core.model.trace_layers.attention_weights``), ``BLOCK_CELLS`` at a time; a whole layer asked for at or
 under ``STORED_WEIGHTS_MAX_TOKENS`` query tokens is kept (``layers × heads × T × S × 4`` bytes at most).
 A trace holds the loaded model weakly: once that model is gone, recomputing raises ``AnalysisError``.
 """
@@ -51,11 +51,10 @@ from core.model.inference import special_token_ids
 from core.model.models import LoadedModel, threads_for_input
 from core.model.on_demand import BLOCK_CELLS, keep_argument
 from core.model.parts import last_linear_to_hidden
-from core.model.recorded_pass import attention_weights
 from core.model.recording import LayerRecord, Recorder, is_recordable
 from core.model.seq2seq import decoder_tokens, encode_text
 from core.model.text_limits import check_text, token_limit
-from core.model.trace_layers import LayerTrace, run_block
+from core.model.trace_layers import LayerTrace, attention_weights, run_block
 from core.model.words import text_word_ids
 
 STORED_WEIGHTS_MAX_TOKENS = 512  # a whole layer's weights asked for at or under this many query tokens are kept

@@ -14,13 +14,23 @@ What one call gives (``LayerTrace``; ``T`` query tokens, ``S`` key tokens, ``D``
                           position bias (T5) and output [1, T, Hq, d] (each head's output before the output projection)
     residual_mid[stack]   float32 [T, D]: the residual stream after that attention sub-block (None where the block
                           has no point between attention and MLP, as GPT-J's parallel blocks)
+    attention_output[stack]  float32 [T, D]: what that attention module returned (its output projection's result
+                          where the projection is inside it; BERT's heads side by side, projected outside it)
+    attention_normed[stack]  bool: a norm of the block read that attention's own output (Gemma 2/3)
+    attention_sum[stack]  float32 [T, D] in a post-norm block (else None): the input of the norm after that
+                          attention, the stream plus the update before it is normalised
+    mlp_sum               float32 [T, D] in a post-norm block (else None): the input of the block's last norm
     mlp_output            float32 [T, D]: what the MLP's output map (``core.model.parts``) returned, or None
+    mlp_input             float32 [T, F]: what that map read, the MLP's neurons (None without one)
 
-The stream after an attention sub-block is found from the block's norms in call order, as in
-``core.model.recorded_pass``: in a pre-norm block, the input of the first norm called after that attention whose input
-is not the attention's own output (Llama's ``post_attention_layernorm``, GPT-2's ``ln_2``, Gemma's
-``pre_feedforward_layernorm``, T5's next sub-layer's ``layer_norm``); in a post-norm block (its output is its last
-norm's: BERT, DistilBERT, BART) the output of the first norm called after the attention.
+The stream after an attention sub-block is found from the block's norms in call order: in a pre-norm block, the input
+of the first norm called after that attention whose input is not the attention's own output (Llama's
+``post_attention_layernorm``, GPT-2's ``ln_2``, Gemma's ``pre_feedforward_layernorm``, T5's next sub-layer's
+``layer_norm``); in a post-norm block (its output is its last norm's: BERT, DistilBERT, BART) the output of the first
+norm called after the attention.
+
+``attention_weights`` computes a layer's weights from its record, as transformers' eager attention does: what
+``core.model.trace.Trace.attention`` and the long-text views read.
 """
 
 from __future__ import annotations
@@ -31,8 +41,9 @@ import numpy as np
 import torch
 
 from core.model.attention_layers import attention_modules
+from core.model.fast_attention import causal_mask
 from core.model.hooks import first_tensor, hooked, main_input
-from core.model.on_demand import call_argument
+from core.model.on_demand import call_argument, eager_weights
 from core.model.parts import is_norm
 from core.model.recording import LayerRecord, Recorder
 
@@ -44,32 +55,65 @@ class LayerTrace:
     records: dict[str, LayerRecord]
     residual_mid: dict[str, np.ndarray | None]
     mlp_output: np.ndarray | None
+    attention_output: dict[str, np.ndarray]
+    attention_normed: dict[str, bool]
+    attention_sum: dict[str, np.ndarray | None]
+    mlp_sum: np.ndarray | None
+    mlp_input: np.ndarray | None
 
     @property
     def nbytes(self) -> int:
         tensors = [t for r in self.records.values()
                    for t in (r.queries, r.keys, r.values, r.output, r.mask, r.position_bias) if t is not None]
-        arrays = [a for a in (*self.residual_mid.values(), self.mlp_output) if a is not None]
+        arrays = [a for a in (*self.residual_mid.values(), *self.attention_output.values(), *self.attention_sum.values(),
+                              self.mlp_output, self.mlp_sum, self.mlp_input) if a is not None]
         return sum(t.nelement() * t.element_size() for t in tensors) + sum(a.nbytes for a in arrays)
 
 
-def _mid(events: list, stack: str, post_norm: bool) -> np.ndarray | None:
-    """The stream after ``stack``'s attention sub-block, from the block's events in call order (module docstring)."""
+def attention_weights(record: LayerRecord, heads: list[int] | None = None, rows=None) -> np.ndarray:
+    """float32 ``[len(heads), Q, T]`` recomputed from ``record`` in the order of operations of transformers' eager
+    attention: q·kᵀ × scaling, then soft-cap (cap·tanh(x / cap)), then the additive mask, then a float32 softmax.
+    ``rows``: the query positions to compute (a slice or a list; all ``T`` when None). T5's relative-position bias
+    (``record.position_bias``, one ``[T, S]`` per head) is added to the scores before the mask, as its eager
+    attention does. A record of an sdpa pass whose mask was skipped (``record.causal``) gets the causal cells."""
+    queries = record.queries[0].float()
+    heads = list(range(queries.shape[0])) if heads is None else list(heads)
+    rows = slice(None) if rows is None else rows
+    q = queries[heads][:, rows]
+    k = record.keys[0].float()[[h // record.kv_groups for h in heads]]
+    mask = None if record.mask is None else record.mask[0, 0][rows, : k.shape[1]]
+    if mask is None and record.causal:  # sdpa's skipped causal mask (core.model.fast_attention)
+        mask = causal_mask(queries.shape[1], k.shape[1])[rows]
+    if record.position_bias is not None:  # T5: added to the scores before the mask, per head
+        bias = record.position_bias[0].float()
+        bias = bias[heads] if bias.shape[0] > 1 else bias
+        bias = bias[:, rows, : k.shape[1]]
+        if mask is not None:
+            low = torch.finfo(torch.float32).min
+            bias = bias + (torch.where(mask, 0.0, low) if mask.dtype == torch.bool else mask.float())
+        mask = bias
+    return eager_weights(q, k, record.scaling, record.softcap, mask).numpy()
+
+
+def _sub_block(events: list, stack: str, post_norm: bool) -> tuple:
+    """``(mid, sum, normed)`` of ``stack``'s attention sub-block, from the block's events in call order (module
+    docstring): the stream after it, a post-norm block's sum before its norm, whether a norm read its own output."""
     start = next((i for i, e in enumerate(events) if e[0] == "attention" and e[1] == stack), None)
     if start is None:
-        return None
-    attention_out = events[start][2]
+        return None, None, False
+    attention_out, normed = events[start][2], False
     for event in events[start + 1:]:
         if event[0] == "attention":
-            return None
+            return None, None, normed
         if event[0] != "norm":
             continue
         _, seen_in, seen_out = event
         if post_norm:
-            return seen_out
+            return seen_out, seen_in, False
         if not (seen_in.shape == attention_out.shape and torch.equal(seen_in, attention_out)):
-            return seen_in
-    return None
+            return seen_in, None, normed
+        normed = True
+    return None, None, normed
 
 
 def run_block(model: torch.nn.Module, block: torch.nn.Module, layer: int, call: tuple[tuple, dict],
@@ -100,6 +144,8 @@ def run_block(model: torch.nn.Module, block: torch.nn.Module, layer: int, call: 
     hooks.append((block, "post", keep("block")))
     if mlp_output is not None:
         hooks.append((mlp_output, "post", keep("mlp")))
+        hooks.append((mlp_output, "pre", lambda _m, args, kwargs: seen.__setitem__(
+            "neurons", main_input(args, kwargs, "input").detach()[0])))
     restored: dict[int, torch.Tensor] = {}
     args, kwargs = call
     with torch.inference_mode(), hooked(hooks), Recorder(model, layers={layer}, sdpa=True, keep_weights=False) as rec:
@@ -112,9 +158,16 @@ def run_block(model: torch.nn.Module, block: torch.nn.Module, layer: int, call: 
             records[stack] = record
     norms = [e for e in events if e[0] == "norm"]
     post_norm = bool(norms) and "block" in seen and torch.equal(norms[-1][2], seen["block"])
-    mids = {stack: _mid(events, stack, post_norm) for stack in records}
+    found = {stack: _sub_block(events, stack, post_norm) for stack in records}
+    outputs = {e[1]: e[2] for e in events if e[0] == "attention"}
+    array = lambda x: None if x is None else x.float().numpy()  # noqa: E731 - one conversion for every field
     return LayerTrace(
         records=records,
-        residual_mid={s: None if m is None else m.float().numpy() for s, m in mids.items()},
-        mlp_output=seen["mlp"].float().numpy() if "mlp" in seen else None,
+        residual_mid={s: array(f[0]) for s, f in found.items()},
+        mlp_output=array(seen.get("mlp")),
+        attention_output={s: array(outputs[s]) for s in records},
+        attention_normed={s: f[2] for s, f in found.items()},
+        attention_sum={s: array(f[1]) for s, f in found.items()},
+        mlp_sum=array(norms[-1][1]) if post_norm else None,
+        mlp_input=array(seen.get("neurons")),
     )
