@@ -1,4 +1,4 @@
-"""Weights recomputed from a recorded pass's queries and keys (``core.model.recorded_pass.attention_weights``) against a
+"""Weights recomputed from a recorded pass's queries and keys (``core.model.trace_layers.attention_weights``) against a
 plainly loaded eager encoder-decoder's own ``output_attentions``: T5 adds a relative-position bias per head, which the
 recomputation must add too (it once left it out: 0.1 off on every T5 head)."""
 
@@ -10,8 +10,8 @@ import torch
 from transformers import AutoModelForSeq2SeqLM
 
 from core.model.models import load_model
-from core.model.trace_layers import attention_weights
 from core.model.recording import Recorder
+from core.model.trace_layers import attention_weights
 from tests.model_factory import build_tiny_bart, build_tiny_t5
 
 
