@@ -89,7 +89,7 @@ else:
 
 
 key = (name, text, length)
-profile = results.long_context_profiles.peek(name, text, max_tokens=length)
+profile = results.long_context_profiles.peek(name, text, source, max_tokens=length)
 if profile is None:
     if STOPPED.stopped(key):
         STOPPED.offer_to_go_on("You stopped the measurement; nothing is shown until it runs to the end.",
@@ -98,7 +98,7 @@ if profile is None:
     with progress_with_stop(f"Running {model.name} over {len(ids):,} tokens…",
                             "Attention by distance: {done} of {total} layers measured",
                             button_key="long-context-stop", on_stop=STOPPED.stop, args=(key,)) as progress:
-        profile = results.long_context_profiles(name, text, max_tokens=length, progress=progress)
+        profile = results.long_context_profiles(name, text, source, max_tokens=length, progress=progress)
 
 direction = "query − key: a query sees only earlier keys" if profile.causal else "|query − key|: an encoder sees both ways"
 st.caption(f"{markdown_safe(model.name)}, {profile.num_tokens:,} tokens; distance is {direction}. The sink is "

@@ -13,9 +13,18 @@ from transformers import AutoModel, AutoModelForCausalLM
 from core.attention_heads.long_context import bin_labels, distance_edges, long_context_profile, sliding_windows
 from core.errors import AnalysisError
 from core.model.models import load_model
+from core.model.trace import record
 from tests.model_factory import build_tiny_bert, build_tiny_decoder
 
-IDS = [7 + (5 * i) % 40 for i in range(40)]  # 40 tokens, inside the tiny models' 64 positions
+# 40 tokens for the tiny models' tokenizers (asserted below), inside their 64 positions
+TEXT = ("I will hike along the bank of a river. The cat sat on the mat. It was happy to be home. I will open a new "
+        "account at my bank and deposit some money.")
+
+
+def _profile(model, text: str = TEXT, **options):
+    """(the profile of ``text``'s trace, the token ids the plain model is given: the trace's own)."""
+    trace = record(model, text)
+    return long_context_profile(trace, **options), list(trace.tokens("self").ids)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +84,8 @@ def test_edges_and_labels_are_log_spaced_and_cover_every_distance():
 @pytest.mark.parametrize("family", ["gemma3_text", "llama", "bert"])
 def test_shares_sinks_and_far_equal_numpy_by_hand_on_eager_attention(models, family):
     model, plain = models[family]
-    profile = long_context_profile(model, IDS)
+    profile, IDS = _profile(model)
+    assert len(IDS) == 40
     att = _eager(plain, IDS)
     causal = family != "bert"
     shares, uniform, sink, far = _by_hand(att, causal, profile.windows, profile.far_distance)
@@ -97,11 +107,11 @@ def test_shares_sinks_and_far_equal_numpy_by_hand_on_eager_attention(models, fam
 def test_the_sliding_window_is_read_from_the_config_and_eager_attention_obeys_it(models):
     model, plain = models["gemma3_text"]
     assert sliding_windows(plain.config, 2) == (4, None)  # layer_types: sliding, full
+    profile, IDS = _profile(model)
     att = _eager(plain, IDS)
     distance = np.arange(len(IDS))[:, None] - np.arange(len(IDS))[None, :]
     assert att[0][:, distance >= 4].max() == 0.0 and att[0][:, distance == 3].max() > 0
     assert att[1][:, distance >= 4].max() > 0  # the full layer reaches past it
-    profile = long_context_profile(model, IDS)
     assert profile.windows == (4, None) and profile.far_distance == 4
     assert profile.far[0].max() == 0.0 and profile.far_uniform[0] == 0.0  # nothing past the window in layer 0
     for config in (models["llama"][1].config, models["bert"][1].config):
@@ -115,22 +125,24 @@ def test_mistral_s_window_applies_to_every_layer(tmp_path):
 
 
 def test_a_single_token_is_a_sentence(models):
+    model = models["llama"][0]
+    one = next(w for w in ("the", "cat", "a") if len(model.tokenizer(w)["input_ids"]) == 1)
     with pytest.raises(AnalysisError):
-        long_context_profile(models["llama"][0], [5])
+        _profile(model, one)
 
 
 def test_progress_reports_every_layer(models):
     seen = []
-    long_context_profile(models["llama"][0], IDS[:10], progress=lambda done, total: seen.append((done, total)))
+    _profile(models["llama"][0], "the cat sat on the mat", progress=lambda done, total: seen.append((done, total)))
     assert seen == [(0, 2), (1, 2), (2, 2)]
 
 
 def test_small_blocks_give_the_same_numbers(models, monkeypatch):
     import core.attention_heads.long_context as long_context
 
-    whole = long_context_profile(models["gemma3_text"][0], IDS)
-    monkeypatch.setattr(long_context, "BLOCK_CELLS", 4 * 3 * len(IDS))  # blocks of 3 rows
-    blocks = long_context_profile(models["gemma3_text"][0], IDS)
+    whole, ids = _profile(models["gemma3_text"][0])
+    monkeypatch.setattr(long_context, "BLOCK_CELLS", 4 * 3 * len(ids))  # blocks of 3 rows
+    blocks, _ = _profile(models["gemma3_text"][0])
     np.testing.assert_allclose(blocks.shares, whole.shares, atol=1e-6)
     np.testing.assert_allclose(blocks.sink[..., 1:], whole.sink[..., 1:], atol=1e-7)
 
@@ -138,7 +150,7 @@ def test_small_blocks_give_the_same_numbers(models, monkeypatch):
 def test_head_kinds_follow_the_stated_thresholds_in_their_order(models):
     from core.attention_heads.long_context import head_kinds
 
-    profile = long_context_profile(models["gemma3_text"][0], IDS)
+    profile, _ = _profile(models["gemma3_text"][0])
     kinds = head_kinds(profile)
     for (layer, head), kind in np.ndenumerate(kinds):
         far = profile.far[layer, head]
@@ -153,7 +165,8 @@ def test_each_query_s_bins_sum_to_one_and_equal_the_loops(models, family):
     """Per query, not only on average: the block reduction of eager weights, against loops over the keys."""
     from core.attention_heads.long_context import reduce_block
 
-    _, plain = models[family]
+    model, plain = models[family]
+    IDS = model.tokenizer(TEXT)["input_ids"]
     att = _eager(plain, IDS).astype(np.float32)
     causal = family != "bert"
     rows = np.arange(1 if causal else 0, len(IDS))
@@ -177,7 +190,8 @@ def test_the_sink_sentences_give_windowed_and_global_layers_apart(models):
     from viz.long_context import kinds_sentence, sink_sentence
 
     model, plain = models["gemma3_text"]
-    profile = long_context_profile(model, IDS)
+    profile, IDS = _profile(model)
+    assert len(IDS) == 40
     att = _eager(plain, IDS)  # [L, H, T, T]
     late = np.arange(20, 40)  # the later half of 40 queries
     windowed, everywhere = att[0][:, late, 0].mean(), att[1][:, late, 0].mean()
@@ -202,7 +216,9 @@ def test_gemma_3_s_sink_sentence_splits_its_global_and_windowed_layers(bundled_g
     from core.attention_heads.retrieval import bundled_haystack
     from viz.long_context import sink_sentence
 
-    ids = bundled_gemma.tokenizer(bundled_haystack())["input_ids"][:600]
+    trace = record(bundled_gemma, bundled_haystack(), max_tokens=600)
+    ids = list(trace.tokens("self").ids)
+    assert ids == bundled_gemma.tokenizer(bundled_haystack())["input_ids"][:600]
     config = AutoConfig.from_pretrained(bundled_gemma.source)
     sliding = [i for i, kind in enumerate(config.layer_types) if kind == "sliding_attention"]
     full = [i for i, kind in enumerate(config.layer_types) if kind == "full_attention"]
@@ -210,7 +226,7 @@ def test_gemma_3_s_sink_sentence_splits_its_global_and_windowed_layers(bundled_g
     plain = AutoModelForCausalLM.from_pretrained(bundled_gemma.source, dtype=torch.float32,
                                                  attn_implementation="eager").eval()
     att = _eager(plain, ids)[:, :, 300:, 0]  # [L, H, late queries]: the share on position 0
-    said = sink_sentence(long_context_profile(bundled_gemma, ids), "the sink")
+    said = sink_sentence(long_context_profile(trace), "the sink")
     assert f"For the queries from position 300 on, it is {att.mean():.1%}" in said
     assert (f": {att[full].mean():.1%} in the 3 layers without a window ({', '.join(map(str, full))}); "
             f"{att[sliding].mean():.1%} in the 15 layers with a 512-token window") in said

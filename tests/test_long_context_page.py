@@ -41,13 +41,14 @@ def _direct(model_dir: str, length: int):
     from core.attention_heads.long_context import long_context_profile
     from core.attention_heads.retrieval import bundled_haystack, haystack_of_length
     from core.model.models import load_model
+    from core.model.trace import record
 
     model = load_model(model_dir)
     added = len(model.tokenizer("", add_special_tokens=True)["input_ids"])
     text = haystack_of_length(model.tokenizer, bundled_haystack(), length - added)
-    ids = model.tokenizer(text)["input_ids"]
-    assert len(ids) <= length
-    return long_context_profile(model, ids)
+    trace = record(model, text, max_tokens=length)
+    assert list(trace.tokens("self").ids) == model.tokenizer(text)["input_ids"] and len(trace.tokens("self")) <= length
+    return long_context_profile(trace)
 
 
 def test_tiny_gemma_draws_distance_and_sink_views_from_core_numbers(gemma_dir):

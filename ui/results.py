@@ -22,7 +22,7 @@ from core.attention_heads.cross_attention import pair_attention_view
 from core.attention_heads.head_statistics import analysis_statistics, corpus_statistics
 from core.attention_heads.induction import induction_scores, repeat_loss
 from core.attention_heads.long_attention import pooled_head, thumbnails, zoom
-from core.attention_heads.long_context import long_context_profile, text_ids
+from core.attention_heads.long_context import long_context_profile
 from core.attention_heads.neuron_view import queries_and_keys
 from core.attention_heads.qk_map import query_key_map, record_corpus
 from core.attention_heads.qk_map_quality import nearest_key_agreement, position_order
@@ -270,9 +270,18 @@ def _haystack(model, run: Run, tokens: int, room_for_special: bool) -> str:
 
 
 haystacks = Result("haystacks", _haystack, entries=48, megabytes=200)
-# texts: the text read; max_tokens: the tokens read. [L, H, T] float32 sink shares: 8.8 MB for SmolLM2 at 8,192
-long_context_profiles = Result("long-context", lambda model, run, progress=None: long_context_profile(
-    model, text_ids(model.tokenizer, run.text, run.max_tokens)[0], progress=progress), entries=16, megabytes=200)
+
+
+def _long_context(model, run: Run, source: str, progress=None):
+    """The profile of the sidebar's text from its trace (``traces``, shared with the other read-only pages of that
+    text and limit); of the bundled long text from a trace of its own, not kept (it is no page's text)."""
+    trace = traces.at(run) if source == "sidebar" else record(model, run.text, max_tokens=run.max_tokens)
+    return long_context_profile(trace, progress=progress)
+
+
+# texts: the text read; max_tokens: the tokens read; source: "sidebar" or "haystack". [L, H, T] float32 sink shares:
+# 8.8 MB for SmolLM2 at 8,192
+long_context_profiles = Result("long-context", _long_context, entries=16, megabytes=200)
 needle_scores = Result("needle-scores", lambda lm, run, tokens, needle, question, answer, depth: retrieval_scores(
     lm, haystacks.at(run, tokens, False), needle, question, answer, depth), entries=32, megabytes=200,
     reads="language model")

@@ -1,10 +1,11 @@
 """How far each head looks over a long text: attention by relative distance, attention on the first token (attention
-sinks, Xiao et al. 2023), and the sliding window of each layer as the model's config declares it.
+sinks, Xiao et al. 2023), and the sliding window each layer's attention was given (as the config declares it:
+``sliding_windows``).
 
-One forward pass is recorded (``core.model.recording.Recorder``: queries and keys, never every head's ``[T, T]`` weights);
-then each layer's weights are recomputed a block of query rows at a time (``core.model.recorded_pass.attention_weights``),
-reduced to a few numbers per query and dropped. Memory held: the records (queries, keys, values of every layer) and
-one block of ``[H, R, T]`` weights, ``R`` chosen so a block has at most ``BLOCK_CELLS`` cells.
+It reads the text's trace (``core.model.trace.Trace``, stack ``"self"``: one forward pass, never every head's ``[T, T]``
+weights): each layer's weights are asked of ``Trace.attention`` a block of query rows at a time, reduced to a few
+numbers per query and dropped. Memory held beside the trace: the layer's block call (``Trace.layer``) and one block of
+``[H, R, T]`` weights, ``R`` chosen so a block has at most ``BLOCK_CELLS`` cells.
 
 Distance ``d`` is ``query − key`` for a decoder (a query sees only keys at ``d ≥ 0``) and ``|query − key|`` for an
 encoder. Bins are log-spaced: ``[0], [1], [2, 3], [4, 7], [8, 15], …``; bin ``b`` holds ``edges[b] ≤ d <
@@ -18,12 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from core.errors import AnalysisError
-from core.model.models import LoadedModel, threads_for_input
-from core.model.recording import Recorder
-from core.model.trace_layers import attention_weights
+from core.model.attention_layers import SINGLE_STACK
+from core.model.trace import Trace
 
 BLOCK_CELLS = 8_000_000  # cells of one block of recomputed weights [H, R, T] (32 MB of float32)
 LOCAL_DISTANCE = 8  # "local": attention within this many tokens (d < 8)
@@ -167,30 +166,25 @@ def reduce_block(weights: np.ndarray, rows: np.ndarray, edges: np.ndarray, sinks
     return bins, sink, far_sums - sink_far
 
 
-def long_context_profile(model: LoadedModel, input_ids: Sequence[int], *, sink_positions: Sequence[int] = (0,),
+def long_context_profile(trace: Trace, *, sink_positions: Sequence[int] = (0,),
                          progress: Callable[[int, int], None] | None = None) -> LongContextProfile:
-    """Every head's attention by distance, on the sink and past the far distance, over ``input_ids`` (see the module
-    docstring). ``progress(done, total)``: after the pass (``done = 0``) and after each layer."""
-    ids = list(input_ids)
+    """Every head's attention by distance, on the sink and past the far distance, over the text of ``trace`` (see the
+    module docstring). ``progress(done, total)``: before the first layer (``done = 0``) and after each layer."""
+    if SINGLE_STACK not in trace.stacks:
+        raise AnalysisError(f"{trace.model_name} is an encoder-decoder; this view reads models with one stack of layers.")
+    ids = list(trace.tokens(SINGLE_STACK).ids)
     t = len(ids)
     if t < 2:
         raise AnalysisError("The text needs at least two tokens to measure how far attention goes.")
-    if model.is_encoder_decoder:
-        raise AnalysisError(f"{model.name} is an encoder-decoder; this view reads models with one stack of layers.")
-    causal = bool(model.is_decoder)
-    tensor = torch.tensor([ids], device=model.device)
-    with torch.inference_mode(), threads_for_input(tensor.numel()), Recorder(model.model, keep_weights=False) as rec:
-        model.model(input_ids=tensor, attention_mask=torch.ones_like(tensor))
-    records = rec.records
-    if len(records) != model.num_layers:
-        raise AnalysisError(f"{model.name}'s attention is not recorded by the app, so it cannot be measured here.")
-    windows = sliding_windows(model.model.config, model.num_layers)
+    infos = [trace.layer_info(SINGLE_STACK, layer) for layer in range(trace.num_layers(SINGLE_STACK))]
+    causal = not np.triu(trace.mask(SINGLE_STACK, 0), 1).any()  # no query may read a later key (a decoder)
+    windows = tuple(info.sliding_window for info in infos)  # what each layer's attention was given
     present = [w for w in windows if w is not None]
     far = min(present) if present else FAR_DISTANCE
     edges = distance_edges(t - 1)
     sinks = sorted({int(p) for p in sink_positions if 0 <= int(p) < t})
     queries = np.arange(1 if causal else 0, t)
-    layers, heads, bins = model.num_layers, model.num_heads, len(edges) - 1
+    layers, heads, bins = len(infos), infos[0].heads, len(edges) - 1
     shares = np.zeros((layers, heads, bins))
     uniform = np.zeros((layers, bins))
     far_share = np.zeros((layers, heads))
@@ -212,10 +206,9 @@ def long_context_profile(model: LoadedModel, input_ids: Sequence[int], *, sink_p
     if progress:
         progress(0, layers)
     for layer in range(layers):
-        record = records[layer]
         for start in starts:
             rows = np.arange(start, min(start + block, t))
-            weights = attention_weights(record, rows=slice(rows[0], rows[-1] + 1))  # [H, R, T]
+            weights = trace.attention(SINGLE_STACK, layer, rows=slice(rows[0], rows[-1] + 1))  # [H, R, T]
             bin_sums, sink_sums, far_sums = reduce_block(weights, rows, edges, sinks, far, causal)
             shares[layer] += bin_sums.sum(axis=1)
             sink[layer][:, rows] = sink_sums
