@@ -215,11 +215,12 @@ class Flow(NamedTuple):
 
 
 def _flow(model, run: Run, progress=None) -> Flow:
-    stack = TraceStack(traces.at(run))
-    found = contributions_of(stack, list(stack.trace.tokens("self").tokens), progress)
+    trace = traces.at(run)
+    kept = TraceStack(trace, keep=True)  # each block computed once for the shares and the measures, then let go
+    found = contributions_of(kept, list(trace.tokens("self").tokens), progress)
     for array in (found.attention, found.attention_residual, found.mlp, found.mlp_residual):
         array.setflags(write=False)
-    return Flow(stack, found, measures_of(stack, found))
+    return Flow(TraceStack(trace), found, measures_of(kept, found))
 
 
 flows = Result("flows", _flow, entries=8, megabytes=400,

@@ -82,8 +82,11 @@ class TraceStack:
     """The flow's reading of one stack of a trace (``"self"``): ``block(l)`` a ``FlowLayer``, ``attention(l, heads)``
     the weights ``[heads, T, T]``. Nothing is kept here: the trace keeps its recent blocks and small layers' weights."""
 
-    def __init__(self, trace: Trace, stack: str = SINGLE_STACK):
+    def __init__(self, trace: Trace, stack: str = SINGLE_STACK, *, keep: bool = False):
+        """``keep``: keep every block asked for (``contributions_of`` then ``measures_of`` read each layer once more;
+        at the Flow page's 128 tokens of SmolLM2 about 3 MB a layer), else the trace's last few only."""
         self.trace, self.stack = trace, stack
+        self._kept: dict[int, FlowLayer] | None = {} if keep else None
 
     @property
     def num_layers(self) -> int:
@@ -110,6 +113,8 @@ class TraceStack:
     def block(self, layer: int) -> FlowLayer:
         """Block ``layer``'s quantities. Raises ``UnsupportedArchitecture`` (a sentence) for a block with no point
         between attention and MLP (GPT-J's parallel blocks)."""
+        if self._kept is not None and layer in self._kept:
+            return self._kept[layer]
         found = self.trace.layer(self.stack, layer)
         pre, post = self.residual_pre(layer), self.residual_post(layer)
         mid, mlp_sum = _tensor(found.residual_mid[self.stack]), _tensor(found.mlp_sum)
@@ -117,12 +122,15 @@ class TraceStack:
             raise UnsupportedArchitecture(
                 f"The app cannot find the residual stream between attention and MLP in {self.trace.model_name}'s "
                 "blocks (no norm of the block reads it), so this view is not available for this model yet.")
-        return FlowLayer(
+        block = FlowLayer(
             record=found.records[self.stack], pre=pre, mid=mid, post=post,
             attention_output=_tensor(found.attention_output[self.stack]), normed=found.attention_normed[self.stack],
             mlp_update=(post if mlp_sum is None else mlp_sum) - mid,
             attention_sum=_tensor(found.attention_sum[self.stack]), mlp_sum=mlp_sum,
             mlp_activations=_tensor(found.mlp_input))
+        if self._kept is not None:
+            self._kept[layer] = block
+        return block
 
 
 @dataclass(frozen=True, eq=False)
