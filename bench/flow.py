@@ -11,9 +11,10 @@ import time
 import torch
 
 from core.causal.flow import contributions, head_terms, route_graph
+from core.causal.flow_stack import TraceStack
 from core.causal.unembedding import lens_logits, top_tokens, written_logits
 from core.model.models import load_model
-from core.model.recorded_pass import record_pass
+from core.model.trace import record
 from core.outputs.predictions import load_language_model
 from viz.flow import route_figure
 
@@ -53,7 +54,7 @@ def _redraw(found, labels: list[str], position: int, threshold: float) -> float:
 def _details(lm, recorded, layer: int, query: int, head: int) -> tuple[float, float]:
     """Seconds for an edge's detail (the head's write at ``query`` through the unembedding, its attention row) and a
     node's (its logit lens), as the page computes them."""
-    final = recorded.residual_post[-1, query]
+    final = recorded.residual_post(recorded.num_layers - 1)[query]
 
     def edge_detail():
         write = head_terms(recorded, layer, slice(query, query + 1))[0, :, head].sum(0)
@@ -61,7 +62,7 @@ def _details(lm, recorded, layer: int, query: int, head: int) -> tuple[float, fl
         return top_tokens(lm, logits), top_tokens(lm, logits, lowest=True), recorded.attention(layer, [head])
 
     def node_detail():
-        return top_tokens(lm, lens_logits(lm, recorded.residual_mid[layer, query]))
+        return top_tokens(lm, lens_logits(lm, recorded.block(layer).mid[query]))
 
     return fastest_of(edge_detail, name="edge_detail")[0], fastest_of(node_detail, name="node_detail")[0]
 
@@ -89,7 +90,7 @@ def main() -> dict:
         figures[f"redraw_{length}_tokens_other_token_s"] = round(_redraw(found, labels, length // 2, 0.04), 3)
         figures[f"edges_{length}_tokens_threshold_0.04"] = len(route_graph(found, length - 1, 0.04).edges)
         if length == 32:
-            recorded = record_pass(model, ids)  # the pass the page keeps for its details
+            recorded = TraceStack(record(model, text))  # the trace the page keeps for its details
             edge, node = _details(lm, recorded, recorded.num_layers // 2, length - 1, 0)
             figures["edge_detail_32_tokens_s"], figures["node_detail_32_tokens_s"] = round(edge, 3), round(node, 3)
     loads.append(os.getloadavg()[0])

@@ -18,7 +18,7 @@ import statistics
 import time
 
 ROUNDS = 2
-THREADS = 1  # on the shared 2-core machine two torch threads wait for each other (core.model.record_pass's note)
+THREADS = 1  # on the shared 2-core machine two torch threads wait for each other (core.causal.flow.contributions_of's note)
 CASES = [("all-MiniLM-L6-v2", 128, "eager"), ("SmolLM2-135M-Instruct", 2048, "sdpa"), ("gemma-3-270m", 2048, "sdpa"),
          ("SmolLM2-135M-Instruct", 512, "sdpa"), ("SmolLM2-135M-Instruct", 4096, "sdpa")]
 WARM_UP_BELOW = 1024  # a warm-up pass before the timed ones, for the short cases only (a long pass warms itself)

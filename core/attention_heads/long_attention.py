@@ -41,7 +41,7 @@ def head_weights(model: LoadedModel, analysis: Analysis, layer: int, head: int) 
 def row_weights(model: LoadedModel, analysis: Analysis, layer: int, heads: list[int], rows: list[int]) -> np.ndarray:
     """float32 ``[len(heads), len(rows), T]``: only the query rows ``rows`` of ``heads``, computed from the layer's
     queries and keys when the analysis does not hold every head's weights (``core.model.on_demand`` for a long analysis,
-    else ``core.model.recorded_pass.attention_weights``)."""
+    else ``core.model.trace_layers.attention_weights``)."""
     if analysis.attentions is not None:
         return np.asarray(analysis.attentions[layer][heads][:, rows], dtype=np.float32)
     if analysis.on_demand is not None:  # the analysis's own block calls: one layer's queries and keys, no second pass
