@@ -12,14 +12,13 @@ from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
 from ui import results
 from ui.ablation import knockout, with_ablation
+from ui.attention_page import is_long, long_attention
 from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
 from ui.figures import show_figure
-from ui.long_attention import is_long, long_attention
-from ui.models import run_of
 from ui.page_state import end_page, option
-from ui.seq2seq import axis_titles, choose_stack, current_stacks, current_target, not_defined
+from ui.seq2seq import axis_titles, choose_stack, current_run, current_stacks, current_target, not_defined
 from ui.seq2seq_views import pair_bertviz
 from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
 from viz import attention as va
@@ -107,7 +106,7 @@ if not view.labels or not getattr(view, "key_labels", view.labels):
 # the rows' and the columns' labels differ for cross-attention only; the stack and target are in every figure's key
 keys = view.key_labels if stack.is_cross else None
 # what every figure is drawn from (the text, or the source and target, with the limit and knock-out) and with
-figure_run = run_of(name, (text,) if one_stack else (text, current_target()), limit, ablation)
+figure_run = current_run(one_stack, ablation)
 inputs = (source, special, words) + (() if one_stack else (stack.kind,))
 what = "" if one_stack else f" · {stack.label.lower()}"
 overview_title = (f"{model.name}{' (ablated run)' if ablation else ''}{what}: {SOURCES[source]}, every layer"
