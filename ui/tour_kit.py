@@ -9,7 +9,8 @@ import streamlit as st
 from core.teaching.tour import clearest_head, uniform_previous_share
 from ui import results
 from ui.figures import PRESENTATION_WIDTH, show_figure
-from ui.page_state import link_url
+from ui.models import has_language_model, language_model_of
+from ui.page_state import link_url, option, set_option
 from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
 from viz.common import file_stem
 from viz.tour import SLIDE_WIDTH, as_slide
@@ -85,3 +86,35 @@ def sink_names(roles) -> str:
     if roles.start_is_first_token:
         return "the first token" + (" and end-of-text tokens" if roles.end.any() else "")
     return "[CLS]/[SEP]-like special tokens"
+
+
+LM, ATTENTION = "lm", "attention"
+
+TRACKS = {ATTENTION: "From tokens to a corpus", LM: "How a language model predicts"}
+
+INTROS = {
+    ATTENTION: "Ten steps from tokens to a whole corpus. Every number is computed now, for the model and text in the "
+               "sidebar. Use the buttons or the ← → keys.",
+    LM: "Six steps through how a language model writes: what it predicts, how a sampler draws, when the answer "
+        "becomes readable in the layers, which heads copy, which activations carry a detail, and which routes "
+        "through the layers carried the answer. Every number is computed now, for the model and text in the "
+        "sidebar. Use the buttons or the ← → keys.",
+}
+
+def is_language_model() -> bool:
+    """The model on screen is a causal language model with its head (the LM track applies)."""
+    model = current_model()
+    if not model.is_decoder or model.is_encoder_decoder:
+        return False
+    name = current_model_name()
+    return has_language_model(name) and language_model_of(name).kind == "next"
+
+def choose_track(tracks: dict[str, list]) -> tuple[list, str]:
+    """The tour's steps and its introduction, from ``tracks`` (each track's steps under its key): for a causal
+    language model a switch between the two tracks (the language-model track by default), otherwise the attention
+    track alone."""
+    if not is_language_model():
+        return tracks[ATTENTION], INTROS[ATTENTION]
+    track = option(st.segmented_control, "Track", list(TRACKS), format_func=TRACKS.get, default=LM, required=True,
+                   key="track", label_visibility="collapsed", on_change=set_option, args=("step", 1))
+    return tracks[track], INTROS[track]
