@@ -93,7 +93,7 @@ def test_a_cached_figure_is_fitted_once_per_width_and_mode():
 
     from ui.figures import fitted
     from viz.attention import head_figure
-    from viz.page_fit import fit_for_page
+    from viz.fit.page import fit_for_page
 
     weights = np.random.default_rng(0).dirichlet(np.ones(12), size=12).astype(np.float32)
     fig = head_figure(weights, [f"t{i}" for i in range(12)], title="a head", causal=False, colorscale="Blues")
