@@ -22,6 +22,7 @@ from ui.seq2seq import axis_titles, choose_stack, current_run, current_stacks, c
 from ui.seq2seq_views import pair_bertviz
 from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
 from viz import attention as va
+from viz import attention_tables as vt
 from viz import bertviz_offline as bv
 from viz.common import COLORBLIND_SAFE, SEQUENTIAL, file_stem
 
@@ -119,7 +120,7 @@ show_figure(
                       hidden=None if hidden is None else hidden[:, None], **style),
     ),
     name=file_stem(model.name, *(() if one_stack else (stack.kind,)), source, "overview"),
-    data=partial(va.cells_table, view.matrices, view.labels, causal=stack.causal, max_cells=va.OVERVIEW_MAX_CELLS,
+    data=partial(vt.cells_table, view.matrices, view.labels, causal=stack.causal, max_cells=va.OVERVIEW_MAX_CELLS,
                  outer={"layer": list(range(layers)), "head": head_names}, hidden=None if hidden is None else hidden[:, None],
                  key_labels=keys),
     key="attention-overview",
@@ -159,7 +160,7 @@ def one_head_or_layer(model, analysis, stacks: tuple, stack, figure_run, inputs:
                 matrix, view.labels, title=f"{model.name}{run} · layer {layer}, {head_names[head]}", key_labels=keys,
                 axis_titles=axis_titles(stack), **style, **window)),
             name=file_stem(model.name, *stem, source, "layer", layer, "head", head),
-            data=partial(va.matrix_table, matrix, view.labels, causal=stack.causal, key_labels=keys,
+            data=partial(vt.matrix_table, matrix, view.labels, causal=stack.causal, key_labels=keys,
                          hidden=window.get("hidden")),
             key="attention-head",
             reserve_margins=True,
@@ -170,7 +171,7 @@ def one_head_or_layer(model, analysis, stacks: tuple, stack, figure_run, inputs:
                 view.matrices[layer], view.labels, title=f"{model.name}{run} · layer {layer}, every head",
                 head_names=head_names, key_labels=keys, **style, **window)),
             name=file_stem(model.name, *stem, source, "layer", layer),
-            data=partial(va.cells_table, view.matrices[layer], view.labels, causal=stack.causal, max_cells=va.GRID_MAX_CELLS,
+            data=partial(vt.cells_table, view.matrices[layer], view.labels, causal=stack.causal, max_cells=va.GRID_MAX_CELLS,
                          outer={"head": head_names}, key_labels=keys, hidden=window.get("hidden")),
             key="attention-layer",
         )

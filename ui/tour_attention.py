@@ -43,6 +43,7 @@ from ui.placement import place_text, verdict
 from ui.session import MAX_TEXT_CHARS, current_analysis, current_model, current_model_name, current_text, current_token_limit, presentation_mode
 from ui.tour_kit import figure, full_page, not_here, previous_token_head, say, sink_names, try_this
 from viz import attention as va
+from viz import attention_tables as vt
 from viz.common import COLORBLIND_SAFE, markdown_safe, plotly_safe
 from viz.drift import documents_phrase, layer_violin_figure
 from viz.effects import knockout_figure
@@ -176,7 +177,7 @@ def step_one_head() -> None:
     labels = token_labels(analysis)
     figure(va.head_figure(analysis.attentions[layer, head], labels, title=f"{model.name} · layer {layer}, head {head}",
                           causal=model.is_decoder, colorscale=COLORBLIND_SAFE, large=present),
-           f"layer{layer}-head{head}", va.matrix_table(analysis.attentions[layer, head], labels, causal=model.is_decoder))
+           f"layer{layer}-head{head}", vt.matrix_table(analysis.attentions[layer, head], labels, causal=model.is_decoder))
     try_this("type a longer sentence in the sidebar: a previous-token head keeps its diagonal on any text.")
     full_page("attention", "Open this head on the Attention page", {"source": "raw", "layer": layer, "head": head, "view": "one head"})
 
