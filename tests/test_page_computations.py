@@ -8,6 +8,7 @@ import statistics
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
@@ -27,6 +28,8 @@ from core.causal.token_attribution import Attribution, unconverged_sentence
 from core.maths.alignment import align_point
 from core.outputs.lens import lens_position
 from core.representations.senses import chance_sentence
+from core.teaching.tour import knockout_shares
+from viz.tour_sentences import KNOCKOUT_CAVEAT, knockout_sentences
 
 # --- Does it matter? -----------------------------------------------------------------------------------------------
 
@@ -221,3 +224,26 @@ def test_a_point_is_moved_by_the_transform_that_aligns_its_layout():
     reference = 2 * layout @ turn + [3.0, -1.0]
     np.testing.assert_allclose(align_point(layout, reference, [0.5, 2.0]), 2 * np.array([0.5, 2.0]) @ turn + [3.0, -1.0],
                                atol=1e-9)
+
+
+# --- the guided tour -----------------------------------------------------------------------------------------------------
+
+def test_knockout_shares_read_the_head_statistics_table():
+    table = pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1], "first": [0.5, 0.1, np.nan, 0.2],
+                          "end": [0.25, 0.0, 0.1, 0.2], "previous": [0.1, 0.7, 0.3, 0.05]})
+    sinks, previous, mean_sink = knockout_shares(table, [(0, 0), (1, 1)])
+    assert sinks == [0.75, 0.4] and previous == [0.1, 0.05]
+    assert mean_sink == pytest.approx((0.75 + 0.1 + 0.4) / 3)  # the NaN head left out
+
+
+def test_knockout_sentences_name_both_heads_or_the_one():
+    sink, previous = (2, 1, 0.8), (0, 3, 0.6)
+    both = knockout_sentences(sink, previous, 0.25, {(2, 1): 0.01, (0, 3): 0.05}, "the first token", 12, 0.4)
+    assert both.startswith(KNOCKOUT_CAVEAT)
+    assert "**layer 2, head 1** gives the largest share of its attention to the first token, **80%**" in both
+    assert "the mean over all 12 heads is 40.0%" in both and "cosine **0.9900**" in both
+    assert "**layer 0, head 3** (60% to the token before; an even spread gives 25%), leaves it at cosine **0.9500**" in both
+    assert "changes your sentence less than the previous-token head (0.01 vs 0.05" in both
+    one = knockout_sentences(sink, None, 0.25, {(2, 1): 0.01}, "the first token", 12, 0.4)
+    assert "previous-token head of step 4" not in one and one.endswith(
+        "1 − cosine is 0.01; the importance map compares it with every other head.")

@@ -50,16 +50,19 @@ from viz.effects import knockout_figure
 from viz.inside import matrix_heatmap, stacked_token_bars
 from viz.senses import add_own_sentence, highlighted_sentence, sense_projection_figure
 from viz.tour import cosine_bars, same_vector_chart, token_table_figure
-from viz.tour_sentences import id_phrase, knockout_comparison
+from viz.tour_sentences import KNOCKOUT_CAVEAT, id_phrase, knockout_sentences
 
 SAME_SENSE_CONTROL = "We had a picnic on the grassy bank of the stream."
 HELD_OUT = "I sat on the bank and fished."
 LOOKUP_COMPONENTS = 64
 
+
 # --- what every step draws with --------------------------------------------------------------
+
 
 def own_text(label: str, key: str, default: str) -> str:
     return option(st.text_input, label, value=default, key=key, max_chars=MAX_TEXT_CHARS)
+
 
 def two_sentences() -> tuple[list, str | None]:
     """The step's own sentences A and B (editable) and the word they share ("bank" if it is shared)."""
@@ -76,7 +79,9 @@ def two_sentences() -> tuple[list, str | None]:
     word = "bank" if "bank" in shared else max(shared, key=len, default=None)
     return analyses, word
 
+
 # --- the steps ---------------------------------------------------------------------------------
+
 
 def step_tokens() -> None:
     model = current_model()  # this run's, not the module's
@@ -96,6 +101,7 @@ def step_tokens() -> None:
                                    "special": analysis.special_mask}))
     try_this("type a rare or made-up word in the sidebar, such as *unbelievability*, and watch it split into pieces.")
     full_page("./", "Open the token table on the Home page")
+
 
 def step_static() -> None:
     model = current_model()  # this run's, not the module's
@@ -124,6 +130,7 @@ def step_static() -> None:
     full_page("compare", "Open the two sentences on the Compare page",
               {"text_a": analyses[0].text, "text_b": analyses[1].text, "word": word})
 
+
 def step_position() -> None:
     model = current_model()  # this run's, not the module's
     analyses, word = two_sentences()
@@ -150,6 +157,7 @@ def step_position() -> None:
     try_this(f"put the same number of tokens before “{w}” in both sentences: its `hidden_states[0]` vectors become identical.")
     full_page("compare", "Open every layer on the Compare page",
               {"text_a": analyses[0].text, "text_b": analyses[1].text, "word": word})
+
 
 def step_one_head() -> None:
     model, present = current_model(), presentation_mode()  # this run's, not the module's
@@ -181,6 +189,7 @@ def step_one_head() -> None:
     try_this("type a longer sentence in the sidebar: a previous-token head keeps its diagonal on any text.")
     full_page("attention", "Open this head on the Attention page", {"source": "raw", "layer": layer, "head": head, "view": "one head"})
 
+
 def step_every_head() -> None:
     model, present = current_model(), presentation_mode()  # this run's, not the module's
     analysis = current_analysis()
@@ -201,6 +210,7 @@ def step_every_head() -> None:
                               colorscale=COLORBLIND_SAFE, large=present), "every-head", table)
     try_this("make your text twice as long and see which thumbnails keep their pattern.")
     full_page("attention", "Open the overview on the Attention page", {"source": "raw"})
+
 
 def step_inside() -> None:
     model = current_model()  # this run's, not the module's
@@ -234,6 +244,7 @@ def step_inside() -> None:
     try_this("pick another query token on the full page and see which key wins.")
     full_page("inside", "Open every step on the Inside one head page", {"layer": layer, "head": head, "query": query})
 
+
 def step_same_vector() -> None:
     model, name, limit = current_model(), current_model_name(), current_token_limit()  # this run's, not the module's
     analyses, word = two_sentences()
@@ -264,6 +275,7 @@ def step_same_vector() -> None:
     figure(fig, "same-vector", pair.rename(columns={"cosine_similarity": "a_vs_b"}).assign(a_vs_c=same["cosine_similarity"]))
     try_this("change *river* in sentence A to *money* and watch the last layers: now A and B are the same-sense pair.")
     full_page("compare", "Open the Compare page", {"text_a": analyses[0].text, "text_b": analyses[1].text, "word": word})
+
 
 def step_senses() -> None:
     model, name = current_model(), current_model_name()  # this run's, not the module's
@@ -299,6 +311,7 @@ def step_senses() -> None:
     link = {"word": word, "layer": layer, "method": "PCA", "source": "Built-in sentences"} | ({} if sidebar_word else {"text": text})
     full_page("senses", "Open the Senses page with your sentence", link)
 
+
 def step_explain() -> None:
     model, name, limit = current_model(), current_model_name(), current_token_limit()
     analysis = current_analysis()
@@ -306,11 +319,9 @@ def step_explain() -> None:
     if previous_is_sink(roles):  # "the token before" is the sink itself: no previous-token head to contrast
         previous = None
     sink = clearest_sink_head(table)
-    caveat = ("A heatmap shows where a head looks, not what it changes (Jain & Wallace 2019): whether a head matters is "
-              "a question for an experiment, switching it off and measuring what changes.")
     chosen = list(dict.fromkeys(h[:2] for h in (sink, previous) if h is not None))  # the same head once
     if not chosen:
-        say(caveat)
+        say(KNOCKOUT_CAVEAT)
         not_here("Your text has no ordinary token to measure where a head looks, so there is no head to single out.")
         return
     try:
@@ -318,28 +329,13 @@ def step_explain() -> None:
             ablated = [results.analyses(name, current_text(), max_tokens=limit, ablation=((head,), "zero"))
                        for head in chosen]
     except (UnsupportedArchitecture, EffectsError) as err:
-        say(caveat)
+        say(KNOCKOUT_CAVEAT)
         not_here(f"Switching a head off is not possible here: {markdown_safe(str(err))}")
         return
     changes = [1.0 - sentence_cosine(analysis, run) for run in ablated]
-    effect = dict(zip(chosen, changes))
     sinks_of, previous_of, mean_sink = knockout_shares(table, chosen)
     total = model.num_layers * model.num_heads
-    said = [caveat]
-    if sink is not None:
-        said.append(f"On your text **layer {sink[0]}, head {sink[1]}** gives the largest share of its attention to "
-                    f"{sink_names(roles)}, **{percent(sink[2])}** (the mean over all {total} heads is {percent(mean_sink, 1)}); "
-                    f"zero-ablated, it leaves the sentence embedding at cosine **{1 - effect[sink[:2]]:.4f}** to the "
-                    "original run.")
-    if previous is not None and (sink is None or previous[:2] != sink[:2]):
-        said.append(f"The previous-token head of step 4, **layer {previous[0]}, head {previous[1]}** "
-                    f"({percent(previous[2])} to the token before; an even spread gives {percent(chance)}), leaves it at cosine "
-                    f"**{1 - effect[previous[:2]]:.4f}**.")
-    if len(chosen) == 2:
-        said.append(knockout_comparison(effect[sink[:2]], effect[previous[:2]], sink_names(roles)))
-    else:
-        said.append(f"1 − cosine is {changes[0]:.2g}; the importance map compares it with every other head.")
-    say(" ".join(said))
+    say(knockout_sentences(sink, previous, chance, dict(zip(chosen, changes)), sink_names(roles), total, mean_sink))
     names = [head_code(layer, head, model.num_layers, model.num_heads) for layer, head in chosen]
     fig = knockout_figure(names, {f"on {sink_names(roles)}": sinks_of, "on the previous token": previous_of}, changes,
                           chance=chance, title=f"{model.name}: switching one head off (zero ablation)")
@@ -350,6 +346,7 @@ def step_explain() -> None:
              "with the attention those heads give a token.")
     full_page("effects", "Open this knock-out on the Does it matter? page",
               {"heads": " ".join(names), "ablation": "zero", "measure": "sentence embedding"})
+
 
 def step_corpus() -> None:
     model, name, limit = current_model(), current_model_name(), current_token_limit()
@@ -381,6 +378,7 @@ def step_corpus() -> None:
            "drift", table)
     try_this("paste your own documents on the Drift page and come back: this step uses the same corpus.")
     full_page("drift", "Open the Drift page")
+
 
 ATTENTION_STEPS: list[tuple[str, Callable[[], None]]] = [
     ("Text becomes tokens and ids", step_tokens),

@@ -3,21 +3,27 @@ links, and the previous-token head of the sidebar's text."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import pandas as pd
 import streamlit as st
 
+from core.errors import UserFacingError
 from core.teaching.tour import clearest_head, uniform_previous_share
 from ui import results
 from ui.figures import PRESENTATION_WIDTH, show_figure
 from ui.models import has_language_model, language_model_of
 from ui.page_state import link_url, option, set_option
 from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
-from viz.common import file_stem
+from viz.common import file_stem, markdown_safe
 from viz.tour import SLIDE_WIDTH, as_slide
 
 # A slide is white whatever the viewer's theme: with the system in dark mode Streamlit's dark theme would write its
 # light text, and draw its dark widgets, on the white slide (contrast 1.18:1). So the slide, its header and its
 # widgets take the light theme's colours (.streamlit/config.toml [theme.light]) in both themes.
+T = TypeVar("T")
+
 PRESENTATION_CSS = """<style>
 [data-testid="stHeader"], [data-testid="stMain"] { background: #ffffff; color: #121110; }
 [data-testid="stHeader"] :is(button, button *) { color: rgba(18, 17, 16, 0.6); }
@@ -118,3 +124,15 @@ def choose_track(tracks: dict[str, list]) -> tuple[list, str]:
     track = option(st.segmented_control, "Track", list(TRACKS), format_func=TRACKS.get, default=LM, required=True,
                    key="track", label_visibility="collapsed", on_change=set_option, args=("step", 1))
     return tracks[track], INTROS[track]
+
+
+def computed(bar, compute: Callable[[], T], errors: type[Exception] | tuple = UserFacingError) -> T | None:
+    """``compute()`` behind the progress bar ``bar``, emptied when it ends; None, after saying why in the step's
+    place, when it raises one of ``errors`` (sentences meant for the user)."""
+    try:
+        return compute()
+    except errors as err:
+        not_here(markdown_safe(str(err)))
+        return None
+    finally:
+        bar.empty()

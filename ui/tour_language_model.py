@@ -30,7 +30,7 @@ from ui.page_limits import FLOW_MAX_TOKENS
 from ui.page_state import option
 from ui.progress_text import FLOW_PROGRESS, bar_progress
 from ui.session import current_model, current_model_name, current_text, current_token_limit
-from ui.tour_kit import figure, full_page, not_here, say, try_this
+from ui.tour_kit import computed, figure, full_page, not_here, say, try_this
 from viz.common import OKABE_ITO, markdown_safe, plotly_safe
 from viz.flow import edge_table, route_figure
 from viz.generation import distribution_bars, distribution_table, steps_figure
@@ -39,12 +39,10 @@ from viz.predictions import visible_spaces
 from viz.tour_sentences import flow_sentences, moved_sentence, quoted, sampling_sentence
 
 SAMPLED = 12  # tokens the sampling step writes, greedy and sampled
-
 INDUCTION_LENGTH, INDUCTION_SEED = 40, 0  # the Head statistics page's defaults: its link shows the same scores
-
 IOI = next(iter(PATCHING_PRESETS.values()))
-
 FLOW_PROMPT = PATCHING_PRESETS["Capital cities"][0]  # " Paris" on SmolLM2 (its answer there, and its top guess)
+
 
 def _text() -> str | None:
     text = current_text()
@@ -53,7 +51,9 @@ def _text() -> str | None:
         return None
     return text
 
+
 # --- the steps ---------------------------------------------------------------------------------
+
 
 def step_predict() -> None:
     text = _text()
@@ -76,6 +76,7 @@ def step_predict() -> None:
     figure(distribution_bars(d, labels), "next-token", pd.DataFrame(distribution_table(d, labels)))
     try_this("add a word to the end of the sidebar's text, or cut one, and watch the top guess change.")
     full_page("predictions", "Open the next-token guesses at every position on the Predictions page")
+
 
 def step_sample() -> None:
     text = _text()
@@ -124,6 +125,7 @@ def step_sample() -> None:
     full_page("predictions", "Open this sampler on the Predictions page (top-k, top-p, branches)",
               {"sample": "true", "temp": temperature, "seed": seed, "steps": SAMPLED})
 
+
 def step_lens() -> None:
     text = _text()
     if text is None:
@@ -144,6 +146,7 @@ def step_lens() -> None:
     try_this("find a position whose final guess becomes readable only in the last layers, then patch a prompt that "
              "changes it (step 5): the layers that carry the detail can come before the lens reads it.")
     full_page("predictions", "Open the lens on the Predictions page")
+
 
 def step_induction() -> None:
     model = current_model()
@@ -167,9 +170,11 @@ def step_induction() -> None:
     full_page("stats", "Open the induction scores on the Head statistics page",
               {"ind_len": length, "ind_seed": INDUCTION_SEED})
 
+
 def induction_length(model) -> int:
     """The Head statistics page's 40 random tokens per copy, or fewer when two copies (and a BOS) would not fit."""
     return max(1, min(INDUCTION_LENGTH, (model.max_tokens - 1) // 2))
+
 
 def step_patching() -> None:
     clean, corrupted, answer, wrong = patching_prompts(IOI)
@@ -177,15 +182,11 @@ def step_patching() -> None:
         not_here("Fill in both prompts, the answer and the wrong token.")
         return
     bar = st.progress(0.0, text="Patching…")
-    try:
-        result = results.patches(current_model_name(), (clean, corrupted), "residual", answer, wrong,
-                                 progress=lambda done, total: bar.progress(
-                                     done / total, text=f"{done} of {total} patched runs"))
-    except UserFacingError as err:
-        bar.empty()
-        not_here(markdown_safe(str(err)))
+    result = computed(bar, lambda: results.patches(
+        current_model_name(), (clean, corrupted), "residual", answer, wrong,
+        progress=lambda done, total: bar.progress(done / total, text=f"{done} of {total} patched runs")))
+    if result is None:
         return
-    bar.empty()
     grid, tokens = result.grid, result.tokens
     changed = [t for t, (a, b) in enumerate(zip(tokens, result.corrupted_tokens)) if a != b]
     last = len(tokens) - 1
@@ -203,6 +204,7 @@ def step_patching() -> None:
     full_page("patching", "Open these prompts on the Patching page (heads, MLPs, attribution)",
               {"clean": clean, "corrupted": corrupted, "answer": answer, "wrong": wrong})
 
+
 def step_flow() -> None:
     left, right = st.columns([2, 1])
     prompt = option(left.text_input, "Prompt", FLOW_PROMPT, key="prompt", help=f"At most {PROMPT_MAX_CHARS} characters.")
@@ -216,13 +218,10 @@ def step_flow() -> None:
         return
     name, limit = current_model_name(), min(current_token_limit(), FLOW_MAX_TOKENS)
     bar = st.empty()
-    try:
-        flow = results.flows(name, prompt, max_tokens=limit, progress=bar_progress(bar, FLOW_PROGRESS))
-    except UnsupportedArchitecture as err:
-        bar.empty()
-        not_here(markdown_safe(str(err)))
+    flow = computed(bar, lambda: results.flows(name, prompt, max_tokens=limit, progress=bar_progress(bar, FLOW_PROGRESS)),
+                    UnsupportedArchitecture)
+    if flow is None:
         return
-    bar.empty()
     recorded, contributions = flow.recorded, flow.contributions
     lm = language_model_of(name)
     labels = token_texts(lm.tokenizer, list(recorded.input_ids))
@@ -240,6 +239,7 @@ def step_flow() -> None:
              "or an MLP's top neurons.")
     full_page("flow", "Open this route on the Information flow page",
               {"text": prompt, "token": last, "threshold": threshold})
+
 
 LM_STEPS: list[tuple[str, Callable[[], None]]] = [
     ("What comes next?", step_predict),

@@ -36,13 +36,16 @@ def positions_phrase(positions: list[int]) -> str:
 
 # --- the attention track ---
 
+
 def id_phrase(ids: list[int]) -> str:
     """``token id 2924``, or ``token ids 2924 and 1012`` for a word in pieces (never a Python list)."""
     return f"token id {ids[0]}" if len(ids) == 1 else f"token ids {', '.join(map(str, ids[:-1]))} and {ids[-1]}"
 
+
 # One knock-out on one text: two heads' changes of the sentence embedding (1 − cosine) within a factor of 1.5 of each
 # other are not told apart, since another text can swap their order; the step says "about as much".
 KNOCKOUT_RATIO = 1.5
+
 
 def knockout_comparison(sink_change: float, previous_change: float, sinks: str) -> str:
     """The sentence comparing two knock-outs' changes of the sentence embedding (1 − cosine): the head that looks
@@ -56,7 +59,36 @@ def knockout_comparison(sink_change: float, previous_change: float, sinks: str) 
             f"({sink_change:.2g} vs {previous_change:.2g} in 1 − cosine): one knock-out on one text, and where "
             "attention and importance disagree the importance map shows it.")
 
+
+KNOCKOUT_CAVEAT = ("A heatmap shows where a head looks, not what it changes (Jain & Wallace 2019): whether a head matters "
+                   "is a question for an experiment, switching it off and measuring what changes.")
+
+
+def knockout_sentences(sink: tuple | None, previous: tuple | None, chance: float, effects: dict, sinks: str, total: int,
+                       mean_sink: float) -> str:
+    """The knock-out step's sentences (markdown): the caveat, then what zero-ablating the head that looks hardest at
+    ``sinks`` (``sink``: layer, head, share) and the previous-token head (``previous``; ``chance`` the even spread's
+    share) did to the sentence embedding (``effects``: 1 − cosine per (layer, head)); ``mean_sink`` over ``total``
+    heads."""
+    said = [KNOCKOUT_CAVEAT]
+    if sink is not None:
+        said.append(f"On your text **layer {sink[0]}, head {sink[1]}** gives the largest share of its attention to "
+                    f"{sinks}, **{percent(sink[2])}** (the mean over all {total} heads is {percent(mean_sink, 1)}); "
+                    f"zero-ablated, it leaves the sentence embedding at cosine **{1 - effects[sink[:2]]:.4f}** to the "
+                    "original run.")
+    if previous is not None and (sink is None or previous[:2] != sink[:2]):
+        said.append(f"The previous-token head of step 4, **layer {previous[0]}, head {previous[1]}** "
+                    f"({percent(previous[2])} to the token before; an even spread gives {percent(chance)}), leaves it at cosine "
+                    f"**{1 - effects[previous[:2]]:.4f}**.")
+    if len(effects) == 2:
+        said.append(knockout_comparison(effects[sink[:2]], effects[previous[:2]], sinks))
+    else:
+        said.append(f"1 − cosine is {next(iter(effects.values())):.2g}; the importance map compares it with every other head.")
+    return " ".join(said)
+
+
 # --- the language-model track ---
+
 
 def sampling_sentence(greedy, sampled, shown: dict[int, str], greedy_text: str, sampled_text: str,
                       temperature: float, seed: int) -> str:
@@ -80,6 +112,7 @@ def sampling_sentence(greedy, sampled, shown: dict[int, str], greedy_text: str, 
         f"{probability(np.mean([s.probability for s in sampled]))}, against "
         f"{probability(np.mean([s.probability for s in greedy]))} for greedy's."
     )
+
 
 def moved_sentence(grid: np.ndarray, tokens: list[str], corrupted: list[str], changed: list[int]) -> str:
     """Where the detail is carried, from a residual patching ``grid`` ``[layers, T]`` and the ``changed`` positions
@@ -106,6 +139,7 @@ def moved_sentence(grid: np.ndarray, tokens: list[str], corrupted: list[str], ch
         f"{margin} at each layer ({percent_span(grid[moved:, last])}, against at most "
         f"{percent(grid[moved:, changed].max())})"
         + (": by then the detail has been moved to where the answer is written." if moved else "."))
+
 
 def flow_sentences(graph: RouteGraph, summary: RouteSummary, labels: list[str], model_name: str, answer: str,
                    answer_probability: float) -> str:
