@@ -12,17 +12,17 @@ from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
 from ui import results
 from ui.ablation import knockout, with_ablation
+from ui.attention_page import is_long, long_attention
 from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
 from ui.figures import show_figure
-from ui.long_attention import is_long, long_attention
-from ui.models import run_of
 from ui.page_state import end_page, option
-from ui.seq2seq import axis_titles, choose_stack, current_stacks, current_target, not_defined
+from ui.seq2seq import axis_titles, choose_stack, current_run, current_stacks, current_target, not_defined
 from ui.seq2seq_views import pair_bertviz
 from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
 from viz import attention as va
+from viz import attention_tables as vt
 from viz import bertviz_offline as bv
 from viz.common import COLORBLIND_SAFE, SEQUENTIAL, file_stem
 
@@ -107,7 +107,7 @@ if not view.labels or not getattr(view, "key_labels", view.labels):
 # the rows' and the columns' labels differ for cross-attention only; the stack and target are in every figure's key
 keys = view.key_labels if stack.is_cross else None
 # what every figure is drawn from (the text, or the source and target, with the limit and knock-out) and with
-figure_run = run_of(name, (text,) if one_stack else (text, current_target()), limit, ablation)
+figure_run = current_run(one_stack, ablation)
 inputs = (source, special, words) + (() if one_stack else (stack.kind,))
 what = "" if one_stack else f" · {stack.label.lower()}"
 overview_title = (f"{model.name}{' (ablated run)' if ablation else ''}{what}: {SOURCES[source]}, every layer"
@@ -120,7 +120,7 @@ show_figure(
                       hidden=None if hidden is None else hidden[:, None], **style),
     ),
     name=file_stem(model.name, *(() if one_stack else (stack.kind,)), source, "overview"),
-    data=partial(va.cells_table, view.matrices, view.labels, causal=stack.causal, max_cells=va.OVERVIEW_MAX_CELLS,
+    data=partial(vt.cells_table, view.matrices, view.labels, causal=stack.causal, max_cells=va.OVERVIEW_MAX_CELLS,
                  outer={"layer": list(range(layers)), "head": head_names}, hidden=None if hidden is None else hidden[:, None],
                  key_labels=keys),
     key="attention-overview",
@@ -160,7 +160,7 @@ def one_head_or_layer(model, analysis, stacks: tuple, stack, figure_run, inputs:
                 matrix, view.labels, title=f"{model.name}{run} · layer {layer}, {head_names[head]}", key_labels=keys,
                 axis_titles=axis_titles(stack), **style, **window)),
             name=file_stem(model.name, *stem, source, "layer", layer, "head", head),
-            data=partial(va.matrix_table, matrix, view.labels, causal=stack.causal, key_labels=keys,
+            data=partial(vt.matrix_table, matrix, view.labels, causal=stack.causal, key_labels=keys,
                          hidden=window.get("hidden")),
             key="attention-head",
             reserve_margins=True,
@@ -171,7 +171,7 @@ def one_head_or_layer(model, analysis, stacks: tuple, stack, figure_run, inputs:
                 view.matrices[layer], view.labels, title=f"{model.name}{run} · layer {layer}, every head",
                 head_names=head_names, key_labels=keys, **style, **window)),
             name=file_stem(model.name, *stem, source, "layer", layer),
-            data=partial(va.cells_table, view.matrices[layer], view.labels, causal=stack.causal, max_cells=va.GRID_MAX_CELLS,
+            data=partial(vt.cells_table, view.matrices[layer], view.labels, causal=stack.causal, max_cells=va.GRID_MAX_CELLS,
                          outer={"head": head_names}, key_labels=keys, hidden=window.get("hidden")),
             key="attention-layer",
         )

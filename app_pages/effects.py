@@ -1,70 +1,57 @@
 """Does it matter? Knock heads out, rank every head by its effect, attribute the output to tokens, look through the logit lens."""
 
-import re
 from functools import partial
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.causal.effects import EffectsError, check_supported, target_token_id
-from core.causal.effects_compare import attention_to_token, rank_correlation, sentence_cosine
-from core.causal.token_attribution import GAP_THRESHOLD, MAX_REFINED_EVALUATIONS, PANEL_NODES, REFINED_STEPS_FACTOR, rollout_to_tokens
+from core.causal.effects import EffectsError, check_supported, parse_head_codes, target_token_id
+from core.causal.effects_compare import (
+    attention_to_token,
+    attribution_correlations,
+    correlation_sentence,
+    default_token,
+    importance_summary,
+    rank_correlation,
+)
+from core.causal.token_attribution import (
+    GAP_THRESHOLD,
+    MAX_REFINED_EVALUATIONS,
+    PANEL_NODES,
+    REFINED_STEPS_FACTOR,
+    rollout_to_tokens,
+    unconverged_sentence,
+)
 from core.maths.numbers import percent
 from core.model.layers import example_head_codes, head_code
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
-from core.representations.compare import shared_words, word_similarity
-from core.teaching.examples import BANK_MONEY, BANK_RIVER
+from core.outputs.lens import lens_position, lens_summary
+from core.teaching.examples import BANK_RIVER
 from ui import results
 from ui.ablation import METHOD_NAMES, head_label, remember_knockout
+from ui.effects_page import embedding_knockout, position_label, target_knockout
 from ui.errors import friendly_errors
 from ui.explain import explain
 from ui.figures import show_figure
 from ui.lm_views import induction_knockout
 from ui.models import has_language_model, language_model_of
-from ui.page_state import end_page, option, option_value
+from ui.page_state import end_page, option
 from ui.progress_text import bar_progress
 from ui.seq2seq import stop_unless_one_stack
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
 from viz.compare import attention_heatmap
-from viz.effects import attribution_html, knockout_target_sentence, lens_grid, rank_by_layer
+from viz.effects import attribution_html, lens_grid, rank_by_layer
 from viz.head_stats import head_heatmap
 from viz.inside import stacked_token_bars
-from viz.predictions import fill_in_bars, visible_spaces
+from viz.predictions import visible_spaces
 
 AUTO_IMPORTANCE_WORK = 72 * 64  # heads × tokens computed without asking (the bundled model at 64 tokens)
 MAX_HEADS_DRAWN = 4
 MAX_LENS_POSITIONS = 48
 STEP_CHOICES = [32, 48, 64, 96, 128]
-HEAD_SEPARATORS = re.compile(r"[\s,;]+")
 
-def describe_correlation(rc, what: str) -> str:
-    """A sentence about Spearman's ρ written from its numbers (with the chance level: ρ = 0, and its p-value)."""
-    if np.isnan(rc.rho):
-        return f"The rank correlation of {what} is undefined here: one of them is the same for every item."
-    strength = "no clear" if abs(rc.rho) < 0.2 else "a weak" if abs(rc.rho) < 0.4 else "a moderate" if abs(rc.rho) < 0.7 else "a strong"
-    direction = "" if abs(rc.rho) < 0.2 else " positive" if rc.rho > 0 else " negative"
-    chance = ("could easily arise by chance (p ≥ 0.05)" if rc.p_value >= 0.05
-              else f"would be unlikely by chance (p = {rc.p_value:.2g})")
-    return (f"Spearman's ρ of {what}: **{rc.rho:+.2f}** over {rc.n} items, {strength}{direction} relation "
-            f"(ρ = 0 means none; ρ = 1 the same order). A ρ this far from 0 {chance}.")
-
-def position_label(labels: list[str], i: int) -> str:
-    """How a token picker names token ``i``."""
-    return f"{labels[i]} (position {i})"
-
-
-def unconverged_words(attribution) -> str:
-    """Why integrated gradients that do not add up (``completeness_gap`` above the threshold) are not to be read."""
-    difference = attribution.output - attribution.baseline_output
-    return (f"The integrated gradients do not add up: their sum is {attribution.total:.4f} against a change of "
-            f"{difference:.4f} in the measure (completeness gap {attribution.completeness_gap:.0%}, above "
-            f"{GAP_THRESHOLD:.0%}) after {attribution.evaluations} gradients along the path. The gradient changes too "
-            "fast between the baseline and the input for this many points, so these scores are not the integral and "
-            "no conclusion is drawn from them."
-            + (" More integration steps may help." if attribution.steps < max(STEP_CHOICES) else ""))
 
 st.title("Does it matter?")
 explain(
@@ -132,25 +119,16 @@ st.header("1. Knock out heads")
 explain("Remove heads and run the text again. **Zero** ablation sets the head's output to 0 before the attention "
         "output projection (its shared bias stays); **mean** ablation replaces the head's output at every token "
         "by its mean over the text's tokens, so only what differs between tokens is removed.")
-options = [head_code(layer, head, model.num_layers, model.num_heads)
-           for layer in range(model.num_layers) for head in range(model.num_heads)]
-
-def parse_head(option: str) -> tuple[int, int]:
-    layer, head = option[1:].split("H")
-    return int(layer), int(head)
-
 left, right = st.columns([3, 1])
 typed_heads = option(left.text_input, "Heads to knock out (L = layer, H = head, both counted from 0)", key="heads",
                      max_chars=2_000, placeholder=f"for example: {example_head_codes(model.num_layers, model.num_heads)}",
                      help=f"Any of L0H0 … L{model.num_layers - 1}H{model.num_heads - 1}, separated by spaces or commas.")
 method = option(right.radio, "Ablation", ["zero", "mean"], key="ablation")
-picked = [part.upper() for part in HEAD_SEPARATORS.split(typed_heads.strip()) if part]
-unknown = [part for part in picked if part not in options]
+heads, unknown = parse_head_codes(typed_heads, model.num_layers, model.num_heads)
 if unknown:
     st.warning(f"Not a head of this model: {markdown_safe(', '.join(unknown[:5]))}. Heads are written "
                f"{head_code(0, 0, model.num_layers, model.num_heads)} ({head_label(0, 0)}), "
                f"from L0H0 to L{model.num_layers - 1}H{model.num_heads - 1}.", icon=":material/warning:")
-heads = tuple(dict.fromkeys(parse_head(o) for o in picked if o in options))
 remember_knockout(name, heads, method)
 if not heads:
     st.info("Choose one or more heads above to see what knocking them out changes. The importance map below shows "
@@ -167,41 +145,9 @@ else:
         st.caption(f"The first {MAX_HEADS_DRAWN} chosen heads are drawn.")
     with friendly_errors("knocking out heads"), st.spinner("Running the text with those heads knocked out…"):
         if measure == "target":
-            change = results.target_changes(name, text, target, 5, max_tokens=limit, ablation=(heads, method))
-            token = markdown_safe(visible_spaces(change.target.token))
-            st.markdown(knockout_target_sentence(token, change.target.position, change.target_logp_before,
-                                                 change.target_logp_after))
-            columns = st.columns(2)
-            for column, title, candidates, probs, tag in (
-                (columns[0], "Before", change.before_candidates, change.before_probs, "before"),
-                (columns[1], "After the knock-out", change.after_candidates, change.after_probs, "after"),
-            ):
-                with column:
-                    show_figure(fill_in_bars(candidates, probs, title=title), name=file_stem(name, "predictions", tag),
-                                data=pd.DataFrame({"rank": range(1, len(probs) + 1), "candidate": candidates, "probability": probs}),
-                                key=f"effects-predictions-{tag}", share=0.5)
+            target_knockout(name, text, target, limit, (heads, method))
         else:
-            ablated = results.analyses(name, text, max_tokens=limit, ablation=(heads, method))
-            cosine = sentence_cosine(analysis, ablated)
-            text_a = option_value("text_a", page="compare") or BANK_RIVER
-            text_b = option_value("text_b", page="compare") or BANK_MONEY
-            pair = [results.analyses(name, t, max_tokens=limit) for t in (text_a, text_b)]
-            scale = sentence_cosine(*pair)
-            c1, c2 = st.columns(2)
-            c1.metric("Cosine, original vs ablated sentence embedding", f"{cosine:.4f}",
-                      help="1 = the knock-out did not change the sentence embedding's direction.")
-            c2.metric("For scale: cosine of the compare page's two texts", f"{scale:.4f}",
-                      help="Two different sentences (the compare page's text A and text B) through the unablated model.")
-            shared = shared_words(*pair)
-            if shared:
-                chosen_word = option_value("word", page="compare")
-                longest = max(len(w) for w in shared)
-                word = chosen_word if chosen_word in shared else [w for w in shared if len(w) == longest][-1]
-                ablated_pair = [results.analyses(name, t, max_tokens=limit, ablation=(heads, method)) for t in (text_a, text_b)]
-                before = float(word_similarity(*pair, word)["cosine_similarity"].iloc[-1])
-                after = float(word_similarity(*ablated_pair, word)["cosine_similarity"].iloc[-1])
-                st.markdown(f"“{markdown_safe(word)}” in the compare page's two texts, last hidden state: cosine "
-                            f"**{before:.4f}** → **{after:.4f}** with the knock-out ({after - before:+.4f}).")
+            embedding_knockout(name, text, analysis, limit, (heads, method))
     st.caption("The attention, maxima and compare pages offer an **Ablated run** toggle for these heads.")
 induction_knockout(model, heads)  # a causal language model only
 
@@ -223,9 +169,8 @@ else:
         importance = results.head_importances(name, text, measure, method, target, max_tokens=limit,
                                               progress=bar_progress(bar, "Knocked out {done} of {total} heads…"))
         bar.empty()
-        non_special = [i for i in range(analysis.num_tokens) if not analysis.special_mask[i]] or list(range(analysis.num_tokens))
-        default = max((len(labels[i]), i) for i in non_special)[1]  # the longest token, the last of equals
-        token = option(st.selectbox, "Token the heads attend to", range(analysis.num_tokens), index=default, key="token",
+        token = option(st.selectbox, "Token the heads attend to", range(analysis.num_tokens), key="token",
+                       index=default_token(labels, analysis.special_mask),
                        format_func=partial(position_label, labels))
         attention = attention_to_token(analysis, token)
         left, right = st.columns(2)
@@ -239,11 +184,11 @@ else:
         with right:
             show_figure(head_heatmap(attention, title=f"Attention to “{labels[token]}”", colorbar="attention", share=True),
                         name=file_stem(name, "attention-to-token", token), key="effects-attention-to-token", share=0.5)
-        st.markdown(describe_correlation(rank_correlation(importance, attention),
+        st.markdown(correlation_sentence(rank_correlation(importance, attention),
                                          f"a head's effect and its attention to “{markdown_safe(labels[token])}”"))
-        order = np.argsort(importance.ravel())[::-1][:5]
-        top = ", ".join(f"{head_label(*divmod(int(i), model.num_heads))} ({importance.ravel()[i]:.3g})" for i in order)
-        st.caption(f"Largest effects: {top}. Median over all heads: {float(np.median(importance)):.3g}.")
+        summary = importance_summary(importance)
+        top = ", ".join(f"{head_label(layer, head)} ({effect:.3g})" for layer, head, effect in summary.top)
+        st.caption(f"Largest effects: {top}. Median over all heads: {summary.median:.3g}.")
 
 # --- 3. token attribution ---------------------------------------------------------------------------
 st.header("3. Which input tokens does the output depend on?")
@@ -268,7 +213,7 @@ with friendly_errors("attributing the output to tokens"):
     steps_bar.empty()
     flow = rollout_to_tokens(results.rollouts(name, text, max_tokens=limit), integrated)
     if not integrated.converged:
-        st.warning(unconverged_words(integrated), icon=":material/warning:")
+        st.warning(unconverged_sentence(integrated, integrated.steps < max(STEP_CHOICES)), icon=":material/warning:")
     if integrated.first_token_kept:
         st.caption(f"The baseline keeps the first token, “{markdown_safe(labels[0])}”, so it gets no score: in a decoder "
                    "every head can see it and parks spare attention there (an attention sink), and changing it makes "
@@ -290,17 +235,16 @@ with friendly_errors("attributing the output to tokens"):
                            "gradient_x_input": simple.scores, "attention_rollout": flow}),
         key="effects-attribution",
     )
-    keep = ~integrated.special_mask
-    keep[0] &= not integrated.first_token_kept  # its score is 0 by construction
+    correlations = attribution_correlations(integrated, simple, flow)
     if not integrated.converged:
         st.caption("No rank correlation of integrated gradients is computed: scores that do not add up to the change "
                    "they share out are not yet the integral, and their order can change with more points.")
-    elif keep.sum() >= 3:
-        st.markdown(describe_correlation(rank_correlation(np.abs(integrated.scores[keep]), flow[keep]),
-                                         "|integrated gradients| and attention rollout over the non-special tokens"
-                                         + (" but the first" if integrated.first_token_kept else "")))
-        st.caption(describe_correlation(rank_correlation(np.abs(integrated.scores[keep]), np.abs(simple.scores[keep])),
-                                        "|integrated gradients| and |gradient × input| (two gradient methods, for reference)"))
+    elif correlations is not None:
+        with_rollout, with_gradient = correlations
+        st.markdown(correlation_sentence(with_rollout, "|integrated gradients| and attention rollout over the "
+                                         "non-special tokens" + (" but the first" if integrated.first_token_kept else "")))
+        st.caption(correlation_sentence(with_gradient, "|integrated gradients| and |gradient × input| (two gradient "
+                                        "methods, for reference)"))
     else:
         st.caption("Rank correlations need at least three non-special tokens.")
 
@@ -329,17 +273,15 @@ with friendly_errors("computing the logit lens"), st.spinner("Applying the head 
     )
     if analysis.num_tokens > MAX_LENS_POSITIONS:
         st.caption(f"The first {MAX_LENS_POSITIONS} positions are drawn; the CSV has them all.")
-    if language_model.kind == "masked" and model.tokenizer.mask_token_id in analysis.input_ids:
-        position_default = analysis.input_ids.index(model.tokenizer.mask_token_id)
-    else:
-        position_default = analysis.num_tokens - 1
-    position = option(st.selectbox, "Position", range(analysis.num_tokens), index=position_default, key="position",
+    position = option(st.selectbox, "Position", range(analysis.num_tokens), key="position",
+                      index=lens_position(analysis, language_model.kind, model.tokenizer.mask_token_id),
                       format_func=partial(position_label, labels))
     final = lens.candidates[-1][position][0]
     ranks = lens.final_ranks[:, position]
-    settled = int(np.argmax(ranks == 0)) if (ranks == 0).any() else len(ranks) - 1
+    summary = lens_summary(lens.final_ranks[:, [position]])
+    first_top, settled = int(summary.first_top[0]), int(summary.settled[0])
     show_figure(rank_by_layer(ranks, title=f"Rank of the final prediction “{visible_spaces(final)}” at position {position}"),
                 name=file_stem(name, "lens-rank", position),
                 data=pd.DataFrame({"hidden_state": range(len(ranks)), "rank": ranks + 1}), key="effects-lens-rank")
-    st.caption(f"“{markdown_safe(visible_spaces(final))}” is the top token from hidden state {settled} on"
-               + (" (and stays there)." if (ranks[settled:] == 0).all() else ", though not at every later one."))
+    st.caption(f"“{markdown_safe(visible_spaces(final))}” is the top token from hidden state {first_top} on"
+               + (" (and stays there)." if first_top == settled else ", though not at every later one."))

@@ -19,7 +19,7 @@ from ui import results
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
-from ui.flow_pair import clicked, pair_flow_page, show_neurons
+from ui.flow_page import clicked, pair_flow_page, show_neurons
 from ui.models import has_language_model, language_model_of
 from ui.page_state import end_page, option, option_value, set_option
 from ui.progress_text import FLOW_PROGRESS, bar_progress

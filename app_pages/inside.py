@@ -3,10 +3,19 @@ encoder-decoder, a head of the stack the user picks (encoder, decoder or cross-a
 
 from functools import partial
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
+from core.attention_heads.head_checks import (
+    REPRODUCED_WITHIN,
+    first_word,
+    head_facts,
+    largest_difference,
+    masked_scores,
+    per_token_table,
+    scores_table,
+    weights_table,
+)
 from core.attention_heads.head_parts import norm_before_attention
 from core.attention_heads.inside_head import architecture, compute_head, embeddings_description
 from core.attention_heads.inside_pair_head import compute_pair_head, family
@@ -56,13 +65,13 @@ def one_head_step_by_step(model, stack, arch) -> None:
     left, middle, right = st.columns(3)
     layer = option(left.selectbox, BLOCK_SELECT_LABEL, range(stack.num_layers), key="layer", help=BLOCK_SELECT_HELP)
     head = option(middle.selectbox, "Head (counted from 0)", range(heads), key="head")
-    first_word = next((i for i in range(t) if not analysis.special_mask[i]), 0)
     # the URL and the session keep the token's index (clamped to a new text), the box shows its label
-    query = option(right.selectbox, "Query token", range(t), index=first_word, key="query",
+    query = option(right.selectbox, "Query token", range(t), index=first_word(analysis.special_mask), key="query",
                    format_func=lambda i: f"{i}: {labels[i]}")
     step = (compute_head(model, analysis, layer, head) if one_stack
             else compute_pair_head(model, current_pair(), stack.kind, layer, head))
-    d = step.queries.shape[1]
+    facts = head_facts(step)
+    d = facts.head_size
     who = f"“{labels[query]}” (token {query})"  # for figure titles (escaped there); who_md for markdown
     who_md = f"“{markdown_safe(labels[query])}” (token {query})"
 
@@ -84,9 +93,6 @@ def one_head_step_by_step(model, stack, arch) -> None:
                                        f"query{query}", what), data=data,
                     key=f"inside-{what}", share=3 / 5 if side_by_side else 1,
                     column_gap="large")  # beside([2, 3]): side by side on the page, stacked on a slide
-
-    def per_token(matrix: np.ndarray, prefix: str) -> pd.DataFrame:  # one row per key token: keys and values
-        return pd.DataFrame({"position": range(s), "token": key_labels} | {f"{prefix}{c}": matrix[:, c] for c in range(d)})
 
     if one_stack:
         reads = f"the embedding layer's output ({embeddings_description(model)})" if layer == 0 else f"the output of layer {layer - 1}"
@@ -113,14 +119,13 @@ def one_head_step_by_step(model, stack, arch) -> None:
     with figures:
         show(component_bars(step.queries[query], title=f"Query vector of {who}", y_title="q"), "query",
              pd.DataFrame({"component": range(d), "query": step.queries[query]}))
-    if getattr(step, "queries_before_rotary", None) is not None:  # one-stack models with rotary positions
-        moved = int(np.sum(~np.isclose(step.queries_before_rotary[-1], step.queries[-1])))
+    if facts.rotated_components is not None:  # one-stack models with rotary positions
         _, figures = explain(
             "2b · The rotation (rotary position embedding)",
             "This model adds no position vector to its tokens. Instead, before the scores are computed, every query "
             "and key is rotated: pairs of components are turned by an angle proportional to the token's position. "
             f"A rotated query·key product then depends on how far apart the two tokens are. Token 0 is not turned; "
-            f"at the last position {moved} of the {d} components changed. The query shown in step 2 is after this "
+            f"at the last position {facts.rotated_components} of the {d} components changed. The query shown in step 2 is after this "
             "rotation.",
         )
         with figures:
@@ -143,30 +148,26 @@ def one_head_step_by_step(model, stack, arch) -> None:
     with figures:
         show(matrix_heatmap(step.keys, key_labels, title="Key vectors (one row per token)", colorbar="k",
                             row_title="source token" if stack.is_cross else "token",
-                            symmetric=True), "keys", per_token(step.keys, "k"))
+                            symmetric=True), "keys", per_token_table(step.keys, key_labels, "k"))
 
     kept = step.keep_mask[query]
-    scale = f"1/√{d}" if np.isclose(step.scale, d**-0.5) else f"this model's configured scale (not 1/√{d})"
+    scale = f"1/√{d}" if facts.standard_scale else f"this model's configured scale (not 1/√{d})"
     window, softcap = getattr(step, "sliding_window", None), getattr(step, "softcap", None)  # one-stack models only
-    bias = not one_stack and bool(np.any(step.bias))  # T5's learned relative-position bias (self-attention)
     text_side, figures = explain(
         "4 · Scores, scaled scores, weights",
         f"The score of key j is the dot product `q·k_j`. It is multiplied by {step.scale:.4f} ({scale})"
-        + (", which keeps the spread of the scores from growing with d." if np.isclose(step.scale, d**-0.5) else ".")
+        + (", which keeps the spread of the scores from growing with d." if facts.standard_scale else ".")
         + (" A learned relative-position bias (one number per distance bucket and head) is then added to each score: "
-           "the 'scaled' column includes it." if bias else "")
+           "the 'scaled' column includes it." if facts.position_bias else "")
         + " The softmax turns the scaled scores into weights that are positive and sum to 1."
         + (" This is a decoder: a token may look only at itself and earlier tokens, so later tokens get −∞ before the "
            "softmax (the causal mask) and exactly 0 weight after it." if stack.causal else "")
         + (f" This layer also has a sliding window of {window} tokens: a token sees only itself and the "
-           f"{window - 1} tokens before it; older tokens are masked the same way." if window
-           and not step.keep_mask[np.tril_indices(t)].all() else "")
+           f"{window - 1} tokens before it; older tokens are masked the same way." if window and facts.sliding else "")
         + (f" Before the mask, the scaled scores are soft-capped: {softcap:g}·tanh(score / {softcap:g}), "
            f"so none goes beyond ±{softcap:g}; the 'scaled' column is after the cap." if softcap else ""),
     )
-    table = pd.DataFrame({"position": range(s), "key token": key_labels, "q·k": step.scores[query]}
-                         | ({"position bias": step.bias[query]} if bias else {})
-                         | {"scaled": step.scaled[query], "weight": step.weights[query], "visible": kept})
+    table = scores_table(step, query, key_labels)
     text_side.dataframe(table, hide_index=True, height=min(400, 38 + 35 * s))
     with figures:
         rows = [("q·k", step.scores[query], None), ("scaled", step.scaled[query], kept), ("weight", step.weights[query], kept)]
@@ -182,22 +183,20 @@ def one_head_step_by_step(model, stack, arch) -> None:
     with figures:
         show(matrix_heatmap(step.values, key_labels, title="Value vectors (one row per token)", colorbar="v",
                             row_title="source token" if stack.is_cross else "token", symmetric=True), "values",
-             per_token(step.values, "v"))
+             per_token_table(step.values, key_labels, "v"))
         show(component_bars(step.outputs[query], title=f"Output of this head for {who}", y_title="Σ weight·v"),
              "output", pd.DataFrame({"component": range(d), "output": step.outputs[query]}))
 
     own = stack.weights(layer, [head])[0]  # the attention the model returned, [t, s]
-    difference = float(np.abs(step.weights - own).max())
+    difference = largest_difference(step, own)
     text_side, figures = explain("6 · The whole head, checked", "Every row recomputed as above, compared with the "
                                  "attention the model itself returned.")
     text_side.metric("Largest difference from the model's own attention", f"{difference:.1e}")
-    if difference < 1e-5:
+    if difference < REPRODUCED_WITHIN:
         text_side.success("The step-by-step computation reproduces the model's attention.")
     else:
-        text_side.warning("The recomputation differs from the model's attention by more than 1e-5.")
-    matrix = partial(pd.DataFrame, {"query": np.repeat(labels, s), "key": key_labels * t, "recomputed": step.weights.ravel(),
-                           "model": own.ravel(), "scaled": step.scaled.ravel(),
-                           "visible": step.keep_mask.ravel()})  # the CSV is built only when downloaded
+        text_side.warning(f"The recomputation differs from the model's attention by more than {REPRODUCED_WITHIN:.0e}.")
+    matrix = partial(weights_table, step, labels, key_labels, own)  # the CSV is built only when downloaded
     rows_title, columns_title = axis_titles(stack)
     with figures:
         show(matrix_heatmap(step.weights, labels, column_labels=key_labels, title="Recomputed attention weights",
@@ -205,9 +204,9 @@ def one_head_step_by_step(model, stack, arch) -> None:
                             **({} if one_stack else {"row_title": rows_title, "column_title": columns_title})),
              "matrix", matrix)
         if stack.causal:
-            show(matrix_heatmap(np.where(step.keep_mask, step.scaled, np.nan), labels, column_labels=labels,
-                                title="Scaled scores after the " + ("causal and sliding-window" if not
-                                      step.keep_mask[np.tril_indices(t)].all() else "causal") + " mask (blank = −∞)",
+            show(matrix_heatmap(masked_scores(step), labels, column_labels=labels,
+                                title="Scaled scores after the " + ("causal and sliding-window" if facts.sliding
+                                                                    else "causal") + " mask (blank = −∞)",
                                 colorbar="scaled"),
                  "masked-scores", matrix)
 

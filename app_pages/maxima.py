@@ -6,7 +6,7 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from core.attention_heads.attention import attention_maxima, pairs_table, rollout, row_normalise, special_share
+from core.attention_heads.attention import attention_maxima, layer_panels, pairs_table, rollout, special_share
 from core.model.attention_layers import SINGLE_STACK
 from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from core.model.recording import UnsupportedArchitecture
@@ -20,9 +20,8 @@ from ui.caveats import NORM_WEIGHTED, WORD_LEVEL_HELP, attention_caveat, word_le
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
 from ui.figures import columns_stacked, csv_download, show_figure
-from ui.models import run_of
 from ui.page_state import end_page, option
-from ui.seq2seq import choose_stack, current_pair, current_stacks, current_target, not_defined
+from ui.seq2seq import choose_stack, current_pair, current_run, current_stacks, not_defined
 from ui.seq2seq_views import cross_alignment_section
 from ui.session import current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
@@ -149,12 +148,7 @@ def raw_norm_rollout(model, stack, weighted, rolled, run: Run, head: int | None)
     stem = () if stack.kind == SINGLE_STACK else (stack.kind,)
     analysis = stack.queries
     layer = option(st.selectbox, BLOCK_SELECT_LABEL, range(stack.num_layers), key="layer", help=BLOCK_SELECT_HELP)
-    pick = (lambda m: m[layer, head]) if head is not None else (lambda m: m[layer].mean(axis=0))
-    panels = {f"raw attention, layer {layer}": pick(stack.attentions)}
-    if weighted is not None:
-        panels[f"norm-weighted, layer {layer} (share of row)"] = row_normalise(pick(weighted))
-    if rolled is not None:
-        panels[f"rollout, layers 0–{layer}"] = rolled[layer]
+    panels = layer_panels(stack.attentions, weighted, rolled, layer, head)
     st.caption(f"{f'Head {head}' if head is not None else 'Mean over heads'}; every token, special ones included.")
     labels = token_labels(analysis)
     stacked = columns_stacked()
@@ -170,8 +164,7 @@ def raw_norm_rollout(model, stack, weighted, rolled, run: Run, head: int | None)
     else:
         st.info(f"The maps are drawn for texts of up to {MAX_PANEL_TOKENS} tokens; this one has {analysis.num_tokens}.")
 
-raw_norm_rollout(model, stack, weighted, rolled,
-                 run_of(name, (text,) if one_stack else (text, current_target()), limit, ablation), head)
+raw_norm_rollout(model, stack, weighted, rolled, current_run(one_stack, ablation), head)
 
 if weighted is not None and analysis.special_mask.any() and not analysis.special_mask.all():
     shares = {RAW: special_share(analysis.attentions, analysis.special_mask)}

@@ -12,7 +12,7 @@ from ui.errors import friendly_errors
 from ui.explain import explain
 from ui.figures import show_figure
 from ui.models import language_model_of
-from ui.needle_grid import depth_length_view, grid_lengths
+from ui.needle_page import depth_length_view, grid_lengths
 from ui.page_state import end_page, option
 from ui.session import app_token_limit, current_model, current_model_name, current_token_limit, presentation_mode
 from viz.common import file_stem, markdown_safe

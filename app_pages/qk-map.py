@@ -4,7 +4,6 @@ as small multiples."""
 import time
 from functools import partial
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -13,25 +12,25 @@ from core.attention_heads.qk_map_quality import (
     NEIGHBOURS_FOR_ORDER,
     agreement_sentence,
     first_key_share,
+    map_points,
     order_sentence,
-    position_order,
+    query_reading,
+    rotary_orders,
     rotary_sentence,
 )
 from core.maths.projection import METHOD_NAMES
-from core.representations.corpus import CorpusError, documents_from_text, sample_corpus
 from ui import results
-from ui.corpus_state import current_corpus, current_corpus_name, within_deployment_limits
 from ui.explain import controls, explain
-from ui.figures import clicked_point, show_figure
+from ui.figures import show_figure
 from ui.page_state import end_page, option, set_option
 from ui.progress_text import bar_progress
+from ui.qk_map_page import chosen_documents, clicked, map_figure, query_label
 from ui.seq2seq import stop_unless_one_stack
 from ui.session import current_model, current_model_name, current_token_limit
 from ui.umap_warmup import start_umap_warmup
 from viz.common import file_stem, markdown_safe, plotly_safe
-from viz.qk_map import COLOUR_NAMES, matrix_figure, query_key_figure, token_in_context
+from viz.qk_map import COLOUR_NAMES, matrix_figure
 
-SOURCES = ["Sample corpus", "Your documents", "The Drift page's corpus"]
 METHODS = {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}
 COLOURS = {name: key for key, name in COLOUR_NAMES.items()}
 TOP_KEYS = 5
@@ -49,32 +48,6 @@ explain(
 model = current_model()
 stop_unless_one_stack("This map reads one stack's queries and keys over a corpus, which has no targets for the decoder, "
                       "so this page does not apply.")
-
-
-def chosen_documents() -> tuple[list[str], str]:
-    """The texts of the corpus picked on this page and its name for captions."""
-    source = option(st.segmented_control, "Corpus", SOURCES, default=SOURCES[0], key="corpus", required=True)
-    if source == SOURCES[0]:
-        return [doc.text for doc in sample_corpus()], "the sample corpus"
-    if source == SOURCES[2]:
-        st.caption("The corpus chosen on the Drift page lives in this session only; a link to this view opens the "
-                   "sample corpus unless it is pasted here.")
-        return [doc.text for doc in current_corpus()], current_corpus_name()
-    pasted = option(st.text_area, "Documents, separated by a blank line", value="", key="docs", height=140)
-    if not pasted.strip():
-        st.info("Paste some documents, separated by a blank line, to draw their queries and keys.", icon=":material/info:")
-        end_page()
-    try:
-        documents = within_deployment_limits(documents_from_text(pasted), len(pasted.encode()), "The pasted text")
-    except CorpusError as err:
-        st.error(str(err), icon=":material/error:")
-        end_page()
-    return [doc.text for doc in documents], "the pasted documents"
-
-
-def clicked(chart_key: str) -> list | None:
-    """The ``customdata`` of the point last clicked on chart ``chart_key``, once per click (None otherwise)."""
-    return clicked_point(chart_key, lambda data: list(data or []))
 
 
 with controls("Corpus"):
@@ -136,60 +109,35 @@ if click and str(click[1]).startswith("query"):
     set_option("query", int(click[0]))
 
 
-def query_label(qmap, i: int) -> str:
-    """How the query picker names query ``i`` of ``qmap`` (-1: none)."""
-    if i < 0:
-        return "none"
-    return f"{qmap.tokens[i]} (document {qmap.text_index[i] + 1}, position {qmap.position[i]})"
-
-
-def map_figure(qmap, **style):
-    """``viz.qk_map.query_key_figure`` of ``qmap``, each point's hover text its token in context."""
-    contexts = [token_in_context(qmap.tokens, qmap.starts, qmap.text_index, i) for i in range(qmap.num_tokens)]
-    return query_key_figure(qmap.coords, qmap.tokens, contexts, qmap.position, **style)
-
-
 query = option(st.selectbox, "Query: pick one, or click a circle on the map", [-1, *range(n)], key="query",
                format_func=partial(query_label, qmap))
-lines = None
-if query >= 0:
-    keys, weights = qmap.attention(query)
-    order = np.argsort(-weights, kind="stable")[:TOP_KEYS]
-    lines = (query, keys[order], weights[order])
+reading = query_reading(qmap, query, TOP_KEYS) if query >= 0 else None
+lines = (query, reading.keys, reading.weights) if reading else None
 
 title = (f"Layer {layer}, head {head}{'' if qmap.kv_head == head else f' (key head {qmap.kv_head})'}: {n:,} queries "
          f"and keys, {method_name}{'' if rotary or not recorded.has_rotary else ', before the rotary embedding'}")
 figure = results.figures(name, texts, "qk-map", layer, head, rotary, method, colour_by, query, max_tokens=limit,
                          build=partial(map_figure, qmap, colour_by=colour_by, title=title, axis=method_name, lines=lines))
-points = pd.DataFrame({
-    "kind": ["query"] * n + ["key"] * n, "index": [*range(n), *range(n)],
-    "document": np.concatenate([qmap.text_index, qmap.text_index]) + 1,
-    "position": np.concatenate([qmap.position, qmap.position]), "token": [*qmap.tokens, *qmap.tokens],
-    "x": qmap.coords[:, 0], "y": qmap.coords[:, 1],
-})
 plot, text = st.columns([3, 2])
 with plot:
     show_figure(figure, name=file_stem(model.name, "qk-map", "layer", layer, "head", head, method,
                                        None if rotary else "before-rotary"),
-                data=points, key=MAP_KEY, share=0.6, on_select="rerun")
+                data=partial(map_points, qmap), key=MAP_KEY, share=0.6, on_select="rerun")
 with text:
     agreement = results.qk_agreements(name, texts, layers, layer, head, rotary, method, max_tokens=limit)
     st.markdown(markdown_safe(agreement_sentence(agreement, method_name, qmap.queries.shape[1], first_key_share(qmap))))
-    if query >= 0:
-        keys, weights = lines[1], lines[2]
-        near = qmap.allowed_keys(query)
-        nearest = near[int(np.argmin(((qmap.coords[n + near] - qmap.coords[query]) ** 2).sum(axis=1)))]
-        listed = ", ".join(f"“{qmap.tokens[k]}” ({w:.2f})" for k, w in zip(keys, weights, strict=True))
+    if reading:
+        listed = ", ".join(f"“{qmap.tokens[k]}” ({w:.2f})" for k, w in zip(reading.keys, reading.weights, strict=True))
         st.markdown(markdown_safe(
             f"Query “{qmap.tokens[query]}” attends most to {listed} (the lines). Its nearest key of its own text on "
-            f"the map is “{qmap.tokens[nearest]}”"
-            + (", the one it attends to most." if nearest == keys[0] else f", which gets {dict(zip(near, qmap.attention(query)[1]))[nearest]:.2f}.")))
+            f"the map is “{qmap.tokens[reading.nearest]}”" + (", the one it attends to most."
+                                                              if reading.nearest == reading.keys[0]
+                                                              else f", which gets {reading.nearest_weight:.2f}.")))
     if recorded.has_rotary:
         other = results.qk_maps(name, texts, layers, layer, head, not rotary, "pca", max_tokens=limit)
         this = qmap if method == "pca" else results.qk_maps(name, texts, layers, layer, head, rotary, "pca",
                                                             max_tokens=limit)
-        positions = np.concatenate([qmap.position, qmap.position])
-        after, before = (position_order(this.coords, positions), position_order(other.coords, positions))[::1 if rotary else -1]
+        after, before = rotary_orders(*((this, other) if rotary else (other, this)))
         explain(
             f"**Rotary embedding.** {markdown_safe(model.name)} turns each query and key by angles that grow with its "
             "position, so their dot product depends on how far apart the two tokens are. The map after the turn shows "

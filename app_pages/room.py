@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui.room import room_page
+from ui.room_page import room_page
 
 st.title("Workshop room")
 room_page()

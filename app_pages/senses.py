@@ -2,18 +2,18 @@
 
 from collections import Counter
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from core.errors import AnalysisError
-from core.maths.alignment import align_layout
+from core.maths.alignment import align_point
 from core.maths.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, distinct_points, identical_points_note
 from core.model.layers import HIDDEN_STATE_SELECT_LABEL, hidden_state_label, numbering_caption
 from core.representations.senses import (
     MAX_SENTENCES,
     builtin_set,
     builtin_words,
+    chance_sentence,
     knn_chance_level,
     measured_labels,
     parse_labelled_lines,
@@ -112,20 +112,6 @@ def position_balance_sentence(model, word: str, sentences: list[str], labels: li
     )
 
 
-def chance_sentence(knn: float, chance: float) -> str:
-    """The end of a sentence comparing the 1-NN accuracy at hidden state 0 with its chance line, from the numbers."""
-    if not (np.isfinite(knn) and np.isfinite(chance)):
-        return "."
-    if knn > chance + 5e-4:
-        return f": 1-NN accuracy there is {knn:.3f}, against a chance line of {chance:.3f}."
-    if knn >= chance - 5e-4:
-        return f" and 1-NN accuracy there is at chance ({knn:.3f}; the chance line is {chance:.3f})."
-    return (f" and 1-NN accuracy there is at or below chance: {knn:.3f}, under the chance line of {chance:.3f}. It falls "
-            "below because occurrences at the same position have identical vectors and all tie as nearest neighbours, "
-            "and an occurrence cannot be its own neighbour: among its tied neighbours its own sense has one occurrence "
-            "fewer than each other sense.")
-
-
 st.title("Senses: one word, many sentences")
 explain(
     "A static embedding gives **bank** one vector whatever the sentence; each layer then mixes in the context, "
@@ -196,7 +182,7 @@ def layer_and_projection(model, source: str, word: str, sentences: list[str], la
         placed = place_text(model.name, word, tuple(sentences), point_labels, current_text(), layer, method)
         placed_xy = None
         if placed is not None and placed.xy is not None and placed.coords is not None:
-            placed_xy = align_layout(placed.coords, coords, also=np.asarray(placed.xy)[None])[1][0]
+            placed_xy = align_point(placed.coords, coords, placed.xy)
     hovers = [highlighted_sentence(sentences[i], span)
               + (f"<br>(drawn as one point with {n - 1} identical other{'s' if n > 2 else ''})" if n > 1 else "")
               for i, span, n in zip(occurrences.sentence_ids, occurrences.spans, distinct.copies, strict=True)]

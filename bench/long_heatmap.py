@@ -8,7 +8,7 @@ import os
 import time
 
 TOKENS = 4096
-PIXELS = 620  # an 820-px page column less the figure's margins (ui.long_attention.plot_pixels)
+PIXELS = 620  # an 820-px page column less the figure's margins (ui.attention_page.plot_pixels)
 
 
 def _timed(run):

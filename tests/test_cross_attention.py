@@ -11,6 +11,7 @@ import pytest
 from core.attention_heads.cross_attention import cross_alignment, cross_attention_view, cross_head_statistics, pair_attention_view
 from core.model.seq2seq import PairAnalysis, analyze_pair
 from viz import attention as va
+from viz import attention_tables as vt
 from viz import bertviz_offline as bv
 from viz.cross_attention import alignment_figure, alignment_grid
 
@@ -118,12 +119,12 @@ def test_non_square_figures_and_tables(pair):
                          colorscale="Cividis", axis_titles=("target", "source"))
     heat = fig.data[-1]
     assert len(heat.x) == s and len(heat.y) == t and np.asarray(heat.z).shape == (t, s)
-    table = va.matrix_table(view.matrices[0, 0], view.labels, causal=False, key_labels=view.key_labels)
+    table = vt.matrix_table(view.matrices[0, 0], view.labels, causal=False, key_labels=view.key_labels)
     assert table.shape == (t, s + 1)
     grid = va.layer_grid_figure(view.matrices[0], view.labels, key_labels=view.key_labels, title="x", causal=False,
                                 colorscale="Cividis")
     assert np.asarray(grid.data[0].z).shape == (t, s)
-    cells = va.cells_table(view.matrices, view.labels, causal=False, max_cells=4, key_labels=view.key_labels,
+    cells = vt.cells_table(view.matrices, view.labels, causal=False, max_cells=4, key_labels=view.key_labels,
                            outer={"layer": [0, 1], "head": list(range(view.matrices.shape[1]))})
     small, rows, cols = va.block_mean_2d(view.matrices, 4)
     assert cells.shape == (small.shape[0] * small.shape[1] * len(rows), len(cols) + 3)

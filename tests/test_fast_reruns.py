@@ -44,8 +44,10 @@ def _attention_page(model_dir: str, text: str) -> AppTest:
 
 def test_head_change_does_not_rebuild_the_overview(tiny_bert_dir, monkeypatch):
     from viz import attention as va
+    from viz import attention_tables as vt
 
-    calls = _count_calls(monkeypatch, va, ["overview_figure", "head_figure", "cells_table", "matrix_table"])
+    calls = _count_calls(monkeypatch, va, ["overview_figure", "head_figure"])
+    tables = _count_calls(monkeypatch, vt, ["cells_table", "matrix_table"])
     at = _attention_page(tiny_bert_dir, "a head change rebuilds one figure only")
     assert calls["overview_figure"] == 1 and calls["head_figure"] == 1
     at.selectbox(key="attention.head").select(1).run()
@@ -55,7 +57,7 @@ def test_head_change_does_not_rebuild_the_overview(tiny_bert_dir, monkeypatch):
     at.selectbox(key="attention.head").select(0).run()  # back to a head already drawn: nothing is rebuilt
     assert calls["head_figure"] == 2
     # no CSV table was built on any of these runs: downloads are built when clicked
-    assert calls["cells_table"] == 0 and calls["matrix_table"] == 0
+    assert tables["cells_table"] == 0 and tables["matrix_table"] == 0
 
 
 def test_palette_change_rebuilds_the_overview(tiny_bert_dir, monkeypatch):
@@ -93,7 +95,7 @@ def test_a_cached_figure_is_fitted_once_per_width_and_mode():
 
     from ui.figures import fitted
     from viz.attention import head_figure
-    from viz.page_fit import fit_for_page
+    from viz.fit.page import fit_for_page
 
     weights = np.random.default_rng(0).dirichlet(np.ones(12), size=12).astype(np.float32)
     fig = head_figure(weights, [f"t{i}" for i in range(12)], title="a head", causal=False, colorscale="Blues")

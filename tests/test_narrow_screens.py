@@ -16,10 +16,10 @@ from streamlit.testing.v1 import AppTest
 from ui.viewport import MainColumn
 from viz import attention as va
 from viz.compare import similarity_by_layer_chart
+from viz.fit.page import MODEBAR_PX, fit_for_page
+from viz.fit.text import LINE_HEIGHT, line_count
+from viz.fit.width import hide_cramped_cell_text, plot_area
 from viz.maxima import attention_panels
-from viz.page_fit import MODEBAR_PX, fit_for_page
-from viz.slide_text import LINE_HEIGHT, line_count
-from viz.slides import hide_cramped_cell_text, plot_area
 
 LABELS = ["[CLS]", "I", "will", "hike", "along", "the", "bank", "of", "a", "river", ".", "[SEP]"]
 RNG = np.random.default_rng(3)

@@ -42,7 +42,7 @@ def test_the_generation_csv_writes_alternatives_by_the_token_label_rule():
 
 def test_the_tour_sampling_sentence_labels_tokens_by_the_rule_not_their_raw_text():
     from core.outputs.generation import Step
-    from ui.tour_lm import sampling_sentence
+    from viz.tour_sentences import sampling_sentence
 
     # the sampler's second token is the first byte of "é" alone: its own text decodes to "\ufffd"
     greedy = [Step(1, " the", 0.6, 0.6, False), Step(2, " cat", 0.5, 0.5, False)]
@@ -108,7 +108,7 @@ def test_every_candidate_cells_text_contrasts_with_its_cell(which):
     (0.0010, 0.0040, "less than"),
 ])
 def test_the_tour_knockout_step_compares_two_heads_with_a_margin(sink_change, previous_change, words):
-    from ui.tour_steps import KNOCKOUT_RATIO, knockout_comparison
+    from viz.tour_sentences import KNOCKOUT_RATIO, knockout_comparison
 
     sentence = knockout_comparison(sink_change, previous_change, "the first token")
     assert f"changes your sentence {words} the previous-token head" in sentence

@@ -15,11 +15,15 @@ from core.causal.flow import Edge, RouteGraph
 from core.model.inference import analyze
 from tests.test_flow_page import example_route_graph as flow_graph
 from viz import attention as va
-from viz import figure_reading, slides
 from viz import long_heatmap as lh
 from viz.common import token_axis
 from viz.compare import attention_heatmap, similarity_by_layer_chart
 from viz.drift import cls_violin_figure, layer_violin_figure
+from viz.fit import reading
+from viz.fit.reading import copy_figure
+from viz.fit.slide import fit_for_slide
+from viz.fit.text import LINE_BREAK, TICK_PITCH, export_options, slide_font_size, text_width, wrap_text
+from viz.fit.width import plot_area, thin_ticks
 from viz.flow import route_figure
 from viz.head_stats import head_heatmap, head_heatmaps
 from viz.inside import component_bars, matrix_heatmap, stacked_token_bars, token_bars
@@ -30,8 +34,6 @@ from viz.predictions import fill_in_bars, next_token_heatmap
 from viz.qk_map import matrix_figure, query_key_figure
 from viz.room import room_map_figure, vote_figure
 from viz.senses import sense_projection_figure, separation_figure
-from viz.slide_text import LINE_BREAK, TICK_PITCH, export_options, slide_font_size, text_width, wrap_text
-from viz.slides import fit_for_slide, thin_ticks
 from viz.tokens import token_layer_heatmap
 
 RNG = np.random.default_rng(0)
@@ -100,7 +102,7 @@ def test_thinned_token_labels_are_spaced_across_their_direction(n):
     fig = thin_ticks(_token_figure(n), width, font)
     axis = fig.layout.xaxis
     kept = list(axis.tickvals)
-    area_w, _ = slides.plot_area(fig, width, font)
+    area_w, _ = plot_area(fig, width, font)
     pitch = area_w / n * (kept[1] - kept[0]) if len(kept) > 1 else area_w
     angle = axis.tickangle or 0
     across = pitch * abs(np.sin(np.radians(angle))) if angle else pitch
@@ -114,13 +116,13 @@ def test_thinned_token_labels_are_spaced_across_their_direction(n):
 def test_token_categories_are_thinned_by_a_step_not_a_resent_list_of_labels(n):
     """A head's token axes are categories: the thinned labels are every k-th category from the first, which Plotly
     draws from ``tick0``/``dtick`` alone; a list would send every kept label twice more (``tickvals``, ``ticktext``)."""
-    from viz.page_fit import fit_for_page
-    from viz.slides import PAGE_FONT_PX
+    from viz.fit.page import fit_for_page
+    from viz.fit.width import PAGE_FONT_PX
 
     labels = [f"tok{i}" for i in range(n)]
     fig = va.head_figure(RNG.random((n, n)).astype(np.float32) / n, labels, title="head", causal=False, colorscale="Viridis")
     fitted = fit_for_page(fig, 820)
-    area_w, area_h = slides.plot_area(fitted, 820, PAGE_FONT_PX)
+    area_w, area_h = plot_area(fitted, 820, PAGE_FONT_PX)
     for name, length in (("xaxis", area_w), ("yaxis", area_h)):
         axis = fitted.layout[name]
         assert axis.type == "category" and axis.tickvals is None and axis.ticktext is None
@@ -136,8 +138,8 @@ def test_token_categories_are_thinned_by_a_step_not_a_resent_list_of_labels(n):
 def test_a_single_plot_gets_the_margins_its_labels_and_colour_bar_take_so_plotly_draws_it_once():
     """Plotly pushes a margin that is too small for the labels out after drawing, and then draws the whole figure again;
     page figures reserve the room up front (tests/browser/test_attention.py checks that Plotly pushes nothing)."""
-    from viz.page_fit import fit_for_page, reserve_margins
-    from viz.slides import PAGE_FONT_PX
+    from viz.fit.page import fit_for_page, reserve_margins
+    from viz.fit.width import PAGE_FONT_PX
 
     labels = [f"account{i}" for i in range(128)]
     head = va.head_figure(RNG.random((128, 128)).astype(np.float32) / 128, labels, title="h", causal=False,
@@ -148,13 +150,13 @@ def test_a_single_plot_gets_the_margins_its_labels_and_colour_bar_take_so_plotly
     widest = max(text_width(t, PAGE_FONT_PX) for t in labels[:: fitted.layout.yaxis.dtick])
     assert margin.l >= widest + 40 and margin.b >= widest + 40  # labels, the gap to them and the axis title
     assert margin.r >= 100  # the colour bar, its ticks and its title
-    area_w, _ = slides.plot_area(fitted, 820, PAGE_FONT_PX)
+    area_w, _ = plot_area(fitted, 820, PAGE_FONT_PX)
     assert area_w == pytest.approx(820 - margin.l - margin.r)  # the colour bar is counted once, in the margin
     # several plots, a legend or an aspect ratio to keep: left to Plotly
     grid = va.layer_grid_figure(RNG.random((4, 20, 20)), labels[:20], title="g", causal=False, colorscale="Viridis")
     overview = va.overview_figure(RNG.random((2, 3, 20, 20)), title="o", causal=False, colorscale="Viridis")
     for fig in (grid, overview):
-        assert reserve_margins(slides.copy_figure(fig), 820).layout.margin == fig.layout.margin
+        assert reserve_margins(copy_figure(fig), 820).layout.margin == fig.layout.margin
 
 
 def test_few_long_category_labels_wrap_instead_of_turning():
@@ -273,9 +275,9 @@ def test_every_figure_of_the_app_can_be_fitted(tiny_bert, width):
 @pytest.mark.parametrize("width", [320, 600, 1232])
 def test_every_y_title_takes_at_most_two_lines_and_fits_its_axis(tiny_bert, width):
     """A y title is centred on its axis: longer than the axis, it reaches into the figure's title."""
-    from viz.page_fit import fit_for_page
-    from viz.slide_text import AXIS_TITLE_LINES
-    from viz.slides import below_plot, plot_area, span_px
+    from viz.fit.page import fit_for_page
+    from viz.fit.text import AXIS_TITLE_LINES
+    from viz.fit.width import below_plot, plot_area, span_px
 
     analysis = analyze(tiny_bert, "The bank of the river was muddy after the long storm, said the banker.")
     for fig in _every_figure(analysis):
@@ -296,7 +298,7 @@ def test_a_legend_of_many_rows_makes_the_figure_taller_by_its_rows():
     """Issue 39: the route graph on a 12-head encoder has 14 legend entries (residual, MLP, one per top head); on a
     phone they fell below the figure. Each entry takes at least its 40 px symbol and 18 characters of at least
     0.32 font sizes (69 px): at most 3 fit in 358 px, so 14 take at least 5 rows of at least 16 px: 4 rows more."""
-    from viz.page_fit import fit_for_page
+    from viz.fit.page import fit_for_page
 
     labels = [f"t{i}" for i in range(8)]
     edges = tuple(Edge(("block", h % 6 - 1, h % 8) if h % 6 else ("embedding", -1, h % 8), ("attention", h % 6, 2),
@@ -322,7 +324,7 @@ def test_a_long_y_title_makes_a_short_figure_taller():
 
 def test_colour_bar_titles_run_along_the_bar_at_the_page_size_too():
     """At the top of the bar (Plotly's default) the title sits on the top tick label."""
-    from viz.page_fit import fit_for_page
+    from viz.fit.page import fit_for_page
 
     fitted = fit_for_page(head_heatmap(RNG.random((2, 4)), title="stat", colorbar="entropy"), 820)
     assert fitted.data[0].colorbar.title.side == "right" or fitted.layout.coloraxis.colorbar.title.side == "right"
@@ -347,7 +349,7 @@ def _as_json(fig: go.Figure) -> str:
 def test_fitting_writes_what_plotlys_validated_updates_would(tiny_bert, monkeypatch, width):
     """The fitting writes its results into the figure's dicts without Plotly's validation (half its cost on every
     click): the fitted figures must be exactly those Plotly's own updates give, on every figure the app draws."""
-    from viz.page_fit import fit_for_page
+    from viz.fit.page import fit_for_page
 
     analysis = analyze(tiny_bert, "The bank of the river was muddy after the long storm, said the banker.")
     labels128 = [f"tok{i}" for i in range(128)]
@@ -360,7 +362,7 @@ def test_fitting_writes_what_plotlys_validated_updates_would(tiny_bert, monkeypa
     for fig in figures:
         fits = {}
         for validated in (True, False):
-            monkeypatch.setattr(figure_reading, "VALIDATE_WRITES", validated)
+            monkeypatch.setattr(reading, "VALIDATE_WRITES", validated)
             fits[validated] = [_as_json(fit_for_page(fig, width)), _as_json(fit_for_page(fig, width, reserve=True)),
                                _as_json(fit_for_slide(fig, width, export_options(width)["height"]))]
         assert fits[False] == fits[True], fig.layout.title.text

@@ -1,4 +1,5 @@
-"""The language-model tour's information-flow step (ui/tour_flow.py, issue 39 item 5) through AppTest on a tiny random
+"""The language-model tour's information-flow step (ui/tour_language_model.py, its wording in viz/tour_sentences.py;
+issue 39 item 5) through AppTest on a tiny random
 Llama: its sentences name the carriers, layers and heads that a route rebuilt here from the contributions gives, its
 link opens the flow page on the same prompt and token, and two close candidates are not ranked."""
 
@@ -21,7 +22,8 @@ from core.model.trace import record
 from core.outputs.predictions import load_language_model
 from tests.lm_factory import build_tiny_llama_lm
 from tests.test_app import open_app, page_errors
-from ui.tour_flow import FLOW_PROMPT, flow_sentences
+from ui.tour_language_model import FLOW_PROMPT
+from viz.tour_sentences import flow_sentences
 
 TOUR = "app_pages/tour.py"
 

@@ -15,6 +15,7 @@ from core.attention_heads.neuron_view import queries_and_keys
 from core.model.inference import analyze
 from viz import attention as va
 from viz import attention_cells as va_cells
+from viz import attention_tables as vt
 from viz.common import COLORBLIND_SAFE
 
 
@@ -178,7 +179,7 @@ def test_special_tokens_and_word_level_reach_the_figures(tiny_bert):
     fig = va.head_figure(hidden.matrices[0, 0], hidden.labels, title="t", causal=False, colorscale="Viridis")
     assert list(fig.data[0].x) == ["the", "bank", "of", "a", "river"]  # [CLS]/[SEP] gone, by the tokenizer's marks
     renorm = attention_view(a, special="renormalise")
-    table = va.matrix_table(renorm.matrices[0, 0], renorm.labels, causal=False)
+    table = vt.matrix_table(renorm.matrices[0, 0], renorm.labels, causal=False)
     assert np.allclose(table.drop(columns="query").sum(axis=1), 1.0)
     assert list(table["query"]) == ["the", "bank", "of", "a", "river"]
 
@@ -195,7 +196,7 @@ def test_word_level_labels_are_words(tiny_gpt2):
 
 def test_cells_table_names_layers_heads_and_queries():
     m = np.random.default_rng(1).random((2, 3, 4, 4))
-    table = va.cells_table(m, list("abcd"), causal=False, max_cells=4, outer={"layer": [0, 1], "head": ["h0", "h1", "h2"]})
+    table = vt.cells_table(m, list("abcd"), causal=False, max_cells=4, outer={"layer": [0, 1], "head": ["h0", "h1", "h2"]})
     assert list(table.columns) == ["layer", "head", "query", "a", "b", "c", "d"]
     assert len(table) == 2 * 3 * 4
     row = table[(table["layer"] == 1) & (table["head"] == "h2") & (table["query"] == "c")]

@@ -152,7 +152,7 @@ def test_codes_of_a_head_up_to_128_tokens_travel_as_json_numbers_that_deflate_sm
 def test_number_codes_are_shared_by_figure_copies_not_copied_again():
     """plotly deep-copies a figure's data on every ``to_dict`` (each fitted copy, each rerun's serialisation): the
     codes, 16,384 Python ints at 128 tokens, are shared read-only instead."""
-    from viz.page_fit import fit_for_page
+    from viz.fit.page import fit_for_page
 
     n = va.LONG_HEAD
     fig = va.head_figure(_softmax_rows(n), [f"t{i}" for i in range(n)], title="t", causal=False, colorscale="Viridis")

@@ -15,9 +15,9 @@ from ui.explain import PAGE_PADDING_PX
 from ui.session import image_format, presentation_mode
 from ui.viewport import current_column, main_column
 from viz.common import file_stem
-from viz.page_fit import fit_for_page
-from viz.slide_text import export_options, page_export_options
-from viz.slides import fit_for_slide
+from viz.fit.page import fit_for_page
+from viz.fit.slide import fit_for_slide
+from viz.fit.text import export_options, page_export_options
 
 # The width a full-page figure is drawn at on the smallest screen we fit (a 1280 × 720 projector):
 # presentation mode collapses the sidebar; otherwise the open sidebar and Streamlit's padding take their share.
@@ -64,7 +64,7 @@ DARK_BACKGROUND = "#0e1117"  # Streamlit's dark theme's background
 
 def fitted(fig: go.Figure, width_px: float, *, slide: bool, reserve: bool = False) -> go.Figure:
     """``fig`` restyled for a ``width_px`` column on the page or on a slide: a copy, never the caller's figure.
-    ``reserve``: on the page, set its margins up front (``viz.page_fit.fit_for_page``).
+    ``reserve``: on the page, set its margins up front (``viz.fit.page.fit_for_page``).
 
     The copy is kept on ``fig`` (a private attribute; plotly allows those), so a figure from a cache is fitted
     once per width and mode, not on every rerun (fitting costs 25-50 ms of CPU per figure).
@@ -148,7 +148,7 @@ def show_figure(
     ``"content"`` (the figure's own layout width). ``share``: the fraction of the page's width the figure's
     column takes (0.5 in one of two columns); presentation mode fits fonts, titles and tick labels to that width.
     ``reserve_margins``: a figure redrawn on every click, whose ``share`` is exact, gets the margins its labels take
-    up front, so the browser draws it once (``viz.page_fit.reserve_margins``). ``alt``: the page's sentence about the
+    up front, so the browser draws it once (``viz.fit.page.reserve_margins``). ``alt``: the page's sentence about the
     figure, read by a screen reader before what the figure names itself (``text_alternative``). ``column_gap``: the
     ``gap`` of the columns the figure is in. In a window narrower than the width assumed, figures are fitted to the
     main column the browser measured (``ui.viewport``), and to all of it where Streamlit stacks its columns.

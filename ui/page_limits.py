@@ -97,7 +97,7 @@ _STORED = PageLimit(_fixed(STORED_ATTENTION_MAX_TOKENS), _every_head)
 _CORPUS = PageLimit(_fixed(512), _corpus, reads_text=False)
 
 # url path (``app.PAGES``; "home" for the home page) → its limit. A page not listed reads the whole window: Attention
-# (one head at a time, core.attention_heads.attention.head_attention, above 512 tokens: ui.long_attention), Long context, Patching.
+# (one head at a time, core.attention_heads.attention.head_attention, above 512 tokens: ui.attention_page), Long context, Patching.
 PAGE_LIMITS: dict[str, PageLimit] = {
     "home": _STORED,  # the model's facts average every head's weights
     "tour": _STORED,

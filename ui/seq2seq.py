@@ -10,9 +10,11 @@ import streamlit as st
 
 from core.errors import AnalysisError
 from core.model.attention_layers import SINGLE_STACK
+from core.model.run import Run
 from core.model.seq2seq import MAX_GENERATED_TOKENS, PairAnalysis
 from core.model.stacks import STACK_LABELS, AttentionStack, stacks_of
 from ui import results
+from ui.models import run_of
 from ui.page_state import end_page, option, option_value, set_option
 from ui.session import MAX_TEXT_CHARS, current_analysis, current_model, current_model_name, current_text, current_token_limit
 
@@ -85,6 +87,13 @@ def _generate(name: str, source: str, limit: int) -> str:
     slot.empty()
     return text
 
+
+
+def current_run(one_stack: bool, ablation: tuple | None = None) -> Run:
+    """The ``Run`` a page's figures are drawn from: the sidebar's text through its model (an encoder-decoder's source
+    and target when ``one_stack`` is False), with the page's token limit and the knock-out ``ablation``."""
+    texts = (current_text(),) if one_stack else (current_text(), current_target())
+    return run_of(current_model_name(), texts, current_token_limit(), ablation)
 
 def current_pair() -> PairAnalysis:
     """The sidebar's source and target through the sidebar's encoder-decoder model (cached).

@@ -23,7 +23,7 @@ from ui.figures import show_figure
 from ui.page_state import option
 from ui.seq2seq import current_pair, pair_caption
 from ui.session import current_model
-from viz import attention as va
+from viz import attention_tables as vt
 from viz import bertviz_offline as bv
 from viz.common import file_stem
 from viz.cross_attention import alignment_figure, alignment_grid
@@ -87,7 +87,7 @@ def cross_alignment_section(model, pair, stack: AttentionStack, heads, head: int
     show_figure(alignment_figure(matrix, view.labels, view.key_labels, alignment, layer,
                                  title=f"Cross-attention, layer {layer} ({what}); rings: most attended"),
                 name=file_stem(model.name, "alignment", "layer", layer, "head", head),
-                data=va.matrix_table(matrix, view.labels, causal=False, key_labels=view.key_labels),
+                data=vt.matrix_table(matrix, view.labels, causal=False, key_labels=view.key_labels),
                 key="seq2seq-alignment-matrix")
     table = alignment.wide_table()
     st.dataframe(table, hide_index=True)

@@ -3,20 +3,27 @@ links, and the previous-token head of the sidebar's text."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import pandas as pd
 import streamlit as st
 
+from core.errors import UserFacingError
 from core.teaching.tour import clearest_head, uniform_previous_share
 from ui import results
 from ui.figures import PRESENTATION_WIDTH, show_figure
-from ui.page_state import link_url
+from ui.models import has_language_model, language_model_of
+from ui.page_state import link_url, option, set_option
 from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
-from viz.common import file_stem
+from viz.common import file_stem, markdown_safe
 from viz.tour import SLIDE_WIDTH, as_slide
 
 # A slide is white whatever the viewer's theme: with the system in dark mode Streamlit's dark theme would write its
 # light text, and draw its dark widgets, on the white slide (contrast 1.18:1). So the slide, its header and its
 # widgets take the light theme's colours (.streamlit/config.toml [theme.light]) in both themes.
+T = TypeVar("T")
+
 PRESENTATION_CSS = """<style>
 [data-testid="stHeader"], [data-testid="stMain"] { background: #ffffff; color: #121110; }
 [data-testid="stHeader"] :is(button, button *) { color: rgba(18, 17, 16, 0.6); }
@@ -85,3 +92,47 @@ def sink_names(roles) -> str:
     if roles.start_is_first_token:
         return "the first token" + (" and end-of-text tokens" if roles.end.any() else "")
     return "[CLS]/[SEP]-like special tokens"
+
+
+LM, ATTENTION = "lm", "attention"
+
+TRACKS = {ATTENTION: "From tokens to a corpus", LM: "How a language model predicts"}
+
+INTROS = {
+    ATTENTION: "Ten steps from tokens to a whole corpus. Every number is computed now, for the model and text in the "
+               "sidebar. Use the buttons or the ← → keys.",
+    LM: "Six steps through how a language model writes: what it predicts, how a sampler draws, when the answer "
+        "becomes readable in the layers, which heads copy, which activations carry a detail, and which routes "
+        "through the layers carried the answer. Every number is computed now, for the model and text in the "
+        "sidebar. Use the buttons or the ← → keys.",
+}
+
+def is_language_model() -> bool:
+    """The model on screen is a causal language model with its head (the LM track applies)."""
+    model = current_model()
+    if not model.is_decoder or model.is_encoder_decoder:
+        return False
+    name = current_model_name()
+    return has_language_model(name) and language_model_of(name).kind == "next"
+
+def choose_track(tracks: dict[str, list]) -> tuple[list, str]:
+    """The tour's steps and its introduction, from ``tracks`` (each track's steps under its key): for a causal
+    language model a switch between the two tracks (the language-model track by default), otherwise the attention
+    track alone."""
+    if not is_language_model():
+        return tracks[ATTENTION], INTROS[ATTENTION]
+    track = option(st.segmented_control, "Track", list(TRACKS), format_func=TRACKS.get, default=LM, required=True,
+                   key="track", label_visibility="collapsed", on_change=set_option, args=("step", 1))
+    return tracks[track], INTROS[track]
+
+
+def computed(bar, compute: Callable[[], T], errors: type[Exception] | tuple = UserFacingError) -> T | None:
+    """``compute()`` behind the progress bar ``bar``, emptied when it ends; None, after saying why in the step's
+    place, when it raises one of ``errors`` (sentences meant for the user)."""
+    try:
+        return compute()
+    except errors as err:
+        not_here(markdown_safe(str(err)))
+        return None
+    finally:
+        bar.empty()

@@ -15,7 +15,8 @@ Bytes: a heatmap past ``CELL_TEXT_MAX`` tokens carries its values as unsigned in
 Up to ``CELL_TEXT_MAX`` tokens, where every cell also prints its value at ``CELL_TEXT_DIGITS`` decimals, a head's
 values travel as JSON numbers (``printed_numbers``): the shortest decimals that print exactly what the true values
 print at both precisions, which deflate packs into about half the bytes of float32 in base64.
-Figures carry no Plotly template (Streamlit's frontend applies its own theme to an empty one).
+Figures carry no Plotly template (Streamlit's frontend applies its own theme to an empty one). The numbers a figure
+draws, as the tables its CSV download holds, are in ``viz.attention_tables``.
 """
 
 from __future__ import annotations
@@ -23,17 +24,26 @@ from __future__ import annotations
 import base64
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 
 from core.model.layers import BLOCK_AXIS
 from core.model.tokens import unique_labels
-
-# Two lines, not one name a line: this module is at the 400-line cap (tests/test_layering.py).
-from viz.attention_cells import GRID_DIGITS, LONG_HEAD, MASK_COLOR, SharedNumbers, bin_labels, block_mean_2d, colour_ticks
-
-# isort: split
-from viz.attention_cells import decimal_codes, hover_digits, mask_note, masked_upper, mosaic_png, printed_numbers, scale_max
+from viz.attention_cells import (
+    GRID_DIGITS,
+    LONG_HEAD,
+    MASK_COLOR,
+    SharedNumbers,
+    bin_labels,
+    block_mean_2d,
+    colour_ticks,
+    decimal_codes,
+    hover_digits,
+    mask_note,
+    masked_upper,
+    mosaic_png,
+    printed_numbers,
+    scale_max,
+)
 from viz.common import plotly_safe
 
 GRID_MAX_CELLS = 128
@@ -356,43 +366,3 @@ def _overview_row(matrices: np.ndarray, *, title: str, causal: bool, colorscale:
                          height=int((260 if large else 200) + 900 / layers))  # the title names the one row
     return figure.update_traces(customdata=np.arange(layers)[None, :, None], selector={"type": "heatmap"},
                                 hovertemplate=f"{plotly_safe(name)} through layer %{{customdata[0]}}<extra></extra>")
-
-
-def matrix_table(matrix: np.ndarray, labels: list[str], *, causal: bool, key_labels: list[str] | None = None,
-                 hidden: np.ndarray | None = None) -> pd.DataFrame:
-    """``[n, n]`` (or ``[t, s]`` with ``key_labels``) at full precision as a wide table: a ``query`` column,
-    then one column per key (labels made unique); masked cells of a decoder (and ``hidden`` ones) are empty."""
-    names = unique_labels(labels)
-    key_names = names if key_labels is None else unique_labels(key_labels)
-    table = pd.DataFrame(masked_upper(matrix, causal, hidden).astype(np.float64), columns=key_names)
-    table.insert(0, "query", names)
-    return table
-
-
-def cells_table(
-    matrices: np.ndarray,
-    labels: list[str],
-    *,
-    causal: bool,
-    max_cells: int,
-    outer: dict[str, list],
-    key_labels: list[str] | None = None,
-    hidden: np.ndarray | None = None,
-) -> pd.DataFrame:
-    """The numbers a grid or overview draws: ``[*outer, n, n]`` block-averaged to ``max_cells``, as one wide table.
-
-    ``outer`` names the leading axes in order, e.g. ``{"layer": [...], "head": [...]}``; each
-    row is one query (or block of queries) of one matrix; masked cells (and ``hidden`` ones) are empty.
-    """
-    small, row_bins, bins = block_mean_2d(masked_upper(matrices, causal, hidden), max_cells)
-    names = bin_labels(labels, row_bins)
-    key_names = bin_labels(labels if key_labels is None else key_labels, bins)
-    c, r = len(key_names), len(names)
-    flat = small.reshape(-1, c)
-    table = pd.DataFrame(np.round(flat.astype(np.float64), 6), columns=key_names)
-    table.insert(0, "query", names * (len(flat) // r))
-    index = np.indices(small.shape[:-2]).reshape(len(outer), -1)  # [axes, matrices]
-    for position, (column, values) in enumerate(reversed(list(outer.items()))):
-        axis = len(outer) - 1 - position
-        table.insert(0, column, np.repeat(np.asarray(values, dtype=object)[index[axis]], r))
-    return table

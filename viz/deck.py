@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 
 from viz.common import file_stem
-from viz.figure_reading import copy_figure
-from viz.slide_text import SLIDE_PIXELS, TAG, export_options
-from viz.slides import fit_for_slide
+from viz.fit.reading import copy_figure
+from viz.fit.slide import fit_for_slide
+from viz.fit.text import SLIDE_PIXELS, TAG, export_options
 
 # The Streamlit themes' backgrounds and text colours, so a deck looks like the app in either.
 THEMES = {"light": {"template": "plotly_white", "background": "#ffffff", "text": "#31333f", "muted": "#5c5f6b"},
@@ -66,7 +66,7 @@ def plain_text(text: str) -> str:
 
 
 def slide_figure(fig: go.Figure, width_px: float, theme: str = "light") -> go.Figure:
-    """A copy of ``fig`` as presentation mode lays it out in a ``width_px`` column (``viz.slides.fit_for_slide``,
+    """A copy of ``fig`` as presentation mode lays it out in a ``width_px`` column (``viz.fit.slide.fit_for_slide``,
     thinned for the 16:9 export), in ``theme``'s template and background."""
     colours = THEMES.get(theme, THEMES["light"])
     copy = fit_for_slide(fig, width_px, export_options(width_px)["height"])

@@ -20,8 +20,9 @@ from PIL import Image
 
 from core.attention_heads.long_attention import PooledHead, Thumbnails, Zoom
 from core.model.layers import BLOCK_AXIS
-from viz.attention import NO_TEMPLATE, head_figure, matrix_table
+from viz.attention import NO_TEMPLATE, head_figure
 from viz.attention_cells import MASK_COLOR, MASK_INDEX, PNG_COMPRESS_LEVEL, colormap, mosaic_png, quantise, scale_max
+from viz.attention_tables import matrix_table
 from viz.common import plotly_safe
 
 POOL_WORDS = {"max": "the maximum", "sum": "the sum"}

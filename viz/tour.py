@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import plotly.graph_objects as go
 
 from viz.common import OKABE_ITO, plotly_safe
+from viz.compare import similarity_by_layer_chart
 
 # Presentation mode: every figure 16:9, sized to fit beside a collapsed sidebar on a 1280-pixel screen.
 SLIDE_WIDTH, SLIDE_HEIGHT = 960, 540
@@ -60,3 +62,16 @@ def as_slide(fig: go.Figure) -> go.Figure:
     slide = go.Figure(fig)
     slide.update_layout(width=SLIDE_WIDTH, height=SLIDE_HEIGHT, autosize=False)
     return slide
+
+
+def same_vector_chart(pair: pd.DataFrame, same: pd.DataFrame, word: str, lookup: float) -> go.Figure:
+    """The same-vector step's chart: a word's cosine layer by layer in sentences A and B (``pair``, a
+    ``core.representations.compare.word_similarity`` table) and in A and the control C (``same``), over the lookup's."""
+    fig = similarity_by_layer_chart(pair, word, lookup)
+    fig.data[0].name = "A vs B"
+    fig.add_scatter(x=same["layer"], y=same["cosine_similarity"], mode="lines+markers", name="A vs C (control)",
+                    line={"color": OKABE_ITO[2], "width": 3, "dash": "dot"},
+                    hovertemplate="hidden state %{x}: cosine %{y:.4f}<extra></extra>")
+    fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.3},
+                      title=f"“{plotly_safe(word)}”: A vs B, and the control A vs C", height=420)
+    return fig

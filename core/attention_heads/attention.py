@@ -47,6 +47,23 @@ def row_normalise(matrices: np.ndarray) -> np.ndarray:
     return np.divide(matrices, sums, out=np.zeros_like(matrices), where=sums > 0)
 
 
+
+def layer_panels(attentions: np.ndarray, weighted: np.ndarray | None, rolled: np.ndarray | None, layer: int,
+                 head: int | None) -> dict[str, np.ndarray]:
+    """Maxima's three maps of one layer, each ``[T, T]`` under its title: raw attention (``attentions``
+    ``[L, H, T, T]``), norm-weighted attention rescaled to a share of each row (``weighted``, same shape) and the
+    rollout up to that layer (``rolled`` ``[L, T, T]``), the last two where given; ``head`` one head, or None for
+    the mean over heads (rollout has already averaged them)."""
+    def pick(matrices: np.ndarray) -> np.ndarray:
+        return matrices[layer, head] if head is not None else matrices[layer].mean(axis=0)
+
+    panels = {f"raw attention, layer {layer}": pick(attentions)}
+    if weighted is not None:
+        panels[f"norm-weighted, layer {layer} (share of row)"] = row_normalise(pick(weighted))
+    if rolled is not None:
+        panels[f"rollout, layers 0–{layer}"] = rolled[layer]
+    return panels
+
 def special_tokens(view: AttentionView, mode: SpecialTokens) -> AttentionView:
     """``show``: unchanged. ``hide``: drop special rows and columns (rows then sum to less than 1).
     ``renormalise``: drop them and rescale each row to sum to 1 again, as if the special

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from core.attention_heads.qk_map import QueryKeyMap
 from core.maths.numbers import percent
@@ -137,3 +138,42 @@ def rotary_sentence(after: float, before: float) -> str:
               "orders it less by position" if after < before - 0.05 else "changes its order by position little")
     return (f"On this head the map after the rotary embedding is ordered by position at ρ = {after:.2f}, before it at "
             f"ρ = {before:.2f}: the rotation {change}.")
+
+
+@dataclass(frozen=True)
+class QueryReading:
+    """What a map says about one query: ``keys``, ``weights``: the keys it attends to most (corpus indices, the
+    largest weight first, ties by index) and their weights; ``nearest``: its nearest key of its own text on the
+    map, and ``nearest_weight`` the weight it gives that key."""
+
+    keys: np.ndarray
+    weights: np.ndarray
+    nearest: int
+    nearest_weight: float
+
+
+def query_reading(qmap: QueryKeyMap, query: int, top: int = 5) -> QueryReading:
+    """``QueryReading`` of ``query`` on ``qmap``, with its ``top`` most-attended keys."""
+    keys, weights = qmap.attention(query)
+    order = np.argsort(-weights, kind="stable")[:top]
+    n = qmap.num_tokens
+    nearest = int(np.argmin(((qmap.coords[n + keys] - qmap.coords[query]) ** 2).sum(axis=1)))
+    return QueryReading(keys[order], weights[order], int(keys[nearest]), float(weights[nearest]))
+
+
+def rotary_orders(rotated: QueryKeyMap, unrotated: QueryKeyMap) -> tuple[float, float]:
+    """``position_order`` of a head's map after the rotary embedding and before it (the same corpus and head)."""
+    positions = np.concatenate([rotated.position, rotated.position])
+    return position_order(rotated.coords, positions), position_order(unrotated.coords, positions)
+
+
+def map_points(qmap: QueryKeyMap) -> pd.DataFrame:
+    """The map's points as a table: the N queries, then the N keys (``kind``, corpus ``index``, ``document``
+    counted from 1, ``position``, ``token``, ``x``, ``y``)."""
+    n = qmap.num_tokens
+    return pd.DataFrame({
+        "kind": ["query"] * n + ["key"] * n, "index": [*range(n), *range(n)],
+        "document": np.concatenate([qmap.text_index, qmap.text_index]) + 1,
+        "position": np.concatenate([qmap.position, qmap.position]), "token": [*qmap.tokens, *qmap.tokens],
+        "x": qmap.coords[:, 0], "y": qmap.coords[:, 1],
+    })

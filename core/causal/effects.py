@@ -21,6 +21,7 @@ Measures (one number per ablated run):
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from core.errors import AnalysisError
 from core.model.attention_layers import SINGLE_STACK
 from core.model.hooks import hooked, main_input, with_input
 from core.model.inference import Analysis, analyze
+from core.model.layers import head_code
 from core.model.models import LoadedModel
 from core.model.parts import ModelParts, parts_of
 from core.model.recording import Recorder, UnsupportedArchitecture
@@ -261,6 +263,19 @@ def target_token_id(tokenizer, target: str | int, vocab_size: int) -> int:
             "(for GPT-2, a word usually starts with a space)."
         )
     return int(ids[0])
+
+
+HEAD_SEPARATORS = re.compile(r"[\s,;]+")
+
+
+def parse_head_codes(typed: str, num_layers: int, num_heads: int) -> tuple[tuple[tuple[int, int], ...], list[str]]:
+    """The heads ``typed`` names (codes such as ``L0H2``, ``core.model.layers.head_code``, in any case, separated by
+    spaces, commas or semicolons) as ``(layer, head)`` pairs, each once in the order given, and the parts that name
+    no head of a model of ``num_layers`` × ``num_heads``."""
+    known = {head_code(layer, head, num_layers, num_heads): (layer, head)
+             for layer in range(num_layers) for head in range(num_heads)}
+    parts = [part.upper() for part in HEAD_SEPARATORS.split(typed.strip()) if part]
+    return tuple(dict.fromkeys(known[part] for part in parts if part in known)), [p for p in parts if p not in known]
 
 
 def resolve_target(net: Network, inputs: dict[str, torch.Tensor], target: str | int | None) -> Target:

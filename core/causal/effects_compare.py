@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from core.causal.effects import Method, Target, ablation, check_measure, encode, logits_at, network, resolve_target
+from core.causal.token_attribution import Attribution
 from core.maths.spearman import spearman_p_value
 from core.model.inference import Analysis
 from core.model.tokens import decoded_tokens
@@ -55,11 +56,70 @@ def rank_correlation(a: np.ndarray, b: np.ndarray) -> RankCorrelation:
     return RankCorrelation(float(spearmanr(a, b).statistic), spearman_p_value(a, b), len(a))
 
 
+def correlation_sentence(rc: RankCorrelation, what: str) -> str:
+    """A markdown sentence about Spearman's ρ (``core.causal.effects_compare.RankCorrelation``) written from its
+    numbers, with the chance level (ρ = 0) and its p-value. ``what`` is markdown already (escaped by the caller)."""
+    if np.isnan(rc.rho):
+        return f"The rank correlation of {what} is undefined here: one of them is the same for every item."
+    strength = "no clear" if abs(rc.rho) < 0.2 else "a weak" if abs(rc.rho) < 0.4 else "a moderate" if abs(rc.rho) < 0.7 else "a strong"
+    direction = "" if abs(rc.rho) < 0.2 else " positive" if rc.rho > 0 else " negative"
+    chance = ("could easily arise by chance (p ≥ 0.05)" if rc.p_value >= 0.05
+              else f"would be unlikely by chance (p = {rc.p_value:.2g})")
+    return (f"Spearman's ρ of {what}: **{rc.rho:+.2f}** over {rc.n} items, {strength}{direction} relation "
+            f"(ρ = 0 means none; ρ = 1 the same order). A ρ this far from 0 {chance}.")
+
+
+
 def sentence_cosine(original: Analysis, ablated: Analysis) -> float:
     """Cosine between the two runs' sentence embeddings (mean of the last hidden state over the tokens)."""
     a = original.hidden_states[-1].astype(np.float64).mean(axis=0)
     b = ablated.hidden_states[-1].astype(np.float64).mean(axis=0)
     return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
+
+
+def default_token(labels: list[str], special_mask: np.ndarray) -> int:
+    """The token the importance map's picker starts at: the longest non-special token (the last of equals), or the
+    longest token when every one is special."""
+    candidates = [i for i in range(len(labels)) if not special_mask[i]] or list(range(len(labels)))
+    return max((len(labels[i]), i) for i in candidates)[1]
+
+
+def default_word(shared: list[str], chosen: str | None) -> str:
+    """The word of ``shared`` (two texts' common words, non-empty) compared across a knock-out: ``chosen`` where it
+    is one of them, else the longest (the last of equals)."""
+    if chosen in shared:
+        return chosen
+    longest = max(len(word) for word in shared)
+    return [word for word in shared if len(word) == longest][-1]
+
+
+@dataclass(frozen=True)
+class ImportanceSummary:
+    """``top``: the ``k`` largest effects as ``(layer, head, effect)``, largest first; ``median``: over every head."""
+
+    top: list[tuple[int, int, float]]
+    median: float
+
+
+def importance_summary(importance: np.ndarray, k: int = 5) -> ImportanceSummary:
+    """The largest effects of ``importance`` ``[layers, heads]`` and its median."""
+    flat = np.asarray(importance, dtype=np.float64).ravel()
+    heads = importance.shape[1]
+    order = np.argsort(flat, kind="stable")[::-1][:k]
+    return ImportanceSummary([(*divmod(int(i), heads), float(flat[i])) for i in order], float(np.median(flat)))
+
+
+def attribution_correlations(integrated: Attribution, simple: Attribution, rollout: np.ndarray
+                             ) -> tuple[RankCorrelation, RankCorrelation] | None:
+    """Spearman's ρ of |integrated gradients| with attention ``rollout`` (``[T]``, ``rollout_to_tokens``) and with
+    |gradient × input| over the non-special tokens (and not a kept first token, whose score is 0 by construction);
+    None with fewer than three such tokens."""
+    keep = ~integrated.special_mask
+    keep[0] &= not integrated.first_token_kept
+    if keep.sum() < 3:
+        return None
+    scores = np.abs(integrated.scores[keep])
+    return (rank_correlation(scores, np.asarray(rollout)[keep]), rank_correlation(scores, np.abs(simple.scores[keep])))
 
 
 @dataclass(frozen=True, eq=False)

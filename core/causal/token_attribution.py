@@ -249,3 +249,14 @@ def rollout_to_tokens(rollout: np.ndarray, attribution: Attribution) -> np.ndarr
     if attribution.target is not None:
         return last[attribution.target.position]
     return last.mean(axis=0)
+
+
+def unconverged_sentence(attribution: Attribution, more_steps_possible: bool) -> str:
+    """Why integrated gradients that do not add up (``completeness_gap`` above ``GAP_THRESHOLD``) are not to be
+    read; ``more_steps_possible``: the page offers more integration steps than were taken."""
+    difference = attribution.output - attribution.baseline_output
+    return (f"The integrated gradients do not add up: their sum is {attribution.total:.4f} against a change of "
+            f"{difference:.4f} in the measure (completeness gap {attribution.completeness_gap:.0%}, above "
+            f"{GAP_THRESHOLD:.0%}) after {attribution.evaluations} gradients along the path. The gradient changes too "
+            "fast between the baseline and the input for this many points, so these scores are not the integral and "
+            "no conclusion is drawn from them." + (" More integration steps may help." if more_steps_possible else ""))

@@ -37,3 +37,9 @@ def align_layout(layout: np.ndarray, reference: np.ndarray, *, also: np.ndarray 
         return aligned
     extra = (np.asarray(also, dtype=np.float64) - layout_mean) @ rotation * scale + reference_mean
     return aligned, extra
+
+
+def align_point(layout: np.ndarray, reference: np.ndarray, point) -> np.ndarray:
+    """One further point ``[2]`` drawn in ``layout``'s frame, moved by the transform that aligns ``layout`` with
+    ``reference`` (``align_layout``)."""
+    return align_layout(layout, reference, also=np.asarray(point, dtype=np.float64)[None])[1][0]

@@ -152,3 +152,11 @@ def lens_summary(final_ranks: np.ndarray) -> LensSummary:
     first = np.argmax(top, axis=0)
     not_top_after = np.where(~top, np.arange(rows)[:, None], -1).max(axis=0)  # last hidden state where it is not top
     return LensSummary(first.astype(np.int64), (not_top_after + 1).astype(np.int64))
+
+
+def lens_position(analysis: Analysis, kind: str, mask_token_id: int | None) -> int:
+    """The position the lens's rank figure opens at: a masked language model's first mask token where the text has
+    one, else the last token (a causal model's guess for what comes next)."""
+    if kind == "masked" and mask_token_id is not None and mask_token_id in analysis.input_ids:
+        return analysis.input_ids.index(mask_token_id)
+    return analysis.num_tokens - 1

@@ -352,3 +352,17 @@ def token_positions(model: LoadedModel, sentences: Sequence[str], word: str) -> 
             if tokens:
                 positions.append(tokens[0])
     return positions
+
+
+def chance_sentence(knn: float, chance: float) -> str:
+    """The end of a sentence comparing the 1-NN accuracy at hidden state 0 with its chance line, from the numbers."""
+    if not (np.isfinite(knn) and np.isfinite(chance)):
+        return "."
+    if knn > chance + 5e-4:
+        return f": 1-NN accuracy there is {knn:.3f}, against a chance line of {chance:.3f}."
+    if knn >= chance - 5e-4:
+        return f" and 1-NN accuracy there is at chance ({knn:.3f}; the chance line is {chance:.3f})."
+    return (f" and 1-NN accuracy there is at or below chance: {knn:.3f}, under the chance line of {chance:.3f}. It falls "
+            "below because occurrences at the same position have identical vectors and all tie as nearest neighbours, "
+            "and an occurrence cannot be its own neighbour: among its tied neighbours its own sense has one occurrence "
+            "fewer than each other sense.")

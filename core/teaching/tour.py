@@ -6,6 +6,10 @@ import numpy as np
 import pandas as pd
 
 from core.attention_heads.head_statistics import TokenRoles, rank_heads
+from core.maths.similarity import cosine
+from core.model.inference import Analysis
+from core.model.models import LoadedModel
+from core.representations import compare
 from core.representations.senses import builtin_words, find_word
 
 SINK_SHARE = 0.5  # a head "parks" its attention when more than half of it goes to [CLS]/[SEP]-like tokens
@@ -87,3 +91,40 @@ def falls_at_every_layer(medians: np.ndarray) -> bool:
     """True when ``medians`` ``[hidden states]`` (median cosine to the static embedding) falls by more than
     ``DRIFT_STEP_MARGIN`` from each hidden state to the next."""
     return bool((np.diff(np.asarray(medians, dtype=float)) < -DRIFT_STEP_MARGIN).all())
+
+
+def added_special_tokens(analysis: Analysis) -> list[str]:
+    """The special tokens the tokenizer added to the text, each once, in order."""
+    return list(dict.fromkeys(analysis.tokens[i] for i in np.flatnonzero(analysis.special_mask)))
+
+
+def split_words(analysis: Analysis) -> list[str]:
+    """The words of the text that became more than one token."""
+    return [word for word, positions in compare.words(analysis) if len(positions) > 1]
+
+
+def word_lookups(model: LoadedModel, analyses: list[Analysis], word: str) -> tuple[np.ndarray, list[list[int]], float]:
+    """``word``'s rows of the word-embedding table in each text (``[texts, hidden]``, its first token's), the token
+    ids it became in each, and the cosine of the first two rows."""
+    rows = np.stack([compare.word_lookup(model, analysis, word) for analysis in analyses])
+    ids = [[analysis.input_ids[p] for p in compare.word_positions(analysis, word)] for analysis in analyses]
+    return rows, ids, float(cosine(rows[0], rows[1]))
+
+
+def tour_query(analysis: Analysis) -> int:
+    """The query token the inside step explains: a word with a built-in sense set where the text has one, else the
+    second ordinary token (the first when there is one), else token 0."""
+    word = first_builtin_word(analysis.text)
+    if word and compare.word_occurrences(analysis, word):
+        return compare.word_positions(analysis, word)[0]
+    ordinary = [i for i in range(analysis.num_tokens) if not analysis.special_mask[i]]
+    return ordinary[min(1, len(ordinary) - 1)] if ordinary else 0
+
+
+def knockout_shares(table: pd.DataFrame, heads: list[tuple[int, int]]) -> tuple[list[float], list[float], float]:
+    """For ``heads`` ``(layer, head)`` of a ``core.attention_heads.head_statistics`` table: the share of attention
+    each gives start and end tokens together, the share each gives the previous token, and the first share's mean
+    over every head (NaN shares left out)."""
+    row = table.set_index(["layer", "head"])
+    return ([float(row.loc[h, "first"] + row.loc[h, "end"]) for h in heads], [float(row.loc[h, "previous"]) for h in heads],
+            float(np.nanmean(table["first"] + table["end"])))

@@ -195,7 +195,7 @@ DRAWN_MARGINS = """(title) => {
 @pytest.mark.parametrize("words", [8, 60])
 def test_head_figure_is_drawn_once_in_the_margins_the_server_reserved(app_page, words):
     """Plotly redraws a whole figure when its tick labels, axis titles or colour bar push a margin out
-    (viz.page_fit.reserve_margins sets them up front): the margins drawn are the ones asked for."""
+    (viz.fit.page.reserve_margins sets them up front): the margins drawn are the ones asked for."""
     text = " ".join(["The cat sat on the mat because it was tired."] * (words // 10 + 1)).split()[:words]
     page = app_page.open("attention", {"text": " ".join(text), "layer": "1", "head": "2"})
     page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)

@@ -1,5 +1,5 @@
 """How wide a text is drawn and how it wraps, the slide's font size and its export size: the measures the
-slide rules (``viz.slides``) fit figures with. Widths are CSS pixels."""
+slide rules (``viz.fit.width``) fit figures with. Widths are CSS pixels."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Reading a Plotly figure the way the fitting rules need it (its axes, their labels and domains, its legend
-entries) and writing its layout fast: shared by the slide rules (``viz.slides``) and the page fit (``viz.page_fit``)."""
+entries) and writing its layout fast: shared by the slide rules (``viz.fit.width``) and the page fit (``viz.fit.page``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from numbers import Real
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.slide_text import LINE_BREAK, LINE_HEIGHT, line_count, text_width
+from viz.fit.text import LINE_BREAK, LINE_HEIGHT, line_count, text_width
 
 # Plotly validates every property written through its objects again (0.2-0.6 ms per update, about half of the 35 ms a
 # 128-token head's fitting took on every click). What the fitting writes are plain numbers, strings and dicts computed

@@ -1,10 +1,7 @@
-"""The guided tour's language-model track (app_pages/tour.py): predict → sample → the lens → induction → patching
-→ information flow (ui/tour_flow.py), each step computed now for the causal language model and the text on screen.
-
-The tour offers the track when the model on screen is a causal language model (a decoder with its language-model
-head) and opens on it; the switch at the top (``?track=attention``) goes back to the ten steps from tokens to a
-corpus, which every model has. ``?track=lm&step=N`` reproduces a step, with its own options in the link too.
-"""
+"""The guided tour's language-model track, "How a language model predicts" (``?track=lm``, the default for a causal
+language model with its head): six steps from the next-token guess to the routes that carried the answer. The page
+(app_pages/tour.py) steps through ``LM_STEPS``; the shared kit is ``ui/tour_kit.py``, the sentences' wording
+``viz/tour_sentences.py``."""
 
 from __future__ import annotations
 
@@ -14,61 +11,37 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 import streamlit as st
+import torch
 
+from core.causal.flow import DEFAULT_THRESHOLD, route_graph
+from core.causal.flow_details import route_summary
 from core.errors import UserFacingError
-from core.maths.margins import leads_from
-from core.maths.numbers import fixed, percent, percent_span, probability
+from core.maths.numbers import fixed, percent, probability
 from core.model.recording import UnsupportedArchitecture
-from core.model.tokens import quoted_token
 from core.outputs.causal_lm import encode
 from core.outputs.generation import shape_distribution
 from core.teaching.examples import PATCHING_PRESETS
 from ui import results
 from ui.lm_lens import lens_parts
-from ui.lm_views import induction_even_share, induction_figure, induction_sentence, induction_table, patching_prompts, token_texts
+from ui.lm_views import PROMPT_MAX_CHARS, induction_even_share, induction_figure, induction_sentence, induction_table, patching_prompts, token_texts
 from ui.lm_writer import generation_key
-from ui.models import has_language_model, language_model_of
-from ui.page_state import option, set_option
+from ui.models import language_model_of
+from ui.page_limits import FLOW_MAX_TOKENS
+from ui.page_state import option
+from ui.progress_text import FLOW_PROGRESS, bar_progress
 from ui.session import current_model, current_model_name, current_text, current_token_limit
-from ui.tour_flow import step_flow
-from ui.tour_kit import figure, full_page, not_here, say, try_this
+from ui.tour_kit import computed, figure, full_page, not_here, say, try_this
 from viz.common import OKABE_ITO, markdown_safe, plotly_safe
+from viz.flow import edge_table, route_figure
 from viz.generation import distribution_bars, distribution_table, steps_figure
-from viz.patching import MARGIN, patching_heatmap, patching_sentence, patching_table
+from viz.patching import patching_heatmap, patching_sentence, patching_table
 from viz.predictions import visible_spaces
+from viz.tour_sentences import flow_sentences, moved_sentence, quoted, sampling_sentence
 
-LM, ATTENTION = "lm", "attention"
-TRACKS = {ATTENTION: "From tokens to a corpus", LM: "How a language model predicts"}
-INTROS = {
-    ATTENTION: "Ten steps from tokens to a whole corpus. Every number is computed now, for the model and text in the "
-               "sidebar. Use the buttons or the ← → keys.",
-    LM: "Six steps through how a language model writes: what it predicts, how a sampler draws, when the answer "
-        "becomes readable in the layers, which heads copy, which activations carry a detail, and which routes "
-        "through the layers carried the answer. Every number is computed now, for the model and text in the "
-        "sidebar. Use the buttons or the ← → keys.",
-}
 SAMPLED = 12  # tokens the sampling step writes, greedy and sampled
 INDUCTION_LENGTH, INDUCTION_SEED = 40, 0  # the Head statistics page's defaults: its link shows the same scores
 IOI = next(iter(PATCHING_PRESETS.values()))
-
-
-def is_language_model() -> bool:
-    """The model on screen is a causal language model with its head (the LM track applies)."""
-    model = current_model()
-    if not model.is_decoder or model.is_encoder_decoder:
-        return False
-    name = current_model_name()
-    return has_language_model(name) and language_model_of(name).kind == "next"
-
-
-def choose_track(attention_steps: list) -> tuple[list, str]:
-    """The tour's steps and its introduction: for a causal language model a switch between the two tracks (the LM
-    track by default), otherwise the attention track alone, as it always was."""
-    if not is_language_model():
-        return attention_steps, INTROS[ATTENTION]
-    track = option(st.segmented_control, "Track", list(TRACKS), format_func=TRACKS.get, default=LM, required=True,
-                   key="track", label_visibility="collapsed", on_change=set_option, args=("step", 1))
-    return (LM_STEPS if track == LM else attention_steps), INTROS[track]
+FLOW_PROMPT = PATCHING_PRESETS["Capital cities"][0]  # " Paris" on SmolLM2 (its answer there, and its top guess)
 
 
 def _text() -> str | None:
@@ -77,11 +50,6 @@ def _text() -> str | None:
         not_here("There is no text yet: type a sentence in the sidebar.")
         return None
     return text
-
-
-def _q(label: str) -> str:
-    """A token as the sentences quote it (``core.model.tokens.quoted_token``: “·Paris”), escaped for markdown."""
-    return markdown_safe(quoted_token(label))
 
 
 # --- the steps ---------------------------------------------------------------------------------
@@ -96,12 +64,12 @@ def step_predict() -> None:
     d = shape_distribution(results.next_token_logits(current_model_name(), text, max_tokens=current_token_limit()))
     labels = token_texts(lm.tokenizer, d.order[:50])
     last = token_texts(lm.tokenizer, ids[-1:])[0]
-    best = ", then " + " and ".join(f"{_q(labels[i])} ({probability(d.raw[i])})" for i in (1, 2)
+    best = ", then " + " and ".join(f"{quoted(labels[i])} ({probability(d.raw[i])})" for i in (1, 2)
                                     if i < len(labels))
     say(
         f"A language model does one thing: after reading a text it gives every entry of its vocabulary "
         f"({len(d.order):,} tokens for {markdown_safe(name)}) a probability of coming next. After the {len(ids)} "
-        f"tokens of your text, the last one {_q(last)}, its top guess is **{_q(labels[0])} at "
+        f"tokens of your text, the last one {quoted(last)}, its top guess is **{quoted(labels[0])} at "
         f"{probability(d.raw[0])}**{best}; the ten best together hold {percent(d.raw[:10].sum(), 0)}. The entropy is "
         f"{fixed(d.entropy_before)} nats: as uncertain as a fair choice among {math.exp(d.entropy_before):,.1f} tokens."
     )
@@ -156,30 +124,6 @@ def step_sample() -> None:
     try_this("raise the temperature to 2 and the sampler's text falls apart; lower it to 0.1 and it writes greedy's.")
     full_page("predictions", "Open this sampler on the Predictions page (top-k, top-p, branches)",
               {"sample": "true", "temp": temperature, "seed": seed, "steps": SAMPLED})
-
-
-def sampling_sentence(greedy, sampled, shown: dict[int, str], greedy_text: str, sampled_text: str,
-                      temperature: float, seed: int) -> str:
-    """The sampling step's sentence (markdown, escaped) from greedy's and the sampler's steps
-    (``core.outputs.generation.Step``); each token labelled by ``shown`` (token id → its text decoded for display, part of a
-    character as ``<0xD8>``), the written texts ``greedy_text`` and ``sampled_text`` decoded whole."""
-    part = next((i for i, (g, s) in enumerate(zip(greedy, sampled)) if g.token_id != s.token_id), None)
-    low = min(range(len(sampled)), key=lambda i: sampled[i].probability)
-    label = lambda step: _q(shown[step.token_id])  # noqa: E731 - a one-line helper, read where it is used
-    return (
-        f"**Greedy** decoding always takes the top token; after your text it writes “{markdown_safe(greedy_text)}”. A "
-        f"**sampler** draws each token at random from the distribution, here divided by a temperature of "
-        f"{temperature:g} (below 1 sharpens it, above 1 flattens it) with seed {seed}, and writes "
-        f"“{markdown_safe(sampled_text)}”. "
-        + (f"The two part at token {part + 1}, where the sampler drew {label(sampled[part])} (the model gives it "
-           f"{probability(sampled[part].probability)}) instead of {label(greedy[part])} "
-           f"({probability(greedy[part].probability)}). " if part is not None else
-           f"Here both write the same {len(sampled)} tokens. ")
-        + f"The least likely token the sampler drew is {label(sampled[low])} at "
-        f"**{probability(sampled[low].probability)}**; the mean probability of its tokens is "
-        f"{probability(np.mean([s.probability for s in sampled]))}, against "
-        f"{probability(np.mean([s.probability for s in greedy]))} for greedy's."
-    )
 
 
 def step_lens() -> None:
@@ -238,15 +182,11 @@ def step_patching() -> None:
         not_here("Fill in both prompts, the answer and the wrong token.")
         return
     bar = st.progress(0.0, text="Patching…")
-    try:
-        result = results.patches(current_model_name(), (clean, corrupted), "residual", answer, wrong,
-                                 progress=lambda done, total: bar.progress(
-                                     done / total, text=f"{done} of {total} patched runs"))
-    except UserFacingError as err:
-        bar.empty()
-        not_here(markdown_safe(str(err)))
+    result = computed(bar, lambda: results.patches(
+        current_model_name(), (clean, corrupted), "residual", answer, wrong,
+        progress=lambda done, total: bar.progress(done / total, text=f"{done} of {total} patched runs")))
+    if result is None:
         return
-    bar.empty()
     grid, tokens = result.grid, result.tokens
     changed = [t for t, (a, b) in enumerate(zip(tokens, result.corrupted_tokens)) if a != b]
     last = len(tokens) - 1
@@ -265,35 +205,40 @@ def step_patching() -> None:
               {"clean": clean, "corrupted": corrupted, "answer": answer, "wrong": wrong})
 
 
-def moved_sentence(grid: np.ndarray, tokens: list[str], corrupted: list[str], changed: list[int]) -> str:
-    """Where the detail is carried, from a residual patching ``grid`` ``[layers, T]`` and the ``changed`` positions
-    (none of them the last): the first layer from which the last position restores more than every changed position
-    by more than ``MARGIN`` at every later layer, and before it the changed position that restores most (markdown)."""
-    last, layers = grid.shape[1] - 1, grid.shape[0]
-    moved = leads_from(grid[:, last], grid[:, changed].T, MARGIN)
-    end = layers if moved is None else moved
-    carrier = max(changed, key=lambda t: float(np.mean(grid[:end, t])) if end else 0.0)
-    margin = f"by more than {MARGIN * 100:g} points of the way"
-    said = (f"The prompts differ at position{'s' if len(changed) > 1 else ''} {_positions(changed)} "
-            f"({', '.join(_q(tokens[t]) for t in changed)} against {', '.join(_q(corrupted[t]) for t in changed)}). ")
-    if end:
-        said += (f"Patched at {_q(tokens[carrier])} (position {carrier}), "
-                 + ("layer 0 restores " if end == 1 else f"layers 0–{end - 1} restore ")
-                 + f"{percent_span(grid[:end, carrier])}. ")
-    if moved is None:
-        return said + (
-            f"The last position ({_q(tokens[last])}) restores {percent_span(grid[:, last])} and does not restore more "
-            f"than every changed position {margin} even at the last layer: these numbers do not show the detail "
-            "moving to where the answer is written.")
-    return said + (
-        f"From layer {moved} on, the last position ({_q(tokens[last])}) restores more than every changed position "
-        f"{margin} at each layer ({percent_span(grid[moved:, last])}, against at most "
-        f"{percent(grid[moved:, changed].max())})"
-        + (": by then the detail has been moved to where the answer is written." if moved else "."))
-
-
-def _positions(positions: list[int]) -> str:
-    return f"{', '.join(map(str, positions[:-1]))} and {positions[-1]}" if len(positions) > 1 else str(positions[0])
+def step_flow() -> None:
+    left, right = st.columns([2, 1])
+    prompt = option(left.text_input, "Prompt", FLOW_PROMPT, key="prompt", help=f"At most {PROMPT_MAX_CHARS} characters.")
+    threshold = option(right.slider, "Threshold (share of a node's inputs)", 0.01, 0.5, DEFAULT_THRESHOLD, 0.01,
+                       key="threshold")
+    if not prompt.strip():
+        not_here("Type a prompt to follow the model's answer back through its layers.")
+        return
+    if len(prompt) > PROMPT_MAX_CHARS:
+        not_here(f"The prompt has {len(prompt):,} characters, more than the {PROMPT_MAX_CHARS} it may have.")
+        return
+    name, limit = current_model_name(), min(current_token_limit(), FLOW_MAX_TOKENS)
+    bar = st.empty()
+    flow = computed(bar, lambda: results.flows(name, prompt, max_tokens=limit, progress=bar_progress(bar, FLOW_PROGRESS)),
+                    UnsupportedArchitecture)
+    if flow is None:
+        return
+    recorded, contributions = flow.recorded, flow.contributions
+    lm = language_model_of(name)
+    labels = token_texts(lm.tokenizer, list(recorded.input_ids))
+    last = recorded.num_tokens - 1
+    logits = results.next_token_logits(name, prompt, max_tokens=limit)
+    probabilities = torch.softmax(logits.double(), dim=-1).cpu().numpy()
+    answer = int(np.argmax(probabilities))
+    graph = route_graph(contributions, last, threshold)
+    say(flow_sentences(graph, route_summary(graph), labels, current_model().name,
+                       token_texts(lm.tokenizer, [answer])[0], float(probabilities[answer])))
+    figure(route_figure(graph, labels, contributions.num_layers,
+                        title=f"Route into “{labels[last]}” (token {last}), threshold {threshold:.2f}"),
+           "flow", edge_table(graph, labels))
+    try_this("open the graph on its page and click an edge: the head's attention row and the tokens it writes, "
+             "or an MLP's top neurons.")
+    full_page("flow", "Open this route on the Information flow page",
+              {"text": prompt, "token": last, "threshold": threshold})
 
 
 LM_STEPS: list[tuple[str, Callable[[], None]]] = [

@@ -1,5 +1,6 @@
-"""Slide rules: pure functions that fit a figure to the width it is drawn at (presentation mode): tick labels
-thinned, titles, axis titles and legends wrapped or moved so that nothing overlaps or leaves the figure."""
+"""The rules that fit a figure to the width it is drawn at, on a slide (``viz.fit.slide``) and on the page
+(``viz.fit.page``) alike: tick labels thinned, titles, axis titles and legends wrapped or moved, numbers in cells too
+small to read hidden, so that nothing overlaps or leaves the figure."""
 
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ from numbers import Real
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.figure_reading import (
+from viz.fit.reading import (
     axes_of,
     category_labels,
-    copy_figure,
     domain_share,
     legend_height_px,
     legend_traces,
@@ -20,7 +20,7 @@ from viz.figure_reading import (
     tick_labels,
     write_layout,
 )
-from viz.slide_text import (
+from viz.fit.text import (
     AXIS_TITLE_LINES,
     BOLD_WIDER,
     LINE_BREAK,
@@ -30,7 +30,6 @@ from viz.slide_text import (
     TICK_PITCH,
     line_count,
     longest_line,
-    slide_font_size,
     text_width,
     wrap_text,
 )
@@ -59,7 +58,7 @@ def _right_extra(fig: go.Figure, font_px: float) -> float:
 def plot_area(fig: go.Figure, width_px: float, font_px: float) -> tuple[float, float]:
     """Estimated ``(width, height)`` in px of the plotting area of the whole figure (all subplots' span)."""
     margin = fig.layout.margin
-    page = fig.__dict__.get("_page_theme", False)  # drawn on the page in Streamlit's theme (viz.page_fit)
+    page = fig.__dict__.get("_page_theme", False)  # drawn on the page in Streamlit's theme (viz.fit.page)
     left = max(margin.l if margin.l is not None else 80, 0)
     for name in axes_of(fig, "y"):
         labels = tick_labels(fig, name)
@@ -372,22 +371,6 @@ def fit_legend(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
     extra = legend_height_px(fig, plot_area(fig, width_px, font_px)[0], font_px) - legend_height_px(fig, None, font_px)
     if extra > 0:
         write_layout(fig.layout, height=int(np.ceil((fig.layout.height or 450) + extra)))
-    return fig
-
-
-def fit_for_slide(fig: go.Figure, width_px: float, export_height_px: float | None = None) -> go.Figure:
-    """A copy of ``fig`` fitted to ``width_px``: font from the width, titles wrapped, ticks thinned, legend below.
-
-    ``export_height_px``: the height the camera button saves at; ticks are thinned for the
-    shorter of it and the figure's own height.
-    """
-    fig = copy_figure(fig)
-    font_px = slide_font_size(width_px)
-    fig.update_layout(font={"size": font_px}, margin={"r": max(fig.layout.margin.r or 0, 2 * font_px)})
-    fit_legend(fig, width_px, font_px)
-    fit_titles(fig, width_px, font_px)
-    thin_ticks(fig, width_px, font_px, export_height_px)
-    hide_cramped_cell_text(fig, width_px, font_px)
     return fig
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.figure_reading import axes_of, category_labels, copy_figure, domain_share, legend_traces, tick_labels, write_layout
-from viz.slide_text import BOLD_WIDER, LINE_HEIGHT, line_count, longest_line, text_width
-from viz.slides import (
+from viz.fit.reading import axes_of, category_labels, copy_figure, domain_share, legend_traces, tick_labels, write_layout
+from viz.fit.text import BOLD_WIDER, LINE_HEIGHT, line_count, longest_line, text_width
+from viz.fit.width import (
     COLORBAR_PX,
     COLORBAR_X,
     PAGE_AXIS_TITLE_PX,
