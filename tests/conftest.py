@@ -20,6 +20,7 @@ if _WORKERS > 1:
 from streamlit.components.v2 import manifest_scanner  # noqa: E402 - the workaround below; after the settings above
 
 from core.model.models import LoadedModel, load_model  # noqa: E402 - after OMP_NUM_THREADS is set, before torch is imported
+from tests.browser.matrix import MAKE_TEST, browser_test_name  # noqa: E402 - as above
 from tests.model_factory import build_tiny_bart, build_tiny_bert, build_tiny_gpt2, build_tiny_t5  # noqa: E402 - as above
 
 # A test-only workaround for streamlit/streamlit#15488 (Streamlit 1.67): every new ``AppTest`` builds a
@@ -153,6 +154,10 @@ def pytest_collection_modifyitems(config, items):
         return (1, 0) if path.startswith("tests/browser/") else (2, 0)
 
     items.sort(key=rank)  # stable: the order within each rank is pytest's
+    for item in items:  # a browser test not listed in matrix.MAKE_TEST is opened by ``make test-full`` only
+        if item.nodeid.startswith("tests/browser/test_") and item.get_closest_marker("browser") \
+                and browser_test_name(item.nodeid) not in MAKE_TEST:
+            item.add_marker(pytest.mark.full)
     if os.environ.get("FULL_MATRIX") != "1":  # tests/browser/matrix.py's switch
         moved = [item for item in items if item.get_closest_marker("full")]
         if moved:

@@ -224,7 +224,7 @@ def step_flow() -> None:
         return
     recorded, contributions = flow.recorded, flow.contributions
     lm = language_model_of(name)
-    labels = token_texts(lm.tokenizer, list(recorded.input_ids))
+    labels = token_texts(lm.tokenizer, list(recorded.trace.tokens("self").ids))
     last = recorded.num_tokens - 1
     logits = results.next_token_logits(name, prompt, max_tokens=limit)
     probabilities = torch.softmax(logits.double(), dim=-1).cpu().numpy()

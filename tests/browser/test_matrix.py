@@ -71,3 +71,19 @@ def test_in_turn_keeps_each_row_once_and_every_column_and_marks_the_other_pairs_
     assert all(mark.name == "full" for p in pairs if hasattr(p, "marks") for mark in p.marks)
     with pytest.raises(ValueError):
         in_turn(rows[:1], columns + [99])
+
+
+def test_every_browser_test_kept_in_make_test_exists_and_says_why():
+    """``matrix.MAKE_TEST`` names real browser tests (a renamed test would otherwise leave ``make test`` silently)."""
+    import ast
+    import pathlib
+
+    from tests.browser.matrix import MAKE_TEST
+
+    folder = pathlib.Path(__file__).parent
+    tests = {f"{path.stem}::{node.name}" for path in folder.glob("test_*.py")
+             for node in ast.parse(path.read_text(encoding="utf-8")).body
+             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
+    assert set(MAKE_TEST) - tests == set()
+    assert all(reason.strip() for reason in MAKE_TEST.values())
+    assert len(tests - set(MAKE_TEST)) > 0  # the rest is make test-full's
