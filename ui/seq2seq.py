@@ -114,7 +114,8 @@ def current_pair() -> PairAnalysis:
         set_option(TARGET_KEY, text, app=True)  # fills the box on the next run
         st.session_state[_WRITTEN] = (name, source, limit, text)
         st.rerun()
-    trace_of(name, (source, target), limit)  # the one pass, with progress and Stop on long texts
+    if results.pairs.peek(name, (source, target), max_tokens=limit) is None:
+        trace_of(name, (source, target), limit)  # the one pass, with progress and Stop on long texts
     with st.spinner("Running the model…"):
         pair = results.pairs(name, (source, target), max_tokens=limit)
     generated = results.generated_targets.peek(name, source, max_tokens=limit)

@@ -102,7 +102,8 @@ def current_analysis(max_tokens: int | None = None) -> Analysis:
     """The sidebar's text through the sidebar's model (cached). Raises ``AnalysisError`` for empty text."""
     model = current_model()
     limit = current_token_limit() if max_tokens is None else min(current_token_limit(), max_tokens)
-    trace_of(current_model_name(), current_text(), limit)  # the one pass, with progress and Stop on a long text
+    if results.analyses.peek(current_model_name(), current_text(), max_tokens=limit) is None:
+        trace_of(current_model_name(), current_text(), limit)  # the one pass, with progress and Stop on a long text
     with st.spinner("Running the model…"):
         analysis = results.analyses(current_model_name(), current_text(), max_tokens=limit)
     if analysis.truncated and (max_tokens is not None or analysis.num_tokens >= app_token_limit()):
