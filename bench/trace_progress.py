@@ -1,6 +1,6 @@
 """What the trace's progress callback costs (issue 48, item 6): ``core.model.trace.record`` on SmolLM2-135M at 2,048
 tokens without a callback and with one doing the bar's own work but Streamlit's message (the clock, the session's
-note of how far it got, ``core.model.pass_progress.layer_progress``), interleaved, ``ROUNDS`` each after a warm-up,
+note of how far it got, ``core.model.pass_progress.layer_progress``), interleaved, ``ROUNDS`` each (a long pass warms itself, as in ``bench.trace``),
 medians, on ``bench.trace.THREADS`` torch threads. Run with ``python -m bench trace_progress``.
 """
 
@@ -10,7 +10,7 @@ import os
 import statistics
 import time
 
-ROUNDS = 3
+ROUNDS = 2
 MODEL, TOKENS = "SmolLM2-135M-Instruct", 2048
 
 
@@ -35,7 +35,6 @@ def main() -> dict:
             start[0] = now
         told.append((done, total, layer_progress(done, total, now - start[0])))
 
-    record(model, text, max_tokens=TOKENS, progress=progress)  # warm-up
     plain, with_progress = [], []
     for _ in range(ROUNDS):
         began = time.perf_counter()
@@ -45,13 +44,14 @@ def main() -> dict:
         began = time.perf_counter()
         trace = record(model, text, max_tokens=TOKENS, progress=progress)
         with_progress.append(time.perf_counter() - began)
-    callback = []
-    for done, total, _ in told:  # the callback alone, as often as one pass calls it
+        print(f"plain {plain[-1]:.2f} s, with progress {with_progress[-1]:.2f} s", flush=True)
+    calls, callback = list(told), []
+    for done, total, _ in calls:  # the callback alone, as often as one pass calls it
         began = time.perf_counter()
         progress(done, total)
         callback.append(time.perf_counter() - began)
     result = {
-        "model": MODEL, "tokens": len(trace.tokens("self")), "calls_per_pass": len(told), "last_said": told[-2][2],
+        "model": MODEL, "tokens": len(trace.tokens("self")), "calls_per_pass": len(calls), "last_said": calls[-2][2],
         "record_s": round(statistics.median(plain), 3), "record_with_progress_s": round(statistics.median(with_progress), 3),
         "ratio": round(statistics.median(with_progress) / statistics.median(plain), 3),
         "callback_total_ms": round(1000 * sum(callback), 3), "load_average": [round(x, 1) for x in os.getloadavg()],
