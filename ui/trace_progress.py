@@ -23,6 +23,7 @@ import time
 import streamlit as st
 
 from core.model.pass_progress import layer_progress
+from core.model.recording import is_recordable
 from core.model.run import Run
 from core.model.text_limits import token_limit
 from core.model.trace import Trace
@@ -100,6 +101,10 @@ def trace_at(run: Run) -> Trace:
     return trace
 
 
-def trace_of(model_name: str, texts: str | tuple[str, ...], max_tokens: int | None = None) -> Trace:
-    """The trace of ``texts`` (one text, or an encoder-decoder's ``(source, target)``) read by ``model_name``."""
+def trace_of(model_name: str, texts: str | tuple[str, ...], max_tokens: int | None = None) -> Trace | None:
+    """The trace of ``texts`` (one text, or an encoder-decoder's ``(source, target)``) read by ``model_name``; None
+    for a model the app does not record (``is_recordable``: loaded with its own attention, e.g. GPT-Neo), whose pages
+    read what its analysis gives and say what they cannot show."""
+    if not is_recordable(loaded_model(model_name).model):
+        return None
     return trace_at(run_of(model_name, texts, max_tokens, None))
