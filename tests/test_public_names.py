@@ -20,7 +20,7 @@ CONTRACT = {
         "analyze_many(model, texts, *, max_tokens=None, batch_size=16, attentions=True, progress=None)",
     "core.model.seq2seq.analyze_pair": "analyze_pair(model, source, target=None, *, max_tokens=None)",
     "core.model.recording.is_recordable": "is_recordable(model)",
-    "core.model.trace.record": "record(model, text, *, max_tokens=None)",
+    "core.model.trace.record": "record(model, text, *, max_tokens=None, progress=None)",
     "core.errors.UserFacingError": "class UserFacingError(Exception)",
     "core.errors.AnalysisError": "class AnalysisError(UserFacingError, ValueError)",
     "core.attention_heads.attention.top_attended": "top_attended(analysis, layer, *, head=None, skip_special=True)",

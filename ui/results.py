@@ -82,14 +82,16 @@ def _analysis(model, run: Run):
 analyses = Result("analyses", _analysis, entries=96, megabytes=2000)  # plain and knocked-out runs of one text
 
 
-def _trace(model, run: Run):
+def _trace(model, run: Run, progress=None):
     if run.ablation is not None:
         raise ValueError("a trace records the model as loaded; a knock-out is an intervention (core.causal.effects)")
-    return record(model, run.text, max_tokens=run.max_tokens)
+    text = run.texts if model.is_encoder_decoder else run.text  # (source, target), or the one text
+    return record(model, text, max_tokens=run.max_tokens, progress=progress)
 
 
 # one recorded pass per text (core.model.trace): what every read-only view of that text is computed from. SmolLM2-135M
-# at 4,096 tokens holds about 300 MB (residual stream and each block's call).
+# at 4,096 tokens holds about 300 MB (residual stream and each block's call). A page reads it through
+# ui.trace_progress.trace_of (progress by layer and Stop); a result computed from it reads traces.at(run).
 traces = Result("traces", _trace, entries=8, megabytes=2400, size_of=lambda trace: trace.nbytes)
 rollouts = Result("rollouts", lambda model, run: rollout(analyses.at(run)), entries=16, megabytes=600,
                   reads="nothing", turn=False)

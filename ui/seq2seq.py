@@ -17,6 +17,7 @@ from ui import results
 from ui.models import run_of
 from ui.page_state import end_page, option, option_value, set_option
 from ui.session import MAX_TEXT_CHARS, current_analysis, current_model, current_model_name, current_text, current_token_limit
+from ui.trace_progress import trace_of
 
 TARGET_KEY = "target"  # an app-wide option, like the sidebar's text: ?target=…
 _STOPPED = "_generation_stopped"  # (model, source, limit) whose generation the user stopped
@@ -122,6 +123,8 @@ def current_pair() -> PairAnalysis:
         set_option(TARGET_KEY, text, app=True)  # fills the box on the next run
         st.session_state[_WRITTEN] = (name, source, limit, text)
         st.rerun()
+    if results.pairs.peek(name, (source, target), max_tokens=limit) is None:
+        trace_of(name, (source, target), limit)  # the one pass, with progress and Stop on long texts
     with st.spinner("Running the model…"):
         pair = results.pairs(name, (source, target), max_tokens=limit)
     generated = results.generated_targets.peek(name, source, max_tokens=limit)

@@ -15,6 +15,7 @@ from ui import results
 from ui.models import loaded_model
 from ui.page_limits import PAGE_LIMITS, limit_sentence, page_limit
 from ui.page_state import current_page, option_value
+from ui.trace_progress import trace_of
 
 MAX_TEXT_CHARS = 100_000  # far past any model limit; the tokenizer truncates with a notice
 
@@ -101,6 +102,8 @@ def current_analysis(max_tokens: int | None = None) -> Analysis:
     """The sidebar's text through the sidebar's model (cached). Raises ``AnalysisError`` for empty text."""
     model = current_model()
     limit = current_token_limit() if max_tokens is None else min(current_token_limit(), max_tokens)
+    if results.analyses.peek(current_model_name(), current_text(), max_tokens=limit) is None:
+        trace_of(current_model_name(), current_text(), limit)  # the one pass, with progress and Stop on a long text
     with st.spinner("Running the model…"):
         analysis = results.analyses(current_model_name(), current_text(), max_tokens=limit)
     if analysis.truncated and (max_tokens is not None or analysis.num_tokens >= app_token_limit()):

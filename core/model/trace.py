@@ -39,6 +39,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,15 +47,15 @@ import torch
 
 from core.errors import AnalysisError
 from core.model.attention_layers import SINGLE_STACK, attention_modules, record_keys
-from core.model.hooks import first_tensor, hooked, keeping_call, main_input
+from core.model.hooks import hooked, keeping_call
 from core.model.inference import special_token_ids
 from core.model.models import LoadedModel, threads_for_input
-from core.model.on_demand import BLOCK_CELLS, keep_argument
+from core.model.on_demand import BLOCK_CELLS
 from core.model.parts import last_linear_to_hidden
 from core.model.recording import LayerRecord, Recorder, is_recordable
 from core.model.seq2seq import decoder_tokens, encode_text
 from core.model.text_limits import check_text, token_limit
-from core.model.trace_layers import LayerTrace, attention_weights, run_block
+from core.model.trace_layers import BlockKeeper, LayerTrace, attention_weights, run_block
 from core.model.words import text_word_ids
 
 STORED_WEIGHTS_MAX_TOKENS = 512  # a whole layer's weights asked for at or under this many query tokens are kept
@@ -282,11 +283,14 @@ def _one_text(model: LoadedModel, text: str, limit: int) -> tuple[dict[str, torc
     return {name: torch.tensor([encoding[name]]) for name in names}, sequence
 
 
-def record(model: LoadedModel, text: str | tuple[str, str], *, max_tokens: int | None = None) -> Trace:
+def record(model: LoadedModel, text: str | tuple[str, str], *, max_tokens: int | None = None,
+           progress: Callable[[int, int], None] | None = None) -> Trace:
     """Run ``model`` once over ``text`` (a one-stack model) or ``(source, target)`` (an encoder-decoder) and keep its
     trace (module docstring). Texts are cut to ``max_tokens`` (default and ceiling: the model's limit). Raises
     ``AnalysisError`` (a sentence) for an empty text, a text where a pair is needed or the other way round, and a
-    model whose attention the app does not record."""
+    model whose attention the app does not record. ``progress(layers_done, layers_total)`` is called with 0 as the
+    pass starts, then after each block (an encoder's, then a decoder's, counted together); whatever it raises ends
+    the pass and propagates, and nothing is kept (every hook is removed)."""
     pair = isinstance(text, tuple)
     if pair != bool(model.is_encoder_decoder):
         raise AnalysisError(f"{model.name} reads " + ("a source and a target: record (source, target)." if
@@ -307,12 +311,20 @@ def record(model: LoadedModel, text: str | tuple[str, str], *, max_tokens: int |
         inputs, sequence = _one_text(model, text, limit)
         sequences = {"text": sequence}
     inputs = {k: v.to(model.device) for k, v in inputs.items()}
-    kept = {s: _Keeper(len(paths)) for s, paths in layout.items() if s != "cross"}
-    hooks = []
+    kept = {s: BlockKeeper(len(paths)) for s, paths in layout.items() if s != "cross"}
+    total, done, hooks = sum(k.layers for k in kept.values()), [0], []
+
+    def step(*_) -> None:
+        done[0] += 1
+        progress(done[0], total)
+
     for stack, keeper in kept.items():
         for layer, path in enumerate(layout[stack]):
             block = model.model.get_submodule(path[0])
             hooks += [keeping_call(block, keeper.pre(layer)), (block, "post", keeper.post(layer))]
+            hooks += [(block, "post", step)] if progress else []
+    if progress:
+        progress(0, total)
     extra = {"use_cache": False} if model.is_decoder or pair else {}
     with (torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()), hooked(hooks),
           Recorder(model.model, queries_keys_only=True, shapes_only=True, sdpa=True) as rec):
@@ -369,31 +381,3 @@ def _info(record: LayerRecord) -> LayerInfo:
                      None if record.sliding_window is None else int(record.sliding_window),
                      int(record.queries.shape[1]), int(record.keys.shape[1]), int(record.queries.shape[3]),
                      bool(record.causal))
-
-
-class _Keeper:
-    """The hooks of one block stack during the pass: each block's call (``keep_argument``) and its input copied into
-    ``residual[l]``, the last block's output into ``residual[L]``."""
-
-    def __init__(self, layers: int):
-        self.layers = layers
-        self.residual: np.ndarray | None = None
-        self.calls: list = [None] * layers
-        self.stored: list = []
-        self.index_of: dict[int, int] = {}
-
-    def pre(self, layer: int):
-        def keep(args, kwargs):
-            hidden = main_input(args, kwargs)
-            if self.residual is None:
-                self.residual = np.empty((self.layers + 1, *hidden.shape[1:]), dtype=np.float32)
-            self.residual[layer] = hidden[0].float().numpy()
-            self.calls[layer] = (keep_argument(args, hidden, layer, self.stored, self.index_of),
-                                 keep_argument(kwargs, hidden, layer, self.stored, self.index_of))
-        return keep
-
-    def post(self, layer: int):
-        def keep(_module, _args, output):
-            if layer == self.layers - 1:
-                self.residual[layer + 1] = first_tensor(output)[0].float().numpy()
-        return keep

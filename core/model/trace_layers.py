@@ -43,7 +43,7 @@ import torch
 from core.model.attention_layers import attention_modules
 from core.model.fast_attention import causal_mask
 from core.model.hooks import first_tensor, hooked, main_input
-from core.model.on_demand import call_argument, eager_weights
+from core.model.on_demand import call_argument, eager_weights, keep_argument
 from core.model.parts import is_norm
 from core.model.recording import LayerRecord, Recorder
 
@@ -171,3 +171,31 @@ def run_block(model: torch.nn.Module, block: torch.nn.Module, layer: int, call: 
         mlp_sum=array(norms[-1][1]) if post_norm else None,
         mlp_input=array(seen.get("neurons")),
     )
+
+
+class BlockKeeper:
+    """The hooks of one block stack during ``core.model.trace.record``'s pass: each block's call (``keep_argument``)
+    and its input copied into ``residual[l]``, the last block's output into ``residual[L]``."""
+
+    def __init__(self, layers: int):
+        self.layers = layers
+        self.residual: np.ndarray | None = None
+        self.calls: list = [None] * layers
+        self.stored: list = []
+        self.index_of: dict[int, int] = {}
+
+    def pre(self, layer: int):
+        def keep(args, kwargs):
+            hidden = main_input(args, kwargs)
+            if self.residual is None:
+                self.residual = np.empty((self.layers + 1, *hidden.shape[1:]), dtype=np.float32)
+            self.residual[layer] = hidden[0].float().numpy()
+            self.calls[layer] = (keep_argument(args, hidden, layer, self.stored, self.index_of),
+                                 keep_argument(kwargs, hidden, layer, self.stored, self.index_of))
+        return keep
+
+    def post(self, layer: int):
+        def keep(_module, _args, output):
+            if layer == self.layers - 1:
+                self.residual[layer + 1] = first_tensor(output)[0].float().numpy()
+        return keep
