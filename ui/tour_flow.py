@@ -14,6 +14,7 @@ from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import quoted_token
 from core.teaching.examples import PATCHING_PRESETS
 from ui import results
+from ui.figures import main_column_width
 from ui.lm_views import PROMPT_MAX_CHARS, token_texts
 from ui.models import language_model_of
 from ui.page_limits import FLOW_MAX_TOKENS
@@ -65,7 +66,7 @@ def step_flow() -> None:
     graph = route_graph(contributions, last, threshold)
     say(flow_sentences(graph, route_summary(graph), labels, current_model().name,
                        token_texts(lm.tokenizer, [answer])[0], float(probabilities[answer])))
-    figure(route_figure(graph, labels, contributions.num_layers,
+    figure(route_figure(graph, labels, contributions.num_layers, width_px=main_column_width(),
                         title=f"Route into “{labels[last]}” (token {last}), threshold {threshold:.2f}"),
            "flow", edge_table(graph, labels))
     try_this("open the graph on its page and click an edge: the head's attention row and the tokens it writes, "
