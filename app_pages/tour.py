@@ -17,6 +17,7 @@ from core.representations.senses import builtin_set
 from core.teaching.examples import BANK_MONEY, BANK_RIVER
 from core.teaching.tour import control_lead, first_builtin_word, previous_is_sink, sink_heads
 from ui import results
+from ui.caveats import final_norm_note
 from ui.page_state import option, option_value, set_option
 from ui.placement import place_text, verdict
 from ui.seq2seq import stop_unless_one_stack
@@ -269,6 +270,7 @@ def step_same_vector() -> None:
         + control_lead(gap)
         + (f" (A decoder's token sees only the words before it: words after “{w}” cannot change its vector.)"
            if model.is_decoder else "")
+        + (f" {note}" if (note := final_norm_note(model)) else "")
     )
     fig = similarity_by_layer_chart(pair, word, lookup)
     fig.data[0].name = "A vs B"
@@ -307,6 +309,7 @@ def step_senses() -> None:
         f"Each dot is “{markdown_safe(word)}” in one of {occurrences.count} built-in sentences labelled by sense, at "
         f"{hidden_state_label(layer, model.num_layers)}, drawn with PCA; the black star is {whose}, placed into the same map. "
         f"{verdict(placed, layer)}"
+        + (f" {note}" if layer == model.num_layers and (note := final_norm_note(model)) else "")
     )
     fig = sense_projection_figure(placed.coords, labels, hovers, title=f"“{plotly_safe(word)}” at hidden state {layer}: PCA", axis="PCA")
     figure(add_own_sentence(fig, placed.xy, highlighted_sentence(placed.text, placed.span)), f"senses-{word}-hidden-state-{layer}",

@@ -14,6 +14,7 @@ from core.model.recording import UnsupportedArchitecture
 from core.representations.drift import drift_table
 from core.teaching.tour import clearest_sink_head, falls_at_every_layer, previous_is_sink
 from ui import results
+from ui.caveats import final_norm_note
 from ui.corpus_state import current_corpus, current_corpus_name
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from ui.tour_kit import figure, full_page, not_here, previous_token_head, say, sink_names, try_this
@@ -117,7 +118,8 @@ def step_corpus() -> None:
         f"**{medians.loc[last]:.2f}** at {hidden_state_label(last, model.num_layers)}"
         + (": each layer moves the text further from where it started. " if steady else ". ")
         + (f"Mind the baseline: at hidden state {last} two *different* documents already have a mean cosine of "
-           f"{anisotropy:.2f} (the dotted line), so compare with that, not with 0." if np.isfinite(anisotropy) else "")
+           f"{anisotropy:.2f} (the dotted line), so compare with that, not with 0. " if np.isfinite(anisotropy) else "")
+        + final_norm_note(model)
     )
     figure(layer_violin_figure(table, titles, value="cosine_similarity", value_label="cosine similarity",
                                title="static → layer: cosine similarity per document (mean pooling)",
