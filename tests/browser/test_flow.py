@@ -146,9 +146,9 @@ def test_on_a_phone_the_route_fits_labels_every_token_and_a_node_opens_its_detai
     page.get_by_role("option").filter(has_text=re.compile("after attention")).first.click()
     app_page.wait_until_idle()
     page.wait_for_selector("text=/the heads bring/", timeout=60_000)
-    grid = page.locator('[data-testid="stMain"] [data-testid="stDataFrame"]').last
-    grid.wait_for(timeout=60_000)
-    assert "its attention weight" in grid.text_content()  # the grid's accessible table (it draws on a canvas)
+    # the keys' table: its header in the grid's accessible table (the grid draws on a canvas), once it has filled it
+    page.wait_for_function("""() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stDataFrame"]')]
+        .some(grid => grid.textContent.includes('its attention weight'))""", timeout=60_000)
     app_page.assert_clean()
 
 
