@@ -149,10 +149,11 @@ def test_on_a_phone_every_token_of_a_dozen_keeps_its_label_and_the_legend_stands
     assert list(phone.layout.xaxis.ticktext) == labels
     wide = fit_for_page(route_figure(graph, labels, 6, title="Route into “w11” (token 11), threshold 0.04"), 358)
     assert len(wide.layout.xaxis.ticktext) < len(labels)  # the wide window's frame, squeezed into a phone's column
-    for fig in (phone, route_figure(RouteGraph(2, 0.04, (Edge(("embedding", -1, 2), ("attention", 0, 2), 1.0,
-                                                              "residual"),)), ["a", "b", "c"], 1, title="r")):
-        legend = fig.layout.legend
-        assert legend.orientation == "h" and legend.title.side == "top" and legend.title.text
+    assert phone.layout.legend.orientation == "h" and phone.layout.legend.title.side == "top"
+    alone = RouteGraph(2, 0.04, (Edge(("embedding", -1, 2), ("attention", 0, 2), 1.0, "residual"),))
+    for width in (None, 358):  # a single entry: under the plot too, never beside it
+        legend = route_figure(alone, ["a", "b", "c"], 1, title="r", width_px=width).layout.legend
+        assert legend.orientation == "h" and legend.yref == "container" and legend.title.text
 
 
 def test_edge_width_grows_with_weight():

@@ -38,7 +38,7 @@ LAYER_PX, FRAME_PX, MIN_HEIGHT = 40, 180, 450
 # "embedding" and Plotly's default 80-px right margin left a 15-token text 167 px, so every other label was dropped.
 NARROW_PX = 600
 NARROW_AXIS, NARROW_EMBEDDING, NARROW_MARGIN_PX = "layer", "emb.", 10
-# The legend's title stands on a row of its own: beside the first row (Plotly's place for a horizontal legend) it kept
+# On a phone the legend's title stands on a row of its own: beside the first row (Plotly's place for a horizontal legend) it kept
 # the left half of a phone's figure from every row, so 12 heads took 2 entries a row (7 rows, 190 px).
 LEGEND_TITLE = "edges (attention: by top head)"
 
@@ -147,10 +147,11 @@ def route_frame(labels: list[str], num_layers: int, *, narrow: bool = False) -> 
     left, right = (-0.4, len(labels) - 0.6 + MLP_OFFSET) if narrow else (-0.5, len(labels) - 0.2 + MLP_OFFSET)
     frame = {
         "xaxis": {**token_axis(labels), "title": {"text": "token"}, "range": [left, right]},
-        # a horizontal legend with its title above its rows (Plotly sets it left of the first row, which then kept
-        # the rows to the right half of a phone's figure), also when it has a single entry
-        "legend": {"title": {"text": LEGEND_TITLE, "side": "top"}, "orientation": "h", "x": 0, "xanchor": "left",
-                   "xref": "container", "y": 0, "yanchor": "bottom", "yref": "container"},
+        # a horizontal legend under the plot, also when it has a single entry (a vertical one stood right of the plot
+        # and left a phone's plot 64 px); on a phone its title above its rows (Plotly sets it left of the first row,
+        # which kept the rows to the right half of the figure)
+        "legend": {"title": {"text": LEGEND_TITLE, "side": "top" if narrow else None}, "orientation": "h", "x": 0,
+                   "xanchor": "left", "xref": "container", "y": 0, "yanchor": "bottom", "yref": "container"},
         "yaxis": {"title": {"text": NARROW_AXIS if narrow else LAYER_AXIS}, "tickmode": "array", "zeroline": False,
                   "showgrid": False, "tickvals": [0.0] + [2 * layer + 1.5 for layer in range(0, num_layers, step)],
                   "ticktext": [NARROW_EMBEDDING if narrow else "embedding"]
