@@ -20,7 +20,7 @@ from core.representations.compare import (
 from core.teaching.examples import BANK_MONEY, BANK_RIVER
 from ui import results
 from ui.ablation import knockout, with_ablation
-from ui.caveats import attention_caveat
+from ui.caveats import attention_caveat, final_norm_note
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
 from ui.figures import show_figure
@@ -147,7 +147,7 @@ def layer_head_and_word(model, texts: list[str], analyses: list, labels: list[li
         f"- **Word-embedding lookup: {lookup:.4f}**, the same table row for the same token ids, whatever the sentence.\n"
         f"- **{hidden_state_label(0).capitalize()}: {at_zero:.4f}**: {zero_note}.\n"
         f"- **Last: {hidden_state_label(len(similarity) - 1)}: {at_top:.4f}**: {top_note}."
-        + (" (For GPT-2 the last hidden state includes the final LayerNorm `ln_f`.)" if model.model_type == "gpt2" else "")
+        + (f"\n\n{note}" if (note := final_norm_note(model)) else "")
     )
 
 layer_head_and_word(model, texts, analyses, labels, ablation)

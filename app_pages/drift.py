@@ -9,6 +9,7 @@ from core.model.models import pooler_sentence
 from core.representations.contextuality import MIN_OCCURRENCES, contextuality_sentence
 from core.representations.drift import POOLINGS, REFERENCES, baseline_sentences, baseline_table, cls_table, drift_table
 from ui import results
+from ui.caveats import with_final_norm_note
 from ui.corpus_state import current_corpus, current_corpus_name, render_corpus_picker
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
@@ -34,7 +35,8 @@ with controls("Corpus"):
     render_corpus_picker()
 corpus = current_corpus()
 model = current_model()
-st.caption(f"{documents_phrase(len(corpus))} from {current_corpus_name()}, through {model.name} ({model.num_layers} layers).")
+st.caption(with_final_norm_note(f"{documents_phrase(len(corpus))} from {markdown_safe(current_corpus_name())}, through "
+                                 f"{markdown_safe(model.name)} ({model.num_layers} layers).", model))
 
 titles = [doc.title for doc in corpus]
 documents = pd.DataFrame({"document": range(len(corpus)), "title": titles, "genre": [doc.genre for doc in corpus]})

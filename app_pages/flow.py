@@ -18,7 +18,7 @@ from core.model.tokens import token_labels
 from ui import results
 from ui.errors import friendly_fragment
 from ui.explain import explain
-from ui.figures import show_figure
+from ui.figures import main_column_width, show_figure
 from ui.flow_page import clicked, pair_flow_page, show_neurons
 from ui.models import has_language_model, language_model_of
 from ui.page_state import end_page, option, option_value, set_option
@@ -253,7 +253,7 @@ def route_view(view: FlowView) -> None:
     if before is not None and picked != before and "|" in picked and items[picked].heads:
         set_option("head", items[picked].top_head)  # a newly picked edge opens on its top head
     with drawing:
-        show_figure(route_figure(graph, labels, contributions.num_layers, picked=picked,
+        show_figure(route_figure(graph, labels, contributions.num_layers, picked=picked, width_px=main_column_width(),
                                  title=f"Route into “{labels[position]}” (token {position}), threshold {threshold:.2f}"),
                     name=file_stem(model.name, "flow", f"token{position}", f"threshold{threshold:.2f}"),
                     data=lambda: edge_table(graph, labels), key=GRAPH_KEY, alt=sentence, on_select="rerun")

@@ -4,11 +4,10 @@ import pandas as pd
 import streamlit as st
 
 from core.maths.similarity import token_static_similarity
-from core.model.layers import last_state_note
-from core.model.parts import last_state_is_normed
 from core.model.tokens import token_labels
 from core.teaching.about import facts_lines, static_similarity_sentence
 from ui import results
+from ui.caveats import with_final_norm_note
 from ui.explain import explain
 from ui.figures import show_figure
 from ui.page_state import end_page
@@ -88,15 +87,14 @@ with st.expander("About this model", expanded=True, icon=":material/info:"):
     )
 
 similarity = token_static_similarity(analysis)
-explain(
+explain(with_final_norm_note(
     "Each column is one token; each row a hidden state. The colour is the cosine similarity between the token's "
     "vector at that hidden state and its vector at hidden state 0 (the embedding layer's output), which is 1 by "
     "definition. " + markdown_safe(static_similarity_sentence(similarity, analysis.special_mask)) + " A lower value "
     "means the layers have moved the vector: attention mixes in context, but the feed-forward layers and LayerNorm "
     "move it too, so this is not by itself a measure of context. Whether a word gets a different vector in every "
-    "context is measured on the Drift page (self-similarity)."
-    + (" " + last_state_note(model.num_layers) if last_state_is_normed(model.model) else "")
-)
+    "context is measured on the Drift page (self-similarity).", model
+))
 rows = [
     {"layer": layer, "position": i, "token": labels[i], "cosine_to_layer_0": float(similarity[layer, i])}
     for layer in range(similarity.shape[0])

@@ -22,6 +22,7 @@ from core.representations.senses import (
     token_positions,
 )
 from ui import results
+from ui.caveats import final_norm_note
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
 from ui.figures import show_figure
@@ -155,6 +156,8 @@ def layer_and_projection(model, source: str, word: str, sentences: list[str], la
         "embeddings, for BERT after LayerNorm, before any attention). " + numbering_caption(model.num_layers),
     )
     method_name = option(right.segmented_control, "Projection", list(METHODS), default="UMAP", key="method", required=True)
+    if layer == model.num_layers and (note := final_norm_note(model)):
+        st.caption(note)
     method = METHODS[method_name]
     distinct = distinct_points(occurrences.vectors[layer], method)  # identical vectors are drawn as one point
     if method != "pca" and distinct.count < MIN_POINTS_NONLINEAR:

@@ -53,3 +53,33 @@ def test_home_says_the_last_row_is_after_the_final_norm(model, normed):
     text = _home_text(at)
     assert ("Hidden state 18, the last, is layer 17's output after the model's final norm" in text) is normed
     assert ("final norm" in text) is normed
+
+
+def _said(at) -> str:
+    return " ".join(m.value for m in [*at.markdown, *at.caption, *at.info]).replace("\\", "")
+
+
+# Every view of the last hidden state or of each layer's move up to it (issue 50 item 8: Home alone said it), with a
+# query that opens it there: Compare's "Last" line, Drift's corpus caption, Senses at its last hidden state (the
+# slider's default), and the tour's three steps that read the last hidden state.
+VIEWS = [
+    ("app_pages/compare.py", {"text_a": "She sat on the bank of the river.", "text_b": "He paid the bank a visit.",
+                              "word": "bank"}),
+    ("app_pages/drift.py", {}),
+    ("app_pages/senses.py", {"text": "We sat on the bank of the river.", "method": "PCA"}),
+    ("app_pages/tour.py", {"track": "attention", "step": "7"}),
+    ("app_pages/tour.py", {"track": "attention", "step": "8", "text": "We sat on the bank of the river."}),
+    ("app_pages/tour.py", {"track": "attention", "step": "10"}),
+]
+
+
+@pytest.mark.app
+@pytest.mark.integration
+@pytest.mark.parametrize("model, layers, normed", [("SmolLM2-135M-Instruct", 30, True), ("all-MiniLM-L6-v2", 6, False)])
+@pytest.mark.parametrize("page, query", VIEWS)
+def test_every_view_of_the_last_hidden_state_says_whether_it_is_after_the_final_norm(page, query, model, layers, normed):
+    at = open_app({"model": model} | query, page=page)
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    text = _said(at)
+    sentence = f"Hidden state {layers}, the last, is layer {layers - 1}'s output after the model's final norm"
+    assert (sentence in text) is normed, text[-600:]

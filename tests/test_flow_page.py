@@ -126,9 +126,34 @@ def test_the_last_mlp_square_lies_inside_the_plot():
     """Issue 50, item 16: the last column's MLP squares ran past the right edge on a phone."""
     last = RouteGraph(2, 0.04, (Edge(("attention", 0, 2), ("mlp", 0, 2), 0.5, "mlp"),
                                 Edge(("mlp", 0, 2), ("block", 0, 2), 0.5, "mlp")))
-    fig = route_figure(last, ["a", "b", "c"], 1, title="r")
-    squares = next(t for t in fig.data if t.name == "MLP" and t.mode == "markers")
-    assert max(squares.x) == pytest.approx(2.3) and max(squares.x) + 0.25 <= fig.layout.xaxis.range[1]
+    for width in (None, 358):  # a wide window's frame and a phone's
+        fig = route_figure(last, ["a", "b", "c"], 1, title="r", width_px=width)
+        squares = next(t for t in fig.data if t.name == "MLP" and t.mode == "markers")
+        assert max(squares.x) == pytest.approx(2.3) and max(squares.x) + 0.25 <= fig.layout.xaxis.range[1]
+        assert fig.layout.xaxis.range[0] <= -0.2 - 0.15  # the bow of an attention edge within token 0, and its node
+
+
+def test_on_a_phone_every_token_of_a_dozen_keeps_its_label_and_the_legend_stands_under_its_title():
+    """Issue 50, item 16b: at 390 × 844 (a 358-px column) the route labelled every other token: its frame (the long y
+    title, "embedding", Plotly's default 80-px right margin) left the tick thinning too little room. The phone's frame
+    keeps a dozen tokens' labels; the legend is horizontal with its title on a row of its own (beside the first row it
+    kept every row to the right half of the figure), also when one entry is all it has."""
+    from viz.page_fit import fit_for_page
+
+    labels = [f"w{i}" for i in range(12)]
+    graph = RouteGraph(11, 0.04, tuple(Edge(("embedding", -1, p), ("attention", 0, 11), 1 / 12, "attention",
+                                            tuple(1 / 12 if h == p % 12 else 0.0 for h in range(12)))
+                                       for p in range(12)))
+    phone = fit_for_page(route_figure(graph, labels, 6, title="Route into “w11” (token 11), threshold 0.04",
+                                      width_px=358), 358)
+    assert list(phone.layout.xaxis.ticktext) == labels
+    wide = fit_for_page(route_figure(graph, labels, 6, title="Route into “w11” (token 11), threshold 0.04"), 358)
+    assert len(wide.layout.xaxis.ticktext) < len(labels)  # the wide window's frame, squeezed into a phone's column
+    assert phone.layout.legend.orientation == "h" and phone.layout.legend.title.side == "top"
+    alone = RouteGraph(2, 0.04, (Edge(("embedding", -1, 2), ("attention", 0, 2), 1.0, "residual"),))
+    for width in (None, 358):  # a single entry: under the plot too, never beside it
+        legend = route_figure(alone, ["a", "b", "c"], 1, title="r", width_px=width).layout.legend
+        assert legend.orientation == "h" and legend.yref == "container" and legend.title.text
 
 
 def test_edge_width_grows_with_weight():

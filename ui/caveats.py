@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.model.layers import last_state_note
+from core.model.parts import last_state_is_normed
+
 ATTENTION_CAVEAT = (
     "**Attention is not explanation.** A high weight says where a head looked, not that the token mattered for the "
     "output: different weights can give the same output, and weights can disagree with gradient-based importance. "
@@ -27,3 +30,16 @@ WORD_LEVEL_HELP = (
 def word_level_allowed(source: str) -> bool:
     """The one rule for word level on every page: any attention source but norm-weighted (see ``WORD_LEVEL_HELP``)."""
     return source != NORM_WEIGHTED
+
+
+def final_norm_note(model) -> str:
+    """For every view of the last hidden state (or of each layer's move up to it): the sentence saying it is the last
+    block's output after the final norm, where the loaded ``model`` (a ``LoadedModel``) is measured to return it so
+    (``core.model.parts.last_state_is_normed``: SmolLM2, Gemma 3, GPT-2; not BERT or the MiniLM); else ""."""
+    return last_state_note(model.num_layers) if last_state_is_normed(model.model) else ""
+
+
+def with_final_norm_note(sentence: str, model) -> str:
+    """``sentence``, followed by ``final_norm_note(model)`` when there is one."""
+    note = final_norm_note(model)
+    return f"{sentence} {note}" if note else sentence

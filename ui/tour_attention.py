@@ -37,6 +37,7 @@ from core.teaching.tour import (
     word_lookups,
 )
 from ui import results
+from ui.caveats import final_norm_note
 from ui.corpus_state import current_corpus, current_corpus_name
 from ui.page_state import option
 from ui.placement import place_text, verdict
@@ -270,6 +271,7 @@ def step_same_vector() -> None:
         + control_lead(gap)
         + (f" (A decoder's token sees only the words before it: words after “{w}” cannot change its vector.)"
            if model.is_decoder else "")
+        + (f" {note}" if (note := final_norm_note(model)) else "")
     )
     fig = same_vector_chart(pair, same, word, lookup)
     figure(fig, "same-vector", pair.rename(columns={"cosine_similarity": "a_vs_b"}).assign(a_vs_c=same["cosine_similarity"]))
@@ -302,6 +304,7 @@ def step_senses() -> None:
         f"Each dot is “{markdown_safe(word)}” in one of {occurrences.count} built-in sentences labelled by sense, at "
         f"{hidden_state_label(layer, model.num_layers)}, drawn with PCA; the black star is {whose}, placed into the same map. "
         f"{verdict(placed, layer)}"
+        + (f" {note}" if layer == model.num_layers and (note := final_norm_note(model)) else "")
     )
     fig = sense_projection_figure(placed.coords, labels, hovers, title=f"“{plotly_safe(word)}” at hidden state {layer}: PCA", axis="PCA")
     figure(add_own_sentence(fig, placed.xy, highlighted_sentence(placed.text, placed.span)), f"senses-{word}-hidden-state-{layer}",
@@ -370,7 +373,8 @@ def step_corpus() -> None:
         f"**{medians.loc[last]:.2f}** at {hidden_state_label(last, model.num_layers)}"
         + (": each layer moves the text further from where it started. " if steady else ". ")
         + (f"Mind the baseline: at hidden state {last} two *different* documents already have a mean cosine of "
-           f"{anisotropy:.2f} (the dotted line), so compare with that, not with 0." if math.isfinite(anisotropy) else "")
+           f"{anisotropy:.2f} (the dotted line), so compare with that, not with 0. " if math.isfinite(anisotropy) else "")
+        + final_norm_note(model)
     )
     figure(layer_violin_figure(table, titles, value="cosine_similarity", value_label="cosine similarity",
                                title="static → layer: cosine similarity per document (mean pooling)",

@@ -22,6 +22,7 @@ from core.outputs.causal_lm import encode
 from core.outputs.generation import shape_distribution
 from core.teaching.examples import PATCHING_PRESETS
 from ui import results
+from ui.figures import main_column_width
 from ui.lm_lens import lens_parts
 from ui.lm_views import PROMPT_MAX_CHARS, induction_even_share, induction_figure, induction_sentence, induction_table, patching_prompts, token_texts
 from ui.lm_writer import generation_key
@@ -232,7 +233,7 @@ def step_flow() -> None:
     graph = route_graph(contributions, last, threshold)
     say(flow_sentences(graph, route_summary(graph), labels, current_model().name,
                        token_texts(lm.tokenizer, [answer])[0], float(probabilities[answer])))
-    figure(route_figure(graph, labels, contributions.num_layers,
+    figure(route_figure(graph, labels, contributions.num_layers, width_px=main_column_width(),
                         title=f"Route into “{labels[last]}” (token {last}), threshold {threshold:.2f}"),
            "flow", edge_table(graph, labels))
     try_this("open the graph on its page and click an edge: the head's attention row and the tokens it writes, "

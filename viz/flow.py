@@ -33,6 +33,14 @@ MIN_WIDTH, MAX_WIDTH, WIDTH_STEP = 1.0, 8.0, 0.5  # line widths (px) for weights
 # a 20-px band over the embedding row (issue 50, item 11); at 40 px a row is 20 px from the next, apart to the eye and
 # to a click. Plus the title, axes and legend around the plot.
 LAYER_PX, FRAME_PX, MIN_HEIGHT = 40, 180, 450
+# A column narrower than this (a phone: 358 px at 390 × 844) gets the compact frame (``route_frame``): every token's
+# label needs about 18 px across (1.5 tick-font sizes, ``viz.slide_text.TICK_PITCH``), and the long y title, the word
+# "embedding" and Plotly's default 80-px right margin left a 15-token text 167 px, so every other label was dropped.
+NARROW_PX = 600
+NARROW_AXIS, NARROW_EMBEDDING, NARROW_MARGIN_PX = "layer", "emb.", 10
+# On a phone the legend's title stands on a row of its own: beside the first row (Plotly's place for a horizontal legend) it kept
+# the left half of a phone's figure from every row, so 12 heads took 2 entries a row (7 rows, 190 px).
+LEGEND_TITLE = "edges (attention: by top head)"
 
 
 def node_y(node: Node) -> float:
@@ -117,27 +125,45 @@ def _edge_hover(edge: Edge, name: Callable[[Node], str]) -> str:
 
 
 def route_figure(graph: RouteGraph, labels: list[str], num_layers: int, *, title: str,
-                 picked: str | None = None) -> go.Figure:
+                 picked: str | None = None, width_px: float | None = None) -> go.Figure:
     """The route graph: one line trace per (colour, width) with None-separated polylines, one per edge; an invisible
     marker on each edge (``edge_points``) carries its hover text and its ``edge_id`` as ``customdata``, so a click
     picks it; nodes as circles (MLPs as squares), each with its ``node_id``. ``picked``: the id of the edge or node
-    whose detail is open, marked with a ring. A click leaves every point as it was drawn (no dimming)."""
+    whose detail is open, marked with a ring. A click leaves every point as it was drawn (no dimming). ``width_px``:
+    the column it is drawn in, when known; under ``NARROW_PX`` the frame is compact (``route_frame``)."""
     fig = draw_route(graph, points=lambda e: edge_points(e, len(labels)), place=lambda n: (node_x(n), node_y(n)),
                      name=lambda n: node_name(n, labels), picked=picked)
-    step = max(1, -(-num_layers // 16))  # at most about 16 layer labels
-    fig.update_layout(
-        title={"text": plotly_safe(title)},
-        # the range reaches past the last MLP square (it sat half outside the plot on a phone: issue 50, item 16)
-        xaxis={**token_axis(labels), "title": {"text": "token"}, "range": [-0.5, len(labels) - 0.2 + MLP_OFFSET]},
-        legend={"title": {"text": "edges (attention: by top head)"}},
-        yaxis={"title": {"text": LAYER_AXIS}, "tickmode": "array", "zeroline": False, "showgrid": False,
-               "tickvals": [0.0] + [2 * layer + 1.5 for layer in range(0, num_layers, step)],
-               "ticktext": ["embedding"] + [str(layer) for layer in range(0, num_layers, step)],
-               "range": [-0.6, 2 * num_layers + 0.6]},
-        height=max(MIN_HEIGHT, FRAME_PX + LAYER_PX * num_layers),
-        hovermode="closest",
-    )
+    fig.update_layout(title={"text": plotly_safe(title)}, hovermode="closest",
+                      **route_frame(labels, num_layers, narrow=width_px is not None and width_px < NARROW_PX))
     return fig
+
+
+def route_frame(labels: list[str], num_layers: int, *, narrow: bool = False) -> dict:
+    """The route figure's axes, legend, margins and height. ``narrow`` (a phone): the y axis titled "layer" with the
+    embedding row as "emb." (its hover names it), a small right margin and the x range just past the last MLP square,
+    so that a dozen tokens' labels all fit across, turned upright."""
+    step = max(1, -(-num_layers // 16))  # at most about 16 layer labels
+    # the range reaches past the last MLP square (it sat half outside the plot on a phone: issue 50, item 16)
+    left, right = (-0.4, len(labels) - 0.6 + MLP_OFFSET) if narrow else (-0.5, len(labels) - 0.2 + MLP_OFFSET)
+    frame = {
+        "xaxis": {**token_axis(labels), "title": {"text": "token"}, "range": [left, right]},
+        # a horizontal legend under the plot, also when it has a single entry (a vertical one stood right of the plot
+        # and left a phone's plot 64 px); on a phone its title above its rows (Plotly sets it left of the first row,
+        # which kept the rows to the right half of the figure)
+        "legend": {"title": {"text": LEGEND_TITLE, "side": "top" if narrow else None}, "orientation": "h", "x": 0,
+                   "xanchor": "left", "xref": "container", "y": 0, "yanchor": "bottom", "yref": "container"},
+        "yaxis": {"title": {"text": NARROW_AXIS if narrow else LAYER_AXIS}, "tickmode": "array", "zeroline": False,
+                  "showgrid": False, "tickvals": [0.0] + [2 * layer + 1.5 for layer in range(0, num_layers, step)],
+                  "ticktext": [NARROW_EMBEDDING if narrow else "embedding"]
+                  + [str(layer) for layer in range(0, num_layers, step)],
+                  "range": [-0.6, 2 * num_layers + 0.6]},
+        "height": max(MIN_HEIGHT, FRAME_PX + LAYER_PX * num_layers),
+    }
+    if narrow:
+        # the left margin as Streamlit's theme sets it (0, pushed out by the labels): the tick thinning
+        # (viz.slides.plot_area) otherwise assumes Plotly's 80 px
+        frame["margin"] = {"l": 0, "r": NARROW_MARGIN_PX}
+    return frame
 
 
 def draw_route(graph: RouteGraph, *, points: Callable[[Edge], tuple[list, list, tuple[float, float]]],

@@ -99,6 +99,8 @@ MAKE_TEST = {
     "test_needle::test_in_presentation_mode_the_retrieval_grid_and_its_heading_fit_one_slide": "issue 50, item 16d",
     "test_qk_map::test_every_option_is_whole_on_a_laptop_with_the_sidebar_open": "issue 50, item 16a",
     "test_sidebar_upload::test_a_second_file_replaces_the_first_files_sentence": "issue 50, item 15",
+    "test_long_context::test_on_a_phone_every_colour_bar_title_is_inside_its_figure_and_the_window":
+        "issue 50, item 16c",
     "test_page_roundtrip::test_pages_do_not_overwrite_each_other": "pages overwrote each other's options",
     "test_navigation::test_a_link_keeps_its_option_when_the_widget_is_drawn_after_the_second_run":
         "a link's option was lost on a phone",

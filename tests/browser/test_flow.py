@@ -10,7 +10,7 @@ import pytest
 
 from tests.browser.test_hostile import injected_texts
 from tests.lm_factory import build_tiny_llama_lm
-from tests.model_factory import build_tiny_bert, build_tiny_t5
+from tests.model_factory import build_tiny_t5
 
 pytestmark = pytest.mark.browser
 
@@ -110,28 +110,45 @@ ROUTE_LAYOUT = """() => {
             legend: legend ? legend.getBoundingClientRect().height : 0,
             ticks: [...plot.querySelectorAll('.xtick text')].map(t => t.textContent)};
 }""".replace("ROUTE_PLOT", ROUTE_PLOT)
-PHONE_TEXT = "the cat sat on the mat and the dog lay by the door"
+PHONE_TEXT = "the cat sat on the mat and the dog lay"  # 12 tokens on the MiniLM, [CLS] and [SEP] included
+PHONE = {"width": 390, "height": 844}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 50 item 16b still open: at 390 x 844 Plotly leaves the route's plot 64 px "
-                   "of the 358-px figure (automargin; cause not found yet) and the click on the top node misses")
-def test_on_a_phone_the_route_fits_and_a_node_opens_its_sentence(app_page, tmp_path):
-    """Issue 50, items 16b and 12: at 390 × 844 the last column and its MLP squares ran past the right edge and the
-    legend took a whole screen; on an encoder (no unembedding, as MiniLM) a node opened only its title."""
-    folder = build_tiny_bert(tmp_path / "tiny-bert", heads=8)
-    app_page.page.set_viewport_size({"width": 390, "height": 844})
-    page = app_page.open("flow", {"model": str(folder), "text": PHONE_TEXT, "threshold": "0.01"})
-    page.wait_for_function(f"() => {ROUTE_PLOT} !== undefined", timeout=90_000)
+@pytest.mark.integration
+def test_on_a_phone_the_route_fits_labels_every_token_and_a_node_opens_its_details(app_page):
+    """Issue 50, items 16b and 12: at 390 × 844 the MiniLM's route ran its last column and MLP squares past the right
+    edge, labelled every other token (the y title, "embedding" and Plotly's 80-px right margin left too little room)
+    and its legend took a whole screen (its title kept the left half of every row); a node opened only its title."""
+    app_page.page.set_viewport_size(PHONE)
+    page = app_page.open("flow", {"model": "all-MiniLM-L6-v2", "text": PHONE_TEXT})
+    page.wait_for_function(f"() => {ROUTE_PLOT} !== undefined", timeout=180_000)
     app_page.wait_until_idle()
     layout = page.evaluate(ROUTE_LAYOUT)
-    assert layout["points"] and layout["right"] <= layout["window"]
-    assert layout["legend"] <= 844 / 3, layout["legend"]
+    assert layout["points"]
+    assert max(right for _, right in layout["points"]) <= min(layout["right"] + 1, layout["window"]), layout["right"]
+    assert min(left for left, _ in layout["points"]) >= layout["left"] - 1
+    assert layout["legend"] <= 0.2 * PHONE["height"], layout["legend"]
+    expected = ["[CLS]", *PHONE_TEXT.split(), "[SEP]"]  # every token's label, in order
+    assert layout["ticks"] == expected, layout["ticks"]
     # a click on a node of the figure (the rightmost representation node at the top): its shares in a sentence
     x, y, clicked = page.evaluate(NODE_POINT)
+    assert x <= PHONE["width"]
     page.mouse.click(x, y)
     page.wait_for_function(f"() => new URLSearchParams(location.search).get('item') === {clicked!r}", timeout=60_000)
     app_page.wait_until_idle()
-    page.wait_for_selector("text=/residual stream passed on carries/", timeout=60_000)
+    layer = int(clicked.split(":")[1])
+    page.wait_for_selector(f"text=/Layer {layer}'s MLP brings .* the residual stream passed on carries/",
+                           timeout=60_000)
+    # an attention node picked from the list: its sentence and the keys it reads with their attention weights
+    box = page.locator('[data-testid="stMain"]').get_by_role("combobox", name=re.compile("^Details of an edge"))
+    box.click()
+    page.keyboard.type("after attention")
+    page.get_by_role("option").filter(has_text=re.compile("after attention")).first.click()
+    app_page.wait_until_idle()
+    page.wait_for_selector("text=/the heads bring/", timeout=60_000)
+    # the keys' table: its header in the grid's accessible table (the grid draws on a canvas), once it has filled it
+    page.wait_for_function("""() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stDataFrame"]')]
+        .some(grid => grid.textContent.includes('its attention weight'))""", timeout=60_000)
     app_page.assert_clean()
 
 

@@ -138,15 +138,16 @@ LEGEND_SYMBOL_PX, LEGEND_GAP_PX, LEGEND_ROW_GAP_PX, LEGEND_PAD_PX = 40, 5, 3, 10
 
 def legend_height_px(fig: go.Figure, room_px: float | None, font_px: float) -> float:
     """Estimated height of a horizontal legend whose rows are ``room_px`` wide (its title on the left of the first
-    row, as Plotly sets it): entries packed into rows as Plotly packs them, names 10 % wider than estimated. ``None``:
-    the whole legend in one row."""
+    row, as Plotly sets it, or on a row of its own when its side is "top"): entries packed into rows as Plotly packs
+    them, names 10 % wider than estimated. ``None``: the whole legend in one row."""
     names = [str(t.name) for t in legend_traces(fig)]
     row_px = max(LINE_HEIGHT * font_px * max(map(line_count, names), default=1), 16) + LEGEND_ROW_GAP_PX
     if room_px is None:
         return row_px + LEGEND_PAD_PX
     title = fig.layout.legend.title.text
-    room = room_px - (1.1 * text_width(title, font_px) + LEGEND_SYMBOL_PX / 2 if title else 0)
-    rows, used = 1, 0.0
+    above = bool(title) and str(fig.layout.legend.title.side or "").startswith("top")  # a row of its own
+    room = room_px - (1.1 * text_width(title, font_px) + LEGEND_SYMBOL_PX / 2 if title and not above else 0)
+    rows, used = 1 + above, 0.0
     for name in names:
         width = LEGEND_SYMBOL_PX + 1.1 * max(text_width(line, font_px) for line in LINE_BREAK.split(name))
         if used and used + width > room:
