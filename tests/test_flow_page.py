@@ -138,7 +138,7 @@ def test_on_a_phone_every_token_of_a_dozen_keeps_its_label_and_the_legend_stands
     title, "embedding", Plotly's default 80-px right margin) left the tick thinning too little room. The phone's frame
     keeps a dozen tokens' labels; the legend is horizontal with its title on a row of its own (beside the first row it
     kept every row to the right half of the figure), also when one entry is all it has."""
-    from viz.page_fit import fit_for_page
+    from viz.fit.page import fit_for_page
 
     labels = [f"w{i}" for i in range(12)]
     graph = RouteGraph(11, 0.04, tuple(Edge(("embedding", -1, p), ("attention", 0, 11), 1 / 12, "attention",

@@ -34,7 +34,7 @@ MIN_WIDTH, MAX_WIDTH, WIDTH_STEP = 1.0, 8.0, 0.5  # line widths (px) for weights
 # to a click. Plus the title, axes and legend around the plot.
 LAYER_PX, FRAME_PX, MIN_HEIGHT = 40, 180, 450
 # A column narrower than this (a phone: 358 px at 390 × 844) gets the compact frame (``route_frame``): every token's
-# label needs about 18 px across (1.5 tick-font sizes, ``viz.slide_text.TICK_PITCH``), and the long y title, the word
+# label needs about 18 px across (1.5 tick-font sizes, ``viz.fit.text.TICK_PITCH``), and the long y title, the word
 # "embedding" and Plotly's default 80-px right margin left a 15-token text 167 px, so every other label was dropped.
 NARROW_PX = 600
 NARROW_AXIS, NARROW_EMBEDDING, NARROW_MARGIN_PX = "layer", "emb.", 10
@@ -161,7 +161,7 @@ def route_frame(labels: list[str], num_layers: int, *, narrow: bool = False) -> 
     }
     if narrow:
         # the left margin as Streamlit's theme sets it (0, pushed out by the labels): the tick thinning
-        # (viz.slides.plot_area) otherwise assumes Plotly's 80 px
+        # (viz.fit.width.plot_area) otherwise assumes Plotly's 80 px
         frame["margin"] = {"l": 0, "r": NARROW_MARGIN_PX}
     return frame
 

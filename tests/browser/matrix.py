@@ -94,7 +94,7 @@ MAKE_TEST = {
     "test_home::test_the_token_table_of_twelve_tokens_has_no_scrollbar": "issue 28",
     "test_maxima::test_one_unknown_token_standing_for_400_emoji_draws_without_console_errors": "issue 28",
     "test_inside::test_a_laptop_with_the_sidebar_open_stacks_text_and_figures": "issue 40, item 14",
-    "test_flow::test_on_a_phone_the_route_fits_and_a_node_opens_its_sentence": "issue 50, items 12 and 16b",
+    "test_flow::test_on_a_phone_the_route_fits_labels_every_token_and_a_node_opens_its_details": "issue 50, items 12 and 16b",
     "test_flow::test_smollm2s_route_has_rows_apart_and_its_named_edge_opens": "issue 50, item 11",
     "test_needle::test_in_presentation_mode_the_retrieval_grid_and_its_heading_fit_one_slide": "issue 50, item 16d",
     "test_qk_map::test_every_option_is_whole_on_a_laptop_with_the_sidebar_open": "issue 50, item 16a",
