@@ -8,7 +8,7 @@ import os
 import time
 
 TOKENS = 4096
-PIXELS = 620  # an 820-px page column less the figure's margins (ui.long_attention.plot_pixels)
+PIXELS = 628  # an 820-px page column less the figure's margins at device pixel ratio 1 (ui.long_attention.head_pixels)
 
 
 def _timed(run):
@@ -50,7 +50,7 @@ def main() -> dict:
     thumbs_fig, thumbs_figure_s = _timed(lambda: lh.thumbnails_figure(thumbs, title="every head", colorscale="Cividis"))
     load.append(round(os.getloadavg()[0], 1))
     figures = {
-        "tokens": analysis.num_tokens, "pixels": len(pooled["max"].row_starts), "step": pooled["max"].step,
+        "tokens": analysis.num_tokens, "pixels": len(pooled["max"].row_starts), "tokens_per_pixel": pooled["max"].per_pixel,
         "analysis_s": analysis_s,
         "one_head_compute_and_pool_s": head_s, "one_head_figure_s": figure_s, "one_head_figure_json_kb": round(head_json / 1e3, 1),
         "zoom_256_compute_s": zoom_s, "zoom_256_figure_s": zoom_figure_s, "zoom_256_figure_json_kb": round(zoom_json / 1e3, 1),
