@@ -100,3 +100,9 @@ def test_the_zooms_sentence_reads_the_region_shown():
     text = region_sentence(reading, queries, keys, "·cat", "·sat")
     assert "Queries 100–102 put on average 68% of their attention on keys 95–97" in text
     assert "the strongest weight here, 0.70, is from ·cat (101) to ·sat (96), 5 tokens back." in text
+
+
+def test_a_small_strongest_weight_keeps_two_significant_digits():
+    values, hidden = np.full((2, 2), 0.00071, dtype=np.float32), np.zeros((2, 2), dtype=bool)
+    reading = region_reading(values, hidden, range(0, 2), range(0, 2))
+    assert "the strongest weight here, 0.00071, is from" in region_sentence(reading, range(0, 2), range(0, 2), "a", "b")

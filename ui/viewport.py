@@ -45,6 +45,11 @@ export default function (component) {
     root.dataset.mainColumn = `${width}${stacked ? ' stacked' : ''}`;
     root.dataset.mainColumnMeasured = String(Number(root.dataset.mainColumnMeasured || 0) + 1);
     if (width !== known.width || stacked !== known.stacked || dpr !== known.dpr) {
+      const app = document.querySelector('[data-testid="stApp"]');
+      if (app && app.getAttribute('data-test-script-state') === 'running') {
+        later();  // after the run on screen: a report now would stop it, and with it the options a link set
+        return;
+      }
       known = {width, stacked, dpr};
       setStateValue('column', known);
     }

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.maths.numbers import percent
+from core.maths.numbers import fixed, percent
 
 LOCAL_TOKENS = 16
 REACH_SHARE = 0.95
@@ -129,11 +129,16 @@ def region_reading(values: np.ndarray, hidden: np.ndarray, queries: range, keys:
     return RegionReading(float(w.sum(axis=1).mean()), float(w[i, j]), queries.start + int(i), keys.start + int(j))
 
 
+def weight(x: float) -> str:
+    """An attention weight: two decimals, two significant digits below 0.01 (a weight of a query over 3,000 keys)."""
+    return fixed(x, 2) if x >= 0.01 or x <= 0 else f"{x:.2g}"
+
+
 def region_sentence(reading: RegionReading, queries: range, keys: range, query_label: str, key_label: str) -> str:
     """The zoom's sentence; ``query_label``/``key_label``: the strongest cell's tokens, made safe by the caller."""
     gap = reading.query - reading.key
     where = "itself" if gap == 0 else f"{gap:,} tokens back" if gap > 0 else f"{-gap:,} tokens ahead"
     return (f"Queries {queries.start:,}–{queries.stop - 1:,} put on average {percent(reading.share, 0)} of their "
             f"attention on keys {keys.start:,}–{keys.stop - 1:,} shown here (each query's weights sum to 1 over every "
-            f"key it sees); the strongest weight here, {reading.strongest:.2f}, is from {query_label} "
+            f"key it sees); the strongest weight here, {weight(reading.strongest)}, is from {query_label} "
             f"({reading.query:,}) to {key_label} ({reading.key:,}), {where}.")
