@@ -47,7 +47,8 @@ export default function (component) {
     if (width !== known.width || stacked !== known.stacked || dpr !== known.dpr) {
       const app = document.querySelector('[data-testid="stApp"]');
       if (app && app.getAttribute('data-test-script-state') === 'running') {
-        later();  // after the run on screen: a report now would stop it, and with it the options a link set
+        clearTimeout(timer);  // after the run on screen, at once: a report now would stop it, and with it the
+        timer = setTimeout(measure, 40);  // options a link set (Streamlit starts the report's rerun when it ends)
         return;
       }
       known = {width, stacked, dpr};
