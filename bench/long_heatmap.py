@@ -8,7 +8,7 @@ import os
 import time
 
 TOKENS = 4096
-PIXELS = 620  # an 820-px page column less the figure's margins (ui.attention_page.plot_pixels)
+PIXELS = 628  # an 820-px page column less the figure's margins at device pixel ratio 1 (ui.attention_page.head_pixels)
 
 
 def _timed(run):
@@ -46,16 +46,17 @@ def main() -> dict:
                                                for h in range(1, model.num_heads)}))
     _, switch_s = _timed(lambda: lh.pooled_head_figure(others[1]["max"], title="SmolLM2 · layer 10, head 1",
                                                        colorscale="Cividis", region=(range(0, 256), range(0, 256))))
-    thumbs, thumbs_s = _timed(lambda: thumbnails(model, analysis, tuple(range(model.num_layers)), "max", 64))
+    tile = lh.thumbnail_pixels(820 - 90, 1450, model.num_heads, model.num_layers, 1.0)  # ui.attention_page.thumbs_pixels
+    thumbs, thumbs_s = _timed(lambda: thumbnails(model, analysis, tuple(range(model.num_layers)), "max", tile))
     thumbs_fig, thumbs_figure_s = _timed(lambda: lh.thumbnails_figure(thumbs, title="every head", colorscale="Cividis"))
     load.append(round(os.getloadavg()[0], 1))
     figures = {
-        "tokens": analysis.num_tokens, "pixels": len(pooled["max"].row_starts), "step": pooled["max"].step,
+        "tokens": analysis.num_tokens, "pixels": len(pooled["max"].row_starts), "tokens_per_pixel": pooled["max"].per_pixel,
         "analysis_s": analysis_s,
         "one_head_compute_and_pool_s": head_s, "one_head_figure_s": figure_s, "one_head_figure_json_kb": round(head_json / 1e3, 1),
         "zoom_256_compute_s": zoom_s, "zoom_256_figure_s": zoom_figure_s, "zoom_256_figure_json_kb": round(zoom_json / 1e3, 1),
         "layer_other_heads_s": layer_s, "head_switch_figure_from_pooled_s": switch_s,
-        "all_heads_thumbnails_s": thumbs_s, "all_heads_thumbnails_figure_s": thumbs_figure_s,
+        "thumbnail_pixels": tile, "all_heads_thumbnails_s": thumbs_s, "all_heads_thumbnails_figure_s": thumbs_figure_s,
         "all_heads_thumbnails_json_kb": round(len(thumbs_fig.to_json()) / 1e3, 1),
         "load_average_1min": load, "cores": os.cpu_count(), "torch_threads": __import__("torch").get_num_threads(),
     }

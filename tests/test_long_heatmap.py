@@ -4,6 +4,8 @@ viz.long_heatmap), against weights from a plainly loaded eager model pooled by h
 from __future__ import annotations
 
 import json
+import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ from core.model.inference import analyze
 from core.model.models import load_model
 from core.model.tokens import token_labels
 from tests.model_factory import SMALL_CONFIG, build_tiny_gpt2
+from tests.test_head_reading import reading_by_hand
 from viz import long_heatmap as lh
 
 WINDOW = 16
@@ -67,33 +70,42 @@ def on_demand_of(model, analysis):
     return analyze(model, analysis.text, max_tokens=analysis.num_tokens, on_demand=True)
 
 
-def pooled_by_hand(matrix: np.ndarray, step: int, how: str) -> np.ndarray:
-    n_rows, n_cols = matrix.shape
-    out = np.zeros((-(-n_rows // step), -(-n_cols // step)))
-    for i in range(out.shape[0]):
-        for j in range(out.shape[1]):
-            block = matrix[i * step : (i + 1) * step, j * step : (j + 1) * step]
+def blocks_by_hand(n: int, pixels: int) -> list[range]:
+    """The positions pixel ``j`` of ``pixels`` over ``n`` positions covers, worked out geometrically: the axis is
+    ``n`` token widths drawn on ``pixels`` pixels; a pixel starts at the token under its left edge and runs up to
+    the token under the next pixel's left edge (at least that one token)."""
+    under = [math.floor(Fraction(j * n, pixels)) for j in range(pixels + 1)]
+    under[pixels] = n
+    return [range(under[j], max(under[j] + 1, under[j + 1])) for j in range(pixels)]
+
+
+def pooled_by_hand(matrix: np.ndarray, pixels: int, how: str) -> np.ndarray:
+    blocks = blocks_by_hand(matrix.shape[0], pixels)
+    out = np.zeros((pixels, pixels))
+    for i, rows in enumerate(blocks):
+        for j, cols in enumerate(blocks):
+            block = matrix[rows.start : rows.stop, cols.start : cols.stop]
             out[i, j] = block.max() if how == "max" else block.sum(dtype=np.float64)
     return out
 
 
 @pytest.mark.parametrize("how", ["max", "sum"])
-@pytest.mark.parametrize(("n", "pixels", "step"), [(50, 8, 7), (48, 8, 6), (10, 20, 1), (601, 200, 4)])
-def test_pooled_pixels_equal_the_cells_pooled_by_hand(how, n, pixels, step):
+@pytest.mark.parametrize(("n", "pixels"), [(50, 8), (48, 8), (10, 20), (601, 200), (7, 7)])
+def test_pooled_pixels_equal_the_cells_pooled_by_hand(how, n, pixels):
     matrix = np.random.default_rng(n).random((n, n), dtype=np.float32)
     starts = pixel_starts(n, pixels)
-    assert starts[1] - starts[0] == step if n > 1 and len(starts) > 1 else True
-    assert len(starts) <= pixels and starts[-1] < n
-    np.testing.assert_allclose(pool(matrix, starts, starts, how), pooled_by_hand(matrix, step, how), rtol=1e-6)
+    assert len(starts) == pixels and starts[0] == 0 and starts[-1] < n
+    assert [b.start for b in blocks_by_hand(n, pixels)] == starts.tolist()
+    np.testing.assert_allclose(pool(matrix, starts, starts, how), pooled_by_hand(matrix, pixels, how), rtol=1e-6)
 
 
 def test_blocks_without_a_visible_cell_are_found_from_their_bounds():
-    n, step, window = 37, 5, 7
-    starts = pixel_starts(n, -(-n // step))
-    ends = np.append(starts[1:], n) - 1
+    n, pixels, window = 37, 8, 7
+    starts = pixel_starts(n, pixels)
+    ends = np.array([b.stop - 1 for b in blocks_by_hand(n, pixels)])
     q, k = np.arange(n)[:, None], np.arange(n)[None, :]
     cells = (k <= q) & (q - window < k)
-    by_hand = pooled_by_hand(cells.astype(np.float32), step, "max") > 0
+    by_hand = pooled_by_hand(cells.astype(np.float32), pixels, "max") > 0
     np.testing.assert_array_equal(visible_blocks(starts, ends, starts, ends, causal=True, window=window), by_hand)
     assert visible_blocks(starts, ends, starts, ends, causal=False).all()
 
@@ -105,15 +117,25 @@ def test_a_pooled_head_is_the_eager_weights_pooled_by_hand(long_run, layer, how)
     n = analysis.num_tokens
     on_demand = on_demand_of(model, analysis)
     for run in (analysis, on_demand):
-        head = pooled_head(model, run, layer, 3, max_pixels=128)[how]
-        step = -(-n // 128)
-        assert head.step == step and head.values.shape == (-(-n // step),) * 2
-        expected = pooled_by_hand(eager[layer, 3], step, how)
+        head = pooled_head(model, run, layer, 3, pixels=128)[how]
+        assert head.values.shape == (128, 128) and head.per_pixel == (4, 5)  # 600 tokens on 128 pixels
+        expected = pooled_by_hand(eager[layer, 3], 128, how)
         q, k = np.arange(n)[:, None], np.arange(n)[None, :]
         seen = (k <= q) & ((q - WINDOW < k) if layer == 0 else True)
-        hidden = pooled_by_hand(seen.astype(np.float32), step, "max") == 0
+        hidden = pooled_by_hand(seen.astype(np.float32), 128, "max") == 0
         assert np.isnan(head.values[hidden]).all() and not np.isnan(head.values[~hidden]).any()
         np.testing.assert_allclose(head.values[~hidden], expected[~hidden], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("layer", [0, 1])  # a sliding window of WINDOW, then a full layer
+def test_a_pooled_heads_reading_is_its_eager_weights_read_by_hand(long_run, layer):
+    model, analysis, eager = long_run
+    expected = reading_by_hand(eager[layer, 3].astype(np.float64), window=WINDOW if layer == 0 else None)
+    for run in (analysis, on_demand_of(model, analysis)):  # every weight held, and computed in bands of rows
+        got = pooled_head(model, run, layer, 3, pixels=128)["max"].reading
+        assert got.queries == analysis.num_tokens
+        np.testing.assert_allclose((got.first, got.uniform_first, got.local), expected[:3], rtol=1e-4)
+        assert got.reach == expected[3]
 
 
 def test_zoom_returns_exactly_the_cells_and_labels_of_the_region(long_run):
@@ -150,15 +172,15 @@ def test_thumbnails_count_order_and_pixels(long_run, how):
     model, analysis, eager = long_run
     n = analysis.num_tokens
     thumbs = thumbnails(model, on_demand_of(model, analysis), (1, 0), how, 64)
-    step = -(-n // 64)
-    rows = np.append(np.arange(0, n, step)[1:], n) - 1
-    assert thumbs.values.shape == (2, model.num_heads, len(rows), -(-n // step))
+    blocks = blocks_by_hand(n, 64)
+    rows = np.array([b.stop - 1 for b in blocks])  # the last query of each block of rows
+    assert thumbs.values.shape == (2, model.num_heads, 64, 64)
     np.testing.assert_array_equal(thumbs.rows, rows)
     for i, layer in enumerate((1, 0)):  # in the order asked for
         for h in range(model.num_heads):
-            by_hand = pooled_by_hand(eager[layer, h][rows], 1, "max")  # the sampled rows
-            by_hand = np.stack([by_hand[:, j * step : (j + 1) * step].max(axis=1) if how == "max" else
-                                by_hand[:, j * step : (j + 1) * step].sum(axis=1) for j in range(thumbs.values.shape[3])], 1)
+            sampled = eager[layer, h][rows]
+            by_hand = np.stack([sampled[:, b.start : b.stop].max(axis=1) if how == "max" else
+                                sampled[:, b.start : b.stop].sum(axis=1) for b in blocks], 1)
             shown = ~np.isnan(thumbs.values[i, h])
             np.testing.assert_allclose(thumbs.values[i, h][shown], by_hand[shown], rtol=1e-4, atol=1e-6)
     fig = lh.thumbnails_figure(thumbs, title="t", colorscale="Viridis", selected=(0, 2))
@@ -171,10 +193,12 @@ def test_thumbnails_count_order_and_pixels(long_run, how):
 
 def test_the_pooled_figure_says_how_and_is_small(long_run):
     model, analysis, _ = long_run
-    head = pooled_head(model, analysis, 1, 0, max_pixels=100)
+    head = pooled_head(model, analysis, 1, 0, pixels=100)
     for how, word in (("max", "maximum"), ("sum", "sum")):
         fig = lh.pooled_head_figure(head[how], title="<b>x</b>", colorscale="Viridis", region=(range(0, 64), range(0, 64)))
-        assert f"each pixel is the {word} of the {head[how].step} × {head[how].step} weights" in fig.layout.title.text
+        # 600 tokens on 100 pixels: 6 each
+        assert f"each pixel is the {word} of the weights it covers, 6 tokens each way: 600 tokens on 100 screen" in (
+            fig.layout.title.text)
         assert "&lt;b&gt;x&lt;/b&gt;" in fig.layout.title.text
         assert fig.layout.xaxis.range == (-0.5, analysis.num_tokens - 0.5)
         assert len(json.dumps(fig.to_plotly_json(), default=str)) < 60_000

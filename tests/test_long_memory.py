@@ -26,6 +26,7 @@ from core.model.models import load_model
 from core.model.on_demand import OnDemandAttention, StoredMask
 from core.model.recording import IMPLEMENTATION, Recorder
 from tests.model_factory import build_tiny_decoder
+from tests.test_long_heatmap import pooled_by_hand
 
 TEXT = "the cat sat on the mat and the dog ran after it while the bird sang " * 3
 FLOOR = torch.finfo(torch.float32).min
@@ -96,22 +97,12 @@ def test_a_long_pass_keeps_bool_masks_and_the_models_outputs(tiny_lm, monkeypatc
         np.testing.assert_allclose(head_attention(model, analysis, layer, 1), eager[layer, 1], atol=2e-6)
 
 
-def pooled_by_hand(matrix: np.ndarray, step: int, how: str) -> np.ndarray:
-    n = matrix.shape[0]
-    out = np.zeros((-(-n // step),) * 2)
-    for i in range(out.shape[0]):
-        for j in range(out.shape[1]):
-            block = matrix[i * step : (i + 1) * step, j * step : (j + 1) * step]
-            out[i, j] = block.max() if how == "max" else block.sum(dtype=np.float64)
-    return out
-
-
 def test_a_pooled_head_computed_in_bands_of_rows_is_the_eager_weights_pooled(tiny_lm, monkeypatch):
     _, model, plain = tiny_lm
     analysis = analyze(model, TEXT, on_demand=True)
     n, pixels = analysis.num_tokens, 12
-    step = -(-n // pixels)
-    assert n % step  # the last pixel is shorter: a band's end is not a multiple of the step
+    step = -(-n // pixels)  # positions per pixel, at most
+    assert n % pixels  # pixels of uneven sizes: a band's end is not a multiple of a pixel's positions
     monkeypatch.setattr(long_attention, "BAND_CELLS", 2 * step * n)  # two pixel rows per band
     asked = []
     weights = OnDemandAttention.weights
@@ -124,12 +115,12 @@ def test_a_pooled_head_computed_in_bands_of_rows_is_the_eager_weights_pooled(tin
     eager = eager_attentions(plain, analysis.input_ids)
     for layer in range(eager.shape[0]):
         asked.clear()
-        heads = pooled_head(model, analysis, layer, 2, max_pixels=pixels)
+        heads = pooled_head(model, analysis, layer, 2, pixels)
         assert asked and max(asked) <= 2 * step and sum(asked) == n  # never the head's whole [T, T]
         full = head_attention(model, analysis, layer, 2)
         starts = pixel_starts(n, pixels)
         for how, head in heads.items():
-            expected = pooled_by_hand(eager[layer, 2], step, how)
+            expected = pooled_by_hand(eager[layer, 2], pixels, how)
             shown = ~np.isnan(head.values)
             np.testing.assert_allclose(head.values[shown], expected[shown], rtol=1e-5, atol=1e-6)
             # and bit for bit what pooling the whole matrix gives, masked pixels aside

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
+from core.attention_heads.head_reading import region_reading, region_sentence
 from core.attention_heads.pooling import region_around
 from core.model.inference import Analysis
 from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
@@ -17,13 +18,14 @@ from core.model.models import LoadedModel
 from core.model.run import Run
 from ui import results
 from ui.errors import friendly_fragment
-from ui.figures import PRESENTATION_WIDTH, fit_ahead, main_column_width, show_figure
+from ui.figures import NORMAL_WIDTH, PRESENTATION_WIDTH, fit_ahead, main_column_width, show_figure
 from ui.models import run_of
 from ui.page_state import option, set_option
 from ui.session import current_model_name, current_text, current_token_limit, presentation_mode
+from ui.viewport import current_column
 from viz import long_heatmap as lh
 from viz.attention_cells import mask_note
-from viz.common import file_stem
+from viz.common import file_stem, markdown_safe
 
 # Up to this many tokens the page draws every head's every cell (``viz.attention``: 512 is the app's default limit,
 # the length its figures are measured at in docs/benchmarks.md); past it, or when the analysis keeps no weights of
@@ -32,7 +34,7 @@ LONG_TEXT_TOKENS = 512
 POOLS = {"max": "maximum", "sum": "sum"}
 SCOPES = ["this layer", "every layer"]
 ZOOM_SIDES = [16, 32, 64, 128, 256]
-PLOT_MARGINS_PX = 200  # a pooled head's figure less its plot: the axis titles and ticks, the colour bar
+THUMBS_MOST_CSS = 1450  # the thumbnails' plot area is at most this tall (every layer: their side shrinks to fit)
 THUMBS_KEY, HEAD_KEY = "long-attention-thumbnails", "long-attention-head"
 
 
@@ -41,10 +43,28 @@ def is_long(analysis: Analysis) -> bool:
     return analysis.attentions is None or analysis.num_tokens > LONG_TEXT_TOKENS
 
 
-def plot_pixels(present: bool) -> int:
-    """Pixels per side a pooled head is drawn on: its figure's width on the page less its margins."""
-    width = PRESENTATION_WIDTH if present else main_column_width()
-    return max(64, int(width) - PLOT_MARGINS_PX)
+def page_width(present: bool) -> int:
+    """The CSS width the long view's figures are drawn in: the slide's, or the main column as measured."""
+    return PRESENTATION_WIDTH if present else main_column_width()
+
+
+def device_pixel_ratio(present: bool) -> float:
+    """The browser's device pixel ratio as the probe measured it (``ui.viewport``; 1 until it says otherwise)."""
+    return current_column(PRESENTATION_WIDTH if present else NORMAL_WIDTH).dpr
+
+
+def head_pixels(present: bool) -> int:
+    """Device pixels per side a pooled head is drawn on: its plot area (the column less the figure's margins, in
+    CSS pixels, a multiple of 4 so that the usual pixel ratios 1.25, 1.5, 2 give whole pixels) × the pixel ratio."""
+    margins = lh.HEAD_MARGINS["l"] + lh.HEAD_MARGINS["r"]
+    side_css = max(64, (page_width(present) - margins) // 4 * 4)
+    return round(side_css * device_pixel_ratio(present))
+
+
+def thumbs_pixels(present: bool, heads: int, layers: int) -> int:
+    """Device pixels per side of each thumbnail (``viz.long_heatmap.thumbnail_pixels``) for the page's width."""
+    width = page_width(present) - lh.THUMB_MARGINS["l"] - lh.THUMB_MARGINS["r"]
+    return lh.thumbnail_pixels(width, THUMBS_MOST_CSS, heads, layers, device_pixel_ratio(present))
 
 
 def _run(model_name: str, ablation) -> Run:
@@ -124,21 +144,24 @@ def long_view(name: str, ablation, per_head: bool, colorscale: str, layers: int,
     how = option(c[2].radio, "Each pixel shows", list(POOLS), format_func=POOLS.get, key="pool", horizontal=True,
                  help="The maximum shows where any single weight is high; the sum, how much attention a block gets in all.")
     scope = option(c[3].segmented_control, "Thumbnails", SCOPES, key="thumbs", default=SCOPES[0], required=True)
-    view = View(run, name + (" (ablated run)" if ablation else ""), how, plot_pixels(present),
-                {"colorscale": colorscale, "per_head_scale": per_head, "large": present},
+    dpr = device_pixel_ratio(present)
+    view = View(run, name + (" (ablated run)" if ablation else ""), how, head_pixels(present),
+                {"colorscale": colorscale, "per_head_scale": per_head, "large": present, "dpr": dpr},
                 masked_note(causal, None if analysis.sliding_windows is None else analysis.sliding_windows[layer]))
 
     shown = tuple(range(layers)) if scope == SCOPES[1] else (layer,)
     bar = st.empty()
-    thumbs = results.long_thumbnails.at(run, shown, how, progress=lambda done, total: bar.progress(
+    tile = thumbs_pixels(present, heads, len(shown))
+    thumbs = results.long_thumbnails.at(run, shown, how, tile, progress=lambda done, total: bar.progress(
         done / total, text=f"Thumbnails: layer {done} of {total}…") if total > 1 else None)
     bar.empty()
     show_figure(
-        results.figures.at(run, "long-thumbnails", shown, how, colorscale, per_head, present, build=lambda: lh.thumbnails_figure(
+        results.figures.at(run, "long-thumbnails", shown, how, tile, colorscale, per_head, present, dpr,
+                           build=lambda: lh.thumbnails_figure(
             thumbs, title=f"{view.title}: {'every layer × head' if len(shown) > 1 else f'layer {layer}, every head'}"
             "; click one to open it", **view.style)),
         name=file_stem(name, "thumbnails", how, *(("layer", layer) if len(shown) == 1 else ())),
-        data=lambda: lh.thumbnails_table(thumbs), key=THUMBS_KEY, on_select="rerun",
+        data=lambda: lh.thumbnails_table(thumbs), key=THUMBS_KEY, on_select="rerun", width="content",
     )
 
     with st.spinner(f"Computing layer {layer}, head {head} ({n:,} × {n:,} weights)…"):
@@ -151,15 +174,27 @@ def long_view(name: str, ablation, per_head: bool, colorscale: str, layers: int,
     k0 = option(z[1].number_input, "Zoom: first key", min_value=0, max_value=n - side, value=0, step=max(1, side // 2),
                 key="k0")
     region = (range(int(q0), int(q0) + side), range(int(k0), int(k0) + side))
+    first = markdown_safe(results.long_labels.at(run)[0])
     show_figure(view.head_figure(layer, head, region), name=file_stem(name, "layer", layer, "head", head, how),
-                data=lambda: lh.pooled_table(pooled), key=HEAD_KEY, on_select="rerun", selection_mode="box")
+                data=lambda: lh.pooled_table(pooled), key=HEAD_KEY, on_select="rerun", selection_mode="box",
+                width="content", alt=pooled.reading.sentence(first))
+    st.caption(f"Layer {layer}, head {head}: {pooled.reading.sentence(first)}")
     with st.spinner(f"Computing queries {region[0].start}-{region[0].stop - 1}…"):
         zoom_figure = view.zoom_figure(layer, head, region)
     zoomed = results.long_zooms.at(run, layer, head, *region)
     show_figure(zoom_figure, name=file_stem(name, "layer", layer, "head", head, "queries", region[0].start, "keys",
                                             region[1].start),
                 data=lambda: lh.zoom_table(zoomed), key="long-attention-zoom", reserve_margins=True)
+    st.caption(zoom_caption(zoomed))
     prepare_layer(view, layer, heads, region)
+
+
+def zoom_caption(zoomed) -> str:
+    """The zoom's sentence, from the cells of the region shown."""
+    reading = region_reading(zoomed.values, zoomed.hidden, zoomed.queries, zoomed.keys)
+    return region_sentence(reading, zoomed.queries, zoomed.keys,
+                           markdown_safe(zoomed.query_labels[reading.query - zoomed.queries.start]),
+                           markdown_safe(zoomed.key_labels[reading.key - zoomed.keys.start]))
 
 
 def masked_note(causal: bool, window: int | None) -> str:
@@ -198,7 +233,7 @@ class View:
             build=lambda: lh.zoom_figure(results.long_zooms.at(self.run, layer, head, queries, keys),
                                          title=f"{self.title} · layer {layer}, head {head}: queries {queries.start}-"
                                          f"{queries.stop - 1}, keys {keys.start}-{keys.stop - 1}", masked_note=self.note,
-                                         **self.style))
+                                         **{k: v for k, v in self.style.items() if k != "dpr"}))
 
 
 def prepare_layer(view: View, layer: int, heads: int, region: tuple[range, range]) -> None:

@@ -62,7 +62,6 @@ from ui.bounded_cache import nbytes_of
 from ui.models import language_model_of, loaded_model
 from ui.store import Result
 
-THUMB_PIXELS = 64  # a long text's thumbnail: pixels per side
 QK_THUMBNAIL_POINTS = 300  # queries (and as many keys) drawn per small multiple of Queries and keys
 
 
@@ -147,8 +146,8 @@ long_labels = Result("long-labels", lambda model, run: token_labels(analyses.at(
                      reads="nothing")
 long_zooms = Result("long-zooms", lambda model, run, layer, head, queries, keys: zoom(
     model, analyses.at(run), layer, head, queries, keys, long_labels.at(run)), entries=64, megabytes=100)
-long_thumbnails = Result("long-thumbnails", lambda model, run, layers, how, progress=None: thumbnails(
-    model, analyses.at(run), layers, how, THUMB_PIXELS, progress), entries=16, megabytes=200)
+long_thumbnails = Result("long-thumbnails", lambda model, run, layers, how, pixels, progress=None: thumbnails(
+    model, analyses.at(run), layers, how, pixels, progress), entries=16, megabytes=200)
 
 
 # --- a corpus: Head statistics, Drift (500 documents × 13 hidden states × 768 dims × 4 poolings is about 80 MB) -------

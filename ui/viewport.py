@@ -4,6 +4,8 @@ Streamlit tells the server nothing about the window. A small component (``st.com
 main column's content width and whether Streamlit has stacked its columns (a narrow window), and reports it only when
 it is narrower than the width figures are fitted for anyway (``ui.figures.NORMAL_WIDTH``): a desktop window never
 reruns for it, a 1024-pixel laptop with the sidebar open or a phone reruns once, and again when its width changes.
+It also reports the device pixel ratio when it is not 1 (a high-density screen, a zoomed page: once), so pictures
+drawn pixel for pixel (``viz.long_heatmap``) are pooled for the screen's own pixels.
 """
 
 from __future__ import annotations
@@ -32,17 +34,24 @@ export default function (component) {
   const main = document.querySelector('[data-testid="stMainBlockContainer"]');
   if (!main) return;
   let timer = null;
-  let known = {width: data.width, stacked: data.stacked};
+  let known = {width: data.width, stacked: data.stacked, dpr: data.dpr};
   const measure = () => {
     const style = getComputedStyle(main);
     const inner = main.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
     const width = Math.min(data.widest, Math.floor(inner / data.step) * data.step);
     const stacked = window.innerWidth < data.stackBelow;
+    const dpr = Math.round((window.devicePixelRatio || 1) * 100) / 100;
     const root = document.documentElement;
     root.dataset.mainColumn = `${width}${stacked ? ' stacked' : ''}`;
     root.dataset.mainColumnMeasured = String(Number(root.dataset.mainColumnMeasured || 0) + 1);
-    if (width !== known.width || stacked !== known.stacked) {
-      known = {width, stacked};
+    if (width !== known.width || stacked !== known.stacked || dpr !== known.dpr) {
+      const app = document.querySelector('[data-testid="stApp"]');
+      if (app && app.getAttribute('data-test-script-state') === 'running') {
+        clearTimeout(timer);  // after the run on screen, at once: a report now would stop it, and with it the
+        timer = setTimeout(measure, 40);  // options a link set (Streamlit starts the report's rerun when it ends)
+        return;
+      }
+      known = {width, stacked, dpr};
       setStateValue('column', known);
     }
   };
@@ -60,11 +69,12 @@ _probe = st.components.v2.component("main_column_probe", js=PROBE_JS)
 
 @dataclass(frozen=True)
 class MainColumn:
-    """The main column's content width in CSS pixels (at most the ``widest`` figures are fitted for) and whether
-    Streamlit draws ``st.columns`` under each other in this window."""
+    """The main column's content width in CSS pixels (at most the ``widest`` figures are fitted for), whether
+    Streamlit draws ``st.columns`` under each other in this window, and the window's device pixel ratio."""
 
     width: int
     stacked: bool = False
+    dpr: float = 1.0
 
     def __str__(self) -> str:
         """As the probe writes it on the page (``documentElement.dataset.mainColumn``): "564", or "358 stacked"."""
@@ -85,7 +95,9 @@ def current_column(widest: int) -> MainColumn:
     state = st.session_state.get(PROBE_KEY) or {}
     column = state.get("column") if hasattr(state, "get") else None
     if isinstance(column, dict) and isinstance(column.get("width"), (int, float)) and column["width"] > 0:
-        return MainColumn(min(widest, int(column["width"])), bool(column.get("stacked")))
+        dpr = column.get("dpr")
+        dpr = float(dpr) if isinstance(dpr, (int, float)) and 0.25 <= dpr <= 8 else 1.0
+        return MainColumn(min(widest, int(column["width"])), bool(column.get("stacked")), dpr)
     return MainColumn(widest)
 
 
@@ -93,7 +105,7 @@ def main_column(widest: int) -> MainColumn:
     """Mount the probe (once per run, before any figure; ``PROBE_CSS`` on the page hides it) and return the column
     as last measured (``current_column``)."""
     measured = current_column(widest)
-    _probe(key=PROBE_KEY, data={"width": measured.width, "stacked": measured.stacked, "widest": widest,
+    _probe(key=PROBE_KEY, data={"width": measured.width, "stacked": measured.stacked, "dpr": measured.dpr, "widest": widest,
                                 "step": STEP_PX, "stackBelow": STACK_BELOW_PX},
            on_column_change=lambda: None)
     return measured

@@ -203,13 +203,15 @@ def quantise(matrices: np.ndarray, per_head_scale: bool, levels: int = LEVELS) -
     return np.round(scaled * (levels - 1)).astype(np.uint8)
 
 
-def mosaic_png(matrices: np.ndarray, *, colorscale: str, per_head_scale: bool, gap: int = 2) -> tuple[bytes, int]:
-    """Every head ``[layers, heads, r, c]`` tiled into one palette PNG (layers = rows, heads = columns).
+def mosaic_png(matrices: np.ndarray, *, colorscale: str, per_head_scale: bool, gap: int = 2,
+               min_pixels: int = OVERVIEW_MIN_PIXELS) -> tuple[bytes, int]:
+    """Every head ``[layers, heads, r, c]`` tiled into one palette PNG (layers = rows, heads = columns), each cell
+    scaled up to at least ``min_pixels`` per side (1: as they are).
 
     Masked (NaN) cells are grey, gaps transparent. Returns ``(png bytes, pixels per cell)``.
     """
     layers, heads, r, c = matrices.shape
-    zoom = max(1, -(-OVERVIEW_MIN_PIXELS // max(r, c)))
+    zoom = max(1, -(-min_pixels // max(r, c)))
     tiles = np.where(np.isnan(matrices), MASK_INDEX, quantise(matrices, per_head_scale)).astype(np.uint8)
     tiles = tiles.repeat(zoom, axis=2).repeat(zoom, axis=3)
     height, side = r * zoom, c * zoom

@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 from PIL import Image
 
 from core.attention_heads.long_attention import PooledHead, Thumbnails, Zoom
+from core.attention_heads.pooling import tokens_per_pixel
 from core.model.layers import BLOCK_AXIS
 from viz.attention import NO_TEMPLATE, head_figure
 from viz.attention_cells import MASK_COLOR, MASK_INDEX, PNG_COMPRESS_LEVEL, colormap, mosaic_png, quantise, scale_max
@@ -51,24 +52,38 @@ def _colour_bar(top: float, colorscale: str, title: str) -> dict:
             "colorscale": colorscale, "hoverinfo": "skip", "colorbar": {"title": {"text": title}}}
 
 
-def pooled_note(head: PooledHead) -> str:
-    """What a pixel of ``head`` is, in words from its numbers."""
-    step = head.step
-    if step == 1:
-        return "every cell its own token pair"
-    uneven = "" if head.num_tokens % step == 0 else f" (the last row and column cover {head.num_tokens % step})"
-    return (f"each pixel is {POOL_WORDS[head.how]} of the {step} × {step} weights it covers{uneven}: "
-            f"{head.num_tokens:,} tokens on {len(head.row_starts)} pixels")
+HEAD_MARGINS = {"l": 80, "r": 110, "t": 100, "b": 60, "autoexpand": False}  # the plot area stays its exact size
+THUMB_MARGINS = {"l": 70, "r": 20, "t": 100, "b": 50, "autoexpand": False}
+
+
+def pooled_note(head: PooledHead, dpr: float = 1.0) -> str:
+    """How many tokens a pixel of ``head`` covers, in words from its numbers."""
+    n, pixels = head.num_tokens, len(head.col_starts)
+    fewest, most = head.per_pixel
+    screen = f"{n:,} tokens on {pixels:,} screen pixels" + (f" ({pixels / dpr:,.0f} CSS pixels at {dpr:g}×)" if dpr != 1 else "")
+    if pixels >= n:
+        return f"every token pair its own cell, drawn {pixels / n:.1f} pixels wide: {screen}"
+    covers = f"{fewest}" if fewest == most else f"{fewest} or {most}"
+    return f"each pixel is {POOL_WORDS[head.how]} of the weights it covers, {covers} tokens each way: {screen}"
+
+
+def exact_layout(width_px: int, height_px: int, dpr: float, margins: dict) -> dict:
+    """Layout sizes whose plot area is exactly an image of ``width_px`` × ``height_px`` device pixels, drawn one
+    image pixel per screen pixel at device pixel ratio ``dpr`` (``margins`` do not grow: ``autoexpand`` off)."""
+    return {"width": width_px / dpr + margins["l"] + margins["r"], "height": height_px / dpr + margins["t"] + margins["b"],
+            "autosize": False, "margin": margins}
 
 
 def pooled_head_figure(head: PooledHead, *, title: str, colorscale: str, per_head_scale: bool = False,
-                       large: bool = False, region: tuple[range, range] | None = None, masked_note: str = "") -> go.Figure:
-    """One head at screen resolution (``core.attention_heads.long_attention.pooled_head``), queries down and keys across, both in
-    token positions; ``region`` ``(queries, keys)``: the zoomed region, outlined."""
-    n, step = head.num_tokens, head.step
+                       large: bool = False, region: tuple[range, range] | None = None, masked_note: str = "",
+                       dpr: float = 1.0) -> go.Figure:
+    """One head at the device pixels it is drawn at (``core.attention_heads.long_attention.pooled_head``), queries down
+    and keys across, both in token positions: the plot area is exactly the image's pixels at ``dpr`` (``exact_layout``),
+    so the browser resamples nothing. ``region`` ``(queries, keys)``: the zoomed region, outlined."""
+    n, pixels = head.num_tokens, len(head.col_starts)
     top = scale_max(head.values, per_head_scale)
-    centre = (step - 1) / 2
-    notes = [pooled_note(head), "each head coloured to its own maximum" if per_head_scale else
+    dx = n / pixels  # positions per pixel: the image spans the axis range [-0.5, n - 0.5] exactly
+    notes = [pooled_note(head, dpr), "each head coloured to its own maximum" if per_head_scale else
              f"colour 0 → {top:.3g} fixed"] + ([masked_note] if masked_note else [])
     shapes = []
     if region is not None:
@@ -76,7 +91,7 @@ def pooled_head_figure(head: PooledHead, *, title: str, colorscale: str, per_hea
         shapes.append({"type": "rect", "x0": keys.start - 0.5, "x1": keys.stop - 0.5, "y0": queries.start - 0.5,
                        "y1": queries.stop - 0.5, "line": {"color": "#d62728", "width": 2}, "xref": "x", "yref": "y"})
     image = {"type": "image", "source": _png_source(palette_png(head.values, colorscale=colorscale, top=top)),
-             "x0": centre, "y0": centre, "dx": step, "dy": step,
+             "x0": -0.5 + dx / 2, "y0": -0.5 + dx / 2, "dx": dx, "dy": dx,
              "hovertemplate": "query ≈ %{y:.0f}, key ≈ %{x:.0f}<extra></extra>",
              # a label colour of its own: from a PNG's pixel Plotly takes a byte array it cannot read as a colour
              "hoverlabel": {"bgcolor": "white", "font": {"color": "black"}}}
@@ -85,20 +100,18 @@ def pooled_head_figure(head: PooledHead, *, title: str, colorscale: str, per_hea
     # from before the browser reports it; the box's bounds, not the points, choose the zoomed region.
     corners = {"type": "scatter", "x": [0, n - 1], "y": [0, n - 1], "mode": "markers", "marker": {"opacity": 0},
                "hoverinfo": "skip", "showlegend": False}
-    side = 760 if large else 640
     return go.Figure(
         data=[image, bar, corners],
         layout={
             "template": NO_TEMPLATE,
             "title": {"text": f"{plotly_safe(title)}<br><sub>{'; '.join(notes)}</sub>"},
             "xaxis": {"title": {"text": "key position (attended to)"}, "range": [-0.5, n - 0.5], "showgrid": False,
-                      "zeroline": False, "constrain": "domain"},
+                      "zeroline": False},
             "yaxis": {"title": {"text": "query position (attending)"}, "range": [n - 0.5, -0.5], "showgrid": False,
-                      "zeroline": False, "scaleanchor": "x", "constrain": "domain"},
+                      "zeroline": False},
             "shapes": shapes,
             "dragmode": "select",
-            "height": side,
-            "margin": {"l": 80, "r": 20, "t": 100, "b": 60},
+            **exact_layout(pixels, pixels, dpr, HEAD_MARGINS),
         },
     )
 
@@ -150,26 +163,42 @@ def pooled_table(head: PooledHead) -> pd.DataFrame:
     return table
 
 
-def thumbnails_note(thumbs: Thumbnails) -> str:
-    n, rows = thumbs.num_tokens, thumbs.rows
-    every = int(rows[1] - rows[0]) if len(rows) > 1 else n
-    step = int(thumbs.col_starts[1] - thumbs.col_starts[0]) if len(thumbs.col_starts) > 1 else n
-    if every == 1 and step == 1:
-        return "every query and key its own pixel"
-    return (f"each thumbnail row is one query in every {every} ({rows[0]}, {rows[1] if len(rows) > 1 else ''}, …), "
-            f"each pixel {POOL_WORDS[thumbs.how]} of its weights on {step} keys")
+def thumbnails_note(thumbs: Thumbnails, dpr: float = 1.0) -> str:
+    n, rows, pixels = thumbs.num_tokens, thumbs.rows, len(thumbs.col_starts)
+    fewest, most = tokens_per_pixel(thumbs.col_starts, n)
+    at = f" at {dpr:g}×" if dpr != 1 else ""
+    if pixels >= n:
+        return f"every query and key its own cell, {pixels / n:.1f} screen pixels wide{at}"
+    covers = f"{fewest}" if fewest == most else f"{fewest} or {most}"
+    return (f"each thumbnail row is one query in about every {n / len(rows):.1f} ({rows[0]}, {rows[1]}, …), each pixel "
+            f"{POOL_WORDS[thumbs.how]} of its weights on {covers} keys: {n:,} tokens on {pixels} screen pixels{at}")
+
+
+THUMB_GAP = 2  # device pixels between thumbnails
+THUMB_MOST_CSS = 120  # a thumbnail's side at most, in CSS pixels
+THUMB_FEWEST = 16  # device pixels per side at least (a phone's column holds 9 heads of 31 pixels)
+
+
+def thumbnail_pixels(width_css: float, height_css: float, heads: int, layers: int, dpr: float) -> int:
+    """Device pixels per side of each thumbnail so that ``heads`` across and ``layers`` down, with their gaps, fit a
+    plot area of ``width_css`` × ``height_css`` CSS pixels at device pixel ratio ``dpr``."""
+    across = int(width_css * dpr) // heads - THUMB_GAP
+    down = int(height_css * dpr) // layers - THUMB_GAP
+    return max(THUMB_FEWEST, min(across, down, int(THUMB_MOST_CSS * dpr)))
 
 
 def thumbnails_figure(thumbs: Thumbnails, *, title: str, colorscale: str, per_head_scale: bool = False,
-                      large: bool = False, selected: tuple[int, int] | None = None, gap: int = 3) -> go.Figure:
-    """Every head of ``thumbs.layers`` as one picture (layers down, heads across); a click on a thumbnail selects it
-    (each point's ``customdata`` is ``[layer, head]``); ``selected`` ``(layer, head)`` is outlined."""
+                      large: bool = False, selected: tuple[int, int] | None = None, dpr: float = 1.0) -> go.Figure:
+    """Every head of ``thumbs.layers`` as one picture (layers down, heads across), its plot area exactly the
+    picture's pixels at ``dpr`` (``exact_layout``: nothing resampled); a click on a thumbnail selects it (each
+    point's ``customdata`` is ``[layer, head]``); ``selected`` ``(layer, head)`` is outlined."""
+    gap = THUMB_GAP
     layers, heads = thumbs.values.shape[:2]
-    png, zoom = mosaic_png(thumbs.values, colorscale=colorscale, per_head_scale=per_head_scale, gap=gap)
+    png, zoom = mosaic_png(thumbs.values, colorscale=colorscale, per_head_scale=per_head_scale, gap=gap, min_pixels=1)
     height, width = thumbs.values.shape[2] * zoom, thumbs.values.shape[3] * zoom
     pitch_x, pitch_y = width + gap, height + gap
-    centres_x = [h * pitch_x + width / 2 for h in range(heads)]
-    centres_y = [i * pitch_y + height / 2 for i in range(layers)]
+    centres_x = [h * pitch_x + (width - 1) / 2 for h in range(heads)]
+    centres_y = [i * pitch_y + (height - 1) / 2 for i in range(layers)]
     points_x = [x for _ in range(layers) for x in centres_x]
     points_y = [y for y in centres_y for _ in range(heads)]
     where = [[layer, h] for layer in thumbs.layers for h in range(heads)]
@@ -178,12 +207,13 @@ def thumbnails_figure(thumbs: Thumbnails, *, title: str, colorscale: str, per_he
         i, h = thumbs.layers.index(selected[0]), selected[1]
         shapes.append({"type": "rect", "x0": h * pitch_x - 1.5, "x1": h * pitch_x + width + 0.5, "y0": i * pitch_y - 1.5,
                        "y1": i * pitch_y + height + 0.5, "line": {"color": "#d62728", "width": 2}})
-    notes = [thumbnails_note(thumbs), "each head coloured to its own maximum" if per_head_scale else "colour 0 → 1 fixed"]
+    notes = [thumbnails_note(thumbs, dpr), "each head coloured to its own maximum" if per_head_scale else
+             "colour 0 → 1 fixed"]
     return go.Figure(
         data=[
             {"type": "image", "source": _png_source(png), "x0": 0, "y0": 0, "dx": 1, "dy": 1, "hoverinfo": "skip"},
             {"type": "scatter", "x": points_x, "y": points_y, "mode": "markers", "customdata": where,
-             "marker": {"size": max(12, min(width, 40)), "symbol": "square", "opacity": 0},
+             "marker": {"size": max(12, min(width / dpr, 40)), "symbol": "square", "opacity": 0},
              "hovertemplate": HOVER_POINTS, "showlegend": False},
         ],
         layout={
@@ -191,14 +221,13 @@ def thumbnails_figure(thumbs: Thumbnails, *, title: str, colorscale: str, per_he
             "title": {"text": f"{plotly_safe(title)}<br><sub>{'; '.join(notes)}</sub>"},
             "xaxis": {"title": {"text": "head"}, "tickmode": "array", "tickvals": centres_x,
                       "ticktext": [str(h) for h in range(heads)], "showgrid": False, "zeroline": False,
-                      "range": [-gap, heads * pitch_x]},
+                      "range": [-0.5, heads * pitch_x - 0.5]},
             "yaxis": {"title": {"text": BLOCK_AXIS}, "tickmode": "array", "tickvals": centres_y,
                       "ticktext": [str(layer) for layer in thumbs.layers], "showgrid": False, "zeroline": False,
-                      "scaleanchor": "x", "range": [layers * pitch_y, -gap]},
+                      "range": [layers * pitch_y - 0.5, -0.5]},
             "shapes": shapes,
-            "height": min(1600, max(260, int(layers * (130 if large else 100)) + 170)),
-            "margin": {"l": 70, "r": 20, "t": 100, "b": 50},
             "showlegend": False,
+            **exact_layout(heads * pitch_x, layers * pitch_y, dpr, THUMB_MARGINS),
         },
     )
 

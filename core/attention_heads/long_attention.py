@@ -7,8 +7,9 @@ as a weight of 0.
 
 Example::
 
-    head = pooled_head(model, analysis, layer=3, head=5, max_pixels=560)["max"]
-    head.values.shape                     # (r, c): each pixel the maximum of the step × step cells it covers
+    head = pooled_head(model, analysis, layer=3, head=5, pixels=1120)["max"]
+    head.values.shape                     # (1120, 1120): each pixel the maximum of the cells it covers
+    head.reading.sentence("<bos>")        # its share on the first token, near the query, its reach
     zoomed = zoom(model, analysis, 3, 5, range(1000, 1064), range(0, 64))
     zoomed.values                         # exactly the model's weights of those queries and keys
 """
@@ -21,7 +22,8 @@ import numpy as np
 
 from core.attention_heads.attention import head_attention
 from core.attention_heads.head_parts import records
-from core.attention_heads.pooling import POOLS, Pool, block_ends, pixel_starts, pool, sampled_rows, visible_blocks
+from core.attention_heads.head_reading import HeadReading, Reading
+from core.attention_heads.pooling import POOLS, Pool, block_ends, pixel_starts, pool, sampled_rows, tokens_per_pixel, visible_blocks
 from core.model.inference import Analysis
 from core.model.models import LoadedModel
 from core.model.on_demand import BLOCK_CELLS, release_freed_memory
@@ -57,47 +59,59 @@ def window_of(analysis: Analysis, layer: int) -> int | None:
 
 @dataclass(frozen=True, eq=False)
 class PooledHead:
-    """One head at screen resolution: ``values`` float32 ``[r, c]``, each pixel the ``how`` (max or sum) of the cells
-    of queries ``row_starts[i]..`` and keys ``col_starts[j]..`` (blocks of ``step``; NaN: no visible cell)."""
+    """One head at the device pixels it is drawn at: ``values`` float32 ``[r, c]``, each pixel the ``how`` (max or
+    sum) of the cells of queries ``row_starts[i]..`` and keys ``col_starts[j]..`` (``core.attention_heads.pooling``;
+    NaN: no visible cell); ``reading``: the head's numbers read from all its weights (``head_reading``)."""
 
     values: np.ndarray
     row_starts: np.ndarray
     col_starts: np.ndarray
     num_tokens: int
     how: str
+    reading: Reading
 
     @property
-    def step(self) -> int:
-        return int(self.row_starts[1] - self.row_starts[0]) if len(self.row_starts) > 1 else self.num_tokens
+    def per_pixel(self) -> tuple[int, int]:
+        """``(fewest, most)`` positions a pixel covers along each side."""
+        return tokens_per_pixel(self.col_starts, self.num_tokens)
 
 
-def pooled_head(model: LoadedModel, analysis: Analysis, layer: int, head: int, max_pixels: int,
+def pooled_head(model: LoadedModel, analysis: Analysis, layer: int, head: int, pixels: int,
                 hows: tuple[Pool, ...] = ("max", "sum")) -> dict[str, PooledHead]:
-    """Head ``head`` of layer ``layer`` pooled to at most ``max_pixels`` per side, once per way in ``hows`` (one
-    computation of its weights for all of them). Computed on demand (a long analysis), the weights are computed and
-    pooled a band of pixel rows at a time (about ``BAND_CELLS`` cells), never the head's whole ``[T, T]``."""
+    """Head ``head`` of layer ``layer`` pooled to exactly ``pixels`` per side (the device pixels it is drawn at), once
+    per way in ``hows``, and read (``head_reading``): one computation of its weights for all of them. Computed on
+    demand (a long analysis), the weights are computed, pooled and read a band of pixel rows at a time (about
+    ``BAND_CELLS`` cells), never the head's whole ``[T, T]``."""
     n = analysis.num_tokens
-    starts = pixel_starts(n, max_pixels)
+    starts = pixel_starts(n, pixels)
     ends = block_ends(starts, n)
-    step = int(ends[0]) + 1  # positions per pixel
-    seen = visible_blocks(starts, ends, starts, ends, causal=analysis.is_decoder, window=window_of(analysis, layer))
+    window = window_of(analysis, layer)
+    seen = visible_blocks(starts, ends, starts, ends, causal=analysis.is_decoder, window=window)
+    reading = HeadReading(n, causal=analysis.is_decoder, window=window)
     if analysis.on_demand is None:
         weights = head_weights(model, analysis, layer, head)
         pooled = {how: pool(weights, starts, starts, how) for how in hows}
+        reading.add(weights, np.arange(n))
     else:
         pooled = {how: np.empty((len(starts), len(starts)), dtype=np.float32) for how in hows}
+        step = int((ends - starts).max()) + 1  # positions per pixel, at most
         band = max(1, BAND_CELLS // (n * step))  # pixel rows per band
         for first in range(0, len(starts), band):
-            rows = range(int(starts[first]), int(ends[min(first + band, len(starts)) - 1]) + 1)
+            last = min(first + band, len(starts)) - 1
+            rows = range(int(starts[first]), int(ends[last]) + 1)
             weights = row_weights(model, analysis, layer, [head], list(rows))[0]  # [rows, T]
             for how in hows:
-                pooled[how][first : first + band] = pool(weights, starts[first : first + band] - rows.start, starts, how)
+                pooled[how][first : last + 1] = pool(weights, starts[first : last + 1] - rows.start, starts, how)
+            # the rows a repeated start shares with the band before (more pixels than positions) are read once
+            fresh = rows.start if first == 0 else max(rows.start, int(ends[first - 1]) + 1)
+            reading.add(weights[fresh - rows.start :], np.arange(fresh, rows.stop))
         release_freed_memory()  # the bands' freed temporaries, which glibc would keep resident
+    done = reading.done()
     out = {}
     for how, values in pooled.items():
         values[~seen] = np.nan
         values.setflags(write=False)
-        out[how] = PooledHead(values, starts, starts, n, how)
+        out[how] = PooledHead(values, starts, starts, n, how, done)
     return out
 
 
@@ -143,15 +157,16 @@ class Thumbnails:
     how: str
 
 
-def thumbnails(model: LoadedModel, analysis: Analysis, layers: tuple[int, ...], how: Pool, max_pixels: int,
+def thumbnails(model: LoadedModel, analysis: Analysis, layers: tuple[int, ...], how: Pool, pixels: int,
                progress=None) -> Thumbnails:
-    """Every head of each layer in ``layers`` from ``max_pixels`` sampled query rows (``core.attention_heads.pooling.sampled_rows``):
-    ``max_pixels / T`` of the work of their whole matrices. ``progress(done, total)`` after each layer."""
+    """Every head of each layer in ``layers`` at ``pixels`` per side (the device pixels a thumbnail is drawn at), from
+    one sampled query per pixel row (``core.attention_heads.pooling.sampled_rows``): ``pixels / T`` of the work of
+    their whole matrices. ``progress(done, total)`` after each layer."""
     if how not in POOLS:
         raise ValueError(f"unknown pooling {how!r}")
     n = analysis.num_tokens
-    rows = sampled_rows(n, max_pixels)
-    starts = pixel_starts(n, max_pixels)
+    rows = sampled_rows(n, pixels)
+    starts = pixel_starts(n, pixels)
     heads = list(range(model.num_heads))
     out = np.empty((len(layers), len(heads), len(rows), len(starts)), dtype=np.float32)
     one_per_row = np.arange(len(rows))

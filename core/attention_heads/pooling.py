@@ -1,9 +1,13 @@
 """A long attention matrix brought down to screen pixels: each pixel the maximum, or the sum, of the cells it covers.
 
-Pure numpy (``ufunc.reduceat`` along each axis, no loop over cells). A pixel covers a block of ``step`` query rows
-by ``step`` key columns, ``step = ceil(n / max_pixels)``; the last block of an axis is shorter when ``step`` does not
-divide ``n``. Which blocks hold no cell the model lets a query see (a decoder's future, keys further back than a
-sliding window) is worked out from the block bounds, never from a ``[T, T]`` mask.
+Pure numpy (``ufunc.reduceat`` along each axis, no loop over cells). A picture is pooled for the device pixels it is
+drawn at (``pixels`` per side, its CSS size × the device pixel ratio), so the browser draws each of its pixels as one
+of the screen's and resamples nothing: a one-token column (the attention sink at token 0) keeps its own pixel. Pixel
+``j`` of ``pixels`` over ``n`` positions starts at the position under its left edge, ``floor(j · n / pixels)``, and
+covers every position up to the next pixel's start: ``n / pixels`` positions on average (``floor`` or ``ceil`` of it);
+with more pixels than positions, each position is drawn several pixels wide. Which blocks hold no cell the model
+lets a query see (a decoder's future, keys further back than a sliding window) is worked out from the block bounds, never
+from a ``[T, T]`` mask.
 """
 
 from __future__ import annotations
@@ -16,23 +20,31 @@ Pool = Literal["max", "sum"]
 POOLS: dict[str, np.ufunc] = {"max": np.maximum, "sum": np.add}
 
 
-def pixel_starts(n: int, max_pixels: int) -> np.ndarray:
-    """int64 ``[p]``: the first position each pixel covers, ``p = ceil(n / step) <= max_pixels`` pixels of
-    ``step = ceil(n / max_pixels)`` positions (the last one shorter when ``step`` does not divide ``n``)."""
-    if n < 1 or max_pixels < 1:
-        raise ValueError(f"need at least one position and one pixel, got {n} and {max_pixels}")
-    step = -(-n // max_pixels)
-    return np.arange(0, n, step, dtype=np.int64)
+def pixel_starts(n: int, pixels: int) -> np.ndarray:
+    """int64 ``[pixels]``: the first position each of ``pixels`` pixels covers, ``floor(j · n / pixels)`` (repeated
+    when there are more pixels than positions: a position drawn several pixels wide)."""
+    if n < 1 or pixels < 1:
+        raise ValueError(f"need at least one position and one pixel, got {n} and {pixels}")
+    return np.arange(pixels, dtype=np.int64) * n // pixels
 
 
 def block_ends(starts: np.ndarray, n: int) -> np.ndarray:
-    """int64 ``[p]``: the last position each block starting at ``starts`` covers (blocks run up to ``n``)."""
-    return np.append(np.asarray(starts[1:], dtype=np.int64), n) - 1
+    """int64 ``[p]``: the last position each block starting at ``starts`` covers (blocks run up to ``n``; a start
+    repeated by the next pixel is a block of that one position)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    return np.maximum(np.append(starts[1:], n) - 1, starts)
+
+
+def tokens_per_pixel(starts: np.ndarray, n: int) -> tuple[int, int]:
+    """``(fewest, most)`` positions a pixel of ``starts`` covers."""
+    sizes = block_ends(starts, n) - np.asarray(starts) + 1
+    return int(sizes.min()), int(sizes.max())
 
 
 def pool(matrix: np.ndarray, row_starts: np.ndarray, col_starts: np.ndarray, how: Pool) -> np.ndarray:
     """float32 ``[..., len(row_starts), len(col_starts)]``: ``matrix`` ``[..., R, C]`` reduced over the blocks that
-    start at ``row_starts`` (rows) and ``col_starts`` (columns), by ``how`` (``"max"`` or ``"sum"``)."""
+    start at ``row_starts`` (rows) and ``col_starts`` (columns), by ``how`` (``"max"`` or ``"sum"``); a start
+    repeated by the next one is that one row or column (``reduceat``'s rule)."""
     ufunc = POOLS[how]
     rows = ufunc.reduceat(np.asarray(matrix, dtype=np.float32), np.asarray(row_starts, dtype=np.int64), axis=-2)
     return ufunc.reduceat(rows, np.asarray(col_starts, dtype=np.int64), axis=-1)
@@ -56,10 +68,10 @@ def visible_blocks(row_first: np.ndarray, row_last: np.ndarray, col_first: np.nd
     return seen
 
 
-def sampled_rows(n: int, max_pixels: int) -> np.ndarray:
-    """int64 ``[p]``: one query per pixel row for a thumbnail, the last of each block of ``pixel_starts`` (it sees
-    the most keys in a decoder)."""
-    return block_ends(pixel_starts(n, max_pixels), n)
+def sampled_rows(n: int, pixels: int) -> np.ndarray:
+    """int64 ``[pixels]``: one query per pixel row for a thumbnail, the last of each block of ``pixel_starts`` (it
+    sees the most keys in a decoder)."""
+    return block_ends(pixel_starts(n, pixels), n)
 
 
 def region_around(keys: tuple[float, float], queries: tuple[float, float], n: int, sides: list[int]) -> tuple[int, int, int]:

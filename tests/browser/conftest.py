@@ -175,13 +175,14 @@ class AppPage:
 
     opened: list[AppPage] = []  # every tab of the running test, for ``no_console_errors``
 
-    def __init__(self, browser, base_url: str):
+    def __init__(self, browser, base_url: str, *, device_scale_factor: float = 1):
         AppPage.opened.append(self)
         self.base_url = base_url
         self.blocked: list[str] = []
         self.console_errors: list[str] = []
         self.dialogs: list[str] = []
-        self.context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        self.context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True,
+                                           device_scale_factor=device_scale_factor)
         self.context.add_init_script(WATCH_RUNS_JS)
         self.context.on("request", self._request)  # every page of the context, popups included
         self.page = self.context.new_page()
