@@ -44,8 +44,9 @@ from core.causal.logit_attribution import direct_logit_attribution
 from core.causal.token_attribution import token_attribution
 from core.maths.alignment import align_layout
 from core.maths.projection import fit_projection, project
-from core.model.inference import analyze
+from core.model.inference import analysis_of, analyze
 from core.model.recorded_pass import RecordedPass, record_pass
+from core.model.recording import is_recordable
 from core.model.run import Run
 from core.model.seq2seq import analyze_pair, generate_target
 from core.model.tokens import token_labels
@@ -73,15 +74,6 @@ def of_model(run: Run) -> Run:
 
 # --- one text: every page ---------------------------------------------------------------------------------------------
 
-def _analysis(model, run: Run):
-    if run.ablation is None:
-        return analyze(model, run.text, max_tokens=run.max_tokens)
-    return ablate_heads(model, run.text, run.ablation.heads, method=run.ablation.method, max_tokens=run.max_tokens)
-
-
-analyses = Result("analyses", _analysis, entries=96, megabytes=2000)  # plain and knocked-out runs of one text
-
-
 def _trace(model, run: Run):
     if run.ablation is not None:
         raise ValueError("a trace records the model as loaded; a knock-out is an intervention (core.causal.effects)")
@@ -89,8 +81,22 @@ def _trace(model, run: Run):
 
 
 # one recorded pass per text (core.model.trace): what every read-only view of that text is computed from. SmolLM2-135M
-# at 4,096 tokens holds about 300 MB (residual stream and each block's call).
+# at 4,096 tokens holds about 300 MB (residual stream and each block's call); at 512 tokens or fewer also every
+# layer's weights once a view asked for them (283 MB at 512).
 traces = Result("traces", _trace, entries=8, megabytes=2400, size_of=lambda trace: trace.nbytes)
+
+
+def _analysis(model, run: Run):
+    if run.ablation is None and is_recordable(model.model):  # read from the text's one trace (no pass of its own)
+        return analysis_of(traces.at(run), model)
+    if run.ablation is None:  # a family the app does not record: one plain pass with output_attentions
+        return analyze(model, run.text, max_tokens=run.max_tokens)
+    return ablate_heads(model, run.text, run.ablation.heads, method=run.ablation.method, max_tokens=run.max_tokens)
+
+
+# plain runs (read from traces, whose weights they share) and knocked-out runs (an intervention: their own pass) of one
+# text; a plain run's size is its own arrays (its trace is counted on the traces shelf)
+analyses = Result("analyses", _analysis, entries=96, megabytes=2000, size_of=lambda analysis: analysis.nbytes)
 rollouts = Result("rollouts", lambda model, run: rollout(analyses.at(run)), entries=16, megabytes=600,
                   reads="nothing", turn=False)
 # A knocked-out run's norm-weighted attention is computed from that run's hidden states; a knocked-out head keeps its
