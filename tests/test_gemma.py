@@ -86,7 +86,7 @@ def test_recorded_attention_equals_eager_past_the_sliding_window(bundled_gemma, 
     assert analysis.attentions.shape == eager.shape == (18, 4, t, t)
     np.testing.assert_allclose(analysis.attentions, eager, atol=1e-5)
     on_demand = analyze(bundled_gemma, LONG_TEXT)  # past 512 tokens: weights computed from the recorded queries and keys
-    assert on_demand.attentions is None and on_demand.on_demand is not None
+    assert on_demand.attentions is None and on_demand.trace is not None
     for layer in range(18):
         for head in range(4):
             np.testing.assert_allclose(head_attention(bundled_gemma, on_demand, layer, head), eager[layer, head], atol=1e-5)
