@@ -246,7 +246,8 @@ def test_a_kept_view_loads_no_model_and_a_computed_one_resolves_it_once_per_resu
     monkeypatch.setattr(models, "load_once", lambda name, signature: loads.append(name) or load(name, signature))
     text = "the cat sat on the mat and it was happy to be home"  # no other test reads this text
     results.attention_views(tiny_bert_dir, text, "norm-weighted", "show", False)
-    assert loads == [tiny_bert_dir] * 2  # the analysis and norm-weighted attention run the model; the view does not
+    # the trace, the analysis read from it and norm-weighted attention each resolve the model; the view does not
+    assert loads == [tiny_bert_dir] * 3
     loads.clear()
     results.attention_views(tiny_bert_dir, text, "norm-weighted", "show", False)
     results.head_stats(tiny_bert_dir, text, "norm-weighted")  # reads the model's tokenizer, the rest is kept

@@ -49,6 +49,7 @@ from core.model.recorded_pass import RecordedPass, record_pass
 from core.model.recording import is_recordable
 from core.model.run import Run
 from core.model.seq2seq import analyze_pair, generate_target
+from core.model.text_limits import token_limit
 from core.model.tokens import token_labels
 from core.model.trace import record
 from core.outputs.causal_lm import encode
@@ -74,9 +75,20 @@ def of_model(run: Run) -> Run:
 
 # --- one text: every page ---------------------------------------------------------------------------------------------
 
+def _whole_text(model, run: Run) -> Run:
+    """``run`` without its token limit when its text fits under it (the same pass: nothing is cut), so that pages
+    with different limits (Home the model's, Attention its own) read one trace of a short text."""
+    if run.max_tokens is None or len(model.tokenizer(run.text, truncation=False)["input_ids"]) > token_limit(model, run.max_tokens):
+        return run
+    return replace(run, max_tokens=None)
+
+
 def _trace(model, run: Run):
     if run.ablation is not None:
         raise ValueError("a trace records the model as loaded; a knock-out is an intervention (core.causal.effects)")
+    whole = _whole_text(model, run)
+    if whole != run:
+        return traces.at(whole)
     return record(model, run.text, max_tokens=run.max_tokens)
 
 
@@ -88,7 +100,8 @@ traces = Result("traces", _trace, entries=8, megabytes=2400, size_of=lambda trac
 
 def _analysis(model, run: Run):
     if run.ablation is None and is_recordable(model.model):  # read from the text's one trace (no pass of its own)
-        return analysis_of(traces.at(run), model)
+        whole = _whole_text(model, run)
+        return analyses.at(whole) if whole != run else analysis_of(traces.at(run), model)
     if run.ablation is None:  # a family the app does not record: one plain pass with output_attentions
         return analyze(model, run.text, max_tokens=run.max_tokens)
     return ablate_heads(model, run.text, run.ablation.heads, method=run.ablation.method, max_tokens=run.max_tokens)
