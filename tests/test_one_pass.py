@@ -27,6 +27,7 @@ TEXT = ("Counting passes: the river bank was quiet in the morning, and the old b
 OWNED = ["app_pages/home.py", "app_pages/attention.py", "app_pages/maxima.py", "app_pages/stats.py",
          "app_pages/inside.py"]
 PAGES = [*OWNED, "app_pages/flow.py", "app_pages/long-context.py"]
+QUERY = {"app_pages/long-context.py": {"source": "sidebar"}}  # Long context over the sidebar's text, not its own
 
 
 def passes_per_page(pages: list[str]) -> dict[str, int]:
@@ -60,6 +61,7 @@ def passes_per_page(pages: list[str]) -> dict[str, int]:
         at.query_params.update({"model": MODEL, "text": TEXT})
         for page in pages:
             before = counted[0]
+            at.query_params.update(QUERY.get(page, {}))
             at.switch_page(page)
             at.run()
             assert not page_errors(at), (page, page_errors(at))
