@@ -49,7 +49,7 @@ if one_stack:
     plain = analysis
     [analysis] = with_ablation(analysis)  # heads knocked out on the "Does it matter?" page, if the user turns it on
     ablation = None if analysis is plain else knockout()  # every panel below shows the same run
-    [stack] = stacks_of(analysis, model)
+    [stack] = stacks_of(analysis)
 weighted = rolled = None
 if one_stack:
     try:

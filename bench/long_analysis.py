@@ -1,6 +1,6 @@
 """Long texts (issue 41): ``analyze`` at 4,096 and 8,192 tokens of SmolLM2-135M and at gemma-3-270m's cap.
 
-- SmolLM2, 4,096 tokens: ``analyze`` (weights on demand: each block's call kept, attention run in 256-row blocks)
+- SmolLM2, 4,096 tokens: ``analyze`` (the text's trace, ``core.model.trace.record``: each block's call kept)
   against a raw forward pass of the same model at equal threads (``model(..., output_hidden_states=True)``, eager
   attention, nothing kept), interleaved, ``ROUNDS`` each after a warm-up, medians (target ≤ 1.2×); the bytes the
   cached analysis holds (its arrays, as the cache counts them, target ≤ 600 MB) and the process's resident memory
@@ -53,12 +53,10 @@ def smollm2_4096(rounds: int = ROUNDS) -> dict:
 
     import torch
 
-    import core.model.inference as inference
     from core.attention_heads.attention import head_attention
     from core.model.inference import analyze
     from core.model.models import load_model
     from core.model.on_demand import release_freed_memory
-    from ui.bounded_cache import nbytes_of
 
     model = load_model("SmolLM2-135M-Instruct")
     text = _long_text(model.tokenizer, TOKENS)
@@ -71,30 +69,26 @@ def smollm2_4096(rounds: int = ROUNDS) -> dict:
     gc.collect()
     release_freed_memory()
     before = _rss_mb()
-    inference.RELEASE_AFTER_LONG_PASS = False  # measured here instead
     analysis = analyze(model, text, max_tokens=TOKENS)
     gc.collect()
     after_pass = _rss_mb()
     release_freed_memory()
     after_release = _rss_mb()
-    inference.RELEASE_AFTER_LONG_PASS = True
-    held_mb = nbytes_of(analysis) / 1e6
-    stored = analysis.on_demand
+    stored = analysis.trace
+    held_mb = (analysis.nbytes + stored.nbytes) / 1e6
     recompute_times, new_layer_times, switch_times = [], [], []
-    for layer in (5, 10, 15, 20, 25):
-        stored.memo.clear()
+    for layer in (5, 10, 15, 20, 25):  # each layer and the next not in the trace's memo (its last two layers)
         started = time.perf_counter()
-        stored.layer(model.model, analysis.hidden_states, layer)
+        stored.layer("self", layer)
         recompute_times.append(time.perf_counter() - started)
-        stored.memo.clear()
         started = time.perf_counter()
-        head_attention(model, analysis, layer, 0)
+        head_attention(model, analysis, layer + 1, 0)
         new_layer_times.append(time.perf_counter() - started)
         for head in (1, 2):
             started = time.perf_counter()
-            head_attention(model, analysis, layer, head)
+            head_attention(model, analysis, layer + 1, head)
             switch_times.append(time.perf_counter() - started)
-    memo_mb = nbytes_of(analysis) / 1e6 - held_mb
+    memo_mb = (analysis.nbytes + stored.nbytes) / 1e6 - held_mb
     raw_times, analyze_times = [], []
     if rounds:
         raw()
@@ -109,7 +103,7 @@ def smollm2_4096(rounds: int = ROUNDS) -> dict:
         "torch_threads": torch.get_num_threads(),
         "analysis_arrays_mb": round(held_mb),
         "hidden_states_mb": round(analysis.hidden_states.nbytes / 1e6),
-        "kept_calls_mb": round(stored.nbytes / 1e6, 1),
+        "trace_mb": round(stored.nbytes / 1e6, 1),
         "memo_after_clicks_mb": round(memo_mb, 1),
         "rss_growth_after_pass_mb": round(after_pass - before),
         "rss_growth_after_release_mb": round(after_release - before),

@@ -172,7 +172,7 @@ def test_bundled_lm_facts(bundled_lm):
 
 
 def _hand_analysis(attentions: np.ndarray, special: list[bool]):
-    from core.model.inference import Analysis
+    from core.model.analysis import Analysis
 
     t = attentions.shape[-1]
     return Analysis(

@@ -1,4 +1,5 @@
-"""Attention on demand for long texts (issue 41): ``core.attention_heads.attention.head_attention`` equals the model's own weights.
+"""Attention on demand for long texts (issue 41, read from the text's trace since issue 48):
+``core.attention_heads.attention.head_attention`` equals the model's own weights.
 
 The reference is always a plain eager forward pass with ``output_attentions=True`` on a model loaded without the
 app's recording implementation (``attn_implementation="eager"``), never the code under test.
@@ -11,17 +12,13 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-import core.model.inference as inference
-import core.model.on_demand as on_demand
+import core.model.trace as trace
 from core.attention_heads.attention import head_attention, layer_attention
 from core.attention_heads.retrieval import bundled_haystack
-from core.model.hooks import hooked
 from core.model.inference import STORED_ATTENTION_MAX_TOKENS, analyze
 from core.model.models import load_model
-from core.model.on_demand import MEMO_LAYERS, StoredMask, to_stored
-from core.model.parts import blocks_of
+from core.model.on_demand import StoredMask, to_stored
 from tests.model_factory import build_tiny_decoder, build_tiny_gpt2
-from ui.bounded_cache import nbytes_of
 
 TEXT = "the cat sat on the mat and the dog ran after it while the bird sang " * 3
 
@@ -48,15 +45,12 @@ def tiny_windowed(request, tmp_path_factory):
 
 def test_on_demand_weights_equal_the_models_own(tiny_windowed, monkeypatch):
     folder, model = tiny_windowed
-    # rows in blocks of 5: the pass runs each layer's attention in pieces, as it does for a long text
-    monkeypatch.setattr(inference, "QUERY_ROWS_PER_CHUNK", 5)
-    # and the weights in blocks of a few query rows, as for a long text
-    monkeypatch.setattr(on_demand, "BLOCK_CELLS", 300)
+    # the weights in blocks of a few query rows, as for a long text
+    monkeypatch.setattr(trace, "BLOCK_CELLS", 300)
     analysis = analyze(model, TEXT, on_demand=True)
-    assert analysis.attentions is None and analysis.on_demand is not None
+    assert analysis.attentions is None and analysis.trace is not None
     reference = plain_attentions(folder, analysis.input_ids)
     assert analysis.num_heads == reference[0].shape[0] == 4
-    assert not analysis.on_demand.memo  # nothing computed before a view asks
     for layer, expected in enumerate(reference):
         for head in range(analysis.num_heads):
             got = head_attention(model, analysis, layer, head)
@@ -66,74 +60,22 @@ def test_on_demand_weights_equal_the_models_own(tiny_windowed, monkeypatch):
     last = analysis.num_tokens - 1
     if analysis.sliding_windows is not None:
         assert any(reference[layer][0, last, 0] == 0.0 for layer in range(len(reference)))
-    # and the hidden states are those of the model, run in pieces or not
-    whole = analyze(model, TEXT, on_demand=False)
-    np.testing.assert_allclose(analysis.hidden_states, whole.hidden_states, atol=2e-5)
+    # and the hidden states are the plain model's, the last after its final norm (transformers' hidden_states[-1])
+    plain = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = plain(input_ids=torch.tensor([analysis.input_ids]), output_hidden_states=True)
+    np.testing.assert_allclose(analysis.hidden_states, np.stack([h[0].numpy() for h in out.hidden_states]), atol=2e-5)
+    stored = analyze(model, TEXT, on_demand=False)
+    np.testing.assert_allclose(stored.attentions, np.stack(reference), atol=2e-6)
 
 
 def test_short_texts_keep_stored_weights_and_head_attention_reads_them(tiny_windowed):
     folder, model = tiny_windowed
     analysis = analyze(model, TEXT)  # far under STORED_ATTENTION_MAX_TOKENS
-    assert analysis.on_demand is None and analysis.attentions is not None
+    assert analysis.attentions is not None
     reference = plain_attentions(folder, analysis.input_ids)
     np.testing.assert_allclose(head_attention(model, analysis, 1, 3), reference[1][3], atol=2e-6)
     np.testing.assert_allclose(layer_attention(model, analysis, 0), reference[0], atol=2e-6)
-
-
-def head_size_of(config) -> int:
-    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-
-
-def test_a_long_analysis_holds_no_queries_or_keys_only_its_hidden_states_and_masks(tiny_windowed):
-    _, model = tiny_windowed
-    analysis = analyze(model, TEXT, on_demand=True)
-    t, stored = analysis.num_tokens, analysis.on_demand
-    config = model.model.config
-    masks = [s for s in stored.stored if isinstance(s, StoredMask)]
-    others = [s for s in stored.stored if not isinstance(s, StoredMask)]
-    # one bool [T, T] mask per kind of layer (full, or each sliding window), shared by the layers of that kind
-    kinds = len(set(analysis.sliding_windows or (None,)))
-    assert len(masks) == kinds
-    assert all(m.allowed.dtype == np.bool_ and m.allowed.shape[-2:] == (t, t) and m.allowed.size == t * t for m in masks)
-    # beside them only positions and rotary tables: each at most T × head size numbers, none a layer's queries,
-    # keys or hidden state (the block's input is the analysis's hidden_states[l], not a copy)
-    assert all(o.numel() <= t * head_size_of(config) for o in others)
-    queries = config.num_hidden_layers * config.num_attention_heads * t * head_size_of(config)
-    assert sum(o.numel() for o in others) < queries  # every layer's queries, which the analysis no longer holds
-    held = sum(m.allowed.nbytes for m in masks) + sum(o.numel() * o.element_size() for o in others)
-    assert stored.nbytes == held
-    # the caches bound analyses by bytes: hidden states, the special-token mask and the above, nothing else
-    assert nbytes_of(analysis) == analysis.hidden_states.nbytes + analysis.special_mask.nbytes + held
-
-
-def test_asking_for_a_layer_computes_its_queries_and_keys_once_without_running_its_mlp(tiny_windowed):
-    _, model = tiny_windowed
-    analysis = analyze(model, TEXT, on_demand=True)
-    stored, config = analysis.on_demand, model.model.config
-    blocks = blocks_of(model.model)
-    calls = {"block": 0, "after attention": 0}
-
-    def count(name):
-        def hook(*_):
-            calls[name] += 1
-        return hook
-
-    # the block's last child module (its MLP or last norm) runs after the attention: never when recomputing
-    last_child = list(blocks[1].children())[-1]
-    with hooked([(blocks[1], "pre", count("block")), (last_child, "post", count("after attention"))]):
-        head_attention(model, analysis, 1, 0)
-        head_attention(model, analysis, 1, 3)  # the same layer: from the memo
-    assert calls == {"block": 1, "after attention": 0}
-    found = stored.memo[1]
-    assert found.queries.shape == (config.num_attention_heads, analysis.num_tokens, head_size_of(config))
-    assert found.keys.shape == (getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
-                                analysis.num_tokens, head_size_of(config))
-    # bounded: only the last MEMO_LAYERS layers asked for stay computed
-    for layer in (0, 1, 0):
-        layer_attention(model, analysis, layer, [0])
-    assert list(stored.memo) == [1, 0][-MEMO_LAYERS:]
-    memo_bytes = sum(f.queries.nbytes + f.keys.nbytes for f in stored.memo.values())
-    assert nbytes_of(analysis) >= analysis.hidden_states.nbytes + memo_bytes
 
 
 def test_a_restored_mask_is_the_tensor_the_pass_made():

@@ -84,12 +84,17 @@ def test_recorded_attention_equals_eager_past_the_sliding_window(bundled_gemma, 
         out = plain.model(torch.tensor([analysis.input_ids]), output_attentions=True)
     eager = torch.stack(out.attentions, 1)[0].numpy()
     assert analysis.attentions.shape == eager.shape == (18, 4, t, t)
-    np.testing.assert_allclose(analysis.attentions, eager, atol=1e-5)
+    # analyze reads the trace, whose pass runs the model's sdpa attention (issue 48): its residual stream differs from
+    # the eager pass's in the last float32 bits (run to run, with the threads' reductions), and over 18 layers and 580
+    # tokens a few weights move past 1e-5 from eager's (5 to 237 of 23 million seen, at most 2.6e-5); 1e-5 held for
+    # every cell while analyze ran the eager pass itself
+    off = np.abs(analysis.attentions - eager)
+    assert off.max() <= 5e-5 and (off > 1e-5).mean() < 1e-4, (off.max(), int((off > 1e-5).sum()))
     on_demand = analyze(bundled_gemma, LONG_TEXT)  # past 512 tokens: weights computed from the recorded queries and keys
-    assert on_demand.attentions is None and on_demand.on_demand is not None
+    assert on_demand.attentions is None and on_demand.trace is not None
     for layer in range(18):
         for head in range(4):
-            np.testing.assert_allclose(head_attention(bundled_gemma, on_demand, layer, head), eager[layer, head], atol=1e-5)
+            np.testing.assert_allclose(head_attention(bundled_gemma, on_demand, layer, head), eager[layer, head], atol=5e-5)
     assert analysis.sliding_windows == tuple(None if layer in (5, 11, 17) else 512 for layer in range(18))
     i, j = np.indices((t, t))
     far = i - j >= 512

@@ -8,7 +8,8 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from core.errors import AnalysisError
-from core.model.inference import Analysis, analyze, analyze_many
+from core.model.analysis import Analysis
+from core.model.inference import analyze, analyze_many
 from core.teaching.examples import BANK_MONEY, BANK_RIVER
 
 TEXT = "I will hike along the bank of a river."

@@ -17,14 +17,14 @@ from transformers import AutoModelForCausalLM
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, causal_mask_function, sliding_window_causal_mask_function
 
 import core.attention_heads.long_attention as long_attention
-import core.model.inference as inference
 from core.attention_heads.attention import head_attention
 from core.attention_heads.long_attention import pooled_head
 from core.attention_heads.pooling import pixel_starts, pool
 from core.model.inference import analyze
 from core.model.models import load_model
-from core.model.on_demand import OnDemandAttention, StoredMask
+from core.model.on_demand import StoredMask
 from core.model.recording import IMPLEMENTATION, Recorder
+from core.model.trace import Trace
 from tests.model_factory import build_tiny_decoder
 from tests.test_long_heatmap import pooled_by_hand
 
@@ -76,18 +76,18 @@ def eager_attentions(plain, input_ids: list[int]) -> np.ndarray:
     return np.stack([a[0].float().numpy() for a in out.attentions])
 
 
-def test_a_long_pass_keeps_bool_masks_and_the_models_outputs(tiny_lm, monkeypatch):
+def test_a_long_pass_keeps_bool_masks_and_the_models_outputs(tiny_lm):
     _, model, plain = tiny_lm
-    monkeypatch.setattr(inference, "QUERY_ROWS_PER_CHUNK", 5)  # the pass's attention in blocks of rows, as when long
     analysis = analyze(model, TEXT, on_demand=True)
     t = analysis.num_tokens
-    masks = [s for s in analysis.on_demand.stored if isinstance(s, StoredMask)]
-    assert masks and all(m.dtype == torch.bool for m in masks)  # built bool, not float32 made bool afterwards
-    windows = sorted(set(analysis.sliding_windows or (None,)), key=lambda w: w if w is not None else t)  # fewest cells first
-    planes = sorted((m.allowed.reshape(t, t) for m in masks), key=lambda m: int(m.sum()))
-    assert len(planes) == len(windows)
-    for plane, window in zip(planes, windows, strict=True):
-        np.testing.assert_array_equal(plane, mask_by_hand([t], t, window)[0, 0])
+    masks = [s for s in analysis.trace.blocks["self"].stored if isinstance(s, StoredMask)]
+    assert all(m.dtype == torch.bool for m in masks)  # built bool, not float32 made bool afterwards
+    # the masks the trace kept (sdpa skips a plain causal one): each a sliding window's or the causal one, by hand
+    windows = set(analysis.sliding_windows or (None,))
+    for plane in (m.allowed.reshape(t, t) for m in masks):
+        assert any(np.array_equal(plane, mask_by_hand([t], t, w)[0, 0]) for w in windows)
+    if analysis.sliding_windows is not None:
+        assert masks  # a windowed layer's mask is kept: its cells are not the causal rule
     with torch.no_grad():
         out = plain(input_ids=torch.tensor([analysis.input_ids]), output_hidden_states=True)
     expected = np.stack([h[0].float().numpy() for h in out.hidden_states[:-1]])  # the last one is after the final norm
@@ -105,13 +105,13 @@ def test_a_pooled_head_computed_in_bands_of_rows_is_the_eager_weights_pooled(tin
     assert n % pixels  # pixels of uneven sizes: a band's end is not a multiple of a pixel's positions
     monkeypatch.setattr(long_attention, "BAND_CELLS", 2 * step * n)  # two pixel rows per band
     asked = []
-    weights = OnDemandAttention.weights
+    weights = Trace.attention
 
-    def spy(self, model_, hidden_states, layer, heads=None, rows=None):
+    def spy(self, stack, layer, heads=None, rows=None):
         asked.append(len(rows) if rows is not None else n)
-        return weights(self, model_, hidden_states, layer, heads, rows)
+        return weights(self, stack, layer, heads, rows)
 
-    monkeypatch.setattr(OnDemandAttention, "weights", spy)
+    monkeypatch.setattr(Trace, "attention", spy)
     eager = eager_attentions(plain, analysis.input_ids)
     for layer in range(eager.shape[0]):
         asked.clear()
@@ -139,7 +139,10 @@ def test_a_long_pass_frees_its_hidden_states_and_a_layers_mask_without_the_garba
         t, width = analysis.num_tokens, analysis.hidden_states.shape[-1]
         alive = [o for o in gc.get_objects() if issubclass(type(o), torch.Tensor) and not o.is_meta
                  and (tuple(o.shape) == (1, t, width) or (o.dim() == 4 and tuple(o.shape[-2:]) == (t, t)))]
-        kept = {id(m.allowed.base) for m in analysis.on_demand.stored if isinstance(m, StoredMask)}
+        kept = {id(m.allowed.base) for m in analysis.trace.blocks["self"].stored if isinstance(m, StoredMask)}
+        # the trace's memo of the layer asked for: its attention's input and mask, kept on purpose
+        record = analysis.trace.layer("self", 1).records["self"]
+        kept |= {id(x) for x in (record.inputs, record.mask) if x is not None}
         assert not [o for o in alive if id(o) not in kept], [tuple(o.shape) for o in alive]
     finally:
         gc.enable()

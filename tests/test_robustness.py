@@ -163,7 +163,7 @@ def test_every_exception_class_of_core_is_user_facing_and_shown_as_its_sentence(
     for info in pkgutil.walk_packages(core.__path__, "core."):
         module = importlib.import_module(info.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
-            # a PassStopped (core.model.recording.AttentionReached) is a control-flow signal caught where the pass began
+            # a PassStopped (core.attention_heads.qk_map._PassDone) is a control-flow signal caught where the pass began
             if cls.__module__ == info.name and issubclass(cls, BaseException) and not issubclass(cls, PassStopped):
                 found.append(cls)
     assert len(found) >= 10, found  # the classes the review counted, and any added since

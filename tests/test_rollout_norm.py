@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from core.attention_heads.attention import norm_weighted, rollout
-from core.model.inference import Analysis, analyze
+from core.model.analysis import Analysis
+from core.model.inference import analyze
 from core.model.recording import UnsupportedArchitecture
 
 TEXT = "I will hike along the bank of a river."

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 
-from core.model.inference import analyze
+from core.model.inference import analyze, analyze_many
 from core.model.seq2seq import analyze_pair
 from core.model.stacks import stack_of, stacks_of
 
@@ -55,7 +55,7 @@ def test_a_one_stack_model_has_one_self_stack_stored_or_on_demand(tiny_gpt2):
     with torch.no_grad():
         expected = torch.cat(plain(**tokenizer(SOURCE, return_tensors="pt"), output_attentions=True).attentions).numpy()
     for on_demand in (False, True):
-        (stack,) = stacks_of(analyze(tiny_gpt2, SOURCE, on_demand=on_demand), tiny_gpt2)
+        (stack,) = stacks_of(analyze(tiny_gpt2, SOURCE, on_demand=on_demand))
         assert (stack.kind, stack.label, stack.causal, stack.is_cross) == ("self", "Self-attention", True, False)
         assert (stack.attentions is None) == on_demand
         assert (stack.num_layers, stack.num_heads, stack.num_query_tokens) == expected.shape[:3]
@@ -72,7 +72,8 @@ def test_asking_for_a_stack_the_model_lacks_names_the_ones_it_has(tiny_bert):
         stack_of(analysis, "self").weights(2)
 
 
-def test_a_long_texts_stack_without_its_model_says_what_it_needs(tiny_gpt2):
-    (stack,) = stacks_of(analyze(tiny_gpt2, SOURCE, on_demand=True))  # no model given: its weights cannot be computed
-    with pytest.raises(ValueError, match="computed from its model"):
+def test_a_stack_without_weights_or_trace_says_so(tiny_gpt2):
+    [analysis] = analyze_many(tiny_gpt2, [SOURCE], attentions=False)  # a batch pass: no weights, no trace
+    (stack,) = stacks_of(analysis)
+    with pytest.raises(ValueError, match="computed without attentions"):
         stack.weights(0)

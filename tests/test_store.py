@@ -246,7 +246,8 @@ def test_a_kept_view_loads_no_model_and_a_computed_one_resolves_it_once_per_resu
     monkeypatch.setattr(models, "load_once", lambda name, signature: loads.append(name) or load(name, signature))
     text = "the cat sat on the mat and it was happy to be home"  # no other test reads this text
     results.attention_views(tiny_bert_dir, text, "norm-weighted", "show", False)
-    assert loads == [tiny_bert_dir] * 2  # the analysis and norm-weighted attention run the model; the view does not
+    # the trace, the analysis read from it and norm-weighted attention each resolve the model; the view does not
+    assert loads == [tiny_bert_dir] * 3
     loads.clear()
     results.attention_views(tiny_bert_dir, text, "norm-weighted", "show", False)
     results.head_stats(tiny_bert_dir, text, "norm-weighted")  # reads the model's tokenizer, the rest is kept
@@ -292,3 +293,17 @@ def test_an_analysis_kept_from_an_earlier_load_is_taken_apart_by_a_new_load(tiny
     reloaded = load_model(tiny_bert_dir)  # another object, the same weights
     np.testing.assert_allclose(norm_weighted(reloaded, kept), norm_weighted(tiny_bert, kept), atol=1e-5)
     np.testing.assert_allclose(compute_head(reloaded, kept, 1, 2).weights, kept.attentions[1, 2], atol=1e-5)
+
+
+def test_a_text_that_fits_under_two_limits_is_read_from_one_trace(tiny_gpt2_dir):
+    """Home reads the model's limit and Attention its own: a short text fits under both, so both read one trace (the
+    issue's count: Attention ran a second pass over the same text); a text cut by a limit keeps a trace of its own."""
+    from ui import results
+
+    text = "one short text read under two token limits, no other test reads it"
+    under_a_limit = results.analyses(tiny_gpt2_dir, text, max_tokens=64)
+    whole = results.analyses(tiny_gpt2_dir, text)
+    assert under_a_limit is whole and not whole.truncated
+    assert results.traces(tiny_gpt2_dir, text, max_tokens=64) is results.traces(tiny_gpt2_dir, text) is whole.trace
+    cut = results.analyses(tiny_gpt2_dir, text, max_tokens=4)
+    assert cut.num_tokens == 4 and cut.truncated and cut.trace is not whole.trace

@@ -140,7 +140,7 @@ def test_lens_grid_marks_cells_on_their_edges_and_shows_only_the_hidden_states()
 # --- item 22: the sink sentence is written from the attention --------------------------------------------------------
 
 def _hand_analysis(attentions: np.ndarray, special: list[bool]):
-    from core.model.inference import Analysis
+    from core.model.analysis import Analysis
 
     t = attentions.shape[-1]
     return Analysis(

@@ -13,7 +13,8 @@ import torch
 from transformers import AutoModel
 
 from core.attention_heads.retrieval import bundled_haystack
-from core.model.trace import STORED_WEIGHTS_MAX_TOKENS, block_layout, record
+from core.model.trace import STORED_WEIGHTS_MAX_TOKENS, record
+from core.model.trace_layers import block_layout
 
 pytestmark = pytest.mark.integration
 

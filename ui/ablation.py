@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.model.inference import Analysis
+from core.model.analysis import Analysis
 from ui import results
 from ui.session import current_model_name
 

@@ -12,7 +12,7 @@ import streamlit as st
 
 from core.attention_heads.head_reading import region_reading, region_sentence
 from core.attention_heads.pooling import region_around
-from core.model.inference import Analysis
+from core.model.analysis import Analysis
 from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
 from core.model.models import LoadedModel
 from core.model.run import Run

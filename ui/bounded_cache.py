@@ -21,7 +21,7 @@ V = TypeVar("V")
 
 def nbytes_of(value: object) -> int:
     """Bytes held by the NumPy arrays and torch tensors in ``value`` (an array or tensor, a dataclass or object of
-    them, nested dataclasses such as ``Analysis.on_demand`` included, a tuple, list or dict). An object's other
+    them, nested dataclasses such as ``Analysis.trace`` included, a tuple, list or dict). An object's other
     attributes (a torch module, say) are not followed."""
     if isinstance(value, np.ndarray):
         return int(value.nbytes)

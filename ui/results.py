@@ -45,9 +45,11 @@ from core.causal.logit_attribution import direct_logit_attribution
 from core.causal.token_attribution import token_attribution
 from core.maths.alignment import align_layout
 from core.maths.projection import fit_projection, project
-from core.model.inference import analyze
+from core.model.inference import analysis_of, analyze
+from core.model.recording import is_recordable
 from core.model.run import Run
 from core.model.seq2seq import analyze_pair, generate_target
+from core.model.text_limits import token_limit
 from core.model.tokens import token_labels
 from core.model.trace import record
 from core.outputs.causal_lm import encode
@@ -72,26 +74,44 @@ def of_model(run: Run) -> Run:
 
 # --- one text: every page ---------------------------------------------------------------------------------------------
 
-def _analysis(model, run: Run):
-    if run.ablation is None:
-        return analyze(model, run.text, max_tokens=run.max_tokens)
-    return ablate_heads(model, run.text, run.ablation.heads, method=run.ablation.method, max_tokens=run.max_tokens)
-
-
-analyses = Result("analyses", _analysis, entries=96, megabytes=2000)  # plain and knocked-out runs of one text
+def _whole_text(model, run: Run) -> Run:
+    """``run`` without its token limit when its text fits under it (the same pass: nothing is cut), so that pages
+    with different limits (Home the model's, Attention its own) read one trace of a short text."""
+    if run.max_tokens is None or len(model.tokenizer(run.text, truncation=False)["input_ids"]) > token_limit(model, run.max_tokens):
+        return run
+    return replace(run, max_tokens=None)
 
 
 def _trace(model, run: Run, progress=None):
     if run.ablation is not None:
         raise ValueError("a trace records the model as loaded; a knock-out is an intervention (core.causal.effects)")
-    text = run.texts if model.is_encoder_decoder else run.text  # (source, target), or the one text
-    return record(model, text, max_tokens=run.max_tokens, progress=progress)
+    if model.is_encoder_decoder:  # (source, target)
+        return record(model, run.texts, max_tokens=run.max_tokens, progress=progress)
+    whole = _whole_text(model, run)
+    if whole != run:  # the same trace as the text's without a limit (kept under both runs: one object)
+        return traces.at(whole, progress=progress)
+    return record(model, run.text, max_tokens=run.max_tokens, progress=progress)
 
 
 # one recorded pass per text (core.model.trace): what every read-only view of that text is computed from. SmolLM2-135M
-# at 4,096 tokens holds about 300 MB (residual stream and each block's call). A page reads it through
-# ui.trace_progress.trace_of (progress by layer and Stop); a result computed from it reads traces.at(run).
+# at 4,096 tokens holds about 300 MB (residual stream and each block's call); at 512 tokens or fewer also every
+# layer's weights once a view asked for them (283 MB at 512). A page reads it through ui.trace_progress.trace_of
+# (progress by layer and Stop); a result computed from it reads traces.at(run).
 traces = Result("traces", _trace, entries=8, megabytes=2400, size_of=lambda trace: trace.nbytes)
+
+
+def _analysis(model, run: Run):
+    if run.ablation is None and is_recordable(model.model):  # read from the text's one trace (no pass of its own)
+        whole = _whole_text(model, run)
+        return analyses.at(whole) if whole != run else analysis_of(traces.at(run), model)
+    if run.ablation is None:  # a family the app does not record: one plain pass with output_attentions
+        return analyze(model, run.text, max_tokens=run.max_tokens)
+    return ablate_heads(model, run.text, run.ablation.heads, method=run.ablation.method, max_tokens=run.max_tokens)
+
+
+# plain runs (read from traces, whose weights they share) and knocked-out runs (an intervention: their own pass) of one
+# text; a plain run's size is its own arrays (its trace is counted on the traces shelf)
+analyses = Result("analyses", _analysis, entries=96, megabytes=2000, size_of=lambda analysis: analysis.nbytes)
 rollouts = Result("rollouts", lambda model, run: rollout(analyses.at(run)), entries=16, megabytes=600,
                   reads="nothing", turn=False)
 # A knocked-out run's norm-weighted attention is computed from that run's hidden states; a knocked-out head keeps its

@@ -189,7 +189,7 @@ def current_stacks() -> tuple[AttentionStack, ...]:
     """The sidebar's run as ``core.model.stacks`` stacks: one "self" stack for a model with one stack of layers, the
     encoder's, the decoder's and the cross-attention stacks of ``current_pair()`` for an encoder-decoder."""
     model = current_model()
-    return current_pair().stacks if model.is_encoder_decoder else stacks_of(current_analysis(), model)
+    return current_pair().stacks if model.is_encoder_decoder else stacks_of(current_analysis())
 
 
 def stack_selector(stacks: tuple[AttentionStack, ...], key: str = "stack") -> AttentionStack:

@@ -6,8 +6,8 @@ from functools import lru_cache
 
 import streamlit as st
 
+from core.model.analysis import Analysis
 from core.model.bundled_lm import bundled_lm
-from core.model.inference import Analysis
 from core.model.models import BUNDLED_MODELS, DEFAULT_MODEL, LoadedModel, ModelLoadError, bundled_name
 from core.model.settings import Settings, load_settings
 from core.teaching.examples import SUGGESTED_MODELS

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from core.attention_heads.inside_head import check_supported, value_vectors_through_output
-from core.model.inference import Analysis
+from core.model.analysis import Analysis
+from core.model.attention_layers import SINGLE_STACK
 from core.model.models import LoadedModel
 from core.model.tokens import token_labels
 
@@ -148,13 +149,12 @@ def window_hidden(view: AttentionView, windows: tuple[int | None, ...] | None) -
     return np.stack([gap >= w if w is not None else np.zeros(gap.shape, dtype=bool) for w in windows])
 
 
-# --- One head or one layer, stored or computed on demand (long texts: core.model.on_demand) ---
+# --- One head or one layer: the stored weights, or the text's trace (core.model.trace) ---
 
 
 def layer_attention(model: LoadedModel, analysis: Analysis, layer: int, heads: list[int] | None = None) -> np.ndarray:
-    """float32 ``[len(heads), T, T]`` (all heads when None) of block ``layer``: the stored weights, or for a long text
-    (``Analysis.on_demand``) computed from its queries and keys (its block called again on the pass's arguments,
-    ``core.model.on_demand``), equal to the model's own in both cases."""
+    """float32 ``[len(heads), T, T]`` (all heads when None) of block ``layer``: the stored weights, or read from the
+    analysis's trace (``Analysis.trace``, ``core.model.trace.Trace.attention``), equal to the model's own in both."""
     if not 0 <= layer < analysis.num_layers:
         raise ValueError(f"layer must be in 0..{analysis.num_layers - 1}, got {layer}")
     if analysis.model_name != model.name:
@@ -162,14 +162,14 @@ def layer_attention(model: LoadedModel, analysis: Analysis, layer: int, heads: l
     if analysis.attentions is not None:
         chosen = analysis.attentions[layer] if heads is None else analysis.attentions[layer, list(heads)]
         return np.asarray(chosen, dtype=np.float32)
-    if analysis.on_demand is None:
+    if analysis.trace is None:
         raise ValueError("this Analysis was computed without attentions")
-    return analysis.on_demand.weights(model.model, analysis.hidden_states, layer, heads)
+    return analysis.trace.attention(SINGLE_STACK, layer, heads)
 
 
 def head_attention(model: LoadedModel, analysis: Analysis, layer: int, head: int) -> np.ndarray:
     """float32 ``[T, T]``: head ``head`` of block ``layer``, exactly the model's own weights (row = query, column =
-    key; sliding window, soft-cap, masks and shared key/value heads included), stored or computed on demand."""
+    key; sliding window, soft-cap, masks and shared key/value heads included), stored or read from the trace."""
     if not 0 <= head < analysis.num_heads:
         raise ValueError(f"head must be in 0..{analysis.num_heads - 1}, got {head}")
     return layer_attention(model, analysis, layer, [head])[0]

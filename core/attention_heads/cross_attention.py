@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from core.attention_heads.attention import AttentionView, HeadReduction, SpecialTokens, attention_view, reduce_heads, row_normalise
-from core.model.inference import Analysis
+from core.model.analysis import Analysis
 from core.model.seq2seq import PairAnalysis
 
 Stack = Literal["encoder", "decoder", "cross"]

@@ -9,22 +9,30 @@ Shapes: ``T`` tokens, ``d`` the head size (``config.head_dim``, not always hidde
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import torch
 
+from core.errors import AnalysisError
+from core.model.analysis import Analysis
 from core.model.attention_layers import recorded_by
-from core.model.inference import Analysis
 from core.model.models import LoadedModel, threads_for_input
 from core.model.parts import parts_of
 from core.model.recording import LayerRecord, Recorder, rotate_back
 
 
-def records(model: LoadedModel, analysis: Analysis) -> dict[int, LayerRecord]:
-    """Every layer's ``LayerRecord`` for ``analysis``'s tokens: those of its own pass (``analysis.recorded``), else
-    (an analysis from a batch of texts, or from an earlier load of this model) one recorded pass, not kept."""
+def records(model: LoadedModel, analysis: Analysis) -> Mapping[int, LayerRecord]:
+    """Every layer's ``LayerRecord`` for ``analysis``'s tokens: those of its own trace (``analysis.recorded``, each
+    layer computed when read), else (an analysis from a batch of texts, or from an earlier load of this model) one
+    recorded pass, not kept."""
     found = analysis.recorded
-    if found is not None and len(found) == model.num_layers and recorded_by(model.model, found.values()):
-        return found
+    if found is not None and len(found) == model.num_layers:
+        try:
+            if recorded_by(model.model, [found[0]]):
+                return found
+        except AnalysisError:  # the trace's model was loaded again since: its blocks are gone
+            pass
     ids = torch.tensor([analysis.input_ids], device=model.device)
     with torch.inference_mode(), threads_for_input(ids.numel()), Recorder(model.model, keep_weights=False) as rec:
         model.model(input_ids=ids, attention_mask=torch.ones_like(ids))
@@ -55,8 +63,8 @@ def sharing_groups(model: LoadedModel) -> list[list[int]]:
 
 def keep_mask(record: LayerRecord, t: int) -> np.ndarray:
     """bool ``[T, T]``: True where a query may look at a key (the recorded additive mask is 0 there)."""
-    if record.mask is None:
-        return np.ones((t, t), dtype=bool)
+    if record.mask is None:  # none, or sdpa's skipped causal mask (a trace's record: ``record.causal``)
+        return np.tril(np.ones((t, t), dtype=bool)) if record.causal else np.ones((t, t), dtype=bool)
     mask = record.mask[0, 0, :t, :t]
     if mask.dtype == torch.bool:
         return mask.cpu().numpy()

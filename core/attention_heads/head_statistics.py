@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core.model.inference import Analysis, iter_analyses
+from core.model.analysis import Analysis
+from core.model.inference import iter_analyses
 from core.model.models import LoadedModel
 
 # column -> what it measures, as the page names it

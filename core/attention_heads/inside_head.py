@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.attention_heads import head_parts as rh
-from core.model.inference import Analysis
+from core.model.analysis import Analysis
 from core.model.models import LoadedModel
 from core.model.recording import UnsupportedArchitecture, is_recordable
 

@@ -24,7 +24,8 @@ from core.attention_heads.attention import head_attention
 from core.attention_heads.head_parts import records
 from core.attention_heads.head_reading import HeadReading, Reading
 from core.attention_heads.pooling import POOLS, Pool, block_ends, pixel_starts, pool, sampled_rows, tokens_per_pixel, visible_blocks
-from core.model.inference import Analysis
+from core.model.analysis import Analysis
+from core.model.attention_layers import SINGLE_STACK
 from core.model.models import LoadedModel
 from core.model.on_demand import BLOCK_CELLS, release_freed_memory
 from core.model.tokens import token_labels
@@ -42,12 +43,12 @@ def head_weights(model: LoadedModel, analysis: Analysis, layer: int, head: int) 
 
 def row_weights(model: LoadedModel, analysis: Analysis, layer: int, heads: list[int], rows: list[int]) -> np.ndarray:
     """float32 ``[len(heads), len(rows), T]``: only the query rows ``rows`` of ``heads``, computed from the layer's
-    queries and keys when the analysis does not hold every head's weights (``core.model.on_demand`` for a long analysis,
-    else ``core.model.trace_layers.attention_weights``)."""
+    queries and keys when the analysis does not hold every head's weights (its trace, ``Analysis.trace``, else
+    ``core.model.trace_layers.attention_weights`` of a recorded pass)."""
     if analysis.attentions is not None:
         return np.asarray(analysis.attentions[layer][heads][:, rows], dtype=np.float32)
-    if analysis.on_demand is not None:  # the analysis's own block calls: one layer's queries and keys, no second pass
-        return analysis.on_demand.weights(model.model, analysis.hidden_states, layer, heads, list(rows))
+    if analysis.trace is not None:  # the analysis's own pass: one layer's queries and keys, no second pass
+        return analysis.trace.attention(SINGLE_STACK, layer, heads, list(rows))
     return attention_weights(records(model, analysis)[layer], heads, list(rows))
 
 
@@ -88,7 +89,7 @@ def pooled_head(model: LoadedModel, analysis: Analysis, layer: int, head: int, p
     window = window_of(analysis, layer)
     seen = visible_blocks(starts, ends, starts, ends, causal=analysis.is_decoder, window=window)
     reading = HeadReading(n, causal=analysis.is_decoder, window=window)
-    if analysis.on_demand is None:
+    if analysis.attentions is not None or analysis.trace is None:
         weights = head_weights(model, analysis, layer, head)
         pooled = {how: pool(weights, starts, starts, how) for how in hows}
         reading.add(weights, np.arange(n))

@@ -6,7 +6,7 @@ import numpy as np
 
 from core.attention_heads.head_parts import keep_mask, records
 from core.attention_heads.inside_head import check_supported, verify_layer
-from core.model.inference import Analysis
+from core.model.analysis import Analysis
 from core.model.models import LoadedModel
 from core.model.recording import UnsupportedArchitecture
 

@@ -32,9 +32,10 @@ import torch
 
 from core.attention_heads.inside_head import SUPPORTED
 from core.errors import AnalysisError
+from core.model.analysis import Analysis
 from core.model.attention_layers import SINGLE_STACK
 from core.model.hooks import hooked, main_input, with_input
-from core.model.inference import Analysis, analyze
+from core.model.inference import analyze
 from core.model.layers import head_code
 from core.model.models import LoadedModel
 from core.model.parts import ModelParts, parts_of

@@ -12,7 +12,7 @@ import torch
 from core.causal.effects import Method, Target, ablation, check_measure, encode, logits_at, network, resolve_target
 from core.causal.token_attribution import Attribution
 from core.maths.spearman import spearman_p_value
-from core.model.inference import Analysis
+from core.model.analysis import Analysis
 from core.model.tokens import decoded_tokens
 from core.outputs.predictions import LanguageModel
 

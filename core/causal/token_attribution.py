@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from core.causal.effects import EffectsError, Measure, Network, Target, check_measure, encode, logits_at, mean_pooled, network, resolve_target
-from core.model.inference import special_token_ids
+from core.model.analysis import special_token_ids
 from core.model.models import LoadedModel
 from core.outputs.predictions import LanguageModel
 

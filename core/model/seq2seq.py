@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from core.errors import AnalysisError
-from core.model.inference import Analysis, special_token_ids
+from core.model.analysis import Analysis, special_token_ids
 from core.model.models import LoadedModel
 from core.model.recording import LayerRecord, Recorder, is_recordable
 from core.model.stacks import AttentionStack

@@ -26,11 +26,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
-import torch
 
+from core.model.analysis import Analysis
 from core.model.attention_layers import SINGLE_STACK
-from core.model.inference import Analysis
-from core.model.models import LoadedModel
 from core.model.recording import LayerRecord
 
 STACK_LABELS = {
@@ -52,7 +50,6 @@ class AttentionStack:
     attentions: np.ndarray | None
     causal: bool
     records: dict[int, LayerRecord] | None = field(default=None, repr=False)
-    model: torch.nn.Module | None = field(default=None, repr=False)  # the torch model, for weights on demand
 
     @property
     def label(self) -> str:
@@ -92,17 +89,15 @@ class AttentionStack:
 
     def weights(self, layer: int, heads: list[int] | None = None) -> np.ndarray:
         """float32 ``[len(heads), Q, K]`` (all heads when None) of block ``layer``: the stored weights, or for a long
-        one-stack text computed on demand from its recorded queries and keys (``Analysis.on_demand``)."""
+        one-stack text read from its trace (``Analysis.trace``)."""
         if not 0 <= layer < self.num_layers:
             raise ValueError(f"layer must be in 0..{self.num_layers - 1}, got {layer}")
         if self.attentions is not None:
             chosen = self.attentions[layer] if heads is None else self.attentions[layer, list(heads)]
             return np.asarray(chosen, dtype=np.float32)
-        if self.queries.on_demand is None:
+        if self.queries.trace is None:
             raise ValueError("this analysis was computed without attentions")
-        if self.model is None:
-            raise ValueError("a long text's weights are computed from its model: stacks_of(analysis, model)")
-        return self.queries.on_demand.weights(self.model, self.queries.hidden_states, layer, heads)
+        return self.queries.trace.attention(SINGLE_STACK, layer, heads)
 
 
 class HasStacks(Protocol):
@@ -110,13 +105,12 @@ class HasStacks(Protocol):
     def stacks(self) -> tuple[AttentionStack, ...]: ...
 
 
-def stacks_of(analysis: Analysis | HasStacks, model: LoadedModel | None = None) -> tuple[AttentionStack, ...]:
-    """The stacks of an ``Analysis`` (one: ``"self"``) or of anything with a ``stacks`` property (a
-    ``core.model.seq2seq.PairAnalysis``: ``"encoder"``, ``"decoder"``, ``"cross"``). ``model``: the model the analysis
-    was made with, needed only for a long text's weights (computed on demand by calling its blocks again)."""
+def stacks_of(analysis: Analysis | HasStacks) -> tuple[AttentionStack, ...]:
+    """The stacks of an ``Analysis`` (one: ``"self"``; a long text's weights read from its trace) or of anything with a
+    ``stacks`` property (a ``core.model.seq2seq.PairAnalysis``: ``"encoder"``, ``"decoder"``, ``"cross"``)."""
     if isinstance(analysis, Analysis):
         return (AttentionStack(SINGLE_STACK, analysis, analysis, analysis.attentions, analysis.is_decoder,
-                               analysis.recorded, None if model is None else model.model),)
+                               analysis.recorded),)
     return analysis.stacks
 
 

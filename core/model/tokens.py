@@ -15,7 +15,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from core.model.inference import Analysis
+from core.model.analysis import Analysis
 
 
 def _byte_level_alphabet() -> dict[str, int]:

@@ -23,6 +23,9 @@ heads, ``Hkv`` key/value heads, ``d`` head size), float32 numpy arrays::
     mask(stack, l)             bool [T, S]  True = may attend (causal, sliding window, padding)
     layer_info(stack, l)       scaling, softcap, sliding_window, heads, kv_heads, head_dim (kept)
     attention(stack, l, heads, rows)  float32 [heads, rows, S]
+    attentions(stack)          [L, Hq, T, S]  every layer's weights (kept), None above STORED_WEIGHTS_MAX_TOKENS
+    outputs[name]              the pass's own output tensors, batch axis dropped (kept): "last_hidden_state" [T, D]
+                               (after the final norm: transformers' hidden_states[-1]), "pooler_output" [D] …
 
 What is kept and what is recomputed: the trace keeps the residual stream between blocks (``(L + 1)·D·4`` bytes per
 token per block stack) and each block's call (``core.model.on_demand.keep_argument``: masks as bool, rotary tables,
@@ -46,16 +49,15 @@ import numpy as np
 import torch
 
 from core.errors import AnalysisError
-from core.model.attention_layers import SINGLE_STACK, attention_modules, record_keys
+from core.model.analysis import special_token_ids
+from core.model.attention_layers import SINGLE_STACK, record_keys
 from core.model.hooks import hooked, keeping_call
-from core.model.inference import special_token_ids
 from core.model.models import LoadedModel, threads_for_input
 from core.model.on_demand import BLOCK_CELLS
-from core.model.parts import last_linear_to_hidden
-from core.model.recording import LayerRecord, Recorder, is_recordable
+from core.model.recording import LayerRecord, Recorder
 from core.model.seq2seq import decoder_tokens, encode_text
 from core.model.text_limits import check_text, token_limit
-from core.model.trace_layers import BlockKeeper, LayerTrace, attention_weights, run_block
+from core.model.trace_layers import BlockKeeper, LayerTrace, attention_weights, block_layout, run_block
 from core.model.words import text_word_ids
 
 STORED_WEIGHTS_MAX_TOKENS = 512  # a whole layer's weights asked for at or under this many query tokens are kept
@@ -113,12 +115,13 @@ class Trace:
     residual: dict[str, np.ndarray]  # per block stack ("self", "encoder", "decoder"): [L + 1, T, D]
     blocks: dict[str, StackCalls] = field(repr=False)
     _model: weakref.ref = field(repr=False)
+    outputs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # the pass's own (module docstring)
     _memo: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _weights: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
-        for array in self.residual.values():
+        for array in (*self.residual.values(), *self.outputs.values()):
             array.setflags(write=False)
 
     @property
@@ -195,6 +198,26 @@ class Trace:
             return whole[chosen][:, positions]
         return self._compute_weights(stack, layer, chosen, positions)
 
+    def attentions(self, stack: str) -> np.ndarray | None:
+        """float32 ``[L, H, T, S]``: every layer's weights in one array (kept; ``attention`` then reads views of it),
+        or None above ``STORED_WEIGHTS_MAX_TOKENS`` query tokens."""
+        t, infos = len(self.tokens(stack)), self._stack(stack)
+        if t > STORED_WEIGHTS_MAX_TOKENS:
+            return None
+        with self._lock:
+            whole = self._weights.get((stack, None))
+        if whole is None:
+            whole = np.empty((len(infos), infos[0].heads, t, len(self.key_tokens(stack))), dtype=np.float32)
+            for layer in range(len(infos)):
+                with self._lock:
+                    found = self._weights.get((stack, layer))
+                whole[layer] = found if found is not None else self._compute_weights(
+                    stack, layer, list(range(infos[layer].heads)), np.arange(t))
+            whole.setflags(write=False)
+            with self._lock:
+                self._weights.update({(stack, None): whole, **{(stack, layer): whole[layer] for layer in range(len(infos))}})
+        return whole
+
     def _compute_weights(self, stack: str, layer: int, heads: list[int], positions: np.ndarray) -> np.ndarray:
         record = self._record(stack, layer)
         s = record.keys.shape[2]
@@ -208,12 +231,12 @@ class Trace:
     @property
     def nbytes(self) -> int:
         """Bytes held: residual streams, kept calls' tensors, stored weights and the memo (not the model)."""
-        held = sum(a.nbytes for a in self.residual.values())
+        held = sum(a.nbytes for a in (*self.residual.values(), *self.outputs.values()))
         for calls in self.blocks.values():
             for item in calls.stored:
                 held += item.allowed.nbytes if hasattr(item, "allowed") else item.nelement() * item.element_size()
         with self._lock:
-            held += sum(w.nbytes for w in self._weights.values()) + sum(m.nbytes for m in self._memo.values())
+            held += sum(w.nbytes for w in self._weights.values() if w.base is None) + sum(m.nbytes for m in self._memo.values())
         return held
 
     def layer(self, stack: str, layer: int) -> LayerTrace:
@@ -328,7 +351,8 @@ def record(model: LoadedModel, text: str | tuple[str, str], *, max_tokens: int |
     extra = {"use_cache": False} if model.is_decoder or pair else {}
     with (torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()), hooked(hooks),
           Recorder(model.model, queries_keys_only=True, shapes_only=True, sdpa=True) as rec):
-        model.model(**inputs, return_dict=True, **extra)
+        out = model.model(**inputs, return_dict=True, **extra)
+    outputs = {name: value[0].float().numpy() for name, value in out.items() if isinstance(value, torch.Tensor)}
     stacks = {}
     for stack, paths in layout.items():
         layers = rec.stacks.get(stack, {})
@@ -337,43 +361,8 @@ def record(model: LoadedModel, text: str | tuple[str, str], *, max_tokens: int |
         stacks[stack] = tuple(_info(layers[layer]) for layer in range(len(layers)))
     blocks = {s: StackCalls(tuple(p for p, _ in layout[s]), tuple(k.calls), tuple(k.stored), tuple(m for _, m in layout[s]))
               for s, k in kept.items()}
-    return Trace(model.name, sequences, stacks, {s: k.residual for s, k in kept.items()}, blocks, weakref.ref(model.model))
-
-
-def block_layout(model: LoadedModel) -> dict[str, list[tuple[str, str | None]]]:
-    """Per stack, per layer: ``(path of the block, path of its MLP's output map or None)``. A block is the outermost
-    element of a ``ModuleList`` holding the layer's attention module (T5's ``encoder.block.3``, not its sub-layer
-    ``layer.0``), so an encoder-decoder's cross-attention shares the decoder's blocks; the MLP's output map is
-    ``core.model.parts.last_linear_to_hidden`` of the block. Found once per model (kept on it)."""
-    base = model.model
-    if not is_recordable(base):
-        raise AnalysisError(f"The app does not record {model.name}'s attention, so it cannot trace it.")
-    found = getattr(base, "_explorer_block_layout", None)
-    if found is None:
-        found = _layout(model)
-        base._explorer_block_layout = found
-    return found
-
-
-def _layout(model: LoadedModel) -> dict[str, list[tuple[str, str | None]]]:
-    base = model.model
-    paths = {id(m): name for name, m in base.named_modules()}
-    lists = {name for name, m in base.named_modules() if isinstance(m, torch.nn.ModuleList)}
-    keys, hidden = record_keys(base), int(base.config.hidden_size)
-    layout: dict[str, dict[int, tuple[str, str | None]]] = {}
-    for attention in attention_modules(base):
-        parts = paths[id(attention)].split(".")
-        cut = next((i for i in range(1, len(parts)) if ".".join(parts[:i]) in lists), None)
-        if cut is None:
-            raise AnalysisError(f"{type(attention).__name__} of {model.name} is in no list of blocks the app can find.")
-        block = base.get_submodule(".".join(parts[:cut + 1]))
-        mlp = last_linear_to_hidden(block, attention, hidden)
-        stack, layer = keys[id(attention)]
-        layout.setdefault(stack, {})[layer] = (paths[id(block)], None if mlp is None else paths[id(mlp)])
-    found = {stack: [layers[i] for i in sorted(layers)] for stack, layers in layout.items()}
-    if "cross" in found and [p for p, _ in found["cross"]] != [p for p, _ in found.get("decoder", [])]:
-        raise AnalysisError(f"{model.name}'s cross-attention is not inside its decoder's blocks, which the app reads.")
-    return found
+    return Trace(model.name, sequences, stacks, {s: k.residual for s, k in kept.items()}, blocks, weakref.ref(model.model),
+                 outputs)
 
 
 def _info(record: LayerRecord) -> LayerInfo:

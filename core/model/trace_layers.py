@@ -12,6 +12,7 @@ What one call gives (``LayerTrace``; ``T`` query tokens, ``S`` key tokens, ``D``
     records[stack]        LayerRecord: queries [1, Hq, T, d] (after rotary and q/k-norm), keys and values
                           [1, Hkv, S, d], mask (bool or None with ``causal``), scaling, soft-cap, window,
                           position bias (T5) and output [1, T, Hq, d] (each head's output before the output projection)
+                          and the attention's input, rotary tables (cos, sin) as the attention function got them
     residual_mid[stack]   float32 [T, D]: the residual stream after that attention sub-block (None where the block
                           has no point between attention and MLP, as GPT-J's parallel blocks)
     attention_output[stack]  float32 [T, D]: what that attention module returned (its output projection's result
@@ -40,12 +41,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.model.attention_layers import attention_modules
+from core.errors import AnalysisError
+from core.model.attention_layers import attention_modules, record_keys
 from core.model.fast_attention import causal_mask
 from core.model.hooks import first_tensor, hooked, main_input
+from core.model.models import LoadedModel
 from core.model.on_demand import call_argument, eager_weights, keep_argument
-from core.model.parts import is_norm
-from core.model.recording import LayerRecord, Recorder
+from core.model.parts import is_norm, last_linear_to_hidden
+from core.model.recording import LayerRecord, Recorder, is_recordable
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,8 +66,8 @@ class LayerTrace:
 
     @property
     def nbytes(self) -> int:
-        tensors = [t for r in self.records.values()
-                   for t in (r.queries, r.keys, r.values, r.output, r.mask, r.position_bias) if t is not None]
+        tensors = [t for r in self.records.values() for t in (r.queries, r.keys, r.values, r.output, r.mask,
+                                                                r.position_bias, r.inputs, r.cos, r.sin) if t is not None]
         arrays = [a for a in (*self.residual_mid.values(), *self.attention_output.values(), *self.attention_sum.values(),
                               self.mlp_output, self.mlp_sum, self.mlp_input) if a is not None]
         return sum(t.nelement() * t.element_size() for t in tensors) + sum(a.nbytes for a in arrays)
@@ -154,7 +157,6 @@ def run_block(model: torch.nn.Module, block: torch.nn.Module, layer: int, call: 
     for stack, layers in rec.stacks.items():
         if layer in layers:
             record = layers[layer]
-            record.inputs = record.cos = record.sin = None  # the trace has the stream; the block has its tables
             records[stack] = record
     norms = [e for e in events if e[0] == "norm"]
     post_norm = bool(norms) and "block" in seen and torch.equal(norms[-1][2], seen["block"])
@@ -199,3 +201,39 @@ class BlockKeeper:
             if layer == self.layers - 1:
                 self.residual[layer + 1] = first_tensor(output)[0].float().numpy()
         return keep
+
+
+def block_layout(model: LoadedModel) -> dict[str, list[tuple[str, str | None]]]:
+    """Per stack, per layer: ``(path of the block, path of its MLP's output map or None)``. A block is the outermost
+    element of a ``ModuleList`` holding the layer's attention module (T5's ``encoder.block.3``, not its sub-layer
+    ``layer.0``), so an encoder-decoder's cross-attention shares the decoder's blocks; the MLP's output map is
+    ``core.model.parts.last_linear_to_hidden`` of the block. Found once per model (kept on it)."""
+    base = model.model
+    if not is_recordable(base):
+        raise AnalysisError(f"The app does not record {model.name}'s attention, so it cannot trace it.")
+    found = getattr(base, "_explorer_block_layout", None)
+    if found is None:
+        found = _layout(model)
+        base._explorer_block_layout = found
+    return found
+
+
+def _layout(model: LoadedModel) -> dict[str, list[tuple[str, str | None]]]:
+    base = model.model
+    paths = {id(m): name for name, m in base.named_modules()}
+    lists = {name for name, m in base.named_modules() if isinstance(m, torch.nn.ModuleList)}
+    keys, hidden = record_keys(base), int(base.config.hidden_size)
+    layout: dict[str, dict[int, tuple[str, str | None]]] = {}
+    for attention in attention_modules(base):
+        parts = paths[id(attention)].split(".")
+        cut = next((i for i in range(1, len(parts)) if ".".join(parts[:i]) in lists), None)
+        if cut is None:
+            raise AnalysisError(f"{type(attention).__name__} of {model.name} is in no list of blocks the app can find.")
+        block = base.get_submodule(".".join(parts[:cut + 1]))
+        mlp = last_linear_to_hidden(block, attention, hidden)
+        stack, layer = keys[id(attention)]
+        layout.setdefault(stack, {})[layer] = (paths[id(block)], None if mlp is None else paths[id(mlp)])
+    found = {stack: [layers[i] for i in sorted(layers)] for stack, layers in layout.items()}
+    if "cross" in found and [p for p, _ in found["cross"]] != [p for p, _ in found.get("decoder", [])]:
+        raise AnalysisError(f"{model.name}'s cross-attention is not inside its decoder's blocks, which the app reads.")
+    return found

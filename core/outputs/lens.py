@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.model.inference import Analysis
+from core.model.analysis import Analysis
 from core.model.models import LoadedModel
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import decoded_tokens

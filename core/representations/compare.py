@@ -14,7 +14,8 @@ import torch
 
 from core.attention_heads.attention import word_groups
 from core.maths.similarity import cosine
-from core.model.inference import Analysis, analyze_many
+from core.model.analysis import Analysis
+from core.model.inference import analyze_many
 from core.model.models import LoadedModel
 
 # Same sense of "bank" as core.teaching.examples.BANK_RIVER, different words: the compare page's default control.

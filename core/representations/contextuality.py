@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from core.maths.margins import plateau
-from core.model.inference import Analysis
+from core.model.analysis import Analysis
 from core.model.models import LoadedModel
 from core.representations.compare import words
 from core.representations.drift import DEFAULT_BATCH_SIZE, CorpusEmbeddings, CorpusEmbeddingsAccumulator, run_over_corpus

@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from core.maths.similarity import cosine
-from core.model.inference import Analysis, iter_analyses
+from core.model.analysis import Analysis
+from core.model.inference import iter_analyses
 from core.model.models import LoadedModel
 
 POOLINGS = {

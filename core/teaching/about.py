@@ -15,7 +15,8 @@ import torch
 from core.attention_heads.attention import attention_maxima
 from core.maths.margins import plateau
 from core.maths.numbers import percent, percent_span
-from core.model.inference import Analysis, analyze_many
+from core.model.analysis import Analysis
+from core.model.inference import analyze_many
 from core.model.models import BUNDLED_LM, DEFAULT_MODEL, LoadedModel, bundled_name
 from core.model.tokens import token_labels
 from core.representations.drift import anisotropy_level
