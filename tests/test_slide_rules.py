@@ -10,7 +10,9 @@ import plotly.graph_objects as go
 import pytest
 
 from core.attention_heads.attention import attention_maxima
+from core.attention_heads.head_reading import HeadReading
 from core.attention_heads.long_attention import PooledHead, Thumbnails, Zoom
+from core.attention_heads.pooling import pixel_starts, pool
 from core.causal.flow import Edge, RouteGraph
 from core.model.inference import analyze
 from tests.test_flow_page import example_route_graph as flow_graph
@@ -254,8 +256,11 @@ def _every_figure(analysis) -> list[go.Figure]:
 
 def _long_figures(att: np.ndarray, labels: list[str]) -> list[go.Figure]:
     """The Attention page's figures for a long text (viz.long_heatmap), on the short text's weights."""
-    n, starts = att.shape[-1], np.arange(0, att.shape[-1], 2)
-    pooled = PooledHead(np.maximum.reduceat(np.maximum.reduceat(att[0, 0], starts, 0), starts, 1), starts, starts, n, "max")
+    n = att.shape[-1]
+    reading = HeadReading(n, causal=False, window=None)
+    reading.add(att[0, 0], np.arange(n))
+    pixels = pixel_starts(n, 300)  # drawn as the page draws a head: on its plot's pixels (here more than tokens)
+    pooled = PooledHead(pool(att[0, 0], pixels, pixels, "max"), pixels, pixels, n, "max", reading.done())
     zoomed = Zoom(att[0, 0, :4, :5], np.zeros((4, 5), dtype=bool), range(4), range(5), labels[:4], labels[:5])
     thumbs = Thumbnails(att[:, :, ::2], tuple(range(att.shape[0])), np.arange(0, n, 2), np.arange(n), n, "sum")
     return [lh.pooled_head_figure(pooled, title="pooled", colorscale="Viridis", region=(range(2), range(2))),

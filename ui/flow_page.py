@@ -11,7 +11,7 @@ import streamlit as st
 
 from core.causal.flow import DEFAULT_THRESHOLD, head_terms, route_graph
 from core.causal.flow_details import Neurons, decode
-from core.causal.flow_pair import ENCODER, decoder_logits, pair_route_sentence, pair_top_neurons
+from core.causal.flow_pair import ENCODER, PairFlow, decoder_logits, pair_route_sentence, pair_top_neurons
 from core.causal.unembedding import top_tokens
 from core.maths.numbers import percent
 from core.model.models import LoadedModel
@@ -21,7 +21,6 @@ from ui import results
 from ui.errors import friendly_fragment
 from ui.figures import clicked_point, show_figure
 from ui.page_state import end_page, option, option_value, set_option
-from ui.results import PairFlow
 from ui.seq2seq import current_pair, current_target, pair_caption
 from ui.session import current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe

@@ -13,7 +13,6 @@ attention (81 MB + its recorded pass of 19 MB for all-MiniLM-L6-v2; 27 MB + 27 M
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import NamedTuple
 
 import numpy as np
 
@@ -37,9 +36,9 @@ from core.attention_heads.retrieval import (
 from core.causal import patching
 from core.causal.effects import ablate_heads, head_importance
 from core.causal.effects_compare import target_change
-from core.causal.flow import Contributions, contributions_of
-from core.causal.flow_pair import PairContributions, PairPass, pair_contributions_of, record_pair
-from core.causal.flow_reading import Measures, measures_of
+from core.causal.flow import contributions_of
+from core.causal.flow_pair import PairFlow, pair_contributions_of, record_pair
+from core.causal.flow_reading import Flow, measures_of
 from core.causal.flow_stack import TraceStack
 from core.causal.logit_attribution import direct_logit_attribution
 from core.causal.token_attribution import token_attribution
@@ -226,15 +225,6 @@ repeat_losses = Result("repeat-losses", lambda lm, run, length, seed, heads: (
 
 # --- information flow: the contributions of one trace; 128 tokens of SmolLM2 ~18 MB (the trace is on its own shelf) ---
 
-class Flow(NamedTuple):
-    """The trace's stack the detail views read (``core.causal.flow_stack.TraceStack``), the contributions the graph is
-    built from and what the sentences read beyond them (``core.causal.flow_reading.Measures``)."""
-
-    recorded: TraceStack
-    contributions: Contributions
-    measures: Measures
-
-
 def _flow(model, run: Run, progress=None) -> Flow:
     trace = traces.at(run)
     kept = TraceStack(trace, keep=True)  # each block computed once for the shares and the measures, then let go
@@ -246,13 +236,6 @@ def _flow(model, run: Run, progress=None) -> Flow:
 
 flows = Result("flows", _flow, entries=8, megabytes=400,
                size_of=lambda flow: nbytes_of((flow.contributions, flow.measures)))  # the trace is counted on its shelf
-
-
-class PairFlow(NamedTuple):
-    """An encoder-decoder's recorded pass (``core.causal.flow_pair.PairPass``) and its contributions."""
-
-    recorded: PairPass
-    contributions: PairContributions
 
 
 def _pair_flow(model, run: Run, progress=None) -> PairFlow:

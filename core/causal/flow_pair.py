@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -362,3 +363,10 @@ def pair_route_sentence(graph: RouteGraph, source_labels: list[str], target_labe
         sentence += (f" Within the decoder, the self-attention edges from “{target_labels[earlier]}” (decoder position "
                      f"{earlier}) weigh most, {weight:.2f} in all.")
     return sentence
+
+
+class PairFlow(NamedTuple):
+    """An encoder-decoder's recorded pass (``PairPass``) and its contributions."""
+
+    recorded: PairPass
+    contributions: PairContributions

@@ -12,12 +12,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from core.causal.flow import Contributions, Node, RouteGraph, carriers, layer_runs
-from core.causal.flow_stack import stack_of
+from core.causal.flow_stack import TraceStack, stack_of
 from core.maths.numbers import percent
 
 # A position whose mean received weight (over every head of every layer, from the queries that may read it) is at
@@ -129,3 +130,12 @@ def node_sentence(contributions: Contributions, measures: Measures, node: Node, 
     return (f"After layer {layer}'s attention at {at}, the residual stream passed on carries "
             f"{percent(float(contributions.attention_residual[layer, p]), 1)} and the heads bring the other "
             f"{percent(float(keys.sum()), 1)}" + (f"; the most from {listed}." if listed else "."))
+
+
+class Flow(NamedTuple):
+    """The trace's stack the detail views read (``core.causal.flow_stack.TraceStack``), the contributions the graph is
+    built from and what the sentences read beyond them (``Measures``)."""
+
+    recorded: TraceStack
+    contributions: Contributions
+    measures: Measures

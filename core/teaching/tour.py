@@ -7,7 +7,7 @@ import pandas as pd
 
 from core.attention_heads.head_statistics import TokenRoles, rank_heads
 from core.maths.similarity import cosine
-from core.model.inference import Analysis
+from core.model.analysis import Analysis
 from core.model.models import LoadedModel
 from core.representations import compare
 from core.representations.senses import builtin_words, find_word
