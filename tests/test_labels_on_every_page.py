@@ -23,6 +23,7 @@ PAGE_QUERIES = {  # pages that read their own texts are pointed at the same one
     "app_pages/qk-map.py": {"corpus": "Your documents", "docs": TEXT, "query": "4"},
     "app_pages/predictions.py": {"top_k": "3"},
     "app_pages/effects.py": {"steps": "32"},  # the fewest integration steps: the labels are the same
+    "app_pages/long-context.py": {"source": "sidebar"},  # the text above, not the bundled English one (and no 2,048-token pass)
 }
 # Home's "token" column is the tokenizer's own piece ("Ġbank"), shown on purpose beside "shown as", the label; its
 # "word" column is empty for a special token, which belongs to no word.
