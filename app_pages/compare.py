@@ -5,6 +5,7 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
+from core.attention_heads.attention import head_attention
 from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, hidden_state_label
 from core.model.tokens import token_labels
 from core.representations.compare import (
@@ -79,10 +80,10 @@ def layer_head_and_word(model, texts: list[str], analyses: list, labels: list[li
         with side:
             show_figure(results.figures(current_model_name(), analysis.text, "compare-attention", name, layer, head,
                                         max_tokens=current_token_limit(), ablation=ablation,
-                                        build=partial(attention_heatmap, analysis.attentions[layer, head], names,
+                                        build=partial(attention_heatmap, head_attention(model, analysis, layer, head), names,
                                                       title=f"Text {name}")),
                         name=file_stem(model.name, f"text{name}", "attention", layer, head),
-                        data=partial(attention_rows, analysis.attentions[layer, head], names), key=f"compare-attention-{name}", share=0.5)
+                        data=partial(attention_rows, head_attention(model, analysis, layer, head), names), key=f"compare-attention-{name}", share=0.5)
 
     shared = shared_words(*analyses)
     if not shared:

@@ -5,6 +5,7 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
+from core.attention_heads.attention import head_attention
 from core.causal.effects import EffectsError, check_supported, parse_head_codes, target_token_id
 from core.causal.effects_compare import (
     attention_to_token,
@@ -138,7 +139,7 @@ else:
                "attention, only what it passes on):")
     for column, (layer, head) in zip(st.columns(min(len(heads), MAX_HEADS_DRAWN)), heads[:MAX_HEADS_DRAWN]):
         with column:
-            show_figure(attention_heatmap(analysis.attentions[layer, head], labels, title=head_label(layer, head)),
+            show_figure(attention_heatmap(head_attention(model, analysis, layer, head), labels, title=head_label(layer, head)),
                         name=file_stem(name, "attention", layer, head), key=f"effects-attention-{layer}-{head}",
                         share=1 / min(len(heads), MAX_HEADS_DRAWN))
     if len(heads) > MAX_HEADS_DRAWN:

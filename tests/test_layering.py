@@ -388,3 +388,12 @@ def test_a_pages_own_ui_module_serves_that_page_only():
 ])
 def test_the_thin_page_checks_find_each_kind(source, check, found):
     assert bool(check(ast.parse(source))) is found
+
+
+def test_no_page_indexes_an_analysis_s_stored_weights():
+    """Issue 48, item 4: a view reads one head through ``core.attention_heads.attention.head_attention`` (stored or
+    read from the trace), so it works past the 512 tokens whose weights an analysis keeps; ``analysis.attentions[l, h]``
+    worked only below them (Compare, Does it matter? and the tour did)."""
+    found = [f"{path.relative_to(ROOT)}:{number}" for folder in ("app_pages", "ui") for path in sorted((ROOT / folder).glob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if ".attentions[" in line]
+    assert found == []

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import pandas as pd
 import streamlit as st
 
+from core.attention_heads.attention import head_attention
 from core.attention_heads.head_checks import head_facts, largest_difference
 from core.attention_heads.inside_head import compute_head
 from core.causal.effects import EffectsError
@@ -184,9 +185,9 @@ def step_one_head() -> None:
            "of the diagonal." if share > 0.5 else
            "No head of this model is a clean previous-token head on this text; this is the closest."))
     labels = token_labels(analysis)
-    figure(va.head_figure(analysis.attentions[layer, head], labels, title=f"{model.name} · layer {layer}, head {head}",
+    figure(va.head_figure(head_attention(model, analysis, layer, head), labels, title=f"{model.name} · layer {layer}, head {head}",
                           causal=model.is_decoder, colorscale=COLORBLIND_SAFE, large=present),
-           f"layer{layer}-head{head}", vt.matrix_table(analysis.attentions[layer, head], labels, causal=model.is_decoder))
+           f"layer{layer}-head{head}", vt.matrix_table(head_attention(model, analysis, layer, head), labels, causal=model.is_decoder))
     try_this("type a longer sentence in the sidebar: a previous-token head keeps its diagonal on any text.")
     full_page("attention", "Open this head on the Attention page", {"source": "raw", "layer": layer, "head": head, "view": "one head"})
 
@@ -226,7 +227,7 @@ def step_inside() -> None:
     labels = token_labels(analysis)
     query, facts = tour_query(analysis), head_facts(step)
     d, kept, top = facts.head_size, step.keep_mask[query], int(step.weights[query].argmax())
-    difference = largest_difference(step, analysis.attentions[layer, head])
+    difference = largest_difference(step, head_attention(model, analysis, layer, head))
     scale = f"1/√{d}" if facts.standard_scale else "this model's configured scale"
     who = markdown_safe(labels[query])
     say(
