@@ -518,7 +518,8 @@ def rebuilt(bundled_lm, tmp_path_factory):
 @pytest.mark.integration
 def test_the_cache_gives_the_direct_gguf_load_bit_for_bit(rebuilt, direct_gguf):
     """The folder this code converts (``rebuilt``) against the GGUF file loaded plainly: the same token ids on texts
-    with emoji, Arabic, code and whitespace runs, the same logits, hidden states and attention, bit for bit."""
+    with emoji, Arabic, code and whitespace runs and the same logits, bit for bit; ``analyze``'s hidden states and
+    attention (its trace's sdpa pass, weights recomputed as eager attention does) within float32 rounding."""
     from core.model.inference import analyze
     from core.model.models import threads_for_input
     from core.outputs.predictions import load_language_model
@@ -536,8 +537,9 @@ def test_the_cache_gives_the_direct_gguf_load_bit_for_bit(rebuilt, direct_gguf):
         expected = direct(**ids, output_hidden_states=True, output_attentions=True)
         assert torch.equal(lm.model(**ids).logits, expected.logits)
     analysis = analyze(converted, FRANCE)
-    np.testing.assert_array_equal(analysis.hidden_states, torch.stack(expected.hidden_states)[:, 0].numpy())
-    np.testing.assert_array_equal(analysis.attentions, torch.stack(expected.attentions)[:, 0].numpy())
+    # 30 layers of sdpa against eager: up to 2.7e-5 apart
+    np.testing.assert_allclose(analysis.hidden_states, torch.stack(expected.hidden_states)[:, 0].numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(analysis.attentions, torch.stack(expected.attentions)[:, 0].numpy(), atol=1e-5)
 
 
 @pytest.mark.integration
