@@ -166,7 +166,20 @@ def wait_for_param(app, param: str) -> None:
     app.wait_until_idle()
 
 
+# The ui modules a page's steps live in (the tour is a thin page over its tracks: docs/architecture.md, thin pages).
+# The language-model track is not shown for this test's masked LM: tests/test_tour_lm.py round-trips its options.
+PAGE_MODULES = {"tour": ("ui/tour_attention.py", "ui/tour_kit.py")}
+
+
 def declared_options(page_file: str, url_path: str) -> set[str]:
+    """The URL keys of the options ``page_file`` (and the ui modules that hold its steps, ``PAGE_MODULES``) declares."""
+    keys = set()
+    for file in (page_file, *PAGE_MODULES.get(url_path, ())):
+        keys |= declared_in(file, url_path)
+    return keys
+
+
+def declared_in(page_file: str, url_path: str) -> set[str]:
     """The URL keys of the options ``page_file`` declares with ``option(..., key=...)`` (not the sidebar's
     ``app=True`` ones): literal keys; keys passed through a helper (``def own_text(label, key, default)`` calling
     ``option(..., key=key)``), read at the helper's calls; other computed keys from ``COMPUTED_KEYS``."""

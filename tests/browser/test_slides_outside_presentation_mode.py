@@ -19,7 +19,7 @@ import pytest
 
 from tests.browser.axe import violations_in_light_and_dark
 from tests.browser.conftest import AppPage
-from tests.browser.matrix import EXPORT_DEFECTS, FULL, FULL_MATRIX, NARROW_DEFECTS, full_only
+from tests.browser.matrix import EXPORT_DEFECTS, FULL, FULL_MATRIX, NARROW_DEFECTS, NO_FIGURE_YET, full_only
 from tests.browser.slide_checks import NARROW_VIEWPORTS, PAGE_VIEWPORTS, measure_exported_svg
 from tests.browser.test_slides import (  # noqa: F401 (fixtures: this module builds its own of each)
     FIGURES,
@@ -88,6 +88,12 @@ def test_default_view_fits_every_screen_and_passes_axe_outside_presentation_mode
         page = open_slide_page(tab, path, {}, figures=False, present=False, window=window)
         page.wait_for_selector(f"text={NOT_AN_LM[path]}")
         problems += violations_in_light_and_dark(page)
+    if path in NO_FIGURE_YET:  # no figure until a pin or a room: its sentence, controls and sidebar fit every screen
+        page = open_slide_page(tab, path, {}, figures=False, present=False, window=window)
+        page.wait_for_selector(f"text={NO_FIGURE_YET[path]}")
+        problems += violations_in_light_and_dark(page) + problems_at_every_size(tab, NARROW_VIEWPORTS)
+        assert not problems, "\n".join(problems)
+        return
     query = {"model": tiny_gpt2_lm} | LM_PROMPTS.get(path, {}) if path in NOT_AN_LM else {}
     page = open_slide_page(tab, path, query | {"img": "SVG"}, present=False, window=window)
     assert page.locator(FIGURES).count() >= 1
