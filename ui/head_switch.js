@@ -1,0 +1,196 @@
+// The head switch (ui/head_switch.py): draws any head of the layer it was given, from the codes it holds, at once,
+// then reports the choice to Python ({head, seq}: seq makes every choice a change, even back to a head reported
+// before). Token labels are drawn on a canvas or written as textContent: never parsed as HTML.
+const MASKED = 65535;
+const states = new WeakMap(); // per mounted element: what it shows and the layer it decoded
+
+function decode(packed) {
+  const bytes = Uint8Array.from(atob(packed), (c) => c.charCodeAt(0));
+  const view = new DataView(bytes.buffer);
+  const codes = new Uint16Array(bytes.length / 2);
+  for (let i = 0; i < codes.length; i++) codes[i] = view.getUint16(2 * i, true);
+  return codes;
+}
+
+function rgb(hex) {
+  return [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+}
+
+function cellsOf(s, head) {
+  if (!s.decoded[head]) s.decoded[head] = decode(s.data.heads[head]);
+  return s.decoded[head];
+}
+
+function short(label) {
+  return label.length > 14 ? label.slice(0, 13) + "…" : label;
+}
+
+function drawLabels(canvas, labels, cell, margin, across, dpr, colour) {
+  const n = labels.length;
+  const every = Math.max(1, Math.ceil(11 / cell));
+  const length = n * cell;
+  canvas.style.width = (across ? length : margin) + "px";
+  canvas.style.height = (across ? margin : length) + "px";
+  canvas.width = Math.round((across ? length : margin) * dpr);
+  canvas.height = Math.round((across ? margin : length) * dpr);
+  const g = canvas.getContext("2d");
+  g.scale(dpr, dpr);
+  g.fillStyle = colour;
+  g.font = `${Math.min(12, Math.max(8, cell - 2))}px sans-serif`;
+  g.textBaseline = "middle";
+  for (let i = 0; i < n; i += every) {
+    const centre = i * cell + cell / 2;
+    g.save();
+    if (across) {
+      g.translate(centre, margin - 4);
+      g.rotate(-Math.PI / 2);
+      g.textAlign = "left";
+      g.fillText(short(labels[i]), 0, 0);
+    } else {
+      g.textAlign = "right";
+      g.fillText(short(labels[i]), margin - 4, centre);
+    }
+    g.restore();
+  }
+}
+
+function drawCells(s, head) {
+  const d = s.data;
+  const rows = d.rows.length, cols = d.cols.length;
+  const codes = cellsOf(s, head);
+  const top = d.tops[head], step = d.step;
+  const image = new ImageData(cols, rows);
+  const mask = rgb(d.mask);
+  for (let i = 0; i < rows * cols; i++) {
+    const code = codes[i];
+    const colour = code === MASKED ? mask : s.palette[Math.round(Math.min(1, (code * step) / top) * (s.palette.length - 1))];
+    image.data.set(colour, 4 * i);
+    image.data[4 * i + 3] = 255;
+  }
+  s.source.width = cols;
+  s.source.height = rows;
+  s.source.getContext("2d").putImageData(image, 0, 0);
+  const g = s.heat.getContext("2d");
+  g.imageSmoothingEnabled = false;
+  g.clearRect(0, 0, s.heat.width, s.heat.height);
+  g.drawImage(s.source, 0, 0, s.heat.width, s.heat.height);
+}
+
+function layout(s) {
+  const d = s.data;
+  const rows = d.rows.length, cols = d.cols.length;
+  const dpr = window.devicePixelRatio || 1;
+  const room = Math.max(120, Math.min(720, (s.root.clientWidth || 720) - s.margin - 8));
+  s.cell = Math.max(1, Math.floor(room / Math.max(rows, cols)));
+  s.heat.style.width = cols * s.cell + "px";
+  s.heat.style.height = rows * s.cell + "px";
+  s.heat.width = Math.round(cols * s.cell * dpr);
+  s.heat.height = Math.round(rows * s.cell * dpr);
+  const colour = getComputedStyle(s.root).color || "#31333f";
+  drawLabels(s.rowLabels, d.rows, s.cell, s.margin, false, dpr, colour);
+  drawLabels(s.colLabels, d.cols, s.cell, s.margin, true, dpr, colour);
+}
+
+function show(s, head) {
+  s.head = head;
+  s.buttons.forEach((b, h) => {
+    b.setAttribute("aria-checked", String(h === head));
+    b.tabIndex = h === head ? 0 : -1;
+  });
+  s.title.textContent = `Layer ${s.data.layer}, head ${head}`;
+  s.heat.setAttribute("aria-label", `Attention weights of layer ${s.data.layer}, head ${head}: queries down, keys across`);
+  s.heat.dataset.head = String(head);
+  s.heat.dataset.n = String(s.data.rows.length);
+  drawCells(s, head);
+}
+
+function choose(s, head) {
+  if (head === s.head) return;
+  show(s, head);
+  s.seq = Date.now() * 1000 + ((s.seq || 0) % 1000) + 1;
+  s.setStateValue("head", { head, seq: s.seq });
+}
+
+function hover(s, event) {
+  const box = s.heat.getBoundingClientRect();
+  const col = Math.floor((event.clientX - box.left) / s.cell);
+  const row = Math.floor((event.clientY - box.top) / s.cell);
+  const d = s.data;
+  if (row < 0 || col < 0 || row >= d.rows.length || col >= d.cols.length) {
+    s.tip.hidden = true;
+    return;
+  }
+  const code = cellsOf(s, s.head)[row * d.cols.length + col];
+  const weight = code === MASKED ? "masked" : (d.step === 1e-4 ? code / 10000 : code * d.step).toFixed(4);
+  s.tip.textContent = `query ${d.rows[row]} (${row}) → key ${d.cols[col]} (${col}): ${weight}`;
+  s.tip.style.left = event.clientX - box.left + s.margin + 12 + "px";
+  s.tip.style.top = event.clientY - box.top + s.margin + 12 + "px";
+  s.tip.hidden = false;
+}
+
+function build(parentElement, data) {
+  const root = parentElement.querySelector(".head-switch");
+  root.replaceChildren();
+  const s = { data, root, decoded: {}, head: null, margin: 96, palette: data.palette.map(rgb) };
+  const group = document.createElement("div");
+  group.className = "heads";
+  group.setAttribute("role", "radiogroup");
+  group.setAttribute("aria-label", "Head");
+  s.buttons = data.heads.map((_, h) => {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.setAttribute("role", "radio");
+    b.textContent = `Head ${h}`;
+    b.addEventListener("click", () => choose(s, h));
+    group.appendChild(b);
+    return b;
+  });
+  group.addEventListener("keydown", (event) => {
+    const last = s.buttons.length - 1;
+    const next = { ArrowRight: s.head + 1, ArrowDown: s.head + 1, ArrowLeft: s.head - 1, ArrowUp: s.head - 1,
+                   Home: 0, End: last }[event.key];
+    if (next === undefined) return;
+    event.preventDefault();
+    const head = Math.max(0, Math.min(last, next));
+    choose(s, head);
+    s.buttons[head].focus();
+  });
+  s.title = document.createElement("p");
+  s.title.className = "title";
+  const grid = document.createElement("div");
+  grid.className = "grid";
+  s.rowLabels = document.createElement("canvas");
+  s.colLabels = document.createElement("canvas");
+  s.heat = document.createElement("canvas");
+  s.heat.setAttribute("role", "img");
+  s.rowLabels.setAttribute("aria-hidden", "true");
+  s.colLabels.setAttribute("aria-hidden", "true");
+  s.source = document.createElement("canvas");
+  const corner = document.createElement("div");
+  s.tip = document.createElement("div");
+  s.tip.className = "tip";
+  s.tip.hidden = true;
+  s.tip.setAttribute("role", "status");
+  grid.append(corner, s.colLabels, s.rowLabels, s.heat, s.tip);
+  grid.style.gridTemplateColumns = `${s.margin}px auto`;
+  s.heat.addEventListener("mousemove", (event) => hover(s, event));
+  s.heat.addEventListener("mouseleave", () => { s.tip.hidden = true; });
+  root.append(group, s.title, grid);
+  layout(s);
+  return s;
+}
+
+export default function (component) {
+  const { data, parentElement, setStateValue } = component;
+  let s = states.get(parentElement);
+  if (!s || s.digest !== data.digest) {
+    s = build(parentElement, data);
+    s.digest = data.digest;
+    states.set(parentElement, s);
+  }
+  s.setStateValue = setStateValue;
+  if (s.nonce !== data.nonce) { // the server chose the head (first draw, another control, a link): show it
+    s.nonce = data.nonce;
+    show(s, data.head);
+  }
+}

@@ -1,0 +1,49 @@
+"""A layer's heads packed for the browser's head switch (``ui.head_switch``): every head's cells as compact codes, the
+token labels and the palette, so that the browser draws any head of the layer without asking the server again."""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+
+from viz.attention_cells import MASK_COLOR, colormap, scale_max
+
+MASKED = 65535  # the code of a masked cell (NaN: a decoder's future, a key outside a sliding window)
+STEPS = 65534  # the largest code of a value
+DIGITS = 4  # a code is the value at 4 decimals (weight × 10,000, half up) when the layer's largest value allows
+
+
+def encode_codes(matrix: np.ndarray, step: float) -> str:
+    """``matrix`` ``[r, c]`` as base64 little-endian uint16 codes ``value / step`` rounded half up (float32 values
+    × 10^4 are exact in float64, so at ``step`` 1e-4 a code is the value's 4-decimal rounding), NaN as ``MASKED``."""
+    values = np.asarray(matrix, dtype=np.float32).astype(np.float64)
+    scaled = np.nan_to_num(values, nan=0.0) * 10**DIGITS if step == 10**-DIGITS else np.nan_to_num(values, nan=0.0) / step
+    codes = np.where(np.isnan(values), MASKED, np.clip(np.floor(scaled + 0.5), 0, STEPS))
+    return base64.b64encode(codes.astype("<u2").tobytes()).decode("ascii")
+
+
+def decode_codes(packed: str, step: float, shape: tuple[int, int]) -> np.ndarray:
+    """The inverse of ``encode_codes`` (what the browser does): the values, NaN where a cell is masked."""
+    codes = np.frombuffer(base64.b64decode(packed), dtype="<u2").reshape(shape)
+    return np.where(codes == MASKED, np.nan, codes.astype(np.float64) * step)
+
+
+def layer_cells(matrices: np.ndarray, labels: list[str], *, layer: int, colorscale: str, per_head_scale: bool,
+                key_labels: list[str] | None = None, hidden: np.ndarray | None = None) -> dict:
+    """What the head switch draws a layer from: ``matrices`` ``[heads, r, c]`` (NaN or ``hidden`` cells masked) as
+    codes (weights × 10,000, or steps of the largest value / 65,534 past 6.5534), the rows' ``labels`` and the
+    columns' ``key_labels`` as the app writes tokens (drawn as text, never as HTML), each head's colour-scale top (as
+    the Plotly head figure: 1, or the head's own maximum) and the palette (``viz.attention_cells.colormap``)."""
+    values = np.array(matrices, dtype=np.float64)
+    if hidden is not None:
+        values[:, np.asarray(hidden, dtype=bool)] = np.nan
+    finite = values[np.isfinite(values)]
+    largest = max(1.0, float(finite.max())) if finite.size else 1.0
+    step = 10**-DIGITS if largest * 10**DIGITS <= STEPS else largest / STEPS
+    palette = ["#{:02x}{:02x}{:02x}".format(*rgb) for rgb in colormap(colorscale)]
+    return {
+        "kind": "cells", "layer": int(layer), "rows": list(labels), "cols": list(labels if key_labels is None else key_labels),
+        "step": step, "heads": [encode_codes(m, step) for m in values],
+        "tops": [scale_max(m, per_head_scale) for m in values], "palette": palette, "mask": MASK_COLOR,
+    }
