@@ -4,8 +4,13 @@
 const MASKED = 65535;
 const states = new WeakMap(); // per mounted element: what it shows and the layer it decoded
 
+const LITTLE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
 function decode(packed) {
-  const bytes = Uint8Array.from(atob(packed), (c) => c.charCodeAt(0));
+  const text = atob(packed);
+  const bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+  if (LITTLE) return new Uint16Array(bytes.buffer);
   const view = new DataView(bytes.buffer);
   const codes = new Uint16Array(bytes.length / 2);
   for (let i = 0; i < codes.length; i++) codes[i] = view.getUint16(2 * i, true);
@@ -60,12 +65,11 @@ function drawCells(s, head) {
   const codes = cellsOf(s, head);
   const top = d.tops[head], step = d.step;
   const image = new ImageData(cols, rows);
-  const mask = rgb(d.mask);
+  const pixels = new Uint32Array(image.data.buffer); // RGBA bytes as one word, in the platform's byte order
+  const levels = s.words.length - 1, scale = (step / top) * levels;
   for (let i = 0; i < rows * cols; i++) {
     const code = codes[i];
-    const colour = code === MASKED ? mask : s.palette[Math.round(Math.min(1, (code * step) / top) * (s.palette.length - 1))];
-    image.data.set(colour, 4 * i);
-    image.data[4 * i + 3] = 255;
+    pixels[i] = code === MASKED ? s.maskWord : s.words[Math.round(Math.min(levels, code * scale))];
   }
   s.source.width = cols;
   s.source.height = rows;
@@ -131,7 +135,10 @@ function hover(s, event) {
 function build(parentElement, data) {
   const root = parentElement.querySelector(".head-switch");
   root.replaceChildren();
-  const s = { data, root, decoded: {}, head: null, margin: 96, palette: data.palette.map(rgb) };
+  const s = { data, root, decoded: {}, head: null, margin: 96 };
+  const word = (hex) => new Uint32Array(new Uint8ClampedArray([...rgb(hex), 255]).buffer)[0];
+  s.words = Uint32Array.from(data.palette, word);
+  s.maskWord = word(data.mask);
   const group = document.createElement("div");
   group.className = "heads";
   group.setAttribute("role", "radiogroup");
@@ -177,6 +184,12 @@ function build(parentElement, data) {
   s.heat.addEventListener("mouseleave", () => { s.tip.hidden = true; });
   root.append(group, s.title, grid);
   layout(s);
+  const ahead = (h) => { // decode the other heads ahead, one per idle moment, so a click only draws
+    if (h >= data.heads.length || states.get(parentElement) !== s) return;
+    cellsOf(s, h);
+    setTimeout(() => ahead(h + 1), 0);
+  };
+  setTimeout(() => ahead(0), 50);
   return s;
 }
 
