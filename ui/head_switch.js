@@ -4,16 +4,16 @@
 const MASKED = 65535;
 const states = new WeakMap(); // per mounted element: what it shows and the layer it decoded
 
-const LITTLE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
-
-function decode(packed) {
+// A head's codes: zlib-deflated, high bytes then low bytes (viz/head_cells.py), inflated by the browser itself.
+async function decode(packed) {
   const text = atob(packed);
   const bytes = new Uint8Array(text.length);
   for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
-  if (LITTLE) return new Uint16Array(bytes.buffer);
-  const view = new DataView(bytes.buffer);
-  const codes = new Uint16Array(bytes.length / 2);
-  for (let i = 0; i < codes.length; i++) codes[i] = view.getUint16(2 * i, true);
+  const inflated = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
+  const planes = new Uint8Array(await new Response(inflated).arrayBuffer());
+  const n = planes.length / 2;
+  const codes = new Uint16Array(n);
+  for (let i = 0; i < n; i++) codes[i] = (planes[i] << 8) | planes[n + i];
   return codes;
 }
 
@@ -21,8 +21,8 @@ function rgb(hex) {
   return [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
 }
 
-function cellsOf(s, head) {
-  if (!s.decoded[head]) s.decoded[head] = decode(s.data.heads[head]);
+function cellsOf(s, head) { // a promise of the head's codes, decoded once
+  if (!s.decoded[head]) s.decoded[head] = decode(s.data.heads[head]).then((codes) => { s.ready[head] = codes; return codes; });
   return s.decoded[head];
 }
 
@@ -62,7 +62,7 @@ function drawLabels(canvas, labels, cell, margin, across, dpr, colour) {
 function drawCells(s, head) {
   const d = s.data;
   const rows = d.rows.length, cols = d.cols.length;
-  const codes = cellsOf(s, head);
+  const codes = s.ready[head];
   const top = d.tops[head], step = d.step;
   const image = new ImageData(cols, rows);
   const pixels = new Uint32Array(image.data.buffer); // RGBA bytes as one word, in the platform's byte order
@@ -101,11 +101,16 @@ function show(s, head) {
     b.setAttribute("aria-checked", String(h === head));
     b.tabIndex = h === head ? 0 : -1;
   });
-  s.title.textContent = `Layer ${s.data.layer}, head ${head}`;
-  s.heat.setAttribute("aria-label", `Attention weights of layer ${s.data.layer}, head ${head}: queries down, keys across`);
-  s.heat.dataset.head = String(head);
-  s.heat.dataset.n = String(s.data.rows.length);
-  drawCells(s, head);
+  const draw = () => { // the title names the head whose cells are drawn, never the one still being decoded
+    if (s.head !== head) return;
+    drawCells(s, head);
+    s.title.textContent = `Layer ${s.data.layer}, head ${head}`;
+    s.heat.setAttribute("aria-label", `Attention weights of layer ${s.data.layer}, head ${head}: queries down, keys across`);
+    s.heat.dataset.head = String(head);
+    s.heat.dataset.n = String(s.data.rows.length);
+  };
+  if (s.ready[head]) draw();
+  else cellsOf(s, head).then(draw);
 }
 
 function choose(s, head) {
@@ -124,7 +129,9 @@ function hover(s, event) {
     s.tip.hidden = true;
     return;
   }
-  const code = cellsOf(s, s.head)[row * d.cols.length + col];
+  const shown = s.ready[Number(s.heat.dataset.head)];
+  if (!shown) return;
+  const code = shown[row * d.cols.length + col];
   const weight = code === MASKED ? "masked" : (d.step === 1e-4 ? code / 10000 : code * d.step).toFixed(4);
   s.tip.textContent = `query ${d.rows[row]} (${row}) → key ${d.cols[col]} (${col}): ${weight}`;
   s.tip.style.left = event.clientX - box.left + s.margin + 12 + "px";
@@ -135,7 +142,7 @@ function hover(s, event) {
 function build(parentElement, data) {
   const root = parentElement.querySelector(".head-switch");
   root.replaceChildren();
-  const s = { data, root, decoded: {}, head: null, margin: 96 };
+  const s = { data, root, decoded: {}, ready: {}, head: null, margin: 96 };
   const word = (hex) => new Uint32Array(new Uint8ClampedArray([...rgb(hex), 255]).buffer)[0];
   s.words = Uint32Array.from(data.palette, word);
   s.maskWord = word(data.mask);
@@ -186,8 +193,7 @@ function build(parentElement, data) {
   layout(s);
   const ahead = (h) => { // decode the other heads ahead, one per idle moment, so a click only draws
     if (h >= data.heads.length || states.get(parentElement) !== s) return;
-    cellsOf(s, h);
-    setTimeout(() => ahead(h + 1), 0);
+    cellsOf(s, h).then(() => setTimeout(() => ahead(h + 1), 0));
   };
   setTimeout(() => ahead(0), 50);
   return s;

@@ -4,6 +4,7 @@ token labels and the palette, so that the browser draws any head of the layer wi
 from __future__ import annotations
 
 import base64
+import zlib
 
 import numpy as np
 
@@ -15,17 +16,23 @@ DIGITS = 4  # a code is the value at 4 decimals (weight × 10,000, half up) when
 
 
 def encode_codes(matrix: np.ndarray, step: float) -> str:
-    """``matrix`` ``[r, c]`` as base64 little-endian uint16 codes ``value / step`` rounded half up (float32 values
-    × 10^4 are exact in float64, so at ``step`` 1e-4 a code is the value's 4-decimal rounding), NaN as ``MASKED``."""
+    """``matrix`` ``[r, c]`` as uint16 codes ``value / step`` rounded half up (float32 values × 10^4 are exact in
+    float64, so at ``step`` 1e-4 a code is the value's 4-decimal rounding), NaN as ``MASKED``; sent as base64 of their
+    high bytes then their low bytes, zlib-deflated (about a third of the bytes for attention weights; the browser
+    inflates them with its own ``DecompressionStream``)."""
     values = np.asarray(matrix, dtype=np.float32).astype(np.float64)
     scaled = np.nan_to_num(values, nan=0.0) * 10**DIGITS if step == 10**-DIGITS else np.nan_to_num(values, nan=0.0) / step
     codes = np.where(np.isnan(values), MASKED, np.clip(np.floor(scaled + 0.5), 0, STEPS))
-    return base64.b64encode(codes.astype("<u2").tobytes()).decode("ascii")
+    codes = codes.astype(np.uint16)
+    planes = np.concatenate([(codes >> 8).astype(np.uint8).ravel(), (codes & 0xFF).astype(np.uint8).ravel()])
+    return base64.b64encode(zlib.compress(planes.tobytes(), 6)).decode("ascii")
 
 
 def decode_codes(packed: str, step: float, shape: tuple[int, int]) -> np.ndarray:
     """The inverse of ``encode_codes`` (what the browser does): the values, NaN where a cell is masked."""
-    codes = np.frombuffer(base64.b64decode(packed), dtype="<u2").reshape(shape)
+    planes = np.frombuffer(zlib.decompress(base64.b64decode(packed)), dtype=np.uint8)
+    half = planes.size // 2
+    codes = ((planes[:half].astype(np.uint16) << 8) | planes[half:]).reshape(shape)
     return np.where(codes == MASKED, np.nan, codes.astype(np.float64) * step)
 
 

@@ -113,6 +113,16 @@ def test_heads_switch_in_the_browser_before_any_rerun(app_page, weights):
         assert reply.fragment_run and not reply.full_run, reply  # the choice did reach Python, after the draw
         assert f"head={head}" in page.url
         assert page.get_by_role("radio", name=f"Head {head}", exact=True).get_attribute("aria-checked") == "true"
+    # the hover names both tokens and the weight at 4 decimals, rounded half up here from the model's float32 weight
+    from decimal import ROUND_HALF_UP, Decimal
+
+    heat = page.locator('[data-testid="stMain"] .head-switch canvas[role="img"]')
+    box = heat.bounding_box()
+    cell = box["width"] / weights.shape[-1]
+    heat.hover(position={"x": cell * 4.5, "y": cell * 2.5})  # query 2 ("cat"), key 4 ("on")
+    printed = Decimal(float(weights[11][2, 4])).quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP)
+    tip = page.locator('[data-testid="stMain"] .head-switch .tip')
+    assert tip.text_content() == f"query cat (2) → key on (4): {printed}", tip.text_content()
     # the Plotly head figure (downloads) followed
     assert page.locator(".js-plotly-plot .gtitle", has_text=f"layer {LAYER}, head 11").count() == 1
     app_page.assert_clean()
