@@ -21,14 +21,14 @@ SHADOW_TITLE = """() => [...document.querySelectorAll('[data-testid="stMain"] *'
 ARM = """() => {
     window.__down = null; window.__painted = null;
     document.addEventListener('pointerdown', () => { window.__down = performance.now(); }, {capture: true, once: true});
-    const title = (%s)();
+    const title = (TITLE_FN)();
     const observer = new MutationObserver(() => {
         observer.disconnect();
         requestAnimationFrame(() => { window.__painted = performance.now(); });
     });
     observer.observe(title, {childList: true, characterData: true, subtree: true});
-}""" % SHADOW_TITLE
-TITLE_IS = """(text) => { const t = (%s)(); return t && t.textContent === text; }""" % SHADOW_TITLE
+}""".replace("TITLE_FN", SHADOW_TITLE)
+TITLE_IS = """(text) => { const t = (%s)(); return t && t.textContent === text; }""".replace("TITLE_FN", SHADOW_TITLE)
 
 
 class Frames:
