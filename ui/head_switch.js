@@ -103,13 +103,18 @@ function show(s, head) {
   });
   const draw = () => { // the title names the head whose cells are drawn, never the one still being decoded
     if (s.head !== head) return;
-    drawCells(s, head);
+    if (s.images) s.images.forEach((img, h) => { img.hidden = h !== head; });
+    else drawCells(s, head);
     s.title.textContent = `Layer ${s.data.layer}, head ${head}`;
     s.heat.setAttribute("aria-label", `Attention weights of layer ${s.data.layer}, head ${head}: queries down, keys across`);
     s.heat.dataset.head = String(head);
-    s.heat.dataset.n = String(s.data.rows.length);
+    s.heat.dataset.n = String(s.images ? s.data.n : s.data.rows.length);
   };
-  if (s.ready[head]) draw();
+  if (s.images) {
+    const img = s.images[head];
+    if (img.complete) draw();
+    else img.decode().then(draw, draw);
+  } else if (s.ready[head]) draw();
   else cellsOf(s, head).then(draw);
 }
 
@@ -120,7 +125,25 @@ function choose(s, head) {
   s.setStateValue("head", { head, seq: s.seq });
 }
 
+function hoverImage(s, event) {
+  const d = s.data;
+  const box = s.heat.getBoundingClientRect();
+  const col = Math.floor(((event.clientX - box.left) / box.width) * d.pixels);
+  const row = Math.floor(((event.clientY - box.top) / box.height) * d.pixels);
+  if (row < 0 || col < 0 || row >= d.pixels || col >= d.pixels) {
+    s.tip.hidden = true;
+    return;
+  }
+  const span = (starts, i) => { const last = (i + 1 < starts.length ? starts[i + 1] : d.n) - 1;
+    return starts[i] === last ? `${last}` : `${starts[i]}–${last}`; };
+  s.tip.textContent = `queries ${span(d.rowStarts, row)} → keys ${span(d.colStarts, col)} (one pixel: the ${d.how} of their weights)`;
+  s.tip.style.left = event.clientX - box.left + 12 + "px";
+  s.tip.style.top = event.clientY - box.top + 12 + "px";
+  s.tip.hidden = false;
+}
+
 function hover(s, event) {
+  if (s.images) { hoverImage(s, event); return; }
   const box = s.heat.getBoundingClientRect();
   const col = Math.floor((event.clientX - box.left) / s.cell);
   const row = Math.floor((event.clientY - box.top) / s.cell);
@@ -143,9 +166,11 @@ function build(parentElement, data) {
   const root = parentElement.querySelector(".head-switch");
   root.replaceChildren();
   const s = { data, root, decoded: {}, ready: {}, head: null, margin: 96 };
-  const word = (hex) => new Uint32Array(new Uint8ClampedArray([...rgb(hex), 255]).buffer)[0];
-  s.words = Uint32Array.from(data.palette, word);
-  s.maskWord = word(data.mask);
+  if (data.kind === "cells") {
+    const word = (hex) => new Uint32Array(new Uint8ClampedArray([...rgb(hex), 255]).buffer)[0];
+    s.words = Uint32Array.from(data.palette, word);
+    s.maskWord = word(data.mask);
+  }
   const group = document.createElement("div");
   group.className = "heads";
   group.setAttribute("role", "radiogroup");
@@ -171,6 +196,7 @@ function build(parentElement, data) {
   });
   s.title = document.createElement("p");
   s.title.className = "title";
+  if (data.kind === "image") return buildImages(parentElement, s, group);
   const grid = document.createElement("div");
   grid.className = "grid";
   s.rowLabels = document.createElement("canvas");
@@ -196,6 +222,35 @@ function build(parentElement, data) {
     cellsOf(s, h).then(() => setTimeout(() => ahead(h + 1), 0));
   };
   setTimeout(() => ahead(0), 50);
+  return s;
+}
+
+function buildImages(parentElement, s, group) {
+  const d = s.data;
+  s.heat = document.createElement("div"); // the pooled heads, one image pixel per device pixel (never resampled)
+  s.heat.className = "pooled";
+  s.heat.setAttribute("role", "img");
+  s.heat.style.width = d.css + "px";
+  s.heat.style.height = d.css + "px";
+  s.images = d.heads.map((source) => {
+    const img = document.createElement("img");
+    img.src = source;
+    img.alt = "";
+    img.width = d.css;
+    img.height = d.css;
+    img.hidden = true;
+    s.heat.appendChild(img);
+    return img;
+  });
+  s.tip = document.createElement("div");
+  s.tip.className = "tip";
+  s.tip.hidden = true;
+  const holder = document.createElement("div");
+  holder.className = "grid";
+  holder.append(s.heat, s.tip);
+  s.heat.addEventListener("mousemove", (event) => hover(s, event));
+  s.heat.addEventListener("mouseleave", () => { s.tip.hidden = true; });
+  s.root.append(group, s.title, holder);
   return s;
 }
 

@@ -28,6 +28,7 @@ CSS = """
 .title { font-weight: 600; margin: 4px 0; }
 .grid { display: grid; position: relative; align-items: start; justify-items: start; }
 .grid canvas { display: block; }
+.pooled img { display: block; image-rendering: pixelated; }
 .tip { position: absolute; z-index: 2; pointer-events: none; background: #fff; color: #111; border: 1px solid #888;
   padding: 2px 6px; font-size: 0.8rem; white-space: nowrap; }
 """

@@ -8,7 +8,9 @@ import zlib
 
 import numpy as np
 
+from core.attention_heads.long_attention import PooledHead
 from viz.attention_cells import MASK_COLOR, colormap, scale_max
+from viz.long_heatmap import palette_png, png_source
 
 MASKED = 65535  # the code of a masked cell (NaN: a decoder's future, a key outside a sliding window)
 STEPS = 65534  # the largest code of a value
@@ -53,4 +55,17 @@ def layer_cells(matrices: np.ndarray, labels: list[str], *, layer: int, colorsca
         "kind": "cells", "layer": int(layer), "rows": list(labels), "cols": list(labels if key_labels is None else key_labels),
         "step": step, "heads": [encode_codes(m, step) for m in values],
         "tops": [scale_max(m, per_head_scale) for m in values], "palette": palette, "mask": MASK_COLOR,
+    }
+
+
+def layer_images(heads: list[PooledHead], *, layer: int, colorscale: str, per_head_scale: bool, dpr: float) -> dict:
+    """What the head switch draws a long text's layer from: each head pooled for the device pixels it is drawn at
+    (``core.attention_heads.long_attention.pooled_head``), as the palette PNG the page's pooled head figure draws
+    (``viz.long_heatmap.palette_png``, as a data URI), shown one image pixel per device pixel at ``dpr``."""
+    pixels = len(heads[0].col_starts)
+    return {
+        "kind": "image", "layer": int(layer), "n": heads[0].num_tokens, "pixels": pixels, "css": pixels / dpr,
+        "how": heads[0].how, "heads": [png_source(palette_png(h.values, colorscale=colorscale,
+                                                               top=scale_max(h.values, per_head_scale))) for h in heads],
+        "rowStarts": [int(x) for x in heads[0].row_starts], "colStarts": [int(x) for x in heads[0].col_starts],
     }

@@ -12,6 +12,7 @@ import torch
 
 from tests.browser.axe import require_axe, violations_in_light_and_dark
 from tests.browser.fragments import Recorder
+from tests.browser.test_long_attention import long_server  # noqa: F401 - the long-text server fixture, shared
 
 pytestmark = pytest.mark.browser
 
@@ -167,3 +168,35 @@ def test_arrow_keys_move_between_heads_and_the_link_reopens_the_head(app_page, b
     finally:
         fresh.close()
 
+
+
+def test_a_long_texts_pooled_heads_switch_in_the_browser_pixel_for_pixel(browser, long_server):
+    """A long text: once the layer's heads are pooled the switch holds them as images; a click shows another head
+    at once, one image pixel per device pixel (at ratio 2), the image the page's pooled figure of that head draws."""
+    from tests.browser.conftest import AppPage
+    from tests.test_long_heatmap import long_text
+
+    url, folder = long_server
+    tab = AppPage(browser, url, device_scale_factor=2)
+    tab.patience_ms = 300_000
+    try:
+        page = tab.open("attention", {"model": folder, "text": long_text(1500), "layer": "1", "head": "0"})
+        page.wait_for_selector(TITLE, timeout=300_000)
+        tab.wait_until_idle()
+        assert page.locator(TITLE).text_content() == "Layer 1, head 0"
+        heads = page.get_by_role("radiogroup", name="Head", exact=True).get_by_role("radio")
+        assert heads.count() >= 2
+        heads.nth(1).click()
+        assert page.locator(TITLE).text_content() == "Layer 1, head 1"  # drawn from the images it holds
+        shown = page.locator('[data-testid="stMain"] .head-switch .pooled img:not([hidden])')
+        assert shown.count() == 1
+        size = shown.evaluate("img => [img.naturalWidth, img.getBoundingClientRect().width, img.src]")
+        assert size[0] == round(size[1] * 2), size  # not resampled
+        tab.wait_until_idle()
+        figure = page.locator('[data-testid="stPlotlyChart"]').filter(has=page.locator(".gtitle", has_text="layer 1, head 1"))
+        figure.first.locator(".imagelayer image").wait_for(timeout=120_000)
+        assert figure.first.locator(".imagelayer image").get_attribute("href") == size[2]
+        assert "head=1" in page.url
+        tab.assert_clean()
+    finally:
+        tab.close()
