@@ -28,7 +28,7 @@ ARM = """() => {
     });
     observer.observe(title, {childList: true, characterData: true, subtree: true});
 }""".replace("TITLE_FN", SHADOW_TITLE)
-TITLE_IS = """(text) => { const t = (%s)(); return t && t.textContent === text; }""".replace("TITLE_FN", SHADOW_TITLE)
+TITLE_IS = """(text) => { const t = (TITLE_FN)(); return t && t.textContent === text; }""".replace("TITLE_FN", SHADOW_TITLE)
 
 
 class Frames:
@@ -60,18 +60,22 @@ def words_text(words: int) -> str:
     return " ".join((SENTENCE * (words // 10 + 2)).split()[:words])
 
 
-def one_text(browser, url: str, words: int, heads: int) -> dict:
+def one_text(browser, url: str, query: dict, heads: int, layer: int = 0) -> dict:
     from tests.browser.conftest import AppPage
 
     tab = AppPage(browser, url)
+    tab.patience_ms = 900_000
     frames = Frames(tab.page)
     try:
-        page = tab.open("attention", {"text": words_text(words), "layer": "0", "head": "0"}, timeout_ms=600_000)
-        page.wait_for_function(TITLE_IS, arg="Layer 0, head 0", timeout=600_000)
+        page = tab.open("attention", {**query, "layer": str(layer), "head": "0"}, timeout_ms=900_000)
+        started = time.perf_counter()
+        page.wait_for_function(TITLE_IS, arg=f"Layer {layer}, head 0", timeout=900_000)
+        switch_after = time.perf_counter() - started
         tab.wait_until_idle()
         opened = frames.since(0)
         tokens = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stMain"] *')].map(e => e.shadowRoot)
-            .filter(Boolean).map(r => r.querySelector('canvas[role="img"]')).find(Boolean).dataset.n""")
+            .filter(Boolean).map(r => r.querySelector('[role="img"]')).find(Boolean).dataset.n""")
+        memory = page.evaluate("() => performance.memory ? performance.memory.usedJSHeapSize : null")
         seconds, received = [], []
         head = 0
         for _ in range(CLICKS):
@@ -87,16 +91,17 @@ def one_text(browser, url: str, words: int, heads: int) -> dict:
         start, started = len(frames.frames), time.perf_counter()
         box = page.locator('[data-testid="stMain"]').get_by_role("combobox", name="Layer (counted from 0)", exact=True)
         box.click()
-        page.get_by_role("option", name="1", exact=True).click()
-        page.wait_for_function(TITLE_IS, arg=f"Layer 1, head {head}", timeout=120_000)
+        page.get_by_role("option", name=str(layer + 1), exact=True).click()
+        page.wait_for_function(TITLE_IS, arg=f"Layer {layer + 1}, head {head}", timeout=900_000)
         layer_seconds = time.perf_counter() - started
         tab.wait_until_idle()
         layer_bytes = frames.since(start)
         errors = tab.error_texts() + [f"request to another host: {u}" for u in tab.blocked]
     finally:
         tab.close()
-    return {"tokens": int(tokens), "click_to_drawn_ms": {"median": round(statistics.median(seconds) * 1000, 1),
-                                                          "max": round(max(seconds) * 1000, 1)},
+    return {"tokens": int(tokens), "switch_shown_after_load_s": round(switch_after, 1),
+            "js_heap_mb": None if memory is None else round(memory / 2**20, 1),
+            "click_to_drawn_ms": {"median": round(statistics.median(seconds) * 1000, 1), "max": round(max(seconds) * 1000, 1)},
             "open_kb": round(opened[0] / 1024, 1), "layer_element_kb": round(opened[1] / 1024, 1),
             "per_click_kb": round(statistics.median(r[0] for r in received) / 1024, 1),
             "per_click_element_kb": round(statistics.median(r[1] for r in received) / 1024, 1),
@@ -109,6 +114,7 @@ def main() -> dict:
 
     from playwright.sync_api import sync_playwright
 
+    from bench.interaction import BUNDLED_LM, text_of_tokens
     from core.model.models import load_model
     from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, serve_app
 
@@ -117,10 +123,18 @@ def main() -> dict:
     with tempfile.TemporaryDirectory() as tmp, serve_app(Path(tmp) / "server.log") as (url, _server), \
             sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
-        for words in WORDS:
-            row = one_text(browser, url, words, heads)
-            results["texts"][f"{words} words"] = row
-            print(f"{words} words ({row['tokens']} tokens): click → drawn {row['click_to_drawn_ms']} ms; layer sent "
+        settings = [(f"{w} words", {"text": words_text(w)}, heads, 0) for w in WORDS]
+        if os.environ.get("BENCH_LONG", "1") == "1":  # the bundled language model on 4,096 tokens: the pooled heads
+            lm = load_model(BUNDLED_LM)
+            settings.append((f"{BUNDLED_LM}, 4,096 tokens", {"model": BUNDLED_LM, "text": text_of_tokens(lm.tokenizer, 4096)},
+                             lm.num_heads, 15))
+            del lm
+        for name, query, count, layer in settings:
+            row = one_text(browser, url, query, count, layer)
+            results["texts"][name] = row
+            words = name
+            print(f"{words} ({row['tokens']} tokens; switch shown {row['switch_shown_after_load_s']} s after load; "
+                  f"JS heap {row['js_heap_mb']} MB): click → drawn {row['click_to_drawn_ms']} ms; layer sent "
                   f"{row['layer_element_kb']} KB (page opened {row['open_kb']} KB); per head click {row['per_click_kb']} KB "
                   f"(switch element {row['per_click_element_kb']} KB); another layer {row['layer_change_seconds_driver']} s "
                   f"(driver), {row['layer_change_kb']} KB; errors {row['errors']}", flush=True)
