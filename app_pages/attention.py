@@ -17,6 +17,7 @@ from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
 from ui.figures import show_figure
+from ui.head_switch import head_switch
 from ui.page_state import end_page, option
 from ui.seq2seq import axis_titles, choose_stack, current_run, current_stacks, current_target, not_defined
 from ui.seq2seq_views import pair_bertviz
@@ -25,6 +26,7 @@ from viz import attention as va
 from viz import attention_tables as vt
 from viz import bertviz_offline as bv
 from viz.common import COLORBLIND_SAFE, SEQUENTIAL, file_stem
+from viz.head_cells import layer_cells
 
 # Option values are what the URL carries (bound widgets write their shown label), so they stay short.
 SOURCES = {"raw": "raw attention weights", "norm-weighted": "norm-weighted attention", "rollout": "attention rollout"}
@@ -155,6 +157,10 @@ def one_head_or_layer(model, analysis, stacks: tuple, stack, figure_run, inputs:
     stem = () if stack.kind == SINGLE_STACK else (stack.kind,)
 
     if shown == "one head":
+        if source != "rollout":  # every head of the layer in the browser: another head is drawn there, then reported
+            head_switch(layer_cells(view.matrices[layer], view.labels, layer=layer, key_labels=keys,
+                                    colorscale=style["colorscale"], per_head_scale=style["per_head_scale"],
+                                    hidden=window.get("hidden")), head)
         show_figure(
             results.figures.at(figure_run, "attention-head", *options, layer, head, build=lambda: va.head_figure(
                 matrix, view.labels, title=f"{model.name}{run} · layer {layer}, {head_names[head]}", key_labels=keys,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from core.attention_heads.head_reading import region_reading, region_sentence
 from core.attention_heads.pooling import region_around
@@ -19,6 +20,7 @@ from core.model.run import Run
 from ui import results
 from ui.errors import friendly_fragment
 from ui.figures import NORMAL_WIDTH, PRESENTATION_WIDTH, fit_ahead, main_column_width, show_figure
+from ui.head_switch import head_switch
 from ui.models import run_of
 from ui.page_state import option, set_option
 from ui.session import current_model_name, current_text, current_token_limit, presentation_mode
@@ -26,6 +28,7 @@ from ui.viewport import current_column
 from viz import long_heatmap as lh
 from viz.attention_cells import mask_note
 from viz.common import file_stem, markdown_safe
+from viz.head_cells import layer_images
 
 # Up to this many tokens the page draws every head's every cell (``viz.attention``: 512 is the app's default limit,
 # the length its figures are measured at in docs/benchmarks.md); past it, or when the analysis keeps no weights of
@@ -175,6 +178,10 @@ def long_view(name: str, ablation, per_head: bool, colorscale: str, layers: int,
                 key="k0")
     region = (range(int(q0), int(q0) + side), range(int(k0), int(k0) + side))
     first = markdown_safe(results.long_labels.at(run)[0])
+    layer_heads = [results.long_pooled_heads.peek_at(run, layer, h, view.pixels) for h in range(heads)]
+    if all(h is not None for h in layer_heads):  # the layer pooled (``prepare_layer``): its heads switch in the browser
+        head_switch(layer_images([h[how] for h in layer_heads], layer=layer, colorscale=colorscale,
+                                 per_head_scale=per_head, dpr=dpr), head)
     show_figure(view.head_figure(layer, head, region), name=file_stem(name, "layer", layer, "head", head, how),
                 data=lambda: lh.pooled_table(pooled), key=HEAD_KEY, on_select="rerun", selection_mode="box",
                 width="content", alt=pooled.reading.sentence(first))
@@ -247,3 +254,8 @@ def prepare_layer(view: View, layer: int, heads: int, region: tuple[range, range
         fit_ahead(view.head_figure(layer, h, region))
         fit_ahead(view.zoom_figure(layer, h, region), reserve_margins=True)
     status.empty()
+    if missing:  # once per layer: the run that shows the head switch, now that every head is pooled
+        try:
+            st.rerun(scope="fragment")
+        except StreamlitAPIException:  # a run of the whole page (this view is its last part): Streamlit runs it again
+            st.rerun()

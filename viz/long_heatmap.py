@@ -42,7 +42,8 @@ def palette_png(values: np.ndarray, *, colorscale: str, top: float) -> bytes:
     return buffer.getvalue()
 
 
-def _png_source(png: bytes) -> str:
+def png_source(png: bytes) -> str:
+    """``png`` as a data URI (drawn without any request)."""
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
@@ -90,7 +91,7 @@ def pooled_head_figure(head: PooledHead, *, title: str, colorscale: str, per_hea
         queries, keys = region
         shapes.append({"type": "rect", "x0": keys.start - 0.5, "x1": keys.stop - 0.5, "y0": queries.start - 0.5,
                        "y1": queries.stop - 0.5, "line": {"color": "#d62728", "width": 2}, "xref": "x", "yref": "y"})
-    image = {"type": "image", "source": _png_source(palette_png(head.values, colorscale=colorscale, top=top)),
+    image = {"type": "image", "source": png_source(palette_png(head.values, colorscale=colorscale, top=top)),
              "x0": -0.5 + dx / 2, "y0": -0.5 + dx / 2, "dx": dx, "dy": dx,
              "hovertemplate": "query ≈ %{y:.0f}, key ≈ %{x:.0f}<extra></extra>",
              # a label colour of its own: from a PNG's pixel Plotly takes a byte array it cannot read as a colour
@@ -211,7 +212,7 @@ def thumbnails_figure(thumbs: Thumbnails, *, title: str, colorscale: str, per_he
              "colour 0 → 1 fixed"]
     return go.Figure(
         data=[
-            {"type": "image", "source": _png_source(png), "x0": 0, "y0": 0, "dx": 1, "dy": 1, "hoverinfo": "skip"},
+            {"type": "image", "source": png_source(png), "x0": 0, "y0": 0, "dx": 1, "dy": 1, "hoverinfo": "skip"},
             {"type": "scatter", "x": points_x, "y": points_y, "mode": "markers", "customdata": where,
              "marker": {"size": max(12, min(width / dpr, 40)), "symbol": "square", "opacity": 0},
              "hovertemplate": HOVER_POINTS, "showlegend": False},

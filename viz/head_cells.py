@@ -1,0 +1,71 @@
+"""A layer's heads packed for the browser's head switch (``ui.head_switch``): every head's cells as compact codes, the
+token labels and the palette, so that the browser draws any head of the layer without asking the server again."""
+
+from __future__ import annotations
+
+import base64
+import zlib
+
+import numpy as np
+
+from core.attention_heads.long_attention import PooledHead
+from viz.attention_cells import MASK_COLOR, colormap, scale_max
+from viz.long_heatmap import palette_png, png_source
+
+MASKED = 65535  # the code of a masked cell (NaN: a decoder's future, a key outside a sliding window)
+STEPS = 65534  # the largest code of a value
+DIGITS = 4  # a code is the value at 4 decimals (weight × 10,000, half up) when the layer's largest value allows
+
+
+def encode_codes(matrix: np.ndarray, step: float) -> str:
+    """``matrix`` ``[r, c]`` as uint16 codes ``value / step`` rounded half up (float32 values × 10^4 are exact in
+    float64, so at ``step`` 1e-4 a code is the value's 4-decimal rounding), NaN as ``MASKED``; sent as base64 of their
+    high bytes then their low bytes, zlib-deflated (about a third of the bytes for attention weights; the browser
+    inflates them with its own ``DecompressionStream``)."""
+    values = np.asarray(matrix, dtype=np.float32).astype(np.float64)
+    scaled = np.nan_to_num(values, nan=0.0) * 10**DIGITS if step == 10**-DIGITS else np.nan_to_num(values, nan=0.0) / step
+    codes = np.where(np.isnan(values), MASKED, np.clip(np.floor(scaled + 0.5), 0, STEPS))
+    codes = codes.astype(np.uint16)
+    planes = np.concatenate([(codes >> 8).astype(np.uint8).ravel(), (codes & 0xFF).astype(np.uint8).ravel()])
+    return base64.b64encode(zlib.compress(planes.tobytes(), 6)).decode("ascii")
+
+
+def decode_codes(packed: str, step: float, shape: tuple[int, int]) -> np.ndarray:
+    """The inverse of ``encode_codes`` (what the browser does): the values, NaN where a cell is masked."""
+    planes = np.frombuffer(zlib.decompress(base64.b64decode(packed)), dtype=np.uint8)
+    half = planes.size // 2
+    codes = ((planes[:half].astype(np.uint16) << 8) | planes[half:]).reshape(shape)
+    return np.where(codes == MASKED, np.nan, codes.astype(np.float64) * step)
+
+
+def layer_cells(matrices: np.ndarray, labels: list[str], *, layer: int, colorscale: str, per_head_scale: bool,
+                key_labels: list[str] | None = None, hidden: np.ndarray | None = None) -> dict:
+    """What the head switch draws a layer from: ``matrices`` ``[heads, r, c]`` (NaN or ``hidden`` cells masked) as
+    codes (weights × 10,000, or steps of the largest value / 65,534 past 6.5534), the rows' ``labels`` and the
+    columns' ``key_labels`` as the app writes tokens (drawn as text, never as HTML), each head's colour-scale top (as
+    the Plotly head figure: 1, or the head's own maximum) and the palette (``viz.attention_cells.colormap``)."""
+    values = np.array(matrices, dtype=np.float64)
+    if hidden is not None:
+        values[:, np.asarray(hidden, dtype=bool)] = np.nan
+    finite = values[np.isfinite(values)]
+    largest = max(1.0, float(finite.max())) if finite.size else 1.0
+    step = 10**-DIGITS if largest * 10**DIGITS <= STEPS else largest / STEPS
+    palette = ["#{:02x}{:02x}{:02x}".format(*rgb) for rgb in colormap(colorscale)]
+    return {
+        "kind": "cells", "layer": int(layer), "rows": list(labels), "cols": list(labels if key_labels is None else key_labels),
+        "step": step, "heads": [encode_codes(m, step) for m in values],
+        "tops": [scale_max(m, per_head_scale) for m in values], "palette": palette, "mask": MASK_COLOR,
+    }
+
+
+def layer_images(heads: list[PooledHead], *, layer: int, colorscale: str, per_head_scale: bool, dpr: float) -> dict:
+    """What the head switch draws a long text's layer from: each head pooled for the device pixels it is drawn at
+    (``core.attention_heads.long_attention.pooled_head``), as the palette PNG the page's pooled head figure draws
+    (``viz.long_heatmap.palette_png``, as a data URI), shown one image pixel per device pixel at ``dpr``."""
+    pixels = len(heads[0].col_starts)
+    return {
+        "kind": "image", "layer": int(layer), "n": heads[0].num_tokens, "pixels": pixels, "css": pixels / dpr,
+        "how": heads[0].how, "heads": [png_source(palette_png(h.values, colorscale=colorscale,
+                                                               top=scale_max(h.values, per_head_scale))) for h in heads],
+        "rowStarts": [int(x) for x in heads[0].row_starts], "colStarts": [int(x) for x in heads[0].col_starts],
+    }
