@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.causal.flow import DEFAULT_THRESHOLD, route_graph
+from core.causal.flow import route_graph
 from core.causal.flow_details import head_write, top_neurons
 from core.causal.flow_reading import Measures, node_sentence, route_sentence
 from core.causal.unembedding import lens_logits, top_tokens, written_logits
@@ -19,7 +19,7 @@ from ui import results
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import main_column_width, show_figure
-from ui.flow_page import clicked, pair_flow_page, show_neurons
+from ui.flow_page import clicked, pair_flow_page, route_controls, show_neurons
 from ui.models import has_language_model, language_model_of
 from ui.page_state import end_page, option, option_value, set_option
 from ui.progress_text import FLOW_PROGRESS, bar_progress
@@ -228,12 +228,7 @@ def route_view(view: FlowView) -> None:
     only this part and reuses the cached contributions."""
     model, contributions, labels = view.model, view.contributions, view.labels
     t = view.recorded.num_tokens
-    left, right = st.columns(2)
-    position = option(left.selectbox, "Token", range(t), index=t - 1, key="token",
-                      format_func=lambda i: f"{i}: {labels[i]}")
-    threshold = option(right.slider, "Threshold (share of a node's inputs)", 0.01, 0.5, DEFAULT_THRESHOLD, 0.01,
-                       key="threshold", help=f"An edge is drawn when it carries more than this share of what reaches "
-                       f"its node; {DEFAULT_THRESHOLD} as in Ferrando & Voita (2024).")
+    position, threshold = route_controls("Token", labels[:t])
     graph = route_graph(contributions, position, threshold)
     sentence = route_sentence(graph, labels, view.measures.received)
     drawing = st.container()  # the figure, drawn once the list below knows which item is picked

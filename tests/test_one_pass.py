@@ -75,16 +75,8 @@ def passes_per_page(pages: list[str]) -> dict[str, int]:
 
 @pytest.mark.app
 @pytest.mark.integration
-def test_the_read_only_pages_of_this_branch_share_one_pass():
-    found = passes_per_page(OWNED)
-    print("full passes per page:", found)
-    assert sum(found.values()) == 1, found
-    assert found["app_pages/home.py"] == 1, found  # the first page runs it, every other reads it
-
-
-@pytest.mark.app
-@pytest.mark.integration
 def test_the_seven_read_only_pages_share_one_pass():
     found = passes_per_page(PAGES)
     print("full passes per page:", found)
     assert sum(found.values()) == 1, found
+    assert found["app_pages/home.py"] == 1, found  # the first page runs it, every other reads it

@@ -77,17 +77,24 @@ def _vocabulary(model: LoadedModel) -> bool:
     return model.can_generate
 
 
+def route_controls(label: str, names) -> tuple[int, float]:
+    """The route's two controls side by side: the position it leads into (``label``, its ``names`` shown; the last by
+    default) and the threshold an edge must carry."""
+    left, right = st.columns(2)
+    position = option(left.selectbox, label, range(len(names)), index=len(names) - 1, key="token",
+                      format_func=lambda i: f"{i}: {names[i]}")
+    threshold = option(right.slider, "Threshold (share of a node's inputs)", 0.01, 0.5, DEFAULT_THRESHOLD, 0.01,
+                       key="threshold", help=f"An edge is drawn when it carries more than this share of what reaches "
+                       f"its node; {DEFAULT_THRESHOLD} as in Ferrando & Voita (2024).")
+    return position, threshold
+
+
 @friendly_fragment
 def pair_route_view(model: LoadedModel, flow: PairFlow, layout: PairLayout) -> None:
     """Decoder position and threshold, the route they give, and the detail of an edge or node picked from it."""
     contributions, target = flow.contributions, layout.target
     t = contributions.num_positions
-    left, right = st.columns(2)
-    position = option(left.selectbox, "Decoder position", range(t), index=t - 1, key="token",
-                      format_func=lambda i: f"{i}: {target[i]}")
-    threshold = option(right.slider, "Threshold (share of a node's inputs)", 0.01, 0.5, DEFAULT_THRESHOLD, 0.01,
-                       key="threshold", help=f"An edge is drawn when it carries more than this share of what reaches "
-                       f"its node; {DEFAULT_THRESHOLD} as in Ferrando & Voita (2024).")
+    position, threshold = route_controls("Decoder position", target[:t])
     graph = route_graph(contributions, position, threshold)
     sentence = pair_route_sentence(graph, layout.source, target)
     drawing = st.container()
