@@ -18,7 +18,7 @@ from ui.errors import friendly_fragment
 from ui.explain import controls, explain
 from ui.figures import show_figure
 from ui.head_switch import head_switch
-from ui.page_state import end_page, option
+from ui.page_state import end_page, option, unshown_option
 from ui.seq2seq import axis_titles, choose_stack, current_run, current_stacks, current_target, not_defined
 from ui.seq2seq_views import pair_bertviz
 from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
@@ -144,9 +144,11 @@ def one_head_or_layer(model, analysis, stacks: tuple, stack, figure_run, inputs:
     layers, heads = view.matrices.shape[:2]
     left, right, mode = st.columns([1, 1, 3])
     layer = option(left.selectbox, BLOCK_SELECT_LABEL, range(layers), key="layer", help=BLOCK_SELECT_HELP)
-    head = option(right.selectbox, "Head (counted from 0)", range(heads), key="head", disabled=source == "rollout",
-                  help="Rollout averages the heads, so it has none of its own." if source == "rollout" else None)
     shown = option(mode.segmented_control, "View", VIEWS, key="view", default=VIEWS[0], required=True)
+    switch = shown == "one head" and source != "rollout"  # its "Head n" buttons are the head's one control
+    head = unshown_option("head", range(heads)) if switch else option(
+        right.selectbox, "Head (counted from 0)", range(heads), key="head", disabled=source == "rollout",
+        help="Rollout averages the heads, so it has none of its own." if source == "rollout" else None)
     matrix = view.matrices[layer, head]
     options = (*inputs, style["colorscale"], style["per_head_scale"], style["large"])
     window = {} if hidden is None else {"hidden": hidden[layer], "window": windows[layer]}
@@ -157,7 +159,7 @@ def one_head_or_layer(model, analysis, stacks: tuple, stack, figure_run, inputs:
     stem = () if stack.kind == SINGLE_STACK else (stack.kind,)
 
     if shown == "one head":
-        if source != "rollout":  # every head of the layer in the browser: another head is drawn there, then reported
+        if switch:  # every head of the layer in the browser: another head is drawn there, then reported
             head_switch(layer_cells(view.matrices[layer], view.labels, layer=layer, key_labels=keys,
                                     colorscale=style["colorscale"], per_head_scale=style["per_head_scale"],
                                     hidden=window.get("hidden")), head)

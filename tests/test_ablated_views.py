@@ -12,7 +12,7 @@ from core.attention_heads.attention import attention_maxima
 from core.causal.effects import ablate_heads
 from core.model.inference import analyze
 from core.model.models import load_model
-from tests.test_app import open_app, page_errors
+from tests.test_app import choose_head, open_app, page_errors
 from ui.ablation import STATE_KEY
 from viz import attention as va
 
@@ -61,7 +61,7 @@ def test_the_attention_page_draws_the_ablated_run_when_toggled(tiny_bert_dir, ru
     assert _differ(plain.attentions[LAYER, 2], ablated.attentions[LAYER, 2])
     at = _open("app_pages/attention.py", tiny_bert_dir)
     at.selectbox(key="attention.layer").set_value(LAYER).run()
-    at.selectbox(key="attention.head").set_value(2).run()
+    choose_head(at, 2)
 
     def head():
         return _figures(at)[-1]

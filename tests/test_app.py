@@ -29,6 +29,14 @@ def model_picker(at: AppTest):
     return next(box for box in at.selectbox if box.label == "Model")
 
 
+def choose_head(at: AppTest, head: int) -> None:
+    """Choose ``head`` on the Attention page as its head switch does (its "Head n" buttons are the page's only head
+    control there): the browser reports the choice and ``ui.head_switch``'s callback gives the page's ``head`` option
+    the value for the next run (``ui.page_state.set_option``), which AppTest, without JavaScript, does here; then run."""
+    at.session_state["page_state"].pending["attention.head"] = head
+    at.run()
+
+
 def page_errors(at: AppTest) -> list[str]:
     return [e.value for e in at.error] + [str(e.value) for e in at.exception]
 

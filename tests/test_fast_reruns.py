@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.test_app import choose_head
+
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 
@@ -50,11 +52,11 @@ def test_head_change_does_not_rebuild_the_overview(tiny_bert_dir, monkeypatch):
     tables = _count_calls(monkeypatch, vt, ["cells_table", "matrix_table"])
     at = _attention_page(tiny_bert_dir, "a head change rebuilds one figure only")
     assert calls["overview_figure"] == 1 and calls["head_figure"] == 1
-    at.selectbox(key="attention.head").select(1).run()
+    choose_head(at, 1)
     assert not at.exception, [e.value for e in at.exception]
     assert calls["overview_figure"] == 1, "the overview was rebuilt for a head change"
     assert calls["head_figure"] == 2
-    at.selectbox(key="attention.head").select(0).run()  # back to a head already drawn: nothing is rebuilt
+    choose_head(at, 0)  # back to a head already drawn: nothing is rebuilt
     assert calls["head_figure"] == 2
     # no CSV table was built on any of these runs: downloads are built when clicked
     assert tables["cells_table"] == 0 and tables["matrix_table"] == 0

@@ -213,10 +213,15 @@ HOSTILE = "<img src=x onerror=alert(1)> "
 @pytest.mark.app
 def test_the_attention_page_draws_a_long_text_pooled_with_a_zoom_that_names_its_tokens(long_gemma_dir, monkeypatch):
     from tests.test_app import open_app, page_errors
+    from ui.page_state import view_query
 
     monkeypatch.setenv("EXPLORER_MAX_TOKENS", str(POSITIONS))
-    at = open_app({"model": long_gemma_dir, "text": HOSTILE + long_text(2000), "zoom": "32"}, page="app_pages/attention.py")
+    at = open_app({"model": long_gemma_dir, "text": HOSTILE + long_text(2000), "zoom": "32", "head": "2"},
+                  page="app_pages/attention.py")
     assert not page_errors(at), page_errors(at)
+    # the head switch's "Head n" buttons are the head's one control here; the link's head is the one drawn
+    assert not [box for box in at.selectbox if box.label.startswith("Head")]
+    assert view_query(at.session_state)["head"] == "2"
     specs = {chart.proto.id: json.loads(chart.proto.spec) for chart in at.get("plotly_chart")}
     titles = [spec["layout"].get("title", {}).get("text", "").replace("<br>", " ") for spec in specs.values()]
     pooled = next(spec for spec, title in zip(specs.values(), titles, strict=True) if "each pixel is the maximum" in title)
@@ -224,6 +229,7 @@ def test_the_attention_page_draws_a_long_text_pooled_with_a_zoom_that_names_its_
     assert 3000 < n < POSITIONS and pooled["data"][0]["type"] == "image"
     thumbs = [spec for spec in specs.values() if spec["data"][-1].get("customdata")]  # a layer's heads to click
     assert [tuple(c) for c in thumbs[0]["data"][-1]["customdata"]] == [(0, h) for h in range(4)]
+    assert "layer 0, head 2" in pooled["layout"]["title"]["text"]
     zoomed = next(spec for spec, title in zip(specs.values(), titles, strict=True) if "queries 0-31, keys 0-31" in title)
     labels = [t for t in zoomed["data"] if t.get("name") != "masked"][0]["y"]
     assert len(labels) == 32 and labels[0].endswith("(0)") and labels[31].endswith("(31)")

@@ -19,16 +19,16 @@ from core.model.models import LoadedModel
 from core.model.run import Run
 from ui import results
 from ui.errors import friendly_fragment
-from ui.figures import NORMAL_WIDTH, PRESENTATION_WIDTH, fit_ahead, main_column_width, show_figure
+from ui.figures import NORMAL_WIDTH, PRESENTATION_WIDTH, main_column_width, show_figure
 from ui.head_switch import head_switch
 from ui.models import run_of
-from ui.page_state import option, set_option
+from ui.page_state import option, set_option, unshown_option
 from ui.session import current_model_name, current_text, current_token_limit, presentation_mode
 from ui.viewport import current_column
 from viz import long_heatmap as lh
 from viz.attention_cells import mask_note
 from viz.common import file_stem, markdown_safe
-from viz.head_cells import layer_images
+from viz.head_cells import head_image, layer_images
 
 # Up to this many tokens the page draws every head's every cell (``viz.attention``: 512 is the app's default limit,
 # the length its figures are measured at in docs/benchmarks.md); past it, or when the analysis keeps no weights of
@@ -141,12 +141,12 @@ def long_view(name: str, ablation, per_head: bool, colorscale: str, layers: int,
     if boxed is not None:
         for key, value in zip(("q0", "k0", "zoom"), boxed, strict=True):
             set_option(key, value)
-    c = st.columns([1, 1, 1, 1])
+    c = st.columns([1, 1, 1])
     layer = option(c[0].selectbox, BLOCK_SELECT_LABEL, range(layers), key="layer", help=BLOCK_SELECT_HELP)
-    head = option(c[1].selectbox, "Head (counted from 0)", range(heads), key="head")
-    how = option(c[2].radio, "Each pixel shows", list(POOLS), format_func=POOLS.get, key="pool", horizontal=True,
+    head = unshown_option("head", range(heads))  # chosen with the head switch's "Head n" buttons, or a thumbnail
+    how = option(c[1].radio, "Each pixel shows", list(POOLS), format_func=POOLS.get, key="pool", horizontal=True,
                  help="The maximum shows where any single weight is high; the sum, how much attention a block gets in all.")
-    scope = option(c[3].segmented_control, "Thumbnails", SCOPES, key="thumbs", default=SCOPES[0], required=True)
+    scope = option(c[2].segmented_control, "Thumbnails", SCOPES, key="thumbs", default=SCOPES[0], required=True)
     dpr = device_pixel_ratio(present)
     view = View(run, name + (" (ablated run)" if ablation else ""), how, head_pixels(present),
                 {"colorscale": colorscale, "per_head_scale": per_head, "large": present, "dpr": dpr},
@@ -178,10 +178,11 @@ def long_view(name: str, ablation, per_head: bool, colorscale: str, layers: int,
                 key="k0")
     region = (range(int(q0), int(q0) + side), range(int(k0), int(k0) + side))
     first = markdown_safe(results.long_labels.at(run)[0])
+    # the layer's heads pooled so far (the shown one at least; ``prepare_layer`` pools the others, then sends them)
     layer_heads = [results.long_pooled_heads.peek_at(run, layer, h, view.pixels) for h in range(heads)]
-    if all(h is not None for h in layer_heads):  # the layer pooled (``prepare_layer``): its heads switch in the browser
-        head_switch(layer_images([h[how] for h in layer_heads], layer=layer, colorscale=colorscale,
-                                 per_head_scale=per_head, dpr=dpr), head)
+    head_switch(layer_images([None if p is None else p[how] for p in layer_heads],
+                             [None if p is None else view.head_image(layer, h, p[how]) for h, p in enumerate(layer_heads)],
+                             layer=layer, dpr=dpr), head)
     show_figure(view.head_figure(layer, head, region), name=file_stem(name, "layer", layer, "head", head, how),
                 data=lambda: lh.pooled_table(pooled), key=HEAD_KEY, on_select="rerun", selection_mode="box",
                 width="content", alt=pooled.reading.sentence(first))
@@ -193,7 +194,7 @@ def long_view(name: str, ablation, per_head: bool, colorscale: str, layers: int,
                                             region[1].start),
                 data=lambda: lh.zoom_table(zoomed), key="long-attention-zoom", reserve_margins=True)
     st.caption(zoom_caption(zoomed))
-    prepare_layer(view, layer, heads, region)
+    prepare_layer(view, layer, heads)
 
 
 def zoom_caption(zoomed) -> str:
@@ -232,6 +233,12 @@ class View:
                 results.long_pooled_heads.at(self.run, layer, head, self.pixels)[self.how],
                 title=f"{self.title} · layer {layer}, head {head}", region=region, masked_note=self.note, **self.style))
 
+    def head_image(self, layer: int, head: int, pooled) -> str:
+        """The head switch's picture of the pooled head (``viz.head_cells.head_image``), cached as a figure."""
+        colours = (self.style["colorscale"], self.style["per_head_scale"])
+        return results.figures.at(self.run, "long-head-image", layer, head, self.how, self.pixels, *colours,
+                                  build=lambda: head_image(pooled, colorscale=colours[0], per_head_scale=colours[1]))
+
     def zoom_figure(self, layer: int, head: int, region: tuple[range, range]):
         """The zoomed region token by token (cached per head, style and region)."""
         queries, keys = region
@@ -243,19 +250,20 @@ class View:
                                          **{k: v for k, v in self.style.items() if k != "dpr"}))
 
 
-def prepare_layer(view: View, layer: int, heads: int, region: tuple[range, range]) -> None:
-    """Compute, draw and fit the layer's other heads after the shown one is on screen, so that switching heads is a
-    cache hit; a click meanwhile ends this run (Streamlit stops it at the next element) and keeps what is done."""
+def prepare_layer(view: View, layer: int, heads: int) -> None:
+    """Pool the layer's other heads after the shown one is on screen, then rerun the view once so that the head switch
+    holds them all (a click on one of them is then drawn in the browser). Each head's figures are built when it is
+    chosen, from its pooled pixels. A click meanwhile ends this run (Streamlit stops it at the next element) and
+    keeps the heads already pooled."""
     missing = [h for h in range(heads) if results.long_pooled_heads.peek_at(view.run, layer, h, view.pixels) is None]
+    if not missing:
+        return
     status = st.empty()
-    for done, h in enumerate(range(heads)):
-        if missing:
-            status.caption(f"Preparing layer {layer}'s other heads for instant switching: {done} of {heads}…")
-        fit_ahead(view.head_figure(layer, h, region))
-        fit_ahead(view.zoom_figure(layer, h, region), reserve_margins=True)
+    for done, h in enumerate(missing):
+        status.caption(f"Preparing layer {layer}'s other heads for the head switch: {done} of {len(missing)}…")
+        results.long_pooled_heads.at(view.run, layer, h, view.pixels)
     status.empty()
-    if missing:  # once per layer: the run that shows the head switch, now that every head is pooled
-        try:
-            st.rerun(scope="fragment")
-        except StreamlitAPIException:  # a run of the whole page (this view is its last part): Streamlit runs it again
-            st.rerun()
+    try:  # once per layer: the run that sends the switch every head
+        st.rerun(scope="fragment")
+    except StreamlitAPIException:  # a run of the whole page (this view is its last part): Streamlit runs it again
+        st.rerun()

@@ -81,14 +81,6 @@ def fitted(fig: go.Figure, width_px: float, *, slide: bool, reserve: bool = Fals
     return memo[key]
 
 
-def fit_ahead(fig: go.Figure, *, share: float = 1.0, reserve_margins: bool = False, column_gap: str = "small") -> None:
-    """Fit ``fig`` now as ``show_figure`` with the same arguments will (the copy is kept on it), so that drawing it
-    later costs no fitting: for figures a click is likely to show next (the other heads of a layer)."""
-    slide = presentation_mode()
-    column = current_column(PRESENTATION_WIDTH if slide else NORMAL_WIDTH)
-    fitted(fig, column.figure_width(share, COLUMN_GAP_PX[column_gap]), slide=slide, reserve=reserve_margins)
-
-
 # Read by a screen reader, never drawn: the standard visually-hidden pattern (not display:none, which hides it from both).
 VISUALLY_HIDDEN = ("position:absolute;width:1px;height:1px;margin:-1px;padding:0;border:0;overflow:hidden;"
                    "clip-path:inset(50%);white-space:nowrap")

@@ -110,7 +110,11 @@ function show(s, head) {
     s.heat.dataset.head = String(head);
     s.heat.dataset.n = String(s.images ? s.data.n : s.data.rows.length);
   };
-  if (s.images) {
+  if (s.images && !s.data.heads[head]) { // not pooled yet: say so (the server sends it once it is)
+    s.images.forEach((img) => { img.hidden = true; });
+    s.title.textContent = `Layer ${s.data.layer}, head ${head}: being computed…`;
+    s.heat.dataset.head = "";
+  } else if (s.images) {
     const img = s.images[head];
     if (img.complete) draw();
     else img.decode().then(draw, draw);
@@ -234,7 +238,7 @@ function buildImages(parentElement, s, group) {
   s.heat.style.height = d.css + "px";
   s.images = d.heads.map((source) => {
     const img = document.createElement("img");
-    img.src = source;
+    if (source) img.src = source;
     img.alt = "";
     img.width = d.css;
     img.height = d.css;
@@ -251,13 +255,36 @@ function buildImages(parentElement, s, group) {
   s.heat.addEventListener("mousemove", (event) => hover(s, event));
   s.heat.addEventListener("mouseleave", () => { s.tip.hidden = true; });
   s.root.append(group, s.title, holder);
+  pending(s);
   return s;
+}
+
+function pending(s) { // how many heads are still being pooled (for tests and assistive text)
+  s.heat.dataset.pending = String(s.data.heads.filter((source) => !source).length);
+}
+
+// The same pooled layer with more heads (or new colours): the new images in place, the buttons and focus kept.
+function samePicture(s, data) {
+  const d = s.data;
+  return d.kind === "image" && data.kind === "image" && d.layer === data.layer && d.n === data.n && d.pixels === data.pixels
+    && d.css === data.css && d.how === data.how && d.heads.length === data.heads.length;
+}
+
+function update(s, data) {
+  const waiting = s.head !== null && !s.data.heads[s.head];
+  data.heads.forEach((source, h) => { if (source && source !== s.data.heads[h]) s.images[h].src = source; });
+  s.data = data;
+  pending(s);
+  if (waiting && data.heads[s.head]) show(s, s.head);
 }
 
 export default function (component) {
   const { data, parentElement, setStateValue } = component;
   let s = states.get(parentElement);
-  if (!s || s.digest !== data.digest) {
+  if (s && s.digest !== data.digest && samePicture(s, data)) {
+    update(s, data);
+    s.digest = data.digest;
+  } else if (!s || s.digest !== data.digest) {
     s = build(parentElement, data);
     s.digest = data.digest;
     states.set(parentElement, s);

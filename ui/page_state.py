@@ -309,6 +309,21 @@ def option(widget: Callable, *args, key: str, app: bool = False, **kwargs) -> An
     return result
 
 
+def unshown_option(key: str, options: list | range, *, index: int = 0) -> Any:
+    """A single-choice option of the current page that no Streamlit widget shows (a component draws the choice and
+    reports it with ``set_option``): its value read as ``option`` reads it (a choice just made, this session's,
+    the link's), one of ``options`` (default ``options[index]``), kept and written to the URL."""
+    spec = option_spec("selectbox", {"options": options, "index": index})
+    state, full = _state(), session_key(key)
+    _PAGE_PARAMS.setdefault(_page_name(), set()).add(key)
+    st.session_state.pop(full, None)  # a select box of this option drawn before: its stale value must not win later
+    value = state.pending.pop(full) if full in state.pending else state.values.get(full, MISSING)
+    value = valid_value(spec, _url_value(spec, key) if value is MISSING else value)
+    state.values[full] = value
+    _write(spec, key, value, app=False, container=None)
+    return value
+
+
 def _write(spec: OptionSpec, param: str, value: Any, *, app: bool, container) -> None:
     if spec.kind == "text":
         for notice in _state().notices:

@@ -58,14 +58,20 @@ def layer_cells(matrices: np.ndarray, labels: list[str], *, layer: int, colorsca
     }
 
 
-def layer_images(heads: list[PooledHead], *, layer: int, colorscale: str, per_head_scale: bool, dpr: float) -> dict:
+def head_image(head: PooledHead, *, colorscale: str, per_head_scale: bool) -> str:
+    """A pooled head as the palette PNG data URI the page's pooled head figure draws (``viz.long_heatmap.palette_png``)."""
+    return png_source(palette_png(head.values, colorscale=colorscale, top=scale_max(head.values, per_head_scale)))
+
+
+def layer_images(heads: list[PooledHead | None], images: list[str | None], *, layer: int, dpr: float) -> dict:
     """What the head switch draws a long text's layer from: each head pooled for the device pixels it is drawn at
-    (``core.attention_heads.long_attention.pooled_head``), as the palette PNG the page's pooled head figure draws
-    (``viz.long_heatmap.palette_png``, as a data URI), shown one image pixel per device pixel at ``dpr``."""
-    pixels = len(heads[0].col_starts)
+    (``core.attention_heads.long_attention.pooled_head``) as its ``head_image``, shown one image pixel per device
+    pixel at ``dpr``. A head not pooled yet is None in ``heads`` and ``images``: its button is there, the switch
+    says it is being computed, and the page sends the layer again once it is pooled."""
+    known = next(h for h in heads if h is not None)
+    pixels = len(known.col_starts)
     return {
-        "kind": "image", "layer": int(layer), "n": heads[0].num_tokens, "pixels": pixels, "css": pixels / dpr,
-        "how": heads[0].how, "heads": [png_source(palette_png(h.values, colorscale=colorscale,
-                                                               top=scale_max(h.values, per_head_scale))) for h in heads],
-        "rowStarts": [int(x) for x in heads[0].row_starts], "colStarts": [int(x) for x in heads[0].col_starts],
+        "kind": "image", "layer": int(layer), "n": known.num_tokens, "pixels": pixels, "css": pixels / dpr,
+        "how": known.how, "heads": list(images),
+        "rowStarts": [int(x) for x in known.row_starts], "colStarts": [int(x) for x in known.col_starts],
     }

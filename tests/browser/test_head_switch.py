@@ -55,6 +55,13 @@ TIMES_JS = """(() => {
 })();"""
 
 
+# [heads the long view's switch still waits for, its title], or null before it is drawn
+SWITCH_STATE = """() => { const root = [...document.querySelectorAll('[data-testid="stMain"] *')].map(e => e.shadowRoot)
+    .filter(Boolean).map(r => r.querySelector('.head-switch')).find(Boolean);
+    const pooled = root && root.querySelector('.pooled'), title = root && root.querySelector('.title');
+    return pooled && title ? [pooled.dataset.pending, title.textContent] : null; }"""
+
+
 def click_times(page) -> dict:
     """The page's ``TIMES_JS`` record."""
     return page.evaluate("() => window.__switchTimes")
@@ -171,19 +178,27 @@ def test_arrow_keys_move_between_heads_and_the_link_reopens_the_head(app_page, b
 
 
 def test_a_long_texts_pooled_heads_switch_in_the_browser_pixel_for_pixel(browser, long_server):
-    """A long text: once the layer's heads are pooled the switch holds them as images; a click shows another head
-    at once, one image pixel per device pixel (at ratio 2), the image the page's pooled figure of that head draws."""
+    """A long text: the switch appears with the shown head alone, before the layer's other heads are pooled; once
+    they are it holds them as images, and a click shows another head at once, one image pixel per device pixel (at
+    ratio 2), the image the page's pooled figure of that head draws."""
     from tests.browser.conftest import AppPage
     from tests.test_long_heatmap import long_text
 
     url, folder = long_server
     tab = AppPage(browser, url, device_scale_factor=2)
     tab.patience_ms = 300_000
+    # every (heads still being pooled, title) the switch showed, polled from the page's first moment
+    tab.context.add_init_script(f"""window.__switchSeen = []; setInterval(() => {{ const now = ({SWITCH_STATE})();
+        const last = window.__switchSeen[window.__switchSeen.length - 1];
+        if (now && (!last || now[0] !== last[0] || now[1] !== last[1])) window.__switchSeen.push(now); }}, 50);""")
     try:
         page = tab.open("attention", {"model": folder, "text": long_text(1500), "layer": "1", "head": "0"})
         page.wait_for_selector(TITLE, timeout=300_000)
         tab.wait_until_idle()
+        page.wait_for_function(f"() => ({SWITCH_STATE})()[0] === '0'", timeout=120_000)  # every head pooled, held
         assert page.locator(TITLE).text_content() == "Layer 1, head 0"
+        seen = page.evaluate("() => window.__switchSeen")
+        assert any(int(pending) > 0 and title == "Layer 1, head 0" for pending, title in seen), seen  # shown early
         heads = page.get_by_role("radiogroup", name="Head", exact=True).get_by_role("radio")
         assert heads.count() >= 2
         heads.nth(1).click()

@@ -1,0 +1,59 @@
+"""The Attention page's head control (issue 51): where the head switch draws the head, its "Head n" buttons are the
+one control for it (no "Head (counted from 0)" select box beside them); the link's ``head=`` still opens that head,
+a choice reaches the link, and the views without the switch (one layer, BertViz, rollout) keep the select box, showing
+the head chosen with the switch."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.test_app import choose_head, open_app, page_errors
+from ui.page_state import view_query
+
+pytestmark = pytest.mark.app
+
+TEXT = "the cat sat on the mat"
+
+
+def _head_boxes(at) -> list:
+    return [box for box in at.selectbox if box.label == "Head (counted from 0)"]
+
+
+def _head_title(at) -> str:
+    (chart,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith("-attention-head")]
+    return json.loads(chart.proto.spec)["layout"]["title"]["text"]
+
+
+def test_the_switch_is_the_one_head_control_and_the_link_opens_its_head(tiny_bert_dir):
+    at = open_app({"model": tiny_bert_dir, "text": TEXT, "layer": "1", "head": "3"}, page="app_pages/attention.py")
+    assert not page_errors(at), page_errors(at)
+    assert not _head_boxes(at)
+    assert "layer 1, head 3" in _head_title(at)
+    assert view_query(at.session_state)["head"] == "3"
+    choose_head(at, 2)  # what the switch's callback does with a click on "Head 2"
+    assert not page_errors(at), page_errors(at)
+    assert "layer 1, head 2" in _head_title(at) and view_query(at.session_state)["head"] == "2"
+    assert not _head_boxes(at)
+
+
+@pytest.mark.parametrize("view", ["one layer", "BertViz"])
+def test_views_without_the_switch_keep_the_select_box_with_the_chosen_head(tiny_bert_dir, view):
+    at = open_app({"model": tiny_bert_dir, "text": TEXT, "head": "1"}, page="app_pages/attention.py")
+    choose_head(at, 2)
+    at.segmented_control(key="attention.view").set_value(view).run()
+    assert not page_errors(at), page_errors(at)
+    (box,) = _head_boxes(at)
+    assert box.value == 2 and view_query(at.session_state)["head"] == "2"
+    box.set_value(3).run()  # chosen in the box, then back to one head: the switch shows that head, the box is gone
+    at.segmented_control(key="attention.view").set_value("one head").run()
+    assert not page_errors(at), page_errors(at)
+    assert not _head_boxes(at) and "head 3" in _head_title(at) and view_query(at.session_state)["head"] == "3"
+
+
+def test_rollout_has_no_switch_and_a_disabled_head_box(tiny_bert_dir):
+    at = open_app({"model": tiny_bert_dir, "text": TEXT, "source": "rollout"}, page="app_pages/attention.py")
+    assert not page_errors(at), page_errors(at)
+    (box,) = _head_boxes(at)
+    assert box.disabled
