@@ -218,8 +218,9 @@ def _one_setting(browser, url: str, server_pid: int, model_name: str, model_labe
         layer = head = 0
         for _ in range(REPEATS):
             head = (head + 1) % heads
-            samples["head change"].append(_measure(tab, received, server_pid, lambda: _select(
-                page, "Head (counted from 0)", str(head), f"{model_label} · layer {layer}, head {head}")))
+            samples["head change"].append(_measure(tab, received, server_pid, lambda: _timed_click(  # the head switch
+                page, page.locator('[data-testid="stMain"]').get_by_role("radio", name=f"Head {head}", exact=True),
+                f"{model_label} · layer {layer}, head {head}")))
             layer = (layer + 1) % layers
             samples["layer change"].append(_measure(tab, received, server_pid, lambda: _select(
                 page, "Layer (counted from 0)", str(layer), f"{model_label} · layer {layer}, head {head}")))

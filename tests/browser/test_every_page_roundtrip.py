@@ -15,7 +15,21 @@ import re
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from tests.browser.test_navigation import choose, flip, main, navigate, path, pick_radio, press_segment, query, same_view, settle, slide_left, view
+from tests.browser.test_navigation import (
+    choose,
+    flip,
+    main,
+    navigate,
+    path,
+    pick_radio,
+    press_head,
+    press_segment,
+    query,
+    same_view,
+    settle,
+    slide_left,
+    view,
+)
 from tests.browser.test_page_roundtrip import patient  # noqa: F401 - fixture used by name
 from tests.model_factory import build_tiny_bert_mlm
 from tests.pages_registry import ROOT, landed_pages
@@ -90,7 +104,7 @@ CHANGES = {
     "attention": [  # the source last: norm-weighted disables the word-level toggle, which keeps its value
         (choose, "Special tokens", "hide", "special"), (flip, "Word level", None, "words"),
         (pick_radio, "Colour scale", "per head", "scale"), (choose, "Palette", "viridis", "palette"),
-        (choose, "Layer (counted from 0)", "1", "layer"), (choose, "Head (counted from 0)", "3", "head"),
+        (choose, "Layer (counted from 0)", "1", "layer"), (press_head, "Head", "3", "head"),
         (press_segment, "View", "one layer", "view"), (choose, "Attention source", "norm-weighted", "source"),
     ],
     "maxima": [  # the source last: norm-weighted disables the word-level toggle, which keeps its value

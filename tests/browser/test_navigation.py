@@ -109,6 +109,11 @@ def pick_radio(app, label: str, choice: str) -> None:
     settle(app, main(app.page).locator('[data-testid="stRadio"]').filter(has_text=label).get_by_text(choice, exact=True).click)
 
 
+def press_head(app, label: str, choice: str) -> None:
+    """Click the Attention page's head switch button "``label`` ``choice``" (``ui.head_switch``: a radio button)."""
+    settle(app, main(app.page).get_by_role("radio", name=f"{label} {choice}", exact=True).click)
+
+
 def flip(app, label: str) -> None:
     box = main(app.page).locator('[data-testid="stCheckbox"]').filter(has=app.page.get_by_role("switch", name=label))
     settle(app, box.locator("label").first.click)
@@ -220,7 +225,9 @@ def test_ranked_head_links_open_the_same_view_in_a_new_tab(app_page, tiny_model_
         assert tab.get_by_role("combobox", name="Model").input_value() == tiny_model_dir
         values = widget_values(tab)
         assert "select Attention source=raw" in values
-        assert f"select Layer (counted from 0)={layer}" in values and f"select Head (counted from 0)={head}" in values
+        assert f"select Layer (counted from 0)={layer}" in values
+        tab.get_by_role("radio", name=f"Head {head}", exact=True).wait_for(timeout=60_000)  # the head switch's choice
+        assert tab.get_by_role("radio", name=f"Head {head}", exact=True).get_attribute("aria-checked") == "true"
         tab.wait_for_selector(".js-plotly-plot .gtitle", timeout=60_000)
         titles = tab.locator(".js-plotly-plot .gtitle").evaluate_all("els => els.map(e => e.textContent)")
         assert any(f"layer {layer}, head {head}" in t for t in titles), titles
