@@ -86,8 +86,10 @@ def attention_weights(record: LayerRecord, heads: list[int] | None = None, rows=
     rows = slice(None) if rows is None else rows
     s = record.keys.shape[2]
     keys = slice(0, s) if keys is None else slice(*keys.indices(s))
-    q = queries[heads][:, rows]
-    k = record.keys[0].float()[[h // record.kv_groups for h in heads]][:, keys]
+    q = queries[:, rows][heads]
+    k = record.keys[0].float()[:, keys]
+    if heads != list(range(queries.shape[0])):  # one key head per query head asked (eager_weights groups all heads)
+        k = k[[h // record.kv_groups for h in heads]]
     mask = None if record.mask is None else record.mask[0, 0][rows, :s][:, keys]
     if mask is None and record.causal:  # sdpa's skipped causal mask (core.model.fast_attention): key j ≤ query i
         positions = torch.arange(queries.shape[1])[rows]
