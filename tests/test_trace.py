@@ -212,7 +212,8 @@ def test_the_trace_is_read_only_and_refuses_what_it_cannot_read(tiny_gpt2, tiny_
 
 def test_long_layers_are_computed_not_stored_and_a_layer_s_block_runs_once(tiny_gpt2, monkeypatch):
     """At or under STORED_WEIGHTS_MAX_TOKENS the layer asked for is kept; above it no weights are, and the cells are
-    the same. A second head of a layer calls no block again (the memo of the last two layers)."""
+    the same. Weights call the block up to its attention only (its output and MLP never run), once per layer (a
+    second head calls nothing); a layer's other quantities call the whole block once, and weights then read it."""
     short = record(tiny_gpt2, TEXT)
     t = len(short.tokens("self"))
     held = short.nbytes
@@ -221,20 +222,22 @@ def test_long_layers_are_computed_not_stored_and_a_layer_s_block_runs_once(tiny_
     monkeypatch.setattr(trace_module, "STORED_WEIGHTS_MAX_TOKENS", 4)
     long = record(tiny_gpt2, TEXT)
     block = tiny_gpt2.model.get_submodule(long.blocks["self"].paths[0])
-    calls = []
-    handle = block.register_forward_hook(lambda *_: calls.append(1))
+    mlp = tiny_gpt2.model.get_submodule(long.blocks["self"].mlp_outputs[0])
+    started, ended, mlps = [], [], []
+    handles = [block.register_forward_pre_hook(lambda *_: started.append(1)),
+               block.register_forward_hook(lambda *_: ended.append(1)), mlp.register_forward_hook(lambda *_: mlps.append(1))]
     try:
         np.testing.assert_array_equal(long.attention("self", 0, heads=[1]), stored)
         long.attention("self", 0, heads=[3], rows=[2, 5])
-        assert len(calls) == 1
-        assert long.nbytes == short.nbytes - 4 * 4 * t * t  # the same memo (layer 0), no weights kept
+        assert (len(started), len(ended), len(mlps)) == (1, 0, 0)  # called once, stopped at its attention
+        assert long.nbytes == short.nbytes - 4 * 4 * t * t  # the same queries and keys kept, no weights
+        long.residual_mid("self", 0), long.attention("self", 0)
+        assert (len(started), len(ended), len(mlps)) == (2, 1, 1)  # the whole block once; its weights read from it
         long.attention("self", 1), long.residual_mid("self", 1), long.layer("self", 0)
-        assert len(calls) == 1  # layer 1 is another block; layer 0 is still in the memo of two
-        long.layer("self", 1), long.attention("self", 1)
-        short.layer("self", 1)
-        assert len(calls) == 1
+        assert len(started) == 2  # layer 1 is another block; layer 0 is still in the memo of two
     finally:
-        handle.remove()
+        for handle in handles:
+            handle.remove()
 
 
 def test_the_pass_runs_torch_s_fused_attention_except_where_it_soft_caps(family, monkeypatch):
@@ -260,3 +263,13 @@ def test_a_cut_text_says_so_and_keeps_the_tokenizer_s_tokens(tiny_bert):
     assert cut.special_mask.tolist() == [True, False, False, False, False, True]
     full = record(tiny_bert, TEXT).tokens("self")
     assert not full.truncated and full.num_input_tokens == len(full) == len(whole["input_ids"])
+
+
+def test_a_key_slice_gives_those_columns_of_the_whole_rows(tiny_gpt2, monkeypatch):
+    """A decoder's rows 3–5 put no weight past key 5, so their softmax over keys 0–5 alone gives the same cells."""
+    monkeypatch.setattr(trace_module, "STORED_WEIGHTS_MAX_TOKENS", 4)
+    long = record(tiny_gpt2, TEXT)
+    whole = long.attention("self", 1, rows=slice(3, 6))
+    assert whole[..., 6:].max() == 0.0
+    np.testing.assert_allclose(long.attention("self", 1, rows=slice(3, 6), keys=slice(0, 6)), whole[..., :6], atol=1e-7)
+    np.testing.assert_array_equal(long.attention("self", 1, heads=[2], rows=[4], keys=slice(0, 6)).shape, (1, 1, 6))

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from core.errors import AnalysisError
 from core.model.attention_layers import SINGLE_STACK
@@ -115,33 +116,17 @@ class LongContextProfile:
         return self.sink_uniform[:, self.queries].mean(axis=-1)
 
 
-def _bin_sums(cumulative: np.ndarray, rows: np.ndarray, edges: np.ndarray, causal: bool) -> np.ndarray:
-    """``[H, R, B]``: each row's weight at distances in each bin, from ``cumulative`` ``[H, R, T + 1]`` (the running
-    sum of a row's weights over keys, 0 first) and the rows' query positions ``[R]``."""
-    t = cumulative.shape[-1] - 1
-    lo, hi = edges[:-1][None, :], edges[1:][None, :]  # [1, B]
-    i = rows[:, None]  # [R, 1]
-    # keys before (or at) the query: j in (i − hi, i − lo]
-    top = np.clip(i - lo + 1, 0, t)
-    bottom = np.clip(i - hi + 1, 0, t)
-    sums = np.take_along_axis(cumulative, top[None], axis=-1) - np.take_along_axis(cumulative, bottom[None], axis=-1)
-    if not causal:  # keys after the query: j in [i + max(lo, 1), i + hi)
-        start = np.clip(i + np.maximum(lo, 1), 0, t)
-        end = np.clip(i + hi, 0, t)
-        sums += np.take_along_axis(cumulative, end[None], axis=-1) - np.take_along_axis(cumulative, start[None], axis=-1)
-    return sums
+def _range_sums(cumulative: torch.Tensor, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """float64 ``[H, R, n]``: each row's weight over its keys ``starts[r, c] … ends[r, c] − 1`` (local key indices,
+    clipped to the block's ``K`` keys), from ``cumulative`` ``[H, R, K]`` (the running sum over a row's keys)."""
+    keys = cumulative.shape[-1]
+    starts, ends = np.clip(starts, 0, keys), np.clip(ends, 0, keys)
 
+    def upto(stop: np.ndarray) -> np.ndarray:  # the weight of keys 0 … stop − 1 (0 when stop is 0)
+        index = torch.from_numpy(np.maximum(stop - 1, 0)).expand(cumulative.shape[0], *stop.shape)
+        return np.where(stop > 0, torch.gather(cumulative, -1, index).double().numpy(), 0.0)
 
-def _far_sums(cumulative: np.ndarray, rows: np.ndarray, far: int, causal: bool) -> np.ndarray:
-    """``[H, R]``: each row's weight at distance ≥ ``far``."""
-    t = cumulative.shape[-1] - 1
-    before = np.clip(rows - far + 1, 0, t)
-    sums = np.take_along_axis(cumulative, np.broadcast_to(before[None, :, None], cumulative.shape[:2] + (1,)), axis=-1)[..., 0]
-    if not causal:
-        after = np.clip(rows + far, 0, t)
-        sums = sums + cumulative[..., t] - np.take_along_axis(
-            cumulative, np.broadcast_to(after[None, :, None], cumulative.shape[:2] + (1,)), axis=-1)[..., 0]
-    return sums
+    return upto(np.maximum(ends, starts)) - upto(starts)
 
 
 def _uniform_weights(rows: np.ndarray, t: int, causal: bool, window: int | None) -> np.ndarray:
@@ -154,16 +139,35 @@ def _uniform_weights(rows: np.ndarray, t: int, causal: bool, window: int | None)
     return (visible / visible.sum(axis=-1, keepdims=True))[None]
 
 
-def reduce_block(weights: np.ndarray, rows: np.ndarray, edges: np.ndarray, sinks: list[int], far: int, causal: bool):
-    """``(bins [H, R, B], sink [H, R], far [H, R])`` of one block of weights ``[H, R, T]``; the sink excluded from far."""
-    cumulative = np.zeros(weights.shape[:-1] + (weights.shape[-1] + 1,), dtype=np.float64)
-    np.cumsum(weights, axis=-1, dtype=np.float64, out=cumulative[..., 1:])
-    bins = _bin_sums(cumulative, rows, edges, causal)
-    sink = weights[..., sinks].sum(axis=-1, dtype=np.float64)
-    far_sums = _far_sums(cumulative, rows, far, causal)
-    sink_distance = np.abs(rows[:, None] - np.array(sinks)[None, :])  # [R, S]
-    sink_far = (weights[..., sinks] * (sink_distance >= far)[None]).sum(axis=-1, dtype=np.float64)
-    return bins, sink, far_sums - sink_far
+def reduce_block(weights, rows: np.ndarray, edges: np.ndarray, sinks: list[int], far: int, causal: bool,
+                 first_key: int = 0):
+    """``(bins [H, R, B], sink [H, R], far [H, R])`` float64 of one block of weights ``[H, R, K]`` (numpy or torch)
+    for the query positions ``rows`` and the keys ``first_key … first_key + K − 1`` (every key a row may see): per
+    distance bin, on the sinks, and at distance ≥ ``far`` with the sinks excluded. One running sum over each row's keys
+    (torch accumulates a float32 one in float64), then two reads of it per bin and row, no loop over rows or keys."""
+    weights = torch.as_tensor(weights)
+    cumulative = torch.cumsum(weights, dim=-1)
+    i = rows[:, None] - first_key  # [R, 1]: the query's own key, local
+    lo, hi = edges[:-1][None, :], edges[1:][None, :]  # [1, B]
+    bins = _range_sums(cumulative, i - hi + 1, i - lo + 1)  # keys before (or at) the query: j in (i − hi, i − lo]
+    far_sums = _range_sums(cumulative, np.zeros_like(i), i - far + 1)[..., 0]  # j ≤ i − far
+    if not causal:  # keys after the query: j in [i + max(lo, 1), i + hi), and j ≥ i + far
+        bins += _range_sums(cumulative, i + np.maximum(lo, 1), i + hi)
+        far_sums += _range_sums(cumulative, i + far, np.full_like(i, weights.shape[-1]))[..., 0]
+    sink = np.zeros(weights.shape[:2])
+    for position in sinks:
+        if first_key <= position < first_key + weights.shape[-1]:
+            share = weights[..., position - first_key].double().numpy()
+            sink += share
+            far_sums -= share * (np.abs(rows - position) >= far)[None]
+    return bins, sink, far_sums
+
+
+def _keys_of(rows: np.ndarray, t: int, causal: bool, window: int | None) -> slice:
+    """The keys the query positions ``rows`` may see: a decoder's up to its last row, from the first its window keeps."""
+    if not causal:
+        return slice(0, t)
+    return slice(0 if window is None else max(0, int(rows[0]) - window + 1), int(rows[-1]) + 1)
 
 
 def long_context_profile(trace: Trace, *, sink_positions: Sequence[int] = (0,),
@@ -208,8 +212,9 @@ def long_context_profile(trace: Trace, *, sink_positions: Sequence[int] = (0,),
     for layer in range(layers):
         for start in starts:
             rows = np.arange(start, min(start + block, t))
-            weights = trace.attention(SINGLE_STACK, layer, rows=slice(rows[0], rows[-1] + 1))  # [H, R, T]
-            bin_sums, sink_sums, far_sums = reduce_block(weights, rows, edges, sinks, far, causal)
+            keys = _keys_of(rows, t, causal, windows[layer])
+            weights = trace.attention(SINGLE_STACK, layer, rows=slice(rows[0], rows[-1] + 1), keys=keys)  # [H, R, K]
+            bin_sums, sink_sums, far_sums = reduce_block(weights, rows, edges, sinks, far, causal, keys.start)
             shares[layer] += bin_sums.sum(axis=1)
             sink[layer][:, rows] = sink_sums
             far_share[layer] += far_sums.sum(axis=1)

@@ -50,18 +50,29 @@ def release_freed_memory() -> bool:
 
 def eager_weights(queries: torch.Tensor, keys: torch.Tensor, scaling: float, softcap: float | None,
                   mask: torch.Tensor | None) -> torch.Tensor:
-    """float32 ``[H, Q, S]`` from ``queries`` ``[H, Q, d]`` and ``keys`` ``[H, S, d]`` (already one key head per query
-    head), in the order of transformers' eager attention: q·kᵀ × scaling, soft-cap (cap·tanh(x / cap)), the mask
-    (``[Q, S]``: bool True = may attend, or additive), then a float32 softmax."""
+    """float32 ``[Hq, Q, S]`` from ``queries`` ``[Hq, Q, d]`` and ``keys`` ``[Hkv, S, d]`` (one key head per query head,
+    or grouped: query head ``h`` reads key head ``h // (Hq / Hkv)``, multiplied without copying the keys per head), in
+    the order of transformers' eager attention: q·kᵀ × scaling, soft-cap (cap·tanh(x / cap)), the mask (``[Q, S]``:
+    bool True = may attend, or additive, ``[Hq, Q, S]`` too), then a float32 softmax. In place where the order allows
+    it, and a bool mask filled only over the key columns it blocks (a decoder's block of rows: its last ones)."""
     with torch.inference_mode():
-        scores = torch.matmul(queries, keys.transpose(-1, -2)) * scaling
+        heads, rows, kv = queries.shape[0], queries.shape[1], keys.shape[0]
+        if kv != heads:
+            scores = torch.bmm(queries.reshape(kv, heads // kv * rows, -1), keys.transpose(-1, -2)).view(heads, rows, -1)
+        else:
+            scores = torch.matmul(queries, keys.transpose(-1, -2))
+        scores.mul_(scaling)
         if softcap:
             scores = torch.tanh(scores / softcap) * softcap
         if mask is not None:
             if mask.dtype == torch.bool:
-                scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+                blocked = ~mask
+                columns = blocked.any(dim=0).nonzero()
+                if len(columns):
+                    lo, hi = int(columns[0]), int(columns[-1]) + 1
+                    scores[..., lo:hi].masked_fill_(blocked[:, lo:hi], torch.finfo(scores.dtype).min)
             else:
-                scores = scores + mask.to(scores.dtype)
+                scores.add_(mask.to(scores.dtype))
         return torch.softmax(scores, dim=-1, dtype=torch.float32)
 
 

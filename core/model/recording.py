@@ -60,6 +60,10 @@ from core.model.hooks import hooked
 from core.model.masks import explorer_mask, for_eager
 
 
+class StopAtRecord(Exception):
+    """Raised by the recording function at ``Recorder.stop_at``'s call, once its queries and keys are recorded."""
+
+
 class UnsupportedArchitecture(UserFacingError, ValueError):
     """The model's attention is laid out in a way the app does not know. Message meant for the user."""
 
@@ -110,6 +114,9 @@ class Recorder:
     each layer's eager attention that many query rows at a time, without weights (bool masks); ``shapes_only`` (with
     ``queries_keys_only``) keeps queries, keys and mask as meta tensors. ``sdpa`` computes each
     output with transformers' sdpa (``core.model.fast_attention``; eager for a soft-capped layer), with sdpa's masks.
+    ``stop_at`` ``(stack, layer)``: that call's queries, keys and mask are recorded (as ``queries_keys_only`` does) and
+    ``StopAtRecord`` is raised before its output is computed, so a block called for its queries and keys alone
+    (``core.model.trace_layers.queries_keys``) computes nothing after them.
     """
 
     model: torch.nn.Module | None = None
@@ -121,6 +128,7 @@ class Recorder:
     rows_per_chunk: int | None = None
     shapes_only: bool = False
     sdpa: bool = False
+    stop_at: tuple[str, int] | None = None
     records: dict[int, LayerRecord] = field(default_factory=dict)
     stacks: dict[str, dict[int, LayerRecord]] = field(default_factory=dict)
     _inputs: dict[int, tuple] = field(default_factory=dict)
@@ -190,6 +198,10 @@ def _configured_softcap(module: torch.nn.Module) -> float | None:
 def explorer_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """The registered attention function: the family's eager attention, recorded when a Recorder is active."""
     rec = _ACTIVE.get()
+    if rec is not None and rec.stop_at is not None and rec.key_of(module) == rec.stop_at:
+        stack, layer = rec.stop_at
+        rec.stacks.setdefault(stack, {})[layer] = _call_record(rec, module, query, key, attention_mask, scaling, kwargs)
+        raise StopAtRecord
     chunk = rec.rows_per_chunk if rec is not None else None
     if rec is not None and rec.sdpa:
         output, weights = attention_output(module, query, key, value, attention_mask, scaling, dropout,

@@ -30,8 +30,9 @@ heads, ``Hkv`` key/value heads, ``d`` head size), float32 numpy arrays::
 What is kept and what is recomputed: the trace keeps the residual stream between blocks (``(L + 1)·D·4`` bytes per
 token per block stack) and each block's call (``core.model.on_demand.keep_argument``: masks as bool, rotary tables,
 T5's position bias); everything inside a layer is recomputed by calling that block alone
-(``core.model.trace_layers.run_block``), and the last ``MEMO_LAYERS`` layers stay computed. Weights are computed only
-when asked (``attention``): from the layer's queries and keys in the order of operations of transformers' eager
+(``core.model.trace_layers.run_block``), and the last ``MEMO_LAYERS`` layers stay computed; queries, keys, mask and
+weights need only the block called up to its attention (``trace_layers.queries_keys``, the last ``MEMO_LAYERS`` kept).
+Weights are computed only when asked (``attention``): from those queries and keys in the order of operations of eager
 attention (``core.model.trace_layers.attention_weights``), ``BLOCK_CELLS`` at a time; a whole layer asked for at or
 under ``STORED_WEIGHTS_MAX_TOKENS`` query tokens is kept (``layers × heads × T × S × 4`` bytes at most).
 A trace holds the loaded model weakly: once that model is gone, recomputing raises ``AnalysisError``.
@@ -57,7 +58,7 @@ from core.model.on_demand import BLOCK_CELLS
 from core.model.recording import LayerRecord, Recorder
 from core.model.seq2seq import decoder_tokens, encode_text
 from core.model.text_limits import check_text, token_limit
-from core.model.trace_layers import BlockKeeper, LayerTrace, attention_weights, block_layout, run_block
+from core.model.trace_layers import BlockKeeper, LayerTrace, attention_weights, block_layout, queries_keys, run_block
 from core.model.words import text_word_ids
 
 STORED_WEIGHTS_MAX_TOKENS = 512  # a whole layer's weights asked for at or under this many query tokens are kept
@@ -118,6 +119,7 @@ class Trace:
     outputs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # the pass's own (module docstring)
     _memo: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _weights: dict = field(default_factory=dict, repr=False)
+    _records: OrderedDict = field(default_factory=OrderedDict, repr=False)  # (stack, layer) -> queries-keys record
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
@@ -155,10 +157,10 @@ class Trace:
         return self.layer(stack, layer).mlp_output
 
     def queries(self, stack: str, layer: int) -> np.ndarray:
-        return self._record(stack, layer).queries[0].float().numpy()
+        return self._qk_record(stack, layer).queries[0].float().numpy()
 
     def keys(self, stack: str, layer: int) -> np.ndarray:
-        return self._record(stack, layer).keys[0].float().numpy()
+        return self._qk_record(stack, layer).keys[0].float().numpy()
 
     def values(self, stack: str, layer: int) -> np.ndarray:
         return self._record(stack, layer).values[0].float().numpy()
@@ -169,17 +171,20 @@ class Trace:
 
     def mask(self, stack: str, layer: int) -> np.ndarray:
         """bool ``[T, S]``: True where a query may attend to a key."""
-        record = self._record(stack, layer)
+        record = self._qk_record(stack, layer)
         t, s = record.queries.shape[2], record.keys.shape[2]
         if record.mask is None:
             return np.tril(np.ones((t, s), dtype=bool)) if record.causal else np.ones((t, s), dtype=bool)
         plane = record.mask[0, 0, :, :s]
         return plane.numpy().copy() if plane.dtype == torch.bool else (plane > torch.finfo(plane.dtype).min / 2).numpy()
 
-    def attention(self, stack: str, layer: int, heads: list[int] | None = None, rows=None) -> np.ndarray:
+    def attention(self, stack: str, layer: int, heads: list[int] | None = None, rows=None,
+                  keys: slice | None = None) -> np.ndarray:
         """float32 ``[len(heads), len(rows), S]`` (all heads / all query rows when None): exactly the weights of the
         model's eager attention (scaling, soft-cap, mask and sliding window, query head ``h`` reading key/value head
-        ``h // (Hq / Hkv)``). A whole layer at or under ``STORED_WEIGHTS_MAX_TOKENS`` query tokens is kept."""
+        ``h // (Hq / Hkv)``). A whole layer at or under ``STORED_WEIGHTS_MAX_TOKENS`` query tokens is kept.
+        ``keys`` (a slice): those key columns alone, for a caller that knows the rows put no weight outside them (a
+        decoder's rows up to ``i`` read keys ``0 … i``), the same numbers as ``attention(...)[..., keys]``."""
         info = self.layer_info(stack, layer)
         chosen = list(range(info.heads)) if heads is None else [int(h) for h in heads]
         if any(not 0 <= h < info.heads for h in chosen):
@@ -195,8 +200,8 @@ class Trace:
                 self._weights[key] = whole
         positions = np.arange(t)[slice(None) if rows is None else rows]
         if whole is not None:
-            return whole[chosen][:, positions]
-        return self._compute_weights(stack, layer, chosen, positions)
+            return whole[chosen][:, positions][..., slice(None) if keys is None else keys]
+        return self._compute_weights(stack, layer, chosen, positions, keys)
 
     def attentions(self, stack: str) -> np.ndarray | None:
         """float32 ``[L, H, T, S]``: every layer's weights in one array (kept; ``attention`` then reads views of it),
@@ -218,25 +223,44 @@ class Trace:
                 self._weights.update({(stack, None): whole, **{(stack, layer): whole[layer] for layer in range(len(infos))}})
         return whole
 
-    def _compute_weights(self, stack: str, layer: int, heads: list[int], positions: np.ndarray) -> np.ndarray:
-        record = self._record(stack, layer)
-        s = record.keys.shape[2]
+    def _compute_weights(self, stack: str, layer: int, heads: list[int], positions: np.ndarray,
+                         keys: slice | None = None) -> np.ndarray:
+        record = self._qk_record(stack, layer)
+        s = len(range(*(keys or slice(None)).indices(record.keys.shape[2])))
         out = np.empty((len(heads), len(positions), s), dtype=np.float32)
         step = max(1, BLOCK_CELLS // max(1, len(heads) * s))
         for start in range(0, len(positions), step):
             part = positions[start: start + step]
-            out[:, start: start + len(part)] = attention_weights(record, heads, torch.from_numpy(part))
+            out[:, start: start + len(part)] = attention_weights(record, heads, torch.from_numpy(part), keys)
         return out
+
+    def _qk_record(self, stack: str, layer: int) -> LayerRecord:
+        """Queries, keys and mask: from a kept block call (``layer``), else the block called up to that attention."""
+        key = (stack, self._check(stack, layer))
+        with self._lock:
+            found = self._memo.get((BLOCKS_OF[stack], layer))
+            found = found.records[stack] if found is not None else self._records.get(key)
+        if found is not None:
+            return found
+        model, calls = self._loaded(), self.blocks[BLOCKS_OF[stack]]
+        with threads_for_input(self.residual[BLOCKS_OF[stack]].shape[1]):
+            found = queries_keys(model, model.get_submodule(calls.paths[layer]), layer, calls.calls[layer],
+                                 self.residual[BLOCKS_OF[stack]], calls.stored, stack)
+        with self._lock:
+            self._records[key] = found
+            while len(self._records) > MEMO_LAYERS:
+                self._records.popitem(last=False)
+        return found
 
     @property
     def nbytes(self) -> int:
         """Bytes held: residual streams, kept calls' tensors, stored weights and the memo (not the model)."""
         held = sum(a.nbytes for a in (*self.residual.values(), *self.outputs.values()))
-        for calls in self.blocks.values():
-            for item in calls.stored:
-                held += item.allowed.nbytes if hasattr(item, "allowed") else item.nelement() * item.element_size()
+        held += sum(item.allowed.nbytes if hasattr(item, "allowed") else item.nelement() * item.element_size()
+                    for calls in self.blocks.values() for item in calls.stored)
         with self._lock:
             held += sum(w.nbytes for w in self._weights.values() if w.base is None) + sum(m.nbytes for m in self._memo.values())
+            held += sum(t.nbytes for r in self._records.values() for t in (r.queries, r.keys, r.mask) if t is not None)
         return held
 
     def layer(self, stack: str, layer: int) -> LayerTrace:
@@ -255,10 +279,14 @@ class Trace:
                 self._memo.popitem(last=False)
         return found
 
-    def _run(self, blocks: str, layer: int) -> LayerTrace:
+    def _loaded(self) -> torch.nn.Module:
         model = self._model()
         if model is None:
             raise AnalysisError(f"{self.model_name} was loaded again since this text was read: read it again.")
+        return model
+
+    def _run(self, blocks: str, layer: int) -> LayerTrace:
+        model = self._loaded()
         calls = self.blocks[blocks]
         mlp = calls.mlp_outputs[layer]
         with threads_for_input(self.residual[blocks].shape[1]):

@@ -43,12 +43,11 @@ import torch
 
 from core.errors import AnalysisError
 from core.model.attention_layers import attention_modules, record_keys
-from core.model.fast_attention import causal_mask
 from core.model.hooks import first_tensor, hooked, main_input
 from core.model.models import LoadedModel
 from core.model.on_demand import call_argument, eager_weights, keep_argument
 from core.model.parts import is_norm, last_linear_to_hidden
-from core.model.recording import LayerRecord, Recorder, is_recordable
+from core.model.recording import LayerRecord, Recorder, StopAtRecord, is_recordable
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,29 +72,56 @@ class LayerTrace:
         return sum(t.nelement() * t.element_size() for t in tensors) + sum(a.nbytes for a in arrays)
 
 
-def attention_weights(record: LayerRecord, heads: list[int] | None = None, rows=None) -> np.ndarray:
-    """float32 ``[len(heads), Q, T]`` recomputed from ``record`` in the order of operations of transformers' eager
+def attention_weights(record: LayerRecord, heads: list[int] | None = None, rows=None, keys: slice | None = None
+                      ) -> np.ndarray:
+    """float32 ``[len(heads), Q, K]`` recomputed from ``record`` in the order of operations of transformers' eager
     attention: q·kᵀ × scaling, then soft-cap (cap·tanh(x / cap)), then the additive mask, then a float32 softmax.
-    ``rows``: the query positions to compute (a slice or a list; all ``T`` when None). T5's relative-position bias
-    (``record.position_bias``, one ``[T, S]`` per head) is added to the scores before the mask, as its eager
-    attention does. A record of an sdpa pass whose mask was skipped (``record.causal``) gets the causal cells."""
+    ``rows``: the query positions to compute (a slice or a list; all ``T`` when None); ``keys``: a slice of the key
+    positions (all ``S`` when None), for a caller that knows every weight outside it is 0 (the rows' softmax runs over
+    those keys alone). T5's relative-position bias (``record.position_bias``, one ``[T, S]`` per head) is added to the
+    scores before the mask, as its eager attention does. A record of an sdpa pass whose mask was skipped
+    (``record.causal``) gets the causal cells."""
     queries = record.queries[0].float()
     heads = list(range(queries.shape[0])) if heads is None else list(heads)
     rows = slice(None) if rows is None else rows
-    q = queries[heads][:, rows]
-    k = record.keys[0].float()[[h // record.kv_groups for h in heads]]
-    mask = None if record.mask is None else record.mask[0, 0][rows, : k.shape[1]]
-    if mask is None and record.causal:  # sdpa's skipped causal mask (core.model.fast_attention)
-        mask = causal_mask(queries.shape[1], k.shape[1])[rows]
+    s = record.keys.shape[2]
+    keys = slice(0, s) if keys is None else slice(*keys.indices(s))
+    q = queries[:, rows][heads]
+    k = record.keys[0].float()[:, keys]
+    if heads != list(range(queries.shape[0])):  # one key head per query head asked (eager_weights groups all heads)
+        k = k[[h // record.kv_groups for h in heads]]
+    mask = None if record.mask is None else record.mask[0, 0][rows, :s][:, keys]
+    if mask is None and record.causal:  # sdpa's skipped causal mask (core.model.fast_attention): key j ≤ query i
+        positions = torch.arange(queries.shape[1])[rows]
+        mask = positions[:, None] >= torch.arange(s)[keys][None, :]
     if record.position_bias is not None:  # T5: added to the scores before the mask, per head
         bias = record.position_bias[0].float()
         bias = bias[heads] if bias.shape[0] > 1 else bias
-        bias = bias[:, rows, : k.shape[1]]
+        bias = bias[:, rows, :s][..., keys]
         if mask is not None:
             low = torch.finfo(torch.float32).min
             bias = bias + (torch.where(mask, 0.0, low) if mask.dtype == torch.bool else mask.float())
         mask = bias
     return eager_weights(q, k, record.scaling, record.softcap, mask).numpy()
+
+
+def queries_keys(model: torch.nn.Module, block: torch.nn.Module, layer: int, call: tuple[tuple, dict],
+                 residual: np.ndarray, stored: tuple, stack: str) -> LayerRecord:
+    """The record of ``stack``'s attention in block ``layer`` (queries, keys, mask, scaling, soft-cap, window; no
+    values): the block called again on its kept ``call`` as ``run_block`` does, stopped as that attention function is
+    called (``Recorder.stop_at``), so nothing after the queries and keys is computed (no attention output, no MLP)."""
+    args, kwargs = call
+    restored: dict[int, torch.Tensor] = {}
+    with (torch.inference_mode(), Recorder(model, layers={layer}, queries_keys_only=True, sdpa=True,
+                                           stop_at=(stack, layer)) as rec):
+        try:
+            block(*call_argument(args, residual, stored, restored), **call_argument(kwargs, residual, stored, restored))
+        except StopAtRecord:
+            pass
+    found = rec.stacks.get(stack, {}).get(layer)
+    if found is None:
+        raise AnalysisError(f"Block {layer} did not call its {stack} attention again, so its weights cannot be computed.")
+    return found
 
 
 def _sub_block(events: list, stack: str, post_norm: bool) -> tuple:
