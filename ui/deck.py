@@ -137,6 +137,11 @@ def keep_figure(pin: Pin, fig: go.Figure, table: str, sentence: str) -> None:
                                    PinnedFigure(fig, table, sentence, len(table) + len(fig.to_json())))
 
 
+def keep_drawn(pin: Pin, fig: go.Figure, data, sentence: str) -> None:
+    """Keep ``fig`` drawn again from ``pin``'s link (``ui.view_figures``), with its table (or a function building it)."""
+    keep_figure(pin, fig, _table(data), sentence)
+
+
 def kept_figure(pin: Pin) -> PinnedFigure | None:
     """``pin``'s figure as this server keeps it, or None (then its view is drawn again: the module docstring)."""
     return results.pinned_figures.peek_at(_kept_run(pin.model), *pin.view)

@@ -1,0 +1,183 @@
+"""The figures that a page draws and that the Deck page draws again from a pin's link (``ui.view_figures``): each is
+built by one function here, which its page calls with the options on screen and ``ui.view_figures`` with the options
+in the link, so a figure drawn again is the page's own (same cached results, same title, same file name).
+
+Each returns a ``ViewFigure``: the figure's file name, the figure (from the ``ui.results.figures`` shelf where the page
+keeps it there), its table (or a function building it) and the sentence said about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from core.attention_heads.head_statistics import STATISTICS, sink_names, statistic_grid
+from core.maths.similarity import token_static_similarity
+from core.model.analysis import Analysis
+from core.model.attention_layers import SINGLE_STACK
+from core.model.run import Run
+from core.model.tokens import token_labels
+from ui import results
+from viz import attention as va
+from viz import attention_tables as vt
+from viz.common import COLORBLIND_SAFE, SEQUENTIAL, file_stem
+from viz.head_stats import head_heatmap
+from viz.tokens import token_layer_heatmap
+
+
+@dataclass(frozen=True)
+class ViewFigure:
+    """One figure of a view, as ``ui.figures.show_figure`` draws it and a pin keeps it."""
+
+    name: str
+    figure: go.Figure
+    data: pd.DataFrame | Callable[[], pd.DataFrame] | None = None
+    sentence: str = ""
+
+
+# --- Home ----------------------------------------------------------------------------------------------------------
+
+def static_similarity(model_name: str, analysis: Analysis) -> ViewFigure:
+    """Home's heatmap: each token's cosine similarity to its embedding-layer vector, at every hidden state."""
+    labels = token_labels(analysis)
+    similarity = token_static_similarity(analysis)
+    rows = [
+        {"layer": layer, "position": i, "token": labels[i], "cosine_to_layer_0": float(similarity[layer, i])}
+        for layer in range(similarity.shape[0])
+        for i in range(similarity.shape[1])
+    ]
+    return ViewFigure(file_stem(model_name, "static-similarity"),
+                      token_layer_heatmap(similarity, labels, title="Cosine similarity to the embedding layer",
+                                          colorbar="cosine"),
+                      pd.DataFrame(rows))
+
+
+# --- Attention -----------------------------------------------------------------------------------------------------
+
+# Option values are what the URL carries (bound widgets write their shown label), so they stay short.
+ATTENTION_SOURCES = {"raw": "raw attention weights", "norm-weighted": "norm-weighted attention",
+                     "rollout": "attention rollout"}
+ATTENTION_SPECIAL = ["show", "hide", "renormalise"]
+ATTENTION_PALETTES = {"cividis": COLORBLIND_SAFE, "viridis": SEQUENTIAL}
+ATTENTION_VIEWS = ["one head", "one layer", "BertViz"]
+# Up to this many tokens the Attention page draws every head's every cell (``viz.attention``: 512 is the app's default
+# limit, the length its figures are measured at in docs/benchmarks.md); past it, or when the analysis keeps no weights
+# of its own, ``ui.attention_page`` draws the long text (screen resolution, zooms, thumbnails).
+LONG_TEXT_TOKENS = 512
+
+
+def is_long(analysis: Analysis) -> bool:
+    """Whether the Attention page draws ``analysis`` as a long text (``ui.attention_page``)."""
+    return analysis.attentions is None or analysis.num_tokens > LONG_TEXT_TOKENS
+
+
+@dataclass(frozen=True)
+class AttentionFigures:
+    """What every figure of the Attention page is drawn from: ``run`` (the text or texts, limit and knock-out),
+    ``inputs`` (source, special tokens, word level[, stack kind]), the view's matrices, the style (causal, colour
+    scale, per-head scale, large), ``who`` (the model's name, and the run or stack it shows, as titles begin),
+    ``stack_kind``, the head names, the key labels of cross-attention and each layer's sliding-window cells."""
+
+    run: Run
+    inputs: tuple
+    view: object
+    style: dict
+    who: str
+    model_name: str
+    stack_kind: str = SINGLE_STACK
+    head_names: tuple[str, ...] = ()
+    keys: list[str] | None = None
+    hidden: object = None
+    windows: tuple | None = None
+
+    @property
+    def source(self) -> str:
+        return self.inputs[0]
+
+    @property
+    def _options(self) -> tuple:
+        return (*self.inputs, self.style["colorscale"], self.style["per_head_scale"], self.style["large"])
+
+    @property
+    def _stem(self) -> tuple:
+        return () if self.stack_kind == SINGLE_STACK else (self.stack_kind,)
+
+    def overview(self, title: str) -> ViewFigure:
+        """Every layer × head (or every layer of rollout) as thumbnails."""
+        view, hidden = self.view, None if self.hidden is None else self.hidden[:, None]
+        layers = view.matrices.shape[0]
+        figure = results.figures.at(
+            self.run, "attention-overview", *self._options,
+            build=partial(va.overview_figure, view.matrices, title=title,
+                          head_names=[n.removeprefix("head ") for n in self.head_names], hidden=hidden, **self.style))
+        data = partial(vt.cells_table, view.matrices, view.labels, causal=self.style["causal"],
+                       max_cells=va.OVERVIEW_MAX_CELLS, outer={"layer": list(range(layers)), "head": list(self.head_names)},
+                       hidden=hidden, key_labels=self.keys)
+        return ViewFigure(file_stem(self.model_name, *self._stem, self.source, "overview"), figure, data)
+
+    def _window(self, layer: int) -> dict:
+        return {} if self.hidden is None else {"hidden": self.hidden[layer], "window": self.windows[layer]}
+
+    def head(self, layer: int, head: int, axis_titles: tuple[str, str]) -> ViewFigure:
+        """One head of one layer, large."""
+        matrix, window = self.view.matrices[layer, head], self._window(layer)
+        figure = results.figures.at(self.run, "attention-head", *self._options, layer, head, build=lambda: va.head_figure(
+            matrix, self.view.labels, title=f"{self.who} · layer {layer}, {self.head_names[head]}", key_labels=self.keys,
+            axis_titles=axis_titles, **self.style, **window))
+        data = partial(vt.matrix_table, matrix, self.view.labels, causal=self.style["causal"], key_labels=self.keys,
+                       hidden=window.get("hidden"))
+        return ViewFigure(file_stem(self.model_name, *self._stem, self.source, "layer", layer, "head", head), figure, data)
+
+    def layer(self, layer: int) -> ViewFigure:
+        """Every head of one layer."""
+        window = self._window(layer)
+        figure = results.figures.at(self.run, "attention-layer", *self._options, layer, build=lambda: va.layer_grid_figure(
+            self.view.matrices[layer], self.view.labels, title=f"{self.who} · layer {layer}, every head",
+            head_names=list(self.head_names), key_labels=self.keys, **self.style, **window))
+        data = partial(vt.cells_table, self.view.matrices[layer], self.view.labels, causal=self.style["causal"],
+                       max_cells=va.GRID_MAX_CELLS, outer={"head": list(self.head_names)}, key_labels=self.keys,
+                       hidden=window.get("hidden"))
+        return ViewFigure(file_stem(self.model_name, *self._stem, self.source, "layer", layer), figure, data)
+
+
+def head_names_of(source: str, heads: int) -> tuple[str, ...]:
+    return ("all heads (rollout)",) if source == "rollout" else tuple(f"head {h}" for h in range(heads))
+
+
+def overview_title(who: str, source: str) -> str:
+    return f"{who}: {ATTENTION_SOURCES[source]}, every layer" + ("" if source == "rollout" else " × head")
+
+
+# --- Head statistics -----------------------------------------------------------------------------------------------
+
+STAT_SOURCES = {"text": "this text", "examples": "example sentences", "corpus": "corpus"}
+STAT_NOT_SHARES = ("entropy", "distance", "diagonal")
+
+
+def statistic_names(tokenizer) -> dict[str, str]:
+    """The statistics of a model with one stack, as its Head statistics page names them (its own first and end
+    tokens: BERT's [CLS] / [SEP], none for GPT-2)."""
+    sinks = sink_names(tokenizer)
+    return {**STATISTICS, "first": f"Share to {sinks.first}", "end": f"Share to {sinks.end}"}
+
+
+def statistic_heatmap(model_name: str, table: pd.DataFrame, statistic: str, names: dict[str, str], about: str,
+                      source: str, stack_kind: str = SINGLE_STACK) -> ViewFigure:
+    """One statistic of every head as a layer × head heatmap."""
+    return ViewFigure(
+        file_stem(model_name, "head-stats", *(() if stack_kind == SINGLE_STACK else (stack_kind,)), statistic, source),
+        head_heatmap(statistic_grid(table, statistic), title=f"{names[statistic]}: {about}", colorbar=statistic,
+                     share=statistic not in STAT_NOT_SHARES),
+        table)
+
+
+def text_about(tokens: int) -> str:
+    return f"this text ({tokens} tokens)"
+
+
+def texts_about(texts: int, where: str) -> str:
+    return f"{texts} texts from {where}, each counting once"
