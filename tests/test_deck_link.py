@@ -43,8 +43,9 @@ def _traces(fig) -> list:
 
 
 def _pinned_by_hand(model: str) -> tuple[list[deck.Pin], dict]:
-    """Pins from three pages (Home's heatmap, Attention's overview and one head, Head statistics' heatmap), made
-    with their Pin to deck buttons; and each pin's figure as its page drew it."""
+    """Pins from three or four pages (Home's heatmap, Attention's overview and one head, Head statistics' heatmap,
+    a language model's next-token guesses on Predictions), made with their Pin to deck buttons; and each pin's
+    figure as its page drew it."""
     text = "the bank of the river flooded"
     at = open_app({"model": model, "text": text}, page="app_pages/home.py")
     _pin(at)
@@ -56,6 +57,10 @@ def _pinned_by_hand(model: str) -> tuple[list[deck.Pin], dict]:
     _pin(at, 0)
     pinned += list(at.session_state["deck.pins"])
     assert [p.page for p in pinned] == ["attention", "attention", "stats"]
+    at = open_app({"model": model, "text": text, "top_k": "3"}, page="app_pages/predictions.py")
+    if any(b.label == "Pin to deck" for b in at.button):  # a model with a language-model head: its guesses
+        _pin(at, 0)
+        pinned += list(at.session_state["deck.pins"])
     home = open_app({"model": model, "text": text}, page="app_pages/home.py")
     _pin(home)
     pinned = [*home.session_state["deck.pins"], *pinned]
@@ -86,7 +91,7 @@ def _fresh_server() -> None:
 
 @needs_chromium
 @pytest.mark.app
-@pytest.mark.parametrize("model", ["tiny_bert_dir", "all-MiniLM-L6-v2"])
+@pytest.mark.parametrize("model", ["tiny_bert_dir", "tiny_gpt2_dir", "all-MiniLM-L6-v2"])
 def test_a_shared_deck_link_draws_every_figure_again_in_a_fresh_session(model, request, downloads):
     name = request.getfixturevalue(model) if model.endswith("_dir") else model
     pinned, drawn = _pinned_by_hand(name)
@@ -98,7 +103,8 @@ def test_a_shared_deck_link_draws_every_figure_again_in_a_fresh_session(model, r
     at = open_app({"pins": link}, page=DECK)
     assert not page_errors(at)
     assert not [w.value for w in at.warning]  # no pin is left undrawn
-    assert len(at.get("plotly_chart")) == len(pinned) == 4  # a thumbnail per pin (the page's only charts)
+    assert len(pinned) == (5 if model == "tiny_gpt2_dir" else 4)  # GPT-2's next-token guesses too
+    assert len(at.get("plotly_chart")) == len(pinned)  # a thumbnail per pin (the page's only charts)
     for pin in pinned:  # the page's own figure: the same numbers, labels and title
         again = deck.kept_figure(pin).figure
         assert again is not drawn[pin.view]
@@ -110,12 +116,12 @@ def test_a_shared_deck_link_draws_every_figure_again_in_a_fresh_session(model, r
     body = page.decode("utf-8")[page.decode("utf-8").index("<body>"):]
     assert '<script>alert("x")</script>' not in body and html.escape(HOSTILE) in body
 
-    at.button(key=next(b.key for b in at.button if b.label.startswith("Draw the 4 slides"))).click().run()
+    at.button(key=next(b.key for b in at.button if b.label.startswith(f"Draw the {len(pinned)} slides"))).click().run()
     assert not page_errors(at)
     data = downloads["Download PowerPoint"]
     prs = Presentation(io.BytesIO(data() if callable(data) else data))
     pictures = [[s for s in slide.shapes if s.shape_type == 13] for slide in prs.slides]
-    assert sum(1 for p in pictures if p) == 4 and all(len(p) <= 1 for p in pictures)
+    assert sum(1 for p in pictures if p) == len(pinned) and all(len(p) <= 1 for p in pictures)
     texts = ["\n".join(s.text_frame.text for s in slide.shapes if s.has_text_frame) for slide in prs.slides]
     assert any(HOSTILE in t for t in texts)  # kept as text, as written
 

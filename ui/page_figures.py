@@ -20,12 +20,14 @@ from core.maths.similarity import token_static_similarity
 from core.model.analysis import Analysis
 from core.model.attention_layers import SINGLE_STACK
 from core.model.run import Run
-from core.model.tokens import token_labels
+from core.model.tokens import readable_token, token_labels
+from core.outputs.predictions import Predictions
 from ui import results
 from viz import attention as va
 from viz import attention_tables as vt
 from viz.common import COLORBLIND_SAFE, SEQUENTIAL, file_stem
 from viz.head_stats import head_heatmap
+from viz.predictions import fill_in_bars, next_token_heatmap
 from viz.tokens import token_layer_heatmap
 
 
@@ -150,6 +152,41 @@ def head_names_of(source: str, heads: int) -> tuple[str, ...]:
 
 def overview_title(who: str, source: str) -> str:
     return f"{who}: {ATTENTION_SOURCES[source]}, every layer" + ("" if source == "rollout" else " × head")
+
+
+# --- Predictions ---------------------------------------------------------------------------------------------------
+
+MAX_MASKS_SHOWN = 8  # fill-in figures drawn (the table has every mask)
+MAX_ROWS_SHOWN = 64  # positions the next-token heatmap draws (the table has them all)
+
+
+def candidate_rows(predictions: Predictions, top_k: int) -> list[dict]:
+    """One row per position and candidate, each token written by the app's one rule."""
+    return [
+        {"position": int(p), "token": readable_token(predictions.tokens[p]), "rank": r + 1,
+         "candidate": readable_token(predictions.candidates[i][r]),
+         "probability": float(predictions.probabilities[i, r])}
+        for i, p in enumerate(predictions.positions) for r in range(top_k)
+    ]
+
+
+def fill_in_figure(model_name: str, predictions: Predictions, index: int, rows: list[dict]) -> ViewFigure:
+    """An encoder's candidates for its mask ``index`` as bars."""
+    position = predictions.positions[index]
+    return ViewFigure(
+        file_stem(model_name, "fill-in", position),
+        fill_in_bars(predictions.candidates[index], predictions.probabilities[index],
+                     title=f"Mask {index + 1} of {len(predictions.positions)} (token {position})"),
+        pd.DataFrame([row for row in rows if row["position"] == position]))
+
+
+def next_token_figure(model_name: str, predictions: Predictions, rows: list[dict], *, narrow: bool) -> ViewFigure:
+    """A decoder's top guesses for the next token after each of the first ``MAX_ROWS_SHOWN`` positions."""
+    shown = slice(0, MAX_ROWS_SHOWN)
+    return ViewFigure(file_stem(model_name, "next-tokens"),
+                      next_token_heatmap(predictions.tokens[shown], predictions.candidates[shown],
+                                         predictions.probabilities[shown], narrow=narrow),
+                      pd.DataFrame(rows))
 
 
 # --- Head statistics -----------------------------------------------------------------------------------------------

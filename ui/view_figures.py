@@ -20,22 +20,27 @@ from core.model.attention_layers import SINGLE_STACK
 from core.model.models import DEFAULT_MODEL, LoadedModel, ModelLoadError, bundled_name
 from core.model.recording import UnsupportedArchitecture
 from core.model.stacks import stacks_of
+from core.outputs.predictions import MAX_TOP_K
 from core.teaching.examples import BANK_RIVER, EXAMPLE_SENTENCES
 from ui import results
 from ui.caveats import word_level_allowed
 from ui.deck import Pin
 from ui.linked_texts import ID_SUFFIX, linked_texts
-from ui.models import loaded_model, run_of
+from ui.models import language_model_of, loaded_model, run_of
 from ui.page_figures import (
     ATTENTION_PALETTES,
     ATTENTION_SOURCES,
     ATTENTION_SPECIAL,
     ATTENTION_VIEWS,
+    MAX_MASKS_SHOWN,
     STAT_SOURCES,
     AttentionFigures,
     ViewFigure,
+    candidate_rows,
+    fill_in_figure,
     head_names_of,
     is_long,
+    next_token_figure,
     overview_title,
     static_similarity,
     statistic_heatmap,
@@ -87,12 +92,17 @@ class LinkedView:
         return value if value in choices else (choices[0] if default is None else default)
 
     def index(self, key: str, count: int) -> int:
-        """A layer or head number (0 when the link has none, or one past this model)."""
+        """A layer or head number of ``count`` (a picker's): 0 when the link has none."""
+        return self.number(key, 0, 0, count - 1)
+
+    def number(self, key: str, default: int, low: int, high: int) -> int:
+        """A whole number clamped to ``low``..``high``, as a page clamps a link's value (``default`` when it is none
+        or not a whole number)."""
         try:
-            value = int(self.params.get(key, "0"))
+            value = float(self.params.get(key, default))
         except ValueError:
-            return 0
-        return value if 0 <= value < count else 0
+            return default
+        return min(max(int(value), low), high) if value.is_integer() else default
 
     def flag(self, key: str) -> bool:
         return self.params.get(key, "").strip().lower() in ("true", "1")
@@ -210,3 +220,19 @@ def _stats(view: LinkedView) -> ViewFigure:
     if table[statistic].isna().all():
         raise NotFromLink("This text has no query token to average over, so there is nothing to draw.")
     return statistic_heatmap(model.name, table, statistic, names, about, source)
+
+
+@redraws("predictions")
+def _predictions(view: LinkedView) -> ViewFigure:
+    _one_stack(view)
+    language_model_of(view.model_name)  # raises NoLanguageModelHead (a sentence) for a checkpoint without one
+    top_k = view.number("top_k", 5, 1, MAX_TOP_K)
+    predictions = results.predictions(view.model_name, view.text, max_tokens=view.limit).top(top_k)
+    rows = candidate_rows(predictions, top_k)
+    if predictions.kind == "next":  # drawn wide: a slide has room for the colour bar
+        return next_token_figure(view.model.name, predictions, rows, narrow=False)
+    for index in range(min(len(predictions.positions), MAX_MASKS_SHOWN)):
+        bars = fill_in_figure(view.model.name, predictions, index, rows)
+        if bars.name == view.name:
+            return bars
+    raise NotFromLink("Its link's text no longer has this mask, so open the view to pin it again.")
