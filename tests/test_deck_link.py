@@ -18,6 +18,7 @@ from tests.test_app import open_app, page_errors
 from ui import deck
 from ui.page_state import view_query
 from ui.store import store
+from viz.common import file_stem
 from viz.deck_render import CHROMIUM
 
 DECK = "app_pages/deck.py"
@@ -143,3 +144,26 @@ def test_a_pin_its_link_cannot_draw_says_why_on_its_slide(tiny_bert_dir):
     assert any("not drawn again from a link yet" in c for c in captions)
     assert any("2 pinned figures could not be drawn again from their links" in w.value for w in at.warning)
 
+
+
+@pytest.mark.app
+def test_drawing_again_stopped_keeps_the_deck_and_goes_on_when_asked(tiny_bert_dir, tiny_bert):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.test_app import APP
+
+    pin = deck.Pin("", f"model={tiny_bert_dir}&text=a+river+bank", file_stem(tiny_bert.name, "static-similarity"), "Tokens", "", tiny_bert_dir,
+                   "a river bank")
+    _fresh_server()
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params["pins"] = deck.encode_pins([pin])
+    at.switch_page(DECK)
+    at.session_state["deck.redraw-stopped"] = (pin.view,)  # Stop clicked while this pin was being drawn
+    at.run()
+    assert not page_errors(at)
+    assert deck.kept_figure(pin) is None and not at.get("plotly_chart")
+    assert any("was stopped with 1 left" in i.value for i in at.info)
+    at.button(key="deck-redraw-go-on").click().run()
+    assert not page_errors(at)
+    assert not [c.value for c in at.caption if "not drawn" in c.value or "another figure" in c.value]
+    assert len(at.get("plotly_chart")) == 1 and deck.kept_figure(pin) is not None
