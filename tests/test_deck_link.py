@@ -44,8 +44,8 @@ def _traces(fig) -> list:
 
 
 def _pinned_by_hand(model: str) -> tuple[list[deck.Pin], dict]:
-    """Pins from three or four pages (Home's heatmap, Attention's overview and one head, Head statistics' heatmap,
-    a language model's next-token guesses on Predictions), made with their Pin to deck buttons; and each pin's
+    """Pins from four or five pages (Home's heatmap, Attention's overview and one head, Head statistics' heatmap,
+    Maxima's grid and maps of one layer, a language model's next-token guesses on Predictions), made with their Pin to deck buttons; and each pin's
     figure as its page drew it."""
     text = "the bank of the river flooded"
     at = open_app({"model": model, "text": text}, page="app_pages/home.py")
@@ -57,7 +57,12 @@ def _pinned_by_hand(model: str) -> tuple[list[deck.Pin], dict]:
     at = open_app({"model": model, "text": text, "stat": "previous"}, page="app_pages/stats.py")
     _pin(at, 0)
     pinned += list(at.session_state["deck.pins"])
-    assert [p.page for p in pinned] == ["attention", "attention", "stats"]
+    at = open_app({"model": model, "text": text, "heads": "one head", "head": "1", "layer": "1"},
+                  page="app_pages/maxima.py")
+    _pin(at, 0)  # the most-attended tokens of head 1
+    _pin(at, 1)  # raw, norm-weighted and rollout maps of layer 1
+    pinned += list(at.session_state["deck.pins"])
+    assert [p.page for p in pinned] == ["attention", "attention", "stats", "maxima", "maxima"]
     at = open_app({"model": model, "text": text, "top_k": "3"}, page="app_pages/predictions.py")
     if any(b.label == "Pin to deck" for b in at.button):  # a model with a language-model head: its guesses
         _pin(at, 0)
@@ -104,7 +109,7 @@ def test_a_shared_deck_link_draws_every_figure_again_in_a_fresh_session(model, r
     at = open_app({"pins": link}, page=DECK)
     assert not page_errors(at)
     assert not [w.value for w in at.warning]  # no pin is left undrawn
-    assert len(pinned) == (5 if model == "tiny_gpt2_dir" else 4)  # GPT-2's next-token guesses too
+    assert len(pinned) == (7 if model == "tiny_gpt2_dir" else 6)  # GPT-2's next-token guesses too
     assert len(at.get("plotly_chart")) == len(pinned)  # a thumbnail per pin (the page's only charts)
     for pin in pinned:  # the page's own figure: the same numbers, labels and title
         again = deck.kept_figure(pin).figure

@@ -15,6 +15,7 @@ from functools import partial
 import pandas as pd
 import plotly.graph_objects as go
 
+from core.attention_heads.attention import layer_panels, pairs_table, special_share
 from core.attention_heads.head_statistics import STATISTICS, sink_names, statistic_grid
 from core.maths.similarity import token_static_similarity
 from core.model.analysis import Analysis
@@ -23,10 +24,12 @@ from core.model.run import Run
 from core.model.tokens import readable_token, token_labels
 from core.outputs.predictions import Predictions
 from ui import results
+from ui.caveats import NORM_WEIGHTED
 from viz import attention as va
 from viz import attention_tables as vt
 from viz.common import COLORBLIND_SAFE, SEQUENTIAL, file_stem
 from viz.head_stats import head_heatmap
+from viz.maxima import attention_panels, maxima_grid, special_share_chart
 from viz.predictions import fill_in_bars, next_token_heatmap
 from viz.tokens import token_layer_heatmap
 
@@ -152,6 +155,70 @@ def head_names_of(source: str, heads: int) -> tuple[str, ...]:
 
 def overview_title(who: str, source: str) -> str:
     return f"{who}: {ATTENTION_SOURCES[source]}, every layer" + ("" if source == "rollout" else " × head")
+
+
+# --- Maxima --------------------------------------------------------------------------------------------------------
+
+MAXIMA_RAW, MAXIMA_NORM, MAXIMA_ROLLOUT = "raw attention", NORM_WEIGHTED, "rollout"
+MAXIMA_WEIGHT_NAMES = {MAXIMA_RAW: "attention", MAXIMA_NORM: "α·‖f(x)‖", MAXIMA_ROLLOUT: "rollout"}
+MAXIMA_REDUCTIONS = ["max over heads", "mean over heads", "one head"]
+MAX_PANEL_TOKENS = 128  # the raw, norm-weighted and rollout maps are drawn up to this many tokens
+
+
+@dataclass(frozen=True)
+class MaximaChoice:
+    """The matrices the Maxima page reads (``source`` of the stack), how heads are reduced (``heads``: "max",
+    "mean" or one head's number), what the title calls it and the file name's part for the heads."""
+
+    source: str
+    matrices: object
+    heads: str | int
+    what: str
+    head_part: tuple
+
+
+def maxima_choice(source: str, reduction: str, head: int | None, attentions, weighted, rolled) -> MaximaChoice:
+    if source == MAXIMA_ROLLOUT:
+        return MaximaChoice(source, rolled[:, None], "mean", "rollout", ("heads", "mean"))
+    heads = head if head is not None else {"max over heads": "max", "mean over heads": "mean"}[reduction]
+    what = f"{source}, head {head}" if head is not None else f"{source}, {reduction}"
+    return MaximaChoice(source, attentions if source == MAXIMA_RAW else weighted, heads, what,
+                        ("head", head) if head is not None else ("heads", heads))  # never a name ending in "-head"
+
+
+def maxima_figure(model_name: str, maxima, choice: MaximaChoice, what: str, *, ablated: bool,
+                  stem: tuple = ()) -> ViewFigure:
+    """The most-attended token of every token at every layer (``maxima``: ``attention_maxima`` of ``choice``)."""
+    return ViewFigure(file_stem(model_name, "maxima", *stem, choice.source, *choice.head_part),
+                      maxima_grid(maxima, title=f"Most-attended token ({what}){', ablated run' if ablated else ''}",
+                                  weight_name=MAXIMA_WEIGHT_NAMES[choice.source]),
+                      maxima.long_table)
+
+
+def maxima_panels(model_name: str, run: Run, stack, weighted, rolled, layer: int, head: int | None,
+                  stacked: bool) -> ViewFigure:
+    """Raw, norm-weighted and rollout maps of one layer of ``stack`` (each None where not drawn)."""
+    stem = () if stack.kind == SINGLE_STACK else (stack.kind,)
+    panels = layer_panels(stack.attentions, weighted, rolled, layer, head)
+    labels = token_labels(stack.queries)
+    return ViewFigure(
+        file_stem(model_name, *stem, "raw-norm-weighted-rollout", "layer", layer,
+                  *(("head", head) if head is not None else ("heads", "mean"))),
+        results.figures.at(run, "maxima-panels", *stem, layer, head, tuple(panels), stacked,
+                           build=lambda: attention_panels(list(panels.items()), labels, stacked=stacked)),
+        partial(pairs_table, labels, panels))
+
+
+def special_shares(analysis: Analysis, weighted) -> dict:
+    """The share of each token's attention on special tokens, raw and norm-weighted, by layer."""
+    return {MAXIMA_RAW: special_share(analysis.attentions, analysis.special_mask),
+            MAXIMA_NORM: special_share(weighted, analysis.special_mask)}
+
+
+def special_share_figure(model_name: str, shares: dict) -> ViewFigure:
+    layers = list(range(len(shares[MAXIMA_RAW])))
+    return ViewFigure(file_stem(model_name, "special-token-share"), special_share_chart(layers, shares),
+                      pd.DataFrame({"layer": layers} | {f"{k} share on special tokens": v for k, v in shares.items()}))
 
 
 # --- Predictions ---------------------------------------------------------------------------------------------------

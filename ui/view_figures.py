@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-from core.attention_heads.attention import window_hidden
+from core.attention_heads.attention import attention_maxima, window_hidden
 from core.errors import UserFacingError
 from core.model.attention_layers import SINGLE_STACK
 from core.model.models import DEFAULT_MODEL, LoadedModel, ModelLoadError, bundled_name
@@ -33,6 +33,11 @@ from ui.page_figures import (
     ATTENTION_SPECIAL,
     ATTENTION_VIEWS,
     MAX_MASKS_SHOWN,
+    MAX_PANEL_TOKENS,
+    MAXIMA_NORM,
+    MAXIMA_RAW,
+    MAXIMA_REDUCTIONS,
+    MAXIMA_ROLLOUT,
     STAT_SOURCES,
     AttentionFigures,
     ViewFigure,
@@ -40,8 +45,13 @@ from ui.page_figures import (
     fill_in_figure,
     head_names_of,
     is_long,
+    maxima_choice,
+    maxima_figure,
+    maxima_panels,
     next_token_figure,
     overview_title,
+    special_share_figure,
+    special_shares,
     static_similarity,
     statistic_heatmap,
     statistic_names,
@@ -51,6 +61,7 @@ from ui.page_figures import (
 from ui.page_limits import page_limit
 from ui.seq2seq import axis_titles
 from ui.session import current_settings
+from viz.common import file_stem
 
 
 class NotFromLink(UserFacingError):
@@ -236,3 +247,33 @@ def _predictions(view: LinkedView) -> ViewFigure:
         if bars.name == view.name:
             return bars
     raise NotFromLink("Its link's text no longer has this mask, so open the view to pin it again.")
+
+
+@redraws("maxima")
+def _maxima(view: LinkedView) -> ViewFigure:
+    model = _one_stack(view)
+    name, text, limit = view.model_name, view.text, view.limit
+    (stack,) = stacks_of(results.analyses(name, text, max_tokens=limit))
+    try:
+        weighted = results.norm_weighted_attention(name, text, max_tokens=limit)
+    except UnsupportedArchitecture:
+        weighted = None
+    rolled = results.rollouts(name, text, max_tokens=limit)
+    if view.name == file_stem(model.name, "special-token-share") and weighted is not None:
+        return special_share_figure(model.name, special_shares(stack.queries, weighted))
+    source = view.choice("source", [MAXIMA_RAW] + [MAXIMA_NORM] * (weighted is not None) + [MAXIMA_ROLLOUT])
+    reduction = view.choice("heads", MAXIMA_REDUCTIONS)
+    head = view.index("head", stack.num_heads) if reduction == "one head" and source != MAXIMA_ROLLOUT else None
+    if "raw-norm-weighted-rollout" in view.name:
+        if stack.queries.num_tokens > MAX_PANEL_TOKENS:
+            raise NotFromLink(f"The maps are drawn for texts of up to {MAX_PANEL_TOKENS} tokens; this one has "
+                              f"{stack.queries.num_tokens}.")
+        return maxima_panels(model.name, run_of(name, (text,), limit, None), stack, weighted, rolled,
+                             view.index("layer", stack.num_layers), head, False)
+    chosen = maxima_choice(source, reduction, head, stack.attentions, weighted, rolled)
+    maxima = attention_maxima(stack.queries, matrices=chosen.matrices, heads=chosen.heads,
+                              skip_special=not view.flag("special"),
+                              words=view.flag("words") and word_level_allowed(source))
+    if not len(maxima.queries):
+        raise NotFromLink("Every token of this text is a special token, so there is nothing to draw.")
+    return maxima_figure(model.name, maxima, chosen, chosen.what, ablated=False)
