@@ -4,8 +4,8 @@ shared link or after a restart, when this server does not keep the pinned figure
 ``REDRAWS`` maps a page (its url path) to the function that draws that page's figures from the options in a link. Each
 reads the same cached results (``ui.results``) and builds the figure with the same function as its page
 (``ui.page_figures``), so the figure drawn again is the page's own, with its title and file name. A page missing from
-the registry, or a view that needs what a link does not carry (an uploaded corpus, an encoder-decoder's target, a long
-text's zooms), raises ``NotFromLink`` with one sentence the slide shows.
+the registry, a view that needs what a link does not carry (a corpus uploaded on the Drift page) or that is not drawn
+from a link yet (an encoder-decoder's, a long text's attention), raises ``NotFromLink`` with one sentence the slide shows.
 """
 
 from __future__ import annotations
@@ -168,8 +168,8 @@ def redraw(pin: Pin) -> ViewFigure:
 def _one_stack(view: LinkedView) -> LoadedModel:
     model = view.model
     if model.is_encoder_decoder:
-        raise NotFromLink("An encoder-decoder's figures need the target the sidebar held, which a link may not carry: "
-                          "open the view to draw it.")
+        raise NotFromLink("An encoder-decoder's figures are not drawn again from a link yet: open the view once and "
+                          "the figure is kept.")
     return model
 
 
