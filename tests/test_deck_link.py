@@ -44,9 +44,10 @@ def _traces(fig) -> list:
 
 
 def _pinned_by_hand(model: str) -> tuple[list[deck.Pin], dict]:
-    """Pins from four or five pages (Home's heatmap, Attention's overview and one head, Head statistics' heatmap,
-    Maxima's grid and maps of one layer, a language model's next-token guesses on Predictions), made with their Pin to deck buttons; and each pin's
-    figure as its page drew it."""
+    """Pins from five or six pages (Home's heatmap, Attention's overview and one head, Head statistics' heatmap,
+    Maxima's grid and maps of one layer, Long context's sink grid and one layer's sink map, a language model's
+    next-token guesses on Predictions), made with their Pin to deck buttons; and each pin's figure as its page drew
+    it."""
     text = "the bank of the river flooded"
     at = open_app({"model": model, "text": text}, page="app_pages/home.py")
     _pin(at)
@@ -62,7 +63,13 @@ def _pinned_by_hand(model: str) -> tuple[list[deck.Pin], dict]:
     _pin(at, 0)  # the most-attended tokens of head 1
     _pin(at, 1)  # raw, norm-weighted and rollout maps of layer 1
     pinned += list(at.session_state["deck.pins"])
-    assert [p.page for p in pinned] == ["attention", "attention", "stats", "maxima", "maxima"]
+    at = open_app({"model": model, "text": text, "source": "sidebar", "measure": "sink", "layer": "1"},
+                  page="app_pages/long-context.py")
+    _pin(at, 0)  # every head's share on the sink
+    _pin(at, 2)  # layer 1's heads on the first token, by query position
+    pinned += list(at.session_state["deck.pins"])
+    assert [p.page for p in pinned] == ["attention", "attention", "stats", "maxima", "maxima", "long-context",
+                                        "long-context"]
     at = open_app({"model": model, "text": text, "top_k": "3"}, page="app_pages/predictions.py")
     if any(b.label == "Pin to deck" for b in at.button):  # a model with a language-model head: its guesses
         _pin(at, 0)
@@ -109,7 +116,7 @@ def test_a_shared_deck_link_draws_every_figure_again_in_a_fresh_session(model, r
     at = open_app({"pins": link}, page=DECK)
     assert not page_errors(at)
     assert not [w.value for w in at.warning]  # no pin is left undrawn
-    assert len(pinned) == (7 if model == "tiny_gpt2_dir" else 6)  # GPT-2's next-token guesses too
+    assert len(pinned) == (9 if model == "tiny_gpt2_dir" else 8)  # GPT-2's next-token guesses too
     assert len(at.get("plotly_chart")) == len(pinned)  # a thumbnail per pin (the page's only charts)
     for pin in pinned:  # the page's own figure: the same numbers, labels and title
         again = deck.kept_figure(pin).figure

@@ -17,11 +17,12 @@ import plotly.graph_objects as go
 
 from core.attention_heads.attention import layer_panels, pairs_table, special_share
 from core.attention_heads.head_statistics import STATISTICS, sink_names, statistic_grid
+from core.attention_heads.long_context import LOCAL_DISTANCE, text_ids
 from core.maths.similarity import token_static_similarity
 from core.model.analysis import Analysis
 from core.model.attention_layers import SINGLE_STACK
 from core.model.run import Run
-from core.model.tokens import readable_token, token_labels
+from core.model.tokens import decoded_tokens, quoted_token, readable_token, token_labels
 from core.outputs.predictions import Predictions
 from ui import results
 from ui.caveats import NORM_WEIGHTED
@@ -29,6 +30,7 @@ from viz import attention as va
 from viz import attention_tables as vt
 from viz.common import COLORBLIND_SAFE, SEQUENTIAL, file_stem
 from viz.head_stats import head_heatmap
+from viz.long_context import distance_heatmap, distance_table, head_table, kinds_sentence, layer_sentence, sink_heatmap, sink_sentence, sink_table
 from viz.maxima import attention_panels, maxima_grid, special_share_chart
 from viz.predictions import fill_in_bars, next_token_heatmap
 from viz.tokens import token_layer_heatmap
@@ -219,6 +221,71 @@ def special_share_figure(model_name: str, shares: dict) -> ViewFigure:
     layers = list(range(len(shares[MAXIMA_RAW])))
     return ViewFigure(file_stem(model_name, "special-token-share"), special_share_chart(layers, shares),
                       pd.DataFrame({"layer": layers} | {f"{k} share on special tokens": v for k, v in shares.items()}))
+
+
+# --- Long context --------------------------------------------------------------------------------------------------
+
+LONG_SOURCES = {"haystack": "bundled long text", "sidebar": "the sidebar's text"}
+LONG_LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+LONG_DEFAULT_LENGTH = 2048
+LONG_MEASURES = {"local": f"within {LOCAL_DISTANCE} tokens", "far": "far, sink excluded", "sink": "on the sink"}
+
+
+def long_context_lengths(limit: int) -> list[int]:
+    """The lengths the Long context page offers under the token limit ``limit``."""
+    return [n for n in LONG_LENGTHS if n <= limit] or [limit]
+
+
+@dataclass(frozen=True)
+class LongText:
+    """The text the Long context page measures: its token ids (at most the length chosen), its whole length in
+    tokens, and how its first token, the sink, is named."""
+
+    text: str
+    ids: list[int]
+    total: int
+    first: str
+    sink_label: str
+
+
+def long_text(model, model_name: str, source: str, length: int, sidebar_text: str) -> LongText:
+    """The bundled long text cut at a sentence end (``source`` "haystack") or the sidebar's text, read up to
+    ``length`` tokens."""
+    text = results.haystacks(model_name, (), length, True) if source == "haystack" else sidebar_text
+    ids, total, first_is_added = text_ids(model.tokenizer, text, length)
+    first = decoded_tokens(model.tokenizer, ids[:1])[0] if ids else ""
+    if first_is_added:
+        sink_label = f"the {quoted_token(first)} token the tokenizer adds (position 0)"
+    else:
+        sink_label = f"the first token {quoted_token(first)} (position 0; this tokenizer adds no token before the text)"
+    return LongText(text, list(ids), total, first, sink_label)
+
+
+def long_context_stem(model_name: str, source: str, profile) -> str:
+    return file_stem(model_name, "long-context", source, profile.num_tokens)
+
+
+def long_context_grid(profile, stem: str, measure: str) -> ViewFigure:
+    """One measure of every head (local, far or on the sink) as a layer × head grid."""
+    grid = {"local": profile.local, "far": profile.far, "sink": profile.sink_mean}[measure]
+    titles = {"local": f"Share of attention within {LOCAL_DISTANCE} tokens",
+              "far": f"Share at {profile.far_distance:,} tokens or more, sink excluded",
+              "sink": "Share on the sink (position 0)"}
+    return ViewFigure(f"{stem}-{measure}", head_heatmap(grid, title=titles[measure], colorbar="share", share=True),
+                      lambda: head_table(profile), kinds_sentence(profile))
+
+
+def long_context_distance(profile, stem: str, layer: int) -> ViewFigure:
+    """One layer's heads, their attention by distance."""
+    return ViewFigure(f"{stem}-distance-layer-{layer}", distance_heatmap(profile, layer),
+                      lambda: distance_table(profile), layer_sentence(profile, layer))
+
+
+def long_context_sink(profile, stem: str, layer: int, text: LongText) -> ViewFigure:
+    """One layer's heads, their attention on the first token by query position (the sentence plain: a screen reader
+    would read a markdown escape out)."""
+    return ViewFigure(f"{stem}-sink-layer-{layer}", sink_heatmap(profile, layer, quoted_token(text.first)),
+                      lambda: sink_table(profile, layer), sink_sentence(profile, text.sink_label))
 
 
 # --- Predictions ---------------------------------------------------------------------------------------------------

@@ -22,42 +22,13 @@ from core.model.recording import UnsupportedArchitecture
 from core.model.stacks import stacks_of
 from core.outputs.predictions import MAX_TOP_K
 from core.teaching.examples import BANK_RIVER, EXAMPLE_SENTENCES
+from ui import page_figures as pf
 from ui import results
 from ui.caveats import word_level_allowed
 from ui.deck import Pin
 from ui.linked_texts import ID_SUFFIX, linked_texts
 from ui.models import language_model_of, loaded_model, run_of
-from ui.page_figures import (
-    ATTENTION_PALETTES,
-    ATTENTION_SOURCES,
-    ATTENTION_SPECIAL,
-    ATTENTION_VIEWS,
-    MAX_MASKS_SHOWN,
-    MAX_PANEL_TOKENS,
-    MAXIMA_NORM,
-    MAXIMA_RAW,
-    MAXIMA_REDUCTIONS,
-    MAXIMA_ROLLOUT,
-    STAT_SOURCES,
-    AttentionFigures,
-    ViewFigure,
-    candidate_rows,
-    fill_in_figure,
-    head_names_of,
-    is_long,
-    maxima_choice,
-    maxima_figure,
-    maxima_panels,
-    next_token_figure,
-    overview_title,
-    special_share_figure,
-    special_shares,
-    static_similarity,
-    statistic_heatmap,
-    statistic_names,
-    text_about,
-    texts_about,
-)
+from ui.page_figures import ViewFigure
 from ui.page_limits import page_limit
 from ui.seq2seq import axis_titles
 from ui.session import current_settings
@@ -176,7 +147,7 @@ def _one_stack(view: LinkedView) -> LoadedModel:
 @redraws("home")
 def _home(view: LinkedView) -> ViewFigure:
     model = _one_stack(view)
-    return static_similarity(model.name, results.analyses(view.model_name, view.text, max_tokens=view.limit))
+    return pf.static_similarity(model.name, results.analyses(view.model_name, view.text, max_tokens=view.limit))
 
 
 @redraws("attention")
@@ -184,11 +155,11 @@ def _attention(view: LinkedView) -> ViewFigure:
     model = _one_stack(view)
     name, text, limit = view.model_name, view.text, view.limit
     analysis = results.analyses(name, text, max_tokens=limit)
-    if is_long(analysis):
+    if pf.is_long(analysis):
         raise NotFromLink("A long text's attention is drawn at screen resolution as the page is scrolled, so open the "
                           "view to draw it.")
-    source = view.choice("source", ATTENTION_SOURCES)
-    special = view.choice("special", ATTENTION_SPECIAL)
+    source = view.choice("source", pf.ATTENTION_SOURCES)
+    special = view.choice("special", pf.ATTENTION_SPECIAL)
     words = view.flag("words") and word_level_allowed(source)
     try:
         matrices = results.attention_views(name, text, source, special, words, max_tokens=limit)
@@ -197,17 +168,17 @@ def _attention(view: LinkedView) -> ViewFigure:
     if not matrices.labels:
         raise NotFromLink("Every token is a special token, so hiding them leaves nothing to draw.")
     (stack,) = stacks_of(analysis)
-    style = {"causal": stack.causal, "colorscale": ATTENTION_PALETTES[view.choice("palette", ATTENTION_PALETTES)],
+    style = {"causal": stack.causal, "colorscale": pf.ATTENTION_PALETTES[view.choice("palette", pf.ATTENTION_PALETTES)],
              "per_head_scale": view.choice("scale", ["fixed", "per head"]) == "per head", "large": view.flag("present")}
     layers, heads = matrices.matrices.shape[:2]
     hidden = None if source == "rollout" else window_hidden(matrices, analysis.sliding_windows)
-    drawn = AttentionFigures(run_of(name, (text,), limit, None), (source, special, words), matrices, style, model.name,
-                             model.name, SINGLE_STACK, head_names_of(source, heads), None, hidden,
-                             analysis.sliding_windows)
-    overview = drawn.overview(overview_title(drawn.who, source))
+    drawn = pf.AttentionFigures(run_of(name, (text,), limit, None), (source, special, words), matrices, style,
+                                model.name, model.name, SINGLE_STACK, pf.head_names_of(source, heads), None, hidden,
+                                analysis.sliding_windows)
+    overview = drawn.overview(pf.overview_title(drawn.who, source))
     if overview.name == view.name:
         return overview
-    layer, shown = view.index("layer", layers), view.choice("view", ATTENTION_VIEWS)
+    layer, shown = view.index("layer", layers), view.choice("view", pf.ATTENTION_VIEWS)
     if shown == "one layer":
         return drawn.layer(layer)
     return drawn.head(layer, view.index("head", heads), axis_titles(stack))
@@ -216,21 +187,21 @@ def _attention(view: LinkedView) -> ViewFigure:
 @redraws("stats")
 def _stats(view: LinkedView) -> ViewFigure:
     model = _one_stack(view)
-    names = statistic_names(model.tokenizer)
-    source, statistic = view.choice("over", STAT_SOURCES), view.choice("stat", names)
+    names = pf.statistic_names(model.tokenizer)
+    source, statistic = view.choice("over", pf.STAT_SOURCES), view.choice("stat", names)
     if source == "text":
         table, _ = results.head_stats(view.model_name, view.text, "attention", max_tokens=view.limit)
-        about = text_about(results.analyses(view.model_name, view.text, max_tokens=view.limit).num_tokens)
+        about = pf.text_about(results.analyses(view.model_name, view.text, max_tokens=view.limit).num_tokens)
     elif source == "examples":
         texts = tuple(EXAMPLE_SENTENCES.values())
         table = results.corpus_head_stats(view.model_name, texts, max_tokens=view.limit)
-        about = texts_about(len(texts), "the example sentences")
+        about = pf.texts_about(len(texts), "the example sentences")
     else:
         raise NotFromLink("This figure averages the corpus loaded on the Drift page, which a link does not carry: "
                           "open the view with that corpus to draw it.")
     if table[statistic].isna().all():
         raise NotFromLink("This text has no query token to average over, so there is nothing to draw.")
-    return statistic_heatmap(model.name, table, statistic, names, about, source)
+    return pf.statistic_heatmap(model.name, table, statistic, names, about, source)
 
 
 @redraws("predictions")
@@ -239,11 +210,11 @@ def _predictions(view: LinkedView) -> ViewFigure:
     language_model_of(view.model_name)  # raises NoLanguageModelHead (a sentence) for a checkpoint without one
     top_k = view.number("top_k", 5, 1, MAX_TOP_K)
     predictions = results.predictions(view.model_name, view.text, max_tokens=view.limit).top(top_k)
-    rows = candidate_rows(predictions, top_k)
+    rows = pf.candidate_rows(predictions, top_k)
     if predictions.kind == "next":  # drawn wide: a slide has room for the colour bar
-        return next_token_figure(view.model.name, predictions, rows, narrow=False)
-    for index in range(min(len(predictions.positions), MAX_MASKS_SHOWN)):
-        bars = fill_in_figure(view.model.name, predictions, index, rows)
+        return pf.next_token_figure(view.model.name, predictions, rows, narrow=False)
+    for index in range(min(len(predictions.positions), pf.MAX_MASKS_SHOWN)):
+        bars = pf.fill_in_figure(view.model.name, predictions, index, rows)
         if bars.name == view.name:
             return bars
     raise NotFromLink("Its link's text no longer has this mask, so open the view to pin it again.")
@@ -260,20 +231,41 @@ def _maxima(view: LinkedView) -> ViewFigure:
         weighted = None
     rolled = results.rollouts(name, text, max_tokens=limit)
     if view.name == file_stem(model.name, "special-token-share") and weighted is not None:
-        return special_share_figure(model.name, special_shares(stack.queries, weighted))
-    source = view.choice("source", [MAXIMA_RAW] + [MAXIMA_NORM] * (weighted is not None) + [MAXIMA_ROLLOUT])
-    reduction = view.choice("heads", MAXIMA_REDUCTIONS)
-    head = view.index("head", stack.num_heads) if reduction == "one head" and source != MAXIMA_ROLLOUT else None
+        return pf.special_share_figure(model.name, pf.special_shares(stack.queries, weighted))
+    source = view.choice("source", [pf.MAXIMA_RAW] + [pf.MAXIMA_NORM] * (weighted is not None) + [pf.MAXIMA_ROLLOUT])
+    reduction = view.choice("heads", pf.MAXIMA_REDUCTIONS)
+    head = view.index("head", stack.num_heads) if reduction == "one head" and source != pf.MAXIMA_ROLLOUT else None
     if "raw-norm-weighted-rollout" in view.name:
-        if stack.queries.num_tokens > MAX_PANEL_TOKENS:
-            raise NotFromLink(f"The maps are drawn for texts of up to {MAX_PANEL_TOKENS} tokens; this one has "
+        if stack.queries.num_tokens > pf.MAX_PANEL_TOKENS:
+            raise NotFromLink(f"The maps are drawn for texts of up to {pf.MAX_PANEL_TOKENS} tokens; this one has "
                               f"{stack.queries.num_tokens}.")
-        return maxima_panels(model.name, run_of(name, (text,), limit, None), stack, weighted, rolled,
+        return pf.maxima_panels(model.name, run_of(name, (text,), limit, None), stack, weighted, rolled,
                              view.index("layer", stack.num_layers), head, False)
-    chosen = maxima_choice(source, reduction, head, stack.attentions, weighted, rolled)
+    chosen = pf.maxima_choice(source, reduction, head, stack.attentions, weighted, rolled)
     maxima = attention_maxima(stack.queries, matrices=chosen.matrices, heads=chosen.heads,
                               skip_special=not view.flag("special"),
                               words=view.flag("words") and word_level_allowed(source))
     if not len(maxima.queries):
         raise NotFromLink("Every token of this text is a special token, so there is nothing to draw.")
-    return maxima_figure(model.name, maxima, chosen, chosen.what, ablated=False)
+    return pf.maxima_figure(model.name, maxima, chosen, chosen.what, ablated=False)
+
+
+@redraws("long-context")
+def _long_context(view: LinkedView) -> ViewFigure:
+    model = _one_stack(view)
+    lengths = pf.long_context_lengths(view.limit)
+    wanted = view.number("length", pf.LONG_DEFAULT_LENGTH, lengths[0], lengths[-1])
+    length = wanted if wanted in lengths else pf.LONG_DEFAULT_LENGTH if pf.LONG_DEFAULT_LENGTH in lengths else lengths[-1]
+    source = view.choice("source", pf.LONG_SOURCES, "haystack")
+    measured = pf.long_text(model, view.model_name, source, length, view.text)
+    if len(measured.ids) < 2:
+        raise NotFromLink("Its text has fewer than two tokens, so there is nothing to measure.")
+    profile = results.long_context_profiles(view.model_name, measured.text, source, max_tokens=length)
+    stem, layer = pf.long_context_stem(view.model_name, source, profile), view.index("layer", model.num_layers)
+    for drawn in (lambda: pf.long_context_grid(profile, stem, view.choice("measure", pf.LONG_MEASURES, "local")),
+                  lambda: pf.long_context_distance(profile, stem, layer),
+                  lambda: pf.long_context_sink(profile, stem, layer, measured)):
+        figure = drawn()
+        if figure.name == view.name:
+            return figure
+    return figure  # redraw says that the link now draws another figure
