@@ -1,7 +1,6 @@
 """Attention: every head of every layer as heatmaps, one head large, and BertViz's views offline; for an
 encoder-decoder, of the stack the user picks (encoder, decoder or cross-attention)."""
 
-from functools import partial
 
 import streamlit as st
 
@@ -12,27 +11,30 @@ from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
 from ui import results
 from ui.ablation import knockout, with_ablation
-from ui.attention_page import is_long, long_attention
+from ui.attention_page import long_attention
 from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
 from ui.figures import show_figure
 from ui.head_switch import head_switch
+from ui.page_figures import (
+    ATTENTION_PALETTES,
+    ATTENTION_SOURCES,
+    ATTENTION_SPECIAL,
+    ATTENTION_VIEWS,
+    AttentionFigures,
+    head_names_of,
+    is_long,
+    overview_title,
+)
 from ui.page_state import end_page, option, unshown_option
 from ui.seq2seq import axis_titles, choose_stack, current_run, current_stacks, current_target, not_defined
 from ui.seq2seq_views import pair_bertviz
 from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
-from viz import attention as va
-from viz import attention_tables as vt
 from viz import bertviz_offline as bv
-from viz.common import COLORBLIND_SAFE, SEQUENTIAL, file_stem
 from viz.head_cells import layer_cells
 
-# Option values are what the URL carries (bound widgets write their shown label), so they stay short.
-SOURCES = {"raw": "raw attention weights", "norm-weighted": "norm-weighted attention", "rollout": "attention rollout"}
-SPECIAL = ["show", "hide", "renormalise"]
-PALETTES = {"cividis": COLORBLIND_SAFE, "viridis": SEQUENTIAL}
-VIEWS = ["one head", "one layer", "BertViz"]
+SOURCES, SPECIAL, PALETTES, VIEWS = ATTENTION_SOURCES, ATTENTION_SPECIAL, ATTENTION_PALETTES, ATTENTION_VIEWS
 BERTVIZ = {"head view": "head", "model view": "model", "neuron view": "neuron"}
 
 st.title("Attention")
@@ -89,7 +91,7 @@ except UnsupportedArchitecture as err:
     st.warning(f"{err} Showing raw attention instead.")
     source, view = "raw", results.attention_views(name, text, "raw", special, words, max_tokens=limit, ablation=ablation)
 layers, heads = view.matrices.shape[:2]
-head_names = ["all heads (rollout)"] if source == "rollout" else [f"head {h}" for h in range(heads)]
+head_names = head_names_of(source, heads)
 style = {"causal": stack.causal, "colorscale": colorscale, "per_head_scale": per_head, "large": present}
 # cells a layer's sliding window masked: drawn as masked, never as a head's zero (rollout mixes layers: not masked)
 hidden = None if source == "rollout" or not one_stack else window_hidden(view, analysis.sliding_windows)
@@ -112,35 +114,22 @@ keys = view.key_labels if stack.is_cross else None
 figure_run = current_run(one_stack, ablation)
 inputs = (source, special, words) + (() if one_stack else (stack.kind,))
 what = "" if one_stack else f" · {stack.label.lower()}"
-overview_title = (f"{model.name}{' (ablated run)' if ablation else ''}{what}: {SOURCES[source]}, every layer"
-                  + ("" if source == "rollout" else " × head"))
-show_figure(
-    results.figures.at(
-        figure_run, "attention-overview", *inputs, colorscale, per_head, present,
-        build=partial(va.overview_figure, view.matrices, title=overview_title,
-                      head_names=[n.removeprefix("head ") for n in head_names],
-                      hidden=None if hidden is None else hidden[:, None], **style),
-    ),
-    name=file_stem(model.name, *(() if one_stack else (stack.kind,)), source, "overview"),
-    data=partial(vt.cells_table, view.matrices, view.labels, causal=stack.causal, max_cells=va.OVERVIEW_MAX_CELLS,
-                 outer={"layer": list(range(layers)), "head": head_names}, hidden=None if hidden is None else hidden[:, None],
-                 key_labels=keys),
-    key="attention-overview",
-)
+drawn = AttentionFigures(figure_run, inputs, view, style, f"{model.name}{' (ablated run)' if ablation else ''}{what}",
+                         model.name, stack.kind, head_names, keys, hidden, analysis.sliding_windows)
+overview = drawn.overview(overview_title(drawn.who, source))
+show_figure(overview.figure, name=overview.name, data=overview.data, key="attention-overview")
 if stack.is_cross and not present:
     st.caption("Cross-attention thumbnails are not square: each has a row per target token and a column per source token.")
 
 @friendly_fragment
-def one_head_or_layer(model, analysis, stacks: tuple, stack, figure_run, inputs: tuple, view, head_names: list[str],
-                      style: dict, ablation, hidden=None, windows=None) -> None:
+def one_head_or_layer(model, analysis, stacks: tuple, stack, drawn: AttentionFigures, ablation) -> None:
     """Layer, head and view pickers and the figure they choose: a click here reruns only this part (so it reads
     ``model`` and ``analysis`` from its arguments, not from the run that defined it).
 
-    ``stacks``/``stack``: the model's stacks (``ui.seq2seq.current_stacks``) and the one shown; ``figure_run``: the
-    ``Run`` every figure is drawn from, ``inputs``: (source, special tokens, word level[, stack kind]).
-    ``ablation``: the knock-out shown instead of the plain run (part of every figure's cache key), or None.
-    ``hidden``/``windows``: each layer's sliding-window cells and window (``core.attention_heads.attention.window_hidden``), or None."""
-    source = inputs[0]
+    ``stacks``/``stack``: the model's stacks (``ui.seq2seq.current_stacks``) and the one shown; ``drawn``: what every
+    figure is drawn from (``ui.page_figures.AttentionFigures``). ``ablation``: the knock-out shown instead of the plain
+    run (part of every figure's cache key), or None."""
+    source, view = drawn.source, drawn.view
     layers, heads = view.matrices.shape[:2]
     left, right, mode = st.columns([1, 1, 3])
     layer = option(left.selectbox, BLOCK_SELECT_LABEL, range(layers), key="layer", help=BLOCK_SELECT_HELP)
@@ -149,44 +138,22 @@ def one_head_or_layer(model, analysis, stacks: tuple, stack, figure_run, inputs:
     head = unshown_option("head", range(heads)) if switch else option(
         right.selectbox, "Head (counted from 0)", range(heads), key="head", disabled=source == "rollout",
         help="Rollout averages the heads, so it has none of its own." if source == "rollout" else None)
-    matrix = view.matrices[layer, head]
-    options = (*inputs, style["colorscale"], style["per_head_scale"], style["large"])
-    window = {} if hidden is None else {"hidden": hidden[layer], "window": windows[layer]}
-    run = " (ablated run)" if ablation else ""
-    if stack.kind != SINGLE_STACK:
-        run += f" · {stack.label.lower()}"
-    keys = view.key_labels if stack.is_cross else None
-    stem = () if stack.kind == SINGLE_STACK else (stack.kind,)
+    style = drawn.style
 
     if shown == "one head":
         if switch:  # every head of the layer in the browser: another head is drawn there, then reported
-            head_switch(layer_cells(view.matrices[layer], view.labels, layer=layer, key_labels=keys,
+            head_switch(layer_cells(view.matrices[layer], view.labels, layer=layer, key_labels=drawn.keys,
                                     colorscale=style["colorscale"], per_head_scale=style["per_head_scale"],
-                                    hidden=window.get("hidden")), head)
-        show_figure(
-            results.figures.at(figure_run, "attention-head", *options, layer, head, build=lambda: va.head_figure(
-                matrix, view.labels, title=f"{model.name}{run} · layer {layer}, {head_names[head]}", key_labels=keys,
-                axis_titles=axis_titles(stack), **style, **window)),
-            name=file_stem(model.name, *stem, source, "layer", layer, "head", head),
-            data=partial(vt.matrix_table, matrix, view.labels, causal=stack.causal, key_labels=keys,
-                         hidden=window.get("hidden")),
-            key="attention-head",
-            reserve_margins=True,
-        )
+                                    hidden=None if drawn.hidden is None else drawn.hidden[layer]), head)
+        one = drawn.head(layer, head, axis_titles(stack))
+        show_figure(one.figure, name=one.name, data=one.data, key="attention-head", reserve_margins=True)
     elif shown == "one layer":
-        show_figure(
-            results.figures.at(figure_run, "attention-layer", *options, layer, build=lambda: va.layer_grid_figure(
-                view.matrices[layer], view.labels, title=f"{model.name}{run} · layer {layer}, every head",
-                head_names=head_names, key_labels=keys, **style, **window)),
-            name=file_stem(model.name, *stem, source, "layer", layer),
-            data=partial(vt.cells_table, view.matrices[layer], view.labels, causal=stack.causal, max_cells=va.GRID_MAX_CELLS,
-                         outer={"head": head_names}, key_labels=keys, hidden=window.get("hidden")),
-            key="attention-layer",
-        )
+        grid = drawn.layer(layer)
+        show_figure(grid.figure, name=grid.name, data=grid.data, key="attention-layer")
     elif stack.kind == SINGLE_STACK:
         bertviz(model, analysis, view, layer, head, ablation)
     else:  # BertViz's own encoder-decoder view of the three stacks
-        pair_bertviz(stacks, stack, figure_run, *inputs[1:3], layer)
+        pair_bertviz(stacks, stack, drawn.run, *drawn.inputs[1:3], layer)
 
 def bertviz(model, analysis, view, layer: int, head: int, ablation) -> None:
     """BertViz's head, model or neuron view, offline, for the chosen layer and head."""
@@ -222,5 +189,4 @@ def bertviz(model, analysis, view, layer: int, head: int, ablation) -> None:
     if html is not None:
         st.iframe(html, height=height)
 
-one_head_or_layer(model, analysis, stacks, stack, figure_run, inputs, view, head_names, style, ablation, hidden,
-                  analysis.sliding_windows)
+one_head_or_layer(model, analysis, stacks, stack, drawn, ablation)

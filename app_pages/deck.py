@@ -13,6 +13,8 @@ from ui.figures import PRESENTATION_WIDTH
 from ui.page_state import option, page_param, write_page_param
 from ui.session import current_model_name, current_text, current_token_limit
 from ui.stoppable import StopFlag, progress_with_stop
+from ui.view_figures import NotFromLink, redraw
+from viz.common import markdown_safe
 from viz.deck import Deck, deck_file_stem, image_options, slide_figure, thumbnail
 from viz.deck_html import html_deck
 from viz.deck_pptx import figures_zip, pptx_bytes
@@ -21,6 +23,8 @@ from viz.deck_render import render_pngs
 RENDERED = "deck.rendered"  # (what was drawn: figures and theme, the PNGs)
 LINK_SEEN = "deck.link"  # the ?pins= value this session last wrote (a different one is a link followed)
 STOP = StopFlag("deck.stopped")
+REDRAW_STOP = StopFlag("deck.redraw-stopped")
+NOT_FROM_LINK = "deck.not-from-link"  # pin's view: the sentence saying why its link cannot draw its figure
 
 st.title("Deck")
 explain("Every figure has a **Pin to deck** button beside its downloads. The pinned figures are listed here as "
@@ -73,6 +77,26 @@ def _retitle(index: int, key: str) -> None:
 
 
 slides, missing = deck.slides_of(pins)
+# --- figures this server does not keep (a shared link, a restart): drawn again from their links, slide by slide ----
+unreachable: dict = st.session_state.setdefault(NOT_FROM_LINK, {})
+to_draw = [pin for pin in missing if pin.view not in unreachable]
+drawing = tuple(pin.view for pin in to_draw)
+if to_draw and not REDRAW_STOP.stopped(drawing):
+    with progress_with_stop("Drawing the pinned figures again from their links…", "Figure {done} of {total} drawn",
+                            on_stop=REDRAW_STOP.stop, args=(drawing,), button_key="deck-redraw-stop",
+                            help="Stop drawing; the slides drawn so far are kept") as progress:
+        for done, pin in enumerate(to_draw, start=1):
+            try:
+                drawn = redraw(pin)
+            except NotFromLink as err:
+                unreachable[pin.view] = str(err)
+            else:
+                deck.keep_drawn(pin, drawn.figure, drawn.data, drawn.sentence)
+            progress(done, len(to_draw))
+    slides, missing = deck.slides_of(pins)
+elif to_draw:
+    REDRAW_STOP.offer_to_go_on(f"Drawing the pinned figures again was stopped with {len(to_draw)} left.",
+                               "Draw the rest", "deck-redraw-go-on")
 if not pins:
     st.info("No figure is pinned yet: open a page and click **Pin to deck** under a figure.", icon=":material/push_pin:")
 for index, pin in enumerate(pins):
@@ -80,7 +104,7 @@ for index, pin in enumerate(pins):
         picture, words = st.columns([2, 3], vertical_alignment="center")
         kept = deck.kept_figure(pin)
         if kept is None:
-            picture.caption("Not on this server: open the view to draw it again.")
+            picture.caption(markdown_safe(unreachable.get(pin.view, "Not drawn yet: open the view to draw it again.")))
         else:
             picture.plotly_chart(thumbnail(kept.figure), config={"staticPlot": True}, key=f"deck-thumb-{index}",
                                  width="stretch")
@@ -89,7 +113,7 @@ for index, pin in enumerate(pins):
             st.session_state[key] = pin.title
         words.text_input(f"Title of slide {index + 1}", key=key, max_chars=200, on_change=_retitle, args=(index, key))
         if pin.sentence:
-            words.caption(pin.sentence)
+            words.caption(markdown_safe(pin.sentence))
         with words.container(horizontal=True, gap="small"):
             st.button("Up", key=f"deck-up-{index}", on_click=_set, args=(index, -1), disabled=index == 0,
                       icon=":material/arrow_upward:")
@@ -100,9 +124,9 @@ for index, pin in enumerate(pins):
 
 if missing:
     deck.want(missing)
-    st.warning(f"{len(missing)} pinned figure{'s are' if len(missing) > 1 else ' is'} not kept on this server (a "
-               "shared link, a restart, or pushed out by newer figures): open each view once with its **Open the "
-               "view** button and the figure is kept again; the downloads hold the other slides.",
+    st.warning(f"{len(missing)} pinned figure{'s' if len(missing) > 1 else ''} could not be drawn again from "
+               f"{'their links' if len(missing) > 1 else 'its link'} (each slide says why): open each view once with "
+               "its **Open the view** button and the figure is kept again; the downloads hold the other slides.",
                icon=":material/sync_problem:")
     st.button("Check again", icon=":material/refresh:")
 

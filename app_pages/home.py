@@ -10,10 +10,10 @@ from ui import results
 from ui.caveats import with_final_norm_note
 from ui.explain import explain
 from ui.figures import show_figure
+from ui.page_figures import static_similarity
 from ui.page_state import end_page
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
-from viz.common import file_stem, markdown_safe
-from viz.tokens import token_layer_heatmap
+from viz.common import markdown_safe
 
 st.title("See what a transformer does with a sentence")
 explain(
@@ -95,14 +95,5 @@ explain(with_final_norm_note(
     "move it too, so this is not by itself a measure of context. Whether a word gets a different vector in every "
     "context is measured on the Drift page (self-similarity).", model
 ))
-rows = [
-    {"layer": layer, "position": i, "token": labels[i], "cosine_to_layer_0": float(similarity[layer, i])}
-    for layer in range(similarity.shape[0])
-    for i in range(similarity.shape[1])
-]
-show_figure(
-    token_layer_heatmap(similarity, labels, title="Cosine similarity to the embedding layer", colorbar="cosine"),
-    name=file_stem(model.name, "static-similarity"),
-    data=pd.DataFrame(rows),
-    key="home-drift",
-)
+similar = static_similarity(model.name, analysis)
+show_figure(similar.figure, name=similar.name, data=similar.data, key="home-drift")

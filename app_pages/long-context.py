@@ -3,36 +3,33 @@
 
 import streamlit as st
 
-from core.attention_heads.long_context import FAR_SHARE, LOCAL_DISTANCE, LOCAL_SHARE, SINK_SHARE, text_ids
+from core.attention_heads.long_context import FAR_SHARE, LOCAL_DISTANCE, LOCAL_SHARE, SINK_SHARE
 from core.attention_heads.retrieval import HAYSTACK_SOURCE
 from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL
-from core.model.tokens import decoded_tokens, quoted_token
 from ui import results
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
+from ui.page_figures import (
+    LONG_DEFAULT_LENGTH,
+    LONG_MEASURES,
+    LONG_SOURCES,
+    LongText,
+    long_context_distance,
+    long_context_grid,
+    long_context_lengths,
+    long_context_sink,
+    long_context_stem,
+    long_text,
+)
 from ui.page_state import end_page, option
 from ui.seq2seq import stop_unless_one_stack
 from ui.session import current_model, current_model_name, current_text, current_token_limit
 from ui.stoppable import StopFlag, progress_with_stop
-from viz.common import file_stem, markdown_safe
-from viz.head_stats import head_heatmap
-from viz.long_context import (
-    distance_heatmap,
-    distance_table,
-    head_table,
-    kinds_sentence,
-    layer_sentence,
-    sink_heatmap,
-    sink_sentence,
-    sink_table,
-    window_sentence,
-)
+from viz.common import markdown_safe
+from viz.long_context import sink_sentence, window_sentence
 
-SOURCES = {"haystack": "bundled long text", "sidebar": "the sidebar's text"}
-LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
-DEFAULT_LENGTH = 2048
-MEASURES = {"local": f"within {LOCAL_DISTANCE} tokens", "far": "far, sink excluded", "sink": "on the sink"}
+SOURCES, DEFAULT_LENGTH, MEASURES = LONG_SOURCES, LONG_DEFAULT_LENGTH, LONG_MEASURES
 STOPPED = StopFlag("_long_context_stopped")  # the (model, text, length) whose measurement the reader stopped
 
 st.title("Long context")
@@ -53,7 +50,7 @@ limit = current_token_limit()
 left, right = st.columns(2)
 source = option(left.segmented_control, "Text", list(SOURCES), format_func=SOURCES.get, default="haystack",
                 required=True, key="source")
-lengths = [n for n in LENGTHS if n <= limit] or [limit]
+lengths = long_context_lengths(limit)
 if len(lengths) > 1:
     length = option(right.select_slider, "Length (tokens)", lengths,
                     value=DEFAULT_LENGTH if DEFAULT_LENGTH in lengths else lengths[-1], key="length",
@@ -65,13 +62,11 @@ if length - added < 2:
     st.info(f"This app reads at most {limit} token(s) with {markdown_safe(model.name)}, {added} of them the tokenizer's "
             "own, too few to measure how far attention goes.", icon=":material/info:")
     end_page()
+measured = long_text(model, name, source, length, current_text())
+text, ids, total = measured.text, measured.ids, measured.total
 if source == "haystack":
-    text = results.haystacks(name, (), length, True)
     st.caption(f"The text: {HAYSTACK_SOURCE}, cut at a sentence end to at most {length:,} tokens. Lengths up to "
                f"{lengths[-1]:,} tokens fit this app's limit of {limit:,} with {model.name}.")
-else:
-    text = current_text()
-ids, total, first_is_added = text_ids(model.tokenizer, text, length)
 if len(ids) < 2:
     st.info("The text needs at least two tokens: type a longer text in the sidebar, or pick the bundled long text.",
             icon=":material/edit:")
@@ -81,11 +76,7 @@ if total > len(ids):
            f"the length chosen is {length:,}")
     st.info(f"The text has {total:,} tokens and {cut}, so only the first {len(ids):,} are measured.",
             icon=":material/content_cut:")
-first = decoded_tokens(model.tokenizer, ids[:1])[0]
-if first_is_added:
-    sink_label = f"the {quoted_token(first)} token the tokenizer adds (position 0)"
-else:
-    sink_label = f"the first token {quoted_token(first)} (position 0; this tokenizer adds no token before the text)"
+sink_label = measured.sink_label
 
 
 key = (name, text, length)
@@ -103,7 +94,7 @@ if profile is None:
 direction = "query − key: a query sees only earlier keys" if profile.causal else "|query − key|: an encoder sees both ways"
 st.caption(f"{markdown_safe(model.name)}, {profile.num_tokens:,} tokens; distance is {direction}. The sink is "
            f"{markdown_safe(sink_label)}.")
-stem = file_stem(name, "long-context", source, profile.num_tokens)
+stem = long_context_stem(name, source, profile)
 
 st.header("How far each head looks")
 explain(
@@ -123,35 +114,30 @@ def overview(profile, stem: str) -> None:
     """The layer × head grid of one measure; picking another reruns only this part."""
     measure = option(st.columns(2)[0].segmented_control, "Share", list(MEASURES), format_func=MEASURES.get,
                      default="local", required=True, key="measure")
-    grid = {"local": profile.local, "far": profile.far, "sink": profile.sink_mean}[measure]
-    titles = {"local": f"Share of attention within {LOCAL_DISTANCE} tokens",
-              "far": f"Share at {profile.far_distance:,} tokens or more, sink excluded",
-              "sink": "Share on the sink (position 0)"}
-    sentence = kinds_sentence(profile)
-    show_figure(head_heatmap(grid, title=titles[measure], colorbar="share", share=True),
-                name=f"{stem}-{measure}", data=lambda: head_table(profile), key="long-context-grid", alt=sentence)
-    st.markdown(sentence)
+    grid = long_context_grid(profile, stem, measure)
+    show_figure(grid.figure, name=grid.name, data=grid.data, key="long-context-grid", alt=grid.sentence)
+    st.markdown(grid.sentence)
 
 
 overview(profile, stem)
 
 
 @friendly_fragment
-def one_layer(profile, model, stem: str, sink_label: str, first: str) -> None:
-    """One layer's heads by distance and on the sink by query position (``first``: the first token, ``sink_label``:
+def one_layer(profile, model, stem: str, measured: LongText) -> None:
+    """One layer's heads by distance and on the sink by query position (``measured``: the text, its first token and
     how captions name it)."""
     st.header("Attention by distance, one layer")
     layer = option(st.columns(2)[0].selectbox, BLOCK_SELECT_LABEL, list(range(model.num_layers)), key="layer",
                    help=BLOCK_SELECT_HELP)
-    sentence = layer_sentence(profile, layer)
-    show_figure(distance_heatmap(profile, layer), name=f"{stem}-distance-layer-{layer}",
-                data=lambda: distance_table(profile), key="long-context-distance", alt=sentence)
-    st.markdown(sentence + " " + window_sentence(profile, markdown_safe(model.name)))
+    distance = long_context_distance(profile, stem, layer)
+    show_figure(distance.figure, name=distance.name, data=distance.data, key="long-context-distance",
+                alt=distance.sentence)
+    st.markdown(distance.sentence + " " + window_sentence(profile, markdown_safe(model.name)))
     st.header("Attention on the first token")
     # the screen reader's text is plain (a markdown escape such as "\(" would be read out), the page's is markdown
-    show_figure(sink_heatmap(profile, layer, quoted_token(first)), name=f"{stem}-sink-layer-{layer}",
-                data=lambda: sink_table(profile, layer), key="long-context-sink", alt=sink_sentence(profile, sink_label))
-    st.markdown(sink_sentence(profile, markdown_safe(sink_label)))
+    sink = long_context_sink(profile, stem, layer, measured)
+    show_figure(sink.figure, name=sink.name, data=sink.data, key="long-context-sink", alt=sink.sentence)
+    st.markdown(sink_sentence(profile, markdown_safe(measured.sink_label)))
 
 
-one_layer(profile, model, stem, sink_label, first)
+one_layer(profile, model, stem, measured)

@@ -1,35 +1,41 @@
 """Maxima: which token each token attends to most, layer by layer; attention rollout and norm-weighted attention;
 for an encoder-decoder, of the stack the user picks (cross-attention: the soft alignment of target to source)."""
 
-from functools import partial
 
-import pandas as pd
 import streamlit as st
 
-from core.attention_heads.attention import attention_maxima, layer_panels, pairs_table, rollout, special_share
+from core.attention_heads.attention import attention_maxima, rollout
 from core.model.attention_layers import SINGLE_STACK
 from core.model.layers import BLOCK_SELECT_HELP, BLOCK_SELECT_LABEL, numbering_caption
 from core.model.recording import UnsupportedArchitecture
 from core.model.run import Run
 from core.model.stacks import stacks_of
-from core.model.tokens import token_labels
 from core.teaching.about import neighbour_sink_sentence, special_share_sentence
 from ui import results
 from ui.ablation import knockout, with_ablation
-from ui.caveats import NORM_WEIGHTED, WORD_LEVEL_HELP, attention_caveat, word_level_allowed
+from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
 from ui.figures import columns_stacked, csv_download, show_figure
+from ui.page_figures import (
+    MAX_PANEL_TOKENS,
+    MAXIMA_NORM,
+    MAXIMA_RAW,
+    MAXIMA_REDUCTIONS,
+    MAXIMA_ROLLOUT,
+    maxima_choice,
+    maxima_figure,
+    maxima_panels,
+    special_share_figure,
+    special_shares,
+)
 from ui.page_state import end_page, option
 from ui.seq2seq import choose_stack, current_pair, current_run, current_stacks, not_defined
 from ui.seq2seq_views import cross_alignment_section
 from ui.session import current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem, markdown_safe
-from viz.maxima import attention_panels, maxima_grid, special_share_chart
 
-RAW, NORM, ROLLOUT = "raw attention", NORM_WEIGHTED, "rollout"
-WEIGHT_NAMES = {RAW: "attention", NORM: "α·‖f(x)‖", ROLLOUT: "rollout"}
-MAX_PANEL_TOKENS = 128
+RAW, NORM, ROLLOUT = MAXIMA_RAW, MAXIMA_NORM, MAXIMA_ROLLOUT
 PERCENT = st.column_config.NumberColumn(format="percent")
 
 st.title("Which token does each token attend to most?")
@@ -71,7 +77,7 @@ source = option(
     key="source", horizontal=True,
 )
 reduction = option(
-    left.radio, "Heads", ["max over heads", "mean over heads", "one head"], key="heads",
+    left.radio, "Heads", MAXIMA_REDUCTIONS, key="heads",
     horizontal=True, disabled=source == ROLLOUT, help="Rollout already averages the heads.",
 )
 head = None  # counted from 0, as on the attention page
@@ -86,13 +92,8 @@ if wanted_words and not words:
     right.caption(f"Word level is switched on but not applied to {source}: the tokens are shown as they are. "
                   + WORD_LEVEL_HELP.split(". ", 1)[1])
 
-if source == ROLLOUT:
-    matrices, heads, what = rolled[:, None], "mean", "rollout"
-else:
-    matrices = stack.attentions if source == RAW else weighted
-    heads = head if head is not None else {"max over heads": "max", "mean over heads": "mean"}[reduction]
-    what = f"{source}, head {head}" if head is not None else f"{source}, {reduction}"
-head_part = ("head", head) if head is not None else ("heads", heads)  # never a name ending in "-head"
+chosen = maxima_choice(source, reduction, head, stack.attentions, weighted, rolled)
+matrices, heads, what, head_part = chosen.matrices, chosen.heads, chosen.what, chosen.head_part
 if stack.is_cross:  # target rows, source columns: the soft alignment instead of a token's own neighbours
     cross_alignment_section(model, current_pair(), stack, heads, head, what, include_special, words)
     end_page()
@@ -109,13 +110,8 @@ else:
         "Each cell is one query token (column) at one layer (row); its text is the token it attends to most. "
         "The colour is the distance to that token: white = itself, orange = to its left, purple = to its right."
     )
-    show_figure(
-        maxima_grid(maxima, title=f"Most-attended token ({what}){', ablated run' if ablation else ''}",
-                    weight_name=WEIGHT_NAMES[source]),
-        name=file_stem(model.name, "maxima", *stem, source, *head_part),
-        data=maxima.long_table,
-        key="maxima-grid",
-    )
+    grid = maxima_figure(model.name, maxima, chosen, what, ablated=bool(ablation), stem=stem)
+    show_figure(grid.figure, name=grid.name, data=grid.data, key="maxima-grid")
     if source != ROLLOUT and not words:
         st.caption(markdown_safe(neighbour_sink_sentence(analysis, matrices=matrices, heads=heads)))
     st.markdown(
@@ -145,40 +141,24 @@ def raw_norm_rollout(model, stack, weighted, rolled, run: Run, head: int | None)
     """Raw, norm-weighted and rollout maps of one layer of ``stack``: moving the layer reruns only this part.
     ``weighted``, ``rolled``: norm-weighted and rollout matrices, each None where not drawn; ``run``: what they were
     computed from (the text, or an encoder-decoder's source and target, with the token limit and knock-out)."""
-    stem = () if stack.kind == SINGLE_STACK else (stack.kind,)
     analysis = stack.queries
     layer = option(st.selectbox, BLOCK_SELECT_LABEL, range(stack.num_layers), key="layer", help=BLOCK_SELECT_HELP)
-    panels = layer_panels(stack.attentions, weighted, rolled, layer, head)
     st.caption(f"{f'Head {head}' if head is not None else 'Mean over heads'}; every token, special ones included.")
-    labels = token_labels(analysis)
-    stacked = columns_stacked()
     if analysis.num_tokens <= MAX_PANEL_TOKENS:
-        show_figure(
-            results.figures.at(run, "maxima-panels", *stem, layer, head, tuple(panels), stacked,
-                               build=lambda: attention_panels(list(panels.items()), labels, stacked=stacked)),
-            name=file_stem(model.name, *stem, "raw-norm-weighted-rollout", "layer", layer,
-                           *(("head", head) if head is not None else ("heads", "mean"))),
-            data=partial(pairs_table, labels, panels),
-            key="maxima-panels",
-        )
+        maps = maxima_panels(model.name, run, stack, weighted, rolled, layer, head, columns_stacked())
+        show_figure(maps.figure, name=maps.name, data=maps.data, key="maxima-panels")
     else:
         st.info(f"The maps are drawn for texts of up to {MAX_PANEL_TOKENS} tokens; this one has {analysis.num_tokens}.")
 
 raw_norm_rollout(model, stack, weighted, rolled, current_run(one_stack, ablation), head)
 
 if weighted is not None and analysis.special_mask.any() and not analysis.special_mask.all():
-    shares = {RAW: special_share(analysis.attentions, analysis.special_mask)}
-    shares[NORM] = special_share(weighted, analysis.special_mask)
-    layers = list(range(analysis.num_layers))
+    shares = special_shares(analysis, weighted)
     explain(
         "How much of each token's attention lands on special tokens, raw and norm-weighted. Kobayashi et al. (2020) "
         "found that in BERT raw attention parks much of its weight there while the value vectors of those tokens, "
         "after the output projection W_O, are short: the sink adds little to the output, but not nothing. "
         + markdown_safe(special_share_sentence(shares[RAW], shares[NORM]))
     )
-    show_figure(
-        special_share_chart(layers, shares),
-        name=file_stem(model.name, "special-token-share"),
-        data=pd.DataFrame({"layer": layers} | {f"{k} share on special tokens": v for k, v in shares.items()}),
-        key="maxima-special-share",
-    )
+    share_chart = special_share_figure(model.name, shares)
+    show_figure(share_chart.figure, name=share_chart.name, data=share_chart.data, key="maxima-special-share")

@@ -11,14 +11,12 @@ from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import main_column_width, show_figure
 from ui.models import language_model_of
+from ui.page_figures import MAX_MASKS_SHOWN, MAX_ROWS_SHOWN, candidate_rows, fill_in_figure, next_token_figure
 from ui.page_state import end_page, option, set_option
 from ui.seq2seq import stop_unless_one_stack
 from ui.session import current_model, current_model_name, current_text, current_token_limit
-from viz.common import file_stem, markdown_safe
-from viz.predictions import NARROW_PX, fill_in_bars, next_token_heatmap
-
-MAX_MASKS_SHOWN = 8
-MAX_ROWS_SHOWN = 64
+from viz.common import markdown_safe
+from viz.predictions import NARROW_PX
 
 st.title("Predictions")
 explain(
@@ -54,12 +52,7 @@ def candidates(model, language_model, text: str) -> None:
         whole_page = " by every part of this page (the guesses, the next token, the generation and the lens)"
         st.info(f"The text has {len(all_ids):,} tokens and {reason}, so only the first {limit} are used"
                 f"{whole_page if predictions.kind == 'next' else ''}.", icon=":material/content_cut:")
-    rows = [
-        {"position": int(p), "token": readable_token(predictions.tokens[p]), "rank": r + 1,
-         "candidate": readable_token(predictions.candidates[i][r]),
-         "probability": float(predictions.probabilities[i, r])}
-        for i, p in enumerate(predictions.positions) for r in range(top_k)
-    ]
+    rows = candidate_rows(predictions, top_k)
 
     if predictions.kind == "masked":
         mask = model.tokenizer.mask_token
@@ -87,34 +80,22 @@ def candidates(model, language_model, text: str) -> None:
         st.caption("The text with every mask replaced by its most likely candidate:")
         st.code(filled, language=None, wrap_lines=True)
         columns = st.columns(2)
-        for i, position in enumerate(predictions.positions[:MAX_MASKS_SHOWN]):
+        for i in range(min(len(predictions.positions), MAX_MASKS_SHOWN)):
             with columns[i % 2]:
-                show_figure(
-                    fill_in_bars(predictions.candidates[i], predictions.probabilities[i],
-                                 title=f"Mask {i + 1} of {len(predictions.positions)} (token {position})"),
-                    name=file_stem(model.name, "fill-in", position),
-                    data=pd.DataFrame([row for row in rows if row["position"] == position]),
-                    key=f"predictions-mask-{i}",
-                    share=0.5,
-                )
+                bars = fill_in_figure(model.name, predictions, i, rows)
+                show_figure(bars.figure, name=bars.name, data=bars.data, key=f"predictions-mask-{i}", share=0.5)
         if len(predictions.positions) > MAX_MASKS_SHOWN:
             st.caption(f"The first {MAX_MASKS_SHOWN} masks are drawn; the table below has them all.")
     else:
         explain("Row i shows what the model expects after reading the text up to token i, which it sees together "
                     "with everything before it (and nothing after: it is a decoder). The table also shows the token "
                     "that really came next and the probability the model gave it.")
-        shown = slice(0, MAX_ROWS_SHOWN)
         narrow = main_column_width() < NARROW_PX
         if narrow:
             st.caption("On this narrow screen the colour bar is left out: colours run from probability 0 to 1 as on a "
                        "wide one; touch or hover a cell for its probability.")
-        show_figure(
-            next_token_heatmap(predictions.tokens[shown], predictions.candidates[shown], predictions.probabilities[shown],
-                               narrow=narrow),
-            name=file_stem(model.name, "next-tokens"),
-            data=pd.DataFrame(rows),
-            key="predictions-next",
-        )
+        heatmap = next_token_figure(model.name, predictions, rows, narrow=narrow)
+        show_figure(heatmap.figure, name=heatmap.name, data=heatmap.data, key="predictions-next")
         if len(predictions.positions) > MAX_ROWS_SHOWN:
             st.caption(f"The first {MAX_ROWS_SHOWN} positions are drawn; the table below has them all.")
         next_tokens = [readable_token(t) for t in predictions.tokens[1:]] + ["(end of text)"]

@@ -16,17 +16,17 @@ from ui.corpus_state import current_corpus, current_corpus_name
 from ui.errors import friendly_fragment
 from ui.explain import explain
 from ui.figures import show_figure
+from ui.page_figures import STAT_NOT_SHARES, STAT_SOURCES, statistic_heatmap, statistic_names, text_about, texts_about
 from ui.page_state import end_page, link_url, option, set_option
 from ui.progress_text import bar_progress
 from ui.seq2seq import choose_stack, current_pair, current_stacks, not_defined
 from ui.session import current_analysis, current_model, current_model_name, current_text, current_token_limit
 from viz.common import file_stem
-from viz.head_stats import head_heatmap, head_heatmaps
+from viz.head_stats import head_heatmaps
 
 ATTENTION_PAGE = "attention"  # url path: ranked heads link there
 # Display labels are what the URL holds (?over=corpus&stat=previous+token), so they are short.
-SOURCES = {"text": "this text", "examples": "example sentences", "corpus": "corpus"}
-NOT_SHARES = ("entropy", "distance", "diagonal")
+SOURCES, NOT_SHARES = STAT_SOURCES, STAT_NOT_SHARES
 model = current_model()
 # What the first and end tokens are called in sentences, from the special tokens this model's tokenizer adds (BERT's
 # [CLS] / [SEP], BART's <s> / </s>, T5's </s> only, none for GPT-2). The picker's labels, which links hold, are the
@@ -38,7 +38,7 @@ SHORT_NAMES = {
     "self": "self", "previous": "previous token", "next": "next token", "distance": "distance",
     "diagonal": "alignment diagonal",
 }
-NAMES = {**STATISTICS, "first": f"Share to {FIRST}", "end": f"Share to {END}"}  # as this model's page names them
+NAMES = statistic_names(model.tokenizer)  # as this model's page names them
 RANKINGS = {
     "previous": "The heads that most attend to the previous token",
     "entropy": "The broadest heads (highest entropy)",
@@ -85,13 +85,13 @@ if not one_stack:
 elif source == "text":
     analysis = current_analysis()
     table, roles = results.head_stats(current_model_name(), current_text(), "attention", max_tokens=limit)
-    about = f"this text ({analysis.num_tokens} tokens)"
+    about = text_about(analysis.num_tokens)
 else:
     if source == "corpus":
         texts, about = tuple(doc.text for doc in current_corpus()), current_corpus_name()
     else:
         texts, about = tuple(EXAMPLE_SENTENCES.values()), "the example sentences"
-    about = f"{len(texts)} texts from {about}, each counting once"
+    about = texts_about(len(texts), about)
     roles = None  # token roles are per text: only the single-text view uses them
     bar = st.empty()
     table = results.corpus_head_stats(
@@ -115,12 +115,8 @@ def statistic_views(model, limit: int, source: str, table, roles, about: str, st
     one_stack = stack.kind == SINGLE_STACK
     statistic = option(st.columns(2)[0].selectbox, "Statistic", list(names), format_func=SHORT_NAMES.get, key="stat")
     share = statistic not in NOT_SHARES
-    show_figure(
-        head_heatmap(statistic_grid(table, statistic), title=f"{names[statistic]}: {about}", colorbar=statistic, share=share),
-        name=file_stem(model.name, "head-stats", *(() if one_stack else (stack.kind,)), statistic, source),
-        data=table,
-        key="stats-heatmap",
-    )
+    heatmap = statistic_heatmap(model.name, table, statistic, names, about, source, stack.kind)
+    show_figure(heatmap.figure, name=heatmap.name, data=heatmap.data, key="stats-heatmap")
     note = definitions[statistic]
     if statistic == "entropy" and stack.is_cross:
         note += f" Attention spread evenly over the source would score {table[UNIFORM_ENTROPY].mean():.2f} nats."

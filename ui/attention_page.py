@@ -22,6 +22,7 @@ from ui.errors import friendly_fragment
 from ui.figures import NORMAL_WIDTH, PRESENTATION_WIDTH, main_column_width, show_figure
 from ui.head_switch import head_switch
 from ui.models import run_of
+from ui.page_figures import LONG_TEXT_TOKENS
 from ui.page_state import option, set_option, unshown_option
 from ui.session import current_model_name, current_text, current_token_limit, presentation_mode
 from ui.viewport import current_column
@@ -30,20 +31,11 @@ from viz.attention_cells import mask_note
 from viz.common import file_stem, markdown_safe
 from viz.head_cells import head_image, layer_images
 
-# Up to this many tokens the page draws every head's every cell (``viz.attention``: 512 is the app's default limit,
-# the length its figures are measured at in docs/benchmarks.md); past it, or when the analysis keeps no weights of
-# its own, this module draws the long text.
-LONG_TEXT_TOKENS = 512
 POOLS = {"max": "maximum", "sum": "sum"}
 SCOPES = ["this layer", "every layer"]
 ZOOM_SIDES = [16, 32, 64, 128, 256]
 THUMBS_MOST_CSS = 1450  # the thumbnails' plot area is at most this tall (every layer: their side shrinks to fit)
 THUMBS_KEY, HEAD_KEY = "long-attention-thumbnails", "long-attention-head"
-
-
-def is_long(analysis: Analysis) -> bool:
-    """Whether the Attention page draws ``analysis`` with this module."""
-    return analysis.attentions is None or analysis.num_tokens > LONG_TEXT_TOKENS
 
 
 def page_width(present: bool) -> int:

@@ -7,10 +7,11 @@ in the declared result ``ui.results.pinned_figures`` (keyed by the model's run a
 with its numbers as CSV. How a pin becomes a figure again:
 
 1. the kept figure, when this server has it (pinned in this process, and not pushed out of its shelf);
-2. otherwise the view is drawn again from its link: the Deck page names the pin "wanted" (``WANTED``, process-wide)
-   and offers its link; when any session draws that view (same page, same URL parameters) ``show_figure`` keeps the
-   figure it drew on the shelf. Drawing the view reads the view's own cached results (``ui.results``), so a figure is
-   never computed twice, and always by the page that shows it.
+2. otherwise it is drawn again from its link by ``ui.view_figures.redraw`` (the page's own figure-building code in
+   ``ui.page_figures``, on the view's cached results ``ui.results``), and kept with ``keep_drawn``;
+3. when the link cannot draw it (a page not in ``ui.view_figures.REDRAWS``, or a view that needs what a link does not
+   carry), the Deck page names the pin "wanted" (``WANTED``, process-wide) and offers its link; when any session draws
+   that view (same page, same URL parameters) ``show_figure`` keeps the figure it drew on the shelf.
 
 The Deck page's link holds the pins (``?pins=``: their page, query, name, title, sentence, model and text as JSON,
 zlib-compressed, base64url), so a reload or a shared link gives the same deck.
@@ -135,6 +136,11 @@ def keep_figure(pin: Pin, fig: go.Figure, table: str, sentence: str) -> None:
     """Keep ``fig`` (and its CSV ``table``) on the pinned figures' shelf, under ``pin``'s view."""
     results.pinned_figures.keep_at(_kept_run(pin.model), pin.view,
                                    PinnedFigure(fig, table, sentence, len(table) + len(fig.to_json())))
+
+
+def keep_drawn(pin: Pin, fig: go.Figure, data, sentence: str) -> None:
+    """Keep ``fig`` drawn again from ``pin``'s link (``ui.view_figures``), with its table (or a function building it)."""
+    keep_figure(pin, fig, _table(data), sentence)
 
 
 def kept_figure(pin: Pin) -> PinnedFigure | None:

@@ -151,7 +151,8 @@ figures = Result("figures", lambda model, run, *options, build: build(), entries
                  turn=False)
 # A figure pinned to the slide deck (ui.deck): the run is the model's alone, the options (page, view query, figure
 # name); kept with keep_at when pinned, or when the view is drawn again from its link (compute is never asked to draw
-# it: a pin that is not kept is drawn again by opening its view, which reads that view's own results above).
+# it: ui.view_figures draws a pin that is not kept from its link, or its view does when opened, reading the results
+# above).
 pinned_figures = Result("pinned-figures", lambda model, run, page, query, name, *, pinned: pinned, entries=64,
                         megabytes=200, reads="nothing", turn=False, size_of=lambda pinned: pinned.size)
 
