@@ -199,6 +199,20 @@ def _long_context_profile():
                               np.array([0.0, 0.1]), (512, None), True, tuple(range(600)))
 
 
+def test_the_distance_figure_s_labels_are_thinned_or_turned_on_a_phone():
+    """Issue 50: Long context at 390 × 844 drew its attention-by-distance labels flat and all of them, over each other:
+    the figure set tickvals and ticktext but no tickmode (Plotly's default is then "array"), which the fitting read as
+    labels Plotly places. By hand: the 11 labels ("0", "1", "2–3", … "512–599") hold 49 digits and dashes, each at
+    least half a font size wide (6 px at 12 px): 294 px, more than the at most 240 px a 340-px column leaves between
+    the figure's 80-px left and 20-px right margins, so they cannot all lie flat side by side."""
+    from viz.fit.page import fit_for_page
+
+    fig = distance_heatmap(_long_context_profile(), 0)
+    assert fig.layout.xaxis.tickmode is None and len(fig.layout.xaxis.ticktext) == 11
+    fitted = fit_for_page(fig, 340)
+    assert fitted.layout.xaxis.tickangle in (-45, -90) or len(fitted.layout.xaxis.ticktext) < 11
+
+
 def _depth_length_grid():
     from core.attention_heads.retrieval import DepthLengthGrid
 
