@@ -133,22 +133,32 @@ def test_the_last_mlp_square_lies_inside_the_plot():
         assert fig.layout.xaxis.range[0] <= -0.2 - 0.15  # the bow of an attention edge within token 0, and its node
 
 
-def test_on_a_phone_every_token_of_a_dozen_keeps_its_label_and_the_legend_stands_under_its_title():
+def test_on_a_phone_every_token_of_up_to_20_keeps_its_label_and_the_legend_stands_under_its_title():
     """Issue 50, item 16b: at 390 × 844 (a 358-px column) the route labelled every other token: its frame (the long y
-    title, "embedding", Plotly's default 80-px right margin) left the tick thinning too little room. The phone's frame
-    keeps a dozen tokens' labels; the legend is horizontal with its title on a row of its own (beside the first row it
+    title, "embedding", Plotly's default 80-px right margin) left the tick thinning too little room, and 15 tokens
+    still showed 8 labels. The phone's frame writes "layer" above the layer numbers and draws the labels smaller (not
+    under 9 px) so that 20 tokens keep theirs; the legend is horizontal with its title on a row of its own (beside the first row it
     kept every row to the right half of the figure), also when one entry is all it has."""
     from viz.fit.page import fit_for_page
 
-    labels = [f"w{i}" for i in range(12)]
-    graph = RouteGraph(11, 0.04, tuple(Edge(("embedding", -1, p), ("attention", 0, 11), 1 / 12, "attention",
-                                            tuple(1 / 12 if h == p % 12 else 0.0 for h in range(12)))
-                                       for p in range(12)))
-    phone = fit_for_page(route_figure(graph, labels, 6, title="Route into “w11” (token 11), threshold 0.04",
-                                      width_px=358), 358)
-    assert list(phone.layout.xaxis.ticktext) == labels
+    for count in (12, 15, 20):  # 15 tokens showed 8 labels (issue 50, item 16b), 20 is as many as a phone labels
+        labels = [f"w{i}" for i in range(count)]
+        graph = RouteGraph(count - 1, 0.04, tuple(Edge(("embedding", -1, p), ("attention", 0, count - 1), 1 / count,
+                                                       "attention", tuple(1 / 12 if h == p % 12 else 0.0 for h in range(12)))
+                                                  for p in range(count)))
+        # a phone's 358-px column, measured in 20-px steps (ui.viewport.STEP_PX) as the page fits for it
+        phone = fit_for_page(route_figure(graph, labels, 6, title=f"Route into “w{count - 1}”, threshold 0.04",
+                                          width_px=340), 340)
+        assert list(phone.layout.xaxis.ticktext) == labels, count
+        size = phone.layout.xaxis.tickfont.size or 12
+        assert size >= 9 and phone.layout.xaxis.tickangle == -90, (count, size)
+        # by hand: the plot is at most the column less the right margin and the "emb." labels (4 characters, >= 20 px)
+        low, high = phone.layout.xaxis.range
+        assert (340 - phone.layout.margin.r - 20) / (high - low) >= size, (count, size)  # upright labels apart
+        assert not phone.layout.yaxis.title.text and [a.text for a in phone.layout.annotations] == ["layer"]
     wide = fit_for_page(route_figure(graph, labels, 6, title="Route into “w11” (token 11), threshold 0.04"), 358)
     assert len(wide.layout.xaxis.ticktext) < len(labels)  # the wide window's frame, squeezed into a phone's column
+    assert wide.layout.xaxis.tickfont.size is None  # the page's own size
     assert phone.layout.legend.orientation == "h" and phone.layout.legend.title.side == "top"
     alone = RouteGraph(2, 0.04, (Edge(("embedding", -1, 2), ("attention", 0, 2), 1.0, "residual"),))
     for width in (None, 358):  # a single entry: under the plot too, never beside it

@@ -199,6 +199,20 @@ def _long_context_profile():
                               np.array([0.0, 0.1]), (512, None), True, tuple(range(600)))
 
 
+def test_the_distance_figure_s_labels_are_thinned_or_turned_on_a_phone():
+    """Issue 50: Long context at 390 × 844 drew its attention-by-distance labels flat and all of them, over each other:
+    the figure set tickvals and ticktext but no tickmode (Plotly's default is then "array"), which the fitting read as
+    labels Plotly places. By hand: the 11 labels ("0", "1", "2–3", … "512–599") hold 49 digits and dashes, each at
+    least half a font size wide (6 px at 12 px): 294 px, more than the at most 240 px a 340-px column leaves between
+    the figure's 80-px left and 20-px right margins, so they cannot all lie flat side by side."""
+    from viz.fit.page import fit_for_page
+
+    fig = distance_heatmap(_long_context_profile(), 0)
+    assert fig.layout.xaxis.tickmode is None and len(fig.layout.xaxis.ticktext) == 11
+    fitted = fit_for_page(fig, 340)
+    assert fitted.layout.xaxis.tickangle in (-45, -90) or len(fitted.layout.xaxis.ticktext) < 11
+
+
 def _depth_length_grid():
     from core.attention_heads.retrieval import DepthLengthGrid
 
@@ -314,6 +328,26 @@ def test_a_legend_of_many_rows_makes_the_figure_taller_by_its_rows():
     phone, laptop = fit_for_page(fig, 358), fit_for_page(fig, 1232)
     assert phone.layout.height >= (fig.layout.height or 450) + 4 * 16
     assert laptop.layout.height < phone.layout.height  # the same entries take fewer rows across a wide figure
+
+
+def test_a_legend_of_several_rows_sets_its_title_above_them():
+    """Issue 50: on a 1280 × 720 slide (a 1232-px figure, 20-px font) the route's 14 entries wrapped into rows at the
+    plot's width, but Plotly set the rows right of the title beside them, so "head 4" ran to 1292 px. By hand: each
+    entry takes its 40-px symbol and at least "head 1" (6 characters of at least 0.32 font sizes, 38 px), the 14 at
+    least 1,100 px, and the title (30 characters) at least 190 px: more than one row of a 1232-px figure."""
+    from viz.fit.page import fit_for_page
+
+    labels = [f"t{i}" for i in range(8)]
+    edges = tuple(Edge(("block", h % 6 - 1, h % 8) if h % 6 else ("embedding", -1, h % 8), ("attention", h % 6, 2),
+                       0.1 + h / 100, "attention", tuple(float(i == h) for i in range(12))) for h in range(12))
+    edges += (Edge(("attention", 0, 2), ("block", 0, 2), 0.5, "residual"), Edge(("attention", 0, 2), ("mlp", 0, 2), 0.5, "mlp"))
+    fig = route_figure(RouteGraph(2, 0.04, edges), labels, 6, title="route")
+    assert fig.layout.legend.title.side is None  # the wide frame leaves the title where Plotly puts it
+    for fitted in (fit_for_slide(fig, 1232), fit_for_slide(fig, 1318), fit_for_page(fig, 820)):
+        assert fitted.layout.legend.title.side == "top"
+    # two short entries and the title fit one row of a full-HD slide: the title stays beside them
+    two = route_figure(RouteGraph(2, 0.04, edges[-2:]), labels, 6, title="route")
+    assert fit_for_slide(two, 1840).layout.legend.title.side in (None, "left")
 
 
 def test_a_long_y_title_makes_a_short_figure_taller():

@@ -8,6 +8,7 @@ and node has a point of its own that carries its id as ``customdata``, so a clic
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import pandas as pd
@@ -17,6 +18,8 @@ import plotly.graph_objects as go
 from core.causal.flow import Edge, Node, RouteGraph
 from core.maths.numbers import percent
 from viz.common import plotly_safe, token_axis
+from viz.fit.text import TICK_PITCH
+from viz.fit.width import MIN_CELL_TEXT_PX, PAGE_FONT_PX, plot_area
 
 RESIDUAL_COLOUR = "#999999"
 MLP_COLOUR = "#000000"
@@ -36,8 +39,14 @@ LAYER_PX, FRAME_PX, MIN_HEIGHT = 40, 180, 450
 # A column narrower than this (a phone: 358 px at 390 × 844) gets the compact frame (``route_frame``): every token's
 # label needs about 18 px across (1.5 tick-font sizes, ``viz.fit.text.TICK_PITCH``), and the long y title, the word
 # "embedding" and Plotly's default 80-px right margin left a 15-token text 167 px, so every other label was dropped.
+# The phone's frame writes "layer" above the layer numbers, not as a turned title beside them (that took 50 px of the
+# width), and draws the token labels smaller, in half pixels down to LEAST_LABEL_PX (the least size the fitting lets
+# text be drawn at: viz.fit.width.MIN_CELL_TEXT_PX), before any is dropped: 20 tokens' labels at 9.5 px on a phone
+# (fitted for its column measured in 20-px steps, 340 px; the labels 14.8 px apart as drawn, 11 px tall).
 NARROW_PX = 600
 NARROW_AXIS, NARROW_EMBEDDING, NARROW_MARGIN_PX = "layer", "emb.", 10
+NARROW_LEFT_PX = 34  # the left margin holds "layer" (about 28 px at 12 px) above the layer numbers
+LEAST_LABEL_PX = MIN_CELL_TEXT_PX
 # On a phone the legend's title stands on a row of its own: beside the first row (Plotly's place for a horizontal legend) it kept
 # the left half of a phone's figure from every row, so 12 heads took 2 entries a row (7 rows, 190 px).
 LEGEND_TITLE = "edges (attention: by top head)"
@@ -133,15 +142,23 @@ def route_figure(graph: RouteGraph, labels: list[str], num_layers: int, *, title
     the column it is drawn in, when known; under ``NARROW_PX`` the frame is compact (``route_frame``)."""
     fig = draw_route(graph, points=lambda e: edge_points(e, len(labels)), place=lambda n: (node_x(n), node_y(n)),
                      name=lambda n: node_name(n, labels), picked=picked)
+    narrow = width_px is not None and width_px < NARROW_PX
     fig.update_layout(title={"text": plotly_safe(title)}, hovermode="closest",
-                      **route_frame(labels, num_layers, narrow=width_px is not None and width_px < NARROW_PX))
+                      **route_frame(labels, num_layers, narrow=narrow))
+    if narrow:
+        # the token labels as large as every one of them fits turned upright (at most the page's 12 px, at least 9)
+        low, high = fig.layout.xaxis.range
+        pitch = plot_area(fig, width_px, PAGE_FONT_PX, page=True)[0] / (high - low)
+        size = min(PAGE_FONT_PX, max(LEAST_LABEL_PX, math.floor(2 * pitch / TICK_PITCH) / 2))
+        if size < PAGE_FONT_PX:
+            fig.update_xaxes(tickfont={"size": size})
     return fig
 
 
 def route_frame(labels: list[str], num_layers: int, *, narrow: bool = False) -> dict:
-    """The route figure's axes, legend, margins and height. ``narrow`` (a phone): the y axis titled "layer" with the
-    embedding row as "emb." (its hover names it), a small right margin and the x range just past the last MLP square,
-    so that a dozen tokens' labels all fit across, turned upright."""
+    """The route figure's axes, legend, margins and height. ``narrow`` (a phone): "layer" written above the y axis's
+    numbers (no turned title beside them), the embedding row as "emb." (its hover names it), a small right margin and
+    the x range just past the last MLP square, so that up to 20 tokens' labels all fit across, turned upright."""
     step = max(1, -(-num_layers // 16))  # at most about 16 layer labels
     # the range reaches past the last MLP square (it sat half outside the plot on a phone: issue 50, item 16)
     left, right = (-0.4, len(labels) - 0.6 + MLP_OFFSET) if narrow else (-0.5, len(labels) - 0.2 + MLP_OFFSET)
@@ -152,7 +169,7 @@ def route_frame(labels: list[str], num_layers: int, *, narrow: bool = False) -> 
         # which kept the rows to the right half of the figure)
         "legend": {"title": {"text": LEGEND_TITLE, "side": "top" if narrow else None}, "orientation": "h", "x": 0,
                    "xanchor": "left", "xref": "container", "y": 0, "yanchor": "bottom", "yref": "container"},
-        "yaxis": {"title": {"text": NARROW_AXIS if narrow else LAYER_AXIS}, "tickmode": "array", "zeroline": False,
+        "yaxis": {"title": {"text": None if narrow else LAYER_AXIS}, "tickmode": "array", "zeroline": False,
                   "showgrid": False, "tickvals": [0.0] + [2 * layer + 1.5 for layer in range(0, num_layers, step)],
                   "ticktext": [NARROW_EMBEDDING if narrow else "embedding"]
                   + [str(layer) for layer in range(0, num_layers, step)],
@@ -160,9 +177,12 @@ def route_frame(labels: list[str], num_layers: int, *, narrow: bool = False) -> 
         "height": max(MIN_HEIGHT, FRAME_PX + LAYER_PX * num_layers),
     }
     if narrow:
-        # the left margin as Streamlit's theme sets it (0, pushed out by the labels): the tick thinning
+        # the left margin just wider than "layer" (pushed out by the labels): the tick thinning
         # (viz.fit.width.plot_area) otherwise assumes Plotly's 80 px
-        frame["margin"] = {"l": 0, "r": NARROW_MARGIN_PX}
+        frame["margin"] = {"l": NARROW_LEFT_PX, "r": NARROW_MARGIN_PX}
+        # the y axis's name above its numbers, right-aligned with them, where a turned title took 50 px of the width
+        frame["annotations"] = [{"text": NARROW_AXIS, "showarrow": False, "xref": "paper", "x": 0, "xanchor": "right",
+                                 "yref": "paper", "y": 1, "yanchor": "bottom"}]
     return frame
 
 

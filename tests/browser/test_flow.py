@@ -112,13 +112,26 @@ ROUTE_LAYOUT = """() => {
 }""".replace("ROUTE_PLOT", ROUTE_PLOT)
 PHONE_TEXT = "the cat sat on the mat and the dog lay"  # 12 tokens on the MiniLM, [CLS] and [SEP] included
 PHONE = {"width": 390, "height": 844}
+# 15 and 20 tokens on the MiniLM (one word piece a word): 15 showed 8 labels (issue 50, item 16b)
+LONGER_PHONE_TEXTS = (PHONE_TEXT + " by the door", PHONE_TEXT + " by the door while the old man read")
+# The drawn token labels: text and box (turned upright, their boxes are as wide as a line is high), the figure's box.
+TICK_BOXES = """() => {
+    const plot = ROUTE_PLOT;
+    const frame = plot.getBoundingClientRect();
+    return {frame: [frame.left, frame.top, frame.right, frame.bottom], window: window.innerWidth,
+            ticks: [...plot.querySelectorAll('.xtick text')].map(t => {
+                const b = t.getBoundingClientRect();
+                return [t.textContent, b.left, b.top, b.right, b.bottom, parseFloat(getComputedStyle(t).fontSize)];
+            })};
+}""".replace("ROUTE_PLOT", ROUTE_PLOT)
 
 
 @pytest.mark.integration
 def test_on_a_phone_the_route_fits_labels_every_token_and_a_node_opens_its_details(app_page):
     """Issue 50, items 16b and 12: at 390 × 844 the MiniLM's route ran its last column and MLP squares past the right
-    edge, labelled every other token (the y title, "embedding" and Plotly's 80-px right margin left too little room)
-    and its legend took a whole screen (its title kept the left half of every row); a node opened only its title."""
+    edge, labelled every other token (the y title, "embedding" and Plotly's 80-px right margin left too little room;
+    15 tokens still showed 8 labels) and its legend took a whole screen (its title kept the left half of every row); a
+    node opened only its title. Texts of 15 and 20 tokens draw every label, at 9 px or more, none over another."""
     app_page.page.set_viewport_size(PHONE)
     page = app_page.open("flow", {"model": "all-MiniLM-L6-v2", "text": PHONE_TEXT})
     page.wait_for_function(f"() => {ROUTE_PLOT} !== undefined", timeout=180_000)
@@ -150,6 +163,21 @@ def test_on_a_phone_the_route_fits_labels_every_token_and_a_node_opens_its_detai
     page.wait_for_function("""() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stDataFrame"]')]
         .some(grid => grid.textContent.includes('its attention weight'))""", timeout=60_000)
     app_page.assert_clean()
+    for text in LONGER_PHONE_TEXTS:  # every token's label drawn, readable, inside the figure, none over another
+        page = app_page.open("flow", {"model": "all-MiniLM-L6-v2", "text": text})
+        page.wait_for_function(f"() => {ROUTE_PLOT} !== undefined", timeout=180_000)
+        app_page.wait_until_idle()
+        drawn = page.evaluate(TICK_BOXES)
+        expected = ["[CLS]", *text.split(), "[SEP]"]
+        assert [t[0] for t in drawn["ticks"]] == expected, (len(expected), [t[0] for t in drawn["ticks"]])
+        left, top, right, bottom = drawn["frame"]
+        for label, x0, y0, x1, y1, size in drawn["ticks"]:
+            assert size >= 9, (label, size)
+            assert left - 0.5 <= x0 and x1 <= min(right, drawn["window"]) + 0.5 and top <= y0 and y1 <= bottom, label
+        boxes = sorted(drawn["ticks"], key=lambda t: t[1])
+        for a, b in zip(boxes, boxes[1:]):
+            assert a[3] <= b[1] + 0.5, f"{len(expected)} tokens: “{a[0]}” ({a[1]:.1f}–{a[3]:.1f}) over “{b[0]}”"
+        app_page.assert_clean()
 
 
 # The centre, in page pixels, of the highest node of the route (its chosen token's last representation) and its id.

@@ -97,7 +97,9 @@ def tick_labels(fig: go.Figure, name: str) -> tuple[list, list[str], float] | No
     axis = fig.layout[name]
     if axis.showticklabels is False:
         return None
-    if axis.tickmode == "array" and axis.tickvals is not None and len(axis.tickvals):
+    # "array" is Plotly's tickmode when tickvals are given and no mode is: the long-context distance figure set only
+    # tickvals and ticktext, so its 10 labels were never thinned or turned, and overlapped on a phone (issue 50)
+    if axis.tickmode in ("array", None) and axis.tickvals is not None and len(axis.tickvals):
         values = list(axis.tickvals)
         texts = [str(t) for t in (axis.ticktext if axis.ticktext is not None else values)]
         if all(isinstance(v, Real) for v in values):

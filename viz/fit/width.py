@@ -55,10 +55,11 @@ def _right_extra(fig: go.Figure, font_px: float) -> float:
     return extra
 
 
-def plot_area(fig: go.Figure, width_px: float, font_px: float) -> tuple[float, float]:
-    """Estimated ``(width, height)`` in px of the plotting area of the whole figure (all subplots' span)."""
+def plot_area(fig: go.Figure, width_px: float, font_px: float, *, page: bool | None = None) -> tuple[float, float]:
+    """Estimated ``(width, height)`` in px of the plotting area of the whole figure (all subplots' span). ``page``:
+    drawn on the page in Streamlit's theme (default: as ``viz.fit.page.fit_for_page`` marked the figure)."""
     margin = fig.layout.margin
-    page = fig.__dict__.get("_page_theme", False)  # drawn on the page in Streamlit's theme (viz.fit.page)
+    page = fig.__dict__.get("_page_theme", False) if page is None else page
     left = max(margin.l if margin.l is not None else 80, 0)
     for name in axes_of(fig, "y"):
         labels = tick_labels(fig, name)
@@ -106,19 +107,20 @@ def thin_ticks(fig: go.Figure, width_px: float, font_px: float, height_px: float
                 _clear_title_of_top_labels(fig, axis, LINE_HEIGHT * font_px, font_px)
             continue
         values, texts, units = found
+        label_px = axis.tickfont.size or font_px  # an axis may draw its labels at a size of its own
         length = (area_w if name[0] == "x" else max(40.0, area_h)) * domain_share(axis)
         numeric = len(values) > 1 and all(isinstance(v, Real) for v in values[:2])
         pitch = max(1e-6, length / units * (values[1] - values[0] if numeric else 1))
-        widest = max((text_width(t, font_px) for t in texts), default=0.0)
-        across = TICK_PITCH * font_px
+        widest = max((text_width(t, label_px) for t in texts), default=0.0)
+        across = TICK_PITCH * label_px
         wrapped = None
-        if name[0] == "x" and widest + font_px > pitch and len(texts) <= 6:
-            wrapped = [wrap_text(t, pitch - font_px, font_px) for t in texts]
-            fits = all(text_width(line, font_px) + font_px <= pitch for t in wrapped for line in LINE_BREAK.split(t))
+        if name[0] == "x" and widest + label_px > pitch and len(texts) <= 6:
+            wrapped = [wrap_text(t, pitch - label_px, label_px) for t in texts]
+            fits = all(text_width(line, label_px) + label_px <= pitch for t in wrapped for line in LINE_BREAK.split(t))
             wrapped = wrapped if fits and max(line_count(t) for t in wrapped) <= 3 else None
         if name[0] == "x" and wrapped is not None:
             angle, step, texts = 0, 1, wrapped
-        elif name[0] == "x" and widest + font_px <= pitch:
+        elif name[0] == "x" and widest + label_px <= pitch:
             angle, step = (0 if axis.tickangle is None else axis.tickangle), 1
         elif name[0] == "x":
             step45 = int(np.ceil(across / (pitch * np.sin(np.pi / 4))))
@@ -126,13 +128,13 @@ def thin_ticks(fig: go.Figure, width_px: float, font_px: float, height_px: float
         else:
             angle, step = None, int(np.ceil(across / pitch))
         # a turned x label leans into the corner where the y axis's bottom label sits: set it off the plot
-        standoff = round(font_px / 2) if name[0] == "x" and angle in (-45, -90) else 0
+        standoff = round(label_px / 2) if name[0] == "x" and angle in (-45, -90) else 0
         if name[0] == "x":
-            reach = {0: LINE_HEIGHT * font_px * max(line_count(t) for t in texts), -45: widest * 0.72 + font_px}
+            reach = {0: LINE_HEIGHT * label_px * max(line_count(t) for t in texts), -45: widest * 0.72 + label_px}
             title = line_count(axis.title.text) * LINE_HEIGHT * font_px
-            below = max(below, reach.get(angle, widest + font_px) + standoff + title + 10)
+            below = max(below, reach.get(angle, widest + label_px) + standoff + title + 10)
             if axis.side == "top":
-                _clear_title_of_top_labels(fig, axis, reach.get(angle, widest + font_px) + standoff, font_px)
+                _clear_title_of_top_labels(fig, axis, reach.get(angle, widest + label_px) + standoff, font_px)
         changes: dict = {"automargin": True}
         if angle is not None:
             changes["tickangle"] = angle
@@ -356,8 +358,9 @@ def fit_y_titles(fig: go.Figure, width_px: float, font_px: float, axis_title_px:
 
 
 def fit_legend(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
-    """A legend of several entries goes under the plot, across the figure, its names wrapped to fit; the figure
-    grows by the rows past the first, so that the plot keeps its height.
+    """A legend of several entries goes under the plot, across the figure, its names wrapped to fit, its title above
+    its rows when they take more than one; the figure grows by the rows past the first, so that the plot keeps its
+    height.
 
     Below the x axis (pushing the bottom margin) it never covers data. Mutates and returns ``fig``.
     """
@@ -368,7 +371,15 @@ def fit_legend(fig: go.Figure, width_px: float, font_px: float) -> go.Figure:
         trace.name = wrap_text(trace.name, width_px - 80, font_px)
     fig.layout.legend.update(orientation="h", x=0, xanchor="left", xref="container", y=0, yanchor="bottom",
                              yref="container", font={"size": font_px})
-    extra = legend_height_px(fig, plot_area(fig, width_px, font_px)[0], font_px) - legend_height_px(fig, None, font_px)
+    room = plot_area(fig, width_px, font_px)[0]
+    title = fig.layout.legend.title
+    if title.text and not str(title.side or "").startswith("top") \
+            and legend_height_px(fig, room, font_px) > legend_height_px(fig, None, font_px):
+        # Plotly wraps a horizontal legend's rows at the plot's width but sets them right of a title on their left
+        # (plotly.js legend/draw.js, computeLegendDimensions): the rows ran past the figure's right edge by the title's
+        # width ("head 4" at 1223-1292 px of a 1232-px slide). Above its rows the title shifts nothing.
+        write_layout(fig.layout, legend={"title": {"side": "top"}})
+    extra = legend_height_px(fig, room, font_px) - legend_height_px(fig, None, font_px)
     if extra > 0:
         write_layout(fig.layout, height=int(np.ceil((fig.layout.height or 450) + extra)))
     return fig
