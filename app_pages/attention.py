@@ -12,6 +12,7 @@ from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
 from ui import results
 from ui.ablation import knockout, with_ablation
+from ui.ahead import work_ahead
 from ui.attention_page import is_long, long_attention
 from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.errors import friendly_fragment
@@ -158,21 +159,31 @@ def one_head_or_layer(model, analysis, stacks: tuple, stack, figure_run, inputs:
     keys = view.key_labels if stack.is_cross else None
     stem = () if stack.kind == SINGLE_STACK else (stack.kind,)
 
+    def cells_of(at: int):  # the layer's heads packed for the switch (kept per layer; computed ahead for neighbours)
+        return partial(layer_cells, view.matrices[at], view.labels, layer=at, key_labels=keys, colorscale=style["colorscale"],
+                       per_head_scale=style["per_head_scale"], hidden=None if hidden is None else hidden[at])
+
+    def figure_of(at: int):  # the Plotly head figure (its PNG/SVG/CSV downloads, the pin) of layer ``at``, head ``head``
+        return partial(va.head_figure, view.matrices[at, head], view.labels, key_labels=keys, axis_titles=axis_titles(stack),
+                       title=f"{model.name}{run} · layer {at}, {head_names[head]}", **style,
+                       **({} if hidden is None else {"hidden": hidden[at], "window": windows[at]}))
+
     if shown == "one head":
         if switch:  # every head of the layer in the browser: another head is drawn there, then reported
-            head_switch(layer_cells(view.matrices[layer], view.labels, layer=layer, key_labels=keys,
-                                    colorscale=style["colorscale"], per_head_scale=style["per_head_scale"],
-                                    hidden=window.get("hidden")), head)
+            head_switch(results.head_cells.at(figure_run, *options, layer, build=cells_of(layer)), head)
         show_figure(
-            results.figures.at(figure_run, "attention-head", *options, layer, head, build=lambda: va.head_figure(
-                matrix, view.labels, title=f"{model.name}{run} · layer {layer}, {head_names[head]}", key_labels=keys,
-                axis_titles=axis_titles(stack), **style, **window)),
+            results.figures.at(figure_run, "attention-head", *options, layer, head, build=figure_of(layer)),
             name=file_stem(model.name, *stem, source, "layer", layer, "head", head),
             data=partial(vt.matrix_table, matrix, view.labels, causal=stack.causal, key_labels=keys,
                          hidden=window.get("hidden")),
             key="attention-head",
             reserve_margins=True,
         )
+        if switch:  # the neighbouring layers, while the reader looks at this one: choosing one then only sends it
+            near = [at for at in (layer + 1, layer - 1) if 0 <= at < layers]
+            work_ahead([results.head_cells.later(figure_run, *options, at, build=cells_of(at)) for at in near]
+                       + [results.figures.later(figure_run, "attention-head", *options, at, head, build=figure_of(at))
+                          for at in near], key="attention-ahead")
     elif shown == "one layer":
         show_figure(
             results.figures.at(figure_run, "attention-layer", *options, layer, build=lambda: va.layer_grid_figure(

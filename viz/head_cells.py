@@ -4,6 +4,8 @@ token labels and the palette, so that the browser draws any head of the layer wi
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 import zlib
 
 import numpy as np
@@ -43,7 +45,8 @@ def layer_cells(matrices: np.ndarray, labels: list[str], *, layer: int, colorsca
     """What the head switch draws a layer from: ``matrices`` ``[heads, r, c]`` (NaN or ``hidden`` cells masked) as
     codes (weights × 10,000, or steps of the largest value / 65,534 past 6.5534), the rows' ``labels`` and the
     columns' ``key_labels`` as the app writes tokens (drawn as text, never as HTML), each head's colour-scale top (as
-    the Plotly head figure: 1, or the head's own maximum) and the palette (``viz.attention_cells.colormap``)."""
+    the Plotly head figure: 1, or the head's own maximum), the palette (``viz.attention_cells.colormap``) and their
+    ``digest``."""
     values = np.array(matrices, dtype=np.float64)
     if hidden is not None:
         values[:, np.asarray(hidden, dtype=bool)] = np.nan
@@ -51,11 +54,18 @@ def layer_cells(matrices: np.ndarray, labels: list[str], *, layer: int, colorsca
     largest = max(1.0, float(finite.max())) if finite.size else 1.0
     step = 10**-DIGITS if largest * 10**DIGITS <= STEPS else largest / STEPS
     palette = ["#{:02x}{:02x}{:02x}".format(*rgb) for rgb in colormap(colorscale)]
-    return {
+    cells = {
         "kind": "cells", "layer": int(layer), "rows": list(labels), "cols": list(labels if key_labels is None else key_labels),
         "step": step, "heads": [encode_codes(m, step) for m in values],
         "tops": [scale_max(m, per_head_scale) for m in values], "palette": palette, "mask": MASK_COLOR,
     }
+    return {**cells, "digest": digest(cells)}
+
+
+def digest(layer: dict) -> str:
+    """A short name of ``layer``'s content (``layer_cells``, ``layer_images``): equal for equal data, so the browser
+    keeps what it decoded while only the head changes."""
+    return hashlib.md5(json.dumps(layer, sort_keys=True).encode()).hexdigest()
 
 
 def head_image(head: PooledHead, *, colorscale: str, per_head_scale: bool) -> str:
