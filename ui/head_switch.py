@@ -15,6 +15,7 @@ import streamlit as st
 
 from ui.page_state import set_option
 from viz.head_cells import digest as layer_digest
+from viz.head_cells import to_wire
 
 CSS = """
 .head-switch { font-family: var(--st-font, sans-serif); color: var(--st-text-color, #31333f); position: relative; }
@@ -67,4 +68,5 @@ def head_switch(layer: dict, head: int, *, key: str = "head-switch") -> None:
     """Mount the head switch for ``layer`` showing ``head`` (the page's option)."""
     data, record = data_for(layer, head, st.session_state.get(f"{key}.sent"), st.session_state.get(f"{key}.picked"))
     st.session_state[f"{key}.sent"] = record
-    _SWITCH(key=key, data=data, on_head_change=lambda: _chosen(key))
+    wire = to_wire(data) if data["kind"] == "cells" else data  # a short text's codes as bytes; a long one's images
+    _SWITCH(key=key, data=wire, on_head_change=lambda: _chosen(key))
