@@ -17,7 +17,7 @@ from ui.attention_page import is_long, long_attention
 from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
-from ui.figures import show_figure
+from ui.figures import fitted_later, show_figure
 from ui.head_switch import head_switch
 from ui.page_state import end_page, option, unshown_option
 from ui.seq2seq import axis_titles, choose_stack, current_run, current_stacks, current_target, not_defined
@@ -182,7 +182,8 @@ def one_head_or_layer(model, analysis, stacks: tuple, stack, figure_run, inputs:
         if switch:  # the neighbouring layers, while the reader looks at this one: choosing one then only sends it
             near = [at for at in (layer + 1, layer - 1) if 0 <= at < layers]
             work_ahead([results.head_cells.later(figure_run, *options, at, build=cells_of(at)) for at in near]
-                       + [results.figures.later(figure_run, "attention-head", *options, at, head, build=figure_of(at))
+                       + [fitted_later(results.figures.later(figure_run, "attention-head", *options, at, head,
+                                                             build=figure_of(at)), reserve_margins=True)
                           for at in near], key="attention-ahead")
     elif shown == "one layer":
         show_figure(

@@ -53,6 +53,11 @@ def test_labels_travel_as_json_text_never_as_markup():
     wire = to_wire(layer)
     assert json.loads(wire[4:4 + int.from_bytes(wire[:4], "little")])["rows"] == hostile == layer["cols"]  # data, drawn as text
     assert from_wire(wire) == layer  # what the browser unpacks: every field, each head's codes byte for byte
+    shown = to_wire(layer, raw=0)  # the head to show inflated: its planes, high bytes then low bytes, by hand here
+    weights = _softmax_heads(1, 4)[0].astype(np.float64)
+    codes = np.floor(weights * 10_000 + 0.5).astype(np.uint16).ravel()
+    assert shown.endswith((codes >> 8).astype(np.uint8).tobytes() + (codes & 0xFF).astype(np.uint8).tobytes())
+    assert from_wire(shown) == layer
     js = (__import__("pathlib").Path(__file__).parents[1] / "ui" / "head_switch.js").read_text()
     assert "innerHTML" not in js and "insertAdjacentHTML" not in js and "outerHTML" not in js
 

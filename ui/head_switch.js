@@ -7,7 +7,10 @@ const states = new WeakMap(); // per mounted element: what it shows and the laye
 // A head's codes: zlib-deflated, high bytes then low bytes (viz/head_cells.py), inflated by the browser itself.
 async function decode(bytes) {
   const inflated = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
-  const planes = new Uint8Array(await new Response(inflated).arrayBuffer());
+  return fromPlanes(new Uint8Array(await new Response(inflated).arrayBuffer()));
+}
+
+function fromPlanes(planes) { // high bytes then low bytes, as uint16 codes
   const n = planes.length / 2;
   const codes = new Uint16Array(n);
   for (let i = 0; i < n; i++) codes[i] = (planes[i] << 8) | planes[n + i];
@@ -169,6 +172,11 @@ function build(parentElement, data) {
   const root = parentElement.querySelector(".head-switch");
   root.replaceChildren();
   const s = { data, root, decoded: {}, ready: {}, head: null, margin: 96 };
+  if (data.kind === "cells" && Number.isInteger(data.raw)) { // the head to show came inflated: drawn at once, before
+    // any other message (the Plotly figure's) takes the main thread
+    s.ready[data.raw] = fromPlanes(data.heads[data.raw]);
+    s.decoded[data.raw] = Promise.resolve(s.ready[data.raw]);
+  }
   if (data.kind === "cells") {
     const word = (hex) => new Uint32Array(new Uint8ClampedArray([...rgb(hex), 255]).buffer)[0];
     s.words = Uint32Array.from(data.palette, word);

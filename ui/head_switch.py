@@ -68,5 +68,6 @@ def head_switch(layer: dict, head: int, *, key: str = "head-switch") -> None:
     """Mount the head switch for ``layer`` showing ``head`` (the page's option)."""
     data, record = data_for(layer, head, st.session_state.get(f"{key}.sent"), st.session_state.get(f"{key}.picked"))
     st.session_state[f"{key}.sent"] = record
-    wire = to_wire(data) if data["kind"] == "cells" else data  # a short text's codes as bytes; a long one's images
+    # a short text's codes as bytes, the head shown inflated (drawn on arrival); a long text's images as they are
+    wire = to_wire(data, raw=data["head"]) if data["kind"] == "cells" else data
     _SWITCH(key=key, data=wire, on_head_change=lambda: _chosen(key))

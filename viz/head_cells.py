@@ -73,23 +73,30 @@ def digest(layer: dict) -> str:
     return md5.hexdigest()
 
 
-def to_wire(data: dict) -> bytes:
+def to_wire(data: dict, *, raw: int | None = None) -> bytes:
     """``data`` (a layer's ``layer_cells`` with the head to show) as the bytes the head switch receives: the length
     of a JSON text (4 bytes, little-endian), that text (every field but the heads, and each head's size), then the
-    heads' packed codes one after another."""
-    heads = data["heads"]
-    text = json.dumps({**{k: v for k, v in data.items() if k != "heads"}, "sizes": [len(h) for h in heads]}).encode()
+    heads' packed codes one after another. Head ``raw`` (the one to show) is sent inflated (its planes, named by
+    ``raw`` in the text), so the browser draws it at once, without waiting for its ``DecompressionStream``."""
+    heads = list(data["heads"])
+    extra = {}
+    if raw is not None:
+        heads[raw], extra = zlib.decompress(heads[raw]), {"raw": raw}
+    text = json.dumps({**{k: v for k, v in data.items() if k != "heads"}, **extra, "sizes": [len(h) for h in heads]}).encode()
     return b"".join([len(text).to_bytes(4, "little"), text, *heads])
 
 
 def from_wire(wire: bytes) -> dict:
-    """The inverse of ``to_wire`` (what the browser does)."""
+    """The inverse of ``to_wire`` (what the browser does; the inflated head deflated again)."""
     size = int.from_bytes(wire[:4], "little")
     data = json.loads(wire[4:4 + size])
     heads, at = [], 4 + size
     for length in data.pop("sizes"):
         heads.append(bytes(wire[at:at + length]))
         at += length
+    raw = data.pop("raw", None)
+    if raw is not None:
+        heads[raw] = zlib.compress(heads[raw], 6)
     return {**data, "heads": heads}
 
 
