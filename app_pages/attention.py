@@ -11,11 +11,12 @@ from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import token_labels
 from ui import results
 from ui.ablation import knockout, with_ablation
+from ui.ahead import work_ahead
 from ui.attention_page import long_attention
 from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
-from ui.figures import show_figure
+from ui.figures import fitted_later, show_figure
 from ui.head_switch import head_switch
 from ui.page_figures import (
     ATTENTION_PALETTES,
@@ -30,9 +31,8 @@ from ui.page_figures import (
 from ui.page_state import end_page, option, unshown_option
 from ui.seq2seq import axis_titles, choose_stack, current_run, current_stacks, current_target, not_defined
 from ui.seq2seq_views import pair_bertviz
-from ui.session import current_model, current_model_name, current_text, current_token_limit, presentation_mode
+from ui.session import current_model, current_model_name, current_settings, current_text, current_token_limit, presentation_mode
 from viz import bertviz_offline as bv
-from viz.head_cells import layer_cells
 
 SOURCES, SPECIAL, PALETTES, VIEWS = ATTENTION_SOURCES, ATTENTION_SPECIAL, ATTENTION_PALETTES, ATTENTION_VIEWS
 BERTVIZ = {"head view": "head", "model view": "model", "neuron view": "neuron"}
@@ -138,15 +138,19 @@ def one_head_or_layer(model, analysis, stacks: tuple, stack, drawn: AttentionFig
     head = unshown_option("head", range(heads)) if switch else option(
         right.selectbox, "Head (counted from 0)", range(heads), key="head", disabled=source == "rollout",
         help="Rollout averages the heads, so it has none of its own." if source == "rollout" else None)
-    style = drawn.style
 
     if shown == "one head":
         if switch:  # every head of the layer in the browser: another head is drawn there, then reported
-            head_switch(layer_cells(view.matrices[layer], view.labels, layer=layer, key_labels=drawn.keys,
-                                    colorscale=style["colorscale"], per_head_scale=style["per_head_scale"],
-                                    hidden=None if drawn.hidden is None else drawn.hidden[layer]), head)
+            head_switch(drawn.cells(layer), head)
         one = drawn.head(layer, head, axis_titles(stack))
         show_figure(one.figure, name=one.name, data=one.data, key="attention-head", reserve_margins=True)
+        # The neighbouring layers, while the reader looks at this one, so choosing one only sends it; not on a shared
+        # workshop server, where work done ahead for one reader is CPU taken from the others' clicks.
+        if switch and not current_settings().server_mode:
+            near = [at for at in (layer + 1, layer - 1) if 0 <= at < layers]
+            work_ahead([drawn.cells_later(at) for at in near]
+                       + [fitted_later(drawn.head_later(at, head, axis_titles(stack)), reserve_margins=True) for at in near],
+                       key="attention-ahead")
     elif shown == "one layer":
         grid = drawn.layer(layer)
         show_figure(grid.figure, name=grid.name, data=grid.data, key="attention-layer")

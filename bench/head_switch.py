@@ -2,8 +2,9 @@
 (the page's clock, from the pointer going down to the first animation frame after the switch's title names the head),
 median of ``CLICKS``; the bytes of the message carrying the layer to the browser (the component's element), and the
 bytes the page receives per head click and per layer change (the Layer select box; time until the switch shows the
-new layer). On the bundled MiniLM at ~110 and ~420 words. Run with ``python -m bench head_switch``; it starts its own
-server (localhost only)."""
+new layer, in the page's clock from the option's pointerdown to the first frame in which the switch's title names
+it, and by the driver from opening the select box). On the bundled MiniLM at ~110 and ~420 words. Run with
+``python -m bench head_switch``; it starts its own server (localhost only)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,18 @@ ARM = """() => {
     });
     observer.observe(title, {childList: true, characterData: true, subtree: true});
 }""".replace("TITLE_FN", SHADOW_TITLE)
+# another layer: pointerdown on the Layer list's option, then the first frame in which the switch's title names it
+ARM_LAYER = """(text) => {
+    window.__layerDown = null; window.__layerPainted = null;
+    document.addEventListener('pointerdown', () => { window.__layerDown = performance.now(); }, {capture: true, once: true});
+    const poll = () => { const t = (TITLE_FN)();
+        if (window.__layerDown !== null && t && t.textContent === text) window.__layerPainted = performance.now();
+        else requestAnimationFrame(poll); };
+    requestAnimationFrame(poll);
+}""".replace("TITLE_FN", SHADOW_TITLE)
+# the switch's own marks (ui/head_switch.js) after the layer's pointerdown, in ms from it
+MARKS = """() => performance.getEntriesByType('mark').filter(m => m.name.startsWith('head-switch:')
+    && m.startTime >= window.__layerDown).map(m => [m.name, Math.round(m.startTime - window.__layerDown)])"""
 TITLE_IS = """(text) => { const t = (TITLE_FN)(); return t && t.textContent === text; }""".replace("TITLE_FN", SHADOW_TITLE)
 
 
@@ -92,9 +105,12 @@ def one_text(browser, url: str, query: dict, heads: int, layer: int = 0) -> dict
         box = page.locator('[data-testid="stMain"]').get_by_role("combobox", name="Layer (counted from 0)", exact=True)
         box.click()
         box.press_sequentially(str(layer + 1))  # the list is virtualised (30 layers): typing filters it
+        page.evaluate(ARM_LAYER, f"Layer {layer + 1}, head {head}")
         page.get_by_role("option", name=str(layer + 1), exact=True).click()
-        page.wait_for_function(TITLE_IS, arg=f"Layer {layer + 1}, head {head}", timeout=900_000)
+        page.wait_for_function("() => window.__layerPainted !== null", timeout=900_000)
         layer_seconds = time.perf_counter() - started
+        layer_ms = page.evaluate("window.__layerPainted - window.__layerDown")
+        marks = page.evaluate(MARKS)
         tab.wait_until_idle()
         layer_bytes = frames.since(start)
         errors = tab.error_texts() + [f"request to another host: {u}" for u in tab.blocked]
@@ -106,7 +122,8 @@ def one_text(browser, url: str, query: dict, heads: int, layer: int = 0) -> dict
             "open_kb": round(opened[0] / 1024, 1), "layer_element_kb": round(opened[1] / 1024, 1),
             "per_click_kb": round(statistics.median(r[0] for r in received) / 1024, 1),
             "per_click_element_kb": round(statistics.median(r[1] for r in received) / 1024, 1),
-            "layer_change_seconds_driver": round(layer_seconds, 3), "layer_change_kb": round(layer_bytes[0] / 1024, 1),
+            "layer_change_seconds_driver": round(layer_seconds, 3), "layer_change_ms": round(layer_ms, 1),
+            "layer_change_marks": marks, "layer_change_kb": round(layer_bytes[0] / 1024, 1),
             "errors": errors}
 
 
@@ -138,8 +155,9 @@ def main() -> dict:
             print(f"{words} ({row['tokens']} tokens; switch shown {row['switch_shown_after_load_s']} s after load; "
                   f"JS heap {row['js_heap_mb']} MB): click → drawn {row['click_to_drawn_ms']} ms; layer sent "
                   f"{row['layer_element_kb']} KB (page opened {row['open_kb']} KB); per head click {row['per_click_kb']} KB "
-                  f"(switch element {row['per_click_element_kb']} KB); another layer {row['layer_change_seconds_driver']} s "
-                  f"(driver), {row['layer_change_kb']} KB; errors {row['errors']}", flush=True)
+                  f"(switch element {row['per_click_element_kb']} KB); another layer: option pressed → drawn "
+                  f"{row['layer_change_ms']} ms ({row['layer_change_marks']}), {row['layer_change_seconds_driver']} s "
+                  f"from opening the select box (driver), {row['layer_change_kb']} KB; errors {row['errors']}", flush=True)
         browser.close()
     results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return results

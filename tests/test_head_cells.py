@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from ui.head_switch import data_for
-from viz.head_cells import decode_codes, layer_cells
+from viz.head_cells import decode_codes, from_wire, layer_cells, to_wire
 
 
 def _softmax_heads(heads: int, n: int, seed: int = 0) -> np.ndarray:
@@ -50,7 +50,14 @@ def test_values_above_one_and_a_sliding_window_keep_their_precision():
 def test_labels_travel_as_json_text_never_as_markup():
     hostile = ["</script><img src=x onerror=alert(1)>", '"quoted"', "·the", "\\n"]
     layer = layer_cells(_softmax_heads(1, 4), hostile, layer=0, colorscale="Cividis", per_head_scale=False)
-    assert json.loads(json.dumps(layer))["rows"] == hostile == layer["cols"]  # data, drawn by the JS as text
+    wire = to_wire(layer)
+    assert json.loads(wire[4:4 + int.from_bytes(wire[:4], "little")])["rows"] == hostile == layer["cols"]  # data, drawn as text
+    assert from_wire(wire) == layer  # what the browser unpacks: every field, each head's codes byte for byte
+    shown = to_wire(layer, raw=0)  # the head to show inflated: its planes, high bytes then low bytes, by hand here
+    weights = _softmax_heads(1, 4)[0].astype(np.float64)
+    codes = np.floor(weights * 10_000 + 0.5).astype(np.uint16).ravel()
+    assert shown.endswith((codes >> 8).astype(np.uint8).tobytes() + (codes & 0xFF).astype(np.uint8).tobytes())
+    assert from_wire(shown) == layer
     js = (__import__("pathlib").Path(__file__).parents[1] / "ui" / "head_switch.js").read_text()
     assert "innerHTML" not in js and "insertAdjacentHTML" not in js and "outerHTML" not in js
 

@@ -57,3 +57,22 @@ def test_rollout_has_no_switch_and_a_disabled_head_box(tiny_bert_dir):
     assert not page_errors(at), page_errors(at)
     (box,) = _head_boxes(at)
     assert box.disabled
+
+
+def test_the_next_layers_heads_and_figure_are_ready_before_it_is_chosen(tiny_bert_dir):
+    """While the reader looks at layer 0, its neighbour's packed heads and head figure are computed in the
+    background (``ui.ahead``): choosing layer 1 then computes neither again, and shows layer 1."""
+    from ui import results
+
+    at = open_app({"model": tiny_bert_dir, "text": TEXT, "layer": "0", "head": "2"}, page="app_pages/attention.py")
+    assert not page_errors(at), page_errors(at)
+    assert at.session_state["attention-ahead"].idle(timeout=60)
+    cells, figures = results.head_cells.computed(), results.figures.computed()
+    at.selectbox(key="attention.layer").set_value(1).run()
+    assert not page_errors(at), page_errors(at)
+    assert "layer 1, head 2" in _head_title(at)
+    assert results.head_cells.computed() == cells and results.figures.computed() == figures
+    at.session_state["attention-ahead"].idle(timeout=60)
+    # back to layer 0: its packed heads were kept, not packed again
+    at.selectbox(key="attention.layer").set_value(0).run()
+    assert "layer 0, head 2" in _head_title(at) and results.head_cells.computed() == cells

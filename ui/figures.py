@@ -81,6 +81,15 @@ def fitted(fig: go.Figure, width_px: float, *, slide: bool, reserve: bool = Fals
     return memo[key]
 
 
+def fitted_later(build: Callable[[], go.Figure], *, share: float = 1.0, reserve_margins: bool = False,
+                 column_gap: str = "small") -> Callable[[], go.Figure]:
+    """A call, for another thread (``ui.ahead``), that builds a figure and fits it as ``show_figure`` would now, at
+    this column's width and mode (the width is read now, in the run): drawing it later skips both."""
+    slide = presentation_mode()
+    width_px = current_column(PRESENTATION_WIDTH if slide else NORMAL_WIDTH).figure_width(share, COLUMN_GAP_PX[column_gap])
+    return lambda: fitted(build(), width_px, slide=slide, reserve=reserve_margins)
+
+
 # Read by a screen reader, never drawn: the standard visually-hidden pattern (not display:none, which hides it from both).
 VISUALLY_HIDDEN = ("position:absolute;width:1px;height:1px;margin:-1px;padding:0;border:0;overflow:hidden;"
                    "clip-path:inset(50%);white-space:nowrap")

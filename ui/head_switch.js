@@ -5,12 +5,12 @@ const MASKED = 65535;
 const states = new WeakMap(); // per mounted element: what it shows and the layer it decoded
 
 // A head's codes: zlib-deflated, high bytes then low bytes (viz/head_cells.py), inflated by the browser itself.
-async function decode(packed) {
-  const text = atob(packed);
-  const bytes = new Uint8Array(text.length);
-  for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+async function decode(bytes) {
   const inflated = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
-  const planes = new Uint8Array(await new Response(inflated).arrayBuffer());
+  return fromPlanes(new Uint8Array(await new Response(inflated).arrayBuffer()));
+}
+
+function fromPlanes(planes) { // high bytes then low bytes, as uint16 codes
   const n = planes.length / 2;
   const codes = new Uint16Array(n);
   for (let i = 0; i < n; i++) codes[i] = (planes[i] << 8) | planes[n + i];
@@ -103,12 +103,14 @@ function show(s, head) {
   });
   const draw = () => { // the title names the head whose cells are drawn, never the one still being decoded
     if (s.head !== head) return;
+    performance.mark("head-switch:decoded");
     if (s.images) s.images.forEach((img, h) => { img.hidden = h !== head; });
     else drawCells(s, head);
     s.title.textContent = `Layer ${s.data.layer}, head ${head}`;
     s.heat.setAttribute("aria-label", `Attention weights of layer ${s.data.layer}, head ${head}: queries down, keys across`);
     s.heat.dataset.head = String(head);
     s.heat.dataset.n = String(s.images ? s.data.n : s.data.rows.length);
+    performance.mark("head-switch:drawn"); // for the bench (bench/head_switch.py): when the new data is on the canvas
   };
   if (s.images && !s.data.heads[head]) { // not pooled yet: say so (the server sends it once it is)
     s.images.forEach((img) => { img.hidden = true; });
@@ -170,6 +172,11 @@ function build(parentElement, data) {
   const root = parentElement.querySelector(".head-switch");
   root.replaceChildren();
   const s = { data, root, decoded: {}, ready: {}, head: null, margin: 96 };
+  if (data.kind === "cells" && Number.isInteger(data.raw)) { // the head to show came inflated: drawn at once, before
+    // any other message (the Plotly figure's) takes the main thread
+    s.ready[data.raw] = fromPlanes(data.heads[data.raw]);
+    s.decoded[data.raw] = Promise.resolve(s.ready[data.raw]);
+  }
   if (data.kind === "cells") {
     const word = (hex) => new Uint32Array(new Uint8ClampedArray([...rgb(hex), 255]).buffer)[0];
     s.words = Uint32Array.from(data.palette, word);
@@ -278,14 +285,27 @@ function update(s, data) {
   if (waiting && data.heads[s.head]) show(s, s.head);
 }
 
+// A short text's layer arrives as bytes (viz/head_cells.py to_wire): a JSON text's length (4 bytes, little-endian),
+// the JSON (every field but the heads, and each head's size), then each head's packed codes.
+function fromWire(wire) {
+  const size = new DataView(wire.buffer, wire.byteOffset, 4).getUint32(0, true);
+  const data = JSON.parse(new TextDecoder().decode(wire.subarray(4, 4 + size)));
+  let at = 4 + size;
+  data.heads = data.sizes.map((length) => { const head = wire.subarray(at, at + length); at += length; return head; });
+  return data;
+}
+
 export default function (component) {
-  const { data, parentElement, setStateValue } = component;
+  const { parentElement, setStateValue } = component;
+  const data = component.data instanceof Uint8Array ? fromWire(component.data) : component.data;
   let s = states.get(parentElement);
+  performance.mark("head-switch:data");
   if (s && s.digest !== data.digest && samePicture(s, data)) {
     update(s, data);
     s.digest = data.digest;
   } else if (!s || s.digest !== data.digest) {
     s = build(parentElement, data);
+    performance.mark("head-switch:built");
     s.digest = data.digest;
     states.set(parentElement, s);
   }

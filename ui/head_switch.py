@@ -9,13 +9,13 @@ it (first draw, another control, a link), marked by a new ``nonce``."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 import streamlit as st
 
 from ui.page_state import set_option
+from viz.head_cells import digest as layer_digest
+from viz.head_cells import to_wire
 
 CSS = """
 .head-switch { font-family: var(--st-font, sans-serif); color: var(--st-text-color, #31333f); position: relative; }
@@ -54,7 +54,7 @@ def data_for(layer: dict, head: int, record: tuple | None, picked: tuple | None)
     """The component's data for ``layer`` (``viz.head_cells.layer_cells``) showing ``head``, and the record of what
     was sent: ``(digest, head sent, nonce, the browser's choice when sent)``. The data is unchanged (so cached by the
     browser) when the browser already shows ``head``: the one sent, or the one it chose since."""
-    digest = hashlib.md5(json.dumps(layer, sort_keys=True).encode()).hexdigest()
+    digest = layer.get("digest") or layer_digest(layer)
     if record is not None and record[0] == digest:
         shown = picked[0] if picked is not None and picked != record[3] else record[1]
         if shown == head:
@@ -68,4 +68,6 @@ def head_switch(layer: dict, head: int, *, key: str = "head-switch") -> None:
     """Mount the head switch for ``layer`` showing ``head`` (the page's option)."""
     data, record = data_for(layer, head, st.session_state.get(f"{key}.sent"), st.session_state.get(f"{key}.picked"))
     st.session_state[f"{key}.sent"] = record
-    _SWITCH(key=key, data=data, on_head_change=lambda: _chosen(key))
+    # a short text's codes as bytes, the head shown inflated (drawn on arrival); a long text's images as they are
+    wire = to_wire(data, raw=data["head"]) if data["kind"] == "cells" else data
+    _SWITCH(key=key, data=wire, on_head_change=lambda: _chosen(key))

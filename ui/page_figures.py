@@ -29,6 +29,7 @@ from ui.caveats import NORM_WEIGHTED
 from viz import attention as va
 from viz import attention_tables as vt
 from viz.common import COLORBLIND_SAFE, SEQUENTIAL, file_stem
+from viz.head_cells import layer_cells
 from viz.head_stats import head_heatmap
 from viz.long_context import distance_heatmap, distance_table, head_table, kinds_sentence, layer_sentence, sink_heatmap, sink_sentence, sink_table
 from viz.maxima import attention_panels, maxima_grid, special_share_chart
@@ -129,15 +130,37 @@ class AttentionFigures:
     def _window(self, layer: int) -> dict:
         return {} if self.hidden is None else {"hidden": self.hidden[layer], "window": self.windows[layer]}
 
+    def _head_figure(self, layer: int, head: int, axis_titles: tuple[str, str]):
+        return partial(va.head_figure, self.view.matrices[layer, head], self.view.labels, key_labels=self.keys,
+                       title=f"{self.who} · layer {layer}, {self.head_names[head]}", axis_titles=axis_titles,
+                       **self.style, **self._window(layer))
+
     def head(self, layer: int, head: int, axis_titles: tuple[str, str]) -> ViewFigure:
         """One head of one layer, large."""
         matrix, window = self.view.matrices[layer, head], self._window(layer)
-        figure = results.figures.at(self.run, "attention-head", *self._options, layer, head, build=lambda: va.head_figure(
-            matrix, self.view.labels, title=f"{self.who} · layer {layer}, {self.head_names[head]}", key_labels=self.keys,
-            axis_titles=axis_titles, **self.style, **window))
+        figure = results.figures.at(self.run, "attention-head", *self._options, layer, head,
+                                    build=self._head_figure(layer, head, axis_titles))
         data = partial(vt.matrix_table, matrix, self.view.labels, causal=self.style["causal"], key_labels=self.keys,
                        hidden=window.get("hidden"))
         return ViewFigure(file_stem(self.model_name, *self._stem, self.source, "layer", layer, "head", head), figure, data)
+
+    def head_later(self, layer: int, head: int, axis_titles: tuple[str, str]):
+        """``head``'s figure built (and kept) in another thread (``ui.ahead``): a call returning the figure."""
+        return results.figures.later(self.run, "attention-head", *self._options, layer, head,
+                                     build=self._head_figure(layer, head, axis_titles))
+
+    def _cells(self, layer: int):
+        return partial(layer_cells, self.view.matrices[layer], self.view.labels, layer=layer, key_labels=self.keys,
+                       colorscale=self.style["colorscale"], per_head_scale=self.style["per_head_scale"],
+                       hidden=None if self.hidden is None else self.hidden[layer])
+
+    def cells(self, layer: int) -> dict:
+        """The layer's heads packed for the head switch (``viz.head_cells.layer_cells``), kept per layer."""
+        return results.head_cells.at(self.run, *self._options, layer, build=self._cells(layer))
+
+    def cells_later(self, layer: int):
+        """``cells(layer)`` computed (and kept) in another thread (``ui.ahead``)."""
+        return results.head_cells.later(self.run, *self._options, layer, build=self._cells(layer))
 
     def layer(self, layer: int) -> ViewFigure:
         """Every head of one layer."""

@@ -149,6 +149,9 @@ model_facts = Result("model-facts", lambda model, run: about.model_facts(
 # the key) draws it. A figure is shared by every session: never modify it (ui.figures.fitted restyles a copy).
 figures = Result("figures", lambda model, run, *options, build: build(), entries=64, megabytes=400, reads="nothing",
                  turn=False)
+# a layer's heads packed for the head switch (viz.head_cells.layer_cells with its digest), sized by their codes
+head_cells = Result("head-cells", lambda model, run, *options, build: build(), entries=32, megabytes=200,
+                    reads="nothing", turn=False, size_of=lambda layer: sum(map(len, layer["heads"])))
 # A figure pinned to the slide deck (ui.deck): the run is the model's alone, the options (page, view query, figure
 # name); kept with keep_at when pinned, or when the view is drawn again from its link (compute is never asked to draw
 # it: ui.view_figures draws a pin that is not kept from its link, or its view does when opened, reading the results

@@ -82,6 +82,12 @@ class Result:
             return found
         return shelf.get_or_compute(key, lambda: self._compute(run, options, extra))
 
+    def later(self, run: Run, *options, **extra) -> Callable[[], Any]:
+        """A call that computes (and keeps) the result for ``run`` and ``options`` in another thread, where the store
+        itself cannot be looked up: the shelf is found now. For work done ahead of a click (``ui.ahead``)."""
+        shelf, key = store().shelf(self), Store.key(run, options)
+        return lambda: shelf.get_or_compute(key, lambda: self._compute(run, options, extra))
+
     def peek(self, model_name: str, texts: str | tuple[str, ...] = (), *options, max_tokens: int | None = None,
              ablation: tuple | Ablation | None = None) -> Any:
         """The kept result, or None when it has not been computed (never computes)."""
