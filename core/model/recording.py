@@ -53,14 +53,14 @@ import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
-from core.errors import UserFacingError
+from core.errors import PassStopped, UserFacingError
 from core.model.attention_layers import SINGLE_STACK, attention_modules, cached_record_keys
 from core.model.fast_attention import attention_output, causal_call
 from core.model.hooks import hooked
 from core.model.masks import explorer_mask, for_eager
 
 
-class StopAtRecord(Exception):
+class StopAtRecord(PassStopped):
     """Raised by the recording function at ``Recorder.stop_at``'s call, once its queries and keys are recorded."""
 
 
