@@ -34,7 +34,6 @@ from urllib.parse import parse_qsl, urlencode, urljoin
 
 import pandas as pd
 import plotly.graph_objects as go
-import plotly.io as pio
 import streamlit as st
 from streamlit.errors import StreamlitDuplicateElementKey
 
@@ -44,7 +43,7 @@ from ui import results
 from ui.models import run_of
 from ui.page_state import current_page, drawing_query, view_query
 from ui.session import current_model_name, current_room_settings, current_settings, current_text
-from viz.deck import Slide, plain_text
+from viz.deck import Slide, figure_from_json, plain_text
 
 SESSION_KEY = "deck.pins"
 LINK_VERSION = "1."
@@ -198,7 +197,7 @@ def kept_figure(pin: Pin) -> PinnedFigure | None:
     found = pinned_store()
     try:
         stored = None if found is None else found.get(pin.stored_as)
-        figure = None if stored is None else pio.from_json(stored.figure_json)
+        figure = None if stored is None else figure_from_json(stored.figure_json)
     except (*STORE_ERRORS, ValueError) as err:
         log.warning("a stored pinned figure could not be read: %s", err)
         return None
