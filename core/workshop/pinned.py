@@ -121,8 +121,10 @@ class SQLitePinnedStore(PinnedStore):
         self.path, self.limits = Path(path), limits
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        self._connection().execute("CREATE TABLE IF NOT EXISTS pinned (name TEXT PRIMARY KEY, value TEXT NOT NULL, "
-                                   "size INTEGER NOT NULL, seq INTEGER NOT NULL)")
+        db = self._connection()  # the value last: sizes and order are read without reading through the values
+        db.execute("CREATE TABLE IF NOT EXISTS pinned (name TEXT PRIMARY KEY, size INTEGER NOT NULL, "
+                   "seq INTEGER NOT NULL, value TEXT NOT NULL)")
+        db.execute("CREATE INDEX IF NOT EXISTS pinned_by_seq ON pinned(seq, size)")
 
     def _connection(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
