@@ -102,3 +102,15 @@ def test_a_figure_past_the_size_cap_is_pinned_in_the_session_and_said_not_shared
     stored = SQLitePinnedStore(tmp_path / "data" / PINNED_FILE, pin_limits())
     assert stored.get(pin.stored_as) is None and stored.total_bytes() == 0
     stored.close_store()
+
+
+def test_a_store_that_cannot_be_reached_leaves_pinning_working_and_says_so(tiny_bert_dir, monkeypatch):
+    monkeypatch.setenv("EXPLORER_ROOM_STORE", "redis://127.0.0.1:9/0")  # the discard port: nothing answers there
+    at = open_app({"model": tiny_bert_dir, "text": TEXT_A, "layer": "1", "head": "1"}, page="app_pages/inside.py")
+    pin_at(at, 0)
+    [pin] = at.session_state["deck.pins"]
+    said = " ".join(t.value for t in at.toast)
+    assert "Pinned to the deck: slide 1" in said and "store could not be reached" in said
+    assert deck.kept_figure(pin) is not None  # this process keeps it
+    store().forget()
+    assert deck.kept_figure(pin) is None  # and nothing else does: no error either

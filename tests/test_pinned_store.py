@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -120,3 +123,16 @@ def test_the_store_sits_beside_the_rooms_and_reads_its_limits(tmp_path, redis_ur
     for bad in ("0", "-1", "lots"):
         with pytest.raises(RoomSettingsError, match="EXPLORER_PIN_STORE_MB"):
             pin_limits({"EXPLORER_PIN_STORE_MB": bad})
+
+
+def test_another_process_reads_what_this_one_stored(make):
+    store = make()
+    store.put(("model", "./inside?head=1#fig"), '{"data": []}', "a,b\n1,2\n", HOSTILE[0])
+    where = (f"SQLitePinnedStore({str(store.path)!r}, PinLimits(1, 1))" if isinstance(store, SQLitePinnedStore)
+             else f"RedisPinnedStore({store.url!r}, PinLimits(1, 1))")
+    code = ("import json; from core.workshop.pinned import SQLitePinnedStore, RedisPinnedStore, PinLimits; "
+            f"got = {where}.get(('model', './inside?head=1#fig')); "
+            "print(json.dumps([got.figure_json, got.table_csv, got.sentence]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[1]).stdout
+    assert json.loads(out) == ['{"data": []}', "a,b\n1,2\n", HOSTILE[0]]
