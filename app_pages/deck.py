@@ -77,7 +77,7 @@ def _retitle(index: int, key: str) -> None:
 
 
 slides, missing = deck.slides_of(pins)
-# --- figures this server does not keep (a shared link, a restart): drawn again from their links, slide by slide ----
+# --- figures neither this process nor the store keeps (too big, pushed out): drawn again from their links, slide by slide
 unreachable: dict = st.session_state.setdefault(NOT_FROM_LINK, {})
 to_draw = [pin for pin in missing if pin.view not in unreachable]
 drawing = tuple(pin.view for pin in to_draw)

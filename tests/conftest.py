@@ -52,6 +52,18 @@ scan_component_manifests_once.scans = _installed_components  # ``scans.cache_inf
 manifest_scanner.scan_component_manifests = scan_component_manifests_once
 
 
+@pytest.fixture(scope="session", autouse=True)
+def test_data_folder(tmp_path_factory):
+    """The app's data folder (workshop rooms, pinned figures: ``core.workshop``) in a temporary folder, never the
+    user's, unless a run names one."""
+    if os.environ.get("EXPLORER_DATA_DIR"):
+        yield os.environ["EXPLORER_DATA_DIR"]
+        return
+    os.environ["EXPLORER_DATA_DIR"] = str(tmp_path_factory.mktemp("data"))
+    yield os.environ["EXPLORER_DATA_DIR"]
+    os.environ.pop("EXPLORER_DATA_DIR", None)
+
+
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory) -> str:
     return str(build_tiny_bert(tmp_path_factory.mktemp("models") / "tiny-bert"))

@@ -27,12 +27,12 @@ needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM) and not os.envi
                                     reason="no Chromium to draw the slides with")
 
 
-def _pin(at, index: int = 0) -> None:
+def pin_at(at, index: int = 0) -> None:
     [b for b in at.button if b.label == "Pin to deck"][index].click().run()
     assert not page_errors(at)
 
 
-def _traces(fig) -> list:
+def drawn_traces(fig) -> list:
     """Every trace's drawn numbers and labels (z, x, y, text) as plain lists."""
     out = []
     for trace in fig.data:
@@ -50,32 +50,32 @@ def _pinned_by_hand(model: str) -> tuple[list[deck.Pin], dict]:
     it."""
     text = "the bank of the river flooded"
     at = open_app({"model": model, "text": text}, page="app_pages/home.py")
-    _pin(at)
+    pin_at(at)
     at = open_app({"model": model, "text": text, "layer": "1", "head": "1"}, page="app_pages/attention.py")
-    _pin(at, 0)  # the overview
-    _pin(at, 1)  # layer 1, head 1
+    pin_at(at, 0)  # the overview
+    pin_at(at, 1)  # layer 1, head 1
     pinned = list(at.session_state["deck.pins"])
     at = open_app({"model": model, "text": text, "stat": "previous"}, page="app_pages/stats.py")
-    _pin(at, 0)
+    pin_at(at, 0)
     pinned += list(at.session_state["deck.pins"])
     at = open_app({"model": model, "text": text, "heads": "one head", "head": "1", "layer": "1"},
                   page="app_pages/maxima.py")
-    _pin(at, 0)  # the most-attended tokens of head 1
-    _pin(at, 1)  # raw, norm-weighted and rollout maps of layer 1
+    pin_at(at, 0)  # the most-attended tokens of head 1
+    pin_at(at, 1)  # raw, norm-weighted and rollout maps of layer 1
     pinned += list(at.session_state["deck.pins"])
     at = open_app({"model": model, "text": text, "source": "sidebar", "measure": "sink", "layer": "1"},
                   page="app_pages/long-context.py")
-    _pin(at, 0)  # every head's share on the sink
-    _pin(at, 2)  # layer 1's heads on the first token, by query position
+    pin_at(at, 0)  # every head's share on the sink
+    pin_at(at, 2)  # layer 1's heads on the first token, by query position
     pinned += list(at.session_state["deck.pins"])
     assert [p.page for p in pinned] == ["attention", "attention", "stats", "maxima", "maxima", "long-context",
                                         "long-context"]
     at = open_app({"model": model, "text": text, "top_k": "3"}, page="app_pages/predictions.py")
     if any(b.label == "Pin to deck" for b in at.button):  # a model with a language-model head: its guesses
-        _pin(at, 0)
+        pin_at(at, 0)
         pinned += list(at.session_state["deck.pins"])
     home = open_app({"model": model, "text": text}, page="app_pages/home.py")
-    _pin(home)
+    pin_at(home)
     pinned = [*home.session_state["deck.pins"], *pinned]
     drawn = {pin.view: deck.kept_figure(pin).figure for pin in pinned}
     assert all(drawn.values())
@@ -96,21 +96,24 @@ def downloads(monkeypatch):
     return seen
 
 
-def _fresh_server() -> None:
-    """What a restart leaves: no kept result, no figure, nothing wanted."""
+def _fresh_server(monkeypatch, folder) -> None:
+    """What a restart on an empty disk leaves: no kept result, no figure kept or stored (the pinned figures' store,
+    ``core.workshop.pinned``, is the one in the empty data folder ``folder``), nothing wanted."""
     store().forget()
     deck.WANTED.clear()
+    monkeypatch.setenv("EXPLORER_DATA_DIR", str(folder))
 
 
 @needs_chromium
 @pytest.mark.app
 @pytest.mark.parametrize("model", ["tiny_bert_dir", "tiny_gpt2_dir", "all-MiniLM-L6-v2"])
-def test_a_shared_deck_link_draws_every_figure_again_in_a_fresh_session(model, request, downloads):
+def test_a_shared_deck_link_draws_every_figure_again_in_a_fresh_session(model, request, downloads, monkeypatch,
+                                                                       tmp_path):
     name = request.getfixturevalue(model) if model.endswith("_dir") else model
     pinned, drawn = _pinned_by_hand(name)
     pinned[1] = deck.retitled(pinned, 1, HOSTILE)[1]
     link = deck.encode_pins(pinned)
-    _fresh_server()
+    _fresh_server(monkeypatch, tmp_path / "empty")
     assert all(deck.kept_figure(pin) is None for pin in pinned)
 
     at = open_app({"pins": link}, page=DECK)
@@ -122,7 +125,7 @@ def test_a_shared_deck_link_draws_every_figure_again_in_a_fresh_session(model, r
         again = deck.kept_figure(pin).figure
         assert again is not drawn[pin.view]
         assert again.layout.title.text == drawn[pin.view].layout.title.text
-        assert _traces(again) == _traces(drawn[pin.view])
+        assert drawn_traces(again) == drawn_traces(drawn[pin.view])
     assert decode_titles(at) == [p.title for p in pinned]
 
     page = downloads["Download HTML"]()
@@ -144,11 +147,11 @@ def decode_titles(at) -> list[str]:
 
 
 @pytest.mark.app
-def test_a_pin_its_link_cannot_draw_says_why_on_its_slide(tiny_bert_dir):
+def test_a_pin_its_link_cannot_draw_says_why_on_its_slide(tiny_bert_dir, monkeypatch, tmp_path):
     corpus = deck.Pin("stats", f"model={tiny_bert_dir}&over=corpus", "x-head-stats-entropy-corpus", "Corpus", "",
                       tiny_bert_dir, "")
     unknown = deck.Pin("needle", f"model={tiny_bert_dir}", "needle-grid", "Needle", "", tiny_bert_dir, "")
-    _fresh_server()
+    _fresh_server(monkeypatch, tmp_path / "empty")
     at = open_app({"pins": deck.encode_pins([corpus, unknown])}, page=DECK)
     assert not page_errors(at)
     captions = [c.value for c in at.caption]
@@ -159,14 +162,14 @@ def test_a_pin_its_link_cannot_draw_says_why_on_its_slide(tiny_bert_dir):
 
 
 @pytest.mark.app
-def test_drawing_again_stopped_keeps_the_deck_and_goes_on_when_asked(tiny_bert_dir, tiny_bert):
+def test_drawing_again_stopped_keeps_the_deck_and_goes_on_when_asked(tiny_bert_dir, tiny_bert, monkeypatch, tmp_path):
     from streamlit.testing.v1 import AppTest
 
     from tests.test_app import APP
 
     pin = deck.Pin("", f"model={tiny_bert_dir}&text=a+river+bank", file_stem(tiny_bert.name, "static-similarity"), "Tokens", "", tiny_bert_dir,
                    "a river bank")
-    _fresh_server()
+    _fresh_server(monkeypatch, tmp_path / "empty")
     at = AppTest.from_file(APP, default_timeout=180)
     at.query_params["pins"] = deck.encode_pins([pin])
     at.switch_page(DECK)

@@ -2,14 +2,18 @@
 kept in the session and in the Deck page's link, and made into slides for ``viz.deck_pptx`` and ``viz.deck_html``.
 
 A pin is the view's link (its page and URL parameters, which reproduce it), the figure's name, its title, the sentence
-written from its numbers (``show_figure``'s ``alt``), the model and the text. The figure itself is kept on the server
-in the declared result ``ui.results.pinned_figures`` (keyed by the model's run and the pin's page, query and name),
-with its numbers as CSV. How a pin becomes a figure again:
+written from its numbers (``show_figure``'s ``alt``), the model and the text. The figure itself, with its numbers as
+CSV, is kept twice: in this process, in the declared result ``ui.results.pinned_figures`` (keyed by the model's run and
+the pin's page, query and name), and in the pinned figures' store (``core.workshop.pinned``: a SQLite file beside the
+workshop rooms' or the rooms' Redis, as JSON text), which every replica and a restarted server read. How a pin becomes
+a figure again:
 
-1. the kept figure, when this server has it (pinned in this process, and not pushed out of its shelf);
-2. otherwise it is drawn again from its link by ``ui.view_figures.redraw`` (the page's own figure-building code in
+1. the kept figure, when this process has it (pinned here, and not pushed out of its shelf);
+2. else the stored figure (pinned on any replica, before a restart; not refused as too big, not pushed out of the
+   store's total), put back on this process's shelf;
+3. otherwise it is drawn again from its link by ``ui.view_figures.redraw`` (the page's own figure-building code in
    ``ui.page_figures``, on the view's cached results ``ui.results``), and kept with ``keep_drawn``;
-3. when the link cannot draw it (a page not in ``ui.view_figures.REDRAWS``, or a view that needs what a link does not
+4. when the link cannot draw it (a page not in ``ui.view_figures.REDRAWS``, or a view that needs what a link does not
    carry), the Deck page names the pin "wanted" (``WANTED``, process-wide) and offers its link; when any session draws
    that view (same page, same URL parameters) ``show_figure`` keeps the figure it drew on the shelf.
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import threading
 import zlib
 from dataclasses import dataclass, replace
@@ -32,16 +37,19 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit.errors import StreamlitDuplicateElementKey
 
+from core.workshop.pinned import STORE_ERRORS, TOO_BIG, PinLimits, PinnedStore, open_pinned_store, pin_limits
+from core.workshop.settings import RoomSettings
 from ui import results
 from ui.models import run_of
 from ui.page_state import current_page, drawing_query, view_query
-from ui.session import current_model_name, current_settings, current_text
-from viz.deck import Slide, plain_text
+from ui.session import current_model_name, current_room_settings, current_settings, current_text
+from viz.deck import Slide, figure_from_json, plain_text
 
 SESSION_KEY = "deck.pins"
 LINK_VERSION = "1."
 MAX_LINK_CHARS = 60_000  # a longer ?pins= is refused (far past any deck a link carries: 30 pins are about 3,000)
 TEXT_IN_PIN = 500  # characters of the text a pin keeps for its notes (the link holds the whole text)
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,12 @@ class Pin:
     def view(self) -> tuple[str, str, str]:
         """What the view's figure is kept under: page, URL parameters in a fixed order, figure name."""
         return self.page, canonical(self.query), self.name
+
+    @property
+    def stored_as(self) -> tuple[str, str]:
+        """What the figure is stored under in the pinned figures' store: the model and the view's canonical link."""
+        page, query, name = self.view
+        return self.model, f"./{page}" + (f"?{query}" if query else "") + f"#{name}"
 
 
 @dataclass(frozen=True)
@@ -132,10 +146,41 @@ def _kept_run(model: str):
     return run_of(model)
 
 
-def keep_figure(pin: Pin, fig: go.Figure, table: str, sentence: str) -> None:
-    """Keep ``fig`` (and its CSV ``table``) on the pinned figures' shelf, under ``pin``'s view."""
+@st.cache_resource(show_spinner=False)
+def pinned_store_for(settings: RoomSettings, limits: PinLimits) -> PinnedStore:
+    """One pinned figures' store per process and settings (beside the workshop rooms: ``core.workshop.pinned``)."""
+    return open_pinned_store(settings, limits)
+
+
+def pinned_store() -> PinnedStore | None:
+    """The pinned figures' store, or None when its settings are wrong or it cannot be opened (the shelf still works)."""
+    try:
+        return pinned_store_for(current_room_settings(), pin_limits())
+    except STORE_ERRORS as err:
+        log.warning("the pinned figures' store cannot be opened: %s", err)
+        return None
+
+
+def keep_figure(pin: Pin, fig: go.Figure, table: str, sentence: str) -> str | None:
+    """Keep ``fig`` (and its CSV ``table``) on the pinned figures' shelf and in their store, under ``pin``'s view;
+    a sentence when the store did not take it (too big, or not reachable), else None."""
+    figure_json = fig.to_json()
     results.pinned_figures.keep_at(_kept_run(pin.model), pin.view,
-                                   PinnedFigure(fig, table, sentence, len(table) + len(fig.to_json())))
+                                   PinnedFigure(fig, table, sentence, len(table) + len(figure_json)))
+    kept = pinned_store()
+    try:
+        answer = None if kept is None else kept.put(pin.stored_as, figure_json, table, sentence)
+    except STORE_ERRORS as err:
+        log.warning("a pinned figure was not stored: %s", err)
+        answer = None
+    if answer == TOO_BIG:
+        return (f"This figure takes more than the {kept.limits.figure_bytes / 1e6:g} MB one pinned figure may take "
+                "(the setting EXPLORER_PIN_FIGURE_MB), so only this server keeps it: a shared link or another server "
+                "draws it again from its link, or asks to open the view.")
+    if answer is None:
+        return ("The pinned figures' store could not be reached, so only this server keeps this figure: a shared "
+                "link or another server draws it again from its link, or asks to open the view.")
+    return None
 
 
 def keep_drawn(pin: Pin, fig: go.Figure, data, sentence: str) -> None:
@@ -144,8 +189,23 @@ def keep_drawn(pin: Pin, fig: go.Figure, data, sentence: str) -> None:
 
 
 def kept_figure(pin: Pin) -> PinnedFigure | None:
-    """``pin``'s figure as this server keeps it, or None (then its view is drawn again: the module docstring)."""
-    return results.pinned_figures.peek_at(_kept_run(pin.model), *pin.view)
+    """``pin``'s figure as this process keeps it, else as the store keeps it, or None (then its view is drawn again:
+    the module docstring)."""
+    kept = results.pinned_figures.peek_at(_kept_run(pin.model), *pin.view)
+    if kept is not None:
+        return kept
+    found = pinned_store()
+    try:
+        stored = None if found is None else found.get(pin.stored_as)
+        figure = None if stored is None else figure_from_json(stored.figure_json)
+    except (*STORE_ERRORS, ValueError) as err:
+        log.warning("a stored pinned figure could not be read: %s", err)
+        return None
+    if stored is None:
+        return None
+    kept = PinnedFigure(figure, stored.table_csv, stored.sentence, len(stored.table_csv) + len(stored.figure_json))
+    results.pinned_figures.keep_at(_kept_run(pin.model), pin.view, kept)
+    return kept
 
 
 def want(missing: list[Pin]) -> None:
@@ -188,10 +248,10 @@ def pin_figure(fig: go.Figure, name: str, alt: str | None, data) -> None:
     if len(present) >= slide_limit():
         st.session_state[PIN_TOAST] = (limit_sentence(slide_limit()), ":material/block:")
         return
-    keep_figure(pin, fig, _table(data), pin.sentence)
+    refused = keep_figure(pin, fig, _table(data), pin.sentence)
     set_pins([*present, pin])
     st.session_state[PIN_TOAST] = (f"Pinned to the deck: slide {len(present) + 1} of at most {slide_limit()}. The Deck "
-                                   "page makes the slides.", ":material/push_pin:")
+                                   "page makes the slides." + (f" {refused}" if refused else ""), ":material/push_pin:")
 
 
 def pin_button(fig: go.Figure, *, name: str, alt: str | None, data, key: str | None) -> None:

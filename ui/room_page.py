@@ -16,7 +16,7 @@ import streamlit as st
 from core.errors import UserFacingError
 from core.model.layers import head_code, hidden_state_label
 from core.workshop.rooms import VIEWS, Room, RoomError, Workshop, new_learner, normal_code, shown_code
-from core.workshop.settings import RoomSettings, load_room_settings
+from core.workshop.settings import RoomSettings
 from core.workshop.stores import open_store
 from core.workshop.views import room_sentences, room_words, vote_counts, vote_sentences
 from ui import results
@@ -24,7 +24,7 @@ from ui.errors import friendly_fragment
 from ui.figures import DARK_BACKGROUND, show_figure
 from ui.models import loaded_model
 from ui.page_state import end_page, page_param
-from ui.session import current_model_name, current_settings, offered_models, presentation_mode
+from ui.session import current_model_name, current_room_settings, current_settings, offered_models, presentation_mode
 from viz.common import file_stem, markdown_safe, plotly_safe
 from viz.room import room_map_figure, vote_figure
 from viz.senses import highlighted_sentence
@@ -41,11 +41,7 @@ def workshop_for(settings: RoomSettings) -> Workshop:
 
 
 def current_workshop() -> Workshop:
-    try:
-        secrets = {key: st.secrets[key] for key in st.secrets}
-    except Exception:  # noqa: BLE001 - no secrets file is the normal laptop case
-        secrets = {}
-    return workshop_for(load_room_settings(secrets))
+    return workshop_for(current_room_settings())
 
 
 def page_url(**params: str) -> str:

@@ -11,6 +11,7 @@ from core.model.bundled_lm import bundled_lm
 from core.model.models import BUNDLED_MODELS, DEFAULT_MODEL, LoadedModel, ModelLoadError, bundled_name
 from core.model.settings import Settings, load_settings
 from core.teaching.examples import SUGGESTED_MODELS
+from core.workshop.settings import RoomSettings, load_room_settings
 from ui import results
 from ui.models import loaded_model
 from ui.page_limits import PAGE_LIMITS, limit_sentence, page_limit
@@ -20,13 +21,22 @@ from ui.trace_progress import trace_of
 MAX_TEXT_CHARS = 100_000  # far past any model limit; the tokenizer truncates with a notice
 
 
+def app_secrets() -> dict:
+    """``.streamlit/secrets.toml`` as a mapping ({} without one)."""
+    try:
+        return {key: st.secrets[key] for key in st.secrets}
+    except Exception:  # noqa: BLE001 - no secrets file is the normal laptop case
+        return {}
+
+
 def current_settings() -> Settings:
     """Laptop or workshop-server settings, from the environment or ``.streamlit/secrets.toml``."""
-    try:
-        secrets = {key: st.secrets[key] for key in st.secrets}
-    except Exception:  # noqa: BLE001 - no secrets file is the normal laptop case
-        secrets = {}
-    return load_settings(secrets)
+    return load_settings(app_secrets())
+
+
+def current_room_settings() -> RoomSettings:
+    """Where the workshop rooms (and the pinned figures, ``ui.deck``) are stored, and the rooms' limits."""
+    return load_room_settings(app_secrets())
 
 
 def offered_models(settings: Settings) -> list[str]:

@@ -4,9 +4,12 @@ figure of a slide as presentation mode lays it out: pure, no Streamlit. ``viz.de
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
 import plotly.graph_objects as go
 
 from viz.common import file_stem
@@ -116,3 +119,24 @@ def notes_of(slide: Slide) -> str:
 
 
 SLIDE_SIZE = SLIDE_PIXELS  # (1920, 1080): every slide image
+
+
+def figure_from_json(text: str) -> go.Figure:
+    """The figure ``fig.to_json()`` wrote, with its arrays as NumPy arrays again (the JSON holds them as base64 typed
+    arrays, ``{"dtype", "bdata", "shape"}``, which a figure would otherwise keep as dicts); raises ValueError for text
+    that is not a figure."""
+    def arrays(value):
+        if isinstance(value, dict):
+            if set(value) <= {"dtype", "bdata", "shape"} and {"dtype", "bdata"} <= set(value):
+                flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+                shape = [int(n) for n in str(value.get("shape") or len(flat)).split(",")]
+                return flat.reshape(shape).copy()
+            return {key: arrays(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [arrays(item) for item in value]
+        return value
+
+    try:
+        return go.Figure(arrays(json.loads(text)))
+    except (TypeError, KeyError, AttributeError) as err:
+        raise ValueError("not a stored figure") from err
