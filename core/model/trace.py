@@ -117,10 +117,10 @@ class Trace:
     blocks: dict[str, StackCalls] = field(repr=False)
     _model: weakref.ref = field(repr=False)
     outputs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # the pass's own (module docstring)
-    _memo: OrderedDict = field(default_factory=OrderedDict, repr=False)
-    _weights: dict = field(default_factory=dict, repr=False)
-    _records: OrderedDict = field(default_factory=OrderedDict, repr=False)  # (stack, layer) -> queries-keys record
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _memo: OrderedDict = field(default_factory=OrderedDict, init=False, repr=False)
+    _weights: dict = field(default_factory=dict, init=False, repr=False)
+    _records: OrderedDict = field(default_factory=OrderedDict, init=False, repr=False)  # (stack, layer) -> queries-keys record
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         for array in (*self.residual.values(), *self.outputs.values()):
