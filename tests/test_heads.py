@@ -151,3 +151,21 @@ def test_supported_architectures_name_their_layer_norm_place(tiny_bert, tiny_gpt
 
     assert not architecture(tiny_bert).pre_ln and architecture(tiny_gpt2).pre_ln
     assert "embeddings_project" not in embeddings_description(tiny_bert)
+
+
+def test_value_norms_are_the_lengths_of_the_plain_models_value_vectors(tiny_model):
+    """‖f_h(x_j)‖ (computed from W_O^h's d×d Gram matrix) against the length of v_j W_O^h from a plainly loaded copy."""
+    import torch
+    from transformers import AutoModel
+
+    from core.attention_heads.inside_head import value_norms
+    from tests.plain_heads import plain_layer
+
+    a = analyze(tiny_model, TEXT)
+    plain = AutoModel.from_pretrained(tiny_model.source, attn_implementation="eager").eval()
+    for layer in range(tiny_model.num_layers):
+        ref = plain_layer(plain, tiny_model.num_heads, layer, {"input_ids": torch.tensor([a.input_ids])})
+        d = ref["q"].shape[-1]
+        expected = np.stack([np.linalg.norm(np.asarray(ref["v"][0, h], dtype=np.float64) @ ref["w_o"][h * d:(h + 1) * d],
+                                            axis=-1) for h in range(tiny_model.num_heads)])
+        np.testing.assert_allclose(value_norms(tiny_model, a, layer), expected, rtol=1e-5, atol=1e-6)

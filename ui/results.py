@@ -51,6 +51,7 @@ from core.model.seq2seq import analyze_pair, generate_target
 from core.model.text_limits import token_limit
 from core.model.tokens import token_labels
 from core.model.trace import record
+from core.model.trace_prefix import prefix_of_text
 from core.outputs.causal_lm import encode
 from core.outputs.generation import generate, last_logits
 from core.outputs.lens import logit_lens
@@ -89,7 +90,9 @@ def _trace(model, run: Run, progress=None):
     whole = _whole_text(model, run)
     if whole != run:  # the same trace as the text's without a limit (kept under both runs: one object)
         return traces.at(whole, progress=progress)
-    return record(model, run.text, max_tokens=run.max_tokens, progress=progress)
+    longer = traces.peek_at(replace(run, max_tokens=None)) if run.max_tokens is not None else None
+    found = None if longer is None else prefix_of_text(model, longer, run.text, run.max_tokens)  # a decoder's: no pass
+    return found if found is not None else record(model, run.text, max_tokens=run.max_tokens, progress=progress)
 
 
 # one recorded pass per text (core.model.trace): what every read-only view of that text is computed from. SmolLM2-135M

@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from core.attention_heads.inside_head import check_supported, value_vectors_through_output
+from core.attention_heads.inside_head import check_supported, value_norms
 from core.model.analysis import Analysis
 from core.model.attention_layers import SINGLE_STACK
 from core.model.models import LoadedModel
@@ -188,7 +188,7 @@ def rollout(analysis: Analysis) -> np.ndarray:
     """
     if analysis.attentions is None:
         raise ValueError("this Analysis was computed without attentions")
-    mixed = row_normalise(0.5 * analysis.attentions.astype(np.float64).mean(axis=1) + 0.5 * np.eye(analysis.num_tokens))
+    mixed = row_normalise(0.5 * analysis.attentions.mean(axis=1, dtype=np.float64) + 0.5 * np.eye(analysis.num_tokens))
     result = np.empty_like(mixed)
     current = np.eye(analysis.num_tokens)
     for layer, matrix in enumerate(mixed):
@@ -209,10 +209,11 @@ def norm_weighted(model: LoadedModel, analysis: Analysis) -> np.ndarray:
     if analysis.attentions is None:
         raise ValueError("this Analysis was computed without attentions")
     check_supported(model)
-    norms = np.stack(
-        [np.linalg.norm(value_vectors_through_output(model, analysis, layer), axis=-1) for layer in range(analysis.num_layers)]
-    )  # [layers, heads, T keys]
-    return (analysis.attentions.astype(np.float64) * norms[:, :, None, :]).astype(np.float32)
+    result = np.empty(analysis.attentions.shape, dtype=np.float32)
+    for layer in range(analysis.num_layers):  # one layer's float64 product at a time, not every layer's at once
+        norms = value_norms(model, analysis, layer)  # [heads, T keys]
+        np.multiply(analysis.attentions[layer].astype(np.float64), norms[:, None, :], out=result[layer], casting="same_kind")
+    return result
 
 
 # --- Token-to-token maxima: which unit each unit attends to most, layer by layer ---

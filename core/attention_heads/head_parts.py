@@ -16,7 +16,7 @@ import torch
 
 from core.errors import AnalysisError
 from core.model.analysis import Analysis
-from core.model.attention_layers import recorded_by
+from core.model.attention_layers import SINGLE_STACK, recorded_by
 from core.model.models import LoadedModel, threads_for_input
 from core.model.parts import parts_of
 from core.model.recording import LayerRecord, Recorder, rotate_back
@@ -37,6 +37,21 @@ def records(model: LoadedModel, analysis: Analysis) -> Mapping[int, LayerRecord]
     with torch.inference_mode(), threads_for_input(ids.numel()), Recorder(model.model, keep_weights=False) as rec:
         model.model(input_ids=ids, attention_mask=torch.ones_like(ids))
     return rec.records
+
+
+def attention_record(model: LoadedModel, analysis: Analysis, layer: int) -> LayerRecord:
+    """Block ``layer``'s queries, keys, values, mask, scaling and soft-cap for ``analysis``'s tokens: from its trace
+    with the block called only up to its attention (``core.model.trace.Trace.attention_record``: no output, no MLP),
+    else ``records(model, analysis)[layer]``. The same tensors either way."""
+    trace = analysis.trace
+    if trace is not None and trace.model_name == model.name and SINGLE_STACK in trace.stacks:
+        try:
+            record = trace.attention_record(SINGLE_STACK, layer)
+        except AnalysisError:  # the trace's model was loaded again since: its blocks are gone
+            record = None
+        if record is not None and record.values is not None and recorded_by(model.model, [record]):
+            return record
+    return records(model, analysis)[layer]
 
 
 def as_float64(t: torch.Tensor) -> np.ndarray:
@@ -87,11 +102,22 @@ def softmax(scaled: np.ndarray) -> np.ndarray:
 
 
 def layer_weights(model: LoadedModel, analysis: Analysis, layer: int) -> np.ndarray:
-    """``[Hq, T, T]`` recomputed from the recorded queries and keys (float64)."""
-    record = records(model, analysis)[layer]
-    q, k = as_float64(record.queries[0]), as_float64(record.keys[0])
-    k = np.repeat(k, record.kv_groups, axis=0)
-    return softmax(logits(q, k, record, keep_mask(record, len(analysis.tokens)))[1])
+    """``[Hq, T, T]`` recomputed from the recorded queries and keys (float64): ``logits`` and ``softmax``'s operations,
+    each key/value head's query heads in one product (no repeated keys) and every step in place."""
+    record = attention_record(model, analysis, layer)
+    q, k = as_float64(record.queries[0]), as_float64(record.keys[0])  # [Hq, T, d], [Hkv, S, d]
+    heads, t = q.shape[0], q.shape[1]
+    scaled = (q.reshape(k.shape[0], -1, q.shape[2]) @ np.swapaxes(k, -1, -2)).reshape(heads, t, k.shape[1])
+    scaled *= record.scaling
+    if record.softcap:
+        scaled /= record.softcap
+        np.tanh(scaled, out=scaled)
+        scaled *= record.softcap
+    np.copyto(scaled, -np.inf, where=~keep_mask(record, t))
+    scaled -= scaled.max(axis=-1, keepdims=True)
+    np.exp(scaled, out=scaled)
+    scaled /= scaled.sum(axis=-1, keepdims=True)
+    return scaled
 
 
 def rotation(record: LayerRecord, head: int) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -110,11 +136,25 @@ def output_matrix(projection: torch.nn.Module) -> np.ndarray:
 
 def value_vectors_through_output(model: LoadedModel, analysis: Analysis, layer: int) -> np.ndarray:
     """``[Hq, T, hidden]``: f_h(x_j) = v_j^{kv(h)} W_O^h, the value of the key/value head ``h`` shares."""
-    record = records(model, analysis)[layer]
+    record = attention_record(model, analysis, layer)
     d = record.queries.shape[3]
     w_o = output_matrix(parts_of(model.model).layers[layer].output_projection)  # [Hq * d, hidden]
     values = as_float64(record.values[0])  # [Hkv, T, d]
     return np.stack([values[h // record.kv_groups] @ w_o[h * d:(h + 1) * d] for h in range(record.queries.shape[1])])
+
+
+def value_norms(model: LoadedModel, analysis: Analysis, layer: int) -> np.ndarray:
+    """float64 ``[Hq, T]``: ‖f_h(x_j)‖, the lengths of ``value_vectors_through_output``, as √(v_j G_h v_jᵀ) with
+    G_h = W_O^h W_O^hᵀ (``d × d``), without forming each ``hidden``-long vector."""
+    record = attention_record(model, analysis, layer)
+    d = record.queries.shape[3]
+    w_o = output_matrix(parts_of(model.model).layers[layer].output_projection)  # [Hq * d, hidden]
+    values = as_float64(record.values[0])  # [Hkv, T, d]
+    norms = np.empty((record.queries.shape[1], values.shape[1]))
+    for h in range(len(norms)):
+        part, v = w_o[h * d:(h + 1) * d], values[h // record.kv_groups]
+        np.sqrt(np.maximum(np.einsum("td,td->t", v @ (part @ part.T), v), 0.0), out=norms[h])
+    return norms
 
 
 def norm_before_attention(model: LoadedModel, layer: int) -> str | None:

@@ -188,3 +188,10 @@ def value_vectors_through_output(model: LoadedModel, analysis: Analysis, layer: 
     """
     verify_layer(model, analysis, layer)
     return rh.value_vectors_through_output(model, analysis, layer)
+
+
+def value_norms(model: LoadedModel, analysis: Analysis, layer: int) -> np.ndarray:
+    """float64 ``[heads, T]``: the length of each ``value_vectors_through_output`` vector (Kobayashi et al.'s
+    ‖f(x)‖), after the same check of the layer (``verify_layer``)."""
+    verify_layer(model, analysis, layer)
+    return rh.value_norms(model, analysis, layer)

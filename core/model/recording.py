@@ -81,7 +81,7 @@ class LayerRecord:
     module: torch.nn.Module
     queries: torch.Tensor
     keys: torch.Tensor
-    values: torch.Tensor | None  # None with Recorder(queries_keys_only=True)
+    values: torch.Tensor | None  # None with Recorder(queries_keys_only=True), but at its stop_at call
     mask: torch.Tensor | None
     weights: torch.Tensor | None
     scaling: float
@@ -114,9 +114,9 @@ class Recorder:
     each layer's eager attention that many query rows at a time, without weights (bool masks); ``shapes_only`` (with
     ``queries_keys_only``) keeps queries, keys and mask as meta tensors. ``sdpa`` computes each
     output with transformers' sdpa (``core.model.fast_attention``; eager for a soft-capped layer), with sdpa's masks.
-    ``stop_at`` ``(stack, layer)``: that call's queries, keys and mask are recorded (as ``queries_keys_only`` does) and
-    ``StopAtRecord`` is raised before its output is computed, so a block called for its queries and keys alone
-    (``core.model.trace_layers.queries_keys``) computes nothing after them.
+    ``stop_at`` ``(stack, layer)``: that call's queries, keys, values and mask are recorded (as ``queries_keys_only``
+    does, values added) and ``StopAtRecord`` is raised before its output is computed, so a block called for its
+    queries and keys alone (``core.model.trace_layers.queries_keys``) computes nothing after them.
     """
 
     model: torch.nn.Module | None = None
@@ -200,7 +200,8 @@ def explorer_attention(module, query, key, value, attention_mask, scaling=None, 
     rec = _ACTIVE.get()
     if rec is not None and rec.stop_at is not None and rec.key_of(module) == rec.stop_at:
         stack, layer = rec.stop_at
-        rec.stacks.setdefault(stack, {})[layer] = _call_record(rec, module, query, key, attention_mask, scaling, kwargs)
+        rec.stacks.setdefault(stack, {})[layer] = _call_record(rec, module, query, key, attention_mask, scaling, kwargs,
+                                                               value)
         raise StopAtRecord
     chunk = rec.rows_per_chunk if rec is not None else None
     if rec is not None and rec.sdpa:
@@ -243,14 +244,15 @@ def _softcap(module, kwargs) -> float | None:
     return _configured_softcap(module) if kwargs.get("softcap") is None else kwargs["softcap"]
 
 
-def _call_record(rec: Recorder, module, query, key, attention_mask, scaling, kwargs) -> LayerRecord:
-    """The record of ``queries_keys_only``: queries, keys and mask (meta tensors with ``shapes_only``), no values."""
+def _call_record(rec: Recorder, module, query, key, attention_mask, scaling, kwargs, value=None) -> LayerRecord:
+    """The record of ``queries_keys_only``: queries, keys and mask (meta tensors with ``shapes_only``), and ``value``
+    where given (``stop_at``'s call: the values exist already, and cost ``1 / kv_groups`` of the queries)."""
     def kept(tensor: torch.Tensor | None) -> torch.Tensor | None:
         if tensor is None:
             return None
         return tensor.detach().to("meta") if rec.shapes_only else tensor.detach()
 
-    return LayerRecord(module, kept(query), kept(key), None, kept(attention_mask), None,
+    return LayerRecord(module, kept(query), kept(key), kept(value), kept(attention_mask), None,
                        float(scaling if scaling is not None else query.shape[-1] ** -0.5), _softcap(module, kwargs),
                        kwargs.get("sliding_window"), position_bias=kwargs.get("position_bias"),
                        causal=causal_call(module, query, attention_mask, kwargs))

@@ -30,8 +30,8 @@ heads, ``Hkv`` key/value heads, ``d`` head size), float32 numpy arrays::
 What is kept and what is recomputed: the trace keeps the residual stream between blocks (``(L + 1)·D·4`` bytes per
 token per block stack) and each block's call (``core.model.on_demand.keep_argument``: masks as bool, rotary tables,
 T5's position bias); everything inside a layer is recomputed by calling that block alone
-(``core.model.trace_layers.run_block``), and the last ``MEMO_LAYERS`` layers stay computed; queries, keys, mask and
-weights need only the block called up to its attention (``trace_layers.queries_keys``, the last ``MEMO_LAYERS`` kept).
+(``run_block``), the last ``MEMO_LAYERS`` kept; queries, keys, values, mask and weights need only the block called up to
+its attention (``queries_keys``; the last ``MEMO_LAYERS`` kept, all at or under ``STORED_WEIGHTS_MAX_TOKENS``: SmolLM2 59 MB).
 Weights are computed only when asked (``attention``): from those queries and keys in the order of operations of eager
 attention (``core.model.trace_layers.attention_weights``), ``BLOCK_CELLS`` at a time; a whole layer asked for at or
 under ``STORED_WEIGHTS_MAX_TOKENS`` query tokens is kept (``layers × heads × T × S × 4`` bytes at most).
@@ -117,10 +117,10 @@ class Trace:
     blocks: dict[str, StackCalls] = field(repr=False)
     _model: weakref.ref = field(repr=False)
     outputs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # the pass's own (module docstring)
-    _memo: OrderedDict = field(default_factory=OrderedDict, repr=False)
-    _weights: dict = field(default_factory=dict, repr=False)
-    _records: OrderedDict = field(default_factory=OrderedDict, repr=False)  # (stack, layer) -> queries-keys record
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _memo: OrderedDict = field(default_factory=OrderedDict, init=False, repr=False)
+    _weights: dict = field(default_factory=dict, init=False, repr=False)
+    _records: OrderedDict = field(default_factory=OrderedDict, init=False, repr=False)  # (stack, layer) -> queries-keys record
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         for array in (*self.residual.values(), *self.outputs.values()):
@@ -157,13 +157,13 @@ class Trace:
         return self.layer(stack, layer).mlp_output
 
     def queries(self, stack: str, layer: int) -> np.ndarray:
-        return self._qk_record(stack, layer).queries[0].float().numpy()
+        return self.attention_record(stack, layer).queries[0].float().numpy()
 
     def keys(self, stack: str, layer: int) -> np.ndarray:
-        return self._qk_record(stack, layer).keys[0].float().numpy()
+        return self.attention_record(stack, layer).keys[0].float().numpy()
 
     def values(self, stack: str, layer: int) -> np.ndarray:
-        return self._record(stack, layer).values[0].float().numpy()
+        return self.attention_record(stack, layer).values[0].float().numpy()
 
     def head_outputs(self, stack: str, layer: int) -> np.ndarray:
         """``[Hq, T, d]``: what each head hands the output projection."""
@@ -171,7 +171,7 @@ class Trace:
 
     def mask(self, stack: str, layer: int) -> np.ndarray:
         """bool ``[T, S]``: True where a query may attend to a key."""
-        record = self._qk_record(stack, layer)
+        record = self.attention_record(stack, layer)
         t, s = record.queries.shape[2], record.keys.shape[2]
         if record.mask is None:
             return np.tril(np.ones((t, s), dtype=bool)) if record.causal else np.ones((t, s), dtype=bool)
@@ -225,7 +225,7 @@ class Trace:
 
     def _compute_weights(self, stack: str, layer: int, heads: list[int], positions: np.ndarray,
                          keys: slice | None = None) -> np.ndarray:
-        record = self._qk_record(stack, layer)
+        record = self.attention_record(stack, layer)
         s = len(range(*(keys or slice(None)).indices(record.keys.shape[2])))
         out = np.empty((len(heads), len(positions), s), dtype=np.float32)
         step = max(1, BLOCK_CELLS // max(1, len(heads) * s))
@@ -234,8 +234,8 @@ class Trace:
             out[:, start: start + len(part)] = attention_weights(record, heads, torch.from_numpy(part), keys)
         return out
 
-    def _qk_record(self, stack: str, layer: int) -> LayerRecord:
-        """Queries, keys and mask: from a kept block call (``layer``), else the block called up to that attention."""
+    def attention_record(self, stack: str, layer: int) -> LayerRecord:
+        """Queries, keys, values, mask: from a kept block call, else the block called up to that attention alone."""
         key = (stack, self._check(stack, layer))
         with self._lock:
             found = self._memo.get((BLOCKS_OF[stack], layer))
@@ -248,7 +248,7 @@ class Trace:
                                  self.residual[BLOCKS_OF[stack]], calls.stored, stack)
         with self._lock:
             self._records[key] = found
-            while len(self._records) > MEMO_LAYERS:
+            while len(self._records) > (MEMO_LAYERS if len(self.tokens(stack)) > STORED_WEIGHTS_MAX_TOKENS else 10**6):
                 self._records.popitem(last=False)
         return found
 
@@ -260,7 +260,7 @@ class Trace:
                     for calls in self.blocks.values() for item in calls.stored)
         with self._lock:
             held += sum(w.nbytes for w in self._weights.values() if w.base is None) + sum(m.nbytes for m in self._memo.values())
-            held += sum(t.nbytes for r in self._records.values() for t in (r.queries, r.keys, r.mask) if t is not None)
+            held += sum(t.nbytes for r in self._records.values() for t in (r.queries, r.keys, r.values, r.mask) if t is not None)
         return held
 
     def layer(self, stack: str, layer: int) -> LayerTrace:

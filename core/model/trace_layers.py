@@ -107,8 +107,8 @@ def attention_weights(record: LayerRecord, heads: list[int] | None = None, rows=
 
 def queries_keys(model: torch.nn.Module, block: torch.nn.Module, layer: int, call: tuple[tuple, dict],
                  residual: np.ndarray, stored: tuple, stack: str) -> LayerRecord:
-    """The record of ``stack``'s attention in block ``layer`` (queries, keys, mask, scaling, soft-cap, window; no
-    values): the block called again on its kept ``call`` as ``run_block`` does, stopped as that attention function is
+    """The record of ``stack``'s attention in block ``layer`` (queries, keys, values, mask, scaling, soft-cap, window;
+    no output): the block called again on its kept ``call`` as ``run_block`` does, stopped as that attention function is
     called (``Recorder.stop_at``), so nothing after the queries and keys is computed (no attention output, no MLP)."""
     args, kwargs = call
     restored: dict[int, torch.Tensor] = {}
