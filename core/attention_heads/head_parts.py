@@ -87,37 +87,39 @@ def keep_mask(record: LayerRecord, t: int) -> np.ndarray:
 
 
 def logits(q: np.ndarray, k: np.ndarray, record: LayerRecord, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(scores, scaled)``: q·k, and scores × scaling, soft-capped (cap·tanh(x / cap)) if the layer caps,
-    masked cells -inf (``[..., T, T]``)."""
+    """``(scores, scaled)``: q·k, and ``scaled_scores`` of it (``[..., T, T]``)."""
     scores = q @ np.swapaxes(k, -1, -2)
-    scaled = scores * record.scaling
-    if record.softcap:
-        scaled = np.tanh(scaled / record.softcap) * record.softcap
-    return scores, np.where(keep, scaled, -np.inf)
+    return scores, scaled_scores(scores, record, keep)
 
 
-def softmax(scaled: np.ndarray) -> np.ndarray:
-    exp = np.exp(scaled - scaled.max(axis=-1, keepdims=True))
-    return exp / exp.sum(axis=-1, keepdims=True)
-
-
-def layer_weights(model: LoadedModel, analysis: Analysis, layer: int) -> np.ndarray:
-    """``[Hq, T, T]`` recomputed from the recorded queries and keys (float64): ``logits`` and ``softmax``'s operations,
-    each key/value head's query heads in one product (no repeated keys) and every step in place."""
-    record = attention_record(model, analysis, layer)
-    q, k = as_float64(record.queries[0]), as_float64(record.keys[0])  # [Hq, T, d], [Hkv, S, d]
-    heads, t = q.shape[0], q.shape[1]
-    scaled = (q.reshape(k.shape[0], -1, q.shape[2]) @ np.swapaxes(k, -1, -2)).reshape(heads, t, k.shape[1])
-    scaled *= record.scaling
+def scaled_scores(scores: np.ndarray, record: LayerRecord, keep: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``scores`` × scaling, soft-capped (cap·tanh(x / cap)) if the layer caps, masked cells -inf; into ``out`` (which
+    may be ``scores`` itself), else a new array."""
+    scaled = np.multiply(scores, record.scaling, out=out)
     if record.softcap:
         scaled /= record.softcap
         np.tanh(scaled, out=scaled)
         scaled *= record.softcap
-    np.copyto(scaled, -np.inf, where=~keep_mask(record, t))
-    scaled -= scaled.max(axis=-1, keepdims=True)
-    np.exp(scaled, out=scaled)
-    scaled /= scaled.sum(axis=-1, keepdims=True)
+    np.copyto(scaled, -np.inf, where=~keep)
     return scaled
+
+
+def softmax(scaled: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The softmax over the last axis; into ``out`` (which may be ``scaled`` itself), else a new array."""
+    exp = np.subtract(scaled, scaled.max(axis=-1, keepdims=True), out=out)
+    np.exp(exp, out=exp)
+    exp /= exp.sum(axis=-1, keepdims=True)
+    return exp
+
+
+def layer_weights(model: LoadedModel, analysis: Analysis, layer: int) -> np.ndarray:
+    """``[Hq, T, T]`` recomputed from the recorded queries and keys (float64): ``scaled_scores`` and ``softmax`` in place,
+    each key/value head's query heads in one product (no repeated keys)."""
+    record = attention_record(model, analysis, layer)
+    q, k = as_float64(record.queries[0]), as_float64(record.keys[0])  # [Hq, T, d], [Hkv, S, d]
+    heads, t = q.shape[0], q.shape[1]
+    scores = (q.reshape(k.shape[0], -1, q.shape[2]) @ np.swapaxes(k, -1, -2)).reshape(heads, t, k.shape[1])
+    return softmax(scaled_scores(scores, record, keep_mask(record, t), out=scores), out=scores)
 
 
 def rotation(record: LayerRecord, head: int) -> tuple[np.ndarray | None, np.ndarray | None]:
