@@ -47,11 +47,10 @@ def prefix(trace: Trace, n: int) -> Trace | None:
     stored = [_cut(item, t, n) for item in calls.stored]
     if any(item is None for item in stored):
         return None
-    cut = TokenSequence(sequence.text, sequence.tokens[:n], sequence.ids[:n], sequence.offsets[:n],
-                        sequence.special_mask[:n], (), sequence.num_input_tokens > n, sequence.num_input_tokens)
-    words = tuple(text_word_ids(cut.text, cut.offsets, cut.special_mask.tolist()))
-    cut = TokenSequence(cut.text, cut.tokens, cut.ids, cut.offsets, cut.special_mask, words, cut.truncated,
-                        cut.num_input_tokens)
+    offsets, special = sequence.offsets[:n], sequence.special_mask[:n]
+    cut = TokenSequence(sequence.text, sequence.tokens[:n], sequence.ids[:n], offsets, special,
+                        tuple(text_word_ids(sequence.text, offsets, special.tolist())), sequence.num_input_tokens > n,
+                        sequence.num_input_tokens)
     # a fresh trace (dataclasses.replace makes its computed layers and weights anew) on the same loaded model
     return replace(trace, sequences={"text": cut}, residual={SINGLE_STACK: trace.residual[SINGLE_STACK][:, :n]},
                    blocks={SINGLE_STACK: StackCalls(calls.paths, calls.calls, tuple(stored), calls.mlp_outputs)},
