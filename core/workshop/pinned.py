@@ -26,7 +26,7 @@ from pathlib import Path
 
 import redis
 
-from core.workshop.settings import RoomSettings, RoomSettingsError
+from core.workshop.settings import RoomSettings, RoomSettingsError, positive_number
 
 PINNED_FILE = "pinned-figures.sqlite3"
 MB = 1_000_000
@@ -54,13 +54,7 @@ def pin_limits(environ: Mapping[str, str] | None = None) -> PinLimits:
     values = []
     for name, default in (("EXPLORER_PIN_FIGURE_MB", DEFAULT_FIGURE_MB), ("EXPLORER_PIN_STORE_MB", DEFAULT_TOTAL_MB)):
         text = (environ.get(name) or "").strip() or str(default)
-        try:
-            number = float(text)
-        except ValueError as err:
-            raise RoomSettingsError(f"{name} must be a number of megabytes, got {text!r}.") from err
-        if number <= 0:
-            raise RoomSettingsError(f"{name} must be above 0, got {text}.")
-        values.append(int(number * MB))
+        values.append(int(positive_number(name, text, float, "a number of megabytes") * MB))
     return PinLimits(min(values), values[1])
 
 

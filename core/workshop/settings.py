@@ -60,6 +60,18 @@ def data_folder(environ: Mapping[str, str] | None = None) -> Path:
     return Path(base) / APP_FOLDER
 
 
+def positive_number(name: str, text: str, parse=int, what: str = "a number") -> float:
+    """Setting ``name``'s ``text`` read with ``parse`` (``int`` or ``float``); ``RoomSettingsError`` when it is not a
+    number (``what`` says which) or not above 0."""
+    try:
+        number = parse(text)
+    except ValueError as err:
+        raise RoomSettingsError(f"{name} must be {what}, got {text!r}.") from err
+    if number <= 0:
+        raise RoomSettingsError(f"{name} must be above 0, got {text}.")
+    return number
+
+
 def load_room_settings(secrets: Mapping[str, object] | None = None,
                        environ: Mapping[str, str] | None = None) -> RoomSettings:
     """Room settings from ``environ`` (default ``os.environ``), then ``secrets``, then the mode's defaults."""
@@ -77,12 +89,7 @@ def load_room_settings(secrets: Mapping[str, object] | None = None,
         if text is None:
             numbers[name] = defaults[server]
             continue
-        try:
-            numbers[name] = float(text) if name.endswith("HOURS") else int(text)
-        except ValueError as err:
-            raise RoomSettingsError(f"{name} must be a number, got {text!r}.") from err
-        if numbers[name] <= 0:
-            raise RoomSettingsError(f"{name} must be above 0, got {text}.")
+        numbers[name] = positive_number(name, text, float if name.endswith("HOURS") else int)
     store = raw("EXPLORER_ROOM_STORE") or f"sqlite:///{data_folder(environ) / ROOM_FILE}"
     if not store.startswith(("sqlite:///", "redis://", "rediss://")):
         raise RoomSettingsError(f"EXPLORER_ROOM_STORE must start with sqlite:/// or redis://, got {store!r}.")
