@@ -8,11 +8,23 @@ import json
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from core.workshop.pinned import PINNED_FILE, STORED, TOO_BIG, PinLimits, RedisPinnedStore, SQLitePinnedStore, open_pinned_store, pin_limits
+from core.workshop.pinned import (
+    PINNED_FILE,
+    STORED,
+    TOO_BIG,
+    PinLimits,
+    RedisPinnedStore,
+    SQLitePinnedStore,
+    open_pinned_store,
+    packed,
+    pin_limits,
+    store_key,
+)
 from core.workshop.settings import RoomSettingsError, load_room_settings
 from tests.room_fixtures import redis_url  # noqa: F401 - a fixture, used by name
 
@@ -111,7 +123,7 @@ def test_the_store_sits_beside_the_rooms_and_reads_its_limits(tmp_path, redis_ur
     rooms = load_room_settings(environ={"EXPLORER_DATA_DIR": str(tmp_path / "d")})
     store = open_pinned_store(rooms, pin_limits({}))
     assert isinstance(store, SQLitePinnedStore) and store.path == tmp_path / "d" / PINNED_FILE
-    assert store.limits == PinLimits(8_000_000, 256_000_000)
+    assert store.limits == PinLimits(8_000_000, 256_000_000, 30 * 86_400)
     with sqlite3.connect(store.path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     store.close_store()
@@ -120,6 +132,9 @@ def test_the_store_sits_beside_the_rooms_and_reads_its_limits(tmp_path, redis_ur
     assert isinstance(shared, RedisPinnedStore) and shared.limits == PinLimits(500_000, 2_000_000)
     shared.close_store()
     assert pin_limits({"EXPLORER_PIN_FIGURE_MB": "50", "EXPLORER_PIN_STORE_MB": "10"}).figure_bytes == 10_000_000
+    assert pin_limits({"EXPLORER_PIN_IDLE_DAYS": "0.5"}).idle_seconds == 43_200
+    with pytest.raises(RoomSettingsError, match="EXPLORER_PIN_IDLE_DAYS"):
+        pin_limits({"EXPLORER_PIN_IDLE_DAYS": "0"})
     for bad in ("0", "-1", "lots"):
         with pytest.raises(RoomSettingsError, match="EXPLORER_PIN_STORE_MB"):
             pin_limits({"EXPLORER_PIN_STORE_MB": bad})
@@ -136,3 +151,48 @@ def test_another_process_reads_what_this_one_stored(make):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
                          cwd=Path(__file__).resolve().parents[1]).stdout
     assert json.loads(out) == ['{"data": []}', "a,b\n1,2\n", HOSTILE[0]]
+
+
+def test_a_figure_idle_past_the_limit_is_gone_and_a_read_keeps_one_in_use(make):
+    day = 86_400
+    store = make(PinLimits(1_000_000, 10_000_000, idle_seconds=2 * day))
+    start = 1_700_000_000.0
+    for n in range(3):
+        assert store.put(("m", f"./flow#{n}"), "{}", f"t{n}", "s", now=start) == STORED
+    assert store.get(("m", "./flow#0"), now=start + 1.5 * day).table_csv == "t0"  # read: its idle time starts again
+    assert store.get(("m", "./flow#1"), now=start + 2 * day - 1) is not None  # just inside the limit
+    assert store.get(("m", "./flow#2"), now=start + 2 * day + 1) is None  # idle past it: not returned …
+    assert store.get(("m", "./flow#2"), now=start) is None  # … and deleted, not only hidden
+    store.put(("m", "./flow#3"), "{}", "t3", "s", now=start + 3.2 * day)  # a put deletes every idle figure
+    assert [store.get(("m", f"./flow#{n}"), now=start + 3.2 * day) is not None for n in range(4)] == [
+        True, True, False, True]  # #0 read at 1.5 days, #1 at 2 days − 1 s: both idle under 2 days; #2 gone
+    assert store.total_bytes() == sum(_size("{}", f"t{n}", "s") for n in (0, 1, 3))
+    store.put(("m", "./flow#4"), "{}", "t4", "s", now=start + 5.3 * day)  # the rest idle past 2 days: only #4 is left
+    assert store.total_bytes() == _size("{}", "t4", "s")
+
+
+def test_figures_stored_by_an_older_app_start_their_idle_time_when_the_store_opens(tmp_path, redis_url):
+    day = 86_400
+    path = tmp_path / PINNED_FILE
+    with sqlite3.connect(path) as db:  # the table as the app before idle limits wrote it
+        db.execute("CREATE TABLE pinned (name TEXT PRIMARY KEY, size INTEGER NOT NULL, seq INTEGER NOT NULL, "
+                   "value TEXT NOT NULL)")
+        db.execute("INSERT INTO pinned VALUES (?, ?, 1, ?)", (store_key("m", "./a"), 10, packed("{}", "old", "s")))
+    store = SQLitePinnedStore(path, PinLimits(1_000_000, 10_000_000, idle_seconds=day))
+    assert store.get(("m", "./a")).table_csv == "old"
+    assert store.get(("m", "./a"), now=time.time() + 2 * day) is None
+    store.close_store()
+
+    shared = RedisPinnedStore(redis_url, PinLimits(1_000_000, 10_000_000, idle_seconds=day))
+    shared.redis.flushdb()
+    name = store_key("m", "./b")  # the keys an older app wrote: no use time
+    shared.redis.hset("explorer:pinned:values", name, packed("{}", "old", "s"))
+    shared.redis.hset("explorer:pinned:sizes", name, 10)
+    shared.redis.zadd("explorer:pinned:order", {name: 1})
+    shared.redis.set("explorer:pinned:total", 10)
+    reopened = RedisPinnedStore(redis_url, PinLimits(1_000_000, 10_000_000, idle_seconds=day))
+    assert reopened.get(("m", "./b")).table_csv == "old"
+    assert reopened.get(("m", "./b"), now=time.time() + 2 * day) is None
+    assert reopened.total_bytes() == 0
+    shared.close_store()
+    reopened.close_store()
