@@ -80,12 +80,15 @@ class Result:
                 raise RuntimeError(f"{self!r} (turn=False) asked for inside the model turn: read it before the turn, "
                                    "or declare it turn=True")
             return found
-        return shelf.get_or_compute(key, lambda: self._compute(run, options, extra))
+        return self._kept(shelf, key, run, options, extra)()
 
     def later(self, run: Run, *options, **extra) -> Callable[[], Any]:
         """A call that computes (and keeps) the result for ``run`` and ``options`` in another thread, where the store
         itself cannot be looked up: the shelf is found now. For work done ahead of a click (``ui.ahead``)."""
-        shelf, key = store().shelf(self), Store.key(run, options)
+        return self._kept(store().shelf(self), Store.key(run, options), run, options, extra)
+
+    def _kept(self, shelf, key, run: Run, options: tuple, extra: dict) -> Callable[[], Any]:
+        """A call returning the result kept on ``shelf`` under ``key``, computed and kept the first time."""
         return lambda: shelf.get_or_compute(key, lambda: self._compute(run, options, extra))
 
     def peek(self, model_name: str, texts: str | tuple[str, ...] = (), *options, max_tokens: int | None = None,
