@@ -69,23 +69,28 @@ def current_model() -> LoadedModel:
         return loaded_model(name)
 
 
-def app_token_limit() -> int:
-    """Tokens the app reads per text with the sidebar's model: its whole window (``LoadedModel.max_tokens``), capped
-    by the deployment setting (``EXPLORER_MAX_TOKENS``: none on a laptop, 256 on a workshop server)."""
-    cap, window = current_settings().max_tokens, current_model().max_tokens
+def app_token_limit(model: LoadedModel | None = None) -> int:
+    """Tokens the app reads per text with ``model`` (default: the sidebar's): its whole window
+    (``LoadedModel.max_tokens``), capped by the deployment setting (``EXPLORER_MAX_TOKENS``: none on a laptop, 256 on a
+    workshop server)."""
+    cap, window = current_settings().max_tokens, (model or current_model()).max_tokens
     return window if cap is None else min(cap, window)
 
 
+def token_limit_on(page: str, model: LoadedModel) -> int:
+    """Tokens analysed per text on ``page`` with ``model``: ``app_token_limit(model)``, capped by the page's own limit
+    (``ui.page_limits.PAGE_LIMITS``)."""
+    limit, own = app_token_limit(model), page_limit(page, model)
+    return limit if own is None else min(limit, own)
+
+
 def current_token_limit() -> int:
-    """Tokens analysed per text on this page: ``app_token_limit()``, capped by the page's own limit
-    (``ui.page_limits.PAGE_LIMITS``).
+    """Tokens analysed per text on this page with the sidebar's model (``token_limit_on``).
 
     Every cache of results derived from the sidebar's text takes this, so that they all
     describe the same tokens as ``current_analysis()``.
     """
-    limit = app_token_limit()
-    own = page_limit(current_page(), current_model())
-    return limit if own is None else min(limit, own)
+    return token_limit_on(current_page(), current_model())
 
 
 @lru_cache(maxsize=32)

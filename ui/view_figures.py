@@ -29,9 +29,8 @@ from ui.deck import Pin
 from ui.linked_texts import ID_SUFFIX, linked_texts
 from ui.models import language_model_of, loaded_model, run_of
 from ui.page_figures import ViewFigure
-from ui.page_limits import page_limit
 from ui.seq2seq import axis_titles
-from ui.session import current_settings
+from ui.session import current_settings, token_limit_on
 from viz.common import file_stem
 
 
@@ -61,10 +60,7 @@ class LinkedView:
     def limit(self) -> int:
         """Tokens the page reads: the app's limit with the model (its window, capped by the deployment setting),
         capped by the page's own (as ``ui.session.current_token_limit`` on that page)."""
-        cap, window = current_settings().max_tokens, self.model.max_tokens
-        limit = window if cap is None else min(cap, window)
-        own = page_limit(self.page, self.model)
-        return limit if own is None else min(limit, own)
+        return token_limit_on(self.page, self.model)
 
     def choice(self, key: str, choices, default=None):
         """The option ``key`` as the link gives it when it is one of ``choices``, else the page's default (the first
