@@ -40,7 +40,7 @@ from core.causal.flow import contributions_of
 from core.causal.flow_pair import PairFlow, pair_contributions_of, record_pair
 from core.causal.flow_reading import Flow, measures_of
 from core.causal.flow_stack import TraceStack
-from core.causal.logit_attribution import direct_logit_attribution
+from core.causal.logit_attribution import attribution_of
 from core.causal.token_attribution import token_attribution
 from core.maths.alignment import align_layout
 from core.maths.projection import fit_projection, project
@@ -220,10 +220,12 @@ PATCHERS = {"residual": patching.patch_residual, "heads": patching.patch_heads, 
 # texts: (clean, corrupted)
 patches = Result("patches", lambda lm, run, kind, answer, wrong, progress=None: PATCHERS[kind](
     lm, *run.texts, answer, wrong, progress=progress), entries=32, megabytes=100, reads="language model")
-logit_attributions = Result("logit-attributions", lambda lm, run, answer, wrong: direct_logit_attribution(
-    lm, run.text, answer, wrong), entries=32, megabytes=100, reads="language model")
+
+# read from the text's trace (traces: no pass where a page already holds it), asked for after the checks that need none
+logit_attributions = Result("logit-attributions", lambda lm, run, answer, wrong: attribution_of(
+    lm, lambda: traces.at(run), answer, wrong), entries=32, megabytes=100, reads="language model")
 inductions = Result("induction-scores", lambda model, run, length, seed: induction_scores(
-    model, length=length, seed=seed), entries=16, megabytes=50)
+    model, length=length, seed=seed), entries=16, megabytes=50)  # from the trace of its repeated tokens: one pass
 # (plain, knocked out): the loss on each copy of the induction test's tokens
 repeat_losses = Result("repeat-losses", lambda lm, run, length, seed, heads: (
     repeat_loss(lm, inductions.at(run, length, seed)), repeat_loss(lm, inductions.at(run, length, seed), heads)),

@@ -1,7 +1,9 @@
 """Induction heads: attention from a repeated token to the token that followed its earlier occurrence.
 
 A sequence of ``length`` random tokens is shown twice. A head that does induction, at each token of the second
-repeat, attends to the token right after that token's first occurrence (Olsson et al. 2022).
+repeat, attends to the token right after that token's first occurrence (Olsson et al. 2022). The scores are read
+from the trace of that sequence (``core.model.trace``); ``repeat_loss`` knocks heads out, an intervention with its
+own pass.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ import numpy as np
 import torch
 
 from core.errors import AnalysisError
+from core.model.attention_layers import SINGLE_STACK
 from core.model.recording import Recorder
+from core.model.trace import Trace, record_ids
+from core.outputs.predictions import LanguageModel, base_model_of
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,22 +49,31 @@ def repeated_tokens(tokenizer, vocab_size: int, *, length: int, seed: int) -> tu
 
 
 def induction_scores(model, *, length: int = 40, seed: int = 0) -> InductionScores:
-    """Induction scores of every head of ``model`` (a ``LoadedModel`` or a ``LanguageModel``: anything with a
-    ``tokenizer``, a ``model`` returning ``attentions`` and a ``device``)."""
-    network = model.model
-    vocab = min(int(network.config.vocab_size), len(model.tokenizer))
+    """Induction scores of every head of ``model`` (a ``LoadedModel``, or a ``LanguageModel``: its base model is read),
+    from the trace of the repeated sequence (``core.model.trace.record_ids``: one pass) read by ``induction_scores_of``."""
+    loaded = base_model_of(model) if isinstance(model, LanguageModel) else model
+    vocab = min(int(loaded.model.config.vocab_size), len(model.tokenizer))
     ids, prefix = repeated_tokens(model.tokenizer, vocab, length=int(length), seed=seed)
     limit = getattr(model, "max_tokens", None)
     if limit is not None and len(ids) > limit:
         raise AnalysisError(f"{len(ids)} tokens is more than the model's {limit}; choose a length up to "
                             f"{(limit - prefix) // 2}.")
-    with torch.inference_mode():
-        out = network(input_ids=ids[None].to(model.device), output_attentions=True)
-    attentions = torch.stack([a[0] for a in out.attentions]).double()  # [layers, heads, T, T]
-    queries = torch.arange(prefix + length, prefix + 2 * length)
+    return induction_scores_of(record_ids(loaded, ids), prefix=prefix, length=int(length))
+
+
+def induction_scores_of(trace: Trace, *, prefix: int, length: int) -> InductionScores:
+    """The induction scores read from ``trace``, the trace of a sequence of ``prefix`` tokens and then the same
+    ``length`` tokens twice (``repeated_tokens``): each layer's weights of the second repeat's rows
+    (``Trace.attention``), averaged in float64 over the cells from each token to the token after its first
+    occurrence. Raises ``ValueError`` when the trace's tokens are not so repeated."""
+    ids = np.asarray(trace.tokens(SINGLE_STACK).ids, dtype=np.int64)
+    if len(ids) != prefix + 2 * length or length < 1 or not np.array_equal(ids[prefix:prefix + length], ids[prefix + length:]):
+        raise ValueError(f"the trace is not of {prefix} tokens and then {length} tokens twice")
+    queries = np.arange(prefix + length, prefix + 2 * length)
     keys = queries - length + 1
-    scores = attentions[:, :, queries, keys].mean(-1)
-    return InductionScores(scores.cpu().numpy(), ids.numpy(), prefix, int(length))
+    scores = np.stack([trace.attention(SINGLE_STACK, layer, rows=queries)[:, np.arange(length), keys]
+                       .astype(np.float64).mean(-1) for layer in range(trace.num_layers(SINGLE_STACK))])
+    return InductionScores(scores, ids, int(prefix), int(length))
 
 
 @dataclass(frozen=True, eq=False)

@@ -4,21 +4,25 @@ The residual stream at the last position is a sum: the embeddings, every head's 
 output projection (plus that projection's bias), every MLP's output. The final norm is not linear, but with its
 scale frozen at the value it had on this run (``1/rms`` for RMSNorm, ``1/std`` after centring for LayerNorm) it is,
 so each part's contribution to ``logit(answer) − logit(wrong)`` is the unembedding difference applied to the
-part through the frozen norm. The parts add up exactly to the model's own logit difference.
+part through the frozen norm. The parts add up exactly to the model's own logit difference. Every part is read from
+the text's trace (``core.model.trace``): no pass of its own where the app already holds that trace.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from core.model.hooks import hooked, main_input
+from core.model.attention_layers import SINGLE_STACK
+from core.model.parts import ModelParts
 from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import decoded_tokens
-from core.outputs.causal_lm import causal_parts, encode, single_token
-from core.outputs.predictions import LanguageModel, last_position_only
+from core.model.trace import Trace, record
+from core.outputs.causal_lm import causal_parts, single_token
+from core.outputs.predictions import LanguageModel, base_model_of
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,61 +64,78 @@ def frozen_norm(norm: torch.nn.Module, x: torch.Tensor):
     return (lambda c: gain * c * scale), torch.zeros_like(xd)
 
 
+def attribution_checks(lm: LanguageModel, answer: str | int, wrong: str | int | None = None
+                       ) -> tuple[ModelParts, int, int | None]:
+    """``(parts, answer id, wrong id)``: what direct logit attribution reads, checked before any pass. Raises
+    ``UnsupportedArchitecture`` (a sentence) for a model that is no causal LM or soft-caps its logits, and
+    ``AnalysisError`` for an answer or wrong token that is not one token."""
+    parts = causal_parts(lm)
+    if getattr(lm.model.config, "final_logit_softcapping", None):
+        raise UnsupportedArchitecture("This model soft-caps its logits, so they are not a sum of parts.")
+    answer_id = single_token(lm.tokenizer, answer, "answer")
+    return parts, answer_id, None if wrong is None else single_token(lm.tokenizer, wrong, "wrong token")
+
+
 def direct_logit_attribution(lm: LanguageModel, text: str, answer: str | int,
                              wrong: str | int | None = None) -> LogitAttribution:
-    """Each head's and MLP's direct contribution to ``logit(answer) − logit(wrong)`` after ``text``.
+    """Each head's and MLP's direct contribution to ``logit(answer) − logit(wrong)`` after ``text``, read from the
+    text's trace (``core.model.trace.record`` of ``lm``'s base model: one pass) by ``attribution_of``.
 
     ``answer``/``wrong``: single tokens (" Mary" or an id); without ``wrong`` the target is ``logit(answer)``.
     Raises ``UnsupportedArchitecture`` (a sentence) when the model's residual stream is not the plain sum of
     embeddings, attention outputs and MLP outputs (for example Gemma 2's norms after each sublayer).
     """
-    parts = causal_parts(lm)
-    layers = len(parts.layers)
-    out_proj = parts.output_projections
-    if getattr(lm.model.config, "final_logit_softcapping", None):
-        raise UnsupportedArchitecture("This model soft-caps its logits, so they are not a sum of parts.")
-    answer_id = single_token(lm.tokenizer, answer, "answer")
-    wrong_id = None if wrong is None else single_token(lm.tokenizer, wrong, "wrong token")
-    ids = encode(lm, text)
-    z: list = [None] * layers
-    mlp: list = [None] * layers
-    final: dict[str, torch.Tensor] = {}
-    hooks = []
-    for layer in range(layers):
-        def pre(module, args, kwargs, layer=layer):
-            z[layer] = main_input(args, kwargs, "input")[0, -1].detach().clone()
-        def post(module, args, output, layer=layer):
-            mlp[layer] = output[0, -1].detach().clone()
-        hooks += [(out_proj[layer], "pre", pre), (parts.layers[layer].mlp, "post", post)]
+    return attribution_of(lm, lambda: record(base_model_of(lm), text), answer, wrong)
 
-    def norm_input(module, args, kwargs):
-        final["x"] = main_input(args, kwargs)[0, -1].detach().clone()
-    hooks.append((parts.final_norm, "pre", norm_input))
-    with hooked(hooks), torch.inference_mode():
-        out = lm.model(input_ids=ids[None], output_hidden_states=True, **last_position_only(lm.model))
-        logits = out.logits[0, -1].double()
-        embeddings = out.hidden_states[0][0, -1].double()
-        heads_out, biases_out = [], []
-        h, d = parts.heads, parts.head_dim
+
+def attribution_of(lm: LanguageModel, trace: Trace | Callable[[], Trace], answer: str | int,
+                   wrong: str | int | None = None) -> LogitAttribution:
+    """``direct_logit_attribution`` at the last position of ``trace`` (a trace of ``lm``'s base model, or of the same
+    checkpoint loaded without its head: ``ui.results.traces``; or the call that gives it, made after the checks that
+    need no pass, ``attribution_checks``), with no pass of its own: each head's output before the output
+    projection (``Trace.head_outputs``) through its slice of that projection, each MLP's output
+    (``Trace.mlp_output``), the embeddings (the first block's input) and the biases, each through the final norm frozen
+    at the last block's output (``frozen_norm``) and the unembedding. ``total``: the unembedding of the pass's own
+    ``last_hidden_state`` (after the final norm), the logits the language model computes from it."""
+    parts, answer_id, wrong_id = attribution_checks(lm, answer, wrong)
+    trace = trace if isinstance(trace, Trace) else trace()
+    layers, out_proj = len(parts.layers), parts.output_projections
+    h, d = parts.heads, parts.head_dim
+    if trace.stack_names != (SINGLE_STACK,) or trace.num_layers(SINGLE_STACK) != layers:
+        raise ValueError(f"the trace is not of a model with one stack of {layers} blocks")
+    device = out_proj[0].weight.device
+
+    def last(array: np.ndarray) -> torch.Tensor:
+        return torch.tensor(array[..., -1, :], device=device)  # a copy: the trace's arrays are read-only
+
+    with torch.inference_mode():
+        heads_out, biases_out, mlp = [], [], []
         for layer in range(layers):
-            zero = torch.zeros(1, h * d, dtype=z[layer].dtype, device=z[layer].device)
-            separate = torch.zeros(h, h * d, dtype=z[layer].dtype, device=z[layer].device)
+            z = last(trace.head_outputs(SINGLE_STACK, layer))  # [heads, d]: what the output projection read
+            if z.shape != (h, d):
+                raise ValueError(f"the trace's layer {layer} has {tuple(z.shape)} heads × head size, not {(h, d)}")
+            zero = torch.zeros(1, h * d, dtype=z.dtype, device=device)
+            separate = torch.zeros(h, h * d, dtype=z.dtype, device=device)
             for head in range(h):
-                separate[head, head * d:(head + 1) * d] = z[layer][head * d:(head + 1) * d]
+                separate[head, head * d:(head + 1) * d] = z[head]
             bias = out_proj[layer](zero)[0].double()
             heads_out.append(out_proj[layer](separate).double() - bias)  # [heads, hidden]
             biases_out.append(bias)
+            mlp.append(last(trace.mlp_output(SINGLE_STACK, layer)).double())
+        unembed = lm.model.get_output_embeddings()
+        logits = unembed(last(trace.outputs["last_hidden_state"])[None])[0].double()
+    embeddings = last(trace.residual_pre(SINGLE_STACK, 0)).double()
+    final_x = last(trace.residual_post(SINGLE_STACK, layers - 1))
     heads_out = torch.stack(heads_out)  # [layers, heads, hidden]
-    mlps_out = torch.stack([m.double() for m in mlp])  # [layers, hidden]
-    x = final["x"].double()
+    mlps_out = torch.stack(mlp)  # [layers, hidden]
+    x = final_x.double()
     rebuilt = embeddings + heads_out.sum((0, 1)) + torch.stack(biases_out).sum(0) + mlps_out.sum(0)
     if not torch.allclose(rebuilt, x, rtol=1e-4, atol=1e-4 * float(x.abs().max())):
         raise UnsupportedArchitecture(
             f"In {lm.model.config.model_type} models the residual stream is not the plain sum of the embeddings, "
             "attention outputs and MLP outputs, so direct logit attribution cannot split it."
         )
-    frozen, shift = frozen_norm(parts.final_norm, final["x"])
-    unembed = lm.model.get_output_embeddings()
+    frozen, shift = frozen_norm(parts.final_norm, final_x)
     weight = unembed.weight.detach()
     u = weight[answer_id].double() - (0 if wrong_id is None else weight[wrong_id].double())
     head_bias = 0.0
@@ -126,7 +147,7 @@ def direct_logit_attribution(lm: LanguageModel, text: str, answer: str | int,
         return frozen(c) @ u
 
     total = float(logits[answer_id] - (0 if wrong_id is None else logits[wrong_id]))
-    tokens = decoded_tokens(lm.tokenizer, ids.tolist())
+    tokens = decoded_tokens(lm.tokenizer, trace.tokens(SINGLE_STACK).ids)
     return LogitAttribution(
         heads=through(heads_out).cpu().numpy(),
         mlps=through(mlps_out).cpu().numpy(),

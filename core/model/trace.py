@@ -1,8 +1,9 @@
 """One trace per text: one forward pass, run at the model's own speed, whose every quantity is read by name.
 
 ``record(model, text)`` (``record(model, (source, target))`` for an encoder-decoder, the target teacher-forced and
-shifted right) runs the loaded model once inside ``Recorder(sdpa=True)``: each layer's output is computed by
-transformers' sdpa (``core.model.fast_attention``; eager for a soft-capped layer, Gemma 2) and no weights are made.
+shifted right; ``record_ids(model, ids)`` for token ids as given, ``core.model.trace_tokens``) runs the loaded model
+once inside ``Recorder(sdpa=True)``: each layer's output is computed by transformers' sdpa
+(``core.model.fast_attention``; eager for a soft-capped layer, Gemma 2) and no weights are made.
 The idea of TransformerLens' ``ActivationCache`` and the LLM Transparency Tool's ``TransparentLlm``, on the model
 transformers loaded, through the one registered attention function for every family.
 
@@ -50,7 +51,6 @@ import numpy as np
 import torch
 
 from core.errors import AnalysisError
-from core.model.analysis import special_token_ids
 from core.model.attention_layers import SINGLE_STACK, record_keys
 from core.model.hooks import hooked, keeping_call
 from core.model.models import LoadedModel, threads_for_input
@@ -59,28 +59,11 @@ from core.model.recording import LayerRecord, Recorder
 from core.model.seq2seq import decoder_tokens, encode_text
 from core.model.text_limits import check_text, token_limit
 from core.model.trace_layers import BlockKeeper, LayerTrace, attention_weights, block_layout, queries_keys, run_block
-from core.model.words import text_word_ids
+from core.model.trace_tokens import TokenSequence, ids_inputs, text_inputs, token_sequence
 
 STORED_WEIGHTS_MAX_TOKENS = 512  # a whole layer's weights asked for at or under this many query tokens are kept
 MEMO_LAYERS = 2  # block calls whose quantities stay computed (a view's layer and the one before)
 BLOCKS_OF = {SINGLE_STACK: SINGLE_STACK, "encoder": "encoder", "decoder": "decoder", "cross": "decoder"}
-
-
-@dataclass(frozen=True, eq=False)
-class TokenSequence:
-    """One text's tokens as the model read them (special tokens included)."""
-
-    text: str
-    tokens: tuple[str, ...]
-    ids: tuple[int, ...]
-    offsets: tuple[tuple[int, int], ...]
-    special_mask: np.ndarray
-    word_ids: tuple[int | None, ...]
-    truncated: bool
-    num_input_tokens: int
-
-    def __len__(self) -> int:
-        return len(self.ids)
 
 
 @dataclass(frozen=True)
@@ -309,31 +292,6 @@ class Trace:
         return int(layer)
 
 
-def _sequence(model: LoadedModel, text: str, full: int, ids, offsets, added) -> TokenSequence:
-    """The tokens of ``text`` as the model read them; its words from the text itself (``core.model.words``)."""
-    special = np.fromiter(special_token_ids(model.tokenizer), dtype=np.int64)
-    mask = np.asarray(added, dtype=bool) | np.isin(np.asarray(ids, dtype=np.int64), special)
-    mask.setflags(write=False)
-    spans = tuple(tuple(int(x) for x in o) for o in offsets)
-    return TokenSequence(text, tuple(model.tokenizer.convert_ids_to_tokens(list(ids))), tuple(int(i) for i in ids),
-                         spans, mask, tuple(text_word_ids(text, spans, mask.tolist())), full > len(ids), full)
-
-
-def _one_text(model: LoadedModel, text: str, limit: int) -> tuple[dict[str, torch.Tensor], TokenSequence]:
-    """The model's inputs ``[1, T]`` and the token sequence of ``text`` cut to ``limit`` tokens. Lists from the tokenizer
-    (its tensors of offsets cost more than the rest); the uncut text is tokenized again only when the cut one is full."""
-    encoding = model.tokenizer(text, truncation=True, max_length=limit, return_offsets_mapping=True,
-                               return_special_tokens_mask=True)
-    ids = encoding["input_ids"]
-    if not ids:
-        raise AnalysisError("The tokenizer produced no tokens for this text.")
-    full = len(model.tokenizer(text, truncation=False)["input_ids"]) if len(ids) >= limit else len(ids)
-    sequence = _sequence(model, text, full, ids, encoding["offset_mapping"], encoding["special_tokens_mask"])
-    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if "token_type_ids" in encoding
-                                               and "token_type_ids" in model.tokenizer.model_input_names else [])
-    return {name: torch.tensor([encoding[name]]) for name in names}, sequence
-
-
 def record(model: LoadedModel, text: str | tuple[str, str], *, max_tokens: int | None = None,
            progress: Callable[[int, int], None] | None = None) -> Trace:
     """Run ``model`` once over ``text`` (a one-stack model) or ``(source, target)`` (an encoder-decoder) and keep its
@@ -349,18 +307,35 @@ def record(model: LoadedModel, text: str | tuple[str, str], *, max_tokens: int |
     for part in text if pair else (text,):
         check_text(part)
     limit = token_limit(model, max_tokens)
-    layout = block_layout(model)
+    block_layout(model)  # an unrecorded model is refused before the text is read
     if pair:
         source, target = text
-        src, source_seq = _one_text(model, source, limit)
+        src, source_seq = text_inputs(model, source, limit)
         tgt, tgt_full = encode_text(model, target, limit, target=True)
         decoder_ids, offsets, added = decoder_tokens(model, tgt)
-        target_seq = _sequence(model, target, tgt_full, decoder_ids[0].tolist(), offsets, added)
+        target_seq = token_sequence(model, target, tgt_full, decoder_ids[0].tolist(), offsets, added)
         sequences = {"source": source_seq, "target": target_seq}
         inputs = {"input_ids": src["input_ids"], "attention_mask": src["attention_mask"], "decoder_input_ids": decoder_ids}
     else:
-        inputs, sequence = _one_text(model, text, limit)
+        inputs, sequence = text_inputs(model, text, limit)
         sequences = {"text": sequence}
+    return _recorded(model, inputs, sequences, progress)
+
+
+def record_ids(model: LoadedModel, ids, *, progress: Callable[[int, int], None] | None = None) -> Trace:
+    """``record`` of the token ids ``ids`` (a list or a ``[T]`` tensor) as given, for a one-stack model: nothing added,
+    nothing cut; the sequence's text is the ids decoded one at a time (``core.model.trace_tokens.ids_inputs``). For a
+    test sequence that is no text (the induction test's repeated random tokens)."""
+    if model.is_encoder_decoder:
+        raise AnalysisError(f"{model.name} reads a source and a target: record (source, target).")
+    inputs, sequence = ids_inputs(model, ids)
+    return _recorded(model, inputs, {"text": sequence}, progress)
+
+
+def _recorded(model: LoadedModel, inputs: dict, sequences: dict, progress) -> Trace:
+    """The one pass of ``record`` and ``record_ids`` over the model's ``inputs``, kept as a ``Trace``."""
+    pair = "decoder_input_ids" in inputs
+    layout = block_layout(model)
     inputs = {k: v.to(model.device) for k, v in inputs.items()}
     kept = {s: BlockKeeper(len(paths)) for s, paths in layout.items() if s != "cross"}
     total, done, hooks = sum(k.layers for k in kept.values()), [0], []

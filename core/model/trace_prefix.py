@@ -20,7 +20,8 @@ from core.model.attention_layers import SINGLE_STACK
 from core.model.models import LoadedModel
 from core.model.on_demand import Stored, StoredMask
 from core.model.text_limits import token_limit
-from core.model.trace import StackCalls, TokenSequence, Trace
+from core.model.trace import StackCalls, Trace
+from core.model.trace_tokens import TokenSequence
 from core.model.words import text_word_ids
 
 

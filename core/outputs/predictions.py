@@ -99,6 +99,16 @@ def last_position_only(module: torch.nn.Module) -> dict[str, int]:
     return {"logits_to_keep": 1} if keeps_logits(module) else {}
 
 
+def base_model_of(lm: LanguageModel) -> LoadedModel:
+    """``lm``'s base transformer (its modules without the language-model head) as a ``LoadedModel``: what reads one
+    (a trace, ``core.model.trace.record``) reads the same modules, nothing loaded or copied."""
+    config = lm.model.config
+    return LoadedModel(name=lm.name, source=lm.name, tokenizer=lm.tokenizer, model=lm.model.base_model,
+                       num_layers=int(config.num_hidden_layers), num_heads=int(config.num_attention_heads),
+                       hidden_size=int(config.hidden_size), is_decoder=lm.kind == "next", max_tokens=lm.max_tokens,
+                       model_type=config.model_type, device=lm.device)
+
+
 def _no_head(model: LoadedModel, detail: str) -> NoLanguageModelHead:
     return NoLanguageModelHead(
         f"`{model.name}` has no language-model head: {detail} Without it the model cannot say which "
