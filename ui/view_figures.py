@@ -28,6 +28,7 @@ from ui.caveats import word_level_allowed
 from ui.deck import Pin
 from ui.linked_texts import ID_SUFFIX, linked_texts
 from ui.models import language_model_of, loaded_model, run_of
+from ui.option_values import MISSING, OptionSpec, valid_value, value_from_url
 from ui.page_figures import ViewFigure
 from ui.seq2seq import axis_titles
 from ui.session import current_settings, token_limit_on
@@ -66,8 +67,8 @@ class LinkedView:
         """The option ``key`` as the link gives it when it is one of ``choices``, else the page's default (the first
         choice unless ``default``)."""
         choices = list(choices)
-        value = self.params.get(key)
-        return value if value in choices else (choices[0] if default is None else default)
+        return self._read(key, OptionSpec("choice", choices[0] if default is None else default, choices,
+                                          [str(c) for c in choices]))
 
     def index(self, key: str, count: int) -> int:
         """A layer or head number of ``count`` (a picker's): 0 when the link has none."""
@@ -76,14 +77,15 @@ class LinkedView:
     def number(self, key: str, default: int, low: int, high: int) -> int:
         """A whole number clamped to ``low``..``high``, as a page clamps a link's value (``default`` when it is none
         or not a whole number)."""
-        try:
-            value = float(self.params.get(key, default))
-        except ValueError:
-            return default
-        return min(max(int(value), low), high) if value.is_integer() else default
+        return self._read(key, OptionSpec("number", default, low=low, high=high))
 
     def flag(self, key: str) -> bool:
-        return self.params.get(key, "").strip().lower() in ("true", "1")
+        return self._read(key, OptionSpec("bool", False))
+
+    def _read(self, key: str, spec: OptionSpec):
+        """The link's ``key`` read as ``ui.page_state.option`` reads a link: ``spec``'s value, or its default."""
+        raw = self.params.get(key)
+        return valid_value(spec, MISSING if raw is None else value_from_url(spec, raw))
 
 
 REDRAWS: dict[str, Callable[[LinkedView], ViewFigure]] = {}
