@@ -218,3 +218,16 @@ def test_a_spec_that_names_nothing_real_is_refused_and_leaves_no_hook(tiny_gpt2)
             raise RuntimeError("boom")
     assert [(tuple(m._forward_pre_hooks), tuple(m._forward_hooks)) for m in model.modules()] == hooks
     torch.testing.assert_close(_last(model, ids), before, atol=0, rtol=0)  # no replacement left in attention either
+
+
+def test_the_spec_expresses_the_knock_outs_written_by_hand_today(pair):
+    """induction.repeat_loss and retrieval's knock-out fill ``Recorder.replace`` themselves (to be moved onto the
+    spec): ``replace_heads`` gives the same pass bit for bit, and a ``Recorder`` inside keeps what retrieval reads."""
+    model, _, ids, _, _ = pair
+    heads = [(0, 1), (1, 3)]
+    with torch.no_grad(), Recorder(model, keep_tensors=False, replace=dict.fromkeys(heads)):
+        by_hand = model(input_ids=ids, output_hidden_states=True).hidden_states[-1]
+    with torch.no_grad(), intervened(model, replace_heads(heads)), Recorder(model, keep_weights=False) as rec:
+        found = model(input_ids=ids, output_hidden_states=True).hidden_states[-1]
+    torch.testing.assert_close(found, by_hand, atol=0, rtol=0)
+    assert sorted(rec.records) == [0, 1] and rec.records[1].queries.shape[2] == ids.shape[1]
