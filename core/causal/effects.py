@@ -5,8 +5,8 @@ A head's output is what it hands the attention output projection: its ``d``-wide
 projection: by 0 (``"zero"``; the projection's shared bias still applies) or by the slice's mean over the text's tokens
 in the same forward pass (``"mean"``).
 
-transformers 5 has no ``head_mask``, so this is done where the app records attention: the replacement goes through
-``core.model.recording.Recorder(replace=…)``, inside the attention function, for that ``with`` block and the calling thread
+transformers 5 has no ``head_mask``: the ablation is an intervention (``core.model.intervention``: ``replace_heads``, and
+``batch_copies`` for several ablated copies of a text in one pass), acting in that ``with`` block and the calling thread
 only (a model is shared by every session through the cache, and another user's pass running at the same time never
 sees the ablation). The model's parts come from ``core.model.parts.parts_of``.
 
@@ -34,12 +34,12 @@ from core.attention_heads.inside_head import SUPPORTED
 from core.errors import AnalysisError
 from core.model.analysis import Analysis
 from core.model.attention_layers import SINGLE_STACK
-from core.model.hooks import hooked, main_input, with_input
 from core.model.inference import analyze
+from core.model.intervention import Intervention, batch_copies, intervened, replace_heads
 from core.model.layers import head_code
 from core.model.models import LoadedModel
 from core.model.parts import ModelParts, parts_of
-from core.model.recording import Recorder, UnsupportedArchitecture
+from core.model.recording import UnsupportedArchitecture
 from core.model.tokens import decoded_tokens, quoted_token
 from core.outputs.predictions import LanguageModel, keeps_logits
 
@@ -135,51 +135,17 @@ def _check_heads(net: Network, heads: Iterable[tuple[int, int]]) -> list[tuple[i
     return sorted(set(checked))
 
 
-def _replacements(net: Network, rows: Sequence[Sequence[tuple[int, int]]], method: Method) -> dict:
-    """``Recorder.replace`` that ablates ``rows[b]`` in batch row ``b`` (one row broadcasts to every row of the batch)."""
+def _knock_outs(rows: Sequence[Sequence[tuple[int, int]]], method: Method) -> Intervention:
+    """The intervention that ablates ``rows[b]`` in batch row ``b`` (one row: in every row of the batch)."""
     if method not in METHODS:
         raise EffectsError(f"The ablation must be one of {', '.join(METHODS)}, not {method!r}.")
+    if len(rows) == 1:
+        return replace_heads(rows[0], method)
     by_head: dict[tuple[int, int], list[int]] = {}
     for b, heads in enumerate(rows):
         for layer, head in heads:
             by_head.setdefault((layer, head), []).append(b)
-    if len(rows) == 1 and method == "zero":
-        return dict.fromkeys(by_head)  # None: zeros
-
-    def ablated(batch_rows: list[int]):
-        chosen = torch.zeros(len(rows), 1, 1, dtype=torch.bool, device=net.device)
-        chosen[batch_rows] = True  # broadcasts over a batch of one row (ablation()) and over tokens and widths
-
-        def replace(x: torch.Tensor) -> torch.Tensor:  # x: one head's output [B, T, d]
-            new = 0.0 if method == "zero" else x.mean(dim=1, keepdim=True)
-            return torch.where(chosen, new, x)
-        return replace
-
-    return {key: ablated(batch_rows) for key, batch_rows in by_head.items()}
-
-
-@contextmanager
-def _ablated(net: Network, rows: Sequence[Sequence[tuple[int, int]]], method: Method) -> Iterator[None]:
-    """Ablate ``rows[b]`` in batch row ``b`` in this thread's passes of ``net`` inside this block."""
-    with Recorder(net.full, keep_tensors=False, replace=_replacements(net, rows, method)):
-        yield
-
-
-@contextmanager
-def _copies_from(block: torch.nn.Module, copies: int) -> Iterator[None]:
-    """Inside this block, a batch of one entering ``block`` (in this thread) leaves it as ``copies`` rows.
-
-    The blocks before it run once for all copies: an ablation at this layer cannot change them.
-    Masks and positions keep their batch of one and broadcast.
-    """
-    def expand(_module, args, kwargs):
-        x = main_input(args, kwargs)
-        if x.shape[0] != 1:
-            return None
-        return with_input(args, kwargs, x.expand(copies, *x.shape[1:]).contiguous())
-
-    with hooked([(block, "pre", expand)]):
-        yield
+    return sum((replace_heads([key], method, rows=tuple(batch_rows)) for key, batch_rows in by_head.items()), Intervention())
 
 
 @contextmanager
@@ -189,7 +155,7 @@ def ablation(model: LoadedModel | LanguageModel, heads: Iterable[tuple[int, int]
     ``heads``: ``(layer, head)`` pairs. Nothing is left changed on leaving, also after an exception.
     """
     net = network(model)
-    with _ablated(net, [_check_heads(net, heads)], method):
+    with intervened(net.full, _knock_outs([_check_heads(net, heads)], method)):
         yield
 
 
@@ -365,7 +331,8 @@ def head_importance(
         for layer in range(net.num_layers):
             for start in range(0, net.num_heads, batch):
                 chunk = [(layer, head) for head in range(start, min(start + batch, net.num_heads))]
-                with _copies_from(net.blocks[layer], len(chunk)), _ablated(net, [[h] for h in chunk], method):
+                spec = batch_copies(layer, len(chunk)) + _knock_outs([[h] for h in chunk], method)
+                with intervened(net.full, spec):  # the layers below ``layer`` run once for all the copies
                     ablated = _measure_outputs(net, inputs, measure, resolved)
                 if ablated.shape[0] != len(chunk):
                     raise RuntimeError(f"expected {len(chunk)} ablated copies, the model returned {ablated.shape[0]}")

@@ -3,9 +3,9 @@
 Clean and corrupted prompts have the same number of tokens (for example "…, John gave a drink to" and
 "…, Mary gave a drink to"). The metric is ``logit(answer) − logit(wrong)`` at the last position, normalised so that
 0 is the corrupted run and 1 the clean run. Each cell of a grid is one corrupted run with one activation copied from
-the clean run; many such runs go through the model together as one batch. A head's output is replaced through
-``core.model.recording.Recorder(replace=…)``, the residual stream and MLP outputs through ``core.model.hooks`` (for one call, in
-the calling thread only, always removed); the parts come from ``core.model.parts``.
+the clean run; many such runs go through the model together as one batch, each row under its own replacement of one
+intervention spec (``core.model.intervention``: for one call, in the calling thread only, always removed). The clean
+run's activations are read with hooks (``core.model.hooks``); the parts come from ``core.model.parts``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from core.errors import AnalysisError, UserFacingError
-from core.model.hooks import hooked, main_input, replacing_input, replacing_output
+from core.model.hooks import hooked, main_input
+from core.model.intervention import Intervention, Replace, intervened, replace_heads
 from core.model.parts import ModelParts
-from core.model.recording import Recorder
 from core.model.tokens import decoded_tokens, quoted_token
 from core.outputs.causal_lm import causal_parts, encode, single_token
 from core.outputs.predictions import LanguageModel
@@ -128,44 +128,22 @@ def _patched_runs(lm: LanguageModel, parts: ModelParts, ids: torch.Tensor, cells
     prefix = _prefix_cache(lm, ids) if kind != "heads" else None
     done = 0
     for offset, numbers in _chunks(cells, kind, len(ids), prefix):
-        rows: dict[int, list[tuple[int, int]]] = {}
+        spec = Intervention()
         for b, n in enumerate(numbers):
             layer, index = cells[n]
-            rows.setdefault(layer, []).append((b, index))
-
-        def patch(x: torch.Tensor, layer: int, rows=rows, offset=offset) -> torch.Tensor:
-            x = x.clone()
-            for b, index in rows[layer]:
-                x[b, index - offset] = cache[layer][index]
-            return x
-
-        def patch_head(layer: int, head: int, batch_rows: list[int]):
-            clean = cache[layer][:, head * d:(head + 1) * d]  # [T, d]
-
-            def patched(x: torch.Tensor) -> torch.Tensor:  # the head's output [B, T, d]
-                x = x.clone()
-                x[batch_rows] = clean.to(x.dtype)
-                return x
-            return patched
-
-        hooks, replace = [], {}
-        for layer in rows:
-            if kind == "residual":
-                hooks.append(replacing_input(parts.layers[layer].block, lambda x, layer=layer: patch(x, layer)))
-            elif kind == "heads":
-                by_head: dict[int, list[int]] = {}
-                for b, head in rows[layer]:
-                    by_head.setdefault(head, []).append(b)
-                replace.update({(layer, head): patch_head(layer, head, batch_rows) for head, batch_rows in by_head.items()})
-            else:
-                hooks.append(replacing_output(parts.layers[layer].mlp, lambda y, layer=layer: patch(y, layer)))
+            if kind == "heads":  # the head's output at every position, from the clean run
+                spec += replace_heads([(layer, index)], cache[layer][:, index * d:(index + 1) * d], rows=(b,))
+            else:  # one position of the block's input or MLP output; this pass starts at token ``offset``
+                site = "resid_pre" if kind == "residual" else "mlp_out"
+                spec += Intervention((Replace(site, layer, value=cache[layer][offset:], positions=(index - offset,),
+                                              rows=(b,)),))
         extra = {}
         if offset:
             past = copy.deepcopy(prefix)
             past.crop(offset - len(ids))  # a negative count: the tokens to drop
             past.batch_repeat_interleave(len(numbers))
             extra["past_key_values"] = past
-        with hooked(hooks), Recorder(lm.model, keep_tensors=False, replace=replace):
+        with intervened(lm.model, spec):
             logits = _forward(lm, ids[None, offset:].expand(len(numbers), -1), **extra).logits
         results[numbers] = _metric(logits, answer, wrong).cpu().numpy()
         done += len(numbers)

@@ -1,7 +1,8 @@
 """Which input tokens does an output depend on? Gradient × input and integrated gradients.
 
 Both differentiate one number (the measure) with respect to the word embeddings of the input
-(the lookup ``x``, ``[T, hidden]``; the model adds position and token-type embeddings itself).
+(the lookup ``x``, ``[T, hidden]``; the model adds position and token-type embeddings itself). The points of the
+path replace the input embedding module's output (``core.model.intervention``, site "embeddings").
 
 - ``"embedding"``: the sentence embedding (mean of the last hidden state over the tokens)
   projected on the original sentence embedding's direction, ``f(x) = pool(x) · u`` with
@@ -40,6 +41,7 @@ import torch
 
 from core.causal.effects import EffectsError, Measure, Network, Target, check_measure, encode, logits_at, mean_pooled, network, resolve_target
 from core.model.analysis import special_token_ids
+from core.model.intervention import Replace, intervened
 from core.model.models import LoadedModel
 from core.outputs.predictions import LanguageModel
 
@@ -98,14 +100,15 @@ class Attribution:
 
 def _measure(net: Network, embeds: torch.Tensor, inputs: dict[str, torch.Tensor], measure: Measure,
              direction: torch.Tensor | None, target: Target | None) -> torch.Tensor:
-    """``[N]``: the measure for each of ``embeds`` ``[N, T, hidden]`` (word embeddings of the same text)."""
-    n = embeds.shape[0]
-    extra = {k: v.expand(n, -1) for k, v in inputs.items() if k != "input_ids"}
-    if measure == "embedding":
-        out = net.base(inputs_embeds=embeds, **extra, return_dict=True)
-        return mean_pooled(out.last_hidden_state, extra["attention_mask"]) @ direction
-    assert target is not None
-    logits = logits_at(net, target.position, inputs_embeds=embeds, **extra)
+    """``[N]``: the measure for each of ``embeds`` ``[N, T, hidden]`` (word embeddings of the same text), which replace
+    the input embedding module's output in a pass over ``N`` copies of the text (``core.model.intervention``)."""
+    batch = {k: v.expand(embeds.shape[0], -1) for k, v in inputs.items()}
+    with intervened(net.full, [Replace("embeddings", value=embeds)]):
+        if measure == "embedding":
+            out = net.base(**batch, return_dict=True)
+            return mean_pooled(out.last_hidden_state, batch["attention_mask"]) @ direction
+        assert target is not None
+        logits = logits_at(net, target.position, **batch)
     return logits.log_softmax(-1)[:, target.token_id]
 
 

@@ -10,11 +10,12 @@ are removed on leaving, also after an exception. A hook is ``(module, kind, fn)`
 - ``"post"``: ``fn(module, args, output)`` after it; it returns None or an output to use instead;
   ``"post_kwargs"``: the same with the keyword arguments, ``fn(module, args, kwargs, output)``.
 
-Heads are knocked out, mean-ablated and patched through ``core.model.recording.Recorder(replace=…)``, which replaces one
-head's output inside the attention function, not here; this module is for the residual stream and whole modules
-(``replacing_input``: a block's input from another run; ``replacing_output``: an MLP's output) and for reading
-activations (the recorded pass, the recorder's inputs, direct logit attribution, the early stop of a pass) and
-for keeping the arguments a block was called with (``keeping_call``).
+Interventions are specified once, in ``core.model.intervention``, which puts a head's replacement in
+``core.model.recording.Recorder(replace=…)`` (inside the attention function, not here) and the residual stream's and
+whole modules' through this module (``replacing_input``: a block's input; ``replacing_output``: a block's, an MLP's or
+the embeddings' output). This module is also for reading activations (the recorded pass, the recorder's inputs,
+direct logit attribution, the early stop of a pass) and for keeping the arguments a block was called with
+(``keeping_call``).
 
 Example::
 
@@ -95,9 +96,12 @@ def replacing_input(module: torch.nn.Module, replace: Callable[[torch.Tensor], t
 
 
 def replacing_output(module: torch.nn.Module, replace: Callable[[torch.Tensor], torch.Tensor]) -> Hook:
-    """A hook that makes ``module`` return ``replace(y)`` instead of its output ``y`` (a tensor output)."""
+    """A hook that makes ``module`` return ``replace(y)`` instead of its output ``y``: the output itself, or the first
+    tensor of a tuple (a block's ``(hidden, …)``), whose other elements are kept."""
     def post(_module, _args, output):
-        return replace(output)
+        if isinstance(output, torch.Tensor):
+            return replace(output)
+        return (replace(first_tensor(output)), *output[1:])
     return module, "post", post
 
 

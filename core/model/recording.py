@@ -36,8 +36,9 @@ Example: ``with torch.inference_mode(), Recorder(loaded.model, layers={3}, repla
 loaded.model(input_ids)`` knocks head 2 of layer 5 out in this pass only; ``rec.records[3].queries`` is ``[1, Hq, T, d]``.
 
 ``Recorder(model)`` keeps the attention modules' inputs and rotary tables through pre-hooks (``core.model.hooks``),
-acting only in its thread. ``replace`` is the one way the app changes a head's output (knock-out, mean ablation,
-patching); a Recorder opened inside another on the same model keeps the outer one's replacements.
+acting only in its thread. ``replace`` is the one way the app changes a head's output, filled by the intervention spec
+(``core.model.intervention``: knock-out, mean ablation, patching); a Recorder opened inside another on the same model
+keeps the outer one's replacements.
 """
 
 from __future__ import annotations
