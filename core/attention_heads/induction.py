@@ -15,7 +15,7 @@ import torch
 
 from core.errors import AnalysisError
 from core.model.attention_layers import SINGLE_STACK
-from core.model.recording import Recorder
+from core.model.intervention import intervened, replace_heads
 from core.model.trace import Trace, record_ids
 from core.outputs.predictions import LanguageModel, base_model_of
 
@@ -90,11 +90,10 @@ class RepeatLoss:
 
 def repeat_loss(lm, scores: InductionScores, heads=()) -> RepeatLoss:
     """The loss of ``lm`` (a causal ``LanguageModel``) on ``scores.token_ids`` with each ``(layer, head)`` in
-    ``heads`` knocked out (its output before the attention output projection set to zero, through
-    ``core.model.recording.Recorder``)."""
-    knocked_out = {(int(layer), int(head)): None for layer, head in heads}  # None: that head's output becomes zeros
+    ``heads`` knocked out (its output before the attention output projection set to zero: an intervention,
+    ``core.model.intervention.replace_heads``)."""
     ids = torch.tensor(scores.token_ids)[None].to(lm.device)
-    with Recorder(lm.model, keep_tensors=False, replace=knocked_out), torch.inference_mode():
+    with intervened(lm.model, replace_heads((int(layer), int(head)) for layer, head in heads)), torch.inference_mode():
         logp = lm.model(input_ids=ids).logits[0, :-1].double().log_softmax(-1)
     loss = -logp.gather(-1, ids[0, 1:, None])[:, 0].cpu().numpy()  # loss[i]: predicting token i + 1
     p, n = scores.prefix, scores.length
