@@ -169,3 +169,46 @@ def test_the_sentence_names_a_plateau_as_a_range_of_layers_not_its_noisy_argmax(
     said = patching_sentence(_grid_result(np.array([[0.0, 0.9, -0.004], [0.0, -0.004, 0.5]])), " Mary", " John")
     assert "most at layer 0 at position 1 (“·b”): 90% of the way from corrupted (0) to clean (1); no other cell " \
            "comes within 5 points of it." in said, said
+
+
+@pytest.fixture(scope="module", params=["gemma3_text", "mistral"])
+def sliding_lm(request, tmp_path_factory):
+    """A tiny random causal LM whose sliding window (4 tokens) is shorter than the prompts: its key/value cache keeps
+    only the window, which patching's prefix cache must still be able to cut back."""
+    from core.model.models import load_model
+    from core.outputs.predictions import load_language_model
+    from tests.model_factory import build_tiny_decoder
+
+    folder = build_tiny_decoder(tmp_path_factory.mktemp("models") / f"tiny-{request.param}", request.param)
+    return load_language_model(load_model(str(folder)))
+
+
+def test_residual_and_mlp_cells_past_a_sliding_window_equal_single_patched_runs(sliding_lm):
+    lm = sliding_lm
+    residual, mlps = patch_residual(lm, CLEAN, CORRUPTED, ANSWER, WRONG), patch_mlps(lm, CLEAN, CORRUPTED, ANSWER, WRONG)
+    clean, corrupted = _ids(lm, CLEAN), _ids(lm, CORRUPTED)
+    assert clean.shape[1] > 4  # past the window
+    blocks = _blocks(lm)
+    with torch.no_grad():
+        hidden = lm.model(input_ids=clean, output_hidden_states=True).hidden_states
+    clean_mlp = {}
+    hooks = [block.mlp.register_forward_hook(lambda m, a, out, layer=layer: clean_mlp.__setitem__(layer, out.clone()))
+             for layer, block in enumerate(blocks)]
+    with torch.no_grad():
+        lm.model(input_ids=clean)
+    for hook in hooks:
+        hook.remove()
+    last = clean.shape[1] - 1
+    for layer, t in [(1, 2), (1, last), (0, last - 1), (1, 5)]:
+        def block_input(module, args, output, t=t, layer=layer):
+            x = _output_tensor(output).clone()
+            x[0, t] = hidden[layer][0, t]
+            return (x, *output[1:]) if isinstance(output, tuple) else x
+        module = _embedding_module(lm) if layer == 0 else blocks[layer - 1]
+        assert residual.raw[layer, t] == pytest.approx(_diff(lm, corrupted, module, block_input), abs=1e-4)
+
+        def mlp_output(module, args, output, t=t, layer=layer):
+            x = output.clone()
+            x[0, t] = clean_mlp[layer][0, t]
+            return x
+        assert mlps.raw[layer, t] == pytest.approx(_diff(lm, corrupted, blocks[layer].mlp, mlp_output), abs=1e-4)

@@ -17,6 +17,7 @@ from typing import Literal
 
 import numpy as np
 import torch
+from transformers import DynamicCache
 
 from core.errors import AnalysisError, UserFacingError
 from core.model.hooks import hooked, main_input
@@ -102,8 +103,12 @@ def _clean_cache(lm: LanguageModel, parts: ModelParts, ids: torch.Tensor, kind: 
 
 
 def _prefix_cache(lm: LanguageModel, ids: torch.Tensor):
-    """The corrupted run's key/value cache when the model returns a croppable one, else None."""
-    cache = _forward(lm, ids[None], use_cache=True).past_key_values
+    """The corrupted run's key/value cache when the model returns a croppable one, else None. It records its past:
+    a sliding-window layer (Gemma 3, Mistral) otherwise keeps only its window and cannot be cut back to a prefix
+    once the prompt is longer."""
+    cache = DynamicCache(config=lm.model.config)
+    cache.activate_past_recording()
+    cache = _forward(lm, ids[None], use_cache=True, past_key_values=cache).past_key_values
     return cache if cache is not None and getattr(cache, "is_croppable", False) else None
 
 
