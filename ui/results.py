@@ -47,7 +47,7 @@ from core.maths.projection import fit_projection, project
 from core.model.inference import analysis_of, analyze
 from core.model.recording import is_recordable
 from core.model.run import Run
-from core.model.seq2seq import analyze_pair, generate_target
+from core.model.seq2seq import analyze_pair, generate_target, pair_of
 from core.model.text_limits import token_limit
 from core.model.tokens import token_labels
 from core.model.trace import record
@@ -257,16 +257,17 @@ def _pair_flow(model, run: Run, progress=None) -> PairFlow:
 
 # --- encoder-decoders: texts (source, target) -----------------------------------------------------------------------
 
-def _pair_bytes(pair) -> int:
-    """A ``PairAnalysis``'s arrays: its cross-attention and both sides' ``Analysis`` (with their recorded passes)."""
-    return (nbytes_of(pair.cross_attentions) + nbytes_of(pair.source) + nbytes_of(pair.target)
-            + nbytes_of(getattr(pair, "recorded", None)))
+def _pair(model, run: Run):
+    """The pair's one trace read (``pair_of``: no pass of its own), or a plain pass for a model the app does not record."""
+    if is_recordable(model.model):
+        return pair_of(traces.at(run), model)
+    return analyze_pair(model, *run.texts, max_tokens=run.max_tokens)
 
 
 generated_targets = Result("generated-targets", lambda model, run, progress=None: generate_target(
     model, run.text, max_tokens=run.max_tokens, progress=progress), entries=64, megabytes=10)
-pairs = Result("pairs", lambda model, run: analyze_pair(model, *run.texts, max_tokens=run.max_tokens),
-               entries=16, megabytes=1000, size_of=_pair_bytes)
+pairs = Result("pairs", _pair, entries=16, megabytes=1000, size_of=lambda pair: nbytes_of(
+    (pair.cross_attentions, pair.source, pair.target)))  # its own arrays: the trace is counted on its shelf
 pair_views = Result("pair-views", lambda model, run, stack, special, words: pair_attention_view(
     pairs.at(run), stack, special=special, words=words), entries=8, megabytes=600, reads="nothing", turn=False)
 pair_flows = Result("pair-flows", _pair_flow, entries=8, megabytes=400)

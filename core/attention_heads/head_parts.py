@@ -76,11 +76,13 @@ def sharing_groups(model: LoadedModel) -> list[list[int]]:
     return [list(range(g * per, (g + 1) * per)) for g in range(kv_heads(model))]
 
 
-def keep_mask(record: LayerRecord, t: int) -> np.ndarray:
-    """bool ``[T, T]``: True where a query may look at a key (the recorded additive mask is 0 there)."""
+def keep_mask(record: LayerRecord, t: int, s: int | None = None) -> np.ndarray:
+    """bool ``[T, S]`` (``S`` = ``T`` when None; cross-attention's source keys otherwise): True where a query may look
+    at a key (the recorded additive mask is 0 there)."""
+    s = t if s is None else s
     if record.mask is None:  # none, or sdpa's skipped causal mask (a trace's record: ``record.causal``)
-        return np.tril(np.ones((t, t), dtype=bool)) if record.causal else np.ones((t, t), dtype=bool)
-    mask = record.mask[0, 0, :t, :t]
+        return np.tril(np.ones((t, s), dtype=bool)) if record.causal else np.ones((t, s), dtype=bool)
+    mask = record.mask[0, 0, :t, :s]
     if mask.dtype == torch.bool:
         return mask.cpu().numpy()
     return (mask > torch.finfo(mask.dtype).min / 2).cpu().numpy()

@@ -32,9 +32,9 @@ from core.causal.flow import record_output_map
 from core.model.attention_layers import attention_modules, record_keys
 from core.model.hooks import first_tensor, hooked
 from core.model.models import LoadedModel, threads_for_input
+from core.model.pair_tokens import shift_right
 from core.model.parts import is_norm
 from core.model.recording import LayerRecord, Recorder, UnsupportedArchitecture
-from core.model.seq2seq import shift_right
 from core.model.text_limits import token_limit
 
 

@@ -64,9 +64,9 @@ from core.causal.flow_stack import RecordedPass
 from core.causal.logit_attribution import frozen_norm
 from core.model.hooks import hooked
 from core.model.models import LoadedModel, threads_for_input
+from core.model.pair_tokens import shift_right
 from core.model.parts import is_norm, last_linear_to_hidden, parts_of
 from core.model.recording import Recorder, UnsupportedArchitecture
-from core.model.seq2seq import shift_right
 from core.model.text_limits import token_limit
 
 ENCODER = "encoder_"  # the prefix of the encoder's node kinds

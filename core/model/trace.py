@@ -25,7 +25,8 @@ heads, ``Hkv`` key/value heads, ``d`` head size), float32 numpy arrays::
     attention(stack, l, heads, rows)  float32 [heads, rows, S]
     attentions(stack)          [L, Hq, T, S]  every layer's weights (kept), None above STORED_WEIGHTS_MAX_TOKENS
     outputs[name]              the pass's own output tensors, batch axis dropped (kept): "last_hidden_state" [T, D]
-                               (after the final norm: transformers' hidden_states[-1]), "pooler_output" [D] …
+                               (after the final norm: transformers' hidden_states[-1]; an encoder-decoder's decoder's,
+                               hooked), "encoder_last_hidden_state", "pooler_output" [D] …
 
 What is kept and what is recomputed: the trace keeps the residual stream between blocks (``(L + 1)·D·4`` bytes per
 token per block stack) and each block's call (``core.model.on_demand.keep_argument``: masks as bool, rotary tables,
@@ -55,8 +56,8 @@ from core.model.attention_layers import SINGLE_STACK, record_keys
 from core.model.hooks import hooked, keeping_call
 from core.model.models import LoadedModel, threads_for_input
 from core.model.on_demand import BLOCK_CELLS
+from core.model.pair_tokens import decoder_tokens, encode_text
 from core.model.recording import LayerRecord, Recorder
-from core.model.seq2seq import decoder_tokens, encode_text
 from core.model.text_limits import check_text, token_limit
 from core.model.trace_layers import BlockKeeper, LayerTrace, attention_weights, block_layout, queries_keys, run_block
 from core.model.words import text_word_ids
@@ -167,7 +168,7 @@ class Trace:
 
     def head_outputs(self, stack: str, layer: int) -> np.ndarray:
         """``[Hq, T, d]``: what each head hands the output projection."""
-        return self._record(stack, layer).output[0].transpose(0, 1).float().numpy()
+        return self.layer(stack, layer).records[stack].output[0].transpose(0, 1).float().numpy()
 
     def mask(self, stack: str, layer: int) -> np.ndarray:
         """bool ``[T, S]``: True where a query may attend to a key."""
@@ -286,16 +287,12 @@ class Trace:
         return model
 
     def _run(self, blocks: str, layer: int) -> LayerTrace:
-        model = self._loaded()
-        calls = self.blocks[blocks]
+        model, calls = self._loaded(), self.blocks[blocks]
         mlp = calls.mlp_outputs[layer]
         with threads_for_input(self.residual[blocks].shape[1]):
             return run_block(model, model.get_submodule(calls.paths[layer]), layer, calls.calls[layer],
                              self.residual[blocks], calls.stored, None if mlp is None else model.get_submodule(mlp),
                              record_keys(model))
-
-    def _record(self, stack: str, layer: int) -> LayerRecord:
-        return self.layer(stack, layer).records[stack]
 
     def _stack(self, stack: str) -> tuple[LayerInfo, ...]:
         if stack not in self.stacks:
@@ -374,6 +371,8 @@ def record(model: LoadedModel, text: str | tuple[str, str], *, max_tokens: int |
             block = model.model.get_submodule(path[0])
             hooks += [keeping_call(block, keeper.pre(layer)), (block, "post", keeper.post(layer))]
             hooks += [(block, "post", step)] if progress else []
+    decoded: list[torch.Tensor] = []  # the decoder's output after its final norm (a seq2seq LM's pass returns logits)
+    hooks += [(model.model.get_decoder(), "post", lambda _m, _a, out: decoded.append(out[0][0]))] if pair else []
     if progress:
         progress(0, total)
     extra = {"use_cache": False} if model.is_decoder or pair else {}
@@ -381,6 +380,7 @@ def record(model: LoadedModel, text: str | tuple[str, str], *, max_tokens: int |
           Recorder(model.model, queries_keys_only=True, shapes_only=True, sdpa=True) as rec):
         out = model.model(**inputs, return_dict=True, **extra)
     outputs = {name: value[0].float().numpy() for name, value in out.items() if isinstance(value, torch.Tensor)}
+    outputs.update({"last_hidden_state": decoded[-1].float().numpy()} if decoded else {})
     stacks = {}
     for stack, paths in layout.items():
         layers = rec.stacks.get(stack, {})
