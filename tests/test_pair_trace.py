@@ -11,6 +11,7 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from core.attention_heads.inside_pair_head import compute_pair_head
+from core.causal.flow_pair import pair_contributions_of, pair_pass
 from core.model.seq2seq import analyze_pair
 
 SOURCE = "I will hike along the bank of a river."
@@ -52,7 +53,7 @@ def test_analyze_pair_reads_a_trace_equal_to_an_eager_pass(family):
         )[1, [2]], atol=1e-5)
 
 
-def test_the_pair_and_its_head_run_the_model_once(family):
+def test_the_pair_its_heads_and_its_flow_run_the_model_once(family):
     model, _ = family
     calls = []
     embedding = model.model.get_encoder().get_input_embeddings()
@@ -70,6 +71,10 @@ def test_the_pair_and_its_head_run_the_model_once(family):
             expected = {"encoder": pair.source.attentions, "decoder": pair.target.attentions,
                         "cross": pair.cross_attentions}[kind][layer, 2]
             np.testing.assert_allclose(head.weights, expected, atol=1e-5)
+        flow = pair_pass(pair.trace, model)
+        found = pair_contributions_of(flow, pair.source.tokens, pair.target.tokens)
+        np.testing.assert_allclose(flow.cross_records[1].weights[0].numpy(), pair.cross_attentions[1], atol=1e-6)
+        np.testing.assert_allclose(found.cross_attention.sum(axis=(2, 3)) + found.cross_residual, 1, atol=1e-5)
     finally:
         handle.remove()
     assert len(calls) == 1

@@ -25,8 +25,8 @@ heads, ``Hkv`` key/value heads, ``d`` head size), float32 numpy arrays::
     attention(stack, l, heads, rows)  float32 [heads, rows, S]
     attentions(stack)          [L, Hq, T, S]  every layer's weights (kept), None above STORED_WEIGHTS_MAX_TOKENS
     outputs[name]              the pass's own output tensors, batch axis dropped (kept): "last_hidden_state" [T, D]
-                               (after the final norm: transformers' hidden_states[-1]; an encoder-decoder's decoder's,
-                               hooked), "encoder_last_hidden_state", "pooler_output" [D] …
+                               (after the final norm: transformers' hidden_states[-1]; an encoder-decoder's decoder's
+                               and "unembedding_input", hooked), "encoder_last_hidden_state", "pooler_output" [D] …
 
 What is kept and what is recomputed: the trace keeps the residual stream between blocks (``(L + 1)·D·4`` bytes per
 token per block stack) and each block's call (``core.model.on_demand.keep_argument``: masks as bool, rotary tables,
@@ -59,7 +59,7 @@ from core.model.on_demand import BLOCK_CELLS
 from core.model.pair_tokens import decoder_tokens, encode_text
 from core.model.recording import LayerRecord, Recorder
 from core.model.text_limits import check_text, token_limit
-from core.model.trace_layers import BlockKeeper, LayerTrace, attention_weights, block_layout, queries_keys, run_block
+from core.model.trace_layers import BlockKeeper, LayerTrace, attention_weights, block_layout, pair_output_hooks, queries_keys, run_block
 from core.model.words import text_word_ids
 
 STORED_WEIGHTS_MAX_TOKENS = 512  # a whole layer's weights asked for at or under this many query tokens are kept
@@ -371,8 +371,8 @@ def record(model: LoadedModel, text: str | tuple[str, str], *, max_tokens: int |
             block = model.model.get_submodule(path[0])
             hooks += [keeping_call(block, keeper.pre(layer)), (block, "post", keeper.post(layer))]
             hooks += [(block, "post", step)] if progress else []
-    decoded: list[torch.Tensor] = []  # the decoder's output after its final norm (a seq2seq LM's pass returns logits)
-    hooks += [(model.model.get_decoder(), "post", lambda _m, _a, out: decoded.append(out[0][0]))] if pair else []
+    kept_outputs: dict[str, np.ndarray] = {}  # an encoder-decoder's decoder output and language-model head input
+    hooks += pair_output_hooks(model, kept_outputs) if pair else []
     if progress:
         progress(0, total)
     extra = {"use_cache": False} if model.is_decoder or pair else {}
@@ -380,7 +380,7 @@ def record(model: LoadedModel, text: str | tuple[str, str], *, max_tokens: int |
           Recorder(model.model, queries_keys_only=True, shapes_only=True, sdpa=True) as rec):
         out = model.model(**inputs, return_dict=True, **extra)
     outputs = {name: value[0].float().numpy() for name, value in out.items() if isinstance(value, torch.Tensor)}
-    outputs.update({"last_hidden_state": decoded[-1].float().numpy()} if decoded else {})
+    outputs.update(kept_outputs)
     stacks = {}
     for stack, paths in layout.items():
         layers = rec.stacks.get(stack, {})
