@@ -44,8 +44,8 @@ def main() -> dict:
             seconds, (recorded, found) = fastest_of(run, name=f"contributions_{size}")
             figures[f"contributions_{size}_s"] = round(seconds, 3)
             loads.append(os.getloadavg()[0])
-            figures[f"tokens_{size}"] = (found.encoder.num_tokens, found.num_positions)  # (source, decoder) as read
-            layout = PairLayout([str(i) for i in range(found.encoder.num_tokens)], [str(i) for i in range(found.num_positions)],
+            figures[f"tokens_{size}"] = (recorded.encoder.num_tokens, found.num_positions)  # (source, decoder) as read
+            layout = PairLayout([str(i) for i in range(recorded.encoder.num_tokens)], [str(i) for i in range(found.num_positions)],
                                 found.encoder.num_layers, found.num_layers)
             seconds, graph = fastest_of(lambda found=found, layout=layout: _redraw(found, layout), name=f"redraw_{size}")
             figures[f"redraw_{size}_s"], figures[f"edges_{size}_threshold_0.04"] = round(seconds, 3), len(graph.edges)
