@@ -87,43 +87,10 @@ PAIR_PAGES = ["app_pages/home.py", "app_pages/attention.py", "app_pages/maxima.p
 @pytest.mark.app
 def test_the_encoder_decoder_pages_share_one_pass(tiny_t5_dir):
     """Opened one after another in one AppTest on tiny T5, as a user clicks through them: full passes over the source
-    (a token-embedding call inside a transformers model's forward whose input is the source's ids, as
-    ``tests/test_one_pass.py`` counts them; a block called again alone reads no embedding)."""
-    from streamlit.testing.v1 import AppTest
-    from transformers import PreTrainedModel
+    counted as ``tests/test_one_pass.py`` counts them (a token-embedding call inside a transformers model's forward
+    whose input begins with the source's ids; a block called again alone reads no embedding)."""
+    from tests.test_one_pass import passes_per_page
 
-    from core.model.models import load_model
-    from tests.test_app import APP, page_errors
-    from ui.store import store
-
-    ids = torch.tensor(load_model(tiny_t5_dir).tokenizer(SOURCE)["input_ids"])
-    store().forget()
-    counted, inside, found = [0], [0], {}
-
-    def count(module, args):
-        if isinstance(module, PreTrainedModel):
-            inside[0] += 1
-        elif isinstance(module, torch.nn.Embedding) and inside[0] and args and isinstance(args[0], torch.Tensor):
-            rows = args[0].reshape(-1, args[0].shape[-1])
-            counted[0] += int(rows.shape[-1] == len(ids) and (rows == ids).all(dim=1).sum())
-
-    def leave(module, _args, _output):
-        if isinstance(module, PreTrainedModel):
-            inside[0] -= 1
-
-    handles = [torch.nn.modules.module.register_module_forward_pre_hook(count),
-               torch.nn.modules.module.register_module_forward_hook(leave, always_call=True)]
-    try:
-        at = AppTest.from_file(APP, default_timeout=600)
-        at.query_params.update({"model": tiny_t5_dir, "text": SOURCE, "target": TARGET})
-        for page in PAIR_PAGES:
-            before = counted[0]
-            at.switch_page(page)
-            at.run()
-            assert not page_errors(at), (page, page_errors(at))
-            found[page] = counted[0] - before
-    finally:
-        for handle in handles:
-            handle.remove()
+    found = passes_per_page(PAIR_PAGES, tiny_t5_dir, SOURCE, {"target": TARGET})
     print("full passes per page:", found)
     assert sum(found.values()) == 1 and found["app_pages/home.py"] == 1, found
