@@ -12,6 +12,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from core.attention_heads.inside_pair_head import compute_pair_head
 from core.causal.flow_pair import pair_contributions_of, pair_pass
+from core.model.recording import UnsupportedArchitecture
 from core.model.seq2seq import analyze_pair
 
 SOURCE = "I will hike along the bank of a river."
@@ -78,6 +79,20 @@ def test_the_pair_its_heads_and_its_flow_run_the_model_once(family):
     finally:
         handle.remove()
     assert len(calls) == 1
+
+
+def test_a_pair_without_a_trace_is_a_sentence_for_its_head_and_its_flow(tiny_t5):
+    """A pair read by the plain output_attentions pass (a model the app does not record) has no trace: its heads and
+    its flow say so in a sentence instead of running another pass."""
+    import dataclasses
+
+    from core.errors import AnalysisError
+
+    bare = dataclasses.replace(analyze_pair(tiny_t5, SOURCE, TARGET), trace=None)
+    with pytest.raises(AnalysisError, match="without a trace"):
+        compute_pair_head(tiny_t5, bare, "cross", 0, 0)
+    with pytest.raises(UnsupportedArchitecture, match="no trace"):
+        pair_pass(bare.trace, tiny_t5)
 
 
 PAIR_PAGES = ["app_pages/home.py", "app_pages/attention.py", "app_pages/maxima.py", "app_pages/stats.py",

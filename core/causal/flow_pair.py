@@ -164,10 +164,13 @@ class PairContributions:
         return stack_incoming(self, node, threshold)  # the decoder's self-attention node: as in one stack
 
 
-def pair_pass(trace: Trace, model: LoadedModel) -> PairPass:
+def pair_pass(trace: Trace | None, model: LoadedModel) -> PairPass:
     """What ``pair_contributions_of`` needs, read from the pair's trace (``core.model.trace.record(model, (source,
     target))``: each block called again alone, ``core.causal.flow_pair_blocks``; no pass). Raises
-    ``UnsupportedArchitecture`` (a sentence)."""
+    ``UnsupportedArchitecture`` (a sentence), also for no trace (``PairAnalysis.trace`` of a model the app does not
+    record)."""
+    if trace is None:
+        raise UnsupportedArchitecture(f"the app does not record {model.name}'s attention, so it has no trace to read")
     if trace.stack_names != ("encoder", "decoder", "cross"):
         raise UnsupportedArchitecture(f"{model.name} has no cross-attention the app can record.")
     base = model.model
