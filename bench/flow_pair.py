@@ -1,5 +1,6 @@
-"""Information flow through an encoder-decoder (issue 39, item 4; ``core.causal.flow_pair``): one recorded pass and every
-node's contributions for a 32-token source and a 16-token target, the route graph and its figure redrawn, and the
+"""Information flow through an encoder-decoder (issue 39, item 4; ``core.causal.flow_pair``): the pair's trace (one
+recorded pass), read block by block, and every node's contributions for a 32-token source and a 16-token target, the
+route graph and its figure redrawn, and the
 detail of a cross-attention edge (the head's write through the decoder's final norm and the unembedding). No
 encoder-decoder is bundled, so the models are random T5s built here (``tests.model_factory``): the tests' tiny one and
 one of t5-small's size (6 + 6 layers, 8 heads, hidden 512, feed-forward 1,024); the machine's load beside them."""
@@ -14,8 +15,9 @@ import torch
 
 from bench.flow import CPU_SECONDS, TEXT, fastest_of
 from core.causal.flow import route_graph
-from core.causal.flow_pair import decoder_logits, pair_contributions_of, record_pair
+from core.causal.flow_pair import decoder_logits, pair_contributions_of, pair_pass
 from core.model.models import load_model
+from core.model.trace import record
 from tests.model_factory import build_tiny_t5
 from viz.flow_pair import PairLayout, pair_route_figure
 
@@ -30,18 +32,20 @@ def main() -> dict:
     with tempfile.TemporaryDirectory() as folder:
         for size, shape in SIZES.items():
             model = load_model(str(build_tiny_t5(Path(folder) / size, **shape)))
-            ids = model.tokenizer(TEXT)["input_ids"]
-            source, decoder = ids[:SOURCE_TOKENS], [model.model.config.decoder_start_token_id] + ids[:TARGET_TOKENS - 1]
-            assert len(source) == SOURCE_TOKENS and len(decoder) == TARGET_TOKENS
+            ids = model.tokenizer(TEXT, add_special_tokens=False)["input_ids"]  # each text then ends with </s>
+            source, target = (model.tokenizer.decode(ids[:n - 1]) for n in (SOURCE_TOKENS, TARGET_TOKENS))
 
-            def run(source=source, decoder=decoder, model=model):
-                recorded = record_pair(model, source, decoder)
-                return recorded, pair_contributions_of(recorded, [str(i) for i in source], [str(i) for i in decoder])
+            def run(source=source, target=target, model=model):
+                trace = record(model, (source, target))
+                recorded = pair_pass(trace, model)
+                return recorded, pair_contributions_of(recorded, list(trace.tokens("encoder").tokens),
+                                                       list(trace.tokens("decoder").tokens))
 
             seconds, (recorded, found) = fastest_of(run, name=f"contributions_{size}")
             figures[f"contributions_{size}_s"] = round(seconds, 3)
             loads.append(os.getloadavg()[0])
-            layout = PairLayout([str(i) for i in range(SOURCE_TOKENS)], [str(i) for i in range(TARGET_TOKENS)],
+            figures[f"tokens_{size}"] = (recorded.encoder.num_tokens, found.num_positions)  # (source, decoder) as read
+            layout = PairLayout([str(i) for i in range(recorded.encoder.num_tokens)], [str(i) for i in range(found.num_positions)],
                                 found.encoder.num_layers, found.num_layers)
             seconds, graph = fastest_of(lambda found=found, layout=layout: _redraw(found, layout), name=f"redraw_{size}")
             figures[f"redraw_{size}_s"], figures[f"edges_{size}_threshold_0.04"] = round(seconds, 3), len(graph.edges)

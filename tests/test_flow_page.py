@@ -24,7 +24,7 @@ from core.outputs.predictions import load_language_model
 from tests.lm_factory import build_tiny_llama_lm
 from tests.model_factory import build_tiny_bart
 from tests.test_app import open_app, page_errors
-from tests.test_flow_cross import plain_mlps
+from tests.test_flow_pair import plain_mlps
 from ui.page_state import view_query
 from viz.flow import edge_id, edge_width, node_id, route_figure
 

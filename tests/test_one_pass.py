@@ -30,13 +30,14 @@ PAGES = [*OWNED, "app_pages/flow.py", "app_pages/long-context.py"]
 QUERY = {"app_pages/long-context.py": {"source": "sidebar"}}  # Long context over the sidebar's text, not its own
 
 
-def passes_per_page(pages: list[str]) -> dict[str, int]:
-    """Open ``pages`` in order in one AppTest, from an empty store; the full passes over ``TEXT`` each one ran."""
+def passes_per_page(pages: list[str], model: str = MODEL, text: str = TEXT, options: dict | None = None) -> dict[str, int]:
+    """Open ``pages`` in order in one AppTest, from an empty store; the full passes over ``text`` each one ran
+    (``options``: more query parameters, an encoder-decoder's target)."""
     from core.model.models import load_model
     from ui.store import store
 
-    ids = torch.tensor(load_model(MODEL).tokenizer(TEXT)["input_ids"])
-    assert 90 <= len(ids) <= 105  # the issue's ~97-token text
+    ids = torch.tensor(load_model(model).tokenizer(text)["input_ids"])
+    assert text != TEXT or 90 <= len(ids) <= 105  # the issue's ~97-token text
     store().forget()  # nothing of this text computed by an earlier test of this process
     counted, lookups, inside = [0], [0], [0]
 
@@ -58,7 +59,7 @@ def passes_per_page(pages: list[str]) -> dict[str, int]:
                torch.nn.modules.module.register_module_forward_hook(leave, always_call=True)]
     try:
         at = AppTest.from_file(APP, default_timeout=600)
-        at.query_params.update({"model": MODEL, "text": TEXT})
+        at.query_params.update({"model": model, "text": text, **(options or {})})
         for page in pages:
             before = counted[0]
             at.query_params.update(QUERY.get(page, {}))

@@ -37,7 +37,7 @@ from core.causal import patching
 from core.causal.effects import ablate_heads, head_importance
 from core.causal.effects_compare import target_change
 from core.causal.flow import contributions_of
-from core.causal.flow_pair import PairFlow, pair_contributions_of, record_pair
+from core.causal.flow_pair import PairFlow, pair_contributions_of, pair_pass
 from core.causal.flow_reading import Flow, measures_of
 from core.causal.flow_stack import TraceStack
 from core.causal.logit_attribution import attribution_of
@@ -47,7 +47,7 @@ from core.maths.projection import fit_projection, project
 from core.model.inference import analysis_of, analyze
 from core.model.recording import is_recordable
 from core.model.run import Run
-from core.model.seq2seq import analyze_pair, generate_target
+from core.model.seq2seq import analyze_pair, generate_target, pair_of
 from core.model.text_limits import token_limit
 from core.model.tokens import token_labels
 from core.model.trace import record
@@ -75,21 +75,21 @@ def of_model(run: Run) -> Run:
 # --- one text: every page ---------------------------------------------------------------------------------------------
 
 def _whole_text(model, run: Run) -> Run:
-    """``run`` without its token limit when its text fits under it (the same pass: nothing is cut), so that pages
-    with different limits (Home the model's, Attention its own) read one trace of a short text."""
-    if run.max_tokens is None or len(model.tokenizer(run.text, truncation=False)["input_ids"]) > token_limit(model, run.max_tokens):
-        return run
-    return replace(run, max_tokens=None)
+    """``run`` without its token limit when its text (an encoder-decoder's source and target) fits under it (the same
+    pass: nothing is cut), so that pages with different limits (Home the model's, Attention its own) read one trace."""
+    lengths = [len(model.tokenizer(**{"text_target" if i else "text": text}, truncation=False)["input_ids"])
+               for i, text in enumerate(run.texts)]
+    return run if run.max_tokens is None or max(lengths) > token_limit(model, run.max_tokens) else replace(run, max_tokens=None)
 
 
 def _trace(model, run: Run, progress=None):
     if run.ablation is not None:
         raise ValueError("a trace records the model as loaded; a knock-out is an intervention (core.causal.effects)")
-    if model.is_encoder_decoder:  # (source, target)
-        return record(model, run.texts, max_tokens=run.max_tokens, progress=progress)
-    whole = _whole_text(model, run)
+    whole = _whole_text(model, run)  # an encoder-decoder's run: (source, target)
     if whole != run:  # the same trace as the text's without a limit (kept under both runs: one object)
         return traces.at(whole, progress=progress)
+    if model.is_encoder_decoder:
+        return record(model, run.texts, max_tokens=run.max_tokens, progress=progress)
     longer = traces.peek_at(replace(run, max_tokens=None)) if run.max_tokens is not None else None
     found = None if longer is None else prefix_of_text(model, longer, run.text, run.max_tokens)  # a decoder's: no pass
     return found if found is not None else record(model, run.text, max_tokens=run.max_tokens, progress=progress)
@@ -248,8 +248,8 @@ flows = Result("flows", _flow, entries=8, megabytes=400,
 
 
 def _pair_flow(model, run: Run, progress=None) -> PairFlow:
-    pair = pairs.at(run)
-    recorded = record_pair(model, list(pair.source.input_ids), list(pair.target.input_ids))
+    pair = pairs.at(run)  # the pair's trace, read block by block (no pass of its own)
+    recorded = pair_pass(pair.trace, model)
     found = pair_contributions_of(recorded, pair.source.tokens, pair.target.tokens, progress)
     for array in (found.attention, found.attention_residual, found.cross_attention, found.cross_residual,
                   found.mlp, found.mlp_residual):
@@ -259,16 +259,17 @@ def _pair_flow(model, run: Run, progress=None) -> PairFlow:
 
 # --- encoder-decoders: texts (source, target) -----------------------------------------------------------------------
 
-def _pair_bytes(pair) -> int:
-    """A ``PairAnalysis``'s arrays: its cross-attention and both sides' ``Analysis`` (with their recorded passes)."""
-    return (nbytes_of(pair.cross_attentions) + nbytes_of(pair.source) + nbytes_of(pair.target)
-            + nbytes_of(getattr(pair, "recorded", None)))
+def _pair(model, run: Run):
+    """The pair's one trace read (``pair_of``: no pass of its own), or a plain pass for a model the app does not record."""
+    if is_recordable(model.model):
+        return pair_of(traces.at(run), model)
+    return analyze_pair(model, *run.texts, max_tokens=run.max_tokens)
 
 
 generated_targets = Result("generated-targets", lambda model, run, progress=None: generate_target(
     model, run.text, max_tokens=run.max_tokens, progress=progress), entries=64, megabytes=10)
-pairs = Result("pairs", lambda model, run: analyze_pair(model, *run.texts, max_tokens=run.max_tokens),
-               entries=16, megabytes=1000, size_of=_pair_bytes)
+pairs = Result("pairs", _pair, entries=16, megabytes=1000, size_of=lambda pair: nbytes_of(
+    (pair.cross_attentions, pair.source, pair.target)))  # its own arrays: the trace is counted on its shelf
 pair_views = Result("pair-views", lambda model, run, stack, special, words: pair_attention_view(
     pairs.at(run), stack, special=special, words=words), entries=8, megabytes=600, reads="nothing", turn=False)
 pair_flows = Result("pair-flows", _pair_flow, entries=8, megabytes=400)

@@ -1,5 +1,5 @@
-"""What the Inside one head page reads off a head taken apart (``core.attention_heads.inside_head.HeadComputation``
-or ``core.attention_heads.inside_pair_head.PairHeadComputation``): the facts its sentences state, the check against
+"""What the Inside one head page reads off a head taken apart (``core.attention_heads.inside_head.HeadComputation``,
+of any stack): the facts its sentences state, the check against
 the model's own attention, and the tables its figures download. Computed here from the numbers, so the page only
 draws them."""
 

@@ -76,30 +76,37 @@ def sharing_groups(model: LoadedModel) -> list[list[int]]:
     return [list(range(g * per, (g + 1) * per)) for g in range(kv_heads(model))]
 
 
-def keep_mask(record: LayerRecord, t: int) -> np.ndarray:
-    """bool ``[T, T]``: True where a query may look at a key (the recorded additive mask is 0 there)."""
+def keep_mask(record: LayerRecord, t: int, s: int | None = None) -> np.ndarray:
+    """bool ``[T, S]`` (``S`` = ``T`` when None; cross-attention's source keys otherwise): True where a query may look
+    at a key (the recorded additive mask is 0 there)."""
+    s = t if s is None else s
     if record.mask is None:  # none, or sdpa's skipped causal mask (a trace's record: ``record.causal``)
-        return np.tril(np.ones((t, t), dtype=bool)) if record.causal else np.ones((t, t), dtype=bool)
-    mask = record.mask[0, 0, :t, :t]
+        return np.tril(np.ones((t, s), dtype=bool)) if record.causal else np.ones((t, s), dtype=bool)
+    mask = record.mask[0, 0, :t, :s]
     if mask.dtype == torch.bool:
         return mask.cpu().numpy()
     return (mask > torch.finfo(mask.dtype).min / 2).cpu().numpy()
 
 
-def logits(q: np.ndarray, k: np.ndarray, record: LayerRecord, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(scores, scaled)``: q·k, and ``scaled_scores`` of it (``[..., T, T]``)."""
+def logits(q: np.ndarray, k: np.ndarray, record: LayerRecord, keep: np.ndarray,
+           bias: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(scores, scaled)``: q·k, and ``scaled_scores`` of it (``[..., T, S]``)."""
     scores = q @ np.swapaxes(k, -1, -2)
-    return scores, scaled_scores(scores, record, keep)
+    return scores, scaled_scores(scores, record, keep, bias=bias)
 
 
-def scaled_scores(scores: np.ndarray, record: LayerRecord, keep: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """``scores`` × scaling, soft-capped (cap·tanh(x / cap)) if the layer caps, masked cells -inf; into ``out`` (which
-    may be ``scores`` itself), else a new array."""
+def scaled_scores(scores: np.ndarray, record: LayerRecord, keep: np.ndarray, out: np.ndarray | None = None,
+                  bias: np.ndarray | None = None) -> np.ndarray:
+    """``scores`` × scaling, soft-capped (cap·tanh(x / cap)) if the layer caps, plus ``bias`` (T5's relative-position
+    bias, as its eager attention adds it), masked cells -inf; into ``out`` (which may be ``scores`` itself), else a new
+    array."""
     scaled = np.multiply(scores, record.scaling, out=out)
     if record.softcap:
         scaled /= record.softcap
         np.tanh(scaled, out=scaled)
         scaled *= record.softcap
+    if bias is not None:
+        scaled += bias
     np.copyto(scaled, -np.inf, where=~keep)
     return scaled
 

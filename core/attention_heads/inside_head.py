@@ -18,9 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.attention_heads import head_parts as rh
+from core.errors import AnalysisError
 from core.model.analysis import Analysis
+from core.model.attention_layers import SINGLE_STACK
 from core.model.models import LoadedModel
 from core.model.recording import UnsupportedArchitecture, is_recordable
+from core.model.stacks import HasStacks, stack_of
 
 SUPPORTED = ("models whose attention goes through transformers' attention interface: BERT, RoBERTa, XLM-RoBERTa, "
              "CamemBERT, ELECTRA, DistilBERT, the bundled MiniLM, GPT-2, Llama, Mistral, Qwen, Gemma, Phi-3, SmolLM …")
@@ -69,12 +72,15 @@ class HeadComputation:
     Filled where the family has them: ``queries_before_rotary``,
     ``keys_before_rotary`` ``[T, d]`` (None without rotary embedding; ``queries``/``keys`` are after it),
     ``kv_head`` (the key/value head this query head reads) and ``shared_with`` (every query head reading it),
-    ``softcap`` (``scaled`` is then cap·tanh(scores × scale / cap)) and ``sliding_window``.
+    ``softcap`` (``scaled`` is then cap·tanh(scores × scale / cap)), ``sliding_window``, and ``bias`` ``[T, S]``: T5's
+    relative-position bias added to the scaled scores (None without one). For cross-attention (an encoder-decoder's
+    "cross" stack) ``keys``, ``values`` are ``[S, d]`` of the source and the score tables ``[T, S]``;
+    ``layer_input`` is None where the record kept no input.
     """
 
     layer: int
     head: int
-    layer_input: np.ndarray
+    layer_input: np.ndarray | None
     queries: np.ndarray
     keys: np.ndarray
     values: np.ndarray
@@ -90,6 +96,7 @@ class HeadComputation:
     shared_with: tuple[int, ...] = ()
     softcap: float | None = None
     sliding_window: int | None = None
+    bias: np.ndarray | None = None
 
 
 def architecture(model: LoadedModel) -> Architecture:
@@ -134,11 +141,13 @@ def _check_position(model: LoadedModel, layer: int, head: int | None = None) -> 
         raise ValueError(f"head must be in 0..{model.num_heads - 1}, got {head}")
 
 
-def _check_against_model(model: LoadedModel, analysis: Analysis, layer: int, heads: list[int], weights: list[np.ndarray]) -> None:
-    """Raise ``UnsupportedArchitecture`` when recomputed weights differ from the model's own attention."""
-    if analysis.attentions is None:
+def _check_against_model(model: LoadedModel, attentions: np.ndarray | None, layer: int, heads: list[int],
+                         weights: list[np.ndarray]) -> None:
+    """Raise ``UnsupportedArchitecture`` when recomputed weights differ from the model's own attention (``attentions``
+    ``[L, H, Q, K]`` as stored; nothing to check against when None)."""
+    if attentions is None:
         return
-    worst = max(float(np.abs(w - analysis.attentions[layer, h]).max()) for h, w in zip(heads, weights, strict=True))
+    worst = max(float(np.abs(w - attentions[layer, h]).max()) for h, w in zip(heads, weights, strict=True))
     if not worst <= VERIFY_TOLERANCE:  # also catches NaN
         raise UnsupportedArchitecture(
             f"Recomputing layer {layer}'s attention from {model.name}'s recorded queries and keys gives weights up to "
@@ -156,7 +165,8 @@ def verify_layer(model: LoadedModel, analysis: Analysis, layer: int) -> None:
     _check_position(model, layer)
     if analysis.attentions is None:
         return
-    _check_against_model(model, analysis, layer, list(range(model.num_heads)), list(rh.layer_weights(model, analysis, layer)))
+    _check_against_model(model, analysis.attentions, layer, list(range(model.num_heads)),
+                         list(rh.layer_weights(model, analysis, layer)))
 
 
 def compute_head(model: LoadedModel, analysis: Analysis, layer: int, head: int) -> HeadComputation:
@@ -164,18 +174,39 @@ def compute_head(model: LoadedModel, analysis: Analysis, layer: int, head: int) 
 
     Raises ``UnsupportedArchitecture`` when the result differs from the model's own attention.
     """
-    _check_position(model, layer, head)
-    record = rh.records(model, analysis)[layer]
+    return compute_stack_head(model, analysis, SINGLE_STACK, layer, head)
+
+
+def compute_stack_head(model: LoadedModel, analysis: Analysis | HasStacks, stack: str, layer: int,
+                       head: int) -> HeadComputation:
+    """``compute_head`` of any stack: an ``Analysis``'s "self", or one stack of an encoder-decoder's
+    ``core.model.seq2seq.PairAnalysis`` ("encoder", "decoder", "cross": its trace's blocks called again alone; ``bias``
+    T5's relative-position bias). The same steps and the same check against the stack's stored weights."""
+    found = stack_of(analysis, stack)
+    if stack == SINGLE_STACK:
+        _check_position(model, layer, head)
+        record = rh.records(model, analysis)[layer]
+    else:
+        if not 0 <= layer < found.num_layers:
+            raise ValueError(f"layer {layer} does not exist in the {stack}")
+        if not 0 <= head < found.num_heads:
+            raise ValueError(f"head must be in 0..{found.num_heads - 1}, got {head}")
+        if found.records is None:
+            raise AnalysisError("This pair was read without a trace, so its heads cannot be taken apart: read it again.")
+        record = found.records[layer]
     kv = head // record.kv_groups
     q, k, v = (rh.as_float64(t[0, i]) for t, i in ((record.queries, head), (record.keys, kv), (record.values, kv)))
-    keep = rh.keep_mask(record, len(q))
-    scores, scaled = rh.logits(q, k, record, keep)
+    keep = rh.keep_mask(record, len(q), len(k))
+    bias = record.position_bias
+    bias = None if bias is None else rh.as_float64(bias[0, head if bias.shape[1] > 1 else 0, :len(q), :len(k)])
+    scores, scaled = rh.logits(q, k, record, keep, bias)
     weights = rh.softmax(scaled)
-    _check_against_model(model, analysis, layer, [head], [weights])
+    _check_against_model(model, found.attentions, layer, [head], [weights])
     q0, k0 = rh.rotation(record, head)
-    shared = tuple(h for h in range(model.num_heads) if h // record.kv_groups == kv)
-    return HeadComputation(layer, head, rh.as_float64(record.inputs[0]), q, k, v, scores, scaled, weights, weights @ v, keep,
-                           record.scaling, q0, k0, kv, shared, record.softcap, record.sliding_window)
+    shared = tuple(h for h in range(found.num_heads) if h // record.kv_groups == kv)
+    layer_input = None if record.inputs is None else rh.as_float64(record.inputs[0])
+    return HeadComputation(layer, head, layer_input, q, k, v, scores, scaled, weights, weights @ v, keep,
+                           record.scaling, q0, k0, kv, shared, record.softcap, record.sliding_window, bias)
 
 
 def value_vectors_through_output(model: LoadedModel, analysis: Analysis, layer: int) -> np.ndarray:

@@ -1,8 +1,9 @@
-"""One attention head of an encoder-decoder taken apart from a recorded forward pass (T5 and the BART family).
+"""One attention head of an encoder-decoder taken apart from the pair's trace (T5 and the BART family).
 
-For encoder self-attention, decoder self-attention and cross-attention: ``core.model.recording`` keeps each call apart
-(stacks "encoder", "decoder", "cross") with the module's input, its queries, keys and values as projected, the
-mask, the scaling and T5's relative-position bias, so nothing is recomputed from the weights. The head reads:
+For encoder self-attention, decoder self-attention and cross-attention: the pair's trace (``PairAnalysis.trace``,
+``core.model.trace``: stacks "encoder", "decoder", "cross") calls the head's block again on its kept call and records
+its queries, keys and values as projected, the mask (or sdpa's skipped causal one), the scaling and T5's
+relative-position bias, so nothing is recomputed from the weights and the model is not run again. The head reads:
 
 - encoder self-attention, block ``l``: ``source.hidden_states[l]`` (after the block's LayerNorm in
   pre-LN models: T5, mBART, Pegasus);
@@ -17,38 +18,15 @@ only), with no scaling. Decoder self-attention is causal.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
 import torch
 
-from core.attention_heads.head_parts import as_float64, softmax
-from core.model.attention_layers import recorded_by
+from core.attention_heads.inside_head import HeadComputation, compute_stack_head
 from core.model.models import LoadedModel
 from core.model.parts import parts_of
-from core.model.recording import LayerRecord, Recorder, UnsupportedArchitecture
+from core.model.recording import UnsupportedArchitecture
 from core.model.seq2seq import PairAnalysis
 
 SUPPORTED = "T5 and the BART family (BART, Marian, mBART, Pegasus)"
-
-
-@dataclass(frozen=True)
-class PairHeadComputation:
-    """Every step of one head (float64). ``queries [T, d]``, ``keys``/``values [S, d]`` (S = T for self-attention);
-    ``scores = q·k [T, S]``; ``bias``: T5's position bias ``[T, S]`` (zeros elsewhere); ``scaled`` = scores ×
-    ``scale`` + bias, −∞ where masked; ``weights`` = softmax(scaled); ``outputs`` = weights @ values;
-    ``keep_mask``: bool ``[T, S]``."""
-
-    queries: np.ndarray
-    keys: np.ndarray
-    values: np.ndarray
-    scores: np.ndarray
-    bias: np.ndarray
-    scaled: np.ndarray
-    weights: np.ndarray
-    outputs: np.ndarray
-    keep_mask: np.ndarray
-    scale: float
 
 
 def family(model: LoadedModel) -> str:
@@ -67,38 +45,9 @@ def family(model: LoadedModel) -> str:
     return "t5" if any(isinstance(m, torch.nn.Embedding) for m in attention.modules()) else "bart"
 
 
-def pair_records(model: LoadedModel, pair: PairAnalysis) -> dict[str, dict[int, LayerRecord]]:
-    """``{stack: {layer: LayerRecord}}`` of the pass over ``pair``'s source and decoder tokens: the pair's own
-    (``pair.recorded``), else (a pair from an earlier load of this model) one recorded pass, not kept."""
-    if pair.recorded is not None and recorded_by(model.model, [r for stack in pair.recorded.values() for r in stack.values()]):
-        return pair.recorded
-    source = torch.tensor([pair.source.input_ids], device=model.device)
-    with torch.inference_mode(), Recorder(model.model, keep_weights=False) as rec:
-        model.model(input_ids=source, attention_mask=torch.ones_like(source),
-                    decoder_input_ids=torch.tensor([pair.target.input_ids], device=model.device))
-    return rec.stacks
-
-
-def compute_pair_head(model: LoadedModel, pair: PairAnalysis, stack: str, layer: int, head: int) -> PairHeadComputation:
-    """Take ``head`` of block ``layer`` of ``stack`` ("encoder", "decoder" or "cross") apart, step by step."""
+def compute_pair_head(model: LoadedModel, pair: PairAnalysis, stack: str, layer: int, head: int) -> HeadComputation:
+    """Take ``head`` of block ``layer`` of ``stack`` ("encoder", "decoder" or "cross") apart, step by step: the one
+    head computation of every model (``core.attention_heads.inside_head.compute_stack_head``), after the
+    check that the family is one this page describes (``family``)."""
     family(model)
-    analysis = pair.source if stack == "encoder" else pair.target
-    heads = analysis.num_heads
-    if not 0 <= layer < (pair.source.num_layers if stack == "encoder" else pair.num_decoder_layers):
-        raise ValueError(f"layer {layer} does not exist in the {stack}")
-    if not 0 <= head < heads:
-        raise ValueError(f"head must be in 0..{heads - 1}, got {head}")
-    record = pair_records(model, pair)[stack][layer]
-    kv = head // record.kv_groups
-    q, k, v = as_float64(record.queries[0, head]), as_float64(record.keys[0, kv]), as_float64(record.values[0, kv])
-    scores = q @ k.T
-    t, s = scores.shape
-    if record.mask is None:
-        keep = np.ones((t, s), dtype=bool)
-    else:
-        mask = record.mask[0, 0, :t, :s]
-        keep = (mask > torch.finfo(mask.dtype).min / 2).cpu().numpy() if mask.dtype != torch.bool else mask.cpu().numpy()
-    bias = np.zeros((t, s)) if record.position_bias is None else as_float64(record.position_bias[0, head, :t, :s])
-    scaled = np.where(keep, scores * record.scaling + bias, -np.inf)
-    weights = softmax(scaled)
-    return PairHeadComputation(q, k, v, scores, bias, scaled, weights, weights @ v, keep, record.scaling)
+    return compute_stack_head(model, pair, stack, layer, head)

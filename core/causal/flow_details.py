@@ -66,7 +66,7 @@ def neuron_terms(model: LoadedModel, source, layer: int, position: int, *,
     bias`` is block ``layer``'s MLP output there, which the stream receives (``mlp_update``). Where the block
     normalises the MLP's output before adding it (Gemma 2/3), terms and bias go through that norm with its scale
     frozen at this position, so they add up to the update. ``source``: a ``Trace`` (its block computed again) or an
-    encoder-decoder stack's pass (``core.causal.flow_pair.record_pair``) with its ``output_map``."""
+    encoder-decoder stack's pass (``core.causal.flow_pair.pair_pass``) with its ``output_map``."""
     block = stack_of(source).block(layer)
     if block.mlp_activations is None:
         raise UnsupportedArchitecture("The MLP's neurons were not recorded for this model.")

@@ -1,8 +1,10 @@
 """Information flow through an encoder-decoder (issue 39, item 4): the encoder's graph over the source, the decoder's
 over the target, joined by the cross-attention edges from each decoder position to the encoder's last-layer nodes.
 
-One teacher-forced pass, as ``core.model.seq2seq.analyze_pair`` runs it (the target shifted right behind the decoder's
-start token). The encoder's nodes are ``core.causal.flow``'s (self-attention, MLP). A decoder block has three sub-blocks,
+The pair's one trace (``core.model.trace.record(model, (source, target))``, the pass ``core.model.seq2seq.analyze_pair``
+reads: the target shifted right behind the decoder's start token), each block called again alone (``pair_pass``,
+``core.causal.flow_pair_blocks``); no pass of its own.
+The encoder's nodes are ``core.causal.flow``'s (self-attention, MLP). A decoder block has three sub-blocks,
 so at each decoder position ``i`` of layer ``l`` the stream passes through three sums, and each node's incoming shares
 are the proximities of ``core.causal.flow`` (``max(0, ‖y‖₁ − ‖y − z‖₁)``, normalised to add up to 1) of the parts of one sum:
 
@@ -10,7 +12,7 @@ are the proximities of ``core.causal.flow`` (``max(0, ‖y‖₁ − ‖y − z�
    earlier target position) → ``attention``, ``attention_residual``;
 2. cross-attention, ``y₂ = m₁ + Σ_h Σ_s c[i, s, h] (+ bias)``: ``m₁`` the stream after sum 1 (its norm's output in a
    post-norm block such as BART's, ``y₁`` itself in a pre-norm block such as T5's), ``c`` one term per (head, source
-   position) of the encoder's output (``core.causal.flow_cross``) → ``cross_attention``, ``cross_residual``;
+   position) of the encoder's output (``core.causal.flow_pair_blocks.cross_terms``) → ``cross_attention``, ``cross_residual``;
 3. the MLP, ``y₃ = m₂ + mlp(m₂)``: ``m₂`` the stream after sum 2 → ``mlp``, ``mlp_residual``.
 
 Each ``y`` is the input of the first norm the block calls after that sub-block (post-norm: the norm that follows the
@@ -57,17 +59,14 @@ from core.causal.flow import (
     record_output_map,
     stack_incoming,
 )
-from core.causal.flow_cross import cross_shares, cross_terms
 from core.causal.flow_details import ROUTE_MARGIN, Neurons, top_neurons
-from core.causal.flow_pair_blocks import BlockCalls, block_hooks, outer_blocks
+from core.causal.flow_pair_blocks import BlockCalls, StackBlocks, cross_shares, cross_terms, final_norm
 from core.causal.flow_stack import RecordedPass
 from core.causal.logit_attribution import frozen_norm
-from core.model.hooks import hooked
 from core.model.models import LoadedModel, threads_for_input
-from core.model.parts import is_norm, last_linear_to_hidden, parts_of
-from core.model.recording import Recorder, UnsupportedArchitecture
-from core.model.seq2seq import shift_right
-from core.model.text_limits import token_limit
+from core.model.parts import parts_of
+from core.model.recording import UnsupportedArchitecture
+from core.model.trace import Trace, record
 
 ENCODER = "encoder_"  # the prefix of the encoder's node kinds
 
@@ -165,73 +164,49 @@ class PairContributions:
         return stack_incoming(self, node, threshold)  # the decoder's self-attention node: as in one stack
 
 
-def record_pair(model: LoadedModel, source_ids: list[int], decoder_ids: list[int]) -> PairPass:
-    """Run ``model`` once over ``source_ids`` (encoder) and ``decoder_ids`` (the decoder's input, already shifted
-    right) and record what ``pair_contributions_of`` needs. Raises ``UnsupportedArchitecture`` (a sentence)."""
-    base = model.model
-    parts = parts_of(base)  # core.model.parts: the one lookup of every stack's attention modules and output projections
-    if "cross" not in parts.stacks:
+def pair_pass(trace: Trace | None, model: LoadedModel) -> PairPass:
+    """What ``pair_contributions_of`` needs, read from the pair's trace (``core.model.trace.record(model, (source,
+    target))``: each block called again alone, ``core.causal.flow_pair_blocks``; no pass). Raises
+    ``UnsupportedArchitecture`` (a sentence), also for no trace (``PairAnalysis.trace`` of a model the app does not
+    record)."""
+    if trace is None:
+        raise UnsupportedArchitecture(f"the app does not record {model.name}'s attention, so it has no trace to read")
+    if trace.stack_names != ("encoder", "decoder", "cross"):
         raise UnsupportedArchitecture(f"{model.name} has no cross-attention the app can record.")
-    stacks = {"encoder": base.get_encoder(), "decoder": base.get_decoder()}
-    seen: dict[str, list[BlockCalls]] = {}
-    hooks = []
-    for stack, module in stacks.items():
-        own = [p.attention for p in parts.stacks[stack]]
-        blocks = outer_blocks(module, own)
-        crosses = [p.attention for p in parts.stacks["cross"]] if stack == "decoder" else []
-        seen[stack] = [BlockCalls([a, *(c for c in crosses if any(m is c for m in b.modules()))])
-                       for a, b in zip(own, blocks, strict=True)]
-        for calls, block, part in zip(seen[stack], blocks, parts.stacks[stack], strict=True):
-            calls.mlp_map = part.mlp_output if part.mlp_output is not None else \
-                last_linear_to_hidden(block, part.attention, base.config.hidden_size)  # T5: not in the parts' sub-layer
-            hooks += block_hooks(calls, block)
-    final: list = [None]  # the decoder's first norm called after its last block (T5's final_layer_norm; BART: none)
-
-    def after_decoder(module, _args, _kwargs, _output):
-        if seen["decoder"][-1].post is not None and final[0] is None:
-            final[0] = module
-
-    inside = {id(m) for b in outer_blocks(stacks["decoder"], [p.attention for p in parts.stacks["decoder"]])
-              for m in b.modules()}
-    hooks += [(m, "post_kwargs", after_decoder) for m in stacks["decoder"].modules() if is_norm(m) and id(m) not in inside]
-    head_input: list = [None]
-    if parts.unembedding is not None:
-        hooks.append((parts.unembedding, "pre", lambda _m, args, kwargs: head_input.__setitem__(0, args[0][0].detach())))
-    ids, decoder = torch.tensor([list(source_ids)]), torch.tensor([list(decoder_ids)])
-    with torch.inference_mode(), threads_for_input(0), hooked(hooks), Recorder(base) as rec:
-        base(input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=decoder)
-    passes = {stack: _stack_pass(stack, seen[stack], rec.stacks.get(stack, {}), read)
-              for stack, read in (("encoder", ids), ("decoder", decoder))}
-    cross_records = rec.stacks.get("cross", {})
-    if len(cross_records) != len(seen["decoder"]) or any(len(c.attentions) != 2 for c in seen["decoder"]):
-        raise UnsupportedArchitecture(f"{model.name}'s decoder blocks do not each hold one cross-attention.")
-    found = [calls.sums("decoder") for calls in seen["decoder"]]
-    stacked = lambda xs: torch.stack([x.float() for x in xs])  # noqa: E731 - three stacks of per-layer tensors
-    cross_mid, mlp_sum, encoder = stacked([f[1][1] for f in found]), stacked([f[2] for f in found]), passes["encoder"]
+    base = model.model
+    blocks = {stack: StackBlocks(trace, stack) for stack in ("encoder", "decoder")}
+    passes = {stack: _stack_pass(trace, found) for stack, found in blocks.items()}
+    decoder, post_norm = blocks["decoder"], blocks["decoder"].post_norm()
+    cross_records = {layer: decoder.record("cross", layer) for layer in range(len(decoder.layers))}
+    cross_mid = decoder.stacked(lambda found: found.residual_mid["cross"])
+    cross_sum = decoder.stacked(lambda found: found.attention_sum["cross"] if post_norm else found.residual_mid["cross"])
+    mlp_sum = decoder.stacked(lambda found: found.mlp_sum) if post_norm else torch.tensor(trace.residual["decoder"][1:])
+    encoder = passes["encoder"]
     whole = encoder.residual_post if encoder.mlp_sum is None else encoder.mlp_sum  # y₃ of an encoder block
-    encoder = with_neurons(encoder, seen["encoder"], whole, encoder.residual_mid)
-    return PairPass(encoder, with_neurons(passes["decoder"], seen["decoder"], mlp_sum, cross_mid), cross_records,
-                    tuple(record_output_map(cross_records[layer]) for layer in range(len(found))),
-                    stacked([calls.outputs[1] for calls in seen["decoder"]]), stacked([f[0][1] for f in found]),
-                    cross_mid, mlp_sum, final[0], parts.unembedding, None if head_input[0] is None else head_input[0].float())
+    encoder = with_neurons(encoder, blocks["encoder"].mlp_calls(base), whole, encoder.residual_mid)
+    head_input = trace.outputs.get("unembedding_input")
+    return PairPass(encoder, with_neurons(passes["decoder"], decoder.mlp_calls(base), mlp_sum, cross_mid), cross_records,
+                    tuple(record_output_map(cross_records[layer]) for layer in range(len(cross_records))),
+                    decoder.stacked(lambda found: found.attention_output["cross"]), cross_sum, cross_mid, mlp_sum,
+                    final_norm(trace, base), parts_of(base).unembedding, _tensor_of(head_input))
 
 
-def _stack_pass(stack: str, seen: list[BlockCalls], records: dict, ids: torch.Tensor) -> RecordedPass:
+def _tensor_of(array: np.ndarray | None) -> torch.Tensor | None:
+    return None if array is None else torch.tensor(array)
+
+
+def _stack_pass(trace: Trace, blocks: StackBlocks) -> KeptWeightsPass:
     """One stack's self-attention sub-blocks as a ``RecordedPass`` (its MLP's node: ``PairPass`` for the decoder)."""
-    if len(records) != len(seen):
-        raise UnsupportedArchitecture(f"The {stack}'s attention is not recorded by the app.")
-    found = [calls.sums(stack) for calls in seen]
-    post_norm = found[0][3]
-    if any(f[3] != post_norm for f in found):
-        raise UnsupportedArchitecture(f"The {stack} mixes blocks that normalise before and after their updates.")
-    stacked = lambda xs: torch.stack([x.float() for x in xs])  # noqa: E731 - as in record_pair
-    mids = [calls.norms[0][2] if post_norm else f[1][0] for calls, f in zip(seen, found, strict=True)]
+    stack, post_norm = blocks.stack, blocks.post_norm()
+    if any(found.residual_mid[stack] is None for found in blocks.layers):
+        raise UnsupportedArchitecture(f"The app cannot find the stream after each attention of the {stack}.")
+    residual = torch.tensor(trace.residual[stack])
     return KeptWeightsPass(
-        input_ids=tuple(ids[0].tolist()), records=records, residual_pre=stacked([c.pre for c in seen]),
-        residual_mid=stacked(mids), residual_post=stacked([c.post for c in seen]),
-        attention_output=stacked([c.outputs[0] for c in seen]),
-        attention_sum=stacked([f[0][0] for f in found]) if post_norm else None,
-        mlp_sum=stacked([f[2] for f in found]) if post_norm and stack == "encoder" else None)
+        input_ids=trace.tokens(stack).ids, records={layer: blocks.record(stack, layer) for layer in range(len(blocks.layers))},
+        residual_pre=residual[:-1], residual_mid=blocks.stacked(lambda found: found.residual_mid[stack]),
+        residual_post=residual[1:], attention_output=blocks.stacked(lambda found: found.attention_output[stack]),
+        attention_sum=blocks.stacked(lambda found: found.attention_sum[stack]) if post_norm else None,
+        mlp_sum=blocks.stacked(lambda found: found.mlp_sum) if post_norm and stack == "encoder" else None)
 
 
 def with_neurons(recorded: KeptWeightsPass, seen: list[BlockCalls], whole: torch.Tensor, stream: torch.Tensor) -> KeptWeightsPass:
@@ -249,7 +224,7 @@ def with_neurons(recorded: KeptWeightsPass, seen: list[BlockCalls], whole: torch
 def pair_top_neurons(model: LoadedModel, recorded: PairPass, stack: str, layer: int, position: int,
                      k: int = 8) -> Neurons:
     """``core.causal.flow_details.top_neurons`` of the MLP of layer ``layer`` of ``stack`` ("encoder" or "decoder") at
-    ``position``, through the output map ``record_pair`` found and checked. Raises ``UnsupportedArchitecture`` (a
+    ``position``, through the output map ``pair_pass`` found and checked. Raises ``UnsupportedArchitecture`` (a
     sentence) where it found none."""
     found = recorded.encoder if stack == "encoder" else recorded.decoder
     output_map = found.mlp_outputs[layer] if layer < len(found.mlp_outputs) else None
@@ -286,23 +261,14 @@ def pair_contributions_of(recorded: PairPass, source_tokens: list[str], target_t
                              list(target_tokens))
 
 
-def pair_ids(model: LoadedModel, source: str, target: str, max_tokens: int | None = None) -> tuple[list[int], list[int]]:
-    """``(source ids, decoder input ids)`` as ``core.model.seq2seq.analyze_pair`` makes them: each text cut to the token
-    limit, the target shifted right behind the decoder's start token."""
-    limit = token_limit(model, max_tokens)
-    source_ids = model.tokenizer(source, truncation=True, max_length=limit)["input_ids"]
-    labels = model.tokenizer(text_target=target, truncation=True, max_length=limit)["input_ids"]
-    return source_ids, shift_right(model, torch.tensor([labels]))[0].tolist()
-
-
 def pair_contributions(model: LoadedModel, source: str, target: str, *, max_tokens: int | None = None,
                        progress: Callable[[int, int], None] | None = None) -> PairContributions:
-    """Record one teacher-forced pass of an encoder-decoder over ``source`` and ``target`` and return every node's
-    incoming contributions. Raises ``UnsupportedArchitecture`` (a sentence) for a model the app cannot take apart."""
-    source_ids, decoder_ids = pair_ids(model, source, target, max_tokens)
-    tokens = model.tokenizer.convert_ids_to_tokens
-    return pair_contributions_of(record_pair(model, source_ids, decoder_ids), tokens(source_ids), tokens(decoder_ids),
-                                 progress)
+    """Record the pair's trace (one teacher-forced pass of an encoder-decoder over ``source`` and ``target``) and return
+    every node's incoming contributions. Raises ``UnsupportedArchitecture`` (a sentence) for a model the app cannot
+    take apart."""
+    trace = record(model, (source, target), max_tokens=max_tokens)
+    return pair_contributions_of(pair_pass(trace, model), list(trace.tokens("encoder").tokens),
+                                 list(trace.tokens("decoder").tokens), progress)
 
 
 def decoder_logits(recorded: PairPass, vector: torch.Tensor, position: int, *, lens: bool = False) -> np.ndarray | None:

@@ -1,85 +1,107 @@
-"""What each block of an encoder-decoder's two stacks did in one pass, read with hooks (``core.model.hooks``) for
-``core.causal.flow_pair.record_pair``: its input and output, each attention's output, the norms called after it, and
-its MLP's output map's input (the neurons) and output.
-
-A block here is the element of the stack's outermost layer list (T5's ``T5Block``, BART's layer), which holds the
-self-attention, the decoder's cross-attention and the MLP; ``core.model.parts`` finds T5's blocks one list lower, its
-sub-layers (``T5LayerSelfAttention`` …), so a T5 block's MLP is not in its parts."""
+"""What each block of an encoder-decoder's two stacks did, read from the pair's one trace (``core.model.trace``), for
+``core.causal.flow_pair``: no pass of its own. Each block is called again alone (``Trace.layer``,
+``core.model.trace_layers.run_block``: its input and output, each attention's record and output, the stream after
+each attention sub-block and the sums its norms read, its MLP's output map's input and output); the weights are the
+trace's (``Trace.attention``), equal to eager attention's. Each decoder block's cross-attention adds one term per
+(head, source position) of the encoder's output, ``t[i, s, h] = A_h[i, s] · v_h[s] · W_Oʰ`` (``cross_terms``), whose
+shares are the proximities of ``core.causal.flow`` (``cross_shares``)."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import torch
 
-from core.model.hooks import first_tensor, main_input
 from core.model.parts import is_norm
-from core.model.recording import UnsupportedArchitecture
-
-
-def outer_blocks(stack: torch.nn.Module, attentions: list[torch.nn.Module]) -> list[torch.nn.Module]:
-    """Per attention module, the element of ``stack``'s outermost ``ModuleList`` that holds it (T5's ``T5Block``,
-    not the ``T5LayerSelfAttention`` of its inner list; BART's layer)."""
-    lists = sorted(((name, m) for name, m in stack.named_modules() if isinstance(m, torch.nn.ModuleList)),
-                   key=lambda item: item[0].count("."))
-    for _, layers in lists:
-        holding = [next((b for b in layers if any(m is a for m in b.modules())), None) for a in attentions]
-        if all(b is not None for b in holding):
-            return holding
-    raise UnsupportedArchitecture(f"{type(stack).__name__} keeps its attention layers in no list of blocks.")
+from core.model.recording import LayerRecord, UnsupportedArchitecture
+from core.model.trace import Trace
 
 
 class BlockCalls:
-    """What one block's hooks saw: its input and output, each attention's output and the norms called after it."""
+    """One block's MLP as its call saw it: the output map (``mlp_map``), that map's input (``neurons`` ``[T, F]``) and
+    what it returned (``written`` ``[T, D]``)."""
 
-    def __init__(self, attentions: list[torch.nn.Module]):
-        self.attentions, self.pre, self.post = attentions, None, None
-        self.mlp_map, self.neurons, self.written = None, None, None  # the MLP's output map, its input and output
-        self.outputs: list[torch.Tensor] = []
-        self.norms: list[tuple[int, torch.Tensor, torch.Tensor]] = []  # (attentions done, input, output)
-
-    def sums(self, stack: str) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, bool]:
-        """``(y per attention, m per attention, y of the MLP, post-norm)`` (see ``core.causal.flow_pair``'s docstring)."""
-        count = len(self.attentions)
-        if self.pre is None or self.post is None or len(self.outputs) != count:
-            raise UnsupportedArchitecture(f"A block of the {stack} did not run as the app expects.")
-        after = [[(x, y) for done, x, y in self.norms if done == k + 1] for k in range(count)]
-        post_norm = bool(self.norms) and torch.equal(self.norms[-1][2], self.post) and all(after)
-        if post_norm:  # BART: each update is added, then normalised; the MLP's sum is the last norm's input
-            return [a[0][0] for a in after], [a[0][1] for a in after], self.norms[-1][1], True
-        mids = []
-        for k, seen in enumerate(after):
-            found = [x for x, _ in seen if not (x.shape == self.outputs[k].shape and torch.equal(x, self.outputs[k]))]
-            if not found:
-                raise UnsupportedArchitecture(f"The app cannot find the stream after each attention of the {stack}.")
-            mids.append(found[0])
-        return mids, mids, self.post, False
+    def __init__(self, attentions: list[torch.nn.Module] | None = None):
+        self.attentions = list(attentions or [])
+        self.mlp_map, self.neurons, self.written = None, None, None
 
 
-def block_hooks(calls: BlockCalls, block: torch.nn.Module) -> list:
-    """Hooks (for ``core.model.hooks.hooked``) on ``block``, its attention modules, its norms outside them and its MLP's
-    output map (``calls.mlp_map``, where the caller found one)."""
-    def block_pre(_module, args, kwargs):
-        calls.pre = first_tensor(kwargs.get("hidden_states", args[0] if args else None)).detach()[0]
+def cross_terms(record: LayerRecord, projection: torch.Tensor) -> torch.Tensor:
+    """``[T, S, H, D]``: ``t[i, s, h] = A_h[i, s] · v_h[s] · W_Oʰ`` from a cross-attention layer's record (its
+    weights kept) and its output projection's ``W [H·d, D]`` (``core.causal.flow.record_output_map``)."""
+    heads, d = record.queries.shape[1], record.queries.shape[3]
+    values = record.values[0].float()[[h // record.kv_groups for h in range(heads)]]  # [H, S, d]
+    with torch.inference_mode():
+        written = torch.einsum("hsd,hdD->shD", values, projection.reshape(heads, d, -1))  # [S, H, D]
+        return record.weights[0].float().permute(1, 2, 0)[..., None] * written[None]
 
-    def block_post(_module, _args, output):
-        calls.post = first_tensor(output).detach()[0]
 
-    def attention_post(_module, _args, output):
-        calls.outputs.append(first_tensor(output).detach()[0])
+def cross_shares(terms: torch.Tensor, residual: torch.Tensor, whole: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Proximity shares of ``terms`` ``[T, S, H, D]`` and ``residual`` ``[T, D]`` in ``whole`` ``[T, D]``."""
+    t, s, heads, _ = terms.shape
+    size = whole.abs().sum(-1)
+    near = (size[:, None] - (whole[:, None] - terms.reshape(t, s * heads, -1)).abs().sum(-1)).clamp(min=0)
+    near_residual = (size - (whole - residual).abs().sum(-1)).clamp(min=0)
+    total = near.sum(1) + near_residual
+    has_any = total > 0
+    scale = torch.where(has_any, 1 / total.clamp(min=torch.finfo(total.dtype).tiny), 0.0)
+    shares = (near * scale[:, None]).reshape(t, s, heads)
+    return shares.numpy(), torch.where(has_any, near_residual * scale, 1.0).numpy()
 
-    def norm_post(_module, args, kwargs, output):
-        if calls.outputs:
-            x = first_tensor(kwargs.get("hidden_states", args[0] if args else None)).detach()[0]
-            calls.norms.append((len(calls.outputs), x, first_tensor(output).detach()[0]))
 
-    def neurons_pre(_module, args, kwargs):
-        calls.neurons = main_input(args, kwargs, "input").detach()[0]
+def _tensor(array: np.ndarray | None) -> torch.Tensor | None:
+    return None if array is None else torch.tensor(array)  # a copy: the trace's arrays are read-only
 
-    def written_post(_module, _args, output):
-        calls.written = first_tensor(output).detach()[0]
 
-    inside = {id(m) for a in calls.attentions for m in a.modules()}
-    hooks = [(block, "pre", block_pre), (block, "post", block_post)]
-    hooks += [(a, "post", attention_post) for a in calls.attentions]
-    if calls.mlp_map is not None:
-        hooks += [(calls.mlp_map, "pre", neurons_pre), (calls.mlp_map, "post", written_post)]
-    return hooks + [(m, "post_kwargs", norm_post) for m in block.modules() if is_norm(m) and id(m) not in inside]
+class StackBlocks:
+    """Every block of one stack of ``trace`` (``"encoder"`` or ``"decoder"``), each called again once: per layer the
+    ``core.model.trace_layers.LayerTrace`` and the records of its attentions with the trace's weights."""
+
+    def __init__(self, trace: Trace, stack: str):
+        self.trace, self.stack = trace, stack
+        self.layers = [trace.layer(stack, layer) for layer in range(trace.num_layers(stack))]
+
+    def record(self, stack: str, layer: int) -> LayerRecord:
+        """Block ``layer``'s record of ``stack`` with its weights ``[1, H, T, S]`` (the trace's, a copy)."""
+        weights = torch.tensor(np.array(self.trace.attention(stack, layer)))[None]
+        return dataclasses.replace(self.layers[layer].records[stack], weights=weights)
+
+    def stacked(self, read) -> torch.Tensor:
+        """``[L, ...]``: ``read(layer_trace)`` of every block, as float32 tensors."""
+        return torch.stack([_tensor(read(found)) for found in self.layers])
+
+    def post_norm(self) -> bool:
+        """True when the blocks normalise after adding each update (BART); refuses a stack that mixes both."""
+        found = {found.attention_sum[self.stack] is not None for found in self.layers}
+        if len(found) != 1:
+            raise UnsupportedArchitecture(f"The {self.stack} mixes blocks that normalise before and after their updates.")
+        return found.pop()
+
+    def mlp_calls(self, model: torch.nn.Module) -> list[BlockCalls]:
+        """Each block's MLP output map (the trace's, ``core.model.trace_layers.block_layout``), its neurons and output."""
+        calls = []
+        for layer, found in enumerate(self.layers):
+            path, seen = self.trace.blocks[self.stack].mlp_outputs[layer], BlockCalls()
+            if path is not None and found.mlp_output is not None:
+                seen.mlp_map, seen.written = model.get_submodule(path), _tensor(found.mlp_output)
+                seen.neurons = _tensor(found.mlp_input)
+            calls.append(seen)
+        return calls
+
+
+def final_norm(trace: Trace, model: torch.nn.Module) -> torch.nn.Module | None:
+    """The decoder's norm after its last block (T5's ``final_layer_norm``): the norm outside the blocks that maps the
+    last block's output to the decoder's output, found by calling each candidate; None where the decoder's output is
+    the last block's (BART). Raises ``UnsupportedArchitecture`` when no norm gives it."""
+    last, output = trace.residual["decoder"][-1], trace.outputs.get("last_hidden_state")
+    if output is None or np.array_equal(last, output):
+        return None
+    inside = {id(m) for path in trace.blocks["decoder"].paths for m in model.get_submodule(path).modules()}
+    with torch.inference_mode():
+        for module in model.get_decoder().modules():
+            if is_norm(module) and id(module) not in inside:
+                normed = module(torch.tensor(last)[None])[0].float()
+                if torch.allclose(normed, torch.from_numpy(np.array(output)), rtol=1e-4, atol=1e-5):
+                    return module
+    raise UnsupportedArchitecture("The app cannot find the norm between the decoder's last block and its output.")

@@ -2,8 +2,8 @@
 
 The flow reads a ``core.model.trace.Trace`` (stack ``"self"``): ``TraceStack`` hands each block's quantities as a
 ``FlowLayer``, computed by calling that block alone (``Trace.layer``; the trace keeps the residual stream between
-blocks), and the attention weights from ``Trace.attention``. An encoder-decoder's flow (``core.causal.flow_pair``) runs
-its own pass and keeps each stack's quantities for every layer at once, in a ``RecordedPass``; both hand the same
+blocks), and the attention weights from ``Trace.attention``. An encoder-decoder's flow (``core.causal.flow_pair``) reads
+its pair's trace the same way, block by block, and keeps each stack's quantities for every layer at once, in a ``RecordedPass``; both hand the same
 ``FlowLayer``, so one computation of shares serves both.
 
 Shapes (``L`` layers, ``T`` tokens, ``D`` hidden size, ``F`` the MLP's inner width), float32 torch tensors on the CPU::
@@ -135,7 +135,7 @@ class TraceStack:
 
 @dataclass(frozen=True, eq=False)
 class RecordedPass:
-    """One stack of an encoder-decoder's recorded pass, every layer at once (``core.causal.flow_pair.record_pair``;
+    """One stack of an encoder-decoder's recorded pass, every layer at once (``core.causal.flow_pair.pair_pass``;
     shapes in the module docstring); ``records[l]`` each layer's ``LayerRecord``."""
 
     input_ids: tuple[int, ...]

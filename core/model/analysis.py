@@ -127,22 +127,23 @@ class Analysis:
 
 
 class TraceRecords(Mapping):
-    """``{layer: LayerRecord}`` of a one-stack trace, each layer's block called again when it is read
-    (``core.model.trace.Trace.layer``; the trace keeps the last few)."""
+    """``{layer: LayerRecord}`` of one stack of a trace (``"self"``, or an encoder-decoder's ``"encoder"``, ``"decoder"``,
+    ``"cross"``), each layer's block called again when it is read (``core.model.trace.Trace.layer``; the trace keeps
+    the last few)."""
 
-    def __init__(self, trace) -> None:
-        self.trace = trace
+    def __init__(self, trace, stack: str = SINGLE_STACK) -> None:
+        self.trace, self.stack = trace, stack
 
     def __getitem__(self, layer: int) -> LayerRecord:
         if not isinstance(layer, int) or not 0 <= layer < len(self):
             raise KeyError(layer)
-        return self.trace.layer(SINGLE_STACK, layer).records[SINGLE_STACK]
+        return self.trace.layer(self.stack, layer).records[self.stack]
 
     def __iter__(self) -> Iterator[int]:
         return iter(range(len(self)))
 
     def __len__(self) -> int:
-        return self.trace.num_layers(SINGLE_STACK)
+        return self.trace.num_layers(self.stack)
 
 
 def special_token_ids(tokenizer) -> set[int]:

@@ -28,28 +28,33 @@ from core.model.words import text_word_ids
 STORED_ATTENTION_MAX_TOKENS = 512
 
 
-def analysis_of(trace: Trace, model: LoadedModel, *, on_demand: bool | None = None) -> Analysis:
-    """The ``Analysis`` of a one-stack ``trace`` of ``model`` (``Analysis.trace`` is ``trace``). ``attentions``: every
-    layer's weights from ``trace.attentions`` (the trace keeps them, no copy) up to ``STORED_ATTENTION_MAX_TOKENS``
-    tokens, else None (``on_demand`` True: None at any length; False: stored at any length). The last hidden state is
-    the pass's ``last_hidden_state`` (after a decoder's final norm), as transformers' ``output_hidden_states`` gives it
-    unless the config sets ``tie_last_hidden_states`` False; the residual stream is copied only when it differs."""
-    if SINGLE_STACK not in trace.stacks:
-        raise ValueError(f"an Analysis reads a one-stack trace; this one has {', '.join(trace.stack_names)}")
-    sequence, residual = trace.tokens(SINGLE_STACK), trace.residual[SINGLE_STACK]
-    hidden, last = residual, trace.outputs.get("last_hidden_state")
+def analysis_of(trace: Trace, model: LoadedModel, *, on_demand: bool | None = None, stack: str = SINGLE_STACK) -> Analysis:
+    """The ``Analysis`` of one stack of ``trace`` of ``model``: a one-stack trace's ``"self"`` (``Analysis.trace`` is
+    ``trace``), or an encoder-decoder's ``"encoder"`` (the source) or ``"decoder"`` (the target; no ``Analysis.trace``:
+    ``core.model.seq2seq.PairAnalysis.trace`` holds it). ``attentions``: every layer's weights from
+    ``trace.attentions`` (the trace keeps them, no copy) up to ``STORED_ATTENTION_MAX_TOKENS`` tokens, else None
+    (``on_demand`` True: None at any length; False: stored at any length). The last hidden state is the pass's
+    ``last_hidden_state`` (an encoder-decoder's encoder: ``encoder_last_hidden_state``; after a final norm), as
+    transformers' ``output_hidden_states`` gives it unless the config sets ``tie_last_hidden_states`` False; the
+    residual stream is copied only when it differs."""
+    if stack not in trace.stacks or stack == "cross":
+        raise ValueError(f"an Analysis reads one self-attention stack; this trace has {', '.join(trace.stack_names)}")
+    sequence, residual = trace.tokens(stack), trace.residual[stack]
+    hidden = residual
+    last = trace.outputs.get("encoder_last_hidden_state" if stack == "encoder" else "last_hidden_state")
     tie = getattr(model.model.config, "tie_last_hidden_states", None) is not False
     if tie and last is not None and last.shape == residual.shape[1:] and not np.array_equal(last, residual[-1]):
         hidden = np.array(residual)
         hidden[-1] = last
-    t, layers = len(sequence), trace.num_layers(SINGLE_STACK)
+    t, layers = len(sequence), trace.num_layers(stack)
     attentions = None
     if on_demand is False or (on_demand is None and t <= STORED_ATTENTION_MAX_TOKENS):
-        attentions = trace.attentions(SINGLE_STACK)
+        attentions = trace.attentions(stack)
         if attentions is None:  # longer than the trace keeps: every layer computed, stored here
-            attentions = np.stack([trace.attention(SINGLE_STACK, layer) for layer in range(layers)])
-    windows = tuple(trace.layer_info(SINGLE_STACK, layer).sliding_window for layer in range(layers))
-    pooler = trace.outputs.get("pooler_output") if model.has_pooler else None  # a random pooler means nothing
+            attentions = np.stack([trace.attention(stack, layer) for layer in range(layers)])
+    windows = tuple(trace.layer_info(stack, layer).sliding_window for layer in range(layers))
+    one = stack == SINGLE_STACK
+    pooler = trace.outputs.get("pooler_output") if one and model.has_pooler else None  # a random pooler means nothing
     return Analysis(
         text=sequence.text,
         model_name=trace.model_name,
@@ -62,10 +67,10 @@ def analysis_of(trace: Trace, model: LoadedModel, *, on_demand: bool | None = No
         offsets=list(sequence.offsets),
         truncated=sequence.truncated,
         num_input_tokens=sequence.num_input_tokens,
-        is_decoder=model.is_decoder,
+        is_decoder=model.is_decoder if one else stack == "decoder",
         pooler_output=pooler,
         sliding_windows=windows if any(w is not None for w in windows) else None,
-        trace=trace,
+        trace=trace if one else None,
     )
 
 

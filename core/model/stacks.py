@@ -4,8 +4,8 @@ A stack is one kind of attention block, every layer of it: the queries come from
 one (the same, for self-attention). A model with one stack of layers (an encoder such as BERT, a decoder such as
 Llama) has one, ``"self"``; an encoder-decoder (T5, BART, Marian …) has three: ``"encoder"`` (source attending to
 source), ``"decoder"`` (target attending to earlier target tokens, causal) and ``"cross"`` (target queries, source
-keys). All come from the same recorded pass (``core.model.recording.Recorder``: ``Analysis.recorded`` and
-``PairAnalysis.recorded``), so a view asks for "the attention of stack K, layer l, head h" the same way for every model::
+keys). All come from the text's one trace (``core.model.trace``: ``Analysis.recorded`` and ``PairAnalysis.recorded``
+read its blocks again), so a view asks for "the attention of stack K, layer l, head h" the same way for every model::
 
     for stack in stacks_of(analysis_or_pair):          # an Analysis or a core.model.seq2seq.PairAnalysis
         stack.label, stack.num_layers, stack.num_heads

@@ -1,6 +1,6 @@
 """What every pass over a text checks first, shared by one-stack passes (``core.model.inference``), encoder-decoder
-passes (``core.model.seq2seq``) and the causal tools that tokenise a text themselves (``core.causal.flow``,
-``flow_cross``, ``flow_pair``): a leaf below them all, so none of them imports another for it.
+passes (``core.model.seq2seq``, ``core.model.trace``) and the causal tools that tokenise a text themselves
+(``core.causal.flow``): a leaf below them all, so none of them imports another for it.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ heads, ``Hkv`` key/value heads, ``d`` head size), float32 numpy arrays::
     attention(stack, l, heads, rows)  float32 [heads, rows, S]
     attentions(stack)          [L, Hq, T, S]  every layer's weights (kept), None above STORED_WEIGHTS_MAX_TOKENS
     outputs[name]              the pass's own output tensors, batch axis dropped (kept): "last_hidden_state" [T, D]
-                               (after the final norm: transformers' hidden_states[-1]), "pooler_output" [D] …
+                               (after the final norm: transformers' hidden_states[-1]; an encoder-decoder's decoder's
+                               and "unembedding_input", hooked), "encoder_last_hidden_state", "pooler_output" [D] …
 
 What is kept and what is recomputed: the trace keeps the residual stream between blocks (``(L + 1)·D·4`` bytes per
 token per block stack) and each block's call (``core.model.on_demand.keep_argument``: masks as bool, rotary tables,
@@ -55,10 +56,10 @@ from core.model.attention_layers import SINGLE_STACK, record_keys
 from core.model.hooks import hooked, keeping_call
 from core.model.models import LoadedModel, threads_for_input
 from core.model.on_demand import BLOCK_CELLS
+from core.model.pair_tokens import decoder_tokens, encode_text
 from core.model.recording import LayerRecord, Recorder
-from core.model.seq2seq import decoder_tokens, encode_text
 from core.model.text_limits import check_text, token_limit
-from core.model.trace_layers import BlockKeeper, LayerTrace, attention_weights, block_layout, queries_keys, run_block
+from core.model.trace_layers import BlockKeeper, LayerTrace, attention_weights, block_layout, pair_output_hooks, queries_keys, run_block
 from core.model.trace_tokens import TokenSequence, ids_inputs, text_inputs, token_sequence
 
 STORED_WEIGHTS_MAX_TOKENS = 512  # a whole layer's weights asked for at or under this many query tokens are kept
@@ -150,7 +151,7 @@ class Trace:
 
     def head_outputs(self, stack: str, layer: int) -> np.ndarray:
         """``[Hq, T, d]``: what each head hands the output projection."""
-        return self._record(stack, layer).output[0].transpose(0, 1).float().numpy()
+        return self.layer(stack, layer).records[stack].output[0].transpose(0, 1).float().numpy()
 
     def mask(self, stack: str, layer: int) -> np.ndarray:
         """bool ``[T, S]``: True where a query may attend to a key."""
@@ -277,9 +278,6 @@ class Trace:
                              self.residual[blocks], calls.stored, None if mlp is None else model.get_submodule(mlp),
                              record_keys(model))
 
-    def _record(self, stack: str, layer: int) -> LayerRecord:
-        return self.layer(stack, layer).records[stack]
-
     def _stack(self, stack: str) -> tuple[LayerInfo, ...]:
         if stack not in self.stacks:
             raise ValueError(f"no {stack!r} stack here; there are {', '.join(map(repr, self.stacks))}")
@@ -349,6 +347,8 @@ def _recorded(model: LoadedModel, inputs: dict, sequences: dict, progress) -> Tr
             block = model.model.get_submodule(path[0])
             hooks += [keeping_call(block, keeper.pre(layer)), (block, "post", keeper.post(layer))]
             hooks += [(block, "post", step)] if progress else []
+    kept_outputs: dict[str, np.ndarray] = {}  # an encoder-decoder's decoder output and language-model head input
+    hooks += pair_output_hooks(model, kept_outputs) if pair else []
     if progress:
         progress(0, total)
     extra = {"use_cache": False} if model.is_decoder or pair else {}
@@ -356,6 +356,7 @@ def _recorded(model: LoadedModel, inputs: dict, sequences: dict, progress) -> Tr
           Recorder(model.model, queries_keys_only=True, shapes_only=True, sdpa=True) as rec):
         out = model.model(**inputs, return_dict=True, **extra)
     outputs = {name: value[0].float().numpy() for name, value in out.items() if isinstance(value, torch.Tensor)}
+    outputs.update(kept_outputs)
     stacks = {}
     for stack, paths in layout.items():
         layers = rec.stacks.get(stack, {})

@@ -229,6 +229,20 @@ class BlockKeeper:
         return keep
 
 
+def pair_output_hooks(model: LoadedModel, found: dict[str, np.ndarray]) -> list:
+    """Hooks (``core.model.hooks.hooked``) keeping in ``found`` what an encoder-decoder's pass returns no tensor for:
+    ``"last_hidden_state"`` ``[T, D]``, the decoder's own output after its final norm (a seq2seq language model returns
+    logits), and ``"unembedding_input"`` ``[T, D]``, what its language-model head read (None without a head)."""
+    def keep(name):
+        return lambda value: found.__setitem__(name, first_tensor(value)[0].float().numpy())
+
+    hooks = [(model.model.get_decoder(), "post", lambda _m, _args, output: keep("last_hidden_state")(output[0]))]
+    head = model.model.get_output_embeddings()
+    if head is not None:
+        hooks.append((head, "pre", lambda _m, args, kwargs: keep("unembedding_input")(main_input(args, kwargs, "input"))))
+    return hooks
+
+
 def block_layout(model: LoadedModel) -> dict[str, list[tuple[str, str | None]]]:
     """Per stack, per layer: ``(path of the block, path of its MLP's output map or None)``. A block is the outermost
     element of a ``ModuleList`` holding the layer's attention module (T5's ``encoder.block.3``, not its sub-layer
