@@ -19,9 +19,11 @@ import numpy as np
 import torch
 
 from core.errors import AnalysisError
-from core.model.models import threads_for_input
-from core.model.recording import Recorder
-from core.model.trace_layers import attention_weights
+from core.model.attention_layers import SINGLE_STACK
+from core.model.models import LoadedModel, threads_for_input
+from core.model.recording import Recorder, is_recordable
+from core.model.trace import Trace
+from core.model.trace_ids import record_ids
 from core.outputs.generation import greedy_ids
 
 HAYSTACK_FILE = Path(__file__).parent.parent / "data" / "haystack_alice.txt"
@@ -174,41 +176,64 @@ def build_prompt(tokenizer, haystack: str, needle: str, question: str, answer: s
 
 
 def _run(lm, token_ids: list[int], rows: list[int], replace=None):
-    """One pass of ``lm`` over ``token_ids``: every layer's records (or none when ``replace`` knocks heads out) and
-    the log-probabilities ``[len(rows)]`` of the token after each position in ``rows``."""
+    """One pass of ``lm`` over ``token_ids`` (an intervention: ``replace`` knocks heads out), no attention kept: the
+    log-probabilities ``[len(rows)]`` of the token after each position in ``rows``."""
     ids = torch.tensor([token_ids], device=lm.device)
     keep = len(token_ids) - rows[0]
     with torch.inference_mode(), threads_for_input(ids.numel()), \
-            Recorder(lm.model, keep_weights=False, keep_tensors=replace is None, replace=replace or {}) as rec:
+            Recorder(lm.model, keep_tensors=False, replace=replace or {}):
         logits = lm.model(input_ids=ids, logits_to_keep=keep).logits[0].float()  # [keep, vocab]
     log_probs = torch.log_softmax(logits, dim=-1)
     picked = [float(log_probs[r - rows[0], token_ids[r + 1]]) for r in rows]
-    return rec.records, np.array(picked)
+    return np.array(picked)
+
+
+def _base_model(lm) -> LoadedModel:
+    """``lm``'s base model (its blocks, without the language-model head) as a ``LoadedModel`` a trace records."""
+    base = lm.model.base_model
+    config = base.config
+    return LoadedModel(lm.name, lm.name, lm.tokenizer, base, config.num_hidden_layers, config.num_attention_heads,
+                       config.hidden_size, True, lm.max_tokens, config.model_type, lm.device)
+
+
+def _answer_log_probs(lm, trace: Trace, token_ids: list[int], rows: list[int]) -> np.ndarray:
+    """log p(token after each of ``rows``) ``[len(rows)]``: the model's head (its output embeddings, then its logit
+    soft-cap where it has one, Gemma 2) on the trace's last hidden state (after the final norm) at those rows alone."""
+    hidden = torch.from_numpy(np.array(trace.outputs["last_hidden_state"][rows])).to(lm.device)
+    cap = getattr(lm.model.config, "final_logit_softcapping", None)
+    with torch.inference_mode():
+        logits = lm.model.get_output_embeddings()(hidden).float()  # [A, vocab]
+        logits = torch.tanh(logits / cap) * cap if cap else logits
+        log_probs = torch.log_softmax(logits, dim=-1)
+    return np.array([float(log_probs[i, token_ids[r + 1]]) for i, r in enumerate(rows)])
 
 
 def retrieval_scores(lm, haystack: str, needle: str, question: str, answer: str, depth: float) -> RetrievalScores:
     """Every head's retrieval score on one needle-in-a-haystack prompt (see the module docstring); ``lm`` a causal
-    ``core.outputs.predictions.LanguageModel`` recorded through ``core.model.recording``."""
+    ``core.outputs.predictions.LanguageModel`` recorded through ``core.model.recording``. The prompt's trace
+    (``core.model.trace_ids.record_ids``: one pass at the model's own speed); each layer's weights for the answer's
+    rows alone from its queries and keys (``Trace.attention``); the answer's probability from the trace's last hidden
+    state at those rows."""
     prompt = build_prompt(lm.tokenizer, haystack, needle, question, answer, depth)
     token_ids, needle_span, answer_span = prompt.token_ids, prompt.needle_span, prompt.answer_span
     if len(token_ids) > lm.max_tokens:
         raise AnalysisError(f"The prompt is {len(token_ids):,} tokens, more than {lm.name}'s {lm.max_tokens:,}: "
                             "use a shorter haystack.")
     rows = list(range(answer_span[0] - 1, answer_span[1] - 1))  # each predicts the answer token after it
-    records, log_probs = _run(lm, token_ids, rows)
-    if not records:
+    if not is_recordable(lm.model.base_model):
         raise AnalysisError(f"{lm.name}'s attention is not recorded by the app, so its heads cannot be scored.")
+    trace = record_ids(_base_model(lm), token_ids)
+    log_probs = _answer_log_probs(lm, trace, token_ids, rows)
     ids = np.asarray(token_ids)
     targets = ids[answer_span[0]:answer_span[1]]  # [A]
     copyable = np.isin(targets, ids[needle_span[0]:needle_span[1]])
     if not copyable.any():
         raise AnalysisError("None of the answer's tokens occurs in the needle, so no head can copy it from there: "
                             "make the answer a phrase of the needle.")
-    layers = len(records)
-    heads = records[0].queries.shape[1]
-    copies = np.zeros((layers, heads, len(rows)), dtype=bool)
-    for layer, record in sorted(records.items()):
-        weights = attention_weights(record, rows=rows)  # [H, A, T]
+    layers = trace.num_layers(SINGLE_STACK)
+    copies = np.zeros((layers, trace.layer_info(SINGLE_STACK, 0).heads, len(rows)), dtype=bool)
+    for layer in range(layers):
+        weights = trace.attention(SINGLE_STACK, layer, rows=rows)  # [H, A, T]: these rows alone, from its queries and keys
         top = weights.argmax(axis=-1)  # [H, A]: the position each head attends to most
         inside = (top >= needle_span[0]) & (top < needle_span[1])
         copies[layer] = inside & (ids[top] == targets[None, :]) & copyable[None, :]
@@ -221,7 +246,7 @@ def answer_log_probability(lm, token_ids: Sequence[int], answer_span: tuple[int,
                            knocked_out: Sequence[tuple[int, int]] = ()) -> float:
     """Σ log p(answer tokens) with each ``(layer, head)`` of ``knocked_out`` zeroed before the output projection."""
     rows = list(range(answer_span[0] - 1, answer_span[1] - 1))
-    _, log_probs = _run(lm, list(token_ids), rows, replace={tuple(h): None for h in knocked_out} or None)
+    log_probs = _run(lm, list(token_ids), rows, replace={tuple(h): None for h in knocked_out} or None)
     return float(log_probs.sum())
 
 
