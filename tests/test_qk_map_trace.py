@@ -13,7 +13,7 @@ from transformers import AutoModel
 
 from core.attention_heads.qk_map import query_key_map, record_corpus
 from core.model.models import load_model
-from tests.model_factory import build_tiny_decoder, build_tiny_gpt2
+from tests.model_factory import build_tiny_causal_lm
 
 # Texts of different lengths, so the batched pass pads some of them; the last batch holds one text (no padding).
 TEXTS = ("The cat sat on the mat.", "I will hike along the bank of a river with my dog today.", "Paris is big.")
@@ -21,11 +21,7 @@ TEXTS = ("The cat sat on the mat.", "I will hike along the bank of a river with 
 
 @pytest.fixture(scope="module", params=["gpt2", "llama", "qwen2", "gemma3_text"])
 def family(request, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("qk") / request.param
-    if request.param == "gpt2":
-        build_tiny_gpt2(folder)
-    else:
-        build_tiny_decoder(folder, request.param)
+    folder = build_tiny_causal_lm(tmp_path_factory.mktemp("qk") / request.param, request.param)
     return load_model(str(folder)), AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
 
 

@@ -14,7 +14,7 @@ from core.model.attention_layers import SINGLE_STACK
 from core.model.models import load_model
 from core.model.trace_ids import record_ids
 from core.outputs.predictions import load_language_model
-from tests.model_factory import build_tiny_decoder, build_tiny_gpt2_lm
+from tests.model_factory import build_tiny_causal_lm
 
 HAYSTACK = "The sun rose. A dog ran. The cat sat. A bird sang in the tree."
 NEEDLE = "The code is cat mat."
@@ -24,11 +24,7 @@ ANSWER = " cat mat"
 
 @pytest.fixture(scope="module", params=["gpt2", "llama", "qwen2", "gemma3_text"])
 def family(request, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("needle") / request.param
-    if request.param == "gpt2":
-        build_tiny_gpt2_lm(folder)
-    else:
-        build_tiny_decoder(folder, request.param)
+    folder = build_tiny_causal_lm(tmp_path_factory.mktemp("needle") / request.param, request.param)
     loaded = load_model(str(folder))
     plain = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
     return request.param, loaded, load_language_model(loaded), plain
