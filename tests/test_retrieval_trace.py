@@ -61,3 +61,26 @@ def test_the_answer_rows_weights_and_log_probabilities_equal_the_plain_models(fa
     expected_log_p = float(sum(log_probs[r, ids[r + 1]] for r in rows))
     assert result.answer_log_probability == pytest.approx(expected_log_p, abs=1e-4)
 
+
+
+@pytest.mark.integration
+def test_on_smollm2_the_scores_and_answer_rows_equal_the_plain_eager_models(bundled_lm):
+    from core.attention_heads.retrieval import DEFAULT_ANSWER, DEFAULT_NEEDLE, DEFAULT_QUESTION, bundled_haystack, haystack_of_length
+
+    lm = load_language_model(bundled_lm)
+    haystack = haystack_of_length(lm.tokenizer, bundled_haystack(), 256)
+    result = retrieval_scores(lm, haystack, DEFAULT_NEEDLE, DEFAULT_QUESTION, DEFAULT_ANSWER, 0.5)
+    ids, (start, end) = result.token_ids, result.answer_span
+    rows = list(range(start - 1, end - 1))
+    plain = AutoModelForCausalLM.from_pretrained(bundled_lm.source, attn_implementation="eager").eval()
+    out = _plain(plain, ids)
+    trace = record_ids(bundled_lm, ids)
+    targets = np.asarray(ids[start:end])
+    for layer, eager in enumerate(out.attentions):
+        expected = eager[0][:, rows].numpy()
+        np.testing.assert_allclose(trace.attention(SINGLE_STACK, layer, rows=rows), expected, atol=1e-5)
+        top = expected.argmax(-1)
+        inside = (top >= result.needle_span[0]) & (top < result.needle_span[1])
+        np.testing.assert_array_equal(result.copies[layer], inside & (np.asarray(ids)[top] == targets) & result.copyable)
+    log_probs = torch.log_softmax(out.logits[0].double(), -1)
+    assert result.answer_log_probability == pytest.approx(float(sum(log_probs[r, ids[r + 1]] for r in rows)), abs=1e-4)
