@@ -1,5 +1,5 @@
 """Needle in a haystack on SmolLM2-135M-Instruct: ``core.attention_heads.retrieval.retrieval_scores`` at 2,048 tokens (one forward
-pass with every layer recorded, the needle at 50 %), and the machine's load while it ran."""
+pass: the prompt's trace, each layer's weights for the answer's rows alone; the needle at 50 %), and the machine's load while it ran."""
 
 from __future__ import annotations
 

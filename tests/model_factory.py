@@ -374,6 +374,11 @@ def build_tiny_decoder(folder: Path, family: str, *, seed: int = 0) -> Path:
     return folder
 
 
+def build_tiny_causal_lm(folder: Path, family: str, *, seed: int = 0) -> Path:
+    """A random causal LM with its head: ``build_tiny_gpt2_lm`` for "gpt2", else ``build_tiny_decoder`` of ``family``."""
+    return build_tiny_gpt2_lm(folder, seed=seed) if family == "gpt2" else build_tiny_decoder(folder, family, seed=seed)
+
+
 def build_tiny_gguf(path: Path, *, layers: int = 2, hidden: int = 32, heads: int = 4, kv_heads: int = 2,
                     ffn: int = 64, seed: int = 0) -> Path:
     """A random Llama-architecture GGUF file (float32 tensors, tied head) with a byte-level BPE vocabulary (every

@@ -1,7 +1,8 @@
 """One head's queries and keys over a whole corpus on one 2-D map (AttentionViz, Yeh et al., IEEE VIS 2023).
 
-One recorded pass over the corpus (``record_corpus``, through ``core.model.recording.Recorder``: no family needs code
-of its own) keeps every recorded layer's queries and keys. For one head, ``normalise`` then scales queries by
+One recorded pass over the corpus (``record_corpus``: the trace's recording pass,
+``core.model.trace_layers.pass_queries_keys``, at sdpa's speed and stopped at the last layer asked for; no family needs
+code of its own) keeps those layers' queries and keys. For one head, ``normalise`` then scales queries by
 ``c`` and keys by ``1 / c`` so their mean norms match (every dot product unchanged) and adds one vector to every
 key so the keys' centroid is the queries' centroid (each query's softmax over its text's keys is unchanged: the
 same number is added to all its logits). On that joint set of ``2N`` points a query lands near the keys it
@@ -21,13 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.errors import PassStopped, UserFacingError
+from core.errors import UserFacingError
 from core.maths.projection import METHOD_NAMES, MIN_POINTS_NONLINEAR, UMAP_NEIGHBOURS, ProjectionError, distinct_points, run_isolated
-from core.model.attention_layers import attention_modules
-from core.model.hooks import hooked
 from core.model.models import LoadedModel, threads_for_input
-from core.model.recording import LayerRecord, Recorder, is_recordable, rotate_back
+from core.model.recording import LayerRecord, is_recordable, rotate_back
 from core.model.tokens import span_labels
+from core.model.trace_layers import pass_queries_keys
 
 # A map of more points is slow to draw and to project; texts past this many tokens are left out (``texts_used``).
 MAX_CORPUS_TOKENS = 12_000
@@ -38,15 +38,6 @@ UMAP_EPOCHS = 200
 
 class QueryKeyMapError(UserFacingError, ValueError):
     """The corpus or the model cannot give a query-key map. The message is a sentence meant for the user."""
-
-
-class _PassDone(PassStopped):
-    """Raised by a forward hook once the last wanted layer is recorded: the layers after it need not run."""
-
-
-def _stop(module, args, output):
-    """A forward hook (through ``core.model.hooks``, so in this thread's pass only) that ends the pass."""
-    raise _PassDone
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,10 +107,12 @@ class CorpusQueriesKeys:
         return len(self.tokens)
 
 
-def _keep_block(mask: torch.Tensor | None, row: int, t: int) -> np.ndarray:
-    """bool ``[t, t]``: where query i of ``row`` may look at key j (the recorded additive mask is 0 there)."""
+def _keep_block(record: LayerRecord, row: int, t: int) -> np.ndarray:
+    """bool ``[t, t]``: where query i of ``row`` may look at key j (a bool mask True, an additive one 0 there; no
+    mask: every key, or the causal cells where sdpa skipped the mask, ``record.causal``)."""
+    mask = record.mask
     if mask is None:
-        return np.ones((t, t), dtype=bool)
+        return np.tril(np.ones((t, t), dtype=bool)) if record.causal else np.ones((t, t), dtype=bool)
     block = mask[min(row, mask.shape[0] - 1), 0]
     block = block.expand(block.shape[-1], block.shape[-1]) if block.shape[0] == 1 else block
     block = block[:t, :t]
@@ -165,8 +158,6 @@ def record_corpus(
         used += 1
     if total == 0:
         raise QueryKeyMapError("The tokenizer produced no tokens for these documents.")
-    modules = {m.layer_idx: m for m in attention_modules(model.model)}
-    last = modules.get(max(layers)) if layers and not model.is_encoder_decoder else None
     order = sorted(range(used), key=lambda i: -lengths[i])  # the longest first: its mask holds every other one
     per_text: dict[int, dict] = {}
     layer_parts: dict[int, dict] = {}
@@ -180,15 +171,10 @@ def record_corpus(
         if "token_type_ids" in encoding and "token_type_ids" in tok.model_input_names:
             inputs["token_type_ids"] = encoding["token_type_ids"]
         inputs = {k: v.to(model.device) for k, v in inputs.items()}
-        # layer l's queries and keys depend only on the layers before it: the pass stops after the last one wanted
-        with torch.inference_mode(), threads_for_input(inputs["input_ids"].numel()), \
-                Recorder(model.model, layers=layers, keep_weights=False) as rec, \
-                hooked([] if last is None else [(last, "post", _stop)]):
-            try:
-                model.model(**inputs)
-            except _PassDone:
-                pass
-        if not rec.records:
+        # layer l's queries and keys depend only on the layers before it: the pass stops at the last one wanted
+        with threads_for_input(inputs["input_ids"].numel()):
+            records = pass_queries_keys(model.model, inputs, layers)
+        if not records:
             raise QueryKeyMapError(f"{model.name}'s pass recorded no attention layer, so it has no queries and keys to draw.")
         for row, index in enumerate(batch):
             t = int(encoding["attention_mask"][row].sum())
@@ -196,8 +182,8 @@ def record_corpus(
             per_text[index] = {"tokens": span_labels(
                 texts[index], tok.convert_ids_to_tokens(ids), [tuple(o) for o in encoding["offset_mapping"][row, :t].tolist()],
                 [bool(s) for s in encoding["special_tokens_mask"][row, :t].tolist()])}
-            for layer, record in rec.records.items():
-                keep = _keep_block(record.mask, row, t)
+            for layer, record in records.items():
+                keep = _keep_block(record, row, t)
                 if layer not in keep_full:
                     keep_full[layer] = keep  # the longest text's mask
                 elif not np.array_equal(keep, keep_full[layer][:t, :t]):

@@ -19,10 +19,13 @@ import numpy as np
 import torch
 
 from core.errors import AnalysisError
+from core.model.attention_layers import SINGLE_STACK
+from core.model.intervention import intervened, replace_heads
 from core.model.models import threads_for_input
-from core.model.recording import Recorder
-from core.model.trace_layers import attention_weights
+from core.model.recording import is_recordable
+from core.model.trace import Trace, record_ids
 from core.outputs.generation import greedy_ids
+from core.outputs.predictions import base_model_of
 
 HAYSTACK_FILE = Path(__file__).parent.parent / "data" / "haystack_alice.txt"
 HAYSTACK_SOURCE = ("Lewis Carroll, *Alice's Adventures in Wonderland* (1865), chapters I–III: public domain; the text of "
@@ -173,42 +176,57 @@ def build_prompt(tokenizer, haystack: str, needle: str, question: str, answer: s
                         placed, place.at_sentence_end)
 
 
-def _run(lm, token_ids: list[int], rows: list[int], replace=None):
-    """One pass of ``lm`` over ``token_ids``: every layer's records (or none when ``replace`` knocks heads out) and
-    the log-probabilities ``[len(rows)]`` of the token after each position in ``rows``."""
+def _run(lm, token_ids: list[int], rows: list[int], knocked_out: Sequence[tuple[int, int]] = ()):
+    """One pass of ``lm`` over ``token_ids`` with the heads ``knocked_out`` (an intervention,
+    ``core.model.intervention.replace_heads``), nothing kept: the log-probabilities ``[len(rows)]`` of the token after
+    each position in ``rows``."""
     ids = torch.tensor([token_ids], device=lm.device)
     keep = len(token_ids) - rows[0]
-    with torch.inference_mode(), threads_for_input(ids.numel()), \
-            Recorder(lm.model, keep_weights=False, keep_tensors=replace is None, replace=replace or {}) as rec:
+    with torch.inference_mode(), threads_for_input(ids.numel()), intervened(lm.model, replace_heads(knocked_out)):
         logits = lm.model(input_ids=ids, logits_to_keep=keep).logits[0].float()  # [keep, vocab]
     log_probs = torch.log_softmax(logits, dim=-1)
     picked = [float(log_probs[r - rows[0], token_ids[r + 1]]) for r in rows]
-    return rec.records, np.array(picked)
+    return np.array(picked)
+
+
+def _answer_log_probs(lm, trace: Trace, token_ids: list[int], rows: list[int]) -> np.ndarray:
+    """log p(token after each of ``rows``) ``[len(rows)]``: the model's head (its output embeddings, then its logit
+    soft-cap where it has one, Gemma 2) on the trace's last hidden state (after the final norm) at those rows alone."""
+    hidden = torch.from_numpy(np.array(trace.outputs["last_hidden_state"][rows])).to(lm.device)
+    cap = getattr(lm.model.config, "final_logit_softcapping", None)
+    with torch.inference_mode():
+        logits = lm.model.get_output_embeddings()(hidden).float()  # [A, vocab]
+        logits = torch.tanh(logits / cap) * cap if cap else logits
+        log_probs = torch.log_softmax(logits, dim=-1)
+    return np.array([float(log_probs[i, token_ids[r + 1]]) for i, r in enumerate(rows)])
 
 
 def retrieval_scores(lm, haystack: str, needle: str, question: str, answer: str, depth: float) -> RetrievalScores:
     """Every head's retrieval score on one needle-in-a-haystack prompt (see the module docstring); ``lm`` a causal
-    ``core.outputs.predictions.LanguageModel`` recorded through ``core.model.recording``."""
+    ``core.outputs.predictions.LanguageModel`` recorded through ``core.model.recording``. The prompt's trace
+    (``core.model.trace.record_ids``: one pass at the model's own speed); each layer's weights for the answer's
+    rows alone from its queries and keys (``Trace.attention``); the answer's probability from the trace's last hidden
+    state at those rows."""
     prompt = build_prompt(lm.tokenizer, haystack, needle, question, answer, depth)
     token_ids, needle_span, answer_span = prompt.token_ids, prompt.needle_span, prompt.answer_span
     if len(token_ids) > lm.max_tokens:
         raise AnalysisError(f"The prompt is {len(token_ids):,} tokens, more than {lm.name}'s {lm.max_tokens:,}: "
                             "use a shorter haystack.")
     rows = list(range(answer_span[0] - 1, answer_span[1] - 1))  # each predicts the answer token after it
-    records, log_probs = _run(lm, token_ids, rows)
-    if not records:
+    if not is_recordable(lm.model.base_model):
         raise AnalysisError(f"{lm.name}'s attention is not recorded by the app, so its heads cannot be scored.")
+    trace = record_ids(base_model_of(lm), token_ids)
+    log_probs = _answer_log_probs(lm, trace, token_ids, rows)
     ids = np.asarray(token_ids)
     targets = ids[answer_span[0]:answer_span[1]]  # [A]
     copyable = np.isin(targets, ids[needle_span[0]:needle_span[1]])
     if not copyable.any():
         raise AnalysisError("None of the answer's tokens occurs in the needle, so no head can copy it from there: "
                             "make the answer a phrase of the needle.")
-    layers = len(records)
-    heads = records[0].queries.shape[1]
-    copies = np.zeros((layers, heads, len(rows)), dtype=bool)
-    for layer, record in sorted(records.items()):
-        weights = attention_weights(record, rows=rows)  # [H, A, T]
+    layers = trace.num_layers(SINGLE_STACK)
+    copies = np.zeros((layers, trace.layer_info(SINGLE_STACK, 0).heads, len(rows)), dtype=bool)
+    for layer in range(layers):
+        weights = trace.attention(SINGLE_STACK, layer, rows=rows)  # [H, A, T]: these rows alone, from its queries and keys
         top = weights.argmax(axis=-1)  # [H, A]: the position each head attends to most
         inside = (top >= needle_span[0]) & (top < needle_span[1])
         copies[layer] = inside & (ids[top] == targets[None, :]) & copyable[None, :]
@@ -221,7 +239,7 @@ def answer_log_probability(lm, token_ids: Sequence[int], answer_span: tuple[int,
                            knocked_out: Sequence[tuple[int, int]] = ()) -> float:
     """Σ log p(answer tokens) with each ``(layer, head)`` of ``knocked_out`` zeroed before the output projection."""
     rows = list(range(answer_span[0] - 1, answer_span[1] - 1))
-    _, log_probs = _run(lm, list(token_ids), rows, replace={tuple(h): None for h in knocked_out} or None)
+    log_probs = _run(lm, list(token_ids), rows, knocked_out)
     return float(log_probs.sum())
 
 

@@ -116,8 +116,10 @@ class Recorder:
     ``queries_keys_only``) keeps queries, keys and mask as meta tensors. ``sdpa`` computes each
     output with transformers' sdpa (``core.model.fast_attention``; eager for a soft-capped layer), with sdpa's masks.
     ``stop_at`` ``(stack, layer)``: that call's queries, keys, values and mask are recorded (as ``queries_keys_only``
-    does, values added) and ``StopAtRecord`` is raised before its output is computed, so a block called for its
-    queries and keys alone (``core.model.trace_layers.queries_keys``) computes nothing after them.
+    does, values added; its input and rotary tables too unless ``queries_keys_only``) and ``StopAtRecord`` is raised
+    before its output is computed, so a block called for its queries and keys alone
+    (``core.model.trace_layers.queries_keys``) or a pass for some layers' (``pass_queries_keys``) computes nothing after
+    them.
     """
 
     model: torch.nn.Module | None = None
@@ -201,8 +203,9 @@ def explorer_attention(module, query, key, value, attention_mask, scaling=None, 
     rec = _ACTIVE.get()
     if rec is not None and rec.stop_at is not None and rec.key_of(module) == rec.stop_at:
         stack, layer = rec.stop_at
-        rec.stacks.setdefault(stack, {})[layer] = _call_record(rec, module, query, key, attention_mask, scaling, kwargs,
-                                                               value)
+        found = _call_record(rec, module, query, key, attention_mask, scaling, kwargs, value)
+        found.inputs, found.cos, found.sin = rec._inputs.pop(id(module), (None, None, None))  # kept unless queries_keys_only
+        rec.stacks.setdefault(stack, {})[layer] = found
         raise StopAtRecord
     chunk = rec.rows_per_chunk if rec is not None else None
     if rec is not None and rec.sdpa:

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from core.errors import AnalysisError
-from core.model.attention_layers import attention_modules, record_keys
+from core.model.attention_layers import SINGLE_STACK, attention_modules, record_keys
 from core.model.hooks import first_tensor, hooked, main_input
 from core.model.models import LoadedModel
 from core.model.on_demand import call_argument, eager_weights, keep_argument
@@ -122,6 +122,24 @@ def queries_keys(model: torch.nn.Module, block: torch.nn.Module, layer: int, cal
     if found is None:
         raise AnalysisError(f"Block {layer} did not call its {stack} attention again, so its weights cannot be computed.")
     return found
+
+
+def pass_queries_keys(model: torch.nn.Module, inputs: dict[str, torch.Tensor], layers: set[int] | None = None
+                      ) -> dict[int, LayerRecord]:
+    """``{layer: LayerRecord}`` of ``layers`` (None = all) of a one-stack model's attention in one pass over ``inputs``
+    (a padded batch is fine): queries, keys, values, mask (sdpa's: None with ``causal`` where it skips it), the
+    attention's input and rotary tables, scaling, soft-cap, window; no weights. The trace's recording pass
+    (``Recorder(sdpa=True)``) stopped at the last wanted layer's attention (``Recorder.stop_at``), so no layer after
+    its queries and keys runs. For texts whose queries and keys alone are read (``core.attention_heads.qk_map``)."""
+    numbers = [layer for stack, layer in record_keys(model).values() if stack == SINGLE_STACK]
+    last = max(layers) if layers else max(numbers, default=None)
+    stop = None if last is None else (SINGLE_STACK, last)
+    with torch.inference_mode(), Recorder(model, layers=layers, keep_weights=False, sdpa=True, stop_at=stop) as rec:
+        try:
+            model(**inputs)
+        except StopAtRecord:
+            pass
+    return rec.records
 
 
 def _sub_block(events: list, stack: str, post_norm: bool) -> tuple:
