@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, GPT2LMHeadModel
 
-import core.attention_heads.long_context as long_context
+import core.attention_heads.distance_sums as distance_sums
 from core.attention_heads.long_context import long_context_profile
 from core.model.models import load_model
 from core.model.trace import Trace, record
@@ -62,7 +62,7 @@ def test_direct_shares_equal_eager_weights_by_loops(models, family, rows, monkey
     ids = list(trace.tokens("self").ids)
     assert len(ids) == 40 and ids == model.tokenizer(TEXT)["input_ids"]
     if rows is not None:
-        monkeypatch.setattr(long_context, "DIRECT_BLOCK_CELLS", model.num_heads * rows * len(ids))
+        monkeypatch.setattr(distance_sums, "DIRECT_BLOCK_CELLS", model.num_heads * rows * len(ids))
 
     def refused(*_args, **_kwargs):
         raise AssertionError("the shares of a causal layer are computed from its queries and keys")

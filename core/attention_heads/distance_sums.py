@@ -17,6 +17,10 @@ scaling is a power of two, as ``1/√64``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
 import numpy as np
 import torch
 
@@ -65,3 +69,39 @@ def block_sums(queries: torch.Tensor, keys_reversed: torch.Tensor, rows: slice, 
         if first_key <= position < i1:
             sink[..., p] = scores[:, :, i1 - 1 - position]
     return (segments / total).numpy(), (sink / total).numpy()
+
+
+
+@contextmanager
+def block_workers() -> Iterator[ThreadPoolExecutor]:
+    """Within: as many threads of this process as torch's own setting, each running torch on one thread (restored
+    after): independent blocks (and the next layer's queries and keys) on them wait for no other thread at an
+    operation's end, which a core held by another job would make every operation do."""
+    workers = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            yield pool
+    finally:
+        torch.set_num_threads(workers)
+
+
+def layer_sums(record: LayerRecord, first_row: int, cuts: np.ndarray, window: int | None, sinks: list[int],
+               pool: ThreadPoolExecutor) -> tuple[np.ndarray, np.ndarray]:
+    """``(segments [H, R, C − 1], sink [H, R, P])`` of ``block_sums`` for every query row from ``first_row`` on of
+    a causal layer's ``record``, in blocks of at most ``DIRECT_BLOCK_CELLS`` scores run on ``pool``
+    (``block_workers``), each block seeing the keys from the first its window keeps."""
+    queries, keys_reversed = reversed_keys(record)
+    heads, t = queries.shape[0], queries.shape[1]
+    step = max(1, DIRECT_BLOCK_CELLS // (heads * t))
+    segments = np.empty((heads, t - first_row, len(cuts) - 1))
+    sink = np.empty((heads, t - first_row, len(sinks)))
+
+    def one(start: int) -> None:
+        stop = min(start + step, t)
+        first_key = 0 if window is None else max(0, start - window + 1)
+        found = block_sums(queries, keys_reversed, slice(start, stop), first_key, cuts, record.softcap, window, sinks)
+        segments[:, start - first_row: stop - first_row], sink[:, start - first_row: stop - first_row] = found
+
+    list(pool.map(one, range(first_row, t, step)))
+    return segments, sink

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.attention_heads.distance_sums import DIRECT_BLOCK_CELLS, block_sums, reversed_keys
+from core.attention_heads.distance_sums import block_workers, layer_sums
 from core.errors import AnalysisError
 from core.model.attention_layers import SINGLE_STACK
 from core.model.trace import Trace
@@ -225,31 +225,30 @@ def long_context_profile(trace: Trace, *, sink_positions: Sequence[int] = (0,),
         progress(0, layers)
     cuts = np.union1d(edges, [far])  # distance segments: the bins, the far distance cutting one of them
     to_bins = ((edges[:-1, None] <= cuts[None, :-1]) & (cuts[None, :-1] < edges[1:, None])).T.astype(np.float64)
-    sink_far = np.array([[abs(i - p) >= far for p in sinks] for i in range(t)], dtype=bool).reshape(t, len(sinks))
-    for layer in range(layers):
-        record = trace.attention_record(SINGLE_STACK, layer) if causal else None  # an encoder's: the stored weights
-        direct = record is not None and _plain_causal(trace, layer, record, windows[layer], t)
-        if direct:
-            queries, keys_reversed = reversed_keys(record)
-        step = max(1, DIRECT_BLOCK_CELLS // (heads * t)) if direct else block
-        for start in range(int(queries_of[0]), t, step):
-            rows = np.arange(start, min(start + step, t))
-            keys = _keys_of(rows, t, causal, windows[layer])
+    sink_far = np.abs(np.arange(t)[:, None] - np.array(sinks, dtype=np.int64)[None, :]) >= far  # [T, P]
+    with block_workers() as pool:  # a decoder's queries and keys: the next layer's computed beside this one's sums
+        pending = pool.submit(trace.attention_record, SINGLE_STACK, 0) if causal else None
+        for layer in range(layers):
+            record = pending.result() if pending is not None else None
+            pending = pool.submit(trace.attention_record, SINGLE_STACK, layer + 1) if causal and layer + 1 < layers else None
+            direct = record is not None and _plain_causal(trace, layer, record, windows[layer], t)
             if direct:
-                segments, on_sinks = block_sums(queries, keys_reversed, slice(start, rows[-1] + 1), keys.start, cuts,
-                                                infos[layer].softcap, windows[layer], sinks)
-                bin_sums = segments @ to_bins
-                far_sums = segments[..., cuts[:-1] >= far].sum(axis=-1) - (on_sinks * sink_far[rows]).sum(axis=-1)
-                sink_sums = on_sinks.sum(axis=-1)
-            else:
-                weights = trace.attention(SINGLE_STACK, layer, rows=slice(rows[0], rows[-1] + 1), keys=keys)
+                segments, on_sinks = layer_sums(record, int(queries_of[0]), cuts, windows[layer], sinks, pool)
+                shares[layer] = (segments @ to_bins).sum(axis=1)
+                sink[layer][:, queries_of] = on_sinks.sum(axis=-1)
+                far_share[layer] = (segments[..., cuts[:-1] >= far].sum(axis=-1)
+                                    - (on_sinks * sink_far[queries_of]).sum(axis=-1)).sum(axis=1)
+            for start in () if direct else starts:  # weights read a block of rows at a time
+                rows = np.arange(start, min(start + block, t))
+                keys = _keys_of(rows, t, causal, windows[layer])
+                weights = trace.attention(SINGLE_STACK, layer, rows=slice(rows[0], rows[-1] + 1), keys=keys)  # [H, R, K]
                 bin_sums, sink_sums, far_sums = reduce_block(weights, rows, edges, sinks, far, causal, keys.start)
-            shares[layer] += bin_sums.sum(axis=1)
-            sink[layer][:, rows] = sink_sums
-            far_share[layer] += far_sums.sum(axis=1)
-        uniform[layer], sink_uniform[layer], far_uniform[layer] = even[windows[layer]]
-        if progress:
-            progress(layer + 1, layers)
+                shares[layer] += bin_sums.sum(axis=1)
+                sink[layer][:, rows] = sink_sums
+                far_share[layer] += far_sums.sum(axis=1)
+            uniform[layer], sink_uniform[layer], far_uniform[layer] = even[windows[layer]]
+            if progress:
+                progress(layer + 1, layers)
     count = len(queries_of)
     return LongContextProfile(
         edges=edges, shares=(shares / count).astype(np.float32), uniform=(uniform / count).astype(np.float32),
