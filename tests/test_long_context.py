@@ -138,10 +138,12 @@ def test_progress_reports_every_layer(models):
 
 
 def test_small_blocks_give_the_same_numbers(models, monkeypatch):
+    import core.attention_heads.distance_sums as distance_sums
     import core.attention_heads.long_context as long_context
 
     whole, ids = _profile(models["gemma3_text"][0])
-    monkeypatch.setattr(long_context, "BLOCK_CELLS", 4 * 3 * len(ids))  # blocks of 3 rows
+    monkeypatch.setattr(long_context, "BLOCK_CELLS", 4 * 3 * len(ids))  # blocks of 3 rows (weights read …
+    monkeypatch.setattr(distance_sums, "DIRECT_BLOCK_CELLS", 4 * 3 * len(ids))  # … or summed from queries and keys)
     blocks, _ = _profile(models["gemma3_text"][0])
     np.testing.assert_allclose(blocks.shares, whole.shares, atol=1e-6)
     np.testing.assert_allclose(blocks.sink[..., 1:], whole.sink[..., 1:], atol=1e-7)

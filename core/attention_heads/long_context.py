@@ -3,9 +3,11 @@ sinks, Xiao et al. 2023), and the sliding window each layer's attention was give
 ``sliding_windows``).
 
 It reads the text's trace (``core.model.trace.Trace``, stack ``"self"``: one forward pass, never every head's ``[T, T]``
-weights): each layer's weights are asked of ``Trace.attention`` a block of query rows at a time, reduced to a few
-numbers per query and dropped. Memory held beside the trace: the layer's block call (``Trace.layer``) and one block of
-``[H, R, T]`` weights, ``R`` chosen so a block has at most ``BLOCK_CELLS`` cells.
+weights), a block of query rows at a time, each reduced to a few numbers per query and dropped. A decoder layer whose
+mask is causal within its sliding window (every bundled decoder's) is summed by distance straight from its queries and
+keys (``core.attention_heads.distance_sums``: ``DIRECT_BLOCK_CELLS`` scores at a time, the weights never formed); any
+other layer's weights (an encoder's, another mask) are asked of ``Trace.attention``, ``BLOCK_CELLS`` at a time. Memory
+held beside the trace: the layer's queries and keys (``Trace.attention_record``) and one block.
 
 Distance ``d`` is ``query − key`` for a decoder (a query sees only keys at ``d ≥ 0``) and ``|query − key|`` for an
 encoder. Bins are log-spaced: ``[0], [1], [2, 3], [4, 7], [8, 15], …``; bin ``b`` holds ``edges[b] ≤ d <
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.attention_heads.distance_sums import block_workers, layer_sums
 from core.errors import AnalysisError
 from core.model.attention_layers import SINGLE_STACK
 from core.model.trace import Trace
@@ -170,6 +173,17 @@ def _keys_of(rows: np.ndarray, t: int, causal: bool, window: int | None) -> slic
     return slice(0 if window is None else max(0, int(rows[0]) - window + 1), int(rows[-1]) + 1)
 
 
+def _plain_causal(trace: Trace, layer: int, record, window: int | None, t: int) -> bool:
+    """Whether ``layer``'s mask is exactly causal within its sliding window (what ``block_sums`` applies), with no
+    position bias: else its weights are read from ``Trace.attention``."""
+    if record.position_bias is not None:
+        return False
+    if record.mask is None:
+        return bool(record.causal) and (window is None or window >= t)
+    rule = np.tril(np.ones((t, t), dtype=bool))
+    return np.array_equal(trace.mask(SINGLE_STACK, layer), rule if window is None else np.triu(rule, 1 - window))
+
+
 def long_context_profile(trace: Trace, *, sink_positions: Sequence[int] = (0,),
                          progress: Callable[[int, int], None] | None = None) -> LongContextProfile:
     """Every head's attention by distance, on the sink and past the far distance, over the text of ``trace`` (see the
@@ -187,7 +201,7 @@ def long_context_profile(trace: Trace, *, sink_positions: Sequence[int] = (0,),
     far = min(present) if present else FAR_DISTANCE
     edges = distance_edges(t - 1)
     sinks = sorted({int(p) for p in sink_positions if 0 <= int(p) < t})
-    queries = np.arange(1 if causal else 0, t)
+    queries_of = np.arange(1 if causal else 0, t)
     layers, heads, bins = len(infos), infos[0].heads, len(edges) - 1
     shares = np.zeros((layers, heads, bins))
     uniform = np.zeros((layers, bins))
@@ -196,7 +210,7 @@ def long_context_profile(trace: Trace, *, sink_positions: Sequence[int] = (0,),
     sink = np.full((layers, heads, t), np.nan, dtype=np.float32)
     sink_uniform = np.full((layers, t), np.nan)
     block = max(1, BLOCK_CELLS // (heads * t))
-    starts = range(int(queries[0]), t, block)
+    starts = range(int(queries_of[0]), t, block)
     even = {}  # window -> (bins [B], sink [T], far): uniform attention's, per distinct window
     for window in dict.fromkeys(windows):
         even_bins, even_sink, even_far = np.zeros(bins), np.full(t, np.nan), 0.0
@@ -209,19 +223,33 @@ def long_context_profile(trace: Trace, *, sink_positions: Sequence[int] = (0,),
         even[window] = (even_bins, even_sink, even_far)
     if progress:
         progress(0, layers)
-    for layer in range(layers):
-        for start in starts:
-            rows = np.arange(start, min(start + block, t))
-            keys = _keys_of(rows, t, causal, windows[layer])
-            weights = trace.attention(SINGLE_STACK, layer, rows=slice(rows[0], rows[-1] + 1), keys=keys)  # [H, R, K]
-            bin_sums, sink_sums, far_sums = reduce_block(weights, rows, edges, sinks, far, causal, keys.start)
-            shares[layer] += bin_sums.sum(axis=1)
-            sink[layer][:, rows] = sink_sums
-            far_share[layer] += far_sums.sum(axis=1)
-        uniform[layer], sink_uniform[layer], far_uniform[layer] = even[windows[layer]]
-        if progress:
-            progress(layer + 1, layers)
-    count = len(queries)
+    cuts = np.union1d(edges, [far])  # distance segments: the bins, the far distance cutting one of them
+    to_bins = ((edges[:-1, None] <= cuts[None, :-1]) & (cuts[None, :-1] < edges[1:, None])).T.astype(np.float64)
+    sink_far = np.abs(np.arange(t)[:, None] - np.array(sinks, dtype=np.int64)[None, :]) >= far  # [T, P]
+    with block_workers() as pool:  # a decoder's queries and keys: the next layer's computed beside this one's sums
+        pending = pool.submit(trace.attention_record, SINGLE_STACK, 0) if causal else None
+        for layer in range(layers):
+            record = pending.result() if pending is not None else None
+            pending = pool.submit(trace.attention_record, SINGLE_STACK, layer + 1) if causal and layer + 1 < layers else None
+            direct = record is not None and _plain_causal(trace, layer, record, windows[layer], t)
+            if direct:
+                segments, on_sinks = layer_sums(record, int(queries_of[0]), cuts, windows[layer], sinks, pool)
+                shares[layer] = (segments @ to_bins).sum(axis=1)
+                sink[layer][:, queries_of] = on_sinks.sum(axis=-1)
+                far_share[layer] = (segments[..., cuts[:-1] >= far].sum(axis=-1)
+                                    - (on_sinks * sink_far[queries_of]).sum(axis=-1)).sum(axis=1)
+            for start in () if direct else starts:  # weights read a block of rows at a time
+                rows = np.arange(start, min(start + block, t))
+                keys = _keys_of(rows, t, causal, windows[layer])
+                weights = trace.attention(SINGLE_STACK, layer, rows=slice(rows[0], rows[-1] + 1), keys=keys)  # [H, R, K]
+                bin_sums, sink_sums, far_sums = reduce_block(weights, rows, edges, sinks, far, causal, keys.start)
+                shares[layer] += bin_sums.sum(axis=1)
+                sink[layer][:, rows] = sink_sums
+                far_share[layer] += far_sums.sum(axis=1)
+            uniform[layer], sink_uniform[layer], far_uniform[layer] = even[windows[layer]]
+            if progress:
+                progress(layer + 1, layers)
+    count = len(queries_of)
     return LongContextProfile(
         edges=edges, shares=(shares / count).astype(np.float32), uniform=(uniform / count).astype(np.float32),
         sink_positions=tuple(sinks), sink=sink, sink_uniform=sink_uniform.astype(np.float32), far_distance=far,
