@@ -71,7 +71,6 @@ def block_sums(queries: torch.Tensor, keys_reversed: torch.Tensor, rows: slice, 
     return (segments / total).numpy(), (sink / total).numpy()
 
 
-
 @contextmanager
 def block_workers() -> Iterator[ThreadPoolExecutor]:
     """Within: as many threads of this process as torch's own setting, each running torch on one thread (restored
