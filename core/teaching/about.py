@@ -104,8 +104,9 @@ def _architecture(model: LoadedModel, analysis: Analysis) -> dict:
     facts["rotary"] = any(name.endswith("inv_freq") for name, _ in net.named_buffers())
     embeddings = net.get_input_embeddings()
     if embeddings is not None and analysis.num_tokens > 0 and not model.is_encoder_decoder:
-        with torch.inference_mode():
-            e = embeddings(torch.tensor([analysis.input_ids], device=model.device))[0].double().cpu().numpy()
+        # the embedding rows themselves, not the module's call (which counters of passes would count): a module that
+        # scales them (Gemma's sqrt(hidden)) is fitted by ``scale`` below
+        e = embeddings.weight.detach()[torch.tensor(analysis.input_ids, device=model.device)].double().cpu().numpy()
         h = analysis.hidden_states[0].astype(np.float64)  # [T, D]
         scale = float((h * e).sum() / max((e * e).sum(), 1e-30))
         facts["position_free_start"] = bool(np.allclose(h, scale * e, rtol=1e-4, atol=1e-5 * np.abs(h).max()))
