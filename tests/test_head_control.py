@@ -11,6 +11,7 @@ import pytest
 
 from tests.test_app import choose_head, open_app, page_errors
 from ui.page_state import view_query
+from viz.head_cells import from_wire
 
 pytestmark = pytest.mark.app
 
@@ -22,6 +23,13 @@ def _head_boxes(at) -> list:
 
 
 def _head_title(at) -> str:
+    """The head on screen: the head switch's layer and head where it draws it (its Plotly figure is then not drawn,
+    only built for its downloads), else the Plotly head figure's title."""
+    switches = [c.proto for c in at.get("bidi_component") if c.proto.component_name.endswith("attention_head_switch")]
+    if switches:
+        assert not [c for c in at.get("plotly_chart") if c.proto.id.endswith("-attention-head")]
+        data = from_wire(switches[0].bytes)
+        return f"layer {data['layer']}, head {data['head']}"
     (chart,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith("-attention-head")]
     return json.loads(chart.proto.spec)["layout"]["title"]["text"]
 

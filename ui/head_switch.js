@@ -116,6 +116,11 @@ function show(s, head) {
     s.images.forEach((img) => { img.hidden = true; });
     s.title.textContent = `Layer ${s.data.layer}, head ${head}: being computed…`;
     s.heat.dataset.head = "";
+  } else if (!s.images && !s.data.heads[head]) { // another layer's first message had the shown head alone: this one
+    // is drawn when the rest of the layer arrives (a moment later)
+    s.heat.getContext("2d").clearRect(0, 0, s.heat.width, s.heat.height);
+    s.title.textContent = `Layer ${s.data.layer}, head ${head}: loading…`;
+    s.heat.dataset.head = "";
   } else if (s.images) {
     const img = s.images[head];
     if (img.complete) draw();
@@ -228,12 +233,35 @@ function build(parentElement, data) {
   s.heat.addEventListener("mouseleave", () => { s.tip.hidden = true; });
   root.append(group, s.title, grid);
   layout(s);
-  const ahead = (h) => { // decode the other heads ahead, one per idle moment, so a click only draws
-    if (h >= data.heads.length || states.get(parentElement) !== s) return;
-    cellsOf(s, h).then(() => setTimeout(() => ahead(h + 1), 0));
-  };
-  setTimeout(() => ahead(0), 50);
+  held(s);
+  s.parentElement = parentElement;
+  setTimeout(() => decodeAhead(s, 0), 50);
   return s;
+}
+
+function decodeAhead(s, h) { // decode the other heads ahead, one per idle moment, so a click only draws
+  const heads = s.data.heads;
+  while (h < heads.length && !heads[h]) h++; // not arrived yet: decoded once the rest of the layer arrives
+  if (h >= heads.length || states.get(s.parentElement) !== s) return;
+  cellsOf(s, h).then(() => setTimeout(() => decodeAhead(s, h + 1), 0));
+}
+
+function held(s) { // how many of the layer's heads the browser holds (for tests)
+  s.heat.dataset.held = String(s.data.heads.filter(Boolean).length);
+}
+
+// The rest of a layer whose first message held the shown head alone: the other heads in place, a head chosen
+// meanwhile drawn, the buttons and focus kept.
+function fill(s, data) {
+  data.heads.forEach((head, h) => {
+    if (!head || s.data.heads[h]) return;
+    s.data.heads[h] = head;
+    if (h === data.raw) { s.ready[h] = fromPlanes(head); s.decoded[h] = Promise.resolve(s.ready[h]); }
+  });
+  s.data.partial = false;
+  held(s);
+  if (s.head !== null && s.heat.dataset.head !== String(s.head)) show(s, s.head);
+  setTimeout(() => decodeAhead(s, 0), 0);
 }
 
 function buildImages(parentElement, s, group) {
@@ -291,23 +319,32 @@ function fromWire(wire) {
   const size = new DataView(wire.buffer, wire.byteOffset, 4).getUint32(0, true);
   const data = JSON.parse(new TextDecoder().decode(wire.subarray(4, 4 + size)));
   let at = 4 + size;
-  data.heads = data.sizes.map((length) => { const head = wire.subarray(at, at + length); at += length; return head; });
+  data.heads = data.sizes.map((length) => { // a head of size 0 was not sent (yet): null
+    const head = length ? wire.subarray(at, at + length) : null;
+    at += length;
+    return head;
+  });
   return data;
 }
 
 export default function (component) {
-  const { parentElement, setStateValue } = component;
+  const { parentElement, setStateValue, setTriggerValue } = component;
   const data = component.data instanceof Uint8Array ? fromWire(component.data) : component.data;
   let s = states.get(parentElement);
   performance.mark("head-switch:data");
   if (s && s.digest !== data.digest && samePicture(s, data)) {
     update(s, data);
     s.digest = data.digest;
+  } else if (s && s.digest === data.digest && s.data.partial && !data.partial) {
+    fill(s, data);
   } else if (!s || s.digest !== data.digest) {
     s = build(parentElement, data);
     performance.mark("head-switch:built");
     s.digest = data.digest;
     states.set(parentElement, s);
+    if (data.partial) { // the shown head alone: ask for the rest once it is painted (rAF, then the next task)
+      requestAnimationFrame(() => setTimeout(() => { if (s.data.partial) setTriggerValue("rest", data.digest); }, 0));
+    }
   }
   s.setStateValue = setStateValue;
   if (s.nonce !== data.nonce) { // the server chose the head (first draw, another control, a link): show it

@@ -5,13 +5,19 @@ and the page's other views follow).
 
 The layer's data stays byte for byte the same while only the head changes, so Streamlit's message cache sends it
 again as a reference, not as the layer's cells: the head the browser shows is in ``data`` only when the server chose
-it (first draw, another control, a link), marked by a new ``nonce``."""
+it (first draw, another control, a link), marked by a new ``nonce``.
+
+Another layer chosen in a fragment run travels in two messages: the shown head alone first, then the layer in full,
+which the browser asks for (a ``rest`` trigger, so a fragment rerun) once it has painted that head: a message sent
+right after the first arrived in the same burst, and the browser handled its 1.2 MB before painting. A head clicked
+before the rest arrives says it is loading (the click's rerun sends the rest too) and is drawn when it arrives."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from ui.page_state import set_option
 from viz.head_cells import digest as layer_digest
@@ -64,10 +70,28 @@ def data_for(layer: dict, head: int, record: tuple | None, picked: tuple | None)
     return {**layer, "digest": digest, "head": head, "nonce": nonce}, record
 
 
+def fragment_run() -> bool:
+    """Whether this run reruns fragments only (``st.rerun(scope="fragment")`` is allowed in it)."""
+    ctx = get_script_run_ctx()
+    return bool(ctx is not None and ctx.fragment_ids_this_run)
+
+
 def head_switch(layer: dict, head: int, *, key: str = "head-switch") -> None:
-    """Mount the head switch for ``layer`` showing ``head`` (the page's option)."""
-    data, record = data_for(layer, head, st.session_state.get(f"{key}.sent"), st.session_state.get(f"{key}.picked"))
+    """Mount the head switch for ``layer`` showing ``head`` (the page's option). When a fragment run shows another
+    layer than the browser holds, the shown head goes alone (so the browser draws it before the other heads' bytes
+    arrive), and the next run (the browser's request for the rest, or a click) sends the layer in full."""
+    before = st.session_state.get(f"{key}.sent")
+    data, record = data_for(layer, head, before, st.session_state.get(f"{key}.picked"))
     st.session_state[f"{key}.sent"] = record
-    # a short text's codes as bytes, the head shown inflated (drawn on arrival); a long text's images as they are
-    wire = to_wire(data, raw=data["head"]) if data["kind"] == "cells" else data
-    _SWITCH(key=key, data=wire, on_head_change=lambda: _chosen(key))
+    if data["kind"] != "cells":  # a long text's images as they are (each sent once it is pooled)
+        _SWITCH(key=key, data=data, on_head_change=lambda: _chosen(key))
+        return
+    rest = f"{key}.rest"
+    first = before is not None and before[0] != record[0] and fragment_run()
+    if first:
+        st.session_state[rest] = record[0]
+    elif st.session_state.get(rest) == record[0]:
+        del st.session_state[rest]
+    # the codes as bytes, the head shown inflated (drawn on arrival); after another layer, that head alone
+    wire = to_wire(data, raw=data["head"], only=data["head"] if first else None)
+    _SWITCH(key=key, data=wire, on_head_change=lambda: _chosen(key), on_rest_change=lambda: None)
