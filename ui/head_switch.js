@@ -342,8 +342,15 @@ export default function (component) {
     performance.mark("head-switch:built");
     s.digest = data.digest;
     states.set(parentElement, s);
-    if (data.partial) { // the shown head alone: ask for the rest once it is painted (rAF, then the next task)
-      requestAnimationFrame(() => setTimeout(() => { if (s.data.partial) setTriggerValue("rest", data.digest); }, 0));
+    if (data.partial) { // the shown head alone: ask for the rest once it is painted (rAF, then the next task), and
+      // again every 2 s while it has not arrived (a request can meet a run still going)
+      let asked = 0;
+      const ask = () => {
+        if (!s.data.partial || states.get(parentElement) !== s) return;
+        setTriggerValue("rest", `${data.digest}:${++asked}`);
+        setTimeout(ask, 2000);
+      };
+      requestAnimationFrame(() => setTimeout(ask, 0));
     }
   }
   s.setStateValue = setStateValue;
