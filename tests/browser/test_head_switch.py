@@ -97,7 +97,8 @@ def _palette() -> np.ndarray:
     return np.array([pc.unlabel_rgb(c) for c in colours]).round()
 
 
-def _assert_drawn(page, head: int, weights: np.ndarray) -> None:
+def assert_drawn(page, head: int, weights) -> None:
+    """Every cell of the heatmap the switch draws is head ``head``'s weight (``weights[head]``) in the palette."""
     drawn = page.evaluate(CELLS_JS)
     assert drawn["head"] == head
     w = weights[head]
@@ -119,12 +120,12 @@ def _open_switch(app_page, head: int):
 def test_heads_switch_in_the_browser_before_any_rerun(app_page, weights):
     recorder, page = _open_switch(app_page, 0)
     assert page.locator(TITLE).text_content() == f"Layer {LAYER}, head 0"
-    _assert_drawn(page, 0, weights)
+    assert_drawn(page, 0, weights)
     for head in (3, 7, 11):
         recorder.start()
         page.get_by_role("radio", name=f"Head {head}", exact=True).click()
         assert page.locator(TITLE).text_content() == f"Layer {LAYER}, head {head}"
-        _assert_drawn(page, head, weights)
+        assert_drawn(page, head, weights)
         app_page.wait_until_idle()
         times = click_times(page)
         clicked, titled = times["clicks"][-1], times["titles"][-1]
@@ -203,12 +204,12 @@ def test_another_layer_sends_its_shown_head_first_then_the_rest(app_page, attent
     assert all(h is not None for h in sent[1]["heads"]) and "partial" not in sent[1]
     held = page.evaluate("() => window.__held")
     assert held[0][:2] == ["Layer 3, head 4", "1"], held  # drawn while the browser held that head alone
-    _assert_drawn(page, 4, attentions[LAYER + 1])
+    assert_drawn(page, 4, attentions[LAYER + 1])
     assert page.evaluate(CELLS_JS.replace("return {head", "return {held: heat.dataset.held, head"))["held"] == "12"
     # a head of the new layer is drawn from what the browser holds, before the server says anything
     page.get_by_role("radio", name="Head 9", exact=True).click()
     assert page.locator(TITLE).text_content() == f"Layer {LAYER + 1}, head 9"
-    _assert_drawn(page, 9, attentions[LAYER + 1])
+    assert_drawn(page, 9, attentions[LAYER + 1])
     app_page.wait_until_idle()
     times, held = click_times(page), page.evaluate("() => window.__held")
     clicked = times["clicks"][-1]
@@ -222,7 +223,7 @@ def test_another_layer_sends_its_shown_head_first_then_the_rest(app_page, attent
                            timeout=60_000)
     app_page.wait_until_idle()
     assert page.locator(TITLE).text_content() == f"Layer {LAYER + 2}, head 1"
-    _assert_drawn(page, 1, attentions[LAYER + 2])
+    assert_drawn(page, 1, attentions[LAYER + 2])
     page.wait_for_function("() => location.search.includes('head=1') && location.search.includes('layer=4')",
                            timeout=30_000)
     app_page.assert_clean()
@@ -261,7 +262,7 @@ def test_arrow_keys_move_between_heads_and_the_link_reopens_the_head(app_page, b
         again.wait_for_selector(TITLE, timeout=60_000)
         fresh.wait_until_idle()
         assert again.locator(TITLE).text_content() == f"Layer {LAYER}, head 3"
-        _assert_drawn(again, 3, weights)
+        assert_drawn(again, 3, weights)
         assert re.search(r"head=3\b", again.url)
         fresh.assert_clean()
     finally:
