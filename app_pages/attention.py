@@ -142,7 +142,7 @@ def one_head_or_layer(model, analysis, stacks: tuple, stack, drawn: AttentionFig
     if shown == "one head" and switch:
         # every head of the layer in the browser: another head is drawn there, then reported; after another layer,
         # the shown head goes first, the rest when the browser asks for it
-        head_switch(drawn.cells(layer), head)
+        head_switch(drawn.cells(layer), head, axes=axis_titles(stack))
         # the head's Plotly figure is not drawn (the switch shows its cells): built only for a download or a pin
         one = drawn.head_view(layer, head)
         figure_downloads(lambda: drawn.head(layer, head, axis_titles(stack)).figure, name=one.name, data=one.data,

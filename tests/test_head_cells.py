@@ -90,5 +90,11 @@ def test_the_layer_is_sent_again_only_when_the_browser_does_not_show_the_head():
     assert (back["head"], back["nonce"]) == (2, 2)
     # another layer: new data
     other = layer_cells(_softmax_heads(3, 5, seed=2), list("abcde"), layer=1, colorscale="Cividis", per_head_scale=False)
-    new, _ = data_for(other, 2, record3, (2, 7))
+    new, record4 = data_for(other, 2, record3, (2, 7))
     assert new["digest"] != first["digest"] and new["head"] == 2
+    # head 0 clicked on the layer before, its click landing after this layer was sent: the browser shows head 2 of
+    # this layer, so the data names head 0 with a new nonce (and a click on this layer is cached as before)
+    late, record5 = data_for(other, 0, record4, (0, 8, first["digest"]))
+    assert (late["head"], late["nonce"]) == (0, record4[2] + 1)
+    here, _ = data_for(other, 1, record5, (1, 9, other["digest"]))
+    assert here == late

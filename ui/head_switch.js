@@ -1,6 +1,6 @@
 // The head switch (ui/head_switch.py): draws any head of the layer it was given, from the codes it holds, at once,
-// then reports the choice to Python ({head, seq}: seq makes every choice a change, even back to a head reported
-// before). Token labels are drawn on a canvas or written as textContent: never parsed as HTML.
+// then reports the choice to Python ({head, seq, digest}: seq makes every choice a change, even back to a head
+// reported before; digest names the layer it was chosen on). Token labels are drawn on a canvas or written as textContent: never parsed as HTML.
 const MASKED = 65535;
 const states = new WeakMap(); // per mounted element: what it shows and the layer it decoded
 
@@ -107,7 +107,8 @@ function show(s, head) {
     if (s.images) s.images.forEach((img, h) => { img.hidden = h !== head; });
     else drawCells(s, head);
     s.title.textContent = `Layer ${s.data.layer}, head ${head}`;
-    s.heat.setAttribute("aria-label", `Attention weights of layer ${s.data.layer}, head ${head}: queries down, keys across`);
+    const [rows, cols] = s.data.axes || ["queries", "keys"];
+    s.heat.setAttribute("aria-label", `Attention weights of layer ${s.data.layer}, head ${head}: rows ${rows}, columns ${cols}`);
     s.heat.dataset.head = String(head);
     s.heat.dataset.n = String(s.images ? s.data.n : s.data.rows.length);
     performance.mark("head-switch:drawn"); // for the bench (bench/head_switch.py): when the new data is on the canvas
@@ -133,7 +134,7 @@ function choose(s, head) {
   if (head === s.head) return;
   show(s, head);
   s.seq = Date.now() * 1000 + ((s.seq || 0) % 1000) + 1;
-  s.setStateValue("head", { head, seq: s.seq });
+  s.setStateValue("head", { head, seq: s.seq, digest: s.digest }); // the layer it was chosen on
 }
 
 function hoverImage(s, event) {
@@ -231,7 +232,10 @@ function build(parentElement, data) {
   grid.style.gridTemplateColumns = `${s.margin}px auto`;
   s.heat.addEventListener("mousemove", (event) => hover(s, event));
   s.heat.addEventListener("mouseleave", () => { s.tip.hidden = true; });
-  root.append(group, s.title, grid);
+  s.axes = document.createElement("p"); // what the rows and columns are (the Plotly figure's axis titles)
+  s.axes.className = "axes";
+  if (data.axes) s.axes.textContent = `Rows: ${data.axes[0]}. Columns: ${data.axes[1]}.`;
+  root.append(group, s.title, s.axes, grid);
   layout(s);
   held(s);
   s.parentElement = parentElement;

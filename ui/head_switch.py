@@ -32,6 +32,7 @@ CSS = """
   box-shadow: inset 0 -3px 0 var(--st-primary-color, #ff4b4b); }
 .heads button:focus-visible { outline: 2px solid var(--st-primary-color, #ff4b4b); outline-offset: 2px; }
 .title { font-weight: 600; margin: 4px 0; }
+.axes { font-size: 0.8rem; margin: 0 0 4px; }
 .grid { display: grid; position: relative; align-items: start; justify-items: start; }
 .grid canvas { display: block; }
 .pooled img { display: block; image-rendering: pixelated; }
@@ -52,17 +53,20 @@ def _chosen(key: str) -> None:
     value = st.session_state.get(key)
     picked = value.get("head") if value is not None else None
     if isinstance(picked, dict) and isinstance(picked.get("head"), int):
-        st.session_state[f"{key}.picked"] = (picked["head"], picked.get("seq"))
+        st.session_state[f"{key}.picked"] = (picked["head"], picked.get("seq"), picked.get("digest"))
         set_option("head", picked["head"])
 
 
 def data_for(layer: dict, head: int, record: tuple | None, picked: tuple | None) -> tuple[dict, tuple]:
     """The component's data for ``layer`` (``viz.head_cells.layer_cells``) showing ``head``, and the record of what
     was sent: ``(digest, head sent, nonce, the browser's choice when sent)``. The data is unchanged (so cached by the
-    browser) when the browser already shows ``head``: the one sent, or the one it chose since."""
+    browser) when the browser already shows ``head``: the one sent, or the one it chose since on this layer
+    (``picked``: ``(head, seq, digest of the layer it was chosen on)``; a click on the layer before, landing before
+    this one arrived, is not a head this layer shows)."""
     digest = layer.get("digest") or layer_digest(layer)
     if record is not None and record[0] == digest:
-        shown = picked[0] if picked is not None and picked != record[3] else record[1]
+        on_this = picked is not None and (len(picked) < 3 or picked[2] in (None, digest))
+        shown = picked[0] if on_this and picked != record[3] else record[1]
         if shown == head:
             return {**layer, "digest": digest, "head": record[1], "nonce": record[2]}, record
     nonce = 0 if record is None else record[2] + 1
@@ -76,8 +80,9 @@ def fragment_run() -> bool:
     return bool(ctx is not None and ctx.fragment_ids_this_run)
 
 
-def head_switch(layer: dict, head: int, *, key: str = "head-switch") -> None:
-    """Mount the head switch for ``layer`` showing ``head`` (the page's option). When a fragment run shows another
+def head_switch(layer: dict, head: int, *, axes: tuple[str, str] | None = None, key: str = "head-switch") -> None:
+    """Mount the head switch for ``layer`` showing ``head`` (the page's option); ``axes``: what its rows and columns
+    are (``ui.seq2seq.axis_titles``), said under its title. When a fragment run shows another
     layer than the browser holds, the shown head goes alone (so the browser draws it before the other heads' bytes
     arrive), and the next run (the browser's request for the rest, or a click) sends the layer in full."""
     before = st.session_state.get(f"{key}.sent")
@@ -93,5 +98,5 @@ def head_switch(layer: dict, head: int, *, key: str = "head-switch") -> None:
     elif st.session_state.get(rest) == record[0]:
         del st.session_state[rest]
     # the codes as bytes, the head shown inflated (drawn on arrival); after another layer, that head alone
-    wire = to_wire(data, raw=data["head"], only=data["head"] if first else None)
+    wire = to_wire({**data, **({"axes": list(axes)} if axes else {})}, raw=data["head"], only=data["head"] if first else None)
     _SWITCH(key=key, data=wire, on_head_change=lambda: _chosen(key), on_rest_change=lambda: None)
