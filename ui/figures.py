@@ -211,6 +211,6 @@ def figure_downloads(build: Callable[[], go.Figure], *, name: str, data: Callabl
     with st.container(horizontal=True, gap="small"):
         st.download_button(f"Download image ({kind.upper()})", image, file_name=f"{file_stem(name)}.{kind}",
                            mime=IMAGE_TYPES[kind], on_click="ignore", key=f"{key}-image", icon=":material/image:",
-                           help="The figure drawn on the server at the size the page would save it (a few seconds)")
+                           help="The figure drawn on the server when clicked, at the size its camera button would save it")
         csv_download("Download data (CSV)", data, file_name=f"{file_stem(name)}.csv", key=f"{key}-csv")
         pin_button(build, name=name, alt=alt, data=data, key=key)
