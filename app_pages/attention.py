@@ -16,7 +16,7 @@ from ui.attention_page import long_attention
 from ui.caveats import WORD_LEVEL_HELP, attention_caveat, word_level_allowed
 from ui.errors import friendly_fragment
 from ui.explain import controls, explain
-from ui.figures import fitted_later, show_figure
+from ui.figures import figure_downloads, show_figure
 from ui.head_switch import head_switch
 from ui.page_figures import (
     ATTENTION_PALETTES,
@@ -139,18 +139,21 @@ def one_head_or_layer(model, analysis, stacks: tuple, stack, drawn: AttentionFig
         right.selectbox, "Head (counted from 0)", range(heads), key="head", disabled=source == "rollout",
         help="Rollout averages the heads, so it has none of its own." if source == "rollout" else None)
 
-    if shown == "one head":
-        if switch:  # every head of the layer in the browser: another head is drawn there, then reported
-            head_switch(drawn.cells(layer), head)
-        one = drawn.head(layer, head, axis_titles(stack))
-        show_figure(one.figure, name=one.name, data=one.data, key="attention-head", reserve_margins=True)
+    if shown == "one head" and switch:
+        # every head of the layer in the browser: another head is drawn there, then reported; after another layer,
+        # the shown head goes first, the rest when the browser asks for it
+        head_switch(drawn.cells(layer), head, axes=axis_titles(stack))
+        # the head's Plotly figure is not drawn (the switch shows its cells): built only for a download or a pin
+        one = drawn.head_view(layer, head)
+        figure_downloads(lambda: drawn.head(layer, head, axis_titles(stack)).figure, name=one.name, data=one.data,
+                         key="attention-head", reserve_margins=True)
         # The neighbouring layers, while the reader looks at this one, so choosing one only sends it; not on a shared
         # workshop server, where work done ahead for one reader is CPU taken from the others' clicks.
-        if switch and not current_settings().server_mode:
-            near = [at for at in (layer + 1, layer - 1) if 0 <= at < layers]
-            work_ahead([drawn.cells_later(at) for at in near]
-                       + [fitted_later(drawn.head_later(at, head, axis_titles(stack)), reserve_margins=True) for at in near],
-                       key="attention-ahead")
+        if not current_settings().server_mode:
+            work_ahead([drawn.cells_later(at) for at in (layer + 1, layer - 1) if 0 <= at < layers], key="attention-ahead")
+    elif shown == "one head":  # rollout: one figure, its head control disabled
+        one = drawn.head(layer, head, axis_titles(stack))
+        show_figure(one.figure, name=one.name, data=one.data, key="attention-head", reserve_margins=True)
     elif shown == "one layer":
         grid = drawn.layer(layer)
         show_figure(grid.figure, name=grid.name, data=grid.data, key="attention-layer")

@@ -61,12 +61,19 @@ class Frames:
         kind = None
         if msg.WhichOneof("type") == "delta" and msg.delta.WhichOneof("type") == "new_element":
             kind = msg.delta.new_element.WhichOneof("type")
+            if kind == "bidi_component" and msg.delta.new_element.bidi_component.component_name.endswith("head_switch"):
+                kind = "head_switch"
         self.frames.append((len(payload), kind))
 
     def since(self, start: int) -> tuple[int, int]:
         """(all bytes, the head switch's element bytes) received after frame ``start``."""
         new = self.frames[start:]
-        return sum(b for b, _ in new), sum(b for b, k in new if k == "bidi_component")
+        return sum(b for b, _ in new), sum(b for b, k in new if k == "head_switch")
+
+    def switch_messages(self, start: int) -> list[int]:
+        """The bytes of each message carrying the head switch's element after frame ``start`` (after another layer:
+        the shown head alone, then the whole layer)."""
+        return [b for b, k in self.frames[start:] if k == "head_switch"]
 
 
 def words_text(words: int) -> str:
@@ -113,6 +120,7 @@ def one_text(browser, url: str, query: dict, heads: int, layer: int = 0) -> dict
         marks = page.evaluate(MARKS)
         tab.wait_until_idle()
         layer_bytes = frames.since(start)
+        layer_messages = frames.switch_messages(start)
         errors = tab.error_texts() + [f"request to another host: {u}" for u in tab.blocked]
     finally:
         tab.close()
@@ -124,6 +132,7 @@ def one_text(browser, url: str, query: dict, heads: int, layer: int = 0) -> dict
             "per_click_element_kb": round(statistics.median(r[1] for r in received) / 1024, 1),
             "layer_change_seconds_driver": round(layer_seconds, 3), "layer_change_ms": round(layer_ms, 1),
             "layer_change_marks": marks, "layer_change_kb": round(layer_bytes[0] / 1024, 1),
+            "layer_switch_messages_kb": [round(b / 1024, 1) for b in layer_messages],
             "errors": errors}
 
 
@@ -157,7 +166,8 @@ def main() -> dict:
                   f"{row['layer_element_kb']} KB (page opened {row['open_kb']} KB); per head click {row['per_click_kb']} KB "
                   f"(switch element {row['per_click_element_kb']} KB); another layer: option pressed → drawn "
                   f"{row['layer_change_ms']} ms ({row['layer_change_marks']}), {row['layer_change_seconds_driver']} s "
-                  f"from opening the select box (driver), {row['layer_change_kb']} KB; errors {row['errors']}", flush=True)
+                  f"from opening the select box (driver), {row['layer_change_kb']} KB (the switch's messages "
+                  f"{row['layer_switch_messages_kb']} KB); errors {row['errors']}", flush=True)
         browser.close()
     results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return results

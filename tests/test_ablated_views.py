@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
+import streamlit as st
 
 from core.attention_heads.attention import attention_maxima
 from core.causal.effects import ablate_heads
 from core.model.inference import analyze
 from core.model.models import load_model
-from tests.test_app import choose_head, open_app, page_errors
+from tests.test_app import choose_head, head_switch_weights, open_app, page_errors
 from ui.ablation import STATE_KEY
-from viz import attention as va
 
 pytestmark = pytest.mark.app
 
@@ -56,35 +58,42 @@ def runs(tiny_bert_dir):
     return analyze(model, TEXT), ablate_heads(model, TEXT, KNOCKED_OUT, method="zero")
 
 
-def test_the_attention_page_draws_the_ablated_run_when_toggled(tiny_bert_dir, runs):
+def test_the_attention_page_draws_the_ablated_run_when_toggled(tiny_bert_dir, runs, monkeypatch):
     plain, ablated = runs
     assert _differ(plain.attentions[LAYER, 2], ablated.attentions[LAYER, 2])
+    tables = {}  # the CSV downloads' tables, by button key (built here as a click would)
+    real = st.download_button
+
+    def recording(label, data, *args, **kwargs):
+        tables[kwargs.get("key")] = data
+        return real(label, data, *args, **kwargs)
+
+    monkeypatch.setattr(st, "download_button", recording)
     at = _open("app_pages/attention.py", tiny_bert_dir)
     at.selectbox(key="attention.layer").set_value(LAYER).run()
     choose_head(at, 2)
 
-    def head():
-        return _figures(at)[-1]
-
     def head_z():
-        """The head's weights as the hover prints them: integer codes of the hover's decimals (viz.attention.decimal_codes)
-        decoded, or numbers that print as the weights (viz.attention.printed_numbers) rounded as the hover rounds."""
-        trace = head()["data"][-1]
-        return at_hover_precision(trace_array(trace["z"]) / (trace.get("meta") or {}).get("z_scale", 1))
+        """The head switch's weights: codes of 4 decimals, rounded half up."""
+        return head_switch_weights(at)
 
-    def at_hover_precision(weights):
-        digits = va.hover_digits(*weights.shape)
-        return np.floor(np.asarray(weights, np.float64) * 10**digits + 0.5) / 10**digits
+    def at_codes(weights):
+        return np.floor(np.asarray(weights, np.float64) * 10**4 + 0.5) / 10**4
 
-    np.testing.assert_allclose(head_z(), at_hover_precision(plain.attentions[LAYER, 2]), atol=1e-12)
-    assert "ablated run" not in head()["layout"]["title"]["text"]
+    def head_csv():
+        """The head's CSV as a click would download it: a row per query, a column per key, at full precision."""
+        return pd.read_csv(io.BytesIO(tables["attention-head-csv"]())).drop(columns="query").to_numpy()
+
+    np.testing.assert_allclose(head_z(), at_codes(plain.attentions[LAYER, 2]), atol=1e-12)
+    np.testing.assert_allclose(head_csv(), plain.attentions[LAYER, 2], atol=1e-7)
     at.toggle(key="show_ablated").set_value(True).run()
     assert not page_errors(at)
     assert any("knocked out" in c.value and "layer 0, head 1" in c.value for c in at.caption)
-    # the tiny random model's knock-out moves these weights by about 1e-6, below the 4 decimals the head figure
-    # shows and sends, so the figure is known to be the ablated run's by its title; its values are that run's
-    assert "ablated run" in head()["layout"]["title"]["text"]
-    np.testing.assert_allclose(head_z(), at_hover_precision(ablated.attentions[LAYER, 2]), atol=1e-12)
+    # the tiny random model's knock-out moves these weights by about 1e-6, below the 4 decimals the switch draws
+    # and sends, so the head is known to be the ablated run's by its CSV; its codes are that run's
+    np.testing.assert_allclose(head_csv(), ablated.attentions[LAYER, 2], atol=1e-7)
+    assert not np.allclose(head_csv(), plain.attentions[LAYER, 2], atol=1e-7, rtol=0)
+    np.testing.assert_allclose(head_z(), at_codes(ablated.attentions[LAYER, 2]), atol=1e-12)
     overview = _figures(at)[0]
     assert "ablated run" in overview["layout"]["title"]["text"]
     # the one-layer grid and turning the toggle off again (the plain figures come back, not a cached ablated one)
@@ -92,8 +101,8 @@ def test_the_attention_page_draws_the_ablated_run_when_toggled(tiny_bert_dir, ru
     assert not page_errors(at) and "ablated run" in _figures(at)[-1]["layout"]["title"]["text"]
     at.segmented_control(key="attention.view").set_value("one head").run()
     at.toggle(key="show_ablated").set_value(False).run()
-    np.testing.assert_allclose(head_z(), at_hover_precision(plain.attentions[LAYER, 2]), atol=1e-12)
-    assert "ablated run" not in head()["layout"]["title"]["text"]
+    np.testing.assert_allclose(head_csv(), plain.attentions[LAYER, 2], atol=1e-7)
+    np.testing.assert_allclose(head_z(), at_codes(plain.attentions[LAYER, 2]), atol=1e-12)
     assert "ablated run" not in _figures(at)[0]["layout"]["title"]["text"]
 
 

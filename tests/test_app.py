@@ -37,6 +37,22 @@ def choose_head(at: AppTest, head: int) -> None:
     at.run()
 
 
+def head_switch_data(at: AppTest) -> dict | None:
+    """What the Attention page's head switch was sent (``viz.head_cells.from_wire``), or None where it is not drawn."""
+    from viz.head_cells import from_wire
+
+    sent = [c.proto for c in at.get("bidi_component") if c.proto.component_name.endswith("attention_head_switch")]
+    return from_wire(sent[0].bytes) if sent else None
+
+
+def head_switch_weights(at: AppTest):
+    """The weights of the head the switch shows, as the browser decodes them (NaN where masked)."""
+    from viz.head_cells import decode_codes
+
+    data = head_switch_data(at)
+    return decode_codes(data["heads"][data["head"]], data["step"], (len(data["rows"]), len(data["cols"])))
+
+
 def page_errors(at: AppTest) -> list[str]:
     return [e.value for e in at.error] + [str(e.value) for e in at.exception]
 

@@ -9,6 +9,7 @@ from urllib.parse import parse_qsl
 import pytest
 
 from tests.test_app import open_app, page_errors
+from ui import deck
 from ui.deck import decode_pins
 from ui.page_state import view_query
 
@@ -29,7 +30,8 @@ def test_every_figure_has_pin_to_deck_and_a_pin_keeps_the_view(tiny_bert_dir):
     at = open_app({"model": tiny_bert_dir, "text": "the bank of a river"}, page=ATTENTION)
     assert not page_errors(at)
     charts, buttons = at.get("plotly_chart"), _pin_buttons(at)
-    assert charts and len(buttons) == len(charts)  # one beside every figure
+    # one beside every figure, and one under the head switch (the head's figure, built when pinned)
+    assert charts and len(buttons) == len(charts) + 1
     shown = dict(view_query(at.session_state))
     buttons[0].click().run()
     assert not page_errors(at)
@@ -53,6 +55,19 @@ def test_every_figure_has_pin_to_deck_and_a_pin_keeps_the_view(tiny_bert_dir):
     assert _pinned(again) == [pin]
     assert again.text_input(key="deck.title").value == "Heads"
     assert not [w for w in again.warning if "not kept" in w.value]
+
+
+@pytest.mark.app
+def test_the_head_the_switch_shows_is_pinned_with_its_figure_built_on_the_click(tiny_bert_dir):
+    at = open_app({"model": tiny_bert_dir, "text": "the bank of a river", "layer": "1", "head": "2"}, page=ATTENTION)
+    assert not page_errors(at)
+    assert not [c for c in at.get("plotly_chart") if c.proto.id.endswith("-attention-head")]  # not drawn
+    next(b for b in _pin_buttons(at) if b.key == "attention-head-pin").click().run()
+    assert not page_errors(at)
+    (pin,) = _pinned(at)
+    assert pin.name.endswith("layer-1-head-2") and "layer 1, head 2" in pin.title, pin
+    kept = deck.kept_figure(pin)
+    assert kept is not None and "layer 1, head 2" in kept.figure.layout.title.text
 
 
 @pytest.mark.app

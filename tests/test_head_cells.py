@@ -62,6 +62,19 @@ def test_labels_travel_as_json_text_never_as_markup():
     assert "innerHTML" not in js and "insertAdjacentHTML" not in js and "outerHTML" not in js
 
 
+def test_another_layers_first_message_carries_the_shown_head_alone():
+    heads = _softmax_heads(12, 40)
+    layer = layer_cells(heads, [f"t{i}" for i in range(40)], layer=3, colorscale="Cividis", per_head_scale=False)
+    whole, first = to_wire(layer, raw=5), to_wire(layer, raw=5, only=5)
+    got = from_wire(first)
+    assert got.pop("partial") is True and [h is not None for h in got["heads"]] == [h == 5 for h in range(12)]
+    assert got["heads"][5] == layer["heads"][5] and got["digest"] == layer["digest"]  # the same layer: its digest
+    codes = np.floor(heads[5].astype(np.float64) * 10_000 + 0.5).astype(np.uint16).ravel()  # by hand, inflated
+    assert first.endswith((codes >> 8).astype(np.uint8).tobytes() + (codes & 0xFF).astype(np.uint8).tobytes())
+    assert len(first) < len(whole) - sum(len(h) for i, h in enumerate(layer["heads"]) if i != 5) + 200
+    assert "partial" not in from_wire(whole)
+
+
 def test_the_layer_is_sent_again_only_when_the_browser_does_not_show_the_head():
     layer = layer_cells(_softmax_heads(3, 5), list("abcde"), layer=0, colorscale="Cividis", per_head_scale=False)
     first, record = data_for(layer, 0, None, None)
@@ -77,5 +90,11 @@ def test_the_layer_is_sent_again_only_when_the_browser_does_not_show_the_head():
     assert (back["head"], back["nonce"]) == (2, 2)
     # another layer: new data
     other = layer_cells(_softmax_heads(3, 5, seed=2), list("abcde"), layer=1, colorscale="Cividis", per_head_scale=False)
-    new, _ = data_for(other, 2, record3, (2, 7))
+    new, record4 = data_for(other, 2, record3, (2, 7))
     assert new["digest"] != first["digest"] and new["head"] == 2
+    # head 0 clicked on the layer before, its click landing after this layer was sent: the browser shows head 2 of
+    # this layer, so the data names head 0 with a new nonce (and a click on this layer is cached as before)
+    late, record5 = data_for(other, 0, record4, (0, 8, first["digest"]))
+    assert (late["head"], late["nonce"]) == (0, record4[2] + 1)
+    here, _ = data_for(other, 1, record5, (1, 9, other["digest"]))
+    assert here == late

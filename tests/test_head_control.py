@@ -10,7 +10,9 @@ import json
 import pytest
 
 from tests.test_app import choose_head, open_app, page_errors
+from tests.test_deck_link import needs_chromium
 from ui.page_state import view_query
+from viz.head_cells import from_wire
 
 pytestmark = pytest.mark.app
 
@@ -22,6 +24,13 @@ def _head_boxes(at) -> list:
 
 
 def _head_title(at) -> str:
+    """The head on screen: the head switch's layer and head where it draws it (its Plotly figure is then not drawn,
+    only built for its downloads), else the Plotly head figure's title."""
+    switches = [c.proto for c in at.get("bidi_component") if c.proto.component_name.endswith("attention_head_switch")]
+    if switches:
+        assert not [c for c in at.get("plotly_chart") if c.proto.id.endswith("-attention-head")]
+        data = from_wire(switches[0].bytes)
+        return f"layer {data['layer']}, head {data['head']}"
     (chart,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith("-attention-head")]
     return json.loads(chart.proto.spec)["layout"]["title"]["text"]
 
@@ -76,3 +85,26 @@ def test_the_next_layers_heads_and_figure_are_ready_before_it_is_chosen(tiny_ber
     # back to layer 0: its packed heads were kept, not packed again
     at.selectbox(key="attention.layer").set_value(0).run()
     assert "layer 0, head 2" in _head_title(at) and results.head_cells.computed() == cells
+
+
+@needs_chromium
+def test_the_shown_heads_image_downloads_as_svg_drawn_only_when_asked(tiny_bert_dir, monkeypatch):
+    """The head's Plotly figure is not drawn where the switch shows the head; its download (the sidebar's format,
+    here SVG) builds it and draws it on the server only when clicked: a vector file naming the layer and head."""
+    import streamlit as st
+
+    from viz import attention as va
+
+    asked, built = {}, []
+    real_button, real_figure = st.download_button, va.head_figure
+    monkeypatch.setattr(st, "download_button", lambda label, data, *a, **k: asked.update({k.get("key"): data})
+                        or real_button(label, data, *a, **k))
+    monkeypatch.setattr(va, "head_figure", lambda *a, **k: built.append(k["title"]) or real_figure(*a, **k))
+    at = open_app({"model": tiny_bert_dir, "text": TEXT, "layer": "1", "head": "3", "img": "SVG"},
+                  page="app_pages/attention.py")
+    assert not page_errors(at), page_errors(at)
+    assert "Download image (SVG)" in [b.label for b in at.get("download_button")]
+    assert built == []  # nothing built for the page
+    svg = asked["attention-head-image"]().decode("utf-8")
+    assert svg.lstrip().startswith("<svg") and "layer 1, head 3" in svg
+    assert len(built) == 1 and "layer 1, head 3" in built[0]

@@ -29,6 +29,7 @@ import json
 import logging
 import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl, urlencode, urljoin
 
@@ -234,9 +235,10 @@ def _table(data) -> str:
 PIN_TOAST = "deck.pin_toast"  # session key: the sentence the last Pin click left for the next run to show
 
 
-def pin_figure(fig: go.Figure, name: str, alt: str | None, data) -> None:
+def pin_figure(fig: go.Figure | Callable[[], go.Figure], name: str, alt: str | None, data) -> None:
     """The "Pin to deck" button's callback: pin the view on screen's figure ``fig``. What happened is said by a toast
     in the run that follows (``pin_button``): an element drawn from a callback inside a fragment is refused."""
+    fig = fig() if callable(fig) else fig  # a figure the page does not draw is built when pinned
     page = "" if current_page() == "home" else current_page()
     query = urlencode(view_query())
     pin = Pin(page, query, name, plain_text(fig.layout.title.text) or name, (alt or "").strip(),
@@ -254,9 +256,10 @@ def pin_figure(fig: go.Figure, name: str, alt: str | None, data) -> None:
                                    "page makes the slides." + (f" {refused}" if refused else ""), ":material/push_pin:")
 
 
-def pin_button(fig: go.Figure, *, name: str, alt: str | None, data, key: str | None) -> None:
+def pin_button(fig: go.Figure | Callable[[], go.Figure], *, name: str, alt: str | None, data, key: str | None) -> None:
     """The "Pin to deck" button under a figure (``show_figure`` draws it beside the downloads); and, when this
-    server lost a pinned figure of the view being drawn, keep the figure drawn now."""
+    server lost a pinned figure of the view being drawn, keep the figure drawn now. ``fig``: the figure, or a call
+    building it (a figure the page does not draw: built only when pinned)."""
     said = st.session_state.pop(PIN_TOAST, None)  # what the last click on a Pin button did
     if said is not None:
         st.toast(said[0], icon=said[1])
@@ -264,7 +267,7 @@ def pin_button(fig: go.Figure, *, name: str, alt: str | None, data, key: str | N
         view = ("" if current_page() == "home" else current_page(), canonical(drawing_query()), name)
         if view in WANTED:
             pin = Pin(view[0], view[1], name, "", "", current_model_name(), "")
-            keep_figure(pin, fig, _table(data), (alt or "").strip())
+            keep_figure(pin, fig() if callable(fig) else fig, _table(data), (alt or "").strip())
             with _WANTED_LOCK:
                 WANTED.discard(view)
     base = f"{key}-pin" if key else f"pin-{name}"

@@ -15,6 +15,7 @@ from ui.explain import PAGE_PADDING_PX
 from ui.session import image_format, presentation_mode
 from ui.viewport import current_column, main_column
 from viz.common import file_stem
+from viz.deck_render import render_image
 from viz.fit.page import fit_for_page
 from viz.fit.slide import fit_for_slide
 from viz.fit.text import export_options, page_export_options
@@ -79,15 +80,6 @@ def fitted(fig: go.Figure, width_px: float, *, slide: bool, reserve: bool = Fals
             copy = fit_for_page(fig, width_px, reserve=reserve)
         memo[key] = copy
     return memo[key]
-
-
-def fitted_later(build: Callable[[], go.Figure], *, share: float = 1.0, reserve_margins: bool = False,
-                 column_gap: str = "small") -> Callable[[], go.Figure]:
-    """A call, for another thread (``ui.ahead``), that builds a figure and fits it as ``show_figure`` would now, at
-    this column's width and mode (the width is read now, in the run): drawing it later skips both."""
-    slide = presentation_mode()
-    width_px = current_column(PRESENTATION_WIDTH if slide else NORMAL_WIDTH).figure_width(share, COLUMN_GAP_PX[column_gap])
-    return lambda: fitted(build(), width_px, slide=slide, reserve=reserve_margins)
 
 
 # Read by a screen reader, never drawn: the standard visually-hidden pattern (not display:none, which hides it from both).
@@ -195,3 +187,30 @@ def clicked_point(chart_key: str, convert: Callable = lambda data: data):
         return None
     st.session_state[handled] = data
     return data
+
+
+IMAGE_TYPES = {"png": "image/png", "svg": "image/svg+xml"}
+
+
+def figure_downloads(build: Callable[[], go.Figure], *, name: str, data: Callable[[], pd.DataFrame], key: str,
+                     alt: str | None = None, reserve_margins: bool = False) -> None:
+    """What ``show_figure`` offers under a figure, for a figure the page does not draw (another control shows its
+    numbers, as the Attention page's head switch does): the image in the format chosen in the sidebar, drawn on the
+    server by the slides' Chromium (``viz.deck_render``) at the size the camera button would save, the data as CSV,
+    and "Pin to deck"; ``build`` is called only when one of them is clicked."""
+    slide = presentation_mode()
+    width_px = current_column(PRESENTATION_WIDTH if slide else NORMAL_WIDTH).figure_width(1.0, COLUMN_GAP_PX["small"])
+    kind = image_format()
+
+    def image() -> bytes:
+        fig = fitted(build(), width_px, slide=slide, reserve=reserve_margins)
+        size = export_options(width_px) if slide else page_export_options(width_px, fig.layout.height or PLOTLY_DEFAULT_HEIGHT)
+        fig = go.Figure(fig).update_layout(template="plotly_white", paper_bgcolor="white", plot_bgcolor="white")
+        return render_image(fig, {"format": kind, **size})
+
+    with st.container(horizontal=True, gap="small"):
+        st.download_button(f"Download image ({kind.upper()})", image, file_name=f"{file_stem(name)}.{kind}",
+                           mime=IMAGE_TYPES[kind], on_click="ignore", key=f"{key}-image", icon=":material/image:",
+                           help="The figure drawn on the server when clicked, at the size its camera button would save it")
+        csv_download("Download data (CSV)", data, file_name=f"{file_stem(name)}.csv", key=f"{key}-csv")
+        pin_button(build, name=name, alt=alt, data=data, key=key)

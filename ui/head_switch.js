@@ -1,6 +1,6 @@
 // The head switch (ui/head_switch.py): draws any head of the layer it was given, from the codes it holds, at once,
-// then reports the choice to Python ({head, seq}: seq makes every choice a change, even back to a head reported
-// before). Token labels are drawn on a canvas or written as textContent: never parsed as HTML.
+// then reports the choice to Python ({head, seq, digest}: seq makes every choice a change, even back to a head
+// reported before; digest names the layer it was chosen on). Token labels are drawn on a canvas or written as textContent: never parsed as HTML.
 const MASKED = 65535;
 const states = new WeakMap(); // per mounted element: what it shows and the layer it decoded
 
@@ -107,7 +107,8 @@ function show(s, head) {
     if (s.images) s.images.forEach((img, h) => { img.hidden = h !== head; });
     else drawCells(s, head);
     s.title.textContent = `Layer ${s.data.layer}, head ${head}`;
-    s.heat.setAttribute("aria-label", `Attention weights of layer ${s.data.layer}, head ${head}: queries down, keys across`);
+    const [rows, cols] = s.data.axes || ["queries", "keys"];
+    s.heat.setAttribute("aria-label", `Attention weights of layer ${s.data.layer}, head ${head}: rows ${rows}, columns ${cols}`);
     s.heat.dataset.head = String(head);
     s.heat.dataset.n = String(s.images ? s.data.n : s.data.rows.length);
     performance.mark("head-switch:drawn"); // for the bench (bench/head_switch.py): when the new data is on the canvas
@@ -115,6 +116,11 @@ function show(s, head) {
   if (s.images && !s.data.heads[head]) { // not pooled yet: say so (the server sends it once it is)
     s.images.forEach((img) => { img.hidden = true; });
     s.title.textContent = `Layer ${s.data.layer}, head ${head}: being computed…`;
+    s.heat.dataset.head = "";
+  } else if (!s.images && !s.data.heads[head]) { // another layer's first message had the shown head alone: this one
+    // is drawn when the rest of the layer arrives (a moment later)
+    s.heat.getContext("2d").clearRect(0, 0, s.heat.width, s.heat.height);
+    s.title.textContent = `Layer ${s.data.layer}, head ${head}: loading…`;
     s.heat.dataset.head = "";
   } else if (s.images) {
     const img = s.images[head];
@@ -128,7 +134,7 @@ function choose(s, head) {
   if (head === s.head) return;
   show(s, head);
   s.seq = Date.now() * 1000 + ((s.seq || 0) % 1000) + 1;
-  s.setStateValue("head", { head, seq: s.seq });
+  s.setStateValue("head", { head, seq: s.seq, digest: s.digest }); // the layer it was chosen on
 }
 
 function hoverImage(s, event) {
@@ -226,14 +232,40 @@ function build(parentElement, data) {
   grid.style.gridTemplateColumns = `${s.margin}px auto`;
   s.heat.addEventListener("mousemove", (event) => hover(s, event));
   s.heat.addEventListener("mouseleave", () => { s.tip.hidden = true; });
-  root.append(group, s.title, grid);
+  s.axes = document.createElement("p"); // what the rows and columns are (the Plotly figure's axis titles)
+  s.axes.className = "axes";
+  if (data.axes) s.axes.textContent = `Rows: ${data.axes[0]}. Columns: ${data.axes[1]}.`;
+  root.append(group, s.title, s.axes, grid);
   layout(s);
-  const ahead = (h) => { // decode the other heads ahead, one per idle moment, so a click only draws
-    if (h >= data.heads.length || states.get(parentElement) !== s) return;
-    cellsOf(s, h).then(() => setTimeout(() => ahead(h + 1), 0));
-  };
-  setTimeout(() => ahead(0), 50);
+  held(s);
+  s.parentElement = parentElement;
+  setTimeout(() => decodeAhead(s, 0), 50);
   return s;
+}
+
+function decodeAhead(s, h) { // decode the other heads ahead, one per idle moment, so a click only draws
+  const heads = s.data.heads;
+  while (h < heads.length && !heads[h]) h++; // not arrived yet: decoded once the rest of the layer arrives
+  if (h >= heads.length || states.get(s.parentElement) !== s) return;
+  cellsOf(s, h).then(() => setTimeout(() => decodeAhead(s, h + 1), 0));
+}
+
+function held(s) { // how many of the layer's heads the browser holds (for tests)
+  s.heat.dataset.held = String(s.data.heads.filter(Boolean).length);
+}
+
+// The rest of a layer whose first message held the shown head alone: the other heads in place, a head chosen
+// meanwhile drawn, the buttons and focus kept.
+function fill(s, data) {
+  data.heads.forEach((head, h) => {
+    if (!head || s.data.heads[h]) return;
+    s.data.heads[h] = head;
+    if (h === data.raw) { s.ready[h] = fromPlanes(head); s.decoded[h] = Promise.resolve(s.ready[h]); }
+  });
+  s.data.partial = false;
+  held(s);
+  if (s.head !== null && s.heat.dataset.head !== String(s.head)) show(s, s.head);
+  setTimeout(() => decodeAhead(s, 0), 0);
 }
 
 function buildImages(parentElement, s, group) {
@@ -291,23 +323,39 @@ function fromWire(wire) {
   const size = new DataView(wire.buffer, wire.byteOffset, 4).getUint32(0, true);
   const data = JSON.parse(new TextDecoder().decode(wire.subarray(4, 4 + size)));
   let at = 4 + size;
-  data.heads = data.sizes.map((length) => { const head = wire.subarray(at, at + length); at += length; return head; });
+  data.heads = data.sizes.map((length) => { // a head of size 0 was not sent (yet): null
+    const head = length ? wire.subarray(at, at + length) : null;
+    at += length;
+    return head;
+  });
   return data;
 }
 
 export default function (component) {
-  const { parentElement, setStateValue } = component;
+  const { parentElement, setStateValue, setTriggerValue } = component;
   const data = component.data instanceof Uint8Array ? fromWire(component.data) : component.data;
   let s = states.get(parentElement);
   performance.mark("head-switch:data");
   if (s && s.digest !== data.digest && samePicture(s, data)) {
     update(s, data);
     s.digest = data.digest;
+  } else if (s && s.digest === data.digest && s.data.partial && !data.partial) {
+    fill(s, data);
   } else if (!s || s.digest !== data.digest) {
     s = build(parentElement, data);
     performance.mark("head-switch:built");
     s.digest = data.digest;
     states.set(parentElement, s);
+    if (data.partial) { // the shown head alone: ask for the rest once it is painted (rAF, then the next task), and
+      // again every 2 s while it has not arrived (a request can meet a run still going)
+      let asked = 0;
+      const ask = () => {
+        if (!s.data.partial || states.get(parentElement) !== s) return;
+        setTriggerValue("rest", `${data.digest}:${++asked}`);
+        setTimeout(ask, 2000);
+      };
+      requestAnimationFrame(() => setTimeout(ask, 0));
+    }
   }
   s.setStateValue = setStateValue;
   if (s.nonce !== data.nonce) { // the server chose the head (first draw, another control, a link): show it

@@ -42,7 +42,7 @@ class ViewFigure:
     """One figure of a view, as ``ui.figures.show_figure`` draws it and a pin keeps it."""
 
     name: str
-    figure: go.Figure
+    figure: go.Figure | None
     data: pd.DataFrame | Callable[[], pd.DataFrame] | None = None
     sentence: str = ""
 
@@ -137,17 +137,18 @@ class AttentionFigures:
 
     def head(self, layer: int, head: int, axis_titles: tuple[str, str]) -> ViewFigure:
         """One head of one layer, large."""
-        matrix, window = self.view.matrices[layer, head], self._window(layer)
         figure = results.figures.at(self.run, "attention-head", *self._options, layer, head,
                                     build=self._head_figure(layer, head, axis_titles))
-        data = partial(vt.matrix_table, matrix, self.view.labels, causal=self.style["causal"], key_labels=self.keys,
-                       hidden=window.get("hidden"))
-        return ViewFigure(file_stem(self.model_name, *self._stem, self.source, "layer", layer, "head", head), figure, data)
+        view = self.head_view(layer, head)
+        return ViewFigure(view.name, figure, view.data)
 
-    def head_later(self, layer: int, head: int, axis_titles: tuple[str, str]):
-        """``head``'s figure built (and kept) in another thread (``ui.ahead``): a call returning the figure."""
-        return results.figures.later(self.run, "attention-head", *self._options, layer, head,
-                                     build=self._head_figure(layer, head, axis_titles))
+    def head_view(self, layer: int, head: int) -> ViewFigure:
+        """``head``'s file name and data without its figure (None): what its downloads need when the page does not
+        draw it (the head switch shows its cells)."""
+        window = self._window(layer)
+        data = partial(vt.matrix_table, self.view.matrices[layer, head], self.view.labels, causal=self.style["causal"],
+                       key_labels=self.keys, hidden=window.get("hidden"))
+        return ViewFigure(file_stem(self.model_name, *self._stem, self.source, "layer", layer, "head", head), None, data)
 
     def _cells(self, layer: int):
         return partial(layer_cells, self.view.matrices[layer], self.view.labels, layer=layer, key_labels=self.keys,

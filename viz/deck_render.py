@@ -77,6 +77,12 @@ def render_pngs(figures: Sequence[go.Figure], options: dict,
     return pngs
 
 
+def render_image(fig: go.Figure, options: dict) -> bytes:
+    """``fig`` (already fitted) as an image of ``options`` (``format`` png or svg, ``width``, ``height``, ``scale``):
+    a figure's download built only when asked (``ui.figures.figure_downloads``)."""
+    return RENDERER.png(fig, options)
+
+
 def png_size(png: bytes) -> tuple[int, int]:
     """``(width, height)`` in pixels from a PNG's header."""
     if png[:8] != b"\x89PNG\r\n\x1a\n":

@@ -73,26 +73,32 @@ def digest(layer: dict) -> str:
     return md5.hexdigest()
 
 
-def to_wire(data: dict, *, raw: int | None = None) -> bytes:
+def to_wire(data: dict, *, raw: int | None = None, only: int | None = None) -> bytes:
     """``data`` (a layer's ``layer_cells`` with the head to show) as the bytes the head switch receives: the length
     of a JSON text (4 bytes, little-endian), that text (every field but the heads, and each head's size), then the
     heads' packed codes one after another. Head ``raw`` (the one to show) is sent inflated (its planes, named by
-    ``raw`` in the text), so the browser draws it at once, without waiting for its ``DecompressionStream``."""
+    ``raw`` in the text), so the browser draws it at once, without waiting for its ``DecompressionStream``.
+    ``only``: send that head alone (every other head's size 0, ``partial`` in the text): the first message after
+    another layer is chosen, a sixth to a twelfth of the layer's bytes; the same layer in full follows."""
     heads = list(data["heads"])
     extra = {}
+    if only is not None:
+        heads = [h if i == only else b"" for i, h in enumerate(heads)]
+        extra["partial"] = True
     if raw is not None:
-        heads[raw], extra = zlib.decompress(heads[raw]), {"raw": raw}
+        heads[raw] = zlib.decompress(heads[raw])
+        extra["raw"] = raw
     text = json.dumps({**{k: v for k, v in data.items() if k != "heads"}, **extra, "sizes": [len(h) for h in heads]}).encode()
     return b"".join([len(text).to_bytes(4, "little"), text, *heads])
 
 
 def from_wire(wire: bytes) -> dict:
-    """The inverse of ``to_wire`` (what the browser does; the inflated head deflated again)."""
+    """The inverse of ``to_wire`` (what the browser does; the inflated head deflated again, a head not sent None)."""
     size = int.from_bytes(wire[:4], "little")
     data = json.loads(wire[4:4 + size])
     heads, at = [], 4 + size
     for length in data.pop("sizes"):
-        heads.append(bytes(wire[at:at + length]))
+        heads.append(bytes(wire[at:at + length]) if length else None)
         at += length
     raw = data.pop("raw", None)
     if raw is not None:

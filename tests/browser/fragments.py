@@ -36,6 +36,11 @@ class Recorder:
     def start(self) -> None:
         self.frames, self.recording = [], True
 
+    def reply_frames(self) -> list[bytes]:
+        """The frames received since ``start`` (recording stops)."""
+        self.recording = False
+        return list(self.frames)
+
     def reply(self) -> Reply:
         import json
 

@@ -27,12 +27,12 @@ def _bertviz_svg_elements(page) -> int:
 def test_overview_and_large_head_paint(app_page):
     page = app_page.open("attention", {"text": TEXT, "layer": "2", "head": "3"})
     page.wait_for_selector(".js-plotly-plot .imagelayer image", timeout=60_000)  # the overview mosaic
-    page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)  # the large head
-    titles = _texts(page.locator(".js-plotly-plot .gtitle"))
-    assert any("layer 2, head 3" in t for t in titles), titles
-    # tokens are the axis labels of the large view
-    ticks = _texts(page.locator(".js-plotly-plot .xtick text"))
-    assert "cat" in ticks and "mat" in ticks
+    # the large head: the head switch's canvas (tests/browser/test_head_switch.py checks its every cell)
+    switch = page.locator('[data-testid="stMain"] .head-switch')
+    switch.locator(".title", has_text="Layer 2, head 3").wait_for(timeout=60_000)
+    assert switch.locator('canvas[role="img"]').get_attribute("data-head") == "3"
+    titles = _texts(page.locator(".js-plotly-plot .gtitle"))  # its Plotly figure is built only for its downloads
+    assert titles and not any("layer 2, head 3" in t for t in titles), titles
     app_page.assert_clean()
 
 
@@ -120,13 +120,16 @@ HOVERED = """(title) => {
 }"""
 
 
+ROLLOUT_HEAD = "layer 2, all heads (rollout)"  # the one-head view that draws the Plotly head figure (no switch)
+
+
 def _open_head(app_page, text: str) -> tuple:
-    """/attention on ``text`` at layer 2, head 3, its head figure in view: (page, the figure as the browser holds it)."""
-    page = app_page.open("attention", {"text": text, "layer": "2", "head": "3"})
+    """/attention on ``text``, rollout at layer 2, its head figure in view: (page, the figure as the browser holds it)."""
+    page = app_page.open("attention", {"text": text, "layer": "2", "source": "rollout"})
     page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
-    figure = page.locator('[data-testid="stMain"] .js-plotly-plot').filter(has_text="layer 2, head 3")
+    figure = page.locator('[data-testid="stMain"] .js-plotly-plot').filter(has_text=ROLLOUT_HEAD)
     figure.locator(".nsewdrag").first.scroll_into_view_if_needed()
-    return page, page.evaluate(HOVERED, "layer 2, head 3")
+    return page, page.evaluate(HOVERED, ROLLOUT_HEAD)
 
 
 def _hovered(page, spec: dict, cells: list[tuple[int, int]]):
@@ -176,7 +179,7 @@ def test_short_head_prints_its_json_numbers_in_hover_and_cells(app_page):
     page, spec = _open_head(app_page, "The cat sat on the mat near the river bank.")
     assert spec["template"] == "%{y} → %{x}: %{z:.4f}<extra></extra>" and spec["cols"] <= 20
     assert spec["numbers"]  # plain numbers: the JSON encoding, not a decoded typed array
-    cells = page.evaluate(CELL_TEXTS, "layer 2, head 3")
+    cells = page.evaluate(CELL_TEXTS, ROLLOUT_HEAD)
     assert cells == [_to_fixed(v, 2) for row in spec["z"] for v in row]  # every cell's text, in drawing order
     for value, number in _hovered(page, spec, [(0, 0), (1, 2), (spec["rows"] - 2, 0), (spec["rows"] // 2, spec["cols"] // 2)]):
         assert value == _to_fixed(number, 4), (value, number)
@@ -197,11 +200,11 @@ def test_head_figure_is_drawn_once_in_the_margins_the_server_reserved(app_page, 
     """Plotly redraws a whole figure when its tick labels, axis titles or colour bar push a margin out
     (viz.fit.page.reserve_margins sets them up front): the margins drawn are the ones asked for."""
     text = " ".join(["The cat sat on the mat because it was tired."] * (words // 10 + 1)).split()[:words]
-    page = app_page.open("attention", {"text": " ".join(text), "layer": "1", "head": "2"})
+    page = app_page.open("attention", {"text": " ".join(text), "layer": "1", "source": "rollout"})
     page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
-    drawn = page.evaluate(DRAWN_MARGINS, "layer 1, head 2")
+    drawn = page.evaluate(DRAWN_MARGINS, "layer 1, all heads (rollout)")
     assert drawn["drawn"] == drawn["asked"], drawn  # nothing pushed: drawn once
-    figure = page.locator('[data-testid="stMain"] .js-plotly-plot').filter(has_text="layer 1, head 2")
+    figure = page.locator('[data-testid="stMain"] .js-plotly-plot').filter(has_text="layer 1, all heads (rollout)")
     buttons = figure.locator(".modebar-btn").evaluate_all("els => els.map(e => e.getAttribute('data-title'))")
     assert any(b and b.startswith("Download plot") for b in buttons), buttons  # the camera button stays
     assert not {"Box Select", "Lasso Select"} & set(buttons) and figure.locator(".modebar a[href*='plotly']").count() == 0

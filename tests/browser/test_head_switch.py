@@ -5,6 +5,7 @@ reaches the link; axe-core finds nothing serious on the control."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -68,8 +69,8 @@ def click_times(page) -> dict:
 
 
 @pytest.fixture(scope="module")
-def weights():
-    """Layer ``LAYER``'s weights of every head, from the bundled MiniLM loaded plainly (eager attention)."""
+def attentions():
+    """Every layer's weights of every head, from the bundled MiniLM loaded plainly (eager attention)."""
     from transformers import AutoModel, AutoTokenizer
 
     from core.model.models import load_model
@@ -79,7 +80,13 @@ def weights():
     model = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
     with torch.no_grad():
         out = model(**tokenizer(TEXT, return_tensors="pt"), output_attentions=True)
-    return out.attentions[LAYER][0].numpy()
+    return [layer[0].numpy() for layer in out.attentions]
+
+
+@pytest.fixture(scope="module")
+def weights(attentions):
+    """Layer ``LAYER``'s weights of every head."""
+    return attentions[LAYER]
 
 
 def _palette() -> np.ndarray:
@@ -90,7 +97,8 @@ def _palette() -> np.ndarray:
     return np.array([pc.unlabel_rgb(c) for c in colours]).round()
 
 
-def _assert_drawn(page, head: int, weights: np.ndarray) -> None:
+def assert_drawn(page, head: int, weights) -> None:
+    """Every cell of the heatmap the switch draws is head ``head``'s weight (``weights[head]``) in the palette."""
     drawn = page.evaluate(CELLS_JS)
     assert drawn["head"] == head
     w = weights[head]
@@ -99,19 +107,25 @@ def _assert_drawn(page, head: int, weights: np.ndarray) -> None:
     np.testing.assert_allclose(np.array(drawn["cells"]), expected, atol=1)
 
 
-def test_heads_switch_in_the_browser_before_any_rerun(app_page, weights):
+def _open_switch(app_page, head: int):
+    """The Attention page on ``TEXT`` at layer ``LAYER``, head ``head``, recording its messages and times; idle."""
     recorder = Recorder(app_page.page)
     app_page.context.add_init_script(TIMES_JS)
-    page = app_page.open("attention", {"text": TEXT, "layer": str(LAYER), "head": "0"})
+    page = app_page.open("attention", {"text": TEXT, "layer": str(LAYER), "head": str(head)})
     page.wait_for_selector(TITLE, timeout=60_000)
     app_page.wait_until_idle()
+    return recorder, page
+
+
+def test_heads_switch_in_the_browser_before_any_rerun(app_page, weights):
+    recorder, page = _open_switch(app_page, 0)
     assert page.locator(TITLE).text_content() == f"Layer {LAYER}, head 0"
-    _assert_drawn(page, 0, weights)
+    assert_drawn(page, 0, weights)
     for head in (3, 7, 11):
         recorder.start()
         page.get_by_role("radio", name=f"Head {head}", exact=True).click()
         assert page.locator(TITLE).text_content() == f"Layer {LAYER}, head {head}"
-        _assert_drawn(page, head, weights)
+        assert_drawn(page, head, weights)
         app_page.wait_until_idle()
         times = click_times(page)
         clicked, titled = times["clicks"][-1], times["titles"][-1]
@@ -131,8 +145,87 @@ def test_heads_switch_in_the_browser_before_any_rerun(app_page, weights):
     printed = Decimal(float(weights[11][2, 4])).quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP)
     tip = page.locator('[data-testid="stMain"] .head-switch .tip')
     assert tip.text_content() == f"query cat (2) → key on (4): {printed}", tip.text_content()
-    # the Plotly head figure (downloads) followed
-    assert page.locator(".js-plotly-plot .gtitle", has_text=f"layer {LAYER}, head 11").count() == 1
+    # the head's Plotly figure is not drawn (the switch is the heatmap); its image is drawn on the server when asked
+    assert page.locator(".js-plotly-plot .gtitle", has_text=f"layer {LAYER}, head").count() == 0
+    with page.expect_download(timeout=120_000) as saving:
+        page.get_by_role("button", name="Download image (PNG)").click()
+    saved = saving.value
+    png = Path(saved.path()).read_bytes()
+    assert saved.suggested_filename.endswith(f"layer-{LAYER}-head-11.png"), saved.suggested_filename
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == 1920  # as the camera saves
+    app_page.assert_clean()
+
+
+def _switch_messages(frames: list[bytes]) -> list[dict]:
+    """The head switch's data in each websocket message of ``frames`` that carries it (``viz.head_cells.from_wire``)."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    from viz.head_cells import from_wire
+
+    found = []
+    for frame in frames:
+        msg = ForwardMsg()
+        msg.ParseFromString(frame)
+        if msg.WhichOneof("type") == "delta" and msg.delta.WhichOneof("type") == "new_element":
+            element = msg.delta.new_element
+            if element.WhichOneof("type") == "bidi_component" and element.bidi_component.component_name.endswith(
+                    "attention_head_switch"):
+                found.append(from_wire(element.bidi_component.bytes))
+    return found
+
+
+# each change of the switch's title as [its text, how many heads the browser held when it changed, when]
+HELD_JS = """() => { const root = [...document.querySelectorAll('[data-testid="stMain"] *')].map(e => e.shadowRoot)
+    .filter(Boolean).map(r => r.querySelector('.head-switch')).find(Boolean);
+    window.__held = [];
+    new MutationObserver(() => { const title = root.querySelector('.title').textContent, last = window.__held.at(-1);
+        if (!last || last[0] !== title) window.__held.push([title, root.querySelector('canvas[role="img"]').dataset.held, performance.now()]); })
+        .observe(root, {childList: true, characterData: true, subtree: true}); }"""
+
+
+def _choose_layer(page, layer: int) -> None:
+    box = page.locator('[data-testid="stMain"]').get_by_role("combobox", name="Layer (counted from 0)", exact=True)
+    box.click()
+    box.press_sequentially(str(layer))  # as the bench does: typing filters the list
+    page.get_by_role("option", name=str(layer), exact=True).click()
+
+
+def test_another_layer_sends_its_shown_head_first_then_the_rest(app_page, attentions):
+    recorder, page = _open_switch(app_page, 4)
+    page.evaluate(HELD_JS)
+    recorder.start()
+    _choose_layer(page, LAYER + 1)
+    page.wait_for_function("() => window.__held.some(([t]) => t === 'Layer 3, head 4')", timeout=60_000)
+    app_page.wait_until_idle()
+    sent = _switch_messages(recorder.reply_frames())
+    # the first message carries the shown head alone, the next the whole layer (the same layer: its digest)
+    assert [d["layer"] for d in sent[:2]] == [LAYER + 1] * 2 and sent[0]["digest"] == sent[1]["digest"], sent
+    assert sent[0]["partial"] and [h is not None for h in sent[0]["heads"]] == [h == 4 for h in range(12)]
+    assert all(h is not None for h in sent[1]["heads"]) and "partial" not in sent[1]
+    held = page.evaluate("() => window.__held")
+    assert held[0][:2] == ["Layer 3, head 4", "1"], held  # drawn while the browser held that head alone
+    assert_drawn(page, 4, attentions[LAYER + 1])
+    assert page.evaluate(CELLS_JS.replace("return {head", "return {held: heat.dataset.held, head"))["held"] == "12"
+    # a head of the new layer is drawn from what the browser holds, before the server says anything
+    page.get_by_role("radio", name="Head 9", exact=True).click()
+    assert page.locator(TITLE).text_content() == f"Layer {LAYER + 1}, head 9"
+    assert_drawn(page, 9, attentions[LAYER + 1])
+    app_page.wait_until_idle()
+    times, held = click_times(page), page.evaluate("() => window.__held")
+    clicked = times["clicks"][-1]
+    titled = next(when for title, _, when in held if title == f"Layer {LAYER + 1}, head 9")
+    after = [t for t in times["messages"] if t > clicked]
+    assert clicked <= titled and after and titled < after[0], (times, held)
+    # a head clicked at once after choosing another layer (perhaps before the rest arrives) is the one drawn
+    _choose_layer(page, LAYER + 2)
+    page.get_by_role("radio", name="Head 1", exact=True).click()
+    page.wait_for_function("(t) => window.__held.some(([title]) => title === t)", arg=f"Layer {LAYER + 2}, head 1",
+                           timeout=60_000)
+    app_page.wait_until_idle()
+    assert page.locator(TITLE).text_content() == f"Layer {LAYER + 2}, head 1"
+    assert_drawn(page, 1, attentions[LAYER + 2])
+    page.wait_for_function("() => location.search.includes('head=1') && location.search.includes('layer=4')",
+                           timeout=30_000)
     app_page.assert_clean()
 
 
@@ -169,7 +262,7 @@ def test_arrow_keys_move_between_heads_and_the_link_reopens_the_head(app_page, b
         again.wait_for_selector(TITLE, timeout=60_000)
         fresh.wait_until_idle()
         assert again.locator(TITLE).text_content() == f"Layer {LAYER}, head 3"
-        _assert_drawn(again, 3, weights)
+        assert_drawn(again, 3, weights)
         assert re.search(r"head=3\b", again.url)
         fresh.assert_clean()
     finally:

@@ -37,11 +37,15 @@ def test_cross_attention_head_has_target_rows_and_source_columns(app_page, model
     model = request.getfixturevalue(model_fixture)
     query = {"model": model, "text": "the bank of a river", "target": "cat mat", "stack": "Cross-attention"}
     page = app_page.open("attention", query)
-    page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
-    titles = _texts(page.locator(".js-plotly-plot .g-xtitle, .js-plotly-plot .g-ytitle"))
-    assert any("source token: key" in t for t in titles) and any("target token: query" in t for t in titles), titles
-    xticks = "".join(_texts(page.locator(".js-plotly-plot .xtick text")))
-    assert "river" in xticks
+    # the head switch draws the head: its rows and columns said under its title, its shape the tokens'
+    axes = page.locator('[data-testid="stMain"] .head-switch .axes')
+    axes.wait_for(timeout=60_000)
+    said = axes.text_content()
+    assert "Rows: target token: query" in said and "Columns: source token: key" in said, said
+    heat = page.locator('[data-testid="stMain"] .head-switch canvas[role="img"]')
+    box = heat.bounding_box()
+    assert box["width"] > box["height"] > 0  # 2 target rows (with their special tokens) × the source's columns
+    assert "rows target token: query" in heat.get_attribute("aria-label")
     app_page.assert_clean()
 
 
