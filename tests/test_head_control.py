@@ -108,3 +108,16 @@ def test_the_shown_heads_image_downloads_as_svg_drawn_only_when_asked(tiny_bert_
     svg = asked["attention-head-image"]().decode("utf-8")
     assert svg.lstrip().startswith("<svg") and "layer 1, head 3" in svg
     assert len(built) == 1 and "layer 1, head 3" in built[0]
+
+
+def test_without_chromium_the_head_offers_its_data_and_says_why_there_is_no_image(tiny_bert_dir, monkeypatch):
+    """A server without the Chromium the head's image is drawn with (``make run`` installs none) offers no image
+    button whose click could only fail with Streamlit's "Failed to generate file for download": a sentence says why,
+    and the data still downloads."""
+    monkeypatch.setattr("viz.deck_render.CHROMIUM", "/nonexistent/chromium")
+    at = open_app({"model": tiny_bert_dir, "text": TEXT, "layer": "1", "head": "3"}, page="app_pages/attention.py")
+    assert not page_errors(at), page_errors(at)
+    labels = [b.label for b in at.get("download_button")]
+    assert not [label for label in labels if label.startswith("Download image")], labels
+    assert "Download data (CSV)" in labels
+    assert any("no Chromium" in c.value for c in at.caption)

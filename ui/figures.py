@@ -15,7 +15,7 @@ from ui.explain import PAGE_PADDING_PX
 from ui.session import image_format, presentation_mode
 from ui.viewport import current_column, main_column
 from viz.common import file_stem
-from viz.deck_render import render_image
+from viz.deck_render import can_render, render_image
 from viz.fit.page import fit_for_page
 from viz.fit.slide import fit_for_slide
 from viz.fit.text import export_options, page_export_options
@@ -209,8 +209,13 @@ def figure_downloads(build: Callable[[], go.Figure], *, name: str, data: Callabl
         return render_image(fig, {"format": kind, **size})
 
     with st.container(horizontal=True, gap="small"):
-        st.download_button(f"Download image ({kind.upper()})", image, file_name=f"{file_stem(name)}.{kind}",
-                           mime=IMAGE_TYPES[kind], on_click="ignore", key=f"{key}-image", icon=":material/image:",
-                           help="The figure drawn on the server when clicked, at the size its camera button would save it")
+        if can_render():
+            st.download_button(f"Download image ({kind.upper()})", image, file_name=f"{file_stem(name)}.{kind}",
+                               mime=IMAGE_TYPES[kind], on_click="ignore", key=f"{key}-image", icon=":material/image:",
+                               help="The figure drawn on the server when clicked, at the size its camera button would "
+                                    "save it")
+        else:  # the click would only say "Failed to generate file for download"
+            st.caption("No image download here: this server has no Chromium to draw it (Debian's chromium "
+                       "package); its data downloads as CSV.")
         csv_download("Download data (CSV)", data, file_name=f"{file_stem(name)}.csv", key=f"{key}-csv")
         pin_button(build, name=name, alt=alt, data=data, key=key)

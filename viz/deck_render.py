@@ -77,6 +77,11 @@ def render_pngs(figures: Sequence[go.Figure], options: dict,
     return pngs
 
 
+def can_render() -> bool:
+    """Whether this server has the Chromium the images are drawn with (a page offers such a download only then)."""
+    return os.path.exists(CHROMIUM)
+
+
 def render_image(fig: go.Figure, options: dict) -> bytes:
     """``fig`` (already fitted) as an image of ``options`` (``format`` png or svg, ``width``, ``height``, ``scale``):
     a figure's download built only when asked (``ui.figures.figure_downloads``)."""
