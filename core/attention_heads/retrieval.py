@@ -25,6 +25,7 @@ from core.model.models import threads_for_input
 from core.model.recording import is_recordable
 from core.model.trace import Trace, record_ids
 from core.outputs.generation import greedy_ids
+from core.outputs.lens import output_head
 from core.outputs.predictions import base_model_of
 
 HAYSTACK_FILE = Path(__file__).parent.parent / "data" / "haystack_alice.txt"
@@ -190,13 +191,12 @@ def _run(lm, token_ids: list[int], rows: list[int], knocked_out: Sequence[tuple[
 
 
 def _answer_log_probs(lm, trace: Trace, token_ids: list[int], rows: list[int]) -> np.ndarray:
-    """log p(token after each of ``rows``) ``[len(rows)]``: the model's head (its output embeddings, then its logit
-    soft-cap where it has one, Gemma 2) on the trace's last hidden state (after the final norm) at those rows alone."""
+    """log p(token after each of ``rows``) ``[len(rows)]``: the model's own head (``core.outputs.lens.output_head``, the
+    logit lens's: its output embeddings and, Gemma 2, its logit soft-cap) on the trace's last hidden state (after the
+    final norm) at those rows alone."""
     hidden = torch.from_numpy(np.array(trace.outputs["last_hidden_state"][rows])).to(lm.device)
-    cap = getattr(lm.model.config, "final_logit_softcapping", None)
     with torch.inference_mode():
-        logits = lm.model.get_output_embeddings()(hidden).float()  # [A, vocab]
-        logits = torch.tanh(logits / cap) * cap if cap else logits
+        logits = output_head(lm)(hidden, True).float()  # [A, vocab]
         log_probs = torch.log_softmax(logits, dim=-1)
     return np.array([float(log_probs[i, token_ids[r + 1]]) for i, r in enumerate(rows)])
 

@@ -56,8 +56,9 @@ class Lens:
             array.setflags(write=False)
 
 
-def _head(lm: LanguageModel) -> Callable[[torch.Tensor, bool], torch.Tensor]:
-    """``head(hidden [T, hidden], is_last) -> logits [T, vocab]`` for the model's own head."""
+def output_head(lm: LanguageModel) -> Callable[[torch.Tensor, bool], torch.Tensor]:
+    """``head(hidden [T, hidden], is_last) -> logits [T, vocab]`` for the model's own head (``is_last``: ``hidden`` is
+    the last hidden state, already through the final norm). Raises ``UnsupportedArchitecture`` (a sentence)."""
     full = lm.model
     if hasattr(full, "lm_head") and hasattr(getattr(full, "transformer", None), "ln_f"):  # GPT-2
         return lambda h, last: full.lm_head(h if last else full.transformer.ln_f(h))
@@ -99,7 +100,7 @@ def logit_lens(model: LoadedModel | LanguageModel, analysis: Analysis, *, k: int
     whose checkpoint is then loaded with its head. Raises ``MissingLanguageModelHead`` for models without one.
     """
     lm = language_model_of(model)
-    head = _head(lm)
+    head = output_head(lm)
     k = max(1, min(int(k), MAX_K))
     start = max(0, min(int(start), analysis.num_tokens - 1))
     hidden = torch.from_numpy(np.array(analysis.hidden_states[:, start:], dtype=np.float32)).to(lm.device)
