@@ -60,7 +60,7 @@ from core.causal.flow import (
     stack_incoming,
 )
 from core.causal.flow_details import ROUTE_MARGIN, Neurons, top_neurons
-from core.causal.flow_pair_blocks import BlockCalls, StackBlocks, cross_shares, cross_terms, final_norm
+from core.causal.flow_pair_blocks import BlockCalls, StackBlocks, cross_shares, cross_terms
 from core.causal.flow_stack import RecordedPass
 from core.causal.logit_attribution import frozen_norm
 from core.model.models import LoadedModel, threads_for_input
@@ -174,6 +174,7 @@ def pair_pass(trace: Trace | None, model: LoadedModel) -> PairPass:
     if trace.stack_names != ("encoder", "decoder", "cross"):
         raise UnsupportedArchitecture(f"{model.name} has no cross-attention the app can record.")
     base = model.model
+    parts = parts_of(base)  # the decoder's final norm (T5's final_layer_norm; BART: None) and the unembedding
     blocks = {stack: StackBlocks(trace, stack) for stack in ("encoder", "decoder")}
     passes = {stack: _stack_pass(trace, found) for stack, found in blocks.items()}
     decoder, post_norm = blocks["decoder"], blocks["decoder"].post_norm()
@@ -188,7 +189,7 @@ def pair_pass(trace: Trace | None, model: LoadedModel) -> PairPass:
     return PairPass(encoder, with_neurons(passes["decoder"], decoder.mlp_calls(base), mlp_sum, cross_mid), cross_records,
                     tuple(record_output_map(cross_records[layer]) for layer in range(len(cross_records))),
                     decoder.stacked(lambda found: found.attention_output["cross"]), cross_sum, cross_mid, mlp_sum,
-                    final_norm(trace, base), parts_of(base).unembedding, _tensor_of(head_input))
+                    parts.final_norm, parts.unembedding, _tensor_of(head_input))
 
 
 def _tensor_of(array: np.ndarray | None) -> torch.Tensor | None:

@@ -13,7 +13,6 @@ import dataclasses
 import numpy as np
 import torch
 
-from core.model.parts import is_norm
 from core.model.recording import LayerRecord, UnsupportedArchitecture
 from core.model.trace import Trace
 
@@ -88,20 +87,3 @@ class StackBlocks:
                 seen.neurons = _tensor(found.mlp_input)
             calls.append(seen)
         return calls
-
-
-def final_norm(trace: Trace, model: torch.nn.Module) -> torch.nn.Module | None:
-    """The decoder's norm after its last block (T5's ``final_layer_norm``): the norm outside the blocks that maps the
-    last block's output to the decoder's output, found by calling each candidate; None where the decoder's output is
-    the last block's (BART). Raises ``UnsupportedArchitecture`` when no norm gives it."""
-    last, output = trace.residual["decoder"][-1], trace.outputs.get("last_hidden_state")
-    if output is None or np.array_equal(last, output):
-        return None
-    inside = {id(m) for path in trace.blocks["decoder"].paths for m in model.get_submodule(path).modules()}
-    with torch.inference_mode():
-        for module in model.get_decoder().modules():
-            if is_norm(module) and id(module) not in inside:
-                normed = module(torch.tensor(last)[None])[0].float()
-                if torch.allclose(normed, torch.from_numpy(np.array(output)), rtol=1e-4, atol=1e-5):
-                    return module
-    raise UnsupportedArchitecture("The app cannot find the norm between the decoder's last block and its output.")
