@@ -307,3 +307,21 @@ def test_a_text_that_fits_under_two_limits_is_read_from_one_trace(tiny_gpt2_dir)
     assert results.traces(tiny_gpt2_dir, text, max_tokens=64) is results.traces(tiny_gpt2_dir, text) is whole.trace
     cut = results.analyses(tiny_gpt2_dir, text, max_tokens=4)
     assert cut.num_tokens == 4 and cut.truncated and cut.trace is not whole.trace
+
+
+def test_a_model_loaded_again_after_its_cache_let_it_go_drops_the_results_of_the_old_one(tiny_bert_dir):
+    """A trace calls its model's blocks again: kept past the model it was read from (``ui.models.load_once`` holds
+    ``MAX_MODELS`` and lets the oldest go), it could only say the model "was loaded again". So loading a name again
+    drops its kept results, as a folder saved again does, and they are computed from the new model."""
+    from core.model.trace import record
+    from ui.models import load_once, loaded_model
+
+    traced = Result("test-traced", lambda model, run: record(model, run.text), entries=4, megabytes=10)
+    first = traced(tiny_bert_dir, "a text")
+    assert traced(tiny_bert_dir, "a text") is first
+    load_once.clear()  # as when other models push it out of the cache
+    assert loaded_model(tiny_bert_dir) is not None
+    assert traced.peek(tiny_bert_dir, "a text") is None  # dropped with the old model
+    again = traced(tiny_bert_dir, "a text")
+    assert again is not first
+    assert again.attention("self", 0).shape[0] > 0  # the new trace reads its (live) model's blocks

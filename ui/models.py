@@ -91,11 +91,12 @@ def model_signature(name: str) -> tuple:
 
 _SIGNATURES: dict[str, tuple] = {}  # the content each model name was last loaded from, in this process
 _CONTENT_CHANGED: list = []  # callbacks(name) run when a model folder's content changed (the store's forget)
+_LOADED: set[str] = set()  # names load_once has loaded in this process
 
 
 def on_content_change(callback) -> None:
-    """Call ``callback(name)`` whenever model folder ``name`` is found changed on disk (``ui.store`` drops its
-    results there); registered once per callback."""
+    """Call ``callback(name)`` whenever model folder ``name`` is found changed on disk, or model ``name`` is loaded
+    again after ``load_once`` let it go (``ui.store`` drops its results there); registered once per callback."""
     if callback not in _CONTENT_CHANGED:
         _CONTENT_CHANGED.append(callback)
 
@@ -138,6 +139,10 @@ def load_once(name: str, signature: tuple) -> LoadedModel:
     started = time.perf_counter()
     model = load_model(name)
     log.info("loaded model %s in %.1f s", name, time.perf_counter() - started)
+    if name in _LOADED:  # pushed out of this cache and loaded again: the results kept for the old object (a trace
+        for callback in _CONTENT_CHANGED:  # calls its blocks again) would read a model that is gone
+            callback(name)
+    _LOADED.add(name)
     freeze_long_lived()
     return model
 
