@@ -267,6 +267,35 @@ def test_option_changes_are_not_written_to_streamlits_query_params():
     assert ps.view_query(at.session_state) == {"heads": "L1H2", "words": "true"}
 
 
+def _page_stopped_on_its_first_run():
+    import streamlit as st
+
+    from ui.page_state import option, page_run
+
+    with page_run("demo"):
+        option(st.text_input, "Heads", key="heads")
+        option(st.toggle, "Word level", key="words")
+        if not st.session_state.get("stopped once"):
+            st.session_state["stopped once"] = True
+            st.stop()  # as Streamlit stops a run for a newer one (a widget changed, the column probe reported)
+
+
+def test_a_change_made_while_a_links_first_run_was_stopped_stands():
+    """A link's first run stopped (a probe's report, or the user changing a widget while it ran): the next run still
+    reads the link for what the stopped run did not, but the change the user made meanwhile is kept, not replaced
+    by the link's value again (a head chosen in the head switch during a link's first runs went back to the link's)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_page_stopped_on_its_first_run)
+    at.query_params.update({"heads": "L0H1", "words": "true"})
+    at.run()
+    assert ps.view_query(at.session_state) == {}  # stopped: the URL is not written yet
+    at.text_input[0].input("L1H2").run()
+    assert not at.exception
+    assert at.text_input[0].value == "L1H2" and at.toggle[0].value is True  # the change, and the link's other option
+    assert ps.view_query(at.session_state) == {"heads": "L1H2", "words": "true"}
+
+
 @pytest.mark.app
 @pytest.mark.parametrize("page", ["app_pages/attention.py", "app_pages/stats.py", "app_pages/home.py"])
 def test_a_page_that_ends_early_still_removes_other_pages_parameters(tiny_t5_dir, page):

@@ -77,6 +77,7 @@ class _SessionPageState:
     """One per session, in ``st.session_state["page_state"]``."""
 
     page: str | None = None  # the page of the last finished run
+    entering: str | None = None  # a page entered (link, navigation, back/forward) whose runs were all stopped so far
     current: str | None = None  # the page of this run
     values: dict[str, Any] = field(default_factory=dict)  # last value of every option, by session key
     pending: dict[str, Any] = field(default_factory=dict)  # values set by ``set_option`` for the next run
@@ -165,13 +166,17 @@ def page_run(page: str) -> Iterator[None]:
     ctx = get_script_run_ctx()
     history = bool(ctx is not None and getattr(ctx, "is_history_navigation", False))
     entered = state.page != page or history
+    # The same entry again after its run was stopped (a widget changed, a probe reported): the URL still decides the
+    # options no run has read yet, but what the user changed since (a widget, a head chosen in a component) stands.
+    resumed = entered and not history and state.entering == page
+    state.entering = page if entered else None
     state.current = page
     state.written = set()
     state.notices = []
     # What the URL holds now: the browser's own on entering a page; otherwise what this session last wrote (the
     # browser may send the query string the tab was opened with, however often the URL was replaced since).
     state.run_query = st.query_params.to_dict() if entered else dict(state.query)
-    if entered:
+    if entered and not resumed:
         in_url = set(state.run_query)  # the URL the browser sent: a link, a reload, back/forward
         names = {name.removesuffix(ID_SUFFIX) for name in in_url} | in_url
         if history or names & _APP_PARAMS:
@@ -197,6 +202,7 @@ def page_run(page: str) -> Iterator[None]:
         state.running = False
         if finished:
             state.page = page
+            state.entering = None
             state.query = {name: value for name, value in state.run_query.items() if name in state.written}
             _write_url()
 

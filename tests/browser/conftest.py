@@ -13,6 +13,7 @@ about 0.7 CPU-seconds more in Chromium alone (Streamlit's scripts fetched and co
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -46,6 +47,17 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
 # frontend where the server is (without it, every deep link such as /attention first probes /attention/_stcore/health
 # and /attention/_stcore/host-config, two 404s in the console; serve.BaseUrlMiddleware).
 ENTRY = "serve.py"
+
+
+def title_words(words: str) -> re.Pattern:
+    """A pattern for ``words`` in a figure title (``.gtitle``'s text) wherever Plotly wrapped it.
+
+    Plotly draws a wrapped title's lines as tspans and an element's text joins them with no space ("layer 1,<br>head
+    1" reads "layer 1,head 1"); where a title wraps depends on its width and on the model folder's path in it, which
+    varies from run to run. So any space between two words may be missing (scripts in the page compare titles with
+    whitespace removed); a last word that is a number is not the start of a longer one ("head 1" is not "head 12")."""
+    pattern = r"\s*".join(re.escape(word) for word in words.split())
+    return re.compile(pattern + (r"(?!\d)" if words.split()[-1].isdigit() else ""))
 
 
 def _require_browser() -> None:

@@ -111,7 +111,7 @@ def test_typed_markup_never_runs(app_page, query):
 
 HOVERED = """(title) => {
     const gd = [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')]
-        .find(el => [...el.querySelectorAll('.gtitle')].some(t => t.textContent.includes(title)));
+        .find(el => [...el.querySelectorAll('.gtitle')].some(t => t.textContent.replace(/\\s+/g, '').includes(title.replace(/\\s+/g, ''))));
     const trace = gd._fullData.find(t => t.type === 'heatmap' && (t.hovertemplate || '').includes('→'));
     const box = gd.querySelector('.nsewdrag').getBoundingClientRect();
     return {box: {x: box.x, y: box.y, width: box.width, height: box.height}, template: trace.hovertemplate,
@@ -160,7 +160,7 @@ def test_head_hover_reads_the_weight_the_browser_decoded(app_page):
 
 CELL_TEXTS = """(title) => {
     const gd = [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')]
-        .find(el => [...el.querySelectorAll('.gtitle')].some(t => t.textContent.includes(title)));
+        .find(el => [...el.querySelectorAll('.gtitle')].some(t => t.textContent.replace(/\\s+/g, '').includes(title.replace(/\\s+/g, ''))));
     return [...gd.querySelectorAll('.heatmaplayer text')].map(t => t.textContent);
 }"""
 
@@ -188,7 +188,7 @@ def test_short_head_prints_its_json_numbers_in_hover_and_cells(app_page):
 
 DRAWN_MARGINS = """(title) => {
     const gd = [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')]
-        .find(el => [...el.querySelectorAll('.gtitle')].some(t => t.textContent.includes(title)));
+        .find(el => [...el.querySelectorAll('.gtitle')].some(t => t.textContent.replace(/\\s+/g, '').includes(title.replace(/\\s+/g, ''))));
     const full = gd._fullLayout;
     return {asked: {l: full.margin.l, r: full.margin.r, b: full.margin.b}, drawn: {l: full._size.l, r: full._size.r, b: full._size.b},
             yLabels: [...gd.querySelectorAll('.ytick text')].map(t => t.textContent)};

@@ -274,7 +274,7 @@ def test_a_long_texts_pooled_heads_switch_in_the_browser_pixel_for_pixel(browser
     """A long text: the switch appears with the shown head alone, before the layer's other heads are pooled; once
     they are it holds them as images, and a click shows another head at once, one image pixel per device pixel (at
     ratio 2), the image the page's pooled figure of that head draws."""
-    from tests.browser.conftest import AppPage
+    from tests.browser.conftest import AppPage, title_words
     from tests.test_long_heatmap import long_text
 
     url, folder = long_server
@@ -301,7 +301,7 @@ def test_a_long_texts_pooled_heads_switch_in_the_browser_pixel_for_pixel(browser
         size = shown.evaluate("img => [img.naturalWidth, img.getBoundingClientRect().width, img.src]")
         assert size[0] == round(size[1] * 2), size  # not resampled
         tab.wait_until_idle()
-        figure = page.locator('[data-testid="stPlotlyChart"]').filter(has=page.locator(".gtitle", has_text="layer 1, head 1"))
+        figure = page.locator('[data-testid="stPlotlyChart"]').filter(has=page.locator(".gtitle", has_text=title_words("layer 1, head 1")))
         figure.first.locator(".imagelayer image").wait_for(timeout=120_000)
         assert figure.first.locator(".imagelayer image").get_attribute("href") == size[2]
         assert "head=1" in page.url

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.browser.conftest import AppPage, serve_app
+from tests.browser.conftest import AppPage, serve_app, title_words
 from tests.test_long_heatmap import HOSTILE, POSITIONS, build_tiny_long_gemma3, long_text
 
 pytestmark = pytest.mark.browser
@@ -31,7 +31,8 @@ def long_server(tmp_path_factory, browser):
 
 
 def _chart(page, words):
-    return page.locator(CHART).filter(has=page.locator(".gtitle", has_text=words)).first
+    """The first figure whose title has ``words`` (a string, wherever the title wraps, or a pattern)."""
+    return page.locator(CHART).filter(has=page.locator(".gtitle", has_text=title_words(words) if isinstance(words, str) else words)).first
 
 
 def _zoom_first_query(page) -> int:

@@ -53,7 +53,8 @@ def test_the_layer_slider_moves_the_view_and_the_link(app_page):
     slider.press("ArrowLeft")
     page.wait_for_function("() => location.search.includes('layer=5')")
     app_page.wait_until_idle()
-    page.wait_for_function("() => document.querySelector('.js-plotly-plot .gtitle').textContent.includes('hidden state 5 (output of layer 4):')")
+    page.wait_for_function("() => document.querySelector('.js-plotly-plot .gtitle').textContent.replace(/\\s+/g, '')"
+                       ".includes('hiddenstate5(outputoflayer4):')")
     after = page.evaluate(FIGURE_DATA, 0)
     assert [row[2] for row in after] == [row[2] for row in before]  # the same occurrences, projected again
     app_page.assert_clean()
