@@ -77,7 +77,9 @@ class _SessionPageState:
     """One per session, in ``st.session_state["page_state"]``."""
 
     page: str | None = None  # the page of the last finished run
-    entering: str | None = None  # a page entered (link, navigation, back/forward) whose runs were all stopped so far
+    # a page entered (link, navigation, back/forward) whose runs were all stopped so far (a widget changed, a probe
+    # reported): its next run reads the URL for the options no run has read, and keeps what the user changed since
+    entering: str | None = None
     current: str | None = None  # the page of this run
     values: dict[str, Any] = field(default_factory=dict)  # last value of every option, by session key
     pending: dict[str, Any] = field(default_factory=dict)  # values set by ``set_option`` for the next run
@@ -166,9 +168,7 @@ def page_run(page: str) -> Iterator[None]:
     ctx = get_script_run_ctx()
     history = bool(ctx is not None and getattr(ctx, "is_history_navigation", False))
     entered = state.page != page or history
-    # The same entry again after its run was stopped (a widget changed, a probe reported): the URL still decides the
-    # options no run has read yet, but what the user changed since (a widget, a head chosen in a component) stands.
-    resumed = entered and not history and state.entering == page
+    resumed = entered and not history and state.entering == page  # its run stopped: the user's changes since stand
     state.entering = page if entered else None
     state.current = page
     state.written = set()
@@ -191,12 +191,10 @@ def page_run(page: str) -> Iterator[None]:
     except _PageEnd:
         finished = True  # end_page(): the run ends here, after the URL is tidied below
     except (RerunException, StopException):
-        # st.rerun(), or Streamlit stopping this run for a newer one (a widget changed while it ran: with fast reruns
-        # the old run ends in StopException; pages never call st.stop() here, they call end_page): the next run is
-        # still an entry, since the URL has not been read by the whole page yet. Counting the stopped run as finished
-        # kept only the parameters it had reached, and the next run showed the page's defaults (a link to the
-        # tour's step 6 in presentation mode, opened in a window whose column the probe reported during the first
-        # run, showed step 1 outside presentation mode).
+        # st.rerun(), or Streamlit stopping this run for a newer one (fast reruns; pages call end_page, not st.stop):
+        # the next run is still the entry (``entering``), since the whole page has not read the URL yet. Counting the
+        # stopped run as finished kept only the parameters it had reached (a link to the tour's step 6 in
+        # presentation mode, its first run stopped by the column probe, showed step 1 outside presentation mode).
         raise
     finally:
         state.running = False
