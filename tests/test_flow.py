@@ -344,7 +344,7 @@ def test_minilm_head_terms_and_shares_against_hooks_on_the_plain_model(bundled):
         bias = plain_bias[layer].attention.output.dense.bias.detach()
         torch.testing.assert_close(head_terms(recorded, layer).sum(dim=(1, 2)), seen[("attn", layer)] - bias,
                                    rtol=1e-4, atol=1e-4)
-        torch.testing.assert_close(torch.from_numpy(recorded.residual_post("self", layer)), seen[("post", layer)],
+        torch.testing.assert_close(torch.tensor(recorded.residual_post("self", layer)), seen[("post", layer)],
                                    rtol=0, atol=1e-5)
     assert (result.attention >= 0).all() and (result.mlp >= 0).all()
     np.testing.assert_allclose(result.attention.sum(axis=(2, 3)) + result.attention_residual, 1, atol=1e-5)
