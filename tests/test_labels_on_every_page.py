@@ -1,7 +1,8 @@
-"""Issue 50 item 10: one way to write a token on every page. Each page is opened once per bundled model on a text
-with double spaces, a newline, an emoji and Arabic, and every table cell, picker option and sentence it shows is
-read: no empty label, no byte-level mark "Ġ" or SentencePiece mark "▁", no "##" on a tokenizer that has none (SmolLM2,
-Gemma 3), no "�" (a token that is part of a character is written as its bytes, <0xF0>)."""
+"""Issue 50 item 10: one way to write a token on every page. Each page is opened once per bundled model (``make
+test``: on the MiniLM and one language model in turn) on a text with double spaces, a newline, an emoji and Arabic,
+and every table cell, picker option and sentence it shows is read: no empty label, no byte-level mark "Ġ" or
+SentencePiece mark "▁", no "##" on a tokenizer that has none (SmolLM2, Gemma 3), no "�" (a token that is part of a
+character is written as its bytes, <0xF0>)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from core.causal.flow_details import decode
 from core.causal.unembedding import top_tokens
 from core.model.inference import analyze
 from core.model.tokens import token_labels
-from tests.browser.matrix import full_only
+from tests.browser.matrix import in_turn
 from tests.pages_registry import landed_pages
 from tests.test_app import APP
 
@@ -26,9 +27,9 @@ PAGE_QUERIES = {  # pages that read their own texts are pointed at the same one
     "app_pages/effects.py": {"steps": "32"},  # the fewest integration steps: the labels are the same
     "app_pages/long-context.py": {"source": "sidebar"},  # the text above, not the bundled English one (and no 2,048-token pass)
 }
-# The slowest pair (26 s: Effects' integrated gradients on Gemma 3) is make test-full's; make test reads Effects' labels
-# on SmolLM2 and Gemma 3's on every other page.
-FULL_ONLY = {("app_pages/effects.py", "gemma-3-270m")}
+# make test reads every page on the MiniLM (WordPiece, 0.2 s a page) and on one language model, SmolLM2 (byte-level
+# BPE) and Gemma 3 (SentencePiece) in turn (``matrix.in_turn``: 1.5–26 s a page); make test-full, every page on both.
+LANGUAGE_MODELS = [name for name, no_wordpiece in MODELS.items() if no_wordpiece]
 # Home's "token" column is the tokenizer's own piece ("Ġbank"), shown on purpose beside "shown as", the label; its
 # "word" column is empty for a special token, which belongs to no word.
 RAW_COLUMNS = {("app_pages/home.py", "token"), ("app_pages/home.py", "word")}
@@ -87,8 +88,8 @@ def _pick_flow_items(at) -> list:
 @pytest.mark.app
 @pytest.mark.integration
 @pytest.mark.parametrize(("page", "model"), [
-    full_only(file, model) if (file, model) in FULL_ONLY else (file, model)
-    for file, _ in landed_pages() for model in MODELS])
+    *[(file, "all-MiniLM-L6-v2") for file, _ in landed_pages()],
+    *in_turn([file for file, _ in landed_pages()], LANGUAGE_MODELS)])
 def test_every_label_on_the_page_follows_the_rule(page, model):
     at = AppTest.from_file(APP, default_timeout=600)  # the slowest pages on Gemma 3 on a shared machine
     for key, value in ({"model": model, "text": TEXT} | PAGE_QUERIES.get(page, {})).items():
