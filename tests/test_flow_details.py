@@ -86,7 +86,7 @@ def test_neuron_terms_add_up_with_the_bias_to_the_mlp_output(tiny_decoder):
         np.testing.assert_allclose(top.activation, seen["neurons"][position, top.index].numpy(), rtol=1e-5)
         assert top.count == z.shape[0]
         if family == "llama":  # the page projects the top neurons' writes in one call: each row as on its own
-            lm, final = load_language_model(model), torch.from_numpy(recorded.residual_post("self", recorded.num_layers("self") - 1)[position])
+            lm, final = load_language_model(model), torch.tensor(recorded.residual_post("self", recorded.num_layers("self") - 1)[position])
             rows = written_logits(lm, top.terms, final)
             np.testing.assert_allclose(rows[1], written_logits(lm, top.terms[1], final), rtol=1e-5, atol=1e-6)
 
@@ -116,7 +116,7 @@ def test_promoted_tokens_of_a_head_from_one_key_equal_its_term_through_the_froze
 
     write = head_write(recorded, layer, query, key, head)
     torch.testing.assert_close(write.double(), term, rtol=1e-4, atol=1e-6)
-    last = torch.from_numpy(recorded.residual_post("self", recorded.num_layers("self") - 1)[query])
+    last = torch.tensor(recorded.residual_post("self", recorded.num_layers("self") - 1)[query])
     got = written_logits(lm, write, last)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
     assert [tok for tok, _ in top_tokens(lm, got, 5)] == [  # labelled by the app's one rule (issue 50 item 10)
