@@ -94,6 +94,12 @@ _CONTENT_CHANGED: list = []  # callbacks(name) run when a model folder's content
 _LOADED: set[str] = set()  # names load_once has loaded in this process
 
 
+def _content_changed(name: str) -> None:
+    """Tell every ``on_content_change`` callback that model ``name``'s results are stale."""
+    for callback in _CONTENT_CHANGED:
+        callback(name)
+
+
 def on_content_change(callback) -> None:
     """Call ``callback(name)`` whenever model folder ``name`` is found changed on disk, or model ``name`` is loaded
     again after ``load_once`` let it go (``ui.store`` drops its results there); registered once per callback."""
@@ -124,8 +130,7 @@ def run_of(name: str, texts: str | tuple[str, ...] = (), max_tokens: int | None 
     signature = model_signature(name)
     if _SIGNATURES.get(name, signature) != signature:
         log.info("model folder %s changed on disk: loading it again", name)
-        for callback in _CONTENT_CHANGED:
-            callback(name)
+        _content_changed(name)
         language_model_load.clear()  # a model cache: Streamlit's caches cannot drop entries by argument
     _SIGNATURES[name] = signature
     if ablation is not None and not isinstance(ablation, Ablation):
@@ -140,8 +145,7 @@ def load_once(name: str, signature: tuple) -> LoadedModel:
     model = load_model(name)
     log.info("loaded model %s in %.1f s", name, time.perf_counter() - started)
     if name in _LOADED:  # pushed out of this cache and loaded again: the results kept for the old object (a trace
-        for callback in _CONTENT_CHANGED:  # calls its blocks again) would read a model that is gone
-            callback(name)
+        _content_changed(name)  # calls its blocks again) would read a model that is gone
     _LOADED.add(name)
     freeze_long_lived()
     return model

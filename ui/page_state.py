@@ -77,9 +77,6 @@ class _SessionPageState:
     """One per session, in ``st.session_state["page_state"]``."""
 
     page: str | None = None  # the page of the last finished run
-    # a page entered (link, navigation, back/forward) whose runs were all stopped so far (a widget changed, a probe
-    # reported): its next run reads the URL for the options no run has read, and keeps what the user changed since
-    entering: str | None = None
     current: str | None = None  # the page of this run
     values: dict[str, Any] = field(default_factory=dict)  # last value of every option, by session key
     pending: dict[str, Any] = field(default_factory=dict)  # values set by ``set_option`` for the next run
@@ -168,8 +165,9 @@ def page_run(page: str) -> Iterator[None]:
     ctx = get_script_run_ctx()
     history = bool(ctx is not None and getattr(ctx, "is_history_navigation", False))
     entered = state.page != page or history
-    resumed = entered and not history and state.entering == page  # its run stopped: the user's changes since stand
-    state.entering = page if entered else None
+    # the last run was this page's entry and did not finish (stopped: a widget changed, a probe reported): the same
+    # entry, whose next run reads the URL for the options no run has read and keeps what the user changed since
+    resumed = entered and not history and state.current == page
     state.current = page
     state.written = set()
     state.notices = []
@@ -192,7 +190,7 @@ def page_run(page: str) -> Iterator[None]:
         finished = True  # end_page(): the run ends here, after the URL is tidied below
     except (RerunException, StopException):
         # st.rerun(), or Streamlit stopping this run for a newer one (fast reruns; pages call end_page, not st.stop):
-        # the next run is still the entry (``entering``), since the whole page has not read the URL yet. Counting the
+        # the next run is still the entry (``resumed``), since the whole page has not read the URL yet. Counting the
         # stopped run as finished kept only the parameters it had reached (a link to the tour's step 6 in
         # presentation mode, its first run stopped by the column probe, showed step 1 outside presentation mode).
         raise
@@ -200,7 +198,6 @@ def page_run(page: str) -> Iterator[None]:
         state.running = False
         if finished:
             state.page = page
-            state.entering = None
             state.query = {name: value for name, value in state.run_query.items() if name in state.written}
             _write_url()
 
